@@ -1,0 +1,100 @@
+# tide — one Makefile for the library, the daemon/CLI, the tests and the benchmarks.
+#
+#   make                     build/libtide.so, build/libtide.a, build/tide
+#   make SANITIZER=address,undefined   the same under sanitizers, in build/san/
+#   make test                unit + integration tests (+ fuzz corpus replay)
+#   make check               test, then test again under ASan+UBSan (the README's test command)
+#   make deps                install missing Debian packages (silent when all are present)
+#   make bench               run the benchmarks and write bench/RESULTS.md
+#   make demo                the main job: build/tide demo
+#
+# CI=1 turns warnings into errors. BUILD=dir moves every output under dir.
+
+CC ?= cc
+ifeq ($(origin CC),default)
+CC := gcc
+endif
+
+ifdef SANITIZER
+BUILD ?= build/san
+SANFLAGS := -fsanitize=$(SANITIZER) -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+else
+BUILD ?= build
+SANFLAGS :=
+endif
+
+OPT ?= -O2
+WARN := -Wall -Wextra -Wshadow -Wno-unused-parameter -Wstrict-prototypes
+ifdef CI
+WARN += -Werror
+endif
+CPPFLAGS += -Iinclude -Isrc -Itests -D_GNU_SOURCE
+CFLAGS += -std=c11 $(OPT) -g -fPIC -fvisibility=hidden -pthread $(WARN) $(SANFLAGS) -MMD -MP
+LDFLAGS += -pthread $(SANFLAGS)
+LIBS := -lxxhash -lcrypto -lcjson -luring -lcurl -lm
+
+LIB_DIRS := src/common src/proto src/transport src/store src/client src/connector
+LIB_SRCS := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
+SERVER_SRCS := $(wildcard src/server/*.c)
+CLI_SRCS := $(wildcard src/cli/*.c)
+ENGINE_SRCS := $(wildcard engine/*.c)
+TEST_SRCS := $(wildcard tests/*.c tests/unit/*.c tests/integration/*.c)
+BENCH_SRCS := $(wildcard bench/*.c)
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+LIB_OBJS := $(call obj,$(LIB_SRCS))
+APP_OBJS := $(call obj,$(SERVER_SRCS) $(ENGINE_SRCS))
+CLI_OBJS := $(call obj,$(CLI_SRCS))
+TEST_OBJS := $(call obj,$(TEST_SRCS))
+BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
+
+.PHONY: all deps test check bench demo fuzz clean format python-test
+all: $(BUILD)/libtide.so $(BUILD)/libtide.a $(BUILD)/tide $(BENCH_BINS)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libtide.a: $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/libtide.so: $(LIB_OBJS)
+	$(CC) -shared -o $@ $^ $(LDFLAGS) $(LIBS)
+
+$(BUILD)/tide: $(CLI_OBJS) $(APP_OBJS) $(BUILD)/libtide.a
+	$(CC) -o $@ $(CLI_OBJS) $(APP_OBJS) $(BUILD)/libtide.a $(LDFLAGS) $(LIBS)
+
+$(BUILD)/tests/tide-tests: $(TEST_OBJS) $(APP_OBJS) $(BUILD)/libtide.a
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $(TEST_OBJS) $(APP_OBJS) $(BUILD)/libtide.a $(LDFLAGS) $(LIBS)
+
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libtide.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libtide.a $(LDFLAGS) $(LIBS)
+
+deps:
+	@scripts/deps.sh
+
+# The test runner finds build/tide through TIDE_BIN for tests that start real servers.
+test: all $(BUILD)/tests/tide-tests
+	TIDE_BIN=$(abspath $(BUILD)/tide) TIDE_BUILD=$(abspath $(BUILD)) $(BUILD)/tests/tide-tests
+	@if [ -x scripts/test-extra.sh ]; then BUILD=$(BUILD) scripts/test-extra.sh; fi
+
+check:
+	$(MAKE) test
+	$(MAKE) test SANITIZER=address,undefined
+
+bench: all
+	scripts/bench.sh
+
+demo: all
+	$(BUILD)/tide demo
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf build
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,22 @@
+#!/bin/sh
+# deps.sh — install the Debian packages tide's build, tests and benchmarks need, when any
+# is missing. Idempotent; prints nothing when everything is already installed.
+set -e
+PKGS="build-essential clang libclang-rt-14-dev pkg-config libxxhash-dev libssl-dev \
+libcjson-dev liburing-dev libcurl4-openssl-dev python3 python3-numpy python3-pytest \
+redis-server redis-tools etcd-server etcd-client iproute2 valgrind"
+missing=""
+for p in $PKGS; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $p"
+    fi
+done
+[ -z "$missing" ] && exit 0
+echo "deps: installing:$missing"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+echo "deps: done"

@@ -1,0 +1,63 @@
+/*
+ * main.c — entry point of the `tide` command: finds the subcommand and runs it.
+ * Each subcommand lives in its own cmd_*.c file and is listed in the table below.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "tide.h"
+
+static const cli_command commands[] = {
+    {"version", cmd_version, "print the version of tide and libtide"},
+};
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+int cli_is_help(const char *arg) {
+    return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0;
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "tide %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n(see 'tide %s --help')\n", cmd);
+    va_end(ap);
+    return 2;
+}
+
+int cmd_version(int argc, char **argv) {
+    if (argc > 1 && cli_is_help(argv[1])) {
+        printf("usage: tide version\n\nPrints the version of the tide command and of libtide.\n");
+        return 0;
+    }
+    printf("tide %s\n", tide_version());
+    return 0;
+}
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: tide COMMAND [OPTIONS]\n\ntide is a KV-cache store for LLM serving.\n\n"
+               "Commands:\n");
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        fprintf(f, "  %-14s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\nRun 'tide COMMAND --help' for a command's options.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (cli_is_help(argv[1]) || strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) return cmd_version(1, argv + 1);
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "tide: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,31 @@
+/*
+ * checksum.h — the object checksum (xxh3-64, through libxxhash's x86 dispatch so the
+ * widest vector unit is used) and copies that compute it on the way.
+ *
+ * Copies go in chunks small enough to stay in cache, and each chunk is hashed right after
+ * it is copied, so the checksum reads cache-hot bytes instead of a second pass over memory.
+ */
+#ifndef TIDE_CHECKSUM_H
+#define TIDE_CHECKSUM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tide.h"
+
+/* xxh3-64 of n bytes. */
+uint64_t checksum_buf(const void *p, size_t n);
+
+/* Total length of a scatter list. */
+size_t iov_total(const tide_iov *iov, size_t cnt);
+
+/* Copy the scatter list into dst (which holds iov_total bytes); return the checksum of
+ * the bytes copied when want_sum, else 0. */
+uint64_t copy_gather(uint8_t *dst, const tide_iov *iov, size_t cnt, int want_sum);
+
+/* Copy len bytes from src across the scatter list in order (the list must hold at least
+ * len bytes); return the checksum of the bytes copied when want_sum, else 0. */
+uint64_t copy_scatter(const tide_iov *iov, size_t cnt, const uint8_t *src, size_t len,
+                      int want_sum);
+
+#endif

@@ -1,0 +1,108 @@
+/*
+ * store.h — one node's object store: a memfd-backed pool, an index from key to object,
+ * byte-budget eviction, pins for readers and two-phase puts for writers.
+ *
+ * This is the core that the embedded backend (mem://) calls directly and that tided
+ * serves over its transports. Bytes are copied by the caller, never under the store's
+ * lock: a writer reserves space, fills it, and commits; a reader pins an object, copies
+ * it out, and unpins. The lock protects metadata only.
+ *
+ * Invariants:
+ *   - A reserved (uncommitted) object is invisible to get/exists/match; a second reserve of
+ *     the same key while the first is in flight returns STORE_DUP (the first writer wins).
+ *   - A pinned or reserved object is never evicted and its space is never reused; remove of
+ *     a pinned object hides it at once and frees its space when the last pin goes.
+ *   - Pins and reservations taken with a deadline are leases: store_expire() releases those
+ *     past their deadline, so a dead client cannot hold space forever.
+ *   - Checksums are xxh3-64 of the value bytes, given by the writer at commit and checked
+ *     by whoever copies the bytes out (store_verify_failed() reports a mismatch). Checksums
+ *     and deadlines use src/common/checksum.h and now_ns() from src/common/util.h.
+ */
+#ifndef TIDE_STORE_H
+#define TIDE_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tide.h"
+
+typedef struct store store;
+
+enum store_policy { STORE_POLICY_LRU = 0, STORE_POLICY_S3FIFO = 1 };
+
+typedef struct store_config {
+    uint64_t capacity;  /* pool bytes (rounded up to the allocator's unit) */
+    uint64_t max_value; /* largest value accepted; 0 = capacity */
+    int prefault;       /* touch every pool page at creation (slow start, fast first use) */
+    int hugepages;      /* try MFD_HUGETLB first, fall back to normal pages */
+    int policy;         /* enum store_policy */
+} store_config;
+
+/* Result of store_reserve() when the key exists or is being written: nothing to do. */
+#define STORE_DUP 1
+
+/* What a pin or reservation refers to. `id` names it in store_unpin/commit/abort. */
+typedef struct store_ref {
+    uint64_t id;       /* nonzero; unique for the life of the store */
+    uint64_t offset;   /* value's byte offset in the pool */
+    uint64_t len;      /* value's length */
+    uint64_t checksum; /* xxh3-64 of the value (pins only) */
+} store_ref;
+
+/*
+ * Create a store. On failure returns a negative code and writes a message naming what
+ * failed (memfd_create, mmap, size) to err[errlen].
+ */
+int store_create(const store_config *cfg, store **out, char *err, size_t errlen);
+void store_destroy(store *st);
+
+/* The pool: base address in this process, its size, and the memfd behind it. */
+uint8_t *store_base(store *st);
+uint64_t store_capacity(store *st);
+int store_fd(store *st);
+
+/*
+ * Reserve room for a value of vlen bytes under key. Returns 0 and fills *ref (offset and
+ * id) — the caller then writes vlen bytes at store_base(st) + ref->offset and calls
+ * store_commit() or store_abort(). Returns STORE_DUP when the key already exists or is
+ * being written. Evicts unpinned objects as needed. deadline_ns (CLOCK_MONOTONIC) 0 means
+ * no lease expiry. Errors: TIDE_EKEYEMPTY, TIDE_EKEYLONG, TIDE_EVALEMPTY, TIDE_EVALBIG,
+ * TIDE_ENOSPACE, -ENOMEM.
+ */
+int store_reserve(store *st, const void *key, size_t klen, uint64_t vlen, uint64_t deadline_ns,
+                  store_ref *ref);
+/* Make a reservation visible with the given checksum. Errors: TIDE_ENOTFOUND (unknown or
+ * expired reservation id). */
+int store_commit(store *st, uint64_t id, uint64_t checksum);
+/* Drop a reservation and free its space. Errors: TIDE_ENOTFOUND. */
+int store_abort(store *st, uint64_t id);
+
+/*
+ * Pin a committed object for reading: fills *ref (offset, len, checksum, id) and marks the
+ * object recently used. Errors: TIDE_ENOTFOUND, key errors, -ENOMEM.
+ */
+int store_pin(store *st, const void *key, size_t klen, uint64_t deadline_ns, store_ref *ref);
+/* Release a pin. Errors: TIDE_ENOTFOUND (unknown or expired pin id). */
+int store_unpin(store *st, uint64_t id);
+
+/* A reader found that the pinned bytes do not match their checksum: count it and remove
+ * the object so no later reader sees it. Call before store_unpin(). */
+void store_verify_failed(store *st, uint64_t pin_id);
+
+/* 1 if the key is committed, 0 if not, negative on a key error. */
+int store_exists(store *st, const void *key, size_t klen);
+/* Remove a committed key: 0, or TIDE_ENOTFOUND. */
+int store_remove(store *st, const void *key, size_t klen);
+/* Remove every committed object (pinned ones are hidden now and freed when unpinned). */
+void store_clear(store *st);
+
+/* Release pins and reservations whose deadline is before now_ns. Returns how many. */
+int store_expire(store *st, uint64_t now_ns);
+
+/* Fill *out with the store's figures. */
+void store_stats(store *st, tide_stats *out);
+
+/* Count bytes read out or stored by callers (the store does not see the copies). */
+void store_count_io(store *st, uint64_t bytes_in, uint64_t bytes_out);
+
+#endif /* TIDE_STORE_H */

@@ -1,0 +1,126 @@
+/*
+ * harness.c — runs the registered tests, each in a forked child with an alarm, and counts.
+ */
+
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_TESTS 2048
+
+static struct test {
+    const char *name;
+    test_fn fn;
+    const char *file;
+    int timeout_s;
+} tests[MAX_TESTS];
+static int ntests;
+static char tmpdir[256];
+
+void test_register(const char *name, test_fn fn, const char *file, int timeout_s) {
+    if (ntests < MAX_TESTS) tests[ntests++] = (struct test){name, fn, file, timeout_s};
+}
+
+void test_fail(const char *file, int line, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "    %s:%d: ", file, line);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    fflush(stderr);
+    _exit(1);
+}
+
+int test_free_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) || getsockname(fd, (void *)&a, &len))
+        test_fail(__FILE__, __LINE__, "cannot find a free port");
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+const char *test_tide_bin(void) {
+    const char *b = getenv("TIDE_BIN");
+    return b ? b : "build/tide";
+}
+
+const char *test_build_dir(void) {
+    const char *b = getenv("TIDE_BUILD");
+    return b ? b : "build";
+}
+
+const char *test_tmpdir(void) {
+    if (!tmpdir[0]) {
+        snprintf(tmpdir, sizeof(tmpdir), "/tmp/tide-test-XXXXXX");
+        if (!mkdtemp(tmpdir)) test_fail(__FILE__, __LINE__, "mkdtemp failed");
+    }
+    return tmpdir;
+}
+
+static int selected(const char *name, int argc, char **argv) {
+    if (argc <= 1) return 1;
+    for (int i = 1; i < argc; i++)
+        if (strstr(name, argv[i])) return 1;
+    return 0;
+}
+
+static double elapsed_ms(struct timespec a) {
+    struct timespec b;
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    return (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+}
+
+int main(int argc, char **argv) {
+    int passed = 0, failed = 0;
+    signal(SIGPIPE, SIG_IGN);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    for (int i = 0; i < ntests; i++) {
+        struct test *t = &tests[i];
+        if (!selected(t->name, argc, argv)) continue;
+        struct timespec t0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        fflush(stdout);
+        fflush(stderr);
+        pid_t pid = fork();
+        if (pid == 0) {
+            setpgid(0, 0); /* so a timeout can kill whatever the test started */
+            tmpdir[0] = '\0';
+            alarm((unsigned)t->timeout_s);
+            t->fn();
+            if (tmpdir[0]) {
+                char cmd[300];
+                snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+                if (system(cmd) != 0) fprintf(stderr, "    could not remove %s\n", tmpdir);
+            }
+            fflush(NULL);
+            _exit(0);
+        }
+        int status = 0;
+        waitpid(pid, &status, 0);
+        kill(-pid, SIGKILL); /* anything the test left running */
+        double ms = elapsed_ms(t0);
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+            passed++;
+            printf("PASS %-48s %8.1f ms\n", t->name, ms);
+        } else {
+            failed++;
+            if (WIFSIGNALED(status))
+                printf("FAIL %-48s (%s%s)\n", t->name, strsignal(WTERMSIG(status)),
+                       WTERMSIG(status) == SIGALRM ? ": time limit" : "");
+            else
+                printf("FAIL %-48s (%s)\n", t->name, t->file);
+        }
+    }
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,81 @@
+/*
+ * test_common.c — size strings, URLs and the error table.
+ */
+#include <errno.h>
+
+#include "common/errors.h"
+#include "common/util.h"
+#include "harness.h"
+#include "tide.h"
+
+TEST(common_size_parse_accepts) {
+    uint64_t v;
+    CHECK_EQ(tide_size_parse("4096", &v), 0);
+    CHECK_EQ(v, 4096);
+    CHECK_EQ(tide_size_parse("1GiB", &v), 0);
+    CHECK_EQ(v, 1ull << 30);
+    CHECK_EQ(tide_size_parse("512MB", &v), 0);
+    CHECK_EQ(v, 512000000ull);
+    CHECK_EQ(tide_size_parse("80GB", &v), 0);
+    CHECK_EQ(v, 80000000000ull);
+    CHECK_EQ(tide_size_parse("1.5 KiB", &v), 0);
+    CHECK_EQ(v, 1536);
+    CHECK_EQ(tide_size_parse("64kib", &v), 0);
+    CHECK_EQ(v, 65536);
+}
+
+TEST(common_size_parse_rejects) {
+    uint64_t v;
+    const char *bad[] = {"", "GiB", "-1", "1XB", "1.5", "0x10", "1e9", "99999999999999999999",
+                         "20000000000TiB", "1..5GiB", "1.GiB"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        CHECK_MSG(tide_size_parse(bad[i], &v) == TIDE_ESIZE, "'%s' accepted", bad[i]);
+}
+
+TEST(common_url_parse) {
+    url u;
+    char err[256];
+    CHECK_EQ(url_parse("tide://h1:1,h2:2/pool?replicas=2&x=a%20b", &u, err, sizeof(err)), 0);
+    CHECK_STR(u.scheme, "tide");
+    CHECK_STR(u.authority, "h1:1,h2:2");
+    CHECK_STR(u.path, "/pool");
+    CHECK_STR(url_get(&u, "x"), "a b");
+    CHECK_EQ(url_check_unused(&u, err, sizeof(err)), TIDE_EOPTION);
+    CHECK_CONTAINS(err, "replicas");
+    uint64_t r;
+    CHECK_EQ(url_opt_uint(&u, "replicas", 1, &r, err, sizeof(err)), 0);
+    CHECK_EQ(r, 2);
+    CHECK_EQ(url_check_unused(&u, err, sizeof(err)), 0);
+    url_free(&u);
+
+    CHECK_EQ(url_parse("no-scheme", &u, err, sizeof(err)), TIDE_EURL);
+    CHECK_EQ(url_parse("mem://?capacity=%zz", &u, err, sizeof(err)), TIDE_EURL);
+    CHECK_EQ(url_parse("mem://?capacity=%2", &u, err, sizeof(err)), TIDE_EURL);
+    CHECK_EQ(url_parse("mem://?capacity=lots", &u, err, sizeof(err)), 0);
+    uint64_t cap;
+    CHECK_EQ(url_opt_size(&u, "capacity", 0, &cap, err, sizeof(err)), TIDE_ESIZE);
+    CHECK_CONTAINS(err, "capacity=lots");
+    url_free(&u);
+}
+
+TEST(common_error_table) {
+    CHECK_STR(tide_errname(TIDE_ENOTFOUND), "TIDE_ENOTFOUND");
+    CHECK_STR(tide_errname(-ENOMEM), "ENOMEM");
+    CHECK_STR(tide_strerror(TIDE_EBUFSMALL), "buffer too small for the value");
+    CHECK_STR(tide_strerror(-ENOENT), "No such file or directory");
+    /* Every code in the range has a name of its own. */
+    for (int c = -TIDE_ERRBASE - 1; c >= TIDE_ERRLAST; c--) {
+        CHECK_MSG(strncmp(tide_errname(c), "TIDE_E", 6) == 0, "code %d has no name", c);
+        CHECK_MSG(strcmp(tide_strerror(c), "unknown error") != 0, "code %d has no text", c);
+    }
+}
+
+TEST(common_errmsg_per_thread_and_handle) {
+    errbuf eb;
+    errbuf_init(&eb);
+    int owner;
+    CHECK_EQ(err_set(&owner, &eb, TIDE_ENOTFOUND, "key %s missing", "k"), TIDE_ENOTFOUND);
+    CHECK_STR(err_get(&owner, &eb), "key k missing");
+    CHECK_STR(err_get(NULL, NULL), "key k missing");
+    errbuf_destroy(&eb);
+}
