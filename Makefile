@@ -60,7 +60,7 @@ $(BUILD)/libtide.a: $(LIB_OBJS)
 	rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/libtide.so: $(LIB_OBJS)
-	$(CC) -shared -o $@ $^ $(LDFLAGS) $(LIBS)
+	$(CC) -shared -Wl,--no-undefined -o $@ $^ $(LDFLAGS) $(LIBS)
 
 $(BUILD)/tide: $(CLI_OBJS) $(APP_OBJS) $(BUILD)/libtide.a
 	$(CC) -o $@ $(CLI_OBJS) $(APP_OBJS) $(BUILD)/libtide.a $(LDFLAGS) $(LIBS)

@@ -23,6 +23,7 @@ static struct test {
 } tests[MAX_TESTS];
 static int ntests;
 static char tmpdir[256];
+const char *test_context;
 
 void test_register(const char *name, test_fn fn, const char *file, int timeout_s) {
     if (ntests < MAX_TESTS) tests[ntests++] = (struct test){name, fn, file, timeout_s};
@@ -31,6 +32,7 @@ void test_register(const char *name, test_fn fn, const char *file, int timeout_s
 void test_fail(const char *file, int line, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
+    if (test_context) fprintf(stderr, "    [%s]\n", test_context);
     fprintf(stderr, "    %s:%d: ", file, line);
     vfprintf(stderr, fmt, ap);
     fprintf(stderr, "\n");

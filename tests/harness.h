@@ -15,6 +15,8 @@
 #include <string.h>
 
 typedef void (*test_fn)(void);
+/* Printed with a failure when set: which case of a table-driven test was running. */
+extern const char *test_context;
 void test_register(const char *name, test_fn fn, const char *file, int timeout_s);
 void test_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4), noreturn));

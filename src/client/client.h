@@ -1,0 +1,54 @@
+/*
+ * client.h — what every backend implements, and the handle that carries it.
+ *
+ * tide_open() picks a backend by URL scheme from the table in api.c; the public calls in
+ * api.c check their arguments and then call the backend through `ops`. Backends see only
+ * well-formed arguments: non-NULL arrays, n ≤ TIDE_BATCH_MAX, and for single-key calls a
+ * valid key and value. Per-key problems inside a batch (an empty key, say) are reported by
+ * the backend in results[], the same way on every backend.
+ *
+ * Backend functions record a message with client_err() when they fail.
+ */
+#ifndef TIDE_CLIENT_H
+#define TIDE_CLIENT_H
+
+#include "common/errors.h"
+#include "common/util.h"
+#include "tide.h"
+
+typedef struct backend_ops {
+    const char *scheme;
+    /* Parse the backend's URL options (marking them read) and set s->impl. */
+    int (*open)(tide_store *s, url *u);
+    void (*close)(tide_store *s);
+    int (*put_many)(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
+                    const size_t *iovcnt, int *results);
+    int (*get_many)(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
+                    const size_t *iovcnt, int *results, size_t *vlens);
+    int (*exists_many)(tide_store *s, const tide_key *keys, size_t n, uint8_t *present);
+    int (*remove_many)(tide_store *s, const tide_key *keys, size_t n, int *results);
+    /* May be NULL: then match_prefix is answered with exists_many. */
+    int (*match_prefix)(tide_store *s, const tide_key *keys, size_t n);
+    int (*clear)(tide_store *s);
+    int (*stats)(tide_store *s, tide_stats *st);
+} backend_ops;
+
+struct tide_store {
+    const backend_ops *ops;
+    void *impl;
+    errbuf err;
+};
+
+/* Record a message on the handle and return code. */
+int client_err(tide_store *s, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* The check every backend applies to a key: 0, TIDE_EKEYEMPTY or TIDE_EKEYLONG. */
+int client_key_check(const tide_key *k);
+
+/* A printable rendering of a key for messages: at most 64 characters, non-printable bytes
+ * as \xNN, "..." when cut. Returns buf. */
+const char *client_key_repr(const void *key, size_t klen, char *buf, size_t len);
+
+extern const backend_ops mem_backend;
+
+#endif
