@@ -16,6 +16,7 @@ typedef struct cli_command {
 } cli_command;
 
 int cmd_version(int argc, char **argv);
+int cmd_check_config(int argc, char **argv);
 
 /* Print "tide NAME: message" to stderr and return 2 (usage) — for argument errors. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

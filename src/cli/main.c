@@ -11,6 +11,7 @@
 
 static const cli_command commands[] = {
     {"version", cmd_version, "print the version of tide and libtide"},
+    {"check-config", cmd_check_config, "check a connector config against vLLM's and tide's rules"},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
