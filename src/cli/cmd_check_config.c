@@ -73,7 +73,7 @@ static void print_fixes(const conncfg *c, const conn_item *it, conn_impl impl,
         fix(buf);
         if (!has_item(tide, CONN_ITEM_MAMBA_MODE_NONE, it->group))
             fix("or use tide (kv_connector \"TideStoreConnector\"), which supports Mamba groups "
-                "in 'align' or 'all' mode whatever their block size");
+                "in align mode whatever their block size");
         break;
     case CONN_ITEM_HYBRID_CP:
         fix("disable context parallelism: set parallel_config.prefill_context_parallel_size "

@@ -650,7 +650,9 @@ static void line_col(const char *text, size_t pos, int *line, int *col) {
 
 int conncfg_parse_string(const char *json, size_t len, conncfg *cfg, conncfg_errs *errs) {
     set_defaults(cfg);
-    /* cJSON wants the bytes to end with a NUL it can stop at; copy to be sure. */
+    /* Copy so the text ends with a NUL. The NUL is handed to cJSON as part of the buffer:
+     * a document cut short then fails at offset len, which reads as "end of input",
+     * rather than at len - 1, where cJSON puts errors past the end of its buffer. */
     char *text = malloc(len + 1);
     if (!text) return -ENOMEM;
     memcpy(text, json, len);
@@ -659,7 +661,7 @@ int conncfg_parse_string(const char *json, size_t len, conncfg *cfg, conncfg_err
     int rc = 0;
 
     const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len + 1, &end, 0);
     if (!root) {
         size_t pos = end ? (size_t)(end - text) : 0;
         if (pos > len) pos = len;

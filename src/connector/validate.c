@@ -110,7 +110,8 @@ static void check_group(conncfg *c, size_t i, conncfg_errs *e) {
     } else {
         positive(e, FIELD("num_kv_heads"), g->num_kv_heads);
         positive(e, FIELD("head_size"), g->head_size);
-        if (g->head_size_v < 0)
+        /* head_size_v defaults to head_size: report it only when it says something else. */
+        if (g->head_size_v < 0 && g->head_size_v != g->head_size)
             conncfg_errs_add(e, GP ".head_size_v: must be >= 0, got %" PRId64, i, g->head_size_v);
         if (g->kind == CONN_SPEC_SLIDING) {
             positive(e, FIELD("sliding_window"), g->sliding_window);
@@ -390,8 +391,9 @@ static void tide_rule_cross(const conncfg *c, size_t i, conn_verdict *v) {
 }
 
 /* Mamba: tide keys a state snapshot by the hash at the block end it was taken, so any mode
- * that takes snapshots at block ends works whatever the block sizes are ('align' and
- * 'all'); 'none' keeps a single running state and no snapshot to store. */
+ * that takes snapshots at block ends works: 'align' whatever the block sizes (hashes come
+ * at the GCD granularity), 'all' whenever the hash block size divides every group (which
+ * conncfg_check has already enforced). 'none' keeps one running state and no snapshot. */
 static void tide_rule_mamba(const conncfg *c, size_t i, conn_verdict *v) {
     const conn_group *g = &c->groups[i];
     if (g->mamba_mode == CONN_MAMBA_NONE)
