@@ -54,7 +54,7 @@ static void fix(const char *text) {
 static void print_fixes(const conncfg *c, const conn_item *it, conn_impl impl,
                         const conn_verdict *tide) {
     char buf[512];
-    printf("  %s — %s:\n", connector_impl_name(impl), it->text);
+    printf("  %s: %s\n", connector_impl_name(impl), it->text);
     switch (it->kind) {
     case CONN_ITEM_CROSS_ATTENTION:
         fix("cross-attention KV is computed from the encoder input, which a prefix hit on "
@@ -67,8 +67,8 @@ static void print_fixes(const conncfg *c, const conn_item *it, conn_impl impl,
             fix("set cache_config.mamba_cache_mode to \"align\" so that Mamba blocks take the "
                 "attention block size");
         snprintf(buf, sizeof(buf),
-                 "make the MambaSpec block_size (%" PRId64 ") match cache_config.block_size (%" PRId64
-                 ")",
+                 "make the MambaSpec block_size (%" PRId64
+                 ") match cache_config.block_size (%" PRId64 ")",
                  it->a, it->b);
         fix(buf);
         if (!has_item(tide, CONN_ITEM_MAMBA_MODE_NONE, it->group))
@@ -125,8 +125,8 @@ static void print_derived(const conncfg *c) {
         size_t nns = connector_lookup_namespaces(c, g, NULL, 0);
         printf("  group %zu: %s, block %" PRId64 " tokens, page %" PRId64
                " bytes/layer, TP replication factor %d, %zu lookup namespace%s\n",
-               g, conncfg_spec_name(gr->kind), gr->block_size, gr->page_bytes, gr->tp_factor,
-               nns, nns == 1 ? "" : "s");
+               g, conncfg_spec_name(gr->kind), gr->block_size, gr->page_bytes, gr->tp_factor, nns,
+               nns == 1 ? "" : "s");
         if (r >= 0) printf("    key prefix: %s@<hash>\n", prefix);
     }
 }
@@ -176,7 +176,8 @@ int cmd_check_config(int argc, char **argv) {
         printf("%s: rejected: the configuration is invalid\n", tide_label);
         if (!quiet) {
             printf("\nproblems:\n");
-            for (size_t i = 0; i < errs.n; i++) printf("  %s\n", errs.msg[i]);
+            for (size_t i = 0; i < errs.n; i++)
+                printf("  %s\n", errs.msg[i]);
         }
         conncfg_free(&cfg);
         conncfg_errs_free(&errs);

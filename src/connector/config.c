@@ -28,7 +28,8 @@ void conncfg_errs_init(conncfg_errs *e) {
 }
 
 void conncfg_errs_free(conncfg_errs *e) {
-    for (size_t i = 0; i < e->n; i++) free(e->msg[i]);
+    for (size_t i = 0; i < e->n; i++)
+        free(e->msg[i]);
     free(e->msg);
     memset(e, 0, sizeof(*e));
 }
@@ -82,10 +83,9 @@ static const struct {
     const char *name;
     int size;
 } dtype_table[] = {
-    {"float32", 4},       {"float16", 2},          {"bfloat16", 2},
-    {"float64", 8},       {"float8_e4m3fn", 1},    {"float8_e4m3fnuz", 1},
-    {"float8_e5m2", 1},   {"float8_e5m2fnuz", 1},  {"int8", 1},
-    {"uint8", 1},         {"int16", 2},            {"int32", 4},
+    {"float32", 4},       {"float16", 2},         {"bfloat16", 2},    {"float64", 8},
+    {"float8_e4m3fn", 1}, {"float8_e4m3fnuz", 1}, {"float8_e5m2", 1}, {"float8_e5m2fnuz", 1},
+    {"int8", 1},          {"uint8", 1},           {"int16", 2},       {"int32", 4},
 };
 
 static int dtype_lookup(const char *s, conn_dtype *out) {
@@ -158,7 +158,8 @@ static size_t edit_distance(const char *a, const char *b) {
     size_t la = strlen(a), lb = strlen(b);
     if (la > 63 || lb > 63) return 99;
     size_t prev[64], cur[64];
-    for (size_t j = 0; j <= lb; j++) prev[j] = j;
+    for (size_t j = 0; j <= lb; j++)
+        prev[j] = j;
     for (size_t i = 1; i <= la; i++) {
         cur[0] = i;
         for (size_t j = 1; j <= lb; j++) {
@@ -269,8 +270,8 @@ static int rd_boolish(objrd *rd, const char *key, int *out) {
         *out = cJSON_IsTrue(j) ? 1 : 0;
         return 1;
     }
-    if (cJSON_IsString(j) && (strcasecmp(j->valuestring, "true") == 0 ||
-                              strcasecmp(j->valuestring, "false") == 0)) {
+    if (cJSON_IsString(j) &&
+        (strcasecmp(j->valuestring, "true") == 0 || strcasecmp(j->valuestring, "false") == 0)) {
         *out = strcasecmp(j->valuestring, "true") == 0;
         return 1;
     }
@@ -378,8 +379,7 @@ static int parse_cache(conncfg *c, const cJSON *j, conncfg_errs *e) {
     rd_bool(&rd, "enable_prefix_caching", &c->enable_prefix_caching);
     if (rd_enum(&rd, "prefix_caching_hash_algo", 0, hash_names, NELEM(hash_names), &v))
         c->hash_algo = (conn_hash_algo)v;
-    rd_int(&rd, "prefix_cache_retention_interval", F_NULLABLE, &c->retention_interval,
-           &isnull);
+    rd_int(&rd, "prefix_cache_retention_interval", F_NULLABLE, &c->retention_interval, &isnull);
     if (isnull) c->retention_interval = -1;
     rd_bool(&rd, "use_replayssm", &c->use_replayssm);
     rd_close(&rd);
@@ -411,8 +411,7 @@ static int parse_extra(conncfg *c, const cJSON *j, const char *path, conncfg_err
     rd_bool(&rd, "enable_lookup", &x->enable_lookup);
     rd_bool(&rd, "save_decode_cache", &x->save_decode_cache);
     if (rd_str(&rd, "cache_prefix", 0, &x->cache_prefix) < 0) return -ENOMEM;
-    if (rd_str(&rd, "preferred_segment", F_NULLABLE, &x->preferred_segment) < 0)
-        return -ENOMEM;
+    if (rd_str(&rd, "preferred_segment", F_NULLABLE, &x->preferred_segment) < 0) return -ENOMEM;
     rd_int(&rd, "lookup_rpc_port", 0, &x->lookup_rpc_port, NULL);
     rd_boolish(&rd, "enable_group_semantics", &x->enable_group_semantics);
     rd_boolish(&rd, "enable_cross_layers_blocks", &x->enable_cross_layers_blocks);
@@ -449,8 +448,7 @@ static void parse_mamba_states(conn_group *g, objrd *rd, conncfg_errs *e) {
         int n = cJSON_GetArraySize(sh);
         join_path(p, sizeof(p), rd->path, "shapes");
         if (n < 1 || n > CONN_MAX_STATES)
-            conncfg_errs_add(e, "%s: expected 1 to %d state shapes, got %d", p, CONN_MAX_STATES,
-                             n);
+            conncfg_errs_add(e, "%s: expected 1 to %d state shapes, got %d", p, CONN_MAX_STATES, n);
         int i = 0;
         for (const cJSON *s = sh->child; s && i < CONN_MAX_STATES; s = s->next, i++) {
             if (!cJSON_IsArray(s)) {
@@ -528,10 +526,10 @@ static void parse_spec(conncfg *c, conn_group *g, const cJSON *j, const char *pa
         if (rd_enum(&rd, "mamba_cache_mode", 0, mamba_mode_names, NELEM(mamba_mode_names), &v)) {
             g->mamba_mode = (conn_mamba_mode)v;
             if (g->mamba_mode != c->mamba_cache_mode)
-                conncfg_errs_add(e, "%s.mamba_cache_mode: '%s' differs from "
+                conncfg_errs_add(e,
+                                 "%s.mamba_cache_mode: '%s' differs from "
                                  "cache_config.mamba_cache_mode '%s'",
-                                 path, mamba_mode_names[v],
-                                 mamba_mode_names[c->mamba_cache_mode]);
+                                 path, mamba_mode_names[v], mamba_mode_names[c->mamba_cache_mode]);
         }
         rd_name(&rd, "mamba_type", 0, g->mamba_type, sizeof(g->mamba_type));
         rd_int(&rd, "num_speculative_blocks", 0, &g->num_speculative_blocks, NULL);
@@ -604,8 +602,8 @@ static int parse_groups(conncfg *c, const cJSON *j, conncfg_errs *e) {
                 size_t k = 0;
                 for (const cJSON *s = ln->child; s; s = s->next, k++) {
                     if (!cJSON_IsString(s)) {
-                        conncfg_errs_add(e, "%s.layer_names[%zu]: expected a string, got %s", gp,
-                                         k, json_kind(s));
+                        conncfg_errs_add(e, "%s.layer_names[%zu]: expected a string, got %s", gp, k,
+                                         json_kind(s));
                         continue;
                     }
                     g->layer_names[g->nlayers] = strdup(s->valuestring);
@@ -668,8 +666,7 @@ int conncfg_parse_string(const char *json, size_t len, conncfg *cfg, conncfg_err
         int line, col;
         line_col(text, pos, &line, &col);
         size_t p = pos;
-        while (p < len && (text[p] == ' ' || text[p] == '\t' || text[p] == '\r' ||
-                           text[p] == '\n'))
+        while (p < len && (text[p] == ' ' || text[p] == '\t' || text[p] == '\r' || text[p] == '\n'))
             p++;
         if (p >= len) {
             conncfg_errs_add(errs, "line %d, column %d: invalid JSON: unexpected end of input",
@@ -682,8 +679,7 @@ int conncfg_parse_string(const char *json, size_t len, conncfg *cfg, conncfg_err
                 k++;
             }
             near[k] = '\0';
-            conncfg_errs_add(errs, "line %d, column %d: invalid JSON near '%s'", line, col,
-                             near);
+            conncfg_errs_add(errs, "line %d, column %d: invalid JSON near '%s'", line, col, near);
         }
         free(text);
         return TIDE_EPARSE;
@@ -692,8 +688,7 @@ int conncfg_parse_string(const char *json, size_t len, conncfg *cfg, conncfg_err
     if (end) {
         size_t pos = (size_t)(end - text);
         size_t p = pos;
-        while (p < len && (text[p] == ' ' || text[p] == '\t' || text[p] == '\r' ||
-                           text[p] == '\n'))
+        while (p < len && (text[p] == ' ' || text[p] == '\t' || text[p] == '\r' || text[p] == '\n'))
             p++;
         if (p < len) {
             int line, col;
@@ -777,7 +772,8 @@ void conncfg_free(conncfg *cfg) {
     free(cfg->extra.cache_prefix);
     free(cfg->extra.preferred_segment);
     for (size_t i = 0; i < cfg->ngroups; i++) {
-        for (size_t k = 0; k < cfg->groups[i].nlayers; k++) free(cfg->groups[i].layer_names[k]);
+        for (size_t k = 0; k < cfg->groups[i].nlayers; k++)
+            free(cfg->groups[i].layer_names[k]);
         free(cfg->groups[i].layer_names);
     }
     memset(cfg, 0, sizeof(*cfg));

@@ -27,12 +27,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CONN_MAX_GROUPS 64      /* KV-cache groups in one configuration */
-#define CONN_MAX_STATES 8       /* Mamba state tensors (shapes/dtypes) in one spec */
-#define CONN_MAX_DIMS 8         /* dimensions of one Mamba state shape */
+#define CONN_MAX_GROUPS 64 /* KV-cache groups in one configuration */
+#define CONN_MAX_STATES 8  /* Mamba state tensors (shapes/dtypes) in one spec */
+#define CONN_MAX_DIMS 8    /* dimensions of one Mamba state shape */
 #define CONN_MAX_ITEMS (CONN_MAX_GROUPS + 4)
-#define CONN_NAME_MAX 64        /* dtype and similar short names */
-#define CONN_FP_HEX 16          /* hex digits of a layout fingerprint */
+#define CONN_NAME_MAX 64 /* dtype and similar short names */
+#define CONN_FP_HEX 16   /* hex digits of a layout fingerprint */
 
 /* ------------------------------------------------------------------------------------
  * Collected problems.
@@ -102,11 +102,11 @@ typedef struct conn_group {
     /* Attention specs (FULL, SLIDING, CROSS, MLA). */
     int64_t num_kv_heads; /* KV heads held on this rank */
     int64_t head_size;
-    int64_t head_size_v;  /* defaults to head_size (0 for MLA: one latent per token) */
+    int64_t head_size_v; /* defaults to head_size (0 for MLA: one latent per token) */
     conn_dtype dtype;
-    int64_t sliding_window;       /* SLIDING (required); FULL/MLA optional; 0 = none */
-    int64_t attention_chunk_size; /* FULL/MLA optional; 0 = none */
-    int64_t extra_retained_tokens; /* SLIDING */
+    int64_t sliding_window;              /* SLIDING (required); FULL/MLA optional; 0 = none */
+    int64_t attention_chunk_size;        /* FULL/MLA optional; 0 = none */
+    int64_t extra_retained_tokens;       /* SLIDING */
     char cache_dtype_str[CONN_NAME_MAX]; /* MLA; "" = none */
     int64_t compress_ratio;              /* MLA; 1 = none */
 
@@ -122,34 +122,34 @@ typedef struct conn_group {
     int64_t page_size_padded; /* attention and Mamba; 0 = not padded */
 
     /* Derived by conncfg_check. */
-    int64_t page_bytes;   /* bytes of one block of one layer on this rank */
+    int64_t page_bytes;     /* bytes of one block of one layer on this rank */
     int64_t eff_block_size; /* tokens a block covers: attention x dcp, Mamba as is */
-    int tp_factor;        /* TP ranks holding identical bytes for this group */
+    int tp_factor;          /* TP ranks holding identical bytes for this group */
     char fingerprint[CONN_FP_HEX + 1];
 } conn_group;
 
 /* kv_transfer_config.kv_connector_extra_config */
 typedef struct conn_extra {
-    int load_async;        /* true */
-    int lookup_async;      /* false */
-    int enable_lookup;     /* true */
-    int save_decode_cache; /* false */
-    char *cache_prefix;    /* "" */
-    char *preferred_segment; /* NULL = not set */
-    int64_t lookup_rpc_port; /* 0 */
-    int enable_group_semantics;    /* false */
+    int load_async;                 /* true */
+    int lookup_async;               /* false */
+    int enable_lookup;              /* true */
+    int save_decode_cache;          /* false */
+    char *cache_prefix;             /* "" */
+    char *preferred_segment;        /* NULL = not set */
+    int64_t lookup_rpc_port;        /* 0 */
+    int enable_group_semantics;     /* false */
     int enable_cross_layers_blocks; /* false */
 } conn_extra;
 
 typedef struct conncfg {
     /* model_config */
-    char *model;                 /* required */
-    int64_t total_num_kv_heads;  /* 0 = not given (see docs) */
-    int64_t max_model_len;       /* 0 = not given */
+    char *model;                /* required */
+    int64_t total_num_kv_heads; /* 0 = not given (see docs) */
+    int64_t max_model_len;      /* 0 = not given */
 
     /* cache_config */
-    int64_t block_size; /* required */
-    char *cache_dtype;  /* "auto" */
+    int64_t block_size;               /* required */
+    char *cache_dtype;                /* "auto" */
     conn_mamba_mode mamba_cache_mode; /* "none" */
     int64_t prefix_match_unit;        /* 0 = not given */
     int64_t mamba_block_size;         /* 0 = not given */
@@ -164,8 +164,8 @@ typedef struct conncfg {
     int dcp_rank_given;
 
     /* kv_transfer_config */
-    char *kv_connector; /* NULL = not given */
-    conn_role kv_role;  /* required */
+    char *kv_connector;                    /* NULL = not given */
+    conn_role kv_role;                     /* required */
     conn_load_failure load_failure_policy; /* fail */
     conn_extra extra;
 
@@ -182,8 +182,8 @@ typedef struct conncfg {
 } conncfg;
 
 /* Names, for messages and the CLI. */
-const char *conncfg_spec_name(conn_spec_kind k);  /* "FullAttentionSpec" ... */
-const char *conncfg_role_name(conn_role r);       /* "kv_producer" ... */
+const char *conncfg_spec_name(conn_spec_kind k);        /* "FullAttentionSpec" ... */
+const char *conncfg_role_name(conn_role r);             /* "kv_producer" ... */
 const char *conncfg_mamba_mode_name(conn_mamba_mode m); /* "none", "align", "all" */
 
 /*
@@ -230,10 +230,10 @@ typedef enum conn_item_kind {
 /* One unsupported combination, with the figures its message names. */
 typedef struct conn_item {
     conn_item_kind kind;
-    int group;       /* the group it is about, or -1 */
-    int64_t a, b;    /* MAMBA_BLOCK_SIZE: spec and cache block sizes; HYBRID_*: pcp, dcp;
-                        KEY_TOO_LONG: key length and limit */
-    char text[256];  /* the item as the connector words it */
+    int group;      /* the group it is about, or -1 */
+    int64_t a, b;   /* MAMBA_BLOCK_SIZE: spec and cache block sizes; HYBRID_*: pcp, dcp;
+                       KEY_TOO_LONG: key length and limit */
+    char text[256]; /* the item as the connector words it */
 } conn_item;
 
 typedef struct conn_verdict {
@@ -252,8 +252,8 @@ const char *connector_impl_name(conn_impl impl);
 int connector_capacity_only(const conncfg *cfg);
 
 /*
- * Apply one connector's rules to a checked configuration (conncfg_check returned 0).
- * Fills *v. Returns 0 when the connector accepts it (or skips validation because the rank
+ * Apply one connector's rules to a checked configuration (conncfg_check returned 0;
+ * TIDE_ECONFIG otherwise). Fills *v. Returns 0 when the connector accepts it (or skips validation because the rank
  * is capacity-only), TIDE_EUNSUPPORTED when not (v->message then holds the one message
  * listing every item, in the reference's order).
  */

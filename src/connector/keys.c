@@ -48,20 +48,22 @@ int connector_layout_string(const conncfg *cfg, size_t g, char *buf, size_t cap)
             sb_add(&b, ")");
         }
     } else {
-        sb_add(&b, "|dtype=%s|cache_dtype=%s|kv_heads=%" PRId64 "|head_size=%" PRId64
-                   "|head_size_v=%" PRId64,
-               gr->dtype.name, cfg->cache_dtype, gr->num_kv_heads, gr->head_size,
-               gr->head_size_v);
+        sb_add(&b,
+               "|dtype=%s|cache_dtype=%s|kv_heads=%" PRId64 "|head_size=%" PRId64
+               "|head_size_v=%" PRId64,
+               gr->dtype.name, cfg->cache_dtype, gr->num_kv_heads, gr->head_size, gr->head_size_v);
         if (gr->kind == CONN_SPEC_MLA)
             sb_add(&b, "|mla_cache_dtype=%s|compress_ratio=%" PRId64, gr->cache_dtype_str,
                    gr->compress_ratio);
     }
-    sb_add(&b, "|page_bytes=%" PRId64 "|tp_shards=%" PRId64 "|pp=%" PRId64 "|pcp=%" PRId64
-               "|dcp=%" PRId64,
+    sb_add(&b,
+           "|page_bytes=%" PRId64 "|tp_shards=%" PRId64 "|pp=%" PRId64 "|pcp=%" PRId64
+           "|dcp=%" PRId64,
            gr->page_bytes, cfg->tp_size / (gr->tp_factor > 0 ? gr->tp_factor : 1), cfg->pp_size,
            cfg->pcp_size, cfg->dcp_size);
     sb_add(&b, "|layers=");
-    for (size_t i = 0; i < gr->nlayers; i++) sb_add(&b, "%s%s", i ? "," : "", gr->layer_names[i]);
+    for (size_t i = 0; i < gr->nlayers; i++)
+        sb_add(&b, "%s%s", i ? "," : "", gr->layer_names[i]);
     return (int)b.len;
 }
 
@@ -94,24 +96,24 @@ size_t connector_lookup_namespaces(const conncfg *cfg, size_t g, conn_ns *out, s
     /* With DCP every TP rank holds its own token slice (factor 1) and its DCP rank is its
      * position inside the DCP group, tp_rank % dcp_size. */
     int64_t shards = cfg->dcp_size > 1 ? cfg->tp_size : cfg->tp_size / f;
-    size_t n = 0;
-    for (int64_t pcp = 0; pcp < cfg->pcp_size; pcp++)
-        for (int64_t s = 0; s < shards; s++)
-            for (int64_t pp = 0; pp < cfg->pp_size; pp++, n++)
-                if (n < cap) {
-                    out[n].tp = s;
-                    out[n].pcp = pcp;
-                    out[n].dcp = cfg->dcp_size > 1 ? s % cfg->dcp_size : 0;
-                    out[n].pp = pp;
-                }
-    return n;
+    size_t total = (size_t)(cfg->pcp_size * shards * cfg->pp_size), n = 0;
+    for (int64_t pcp = 0; pcp < cfg->pcp_size && n < cap; pcp++)
+        for (int64_t s = 0; s < shards && n < cap; s++)
+            for (int64_t pp = 0; pp < cfg->pp_size && n < cap; pp++, n++) {
+                out[n].tp = s;
+                out[n].pcp = pcp;
+                out[n].dcp = cfg->dcp_size > 1 ? s % cfg->dcp_size : 0;
+                out[n].pp = pp;
+            }
+    return total;
 }
 
 static void key_prefix_sb(const conncfg *cfg, size_t g, const conn_ns *ns, sbuf *b) {
     const char *prefix = cfg->extra.cache_prefix ? cfg->extra.cache_prefix : "";
     if (prefix[0]) sb_add(b, "%s@", prefix);
-    sb_add(b, "%s@fp:%s@tp_rank:%" PRId64 "@pcp%" PRId64 "@dcp%" PRId64 "@pp_rank:%" PRId64
-              "@group:%zu",
+    sb_add(b,
+           "%s@fp:%s@tp_rank:%" PRId64 "@pcp%" PRId64 "@dcp%" PRId64 "@pp_rank:%" PRId64
+           "@group:%zu",
            cfg->model_name, cfg->groups[g].fingerprint, ns->tp, ns->pcp, ns->dcp, ns->pp, g);
 }
 
@@ -124,13 +126,14 @@ int connector_key_prefix(const conncfg *cfg, size_t g, const conn_ns *ns, char *
     return (int)b.len;
 }
 
-int connector_key(const conncfg *cfg, size_t g, const conn_ns *ns, const uint8_t *hash,
-                  size_t hlen, char *buf, size_t cap) {
+int connector_key(const conncfg *cfg, size_t g, const conn_ns *ns, const uint8_t *hash, size_t hlen,
+                  char *buf, size_t cap) {
     sbuf b = {buf, cap, 0};
     if (cap) buf[0] = '\0';
     key_prefix_sb(cfg, g, ns, &b);
     sb_add(&b, "@");
-    for (size_t i = 0; i < hlen; i++) sb_add(&b, "%02x", hash[i]);
+    for (size_t i = 0; i < hlen; i++)
+        sb_add(&b, "%02x", hash[i]);
     if (b.len > TIDE_KEY_MAX) return TIDE_EKEYLONG;
     if (b.len >= cap) return TIDE_EBUFSMALL;
     return (int)b.len;
@@ -138,7 +141,7 @@ int connector_key(const conncfg *cfg, size_t g, const conn_ns *ns, const uint8_t
 
 size_t connector_hash_bytes(const conncfg *cfg) {
     return (cfg->hash_algo == CONN_HASH_XXHASH || cfg->hash_algo == CONN_HASH_XXHASH_CBOR) ? 16
-                                                                                          : 32;
+                                                                                           : 32;
 }
 
 size_t connector_key_max_len(const conncfg *cfg) {

@@ -62,8 +62,8 @@ int connector_key_prefix(const conncfg *cfg, size_t g, const conn_ns *ns, char *
  * (written as lowercase hex). Returns the key's length, TIDE_EKEYLONG when it would
  * exceed TIDE_KEY_MAX bytes, or TIDE_EBUFSMALL when cap is too small.
  */
-int connector_key(const conncfg *cfg, size_t g, const conn_ns *ns, const uint8_t *hash,
-                  size_t hlen, char *buf, size_t cap);
+int connector_key(const conncfg *cfg, size_t g, const conn_ns *ns, const uint8_t *hash, size_t hlen,
+                  char *buf, size_t cap);
 
 /* Hash bytes of the configured prefix-caching hash (32 for sha256, 16 for xxhash). */
 size_t connector_hash_bytes(const conncfg *cfg);

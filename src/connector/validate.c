@@ -44,8 +44,8 @@ int connector_tp_factor(const conncfg *cfg, size_t g) {
     if (gr->kind == CONN_SPEC_MLA) return (int)cfg->tp_size; /* one latent, on every rank */
     /* Without the model's total, assume every rank holds distinct heads: factor 1 keeps
      * keys correct (only deduplication across replicated ranks is lost). */
-    int64_t total = cfg->total_num_kv_heads > 0 ? cfg->total_num_kv_heads
-                                                : gr->num_kv_heads * cfg->tp_size;
+    int64_t total =
+        cfg->total_num_kv_heads > 0 ? cfg->total_num_kv_heads : gr->num_kv_heads * cfg->tp_size;
     int64_t f = total > 0 ? cfg->tp_size / total : 1;
     return f < 1 ? 1 : (int)f;
 }
@@ -72,7 +72,8 @@ static int64_t unpadded_page(const conn_group *g) {
         int64_t total = 0;
         for (size_t i = 0; i < g->nstates; i++) {
             int64_t n = g->dtypes[i].size;
-            for (size_t d = 0; d < g->ndims[i] && n >= 0; d++) n = mul_capped(n, g->shapes[i][d]);
+            for (size_t d = 0; d < g->ndims[i] && n >= 0; d++)
+                n = mul_capped(n, g->shapes[i][d]);
             if (n < 0) return -1;
             total += n;
         }
@@ -88,6 +89,15 @@ static void positive(conncfg_errs *e, const char *path, int64_t v) {
     if (v <= 0) conncfg_errs_add(e, "%s: must be > 0, got %" PRId64, path, v);
 }
 
+/* Parallel sizes: positive and at most CONN_MAX_PARALLEL, so that namespace counts and
+ * factors stay small numbers. */
+#define CONN_MAX_PARALLEL 4096
+static void parallel_size(conncfg_errs *e, const char *name, int64_t v) {
+    if (v <= 0 || v > CONN_MAX_PARALLEL)
+        conncfg_errs_add(e, "parallel_config.%s: must be 1..%d, got %" PRId64, name,
+                         CONN_MAX_PARALLEL, v);
+}
+
 static void check_group(conncfg *c, size_t i, conncfg_errs *e) {
     conn_group *g = &c->groups[i];
     char p[160];
@@ -97,8 +107,8 @@ static void check_group(conncfg *c, size_t i, conncfg_errs *e) {
         for (size_t s = 0; s < g->nstates; s++)
             for (size_t d = 0; d < g->ndims[s]; d++)
                 if (g->shapes[s][d] <= 0)
-                    conncfg_errs_add(e, GP ".shapes[%zu][%zu]: must be > 0, got %" PRId64, i, s,
-                                     d, g->shapes[s][d]);
+                    conncfg_errs_add(e, GP ".shapes[%zu][%zu]: must be > 0, got %" PRId64, i, s, d,
+                                     g->shapes[s][d]);
         if (g->num_speculative_blocks < 0)
             conncfg_errs_add(e, GP ".num_speculative_blocks: must be >= 0, got %" PRId64, i,
                              g->num_speculative_blocks);
@@ -130,10 +140,9 @@ static void check_group(conncfg *c, size_t i, conncfg_errs *e) {
                 conncfg_errs_add(e, GP ".compress_ratio: must be > 0, got %" PRId64, i,
                                  g->compress_ratio);
             else if (g->block_size > 0 && g->block_size % g->compress_ratio)
-                conncfg_errs_add(e,
-                                 GP ".compress_ratio: %" PRId64 " does not divide block_size %"
-                                    PRId64,
-                                 i, g->compress_ratio, g->block_size);
+                conncfg_errs_add(
+                    e, GP ".compress_ratio: %" PRId64 " does not divide block_size %" PRId64, i,
+                    g->compress_ratio, g->block_size);
         }
     }
     if (g->page_size_padded < 0)
@@ -154,10 +163,9 @@ static int derive_pages(conncfg *c, conncfg_errs *e) {
             continue;
         }
         if (g->page_size_padded > 0 && g->page_size_padded < page) {
-            conncfg_errs_add(e,
-                             GP ".page_size_padded: %" PRId64 " is smaller than the page (%"
-                                PRId64 " bytes)",
-                             i, g->page_size_padded, page);
+            conncfg_errs_add(
+                e, GP ".page_size_padded: %" PRId64 " is smaller than the page (%" PRId64 " bytes)",
+                i, g->page_size_padded, page);
             bad = 1;
         }
         g->page_bytes = g->page_size_padded > 0 ? g->page_size_padded : page;
@@ -210,8 +218,7 @@ static int derive_block_sizes(conncfg *c, conncfg_errs *e) {
     return bad ? -1 : 0;
 }
 
-static void check_rank(conncfg_errs *e, const char *rank, int64_t r, const char *size,
-                       int64_t n) {
+static void check_rank(conncfg_errs *e, const char *rank, int64_t r, const char *size, int64_t n) {
     if (n >= 1 && (r < 0 || r >= n))
         conncfg_errs_add(e,
                          "parallel_config.%s: %" PRId64 " is out of range for %s %" PRId64
@@ -236,9 +243,11 @@ int conncfg_check(conncfg *c, conncfg_errs *e) {
     } else {
         /* The last path component, ignoring trailing slashes (as the reference does). */
         size_t len = strlen(c->model);
-        while (len > 0 && c->model[len - 1] == '/') len--;
+        while (len > 0 && c->model[len - 1] == '/')
+            len--;
         size_t start = len;
-        while (start > 0 && c->model[start - 1] != '/') start--;
+        while (start > 0 && c->model[start - 1] != '/')
+            start--;
         if (len == start)
             conncfg_errs_add(e, "model_config.model: '%s' has no name component", c->model);
         else if (len - start >= sizeof(c->model_name))
@@ -274,11 +283,11 @@ int conncfg_check(conncfg *c, conncfg_errs *e) {
                             "connectors (P/D disaggregation, KV cache offload)");
 
     /* parallel_config */
-    positive(e, "parallel_config.tensor_parallel_size", c->tp_size);
-    positive(e, "parallel_config.pipeline_parallel_size", c->pp_size);
-    positive(e, "parallel_config.prefill_context_parallel_size", c->pcp_size);
-    positive(e, "parallel_config.decode_context_parallel_size", c->dcp_size);
-    positive(e, "parallel_config.data_parallel_size", c->dp_size);
+    parallel_size(e, "tensor_parallel_size", c->tp_size);
+    parallel_size(e, "pipeline_parallel_size", c->pp_size);
+    parallel_size(e, "prefill_context_parallel_size", c->pcp_size);
+    parallel_size(e, "decode_context_parallel_size", c->dcp_size);
+    parallel_size(e, "data_parallel_size", c->dp_size);
     check_rank(e, "tp_rank", c->tp_rank, "tensor_parallel_size", c->tp_size);
     check_rank(e, "pp_rank", c->pp_rank, "pipeline_parallel_size", c->pp_size);
     check_rank(e, "pcp_rank", c->pcp_rank, "prefill_context_parallel_size", c->pcp_size);
@@ -319,7 +328,8 @@ int conncfg_check(conncfg *c, conncfg_errs *e) {
                          c->num_blocks);
     if (c->ngroups == 0)
         conncfg_errs_add(e, "kv_cache_config.kv_cache_groups: at least one group is required");
-    for (size_t i = 0; i < c->ngroups; i++) check_group(c, i, e);
+    for (size_t i = 0; i < c->ngroups; i++)
+        check_group(c, i, e);
 
     /* Derived values need coherent inputs. */
     if (e->n > before || e->oom) return TIDE_ECONFIG;
@@ -330,7 +340,8 @@ int conncfg_check(conncfg *c, conncfg_errs *e) {
                          " is not a multiple of the scheduler block size (%" PRId64 ")",
                          c->retention_interval, c->scheduler_block_size);
     if (e->n > before || e->oom) return TIDE_ECONFIG;
-    for (size_t i = 0; i < c->ngroups; i++) c->groups[i].tp_factor = connector_tp_factor(c, i);
+    for (size_t i = 0; i < c->ngroups; i++)
+        c->groups[i].tp_factor = connector_tp_factor(c, i);
     for (size_t i = 0; i < c->ngroups; i++)
         if (connector_fingerprint(c, i, c->groups[i].fingerprint) < 0) return -ENOMEM;
     c->checked = 1;
@@ -430,6 +441,7 @@ static void tide_rules(const conncfg *c, conn_verdict *v) {
 int connector_validate(const conncfg *cfg, conn_impl impl, conn_verdict *v) {
     memset(v, 0, sizeof(*v));
     v->impl = impl;
+    if (!cfg->checked) return TIDE_ECONFIG; /* conncfg_check() first */
     if (connector_capacity_only(cfg)) {
         v->capacity_only = 1;
         return 0;
@@ -439,10 +451,10 @@ int connector_validate(const conncfg *cfg, conn_impl impl, conn_verdict *v) {
     else
         tide_rules(cfg, v);
     if (v->nitems == 0) return 0;
-    size_t len = (size_t)snprintf(v->message, sizeof(v->message), "%s does not support: ",
-                                  connector_impl_name(impl));
+    size_t len = (size_t)snprintf(v->message, sizeof(v->message),
+                                  "%s does not support: ", connector_impl_name(impl));
     for (size_t i = 0; i < v->nitems && len < sizeof(v->message); i++)
-        len += (size_t)snprintf(v->message + len, sizeof(v->message) - len, "%s%s",
-                                i ? "; " : "", v->items[i].text);
+        len += (size_t)snprintf(v->message + len, sizeof(v->message) - len, "%s%s", i ? "; " : "",
+                                v->items[i].text);
     return TIDE_EUNSUPPORTED;
 }

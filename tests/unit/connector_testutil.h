@@ -13,20 +13,20 @@
 #include "harness.h"
 
 /* Spec snippets: one group each. */
-#define G_FULL(bs)                                                                             \
-    "{\"kv_cache_spec\":{\"type\":\"FullAttentionSpec\",\"block_size\":" #bs                   \
+#define G_FULL(bs)                                                                                 \
+    "{\"kv_cache_spec\":{\"type\":\"FullAttentionSpec\",\"block_size\":" #bs                       \
     ",\"num_kv_heads\":8,\"head_size\":128,\"dtype\":\"bfloat16\"}}"
-#define G_SLIDING(bs, w)                                                                       \
-    "{\"kv_cache_spec\":{\"type\":\"SlidingWindowSpec\",\"block_size\":" #bs                   \
+#define G_SLIDING(bs, w)                                                                           \
+    "{\"kv_cache_spec\":{\"type\":\"SlidingWindowSpec\",\"block_size\":" #bs                       \
     ",\"num_kv_heads\":8,\"head_size\":128,\"dtype\":\"bfloat16\",\"sliding_window\":" #w "}}"
-#define G_CROSS(bs)                                                                            \
-    "{\"kv_cache_spec\":{\"type\":\"CrossAttentionSpec\",\"block_size\":" #bs                  \
+#define G_CROSS(bs)                                                                                \
+    "{\"kv_cache_spec\":{\"type\":\"CrossAttentionSpec\",\"block_size\":" #bs                      \
     ",\"num_kv_heads\":8,\"head_size\":64,\"dtype\":\"float16\"}}"
-#define G_MLA(bs)                                                                              \
-    "{\"kv_cache_spec\":{\"type\":\"MLAAttentionSpec\",\"block_size\":" #bs                    \
+#define G_MLA(bs)                                                                                  \
+    "{\"kv_cache_spec\":{\"type\":\"MLAAttentionSpec\",\"block_size\":" #bs                        \
     ",\"num_kv_heads\":1,\"head_size\":576,\"dtype\":\"bfloat16\"}}"
-#define G_MAMBA(bs)                                                                            \
-    "{\"kv_cache_spec\":{\"type\":\"MambaSpec\",\"block_size\":" #bs                           \
+#define G_MAMBA(bs)                                                                                \
+    "{\"kv_cache_spec\":{\"type\":\"MambaSpec\",\"block_size\":" #bs                               \
     ",\"shapes\":[[3,1024],[8,64,64]],\"dtypes\":[\"bfloat16\",\"float32\"]}}"
 
 /* A whole document. Each part is the inside of its object ("" for none); groups is the
@@ -71,15 +71,16 @@ static inline int has_line(const conncfg_errs *e, const char *line) {
 }
 
 static inline void dump_errs(const conncfg_errs *e) {
-    for (size_t i = 0; i < e->n; i++) fprintf(stderr, "      problem: %s\n", e->msg[i]);
+    for (size_t i = 0; i < e->n; i++)
+        fprintf(stderr, "      problem: %s\n", e->msg[i]);
 }
 
-#define CHECK_LINE(errs, line)                                                                \
-    do {                                                                                      \
-        if (!has_line((errs), (line))) {                                                      \
-            dump_errs(errs);                                                                  \
-            test_fail(__FILE__, __LINE__, "no problem line \"%s\"", (line));                  \
-        }                                                                                     \
+#define CHECK_LINE(errs, line)                                                                     \
+    do {                                                                                           \
+        if (!has_line((errs), (line))) {                                                           \
+            dump_errs(errs);                                                                       \
+            test_fail(__FILE__, __LINE__, "no problem line \"%s\"", (line));                       \
+        }                                                                                          \
     } while (0)
 
 #endif

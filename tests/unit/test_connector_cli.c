@@ -106,10 +106,10 @@ TEST(connector_cli_invalid_values_exit_1) {
 }
 
 TEST(connector_cli_verdict_lines_and_fixes) {
-    const char *p = write_tmp(
-        "hybrid.json", doc("\"mamba_cache_mode\":\"align\"",
-                           "\"tensor_parallel_size\":2,\"decode_context_parallel_size\":2", "",
-                           G_FULL(16) "," G_MAMBA(64)));
+    const char *p = write_tmp("hybrid.json",
+                              doc("\"mamba_cache_mode\":\"align\"",
+                                  "\"tensor_parallel_size\":2,\"decode_context_parallel_size\":2",
+                                  "", G_FULL(16) "," G_MAMBA(64)));
     char args[1024];
     snprintf(args, sizeof(args), "'%s'", p);
     CHECK_EQ(run_check(args), 0);
@@ -134,9 +134,10 @@ TEST(connector_cli_verdict_lines_and_fixes) {
     p = write_tmp("none.json", doc("", "", "", G_FULL(16) "," G_MAMBA(16)));
     snprintf(args, sizeof(args), "'%s'", p);
     CHECK_EQ(run_check(args), 1);
-    CHECK(strncmp(out_text, "vLLM MooncakeStoreConnector: accepted\ntide TideStoreConnector: "
-                            "rejected: TideStoreConnector does not support: group 1: MambaSpec "
-                            "with mamba_cache_mode='none'",
+    CHECK(strncmp(out_text,
+                  "vLLM MooncakeStoreConnector: accepted\ntide TideStoreConnector: "
+                  "rejected: TideStoreConnector does not support: group 1: MambaSpec "
+                  "with mamba_cache_mode='none'",
                   120) == 0);
     CHECK_CONTAINS(out_text, "set cache_config.mamba_cache_mode to \"align\" (recommended)");
 
@@ -144,7 +145,8 @@ TEST(connector_cli_verdict_lines_and_fixes) {
     snprintf(args, sizeof(args), "--quiet '%s'", p);
     CHECK_EQ(run_check(args), 1);
     int lines = 0;
-    for (const char *s = out_text; *s; s++) lines += *s == '\n';
+    for (const char *s = out_text; *s; s++)
+        lines += *s == '\n';
     CHECK_EQ(lines, 2);
 }
 
@@ -173,8 +175,7 @@ TEST(connector_examples_get_their_verdicts) {
         if (rc == 0) rc = conncfg_check(&c, &e);
         CHECK_MSG(rc == 0, "%s: %s", example_table[i].file, e.n ? e.msg[0] : "?");
         conn_verdict v;
-        CHECK_MSG((connector_validate(&c, CONN_IMPL_REFERENCE, &v) == 0) ==
-                      example_table[i].ref_ok,
+        CHECK_MSG((connector_validate(&c, CONN_IMPL_REFERENCE, &v) == 0) == example_table[i].ref_ok,
                   "%s: reference verdict", example_table[i].file);
         CHECK_MSG((connector_validate(&c, CONN_IMPL_TIDE, &v) == 0) == example_table[i].tide_ok,
                   "%s: tide verdict", example_table[i].file);

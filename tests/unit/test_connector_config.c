@@ -124,13 +124,14 @@ TEST(connector_config_every_field) {
 TEST(connector_config_unknown_keys_reported_with_path) {
     conncfg c;
     conncfg_errs e;
-    const char *json = "{\"model_config\":{\"model\":\"m\",\"modle\":1},"
-                       "\"cache_config\":{\"blok_size\":16},"
-                       "\"parallel_config\":{\"tensor_paralel_size\":2},"
-                       "\"kv_transfer_config\":{\"kv_role\":\"kv_both\","
-                       "\"kv_connector_extra_config\":{\"enable_lokup\":true,\"zzz\":1}},"
-                       "\"kv_cache_config\":{\"kv_cache_groups\":[" G_FULL(16) "]},"
-                       "\"speculative_config\":{}}";
+    const char *json =
+        "{\"model_config\":{\"model\":\"m\",\"modle\":1},"
+        "\"cache_config\":{\"blok_size\":16},"
+        "\"parallel_config\":{\"tensor_paralel_size\":2},"
+        "\"kv_transfer_config\":{\"kv_role\":\"kv_both\","
+        "\"kv_connector_extra_config\":{\"enable_lokup\":true,\"zzz\":1}},"
+        "\"kv_cache_config\":{\"kv_cache_groups\":[" G_FULL(16) "]},"
+                                                                "\"speculative_config\":{}}";
     CHECK_EQ(load_errs(json, &c, &e), TIDE_EPARSE);
     CHECK_LINE(&e, "cache_config.blok_size: unknown key (did you mean 'block_size'?)");
     CHECK_LINE(&e, "cache_config.block_size: required key is missing");
@@ -213,13 +214,11 @@ TEST(connector_config_wrong_types_reported_with_path) {
 TEST(connector_config_mamba_fields) {
     conncfg c;
     conncfg_errs e;
-    const char *groups =
-        "{\"kv_cache_spec\":{\"type\":\"MambaSpec\",\"block_size\":16,"
-        "\"shapes\":[[2,\"x\"],3],\"dtypes\":[\"float7\"]}},"
-        "{\"kv_cache_spec\":{\"type\":\"MambaSpec\",\"block_size\":16,"
-        "\"shapes\":[[2]],\"dtypes\":[\"float32\"],\"mamba_cache_mode\":\"all\"}}";
-    CHECK_EQ(load_errs(doc("\"mamba_cache_mode\":\"align\"", "", "", groups), &c, &e),
-             TIDE_EPARSE);
+    const char *groups = "{\"kv_cache_spec\":{\"type\":\"MambaSpec\",\"block_size\":16,"
+                         "\"shapes\":[[2,\"x\"],3],\"dtypes\":[\"float7\"]}},"
+                         "{\"kv_cache_spec\":{\"type\":\"MambaSpec\",\"block_size\":16,"
+                         "\"shapes\":[[2]],\"dtypes\":[\"float32\"],\"mamba_cache_mode\":\"all\"}}";
+    CHECK_EQ(load_errs(doc("\"mamba_cache_mode\":\"align\"", "", "", groups), &c, &e), TIDE_EPARSE);
     CHECK_LINE(&e, "kv_cache_config.kv_cache_groups[0].kv_cache_spec.shapes[0][1]: expected an "
                    "integer, got a string");
     CHECK_LINE(&e, "kv_cache_config.kv_cache_groups[0].kv_cache_spec.shapes[1]: expected an "

@@ -41,8 +41,9 @@ TEST(connector_layout_string_and_fingerprint) {
 
 TEST(connector_key_exact) {
     conncfg c;
-    load_ok(doc("", "\"tensor_parallel_size\":2,\"tp_rank\":1,\"pipeline_parallel_size\":2,"
-                    "\"pp_rank\":1",
+    load_ok(doc("",
+                "\"tensor_parallel_size\":2,\"tp_rank\":1,\"pipeline_parallel_size\":2,"
+                "\"pp_rank\":1",
                 "\"kv_connector_extra_config\":{\"cache_prefix\":\"tenant\"}", G_FULL(16)),
             &c);
     char key[TIDE_KEY_MAX + 1], want[512];
@@ -55,8 +56,7 @@ TEST(connector_key_exact) {
     CHECK_STR(key, want);
     CHECK_EQ(n, (int)strlen(want));
     char prefix[TIDE_KEY_MAX + 1];
-    CHECK_EQ(connector_key_prefix(&c, 0, &ns, prefix, sizeof(prefix)),
-             (int)strlen(want) - 33);
+    CHECK_EQ(connector_key_prefix(&c, 0, &ns, prefix, sizeof(prefix)), (int)strlen(want) - 33);
     CHECK(strncmp(want, prefix, strlen(prefix)) == 0);
     /* Buffers too small and keys too long. */
     CHECK_EQ(connector_key(&c, 0, &ns, HASH16, 16, key, 20), TIDE_EBUFSMALL);
@@ -84,8 +84,7 @@ TEST(connector_key_uses_tp_shard) {
                        "\"cache_config\":{\"block_size\":16},"
                        "\"parallel_config\":{\"tensor_parallel_size\":8,\"tp_rank\":5},"
                        "\"kv_transfer_config\":{\"kv_role\":\"kv_both\"},"
-                       "\"kv_cache_config\":{\"kv_cache_groups\":[" G_FULL(16) "," G_MLA(16)
-                       "]}}";
+                       "\"kv_cache_config\":{\"kv_cache_groups\":[" G_FULL(16) "," G_MLA(16) "]}}";
     load_ok(json, &c);
     conn_ns ns = connector_own_ns(&c, 0);
     CHECK_EQ(ns.tp, 1);
@@ -190,9 +189,9 @@ static size_t namespaces(const char *json, size_t g, conn_ns *out, size_t cap) {
     return n;
 }
 
-#define NS_IS(ns, t, p, d, r)                                                                 \
-    CHECK_MSG((ns).tp == (t) && (ns).pcp == (p) && (ns).dcp == (d) && (ns).pp == (r),         \
-              "namespace (%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ") != (%d,%d,%d,%d)", \
+#define NS_IS(ns, t, p, d, r)                                                                      \
+    CHECK_MSG((ns).tp == (t) && (ns).pcp == (p) && (ns).dcp == (d) && (ns).pp == (r),              \
+              "namespace (%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ") != (%d,%d,%d,%d)",      \
               (ns).tp, (ns).pcp, (ns).dcp, (ns).pp, t, p, d, r)
 
 TEST(connector_lookup_namespaces) {

@@ -27,11 +27,11 @@ TEST(connector_check_sizes_and_ranks) {
     conncfg_errs e;
     const char *par = "\"tensor_parallel_size\":8,\"pipeline_parallel_size\":0,"
                       "\"prefill_context_parallel_size\":2,\"decode_context_parallel_size\":3,"
-                      "\"tp_rank\":8,\"pcp_rank\":-1";
+                      "\"tp_rank\":8,\"pcp_rank\":-1,\"data_parallel_size\":100000";
     const char *groups = "{\"kv_cache_spec\":{\"type\":\"FullAttentionSpec\",\"block_size\":0,"
                          "\"num_kv_heads\":0,\"head_size\":-4,\"dtype\":\"bfloat16\"}}";
     CHECK_EQ(load_errs(doc("", par, "", groups), &c, &e), TIDE_ECONFIG);
-    CHECK_LINE(&e, "parallel_config.pipeline_parallel_size: must be > 0, got 0");
+    CHECK_LINE(&e, "parallel_config.pipeline_parallel_size: must be 1..4096, got 0");
     CHECK_LINE(&e, "parallel_config.tp_rank: 8 is out of range for tensor_parallel_size 8 (0..7)");
     CHECK_LINE(&e, "parallel_config.pcp_rank: -1 is out of range for "
                    "prefill_context_parallel_size 2 (0..1)");
@@ -43,12 +43,14 @@ TEST(connector_check_sizes_and_ranks) {
                    "got 0");
     CHECK_LINE(&e, "kv_cache_config.kv_cache_groups[0].kv_cache_spec.head_size: must be > 0, "
                    "got -4");
-    CHECK_EQ(e.n, 7);
+    CHECK_LINE(&e, "parallel_config.data_parallel_size: must be 1..4096, got 100000");
+    CHECK_EQ(e.n, 8);
     conncfg_errs_free(&e);
     conncfg_free(&c);
 
-    CHECK_EQ(load_errs(doc("", "\"tensor_parallel_size\":4,\"decode_context_parallel_size\":2,"
-                               "\"tp_rank\":3,\"dcp_rank\":0",
+    CHECK_EQ(load_errs(doc("",
+                           "\"tensor_parallel_size\":4,\"decode_context_parallel_size\":2,"
+                           "\"tp_rank\":3,\"dcp_rank\":0",
                            "", G_FULL(16)),
                        &c, &e),
              TIDE_ECONFIG);
@@ -67,6 +69,10 @@ TEST(connector_check_sizes_and_ranks) {
     CHECK_EQ(load_errs(doc("\"block_size\":0", "", "", G_FULL(16)), &c, &e), TIDE_EPARSE);
     conncfg_errs_free(&e);
     conncfg_free(&c);
+    /* Unchecked configurations get no verdict. */
+    conn_verdict v;
+    memset(&c, 0, sizeof(c));
+    CHECK_EQ(connector_validate(&c, CONN_IMPL_TIDE, &v), TIDE_ECONFIG);
     CHECK_EQ(load_errs(doc("", "", "", ""), &c, &e), TIDE_ECONFIG);
     CHECK_LINE(&e, "kv_cache_config.kv_cache_groups: at least one group is required");
     conncfg_errs_free(&e);
@@ -141,8 +147,7 @@ TEST(connector_check_other_values) {
     CHECK_EQ(c.retention_interval, -1);
     conncfg_free(&c);
 
-    CHECK_EQ(load_errs(doc("\"mamba_block_size\":32", "", "", G_FULL(16) "," G_MAMBA(64)), &c,
-                       &e),
+    CHECK_EQ(load_errs(doc("\"mamba_block_size\":32", "", "", G_FULL(16) "," G_MAMBA(64)), &c, &e),
              TIDE_ECONFIG);
     CHECK_LINE(&e, "kv_cache_config.kv_cache_groups[1].kv_cache_spec.block_size: 64 differs from "
                    "cache_config.mamba_block_size 32");
@@ -173,9 +178,9 @@ TEST(connector_check_other_values) {
 TEST(connector_derived_block_sizes) {
     conncfg c;
     /* One group: cache block size x dcp for both. */
-    load_ok(doc("", "\"tensor_parallel_size\":4,\"decode_context_parallel_size\":4", "",
-                G_FULL(16)),
-            &c);
+    load_ok(
+        doc("", "\"tensor_parallel_size\":4,\"decode_context_parallel_size\":4", "", G_FULL(16)),
+        &c);
     CHECK_EQ(c.scheduler_block_size, 64);
     CHECK_EQ(c.hash_block_size, 64);
     conncfg_free(&c);
@@ -205,9 +210,9 @@ TEST(connector_derived_block_sizes) {
     conncfg_free(&c);
     /* ... so smaller attention blocks no longer divide it. */
     conncfg_errs e;
-    CHECK_EQ(load_errs(doc("\"mamba_cache_mode\":\"all\"", "", "", G_FULL(16) "," G_MAMBA(64)),
-                       &c, &e),
-             TIDE_ECONFIG);
+    CHECK_EQ(
+        load_errs(doc("\"mamba_cache_mode\":\"all\"", "", "", G_FULL(16) "," G_MAMBA(64)), &c, &e),
+        TIDE_ECONFIG);
     CHECK_EQ(e.n, 1);
     CHECK_STR(e.msg[0], "kv_cache_config.kv_cache_groups[0].kv_cache_spec.block_size: "
                         "block_size (16) must be a multiple of hash_block_size (64)");
@@ -253,12 +258,14 @@ TEST(connector_replication_factors) {
     CHECK_EQ(factor_of(",\"total_num_kv_heads\":1", tp8, G_MLA(64)), 8);
     CHECK_EQ(factor_of("", "\"tensor_parallel_size\":1", G_MLA(64)), 1);
     /* DCP > 1: each rank holds its own token slice. */
-    CHECK_EQ(factor_of(",\"total_num_kv_heads\":2", "\"tensor_parallel_size\":8,"
-                                                    "\"decode_context_parallel_size\":2",
+    CHECK_EQ(factor_of(",\"total_num_kv_heads\":2",
+                       "\"tensor_parallel_size\":8,"
+                       "\"decode_context_parallel_size\":2",
                        G_FULL(16)),
              1);
-    CHECK_EQ(factor_of(",\"total_num_kv_heads\":1", "\"tensor_parallel_size\":8,"
-                                                    "\"decode_context_parallel_size\":8",
+    CHECK_EQ(factor_of(",\"total_num_kv_heads\":1",
+                       "\"tensor_parallel_size\":8,"
+                       "\"decode_context_parallel_size\":8",
                        G_MLA(64)),
              1);
     /* Mamba: TP-sharded state, one namespace per rank. */
@@ -276,9 +283,9 @@ TEST(connector_reference_accepts_plain_models) {
     CHECK_STR(v.message, "");
     CHECK_EQ(verdict(doc("", "", "", G_SLIDING(16, 1024) "," G_FULL(16)), REF, &v), 0);
     CHECK_EQ(verdict(doc("", "\"tensor_parallel_size\":8", "", G_MLA(64)), REF, &v), 0);
-    CHECK_EQ(verdict(doc("\"mamba_cache_mode\":\"align\"", "", "", G_FULL(16) "," G_MAMBA(16)),
-                     REF, &v),
-             0);
+    CHECK_EQ(
+        verdict(doc("\"mamba_cache_mode\":\"align\"", "", "", G_FULL(16) "," G_MAMBA(16)), REF, &v),
+        0);
     /* One group under DCP is fine: the hybrid rule needs more than one group. */
     CHECK_EQ(verdict(doc("", "\"tensor_parallel_size\":2,\"decode_context_parallel_size\":2", "",
                          G_FULL(16)),
@@ -297,9 +304,9 @@ TEST(connector_reference_cross_attention) {
 
 TEST(connector_reference_mamba_block_size) {
     conn_verdict v;
-    CHECK_EQ(verdict(doc("\"mamba_cache_mode\":\"align\"", "", "", G_FULL(16) "," G_MAMBA(64)),
-                     REF, &v),
-             TIDE_EUNSUPPORTED);
+    CHECK_EQ(
+        verdict(doc("\"mamba_cache_mode\":\"align\"", "", "", G_FULL(16) "," G_MAMBA(64)), REF, &v),
+        TIDE_EUNSUPPORTED);
     CHECK_STR(v.message, "MooncakeStoreConnector does not support: group 1: MambaSpec with "
                          "block_size=64 != cache_config.block_size=16 (mamba_cache_mode != "
                          "'align')");
@@ -335,13 +342,12 @@ TEST(connector_reference_aggregates_in_order) {
                      REF, &v),
              TIDE_EUNSUPPORTED);
     CHECK_EQ(v.nitems, 4);
-    CHECK_STR(v.message,
-              "MooncakeStoreConnector does not support: group 0: CrossAttentionSpec; "
-              "group 1: MambaSpec with block_size=32 != cache_config.block_size=16 "
-              "(mamba_cache_mode != 'align'); "
-              "group 3: MambaSpec with block_size=48 != cache_config.block_size=16 "
-              "(mamba_cache_mode != 'align'); "
-              "PCP/DCP > 1 (pcp=2, dcp=2) with hybrid attention");
+    CHECK_STR(v.message, "MooncakeStoreConnector does not support: group 0: CrossAttentionSpec; "
+                         "group 1: MambaSpec with block_size=32 != cache_config.block_size=16 "
+                         "(mamba_cache_mode != 'align'); "
+                         "group 3: MambaSpec with block_size=48 != cache_config.block_size=16 "
+                         "(mamba_cache_mode != 'align'); "
+                         "PCP/DCP > 1 (pcp=2, dcp=2) with hybrid attention");
 }
 
 /* ---- capacity-only ----------------------------------------------------------------- */
@@ -390,9 +396,9 @@ TEST(connector_tide_accepts_what_it_supports) {
                      TIDE, &v),
              0);
     /* Mamba in 'all' mode. */
-    CHECK_EQ(verdict(doc("\"mamba_cache_mode\":\"all\"", "", "", G_FULL(64) "," G_MAMBA(64)),
-                     TIDE, &v),
-             0);
+    CHECK_EQ(
+        verdict(doc("\"mamba_cache_mode\":\"all\"", "", "", G_FULL(64) "," G_MAMBA(64)), TIDE, &v),
+        0);
     /* Hybrid models under DCP. */
     CHECK_EQ(verdict(doc("\"mamba_cache_mode\":\"align\"",
                          "\"tensor_parallel_size\":4,\"decode_context_parallel_size\":2", "",
