@@ -100,14 +100,14 @@ static void do_remove_live(store *st, obj *o) {
         st->pol.ops->erase(&st->pol, o);
         do_free_obj(st, o);
     } else {
-        o->state = OBJ_HIDDEN;
+        OBJ_SET_STATE(o, OBJ_HIDDEN);
     }
 }
 
 static void do_release_pin(store *st, obj *o) {
     if (--o->pins > 0) return;
     st->pinned--;
-    if (o->state == OBJ_HIDDEN)
+    if (OBJ_STATE(o) == OBJ_HIDDEN)
         do_free_obj(st, o);
     else
         st->pol.ops->insert(&st->pol, o, 1);
@@ -162,6 +162,7 @@ int store_create(const store_config *cfg, store **out, char *err, size_t errlen)
         return rc;
     }
     st->pol.ops = ops;
+    st->pol.al = &st->al;
     ops->init(&st->pol);
     pthread_mutex_init(&st->mu, NULL);
     *out = st;
@@ -173,7 +174,7 @@ void store_destroy(store *st) {
     /* HIDDEN objects are reachable only through their pins. */
     for (uint32_t i = 0; i < htab_slots(&st->ls.ids); i++) {
         lease *e = htab_slot(&st->ls.ids, i);
-        if (e && e->kind == LEASE_PIN && e->o->state == OBJ_HIDDEN && --e->o->pins == 0)
+        if (e && e->kind == LEASE_PIN && OBJ_STATE(e->o) == OBJ_HIDDEN && --e->o->pins == 0)
             free(e->o);
     }
     for (uint32_t i = 0; i < htab_slots(&st->index); i++) free(htab_slot(&st->index, i));
@@ -242,14 +243,14 @@ int store_reserve(store *st, const void *key, size_t klen, uint64_t vlen, uint64
         alloc_put(&st->al, o->node);
         goto out;
     }
-    o->link.prev = o->link.next = NULL;
+    alloc_set_owner(&st->al, o->node, o);
+    o->lprev = o->lnext = ALLOC_NIL;
     o->checksum = 0;
     o->hash = h;
     o->pins = 0;
     o->klen = (uint16_t)klen;
     o->state = OBJ_RESERVED;
     o->tail = (uint8_t)((uint64_t)units * ALLOC_UNIT - vlen);
-    o->pbits = 0;
     memcpy(o->key, key, klen);
     htab_insert(&st->index, o);
     st->rec_bytes += rec_cost(klen);
@@ -271,7 +272,7 @@ int store_commit(store *st, uint64_t id, uint64_t checksum) {
     obj *o = e->o;
     leases_drop(&st->ls, e);
     o->checksum = checksum;
-    o->state = OBJ_LIVE;
+    OBJ_SET_STATE(o, OBJ_LIVE);
     st->objects++;
     st->puts++;
     st->pol.ops->insert(&st->pol, o, 0);
@@ -298,7 +299,7 @@ int store_pin(store *st, const void *key, size_t klen, uint64_t deadline_ns, sto
     if (rc < 0) return rc;
     pthread_mutex_lock(&st->mu);
     obj *o = do_lookup(st, key, klen);
-    if (!o || o->state != OBJ_LIVE) {
+    if (!o || OBJ_STATE(o) != OBJ_LIVE) {
         st->misses++;
         rc = TIDE_ENOTFOUND;
         goto out;
@@ -343,10 +344,10 @@ void store_verify_failed(store *st, uint64_t pin_id) {
         if (st->gets) st->gets--;
         st->misses++;
         obj *o = e->o;
-        if (o->state == OBJ_LIVE) {
+        if (OBJ_STATE(o) == OBJ_LIVE) {
             htab_delete(&st->index, o);
             st->objects--;
-            o->state = OBJ_HIDDEN;
+            OBJ_SET_STATE(o, OBJ_HIDDEN);
         }
     }
     pthread_mutex_unlock(&st->mu);
@@ -357,7 +358,7 @@ int store_exists(store *st, const void *key, size_t klen) {
     if (rc < 0) return rc;
     pthread_mutex_lock(&st->mu);
     obj *o = do_lookup(st, key, klen);
-    rc = o && o->state == OBJ_LIVE;
+    rc = o && OBJ_STATE(o) == OBJ_LIVE;
     pthread_mutex_unlock(&st->mu);
     return rc;
 }
@@ -367,7 +368,7 @@ int store_remove(store *st, const void *key, size_t klen) {
     if (rc < 0) return rc;
     pthread_mutex_lock(&st->mu);
     obj *o = do_lookup(st, key, klen);
-    if (o && o->state == OBJ_LIVE)
+    if (o && OBJ_STATE(o) == OBJ_LIVE)
         do_remove_live(st, o);
     else
         rc = TIDE_ENOTFOUND;
@@ -380,7 +381,7 @@ void store_clear(store *st) {
     /* A delete may pull a later entry into slot i (see htab.c): look at slot i again. */
     for (uint32_t i = 0; i < htab_slots(&st->index); i++) {
         obj *o;
-        while ((o = htab_slot(&st->index, i)) && o->state == OBJ_LIVE) do_remove_live(st, o);
+        while ((o = htab_slot(&st->index, i)) && OBJ_STATE(o) == OBJ_LIVE) do_remove_live(st, o);
     }
     pthread_mutex_unlock(&st->mu);
 }
@@ -458,8 +459,8 @@ int store_check(store *st) {
         if (!o) continue;
         CHECK_OR(o->hash == key_hash(o->key, o->klen));
         CHECK_OR(do_lookup(st, o->key, o->klen) == o);
-        CHECK_OR(o->state == OBJ_LIVE || o->state == OBJ_RESERVED);
-        if (o->state == OBJ_LIVE) {
+        CHECK_OR(OBJ_STATE(o) == OBJ_LIVE || OBJ_STATE(o) == OBJ_RESERVED);
+        if (OBJ_STATE(o) == OBJ_LIVE) {
             live++;
             live_pins += o->pins;
             if (o->pins)
@@ -485,12 +486,12 @@ int store_check(store *st) {
         CHECK_OR((e->deadline != 0) == (e->heap_pos != ALLOC_NIL));
         if (e->kind == LEASE_RESV) {
             resv_leases++;
-            CHECK_OR(e->o->state == OBJ_RESERVED);
+            CHECK_OR(OBJ_STATE(e->o) == OBJ_RESERVED);
             continue;
         }
         pin_leases++;
-        CHECK_OR(e->o->pins > 0 && e->o->state != OBJ_RESERVED);
-        if (e->o->state == OBJ_HIDDEN)
+        CHECK_OR(e->o->pins > 0 && OBJ_STATE(e->o) != OBJ_RESERVED);
+        if (OBJ_STATE(e->o) == OBJ_HIDDEN)
             hidden[nh++] = e->o;
         else
             live_pin_leases++;
