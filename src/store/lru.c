@@ -13,9 +13,19 @@ static inline obj *at(const policy *p, uint32_t node) {
     return alloc_owner(p->al, node);
 }
 
-static void lru_init(policy *p) {
-    p->head = p->tail = ALLOC_NIL;
-    p->count = 0;
+static int lru_init(policy *p) {
+    p->head = p->tail = p->head2 = p->tail2 = ALLOC_NIL; /* the second list stays empty */
+    p->count = p->count2 = 0;
+    return 0;
+}
+
+static void lru_fini(policy *p) {
+    (void)p;
+}
+
+static uint64_t lru_meta_bytes(const policy *p) {
+    (void)p;
+    return 0;
 }
 
 static void lru_insert(policy *p, obj *o, int reused) {
@@ -55,8 +65,10 @@ static obj *lru_victim(policy *p) {
 const policy_ops policy_lru = {
     .name = "lru",
     .init = lru_init,
+    .fini = lru_fini,
     .insert = lru_insert,
     .erase = lru_erase,
     .access = lru_access,
     .victim = lru_victim,
+    .meta_bytes = lru_meta_bytes,
 };

@@ -130,9 +130,7 @@ int store_create(const store_config *cfg, store **out, char *err, size_t errlen)
     const policy_ops *ops;
     switch (cfg->policy) {
     case STORE_POLICY_LRU: ops = &policy_lru; break;
-    case STORE_POLICY_S3FIFO:
-        snprintf(err, errlen, "eviction policy s3fifo is not built yet");
-        return TIDE_EUNSUPPORTED;
+    case STORE_POLICY_S3FIFO: ops = &policy_s3fifo; break;
     default:
         snprintf(err, errlen, "unknown eviction policy %d", cfg->policy);
         return TIDE_ECONFIG;
@@ -150,20 +148,21 @@ int store_create(const store_config *cfg, store **out, char *err, size_t errlen)
         free(st);
         return rc;
     }
+    st->pol.ops = ops;
+    st->pol.al = &st->al;
     rc = alloc_init(&st->al, (uint32_t)units);
     if (rc == 0) rc = htab_init(&st->index, 1024, obj_hash);
     if (rc == 0) rc = leases_init(&st->ls);
+    if (rc == 0) rc = ops->init(&st->pol);
     if (rc < 0) {
         snprintf(err, errlen, "out of memory for the store's metadata");
+        leases_fini(&st->ls);
         htab_fini(&st->index);
         alloc_fini(&st->al);
         pool_close(&st->pool);
         free(st);
         return rc;
     }
-    st->pol.ops = ops;
-    st->pol.al = &st->al;
-    ops->init(&st->pol);
     pthread_mutex_init(&st->mu, NULL);
     *out = st;
     return 0;
@@ -180,6 +179,7 @@ void store_destroy(store *st) {
     for (uint32_t i = 0; i < htab_slots(&st->index); i++) free(htab_slot(&st->index, i));
     leases_fini(&st->ls);
     htab_fini(&st->index);
+    st->pol.ops->fini(&st->pol);
     alloc_fini(&st->al);
     pool_close(&st->pool);
     pthread_mutex_destroy(&st->mu);
@@ -420,7 +420,8 @@ void store_stats(store *st, tide_stats *out) {
         .bytes_in = st->bytes_in,
         .bytes_out = st->bytes_out,
         .meta_bytes = sizeof(*st) + alloc_meta_bytes(&st->al) + htab_meta_bytes(&st->index) +
-                      leases_meta_bytes(&st->ls) + st->rec_bytes,
+                      leases_meta_bytes(&st->ls) + st->pol.ops->meta_bytes(&st->pol) +
+                      st->rec_bytes,
         .pinned = st->pinned,
         .reserved = st->ls.nresv,
     };
@@ -476,6 +477,26 @@ int store_check(store *st) {
     }
     CHECK_OR(live == st->objects && resv == st->ls.nresv);
     CHECK_OR(evictable == st->pol.count + st->pol.count2);
+    /* Walk the policy's lists: linked both ways, LIVE and unpinned, counts and (for a
+     * policy that keeps them) bytes right, and for S3-FIFO on the list the object names. */
+    for (int l = 0; l < 2; l++) {
+        uint32_t n = l ? st->pol.head2 : st->pol.head, prev = ALLOC_NIL;
+        uint64_t cnt = 0, bytes = 0;
+        while (n != ALLOC_NIL) {
+            obj *o = alloc_owner(&st->al, n);
+            CHECK_OR(o && o->node == n && o->lprev == prev && cnt < evictable);
+            CHECK_OR(OBJ_STATE(o) == OBJ_LIVE && o->pins == 0);
+            if (st->pol.ops == &policy_s3fifo) CHECK_OR(((o->state & 4) != 0) == l);
+            cnt++;
+            bytes += alloc_units(&st->al, n);
+            prev = n;
+            n = o->lnext;
+        }
+        CHECK_OR(prev == (l ? st->pol.tail2 : st->pol.tail));
+        CHECK_OR(cnt == (l ? st->pol.count2 : st->pol.count));
+        if (st->pol.ops == &policy_s3fifo)
+            CHECK_OR(bytes == (l ? st->pol.bytes2 : st->pol.bytes));
+    }
     hidden = malloc((st->ls.npin + 1) * sizeof(*hidden));
     CHECK_OR(hidden);
     uint64_t nh = 0, pin_leases = 0, resv_leases = 0, live_pin_leases = 0;

@@ -5,7 +5,8 @@
  *   pool.c    the memfd-backed shared mapping
  *   alloc.c   a TLSF-style offset allocator over the pool, metadata out of band
  *   htab.c    an open-addressing table of pointers (the key index and the lease table)
- *   lru.c     the LRU eviction policy (behind policy_ops, so others can be added)
+ *   lru.c     the LRU eviction policy (behind policy_ops)
+ *   s3fifo.c  the S3-FIFO eviction policy (the same interface)
  *   lease.c   pins and reservations: ids, the id table and the deadline heap
  *   store.c   store.h on top of the above, under one mutex
  *
@@ -192,26 +193,35 @@ typedef struct obj {
  * ------------------------------------------------------------------------------------- */
 typedef struct policy {
     const struct policy_ops *ops;
-    const alloc *al;          /* maps a link (a node index) to its object */
-    uint32_t head, tail;      /* a list, ALLOC_NIL when empty */
-    uint32_t head2, tail2;    /* a second list for policies that need one */
-    uint64_t count, count2;   /* objects on each list */
+    const alloc *al;        /* maps a link (a node index) to its object */
+    uint32_t head, tail;    /* a list, ALLOC_NIL when empty */
+    uint32_t head2, tail2;  /* a second list for policies that need one */
+    uint64_t count, count2; /* objects on each list */
+    uint64_t bytes, bytes2; /* allocator units on each list */
+    uint32_t *ghost;        /* S3-FIFO: key hashes of recent evictions */
+    uint32_t ghost_mask;
 } policy;
 
 typedef struct policy_ops {
     const char *name;
-    void (*init)(policy *p);
+    /* Set up for a pool of al->total units. Errors: -ENOMEM. */
+    int (*init)(policy *p);
+    void (*fini)(policy *p);
     /* o becomes evictable: reused = 0 after commit, 1 when its last pin is released. */
     void (*insert)(policy *p, obj *o, int reused);
     /* o stops being evictable (pinned, removed or evicted). */
     void (*erase)(policy *p, obj *o);
     /* o was read (called at every pin, while o is out of the policy). */
     void (*access)(policy *p, obj *o);
-    /* The object to evict next, left in place (the store erases it), or NULL. */
+    /* The object to evict next, left in place (the store erases it), or NULL. May reorder
+     * the policy's lists on the way. */
     obj *(*victim)(policy *p);
+    /* Heap bytes the policy holds beyond the records. */
+    uint64_t (*meta_bytes)(const policy *p);
 } policy_ops;
 
 extern const policy_ops policy_lru;
+extern const policy_ops policy_s3fifo;
 
 /* ---------------------------------------------------------------------------------------
  * Leases (lease.c): pins and reservations, named by ids unique for the store's life,

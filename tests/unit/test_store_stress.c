@@ -16,7 +16,7 @@
 #define NKEYS 300
 #define NTHREADS 4
 #define OPS_MAX 40000
-#define TIME_MAX_NS (3ull * 1000000000ull)
+#define TIME_MAX_NS (2ull * 1000000000ull)
 
 static store *g_st;
 static uint64_t g_start;
@@ -95,8 +95,8 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-TEST_T(store_stress_threads_never_read_wrong_bytes, 30) {
-    store_config c = {.capacity = 2 << 20};
+static void stress(int which) {
+    store_config c = {.capacity = 2 << 20, .policy = which};
     char err[256];
     CHECK_EQ(store_create(&c, &g_st, err, sizeof(err)), 0);
     g_start = now_ns();
@@ -126,4 +126,12 @@ TEST_T(store_stress_threads_never_read_wrong_bytes, 30) {
     CHECK_EQ(s.objects, 0);
     CHECK_EQ(s.used_bytes, 0);
     store_destroy(g_st);
+}
+
+TEST_T(store_stress_threads_never_read_wrong_bytes_lru, 30) {
+    stress(STORE_POLICY_LRU);
+}
+
+TEST_T(store_stress_threads_never_read_wrong_bytes_s3fifo, 30) {
+    stress(STORE_POLICY_S3FIFO);
 }
