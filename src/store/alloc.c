@@ -124,7 +124,8 @@ int alloc_init(alloc *a, uint32_t units) {
     memset(a, 0, sizeof(*a));
     a->spare = ALLOC_NIL;
     for (int f = 0; f < ALLOC_FL_COUNT; f++)
-        for (int s = 0; s < (int)ALLOC_SL_COUNT; s++) a->heads[f][s] = ALLOC_NIL;
+        for (int s = 0; s < (int)ALLOC_SL_COUNT; s++)
+            a->heads[f][s] = ALLOC_NIL;
     if (units == 0 || units > ALLOC_MAX_UNITS) return -EINVAL;
     uint32_t i;
     int rc = node_new(a, &i);
@@ -138,7 +139,8 @@ int alloc_init(alloc *a, uint32_t units) {
 }
 
 void alloc_fini(alloc *a) {
-    for (uint32_t c = 0; c < a->nchunks; c++) free(a->chunks[c]);
+    for (uint32_t c = 0; c < a->nchunks; c++)
+        free(a->chunks[c]);
     free(a->chunks);
     memset(a, 0, sizeof(*a));
 }
@@ -184,8 +186,8 @@ int alloc_get(alloc *a, uint32_t units, uint32_t *node) {
     n->u.owner = NULL;
     if (rest != ALLOC_NIL) {
         alloc_node *r = N(a, rest);
-        *r = (alloc_node){.off = n->off + units, .size = n->size - units, .prev = i,
-                          .next = n->next};
+        *r = (alloc_node){
+            .off = n->off + units, .size = n->size - units, .prev = i, .next = n->next};
         if (n->next != ALLOC_NIL) N(a, n->next)->prev = rest;
         n->next = rest;
         n->size = units;

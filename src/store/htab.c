@@ -50,7 +50,8 @@ void htab_fini(htab *t) {
 
 static void place(void **slots, uint32_t n, uint32_t h, void *e) {
     uint32_t i = home(h, n);
-    while (slots[i]) i = step(i, n);
+    while (slots[i])
+        i = step(i, n);
     slots[i] = e;
 }
 
@@ -58,7 +59,8 @@ int htab_reserve(htab *t, uint32_t more) {
     uint64_t need = (uint64_t)t->count + more;
     uint64_t n = t->n;
     if (need * 4 <= n * 3) return 0;
-    while (need * 4 > n * 3) n += n / 2;
+    while (need * 4 > n * 3)
+        n += n / 2;
     if (n > 0xFFFFFFF0u) return -ENOMEM;
     void **s = calloc(n, sizeof(void *));
     if (!s) return -ENOMEM;
@@ -85,7 +87,8 @@ void htab_insert(htab *t, void *e) {
 
 void htab_delete(htab *t, void *e) {
     uint32_t i = home(t->hash_of(e), t->n);
-    while (t->slots[i] != e) i = step(i, t->n);
+    while (t->slots[i] != e)
+        i = step(i, t->n);
     /* Backward shift: pull later entries of the run into the hole unless their home lies
      * cyclically in (hole, j], where they must stay. */
     for (uint32_t j = i;;) {

@@ -82,7 +82,8 @@ static int s3_init(policy *p) {
     p->count = p->count2 = p->bytes = p->bytes2 = 0;
     /* One ghost slot per 16 KiB of pool (64 units), 1 Ki .. 1 Mi slots. */
     uint64_t want = p->al->total / 64, n = 1024;
-    while (n < want && n < (1u << 20)) n <<= 1;
+    while (n < want && n < (1u << 20))
+        n <<= 1;
     p->ghost = calloc(n, sizeof(uint32_t));
     if (!p->ghost) return -ENOMEM;
     p->ghost_mask = (uint32_t)n - 1;

@@ -12,6 +12,18 @@
  * exactly the RESERVED and LIVE ones; every RESERVED object has one reservation lease and
  * every pinned object `pins` pin leases; allocator used units = the units of all records;
  * used_bytes <= capacity because the allocator never hands out more than the pool.
+ * store_check() verifies all of these (for tests).
+ *
+ * Leases: an expired pin releases its hold, so the space may be reused while a slow
+ * reader still copies; an expired reservation frees the space while a slow writer may
+ * still fill it (its commit then gets TIDE_ENOTFOUND). Either way a reader can see wrong
+ * bytes only as a checksum mismatch, never as a silent success. Deadlines are for dead
+ * clients; live ones should use lengths well beyond a copy.
+ *
+ * Metadata an object (meta_bytes counts what is allocated, glibc's heap header and
+ * rounding included): a 32-byte record plus the key in one heap block (40..55 bytes
+ * beyond the key), 10.7..16 bytes of index slots, 24 bytes of allocator node: about 75..95
+ * bytes beyond the key (test_store.c measures it).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -26,14 +38,15 @@
 struct store {
     /*
      * Lock rules: `mu` guards every field below except the immutable ones (pool, capacity,
-     * max_value, pol.ops). Every public function takes it for its whole body, and no
-     * function in src/store calls back out while holding it. Value bytes are never
-     * touched under it: callers copy while holding a pin or a reservation, which is what
-     * keeps the space from being reused. Helpers named do_x() expect the lock held.
+     * max_value, pol.ops). Public functions validate arguments and hash the key before
+     * taking it, then hold it until they return; nothing in src/store calls out while
+     * holding it, and no other lock is taken under it. Value bytes are never touched
+     * under it: callers copy while holding a pin or a reservation, which is what keeps the
+     * space from being reused. Helpers named do_x() expect the lock held.
      */
     pthread_mutex_t mu;
     pool pool;
-    uint64_t capacity;  /* bytes the allocator manages */
+    uint64_t capacity; /* bytes the allocator manages */
     uint64_t max_value;
     alloc al;
     htab index; /* key -> obj (RESERVED or LIVE) */
@@ -129,8 +142,12 @@ int store_create(const store_config *cfg, store **out, char *err, size_t errlen)
     }
     const policy_ops *ops;
     switch (cfg->policy) {
-    case STORE_POLICY_LRU: ops = &policy_lru; break;
-    case STORE_POLICY_S3FIFO: ops = &policy_s3fifo; break;
+    case STORE_POLICY_LRU:
+        ops = &policy_lru;
+        break;
+    case STORE_POLICY_S3FIFO:
+        ops = &policy_s3fifo;
+        break;
     default:
         snprintf(err, errlen, "unknown eviction policy %d", cfg->policy);
         return TIDE_ECONFIG;
@@ -141,8 +158,7 @@ int store_create(const store_config *cfg, store **out, char *err, size_t errlen)
         return -ENOMEM;
     }
     st->capacity = units * ALLOC_UNIT;
-    st->max_value = cfg->max_value && cfg->max_value < st->capacity ? cfg->max_value
-                                                                     : st->capacity;
+    st->max_value = cfg->max_value && cfg->max_value < st->capacity ? cfg->max_value : st->capacity;
     int rc = pool_open(&st->pool, st->capacity, cfg->hugepages, cfg->prefault, err, errlen);
     if (rc < 0) {
         free(st);
@@ -176,7 +192,8 @@ void store_destroy(store *st) {
         if (e && e->kind == LEASE_PIN && OBJ_STATE(e->o) == OBJ_HIDDEN && --e->o->pins == 0)
             free(e->o);
     }
-    for (uint32_t i = 0; i < htab_slots(&st->index); i++) free(htab_slot(&st->index, i));
+    for (uint32_t i = 0; i < htab_slots(&st->index); i++)
+        free(htab_slot(&st->index, i));
     leases_fini(&st->ls);
     htab_fini(&st->index);
     st->pol.ops->fini(&st->pol);
@@ -313,8 +330,10 @@ int store_pin(store *st, const void *key, size_t klen, uint64_t deadline_ns, sto
     }
     st->pol.ops->access(&st->pol, o);
     st->gets++;
-    *ref = (store_ref){.id = e->id, .offset = alloc_offset(&st->al, o->node),
-                       .len = obj_len(st, o), .checksum = o->checksum};
+    *ref = (store_ref){.id = e->id,
+                       .offset = alloc_offset(&st->al, o->node),
+                       .len = obj_len(st, o),
+                       .checksum = o->checksum};
 out:
     pthread_mutex_unlock(&st->mu);
     return rc;
@@ -381,7 +400,8 @@ void store_clear(store *st) {
     /* A delete may pull a later entry into slot i (see htab.c): look at slot i again. */
     for (uint32_t i = 0; i < htab_slots(&st->index); i++) {
         obj *o;
-        while ((o = htab_slot(&st->index, i)) && OBJ_STATE(o) == OBJ_LIVE) do_remove_live(st, o);
+        while ((o = htab_slot(&st->index, i)) && OBJ_STATE(o) == OBJ_LIVE)
+            do_remove_live(st, o);
     }
     pthread_mutex_unlock(&st->mu);
 }
@@ -436,16 +456,16 @@ void store_count_io(store *st, uint64_t bytes_in, uint64_t bytes_out) {
 }
 
 static int cmp_ptr(const void *a, const void *b) {
-    uintptr_t x = (uintptr_t)*(void *const *)a, y = (uintptr_t)*(void *const *)b;
+    uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
     return x < y ? -1 : x > y;
 }
 
-#define CHECK_OR(cond)                                                                        \
-    do {                                                                                      \
-        if (!(cond)) {                                                                        \
-            rc = -__LINE__;                                                                   \
-            goto out;                                                                         \
-        }                                                                                     \
+#define CHECK_OR(cond)                                                                             \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            rc = -__LINE__;                                                                        \
+            goto out;                                                                              \
+        }                                                                                          \
     } while (0)
 
 int store_check(store *st) {
@@ -494,8 +514,7 @@ int store_check(store *st) {
         }
         CHECK_OR(prev == (l ? st->pol.tail2 : st->pol.tail));
         CHECK_OR(cnt == (l ? st->pol.count2 : st->pol.count));
-        if (st->pol.ops == &policy_s3fifo)
-            CHECK_OR(bytes == (l ? st->pol.bytes2 : st->pol.bytes));
+        if (st->pol.ops == &policy_s3fifo) CHECK_OR(bytes == (l ? st->pol.bytes2 : st->pol.bytes));
     }
     hidden = malloc((st->ls.npin + 1) * sizeof(*hidden));
     CHECK_OR(hidden);

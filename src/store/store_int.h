@@ -59,10 +59,10 @@ void pool_close(pool *p);
 #define ALLOC_USED_BIT 0x80000000u
 
 typedef struct alloc_node {
-    uint32_t off;   /* units from the pool's start */
-    uint32_t size;  /* units, | ALLOC_USED_BIT for a used block */
-    uint32_t prev;  /* physical neighbour below, ALLOC_NIL at offset 0 */
-    uint32_t next;  /* physical neighbour above, ALLOC_NIL at the end */
+    uint32_t off;  /* units from the pool's start */
+    uint32_t size; /* units, | ALLOC_USED_BIT for a used block */
+    uint32_t prev; /* physical neighbour below, ALLOC_NIL at offset 0 */
+    uint32_t next; /* physical neighbour above, ALLOC_NIL at the end */
     union {
         struct {
             uint32_t fprev, fnext; /* free blocks: bin list links; spare nodes: fnext */
@@ -74,11 +74,11 @@ typedef struct alloc_node {
 typedef struct alloc {
     alloc_node **chunks; /* chunk i holds nodes [i << ALLOC_CHUNK_SHIFT, ...) */
     uint32_t nchunks, chunks_cap;
-    uint32_t spare;      /* list of unused nodes through fnext */
-    uint32_t total;      /* units managed */
-    uint32_t used;       /* units in used blocks */
-    uint32_t nused;      /* used blocks */
-    uint32_t nfree;      /* free blocks */
+    uint32_t spare; /* list of unused nodes through fnext */
+    uint32_t total; /* units managed */
+    uint32_t used;  /* units in used blocks */
+    uint32_t nused; /* used blocks */
+    uint32_t nfree; /* free blocks */
     uint32_t fl_bitmap;
     uint32_t sl_bitmap[ALLOC_FL_COUNT];
     uint32_t heads[ALLOC_FL_COUNT][ALLOC_SL_COUNT];
@@ -183,6 +183,8 @@ typedef struct obj {
     uint8_t tail;  /* unused bytes at the end of the last unit */
     uint8_t key[];
 } obj;
+
+_Static_assert(sizeof(obj) == 32, "an object record is 32 bytes before its key");
 
 #define OBJ_STATE(o) ((o)->state & 3)
 #define OBJ_SET_STATE(o, s) ((o)->state = (uint8_t)(((o)->state & ~3) | (s)))

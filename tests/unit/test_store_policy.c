@@ -121,7 +121,8 @@ static void random_mix(int which) {
         }
         if (op % 97 == 0) CHECK_EQ(store_check(st), 0);
     }
-    while (nheld > 0) CHECK_EQ(store_unpin(st, held[--nheld].id), 0);
+    while (nheld > 0)
+        CHECK_EQ(store_unpin(st, held[--nheld].id), 0);
     CHECK_EQ(store_check(st), 0);
     tide_stats s;
     store_stats(st, &s);

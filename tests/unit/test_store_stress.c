@@ -60,7 +60,8 @@ static void *worker(void *arg) {
             CHECK_EQ(rc, 0);
             CHECK_EQ(ref.len, vlen);
             uint8_t *p = store_base(g_st) + ref.offset;
-            for (uint64_t i = 0; i < vlen; i++) p[i] = vbyte(k, i);
+            for (uint64_t i = 0; i < vlen; i++)
+                p[i] = vbyte(k, i);
             if ((r >> 30) % 16 == 0) {
                 CHECK_EQ(store_abort(g_st, ref.id), 0);
             } else {
@@ -119,8 +120,8 @@ static void stress(int which) {
     CHECK_EQ(s.reserved, 0);
     CHECK_EQ(s.puts, puts);
     CHECK(s.used_bytes <= s.capacity_bytes);
-    CHECK(s.evictions > 0);  /* the pool was under pressure */
-    CHECK(verified > 100);   /* and reads really happened */
+    CHECK(s.evictions > 0); /* the pool was under pressure */
+    CHECK(verified > 100);  /* and reads really happened */
     store_clear(g_st);
     store_stats(g_st, &s);
     CHECK_EQ(s.objects, 0);
