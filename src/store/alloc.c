@@ -7,9 +7,12 @@
  * aligned (good for vector copies and DMA), and lets 32-bit unit offsets address 1 TiB.
  * Tiny values still work: they take one unit.
  *
- * Every block (free or used) is a node: offset, size, its physical neighbours (to merge
- * on free) and free-list links. Nodes live in fixed chunks of 1024 that are never moved,
- * named by 32-bit indices; unused nodes are kept on a spare list.
+ * Every block (free or used) is a 24-byte node: offset, size (its top bit marks a used
+ * block), its physical neighbours (to merge on free) and either free-list links (free
+ * block) or an owner pointer for the allocator's user (used block: the store keeps its
+ * record there, so an object needs no second pointer to find it). Nodes live in fixed
+ * chunks of 256 that are never moved, named by 32-bit indices; unused nodes are kept on a
+ * spare list.
  *
  * Free blocks sit in size bins: a first level per power of two and 16 second-level bins
  * inside each, with a bitmap per level, so finding a bin that surely fits is two bit scans
@@ -25,6 +28,7 @@
  * bin size exists, or a fitting block is among the first ALLOC_SCAN blocks of the request's
  * own bin. Freeing everything always leaves one free block of the whole pool.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,13 +36,12 @@
 #include "store/store_int.h"
 #include "tide.h"
 
-#define ALLOC_USED 0xFFFFFFFEu  /* fprev of a used block */
-#define ALLOC_SPARE 0xFFFFFFFDu /* fprev of a node on the spare list */
-#define ALLOC_SCAN 64           /* blocks examined in the request's own bin as a last try */
+#define ALLOC_SCAN 64 /* blocks examined in the request's own bin as a last try */
 #define CHUNK_NODES (1u << ALLOC_CHUNK_SHIFT)
+#define N(a, i) alloc_node_at((a), (i))
 
-static inline alloc_node *N(const alloc *a, uint32_t i) {
-    return &a->chunks[i >> ALLOC_CHUNK_SHIFT][i & (CHUNK_NODES - 1)];
+static inline int is_used(const alloc_node *n) {
+    return (n->size & ALLOC_USED_BIT) != 0;
 }
 
 static inline int msb32(uint32_t x) {
@@ -59,7 +62,7 @@ static void bin_of(uint32_t size, int *fl, int *sl) {
 
 static int node_new(alloc *a, uint32_t *out) {
     if (a->spare == ALLOC_NIL) {
-        if ((uint64_t)(a->nchunks + 1) << ALLOC_CHUNK_SHIFT >= ALLOC_NIL - 2) return -ENOMEM;
+        if ((uint64_t)(a->nchunks + 1) << ALLOC_CHUNK_SHIFT >= ALLOC_NIL) return -ENOMEM;
         if (a->nchunks == a->chunks_cap) {
             uint32_t cap = a->chunks_cap ? a->chunks_cap * 2 : 8;
             alloc_node **c = realloc(a->chunks, cap * sizeof(*c));
@@ -72,20 +75,18 @@ static int node_new(alloc *a, uint32_t *out) {
         uint32_t base = a->nchunks << ALLOC_CHUNK_SHIFT;
         a->chunks[a->nchunks++] = chunk;
         for (uint32_t i = CHUNK_NODES; i-- > 0;) {
-            chunk[i].fprev = ALLOC_SPARE;
-            chunk[i].fnext = a->spare;
+            chunk[i].u.f.fnext = a->spare;
             a->spare = base + i;
         }
     }
     *out = a->spare;
-    a->spare = N(a, *out)->fnext;
+    a->spare = N(a, *out)->u.f.fnext;
     return 0;
 }
 
 static void node_release(alloc *a, uint32_t i) {
     alloc_node *n = N(a, i);
-    n->fprev = ALLOC_SPARE;
-    n->fnext = a->spare;
+    n->u.f.fnext = a->spare;
     a->spare = i;
 }
 
@@ -94,9 +95,9 @@ static void list_insert(alloc *a, uint32_t i) {
     int fl, sl;
     bin_of(n->size, &fl, &sl);
     uint32_t h = a->heads[fl][sl];
-    n->fprev = ALLOC_NIL;
-    n->fnext = h;
-    if (h != ALLOC_NIL) N(a, h)->fprev = i;
+    n->u.f.fprev = ALLOC_NIL;
+    n->u.f.fnext = h;
+    if (h != ALLOC_NIL) N(a, h)->u.f.fprev = i;
     a->heads[fl][sl] = i;
     a->fl_bitmap |= 1u << fl;
     a->sl_bitmap[fl] |= 1u << sl;
@@ -107,17 +108,15 @@ static void list_remove(alloc *a, uint32_t i) {
     alloc_node *n = N(a, i);
     int fl, sl;
     bin_of(n->size, &fl, &sl);
-    if (n->fprev != ALLOC_NIL)
-        N(a, n->fprev)->fnext = n->fnext;
+    if (n->u.f.fprev != ALLOC_NIL)
+        N(a, n->u.f.fprev)->u.f.fnext = n->u.f.fnext;
     else
-        a->heads[fl][sl] = n->fnext;
-    if (n->fnext != ALLOC_NIL) N(a, n->fnext)->fprev = n->fprev;
+        a->heads[fl][sl] = n->u.f.fnext;
+    if (n->u.f.fnext != ALLOC_NIL) N(a, n->u.f.fnext)->u.f.fprev = n->u.f.fprev;
     if (a->heads[fl][sl] == ALLOC_NIL) {
         a->sl_bitmap[fl] &= ~(1u << sl);
         if (!a->sl_bitmap[fl]) a->fl_bitmap &= ~(1u << fl);
     }
-    n->fprev = ALLOC_USED;
-    n->fnext = ALLOC_NIL;
     a->nfree--;
 }
 
@@ -125,7 +124,8 @@ int alloc_init(alloc *a, uint32_t units) {
     memset(a, 0, sizeof(*a));
     a->spare = ALLOC_NIL;
     for (int f = 0; f < ALLOC_FL_COUNT; f++)
-        for (int s = 0; s < (int)ALLOC_SL_COUNT; s++) a->heads[f][s] = ALLOC_NIL;
+        for (int s = 0; s < (int)ALLOC_SL_COUNT; s++)
+            a->heads[f][s] = ALLOC_NIL;
     if (units == 0 || units > ALLOC_MAX_UNITS) return -EINVAL;
     uint32_t i;
     int rc = node_new(a, &i);
@@ -139,7 +139,8 @@ int alloc_init(alloc *a, uint32_t units) {
 }
 
 void alloc_fini(alloc *a) {
-    for (uint32_t c = 0; c < a->nchunks; c++) free(a->chunks[c]);
+    for (uint32_t c = 0; c < a->nchunks; c++)
+        free(a->chunks[c]);
     free(a->chunks);
     memset(a, 0, sizeof(*a));
 }
@@ -149,7 +150,7 @@ void alloc_fini(alloc *a) {
 static uint32_t find_block(const alloc *a, uint32_t units) {
     uint64_t r = units;
     if (r >= ALLOC_SL_COUNT) r += (1ull << (msb32(units) - ALLOC_SL_BITS)) - 1;
-    if (r <= 0xFFFFFFFFu) {
+    if (r <= ALLOC_MAX_UNITS) {
         int fl, sl;
         bin_of((uint32_t)r, &fl, &sl);
         uint32_t slm = a->sl_bitmap[fl] & (~0u << sl);
@@ -165,13 +166,14 @@ static uint32_t find_block(const alloc *a, uint32_t units) {
     int fl, sl;
     bin_of(units, &fl, &sl);
     uint32_t i = a->heads[fl][sl];
-    for (int k = 0; k < ALLOC_SCAN && i != ALLOC_NIL; k++, i = N(a, i)->fnext)
+    for (int k = 0; k < ALLOC_SCAN && i != ALLOC_NIL; k++, i = N(a, i)->u.f.fnext)
         if (N(a, i)->size >= units) return i;
     return ALLOC_NIL;
 }
 
 int alloc_get(alloc *a, uint32_t units, uint32_t *node) {
     if (units == 0) return -EINVAL;
+    if (units > a->total - a->used) return TIDE_ENOSPACE;
     uint32_t i = find_block(a, units);
     if (i == ALLOC_NIL) return TIDE_ENOSPACE;
     uint32_t rest = ALLOC_NIL;
@@ -181,15 +183,17 @@ int alloc_get(alloc *a, uint32_t units, uint32_t *node) {
     }
     list_remove(a, i);
     alloc_node *n = N(a, i);
+    n->u.owner = NULL;
     if (rest != ALLOC_NIL) {
         alloc_node *r = N(a, rest);
-        *r = (alloc_node){.off = n->off + units, .size = n->size - units, .prev = i,
-                          .next = n->next};
+        *r = (alloc_node){
+            .off = n->off + units, .size = n->size - units, .prev = i, .next = n->next};
         if (n->next != ALLOC_NIL) N(a, n->next)->prev = rest;
         n->next = rest;
         n->size = units;
         list_insert(a, rest);
     }
+    n->size |= ALLOC_USED_BIT;
     a->used += units;
     a->nused++;
     *node = i;
@@ -198,10 +202,12 @@ int alloc_get(alloc *a, uint32_t units, uint32_t *node) {
 
 void alloc_put(alloc *a, uint32_t i) {
     alloc_node *n = N(a, i);
+    assert(is_used(n));
+    n->size &= ~ALLOC_USED_BIT;
     a->used -= n->size;
     a->nused--;
     uint32_t nx = n->next;
-    if (nx != ALLOC_NIL && N(a, nx)->fprev != ALLOC_USED) {
+    if (nx != ALLOC_NIL && !is_used(N(a, nx))) {
         alloc_node *x = N(a, nx);
         list_remove(a, nx);
         n->size += x->size;
@@ -210,7 +216,7 @@ void alloc_put(alloc *a, uint32_t i) {
         node_release(a, nx);
     }
     uint32_t pv = n->prev;
-    if (pv != ALLOC_NIL && N(a, pv)->fprev != ALLOC_USED) {
+    if (pv != ALLOC_NIL && !is_used(N(a, pv))) {
         alloc_node *p = N(a, pv);
         list_remove(a, pv);
         p->size += n->size;
@@ -226,16 +232,12 @@ uint64_t alloc_offset(const alloc *a, uint32_t i) {
     return (uint64_t)N(a, i)->off << ALLOC_UNIT_SHIFT;
 }
 
-uint32_t alloc_units(const alloc *a, uint32_t i) {
-    return N(a, i)->size;
-}
-
 uint32_t alloc_largest_free(const alloc *a) {
     if (!a->fl_bitmap) return 0;
     int fl = msb32(a->fl_bitmap);
     int sl = msb32(a->sl_bitmap[fl]);
     uint32_t best = 0;
-    for (uint32_t i = a->heads[fl][sl]; i != ALLOC_NIL; i = N(a, i)->fnext)
+    for (uint32_t i = a->heads[fl][sl]; i != ALLOC_NIL; i = N(a, i)->u.f.fnext)
         if (N(a, i)->size > best) best = N(a, i)->size;
     return best;
 }
@@ -253,16 +255,16 @@ int alloc_check(const alloc *a) {
     int prev_free = 0;
     for (uint32_t i = 0; i != ALLOC_NIL; prev = i, i = N(a, i)->next) {
         const alloc_node *n = N(a, i);
-        if (n->off != off || n->prev != prev || n->size == 0) FAIL();
-        int is_free = n->fprev != ALLOC_USED;
-        if (n->fprev == ALLOC_SPARE) FAIL();
+        uint32_t size = n->size & ~ALLOC_USED_BIT;
+        if (n->off != off || n->prev != prev || size == 0) FAIL();
+        int is_free = !is_used(n);
         if (is_free && prev_free) FAIL();
         if (is_free)
             nfree++;
         else
-            nused++, used += n->size;
+            nused++, used += size;
         prev_free = is_free;
-        off += n->size;
+        off += size;
         if (nfree + nused > a->nchunks * CHUNK_NODES) FAIL();
     }
     if (off != a->total || used != a->used || nused != a->nused || nfree != a->nfree) FAIL();
@@ -273,10 +275,11 @@ int alloc_check(const alloc *a) {
             int bit = (a->sl_bitmap[f] >> s) & 1;
             if (bit != (h != ALLOC_NIL)) FAIL();
             uint32_t p = ALLOC_NIL;
-            for (uint32_t i = h; i != ALLOC_NIL; p = i, i = N(a, i)->fnext) {
+            for (uint32_t i = h; i != ALLOC_NIL; p = i, i = N(a, i)->u.f.fnext) {
                 int fl, sl;
+                if (is_used(N(a, i))) FAIL();
                 bin_of(N(a, i)->size, &fl, &sl);
-                if (fl != f || sl != s || N(a, i)->fprev != p) FAIL();
+                if (fl != f || sl != s || N(a, i)->u.f.fprev != p) FAIL();
                 if (++listed > nfree) FAIL();
             }
         }

@@ -37,7 +37,8 @@ int leases_init(leases *l) {
 }
 
 void leases_fini(leases *l) {
-    for (uint32_t i = 0; i < htab_slots(&l->ids); i++) free(htab_slot(&l->ids, i));
+    for (uint32_t i = 0; i < htab_slots(&l->ids); i++)
+        free(htab_slot(&l->ids, i));
     htab_fini(&l->ids);
     free(l->heap);
     l->heap = NULL;
@@ -85,7 +86,10 @@ int leases_add(leases *l, int kind, obj *o, uint64_t deadline, lease **out) {
     }
     lease *e = malloc(sizeof(*e));
     if (!e) return -ENOMEM;
-    *e = (lease){.id = l->next_id++, .deadline = deadline, .o = o, .heap_pos = ALLOC_NIL,
+    *e = (lease){.id = l->next_id++,
+                 .deadline = deadline,
+                 .o = o,
+                 .heap_pos = ALLOC_NIL,
                  .kind = (uint8_t)kind};
     htab_insert(&l->ids, e);
     if (deadline) {

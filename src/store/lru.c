@@ -1,35 +1,55 @@
 /*
- * lru.c — least-recently-used eviction: one intrusive doubly-linked ring through the
- * records, most recent next to the sentinel's `next`, least recent at its `prev`.
+ * lru.c — least-recently-used eviction: one intrusive doubly-linked list through the
+ * records, most recent at head, least recent at tail. Links are allocator node indices
+ * (store_int.h), turned back into records through the allocator's owner pointers.
  *
- * The policy holds only evictable objects (store_int.h): an object leaves the ring when it
- * is pinned and comes back at the recent end when its last pin goes, so "recently used"
- * means "recently finished being read" and the victim is always at the tail, O(1).
+ * The policy holds only evictable objects (store_int.h): an object leaves the list when it
+ * is pinned and comes back at the head when its last pin goes, so "recently used" means
+ * "recently finished being read" and the victim is always the tail, O(1).
  */
-#include <stddef.h>
-
 #include "store/store_int.h"
 
-static void lru_init(policy *p) {
-    p->head.prev = p->head.next = &p->head;
-    p->count = 0;
+static inline obj *at(const policy *p, uint32_t node) {
+    return alloc_owner(p->al, node);
+}
+
+static int lru_init(policy *p) {
+    p->head = p->tail = p->head2 = p->tail2 = ALLOC_NIL; /* the second list stays empty */
+    p->count = p->count2 = 0;
+    return 0;
+}
+
+static void lru_fini(policy *p) {
+    (void)p;
+}
+
+static uint64_t lru_meta_bytes(const policy *p) {
+    (void)p;
+    return 0;
 }
 
 static void lru_insert(policy *p, obj *o, int reused) {
     (void)reused;
-    olink *l = &o->link;
-    l->next = p->head.next;
-    l->prev = &p->head;
-    p->head.next->prev = l;
-    p->head.next = l;
+    o->lprev = ALLOC_NIL;
+    o->lnext = p->head;
+    if (p->head != ALLOC_NIL)
+        at(p, p->head)->lprev = o->node;
+    else
+        p->tail = o->node;
+    p->head = o->node;
     p->count++;
 }
 
 static void lru_erase(policy *p, obj *o) {
-    olink *l = &o->link;
-    l->prev->next = l->next;
-    l->next->prev = l->prev;
-    l->prev = l->next = NULL;
+    if (o->lprev != ALLOC_NIL)
+        at(p, o->lprev)->lnext = o->lnext;
+    else
+        p->head = o->lnext;
+    if (o->lnext != ALLOC_NIL)
+        at(p, o->lnext)->lprev = o->lprev;
+    else
+        p->tail = o->lprev;
+    o->lprev = o->lnext = ALLOC_NIL;
     p->count--;
 }
 
@@ -39,15 +59,16 @@ static void lru_access(policy *p, obj *o) {
 }
 
 static obj *lru_victim(policy *p) {
-    if (p->head.prev == &p->head) return NULL;
-    return (obj *)((char *)p->head.prev - offsetof(obj, link));
+    return p->tail == ALLOC_NIL ? NULL : at(p, p->tail);
 }
 
 const policy_ops policy_lru = {
     .name = "lru",
     .init = lru_init,
+    .fini = lru_fini,
     .insert = lru_insert,
     .erase = lru_erase,
     .access = lru_access,
     .victim = lru_victim,
+    .meta_bytes = lru_meta_bytes,
 };

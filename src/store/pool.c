@@ -73,12 +73,12 @@ static int prefault(pool *p, char *err, size_t errlen) {
     }
     long pg = sysconf(_SC_PAGESIZE);
     uint64_t step = p->huge ? HUGE_PAGE : (uint64_t)(pg > 0 ? pg : 4096);
-    for (uint64_t off = 0; off < p->map_size; off += step) ((volatile uint8_t *)p->base)[off] = 0;
+    for (uint64_t off = 0; off < p->map_size; off += step)
+        ((volatile uint8_t *)p->base)[off] = 0;
     return 0;
 }
 
-int pool_open(pool *p, uint64_t size, int hugepages, int prefault_pages, char *err,
-              size_t errlen) {
+int pool_open(pool *p, uint64_t size, int hugepages, int prefault_pages, char *err, size_t errlen) {
     memset(p, 0, sizeof(*p));
     p->fd = -1;
     if (size == 0) {

@@ -12,6 +12,18 @@
  * exactly the RESERVED and LIVE ones; every RESERVED object has one reservation lease and
  * every pinned object `pins` pin leases; allocator used units = the units of all records;
  * used_bytes <= capacity because the allocator never hands out more than the pool.
+ * store_check() verifies all of these (for tests).
+ *
+ * Leases: an expired pin releases its hold, so the space may be reused while a slow
+ * reader still copies; an expired reservation frees the space while a slow writer may
+ * still fill it (its commit then gets TIDE_ENOTFOUND). Either way a reader can see wrong
+ * bytes only as a checksum mismatch, never as a silent success. Deadlines are for dead
+ * clients; live ones should use lengths well beyond a copy.
+ *
+ * Metadata an object (meta_bytes counts what is allocated, glibc's heap header and
+ * rounding included): a 32-byte record plus the key in one heap block (40..55 bytes
+ * beyond the key), 10.7..16 bytes of index slots, 24 bytes of allocator node: about 75..95
+ * bytes beyond the key (test_store.c measures it).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -26,14 +38,15 @@
 struct store {
     /*
      * Lock rules: `mu` guards every field below except the immutable ones (pool, capacity,
-     * max_value, pol.ops). Every public function takes it for its whole body, and no
-     * function in src/store calls back out while holding it. Value bytes are never
-     * touched under it: callers copy while holding a pin or a reservation, which is what
-     * keeps the space from being reused. Helpers named do_x() expect the lock held.
+     * max_value, pol.ops). Public functions validate arguments and hash the key before
+     * taking it, then hold it until they return; nothing in src/store calls out while
+     * holding it, and no other lock is taken under it. Value bytes are never touched
+     * under it: callers copy while holding a pin or a reservation, which is what keeps the
+     * space from being reused. Helpers named do_x() expect the lock held.
      */
     pthread_mutex_t mu;
     pool pool;
-    uint64_t capacity;  /* bytes the allocator manages */
+    uint64_t capacity; /* bytes the allocator manages */
     uint64_t max_value;
     alloc al;
     htab index; /* key -> obj (RESERVED or LIVE) */
@@ -100,14 +113,14 @@ static void do_remove_live(store *st, obj *o) {
         st->pol.ops->erase(&st->pol, o);
         do_free_obj(st, o);
     } else {
-        o->state = OBJ_HIDDEN;
+        OBJ_SET_STATE(o, OBJ_HIDDEN);
     }
 }
 
 static void do_release_pin(store *st, obj *o) {
     if (--o->pins > 0) return;
     st->pinned--;
-    if (o->state == OBJ_HIDDEN)
+    if (OBJ_STATE(o) == OBJ_HIDDEN)
         do_free_obj(st, o);
     else
         st->pol.ops->insert(&st->pol, o, 1);
@@ -129,10 +142,12 @@ int store_create(const store_config *cfg, store **out, char *err, size_t errlen)
     }
     const policy_ops *ops;
     switch (cfg->policy) {
-    case STORE_POLICY_LRU: ops = &policy_lru; break;
+    case STORE_POLICY_LRU:
+        ops = &policy_lru;
+        break;
     case STORE_POLICY_S3FIFO:
-        snprintf(err, errlen, "eviction policy s3fifo is not built yet");
-        return TIDE_EUNSUPPORTED;
+        ops = &policy_s3fifo;
+        break;
     default:
         snprintf(err, errlen, "unknown eviction policy %d", cfg->policy);
         return TIDE_ECONFIG;
@@ -143,26 +158,27 @@ int store_create(const store_config *cfg, store **out, char *err, size_t errlen)
         return -ENOMEM;
     }
     st->capacity = units * ALLOC_UNIT;
-    st->max_value = cfg->max_value && cfg->max_value < st->capacity ? cfg->max_value
-                                                                     : st->capacity;
+    st->max_value = cfg->max_value && cfg->max_value < st->capacity ? cfg->max_value : st->capacity;
     int rc = pool_open(&st->pool, st->capacity, cfg->hugepages, cfg->prefault, err, errlen);
     if (rc < 0) {
         free(st);
         return rc;
     }
+    st->pol.ops = ops;
+    st->pol.al = &st->al;
     rc = alloc_init(&st->al, (uint32_t)units);
     if (rc == 0) rc = htab_init(&st->index, 1024, obj_hash);
     if (rc == 0) rc = leases_init(&st->ls);
+    if (rc == 0) rc = ops->init(&st->pol);
     if (rc < 0) {
         snprintf(err, errlen, "out of memory for the store's metadata");
+        leases_fini(&st->ls);
         htab_fini(&st->index);
         alloc_fini(&st->al);
         pool_close(&st->pool);
         free(st);
         return rc;
     }
-    st->pol.ops = ops;
-    ops->init(&st->pol);
     pthread_mutex_init(&st->mu, NULL);
     *out = st;
     return 0;
@@ -173,12 +189,14 @@ void store_destroy(store *st) {
     /* HIDDEN objects are reachable only through their pins. */
     for (uint32_t i = 0; i < htab_slots(&st->ls.ids); i++) {
         lease *e = htab_slot(&st->ls.ids, i);
-        if (e && e->kind == LEASE_PIN && e->o->state == OBJ_HIDDEN && --e->o->pins == 0)
+        if (e && e->kind == LEASE_PIN && OBJ_STATE(e->o) == OBJ_HIDDEN && --e->o->pins == 0)
             free(e->o);
     }
-    for (uint32_t i = 0; i < htab_slots(&st->index); i++) free(htab_slot(&st->index, i));
+    for (uint32_t i = 0; i < htab_slots(&st->index); i++)
+        free(htab_slot(&st->index, i));
     leases_fini(&st->ls);
     htab_fini(&st->index);
+    st->pol.ops->fini(&st->pol);
     alloc_fini(&st->al);
     pool_close(&st->pool);
     pthread_mutex_destroy(&st->mu);
@@ -242,14 +260,14 @@ int store_reserve(store *st, const void *key, size_t klen, uint64_t vlen, uint64
         alloc_put(&st->al, o->node);
         goto out;
     }
-    o->link.prev = o->link.next = NULL;
+    alloc_set_owner(&st->al, o->node, o);
+    o->lprev = o->lnext = ALLOC_NIL;
     o->checksum = 0;
     o->hash = h;
     o->pins = 0;
     o->klen = (uint16_t)klen;
     o->state = OBJ_RESERVED;
     o->tail = (uint8_t)((uint64_t)units * ALLOC_UNIT - vlen);
-    o->pbits = 0;
     memcpy(o->key, key, klen);
     htab_insert(&st->index, o);
     st->rec_bytes += rec_cost(klen);
@@ -271,7 +289,7 @@ int store_commit(store *st, uint64_t id, uint64_t checksum) {
     obj *o = e->o;
     leases_drop(&st->ls, e);
     o->checksum = checksum;
-    o->state = OBJ_LIVE;
+    OBJ_SET_STATE(o, OBJ_LIVE);
     st->objects++;
     st->puts++;
     st->pol.ops->insert(&st->pol, o, 0);
@@ -298,7 +316,7 @@ int store_pin(store *st, const void *key, size_t klen, uint64_t deadline_ns, sto
     if (rc < 0) return rc;
     pthread_mutex_lock(&st->mu);
     obj *o = do_lookup(st, key, klen);
-    if (!o || o->state != OBJ_LIVE) {
+    if (!o || OBJ_STATE(o) != OBJ_LIVE) {
         st->misses++;
         rc = TIDE_ENOTFOUND;
         goto out;
@@ -312,8 +330,10 @@ int store_pin(store *st, const void *key, size_t klen, uint64_t deadline_ns, sto
     }
     st->pol.ops->access(&st->pol, o);
     st->gets++;
-    *ref = (store_ref){.id = e->id, .offset = alloc_offset(&st->al, o->node),
-                       .len = obj_len(st, o), .checksum = o->checksum};
+    *ref = (store_ref){.id = e->id,
+                       .offset = alloc_offset(&st->al, o->node),
+                       .len = obj_len(st, o),
+                       .checksum = o->checksum};
 out:
     pthread_mutex_unlock(&st->mu);
     return rc;
@@ -343,10 +363,10 @@ void store_verify_failed(store *st, uint64_t pin_id) {
         if (st->gets) st->gets--;
         st->misses++;
         obj *o = e->o;
-        if (o->state == OBJ_LIVE) {
+        if (OBJ_STATE(o) == OBJ_LIVE) {
             htab_delete(&st->index, o);
             st->objects--;
-            o->state = OBJ_HIDDEN;
+            OBJ_SET_STATE(o, OBJ_HIDDEN);
         }
     }
     pthread_mutex_unlock(&st->mu);
@@ -357,7 +377,7 @@ int store_exists(store *st, const void *key, size_t klen) {
     if (rc < 0) return rc;
     pthread_mutex_lock(&st->mu);
     obj *o = do_lookup(st, key, klen);
-    rc = o && o->state == OBJ_LIVE;
+    rc = o && OBJ_STATE(o) == OBJ_LIVE;
     pthread_mutex_unlock(&st->mu);
     return rc;
 }
@@ -367,7 +387,7 @@ int store_remove(store *st, const void *key, size_t klen) {
     if (rc < 0) return rc;
     pthread_mutex_lock(&st->mu);
     obj *o = do_lookup(st, key, klen);
-    if (o && o->state == OBJ_LIVE)
+    if (o && OBJ_STATE(o) == OBJ_LIVE)
         do_remove_live(st, o);
     else
         rc = TIDE_ENOTFOUND;
@@ -380,7 +400,8 @@ void store_clear(store *st) {
     /* A delete may pull a later entry into slot i (see htab.c): look at slot i again. */
     for (uint32_t i = 0; i < htab_slots(&st->index); i++) {
         obj *o;
-        while ((o = htab_slot(&st->index, i)) && o->state == OBJ_LIVE) do_remove_live(st, o);
+        while ((o = htab_slot(&st->index, i)) && OBJ_STATE(o) == OBJ_LIVE)
+            do_remove_live(st, o);
     }
     pthread_mutex_unlock(&st->mu);
 }
@@ -419,7 +440,8 @@ void store_stats(store *st, tide_stats *out) {
         .bytes_in = st->bytes_in,
         .bytes_out = st->bytes_out,
         .meta_bytes = sizeof(*st) + alloc_meta_bytes(&st->al) + htab_meta_bytes(&st->index) +
-                      leases_meta_bytes(&st->ls) + st->rec_bytes,
+                      leases_meta_bytes(&st->ls) + st->pol.ops->meta_bytes(&st->pol) +
+                      st->rec_bytes,
         .pinned = st->pinned,
         .reserved = st->ls.nresv,
     };
@@ -434,16 +456,16 @@ void store_count_io(store *st, uint64_t bytes_in, uint64_t bytes_out) {
 }
 
 static int cmp_ptr(const void *a, const void *b) {
-    uintptr_t x = (uintptr_t)*(void *const *)a, y = (uintptr_t)*(void *const *)b;
+    uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
     return x < y ? -1 : x > y;
 }
 
-#define CHECK_OR(cond)                                                                        \
-    do {                                                                                      \
-        if (!(cond)) {                                                                        \
-            rc = -__LINE__;                                                                   \
-            goto out;                                                                         \
-        }                                                                                     \
+#define CHECK_OR(cond)                                                                             \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            rc = -__LINE__;                                                                        \
+            goto out;                                                                              \
+        }                                                                                          \
     } while (0)
 
 int store_check(store *st) {
@@ -458,8 +480,8 @@ int store_check(store *st) {
         if (!o) continue;
         CHECK_OR(o->hash == key_hash(o->key, o->klen));
         CHECK_OR(do_lookup(st, o->key, o->klen) == o);
-        CHECK_OR(o->state == OBJ_LIVE || o->state == OBJ_RESERVED);
-        if (o->state == OBJ_LIVE) {
+        CHECK_OR(OBJ_STATE(o) == OBJ_LIVE || OBJ_STATE(o) == OBJ_RESERVED);
+        if (OBJ_STATE(o) == OBJ_LIVE) {
             live++;
             live_pins += o->pins;
             if (o->pins)
@@ -475,6 +497,25 @@ int store_check(store *st) {
     }
     CHECK_OR(live == st->objects && resv == st->ls.nresv);
     CHECK_OR(evictable == st->pol.count + st->pol.count2);
+    /* Walk the policy's lists: linked both ways, LIVE and unpinned, counts and (for a
+     * policy that keeps them) bytes right, and for S3-FIFO on the list the object names. */
+    for (int l = 0; l < 2; l++) {
+        uint32_t n = l ? st->pol.head2 : st->pol.head, prev = ALLOC_NIL;
+        uint64_t cnt = 0, bytes = 0;
+        while (n != ALLOC_NIL) {
+            obj *o = alloc_owner(&st->al, n);
+            CHECK_OR(o && o->node == n && o->lprev == prev && cnt < evictable);
+            CHECK_OR(OBJ_STATE(o) == OBJ_LIVE && o->pins == 0);
+            if (st->pol.ops == &policy_s3fifo) CHECK_OR(((o->state & 4) != 0) == l);
+            cnt++;
+            bytes += alloc_units(&st->al, n);
+            prev = n;
+            n = o->lnext;
+        }
+        CHECK_OR(prev == (l ? st->pol.tail2 : st->pol.tail));
+        CHECK_OR(cnt == (l ? st->pol.count2 : st->pol.count));
+        if (st->pol.ops == &policy_s3fifo) CHECK_OR(bytes == (l ? st->pol.bytes2 : st->pol.bytes));
+    }
     hidden = malloc((st->ls.npin + 1) * sizeof(*hidden));
     CHECK_OR(hidden);
     uint64_t nh = 0, pin_leases = 0, resv_leases = 0, live_pin_leases = 0;
@@ -485,12 +526,12 @@ int store_check(store *st) {
         CHECK_OR((e->deadline != 0) == (e->heap_pos != ALLOC_NIL));
         if (e->kind == LEASE_RESV) {
             resv_leases++;
-            CHECK_OR(e->o->state == OBJ_RESERVED);
+            CHECK_OR(OBJ_STATE(e->o) == OBJ_RESERVED);
             continue;
         }
         pin_leases++;
-        CHECK_OR(e->o->pins > 0 && e->o->state != OBJ_RESERVED);
-        if (e->o->state == OBJ_HIDDEN)
+        CHECK_OR(e->o->pins > 0 && OBJ_STATE(e->o) != OBJ_RESERVED);
+        if (OBJ_STATE(e->o) == OBJ_HIDDEN)
             hidden[nh++] = e->o;
         else
             live_pin_leases++;

@@ -31,7 +31,8 @@ typedef struct store store;
 enum store_policy { STORE_POLICY_LRU = 0, STORE_POLICY_S3FIFO = 1 };
 
 typedef struct store_config {
-    uint64_t capacity;  /* pool bytes (rounded up to the allocator's unit) */
+    uint64_t capacity;  /* pool bytes (rounded up to the allocator's 256-byte unit; at most
+                           512 GiB, the reach of its 32-bit unit offsets) */
     uint64_t max_value; /* largest value accepted; 0 = capacity */
     int prefault;       /* touch every pool page at creation (slow start, fast first use) */
     int hugepages;      /* try MFD_HUGETLB first, fall back to normal pages */
@@ -51,7 +52,8 @@ typedef struct store_ref {
 
 /*
  * Create a store. On failure returns a negative code and writes a message naming what
- * failed (memfd_create, mmap, size) to err[errlen].
+ * failed (memfd_create, mmap, size) to err[errlen]: TIDE_ECONFIG (capacity 0 or too large,
+ * unknown policy), -errno from the pool's system calls, -ENOMEM.
  */
 int store_create(const store_config *cfg, store **out, char *err, size_t errlen);
 void store_destroy(store *st);
@@ -79,14 +81,16 @@ int store_abort(store *st, uint64_t id);
 
 /*
  * Pin a committed object for reading: fills *ref (offset, len, checksum, id) and marks the
- * object recently used. Errors: TIDE_ENOTFOUND, key errors, -ENOMEM.
+ * object recently used. Counts a get, or a miss on TIDE_ENOTFOUND. Errors: TIDE_ENOTFOUND,
+ * key errors, -ENOMEM.
  */
 int store_pin(store *st, const void *key, size_t klen, uint64_t deadline_ns, store_ref *ref);
 /* Release a pin. Errors: TIDE_ENOTFOUND (unknown or expired pin id). */
 int store_unpin(store *st, uint64_t id);
 
 /* A reader found that the pinned bytes do not match their checksum: count it and remove
- * the object so no later reader sees it. Call before store_unpin(). */
+ * the object so no later reader sees it (its space is freed at the last unpin). The pin's
+ * read then counts as a miss instead of a get. Call before store_unpin(). */
 void store_verify_failed(store *st, uint64_t pin_id);
 
 /* 1 if the key is committed, 0 if not, negative on a key error. */

@@ -5,7 +5,8 @@
  *   pool.c    the memfd-backed shared mapping
  *   alloc.c   a TLSF-style offset allocator over the pool, metadata out of band
  *   htab.c    an open-addressing table of pointers (the key index and the lease table)
- *   lru.c     the LRU eviction policy (behind policy_ops, so others can be added)
+ *   lru.c     the LRU eviction policy (behind policy_ops)
+ *   s3fifo.c  the S3-FIFO eviction policy (the same interface)
  *   lease.c   pins and reservations: ids, the id table and the deadline heap
  *   store.c   store.h on top of the above, under one mutex
  *
@@ -43,39 +44,49 @@ void pool_close(pool *p);
 /* ---------------------------------------------------------------------------------------
  * Allocator (alloc.c)
  *
- * Offsets and sizes are counted in units of ALLOC_UNIT bytes, in 32 bits: a pool holds at
- * most ALLOC_MAX_UNITS units (1 TiB at 256-byte units). Blocks are named by a node index.
+ * Offsets and sizes are counted in units of ALLOC_UNIT bytes, in 32 bits with the top bit
+ * of a size marking a used block: a pool holds at most ALLOC_MAX_UNITS units (512 GiB at
+ * 256-byte units). Blocks are named by a node index.
  * ------------------------------------------------------------------------------------- */
 #define ALLOC_UNIT 256u
 #define ALLOC_UNIT_SHIFT 8
-#define ALLOC_MAX_UNITS 0xFFFFFFF0u
-#define ALLOC_SL_BITS 4                      /* 16 second-level bins per power of two */
+#define ALLOC_MAX_UNITS 0x7FFFFFFFu
+#define ALLOC_SL_BITS 4 /* 16 second-level bins per power of two */
 #define ALLOC_SL_COUNT (1u << ALLOC_SL_BITS)
-#define ALLOC_FL_COUNT (32 - ALLOC_SL_BITS + 1)
+#define ALLOC_FL_COUNT (31 - ALLOC_SL_BITS + 1)
 #define ALLOC_NIL 0xFFFFFFFFu
-#define ALLOC_CHUNK_SHIFT 10 /* nodes live in chunks of 1024, never moved */
+#define ALLOC_CHUNK_SHIFT 8 /* nodes live in chunks of 256, never moved */
+#define ALLOC_USED_BIT 0x80000000u
 
 typedef struct alloc_node {
-    uint32_t off;   /* units from the pool's start */
-    uint32_t size;  /* units */
-    uint32_t prev;  /* physical neighbour below, ALLOC_NIL at offset 0 */
-    uint32_t next;  /* physical neighbour above, ALLOC_NIL at the end */
-    uint32_t fprev; /* free list links; fprev == ALLOC_USED marks a used block */
-    uint32_t fnext; /* (also links spare nodes) */
+    uint32_t off;  /* units from the pool's start */
+    uint32_t size; /* units, | ALLOC_USED_BIT for a used block */
+    uint32_t prev; /* physical neighbour below, ALLOC_NIL at offset 0 */
+    uint32_t next; /* physical neighbour above, ALLOC_NIL at the end */
+    union {
+        struct {
+            uint32_t fprev, fnext; /* free blocks: bin list links; spare nodes: fnext */
+        } f;
+        void *owner; /* used blocks: whatever the allocator's user set */
+    } u;
 } alloc_node;
 
 typedef struct alloc {
     alloc_node **chunks; /* chunk i holds nodes [i << ALLOC_CHUNK_SHIFT, ...) */
     uint32_t nchunks, chunks_cap;
-    uint32_t spare;      /* list of unused nodes through fnext */
-    uint32_t total;      /* units managed */
-    uint32_t used;       /* units in used blocks */
-    uint32_t nused;      /* used blocks */
-    uint32_t nfree;      /* free blocks */
+    uint32_t spare; /* list of unused nodes through fnext */
+    uint32_t total; /* units managed */
+    uint32_t used;  /* units in used blocks */
+    uint32_t nused; /* used blocks */
+    uint32_t nfree; /* free blocks */
     uint32_t fl_bitmap;
     uint32_t sl_bitmap[ALLOC_FL_COUNT];
     uint32_t heads[ALLOC_FL_COUNT][ALLOC_SL_COUNT];
 } alloc;
+
+static inline alloc_node *alloc_node_at(const alloc *a, uint32_t i) {
+    return &a->chunks[i >> ALLOC_CHUNK_SHIFT][i & ((1u << ALLOC_CHUNK_SHIFT) - 1)];
+}
 
 /* Manage `units` units (1..ALLOC_MAX_UNITS) as one free block. Errors: -EINVAL, -ENOMEM. */
 int alloc_init(alloc *a, uint32_t units);
@@ -88,7 +99,16 @@ void alloc_put(alloc *a, uint32_t node);
 /* Byte offset of a used block. */
 uint64_t alloc_offset(const alloc *a, uint32_t node);
 /* Units of a block. */
-uint32_t alloc_units(const alloc *a, uint32_t node);
+static inline uint32_t alloc_units(const alloc *a, uint32_t node) {
+    return alloc_node_at(a, node)->size & ~ALLOC_USED_BIT;
+}
+/* The owner pointer of a used block (NULL until set). */
+static inline void *alloc_owner(const alloc *a, uint32_t node) {
+    return alloc_node_at(a, node)->u.owner;
+}
+static inline void alloc_set_owner(alloc *a, uint32_t node, void *owner) {
+    alloc_node_at(a, node)->u.owner = owner;
+}
 /* Size of the largest free block, in units. */
 uint32_t alloc_largest_free(const alloc *a);
 /* Bytes of metadata the allocator holds (node chunks and the chunk table). */
@@ -103,14 +123,15 @@ static inline uint64_t alloc_units_for(uint64_t len) {
 
 /* ---------------------------------------------------------------------------------------
  * Pointer table (htab.c): open addressing, linear probing, deletion by backward shift,
- * at most 3/4 full. Entries are pointers; their 32-bit hash comes from a callback.
+ * at most 3/4 full, grown by half. Entries are pointers; their 32-bit hash comes from a
+ * callback.
  * ------------------------------------------------------------------------------------- */
 typedef uint32_t (*htab_hash_fn)(const void *entry);
 typedef int (*htab_eq_fn)(const void *entry, const void *key);
 
 typedef struct htab {
     void **slots;
-    uint32_t mask; /* slots - 1 (a power of two) */
+    uint32_t n; /* slots */
     uint32_t count;
     htab_hash_fn hash_of;
 } htab;
@@ -130,7 +151,7 @@ static inline void *htab_slot(const htab *t, uint32_t i) {
     return t->slots[i];
 }
 static inline uint32_t htab_slots(const htab *t) {
-    return t->mask + 1;
+    return t->n;
 }
 static inline uint64_t htab_meta_bytes(const htab *t) {
     return (uint64_t)htab_slots(t) * sizeof(void *);
@@ -146,26 +167,27 @@ enum obj_state {
 };
 
 /*
- * One object. Allocated with its key inline. The value's exact length is
+ * One object: 32 bytes and its key, in one heap block. The value's exact length is
  * units * ALLOC_UNIT - tail, since the allocator gives exactly alloc_units_for(len) units.
- * `link` is owned by the eviction policy while the object is evictable (LIVE, unpinned).
+ * The allocator's node for the value points back here (alloc_owner), so the policy links
+ * name neighbours by their 32-bit node index instead of a pointer.
  */
-typedef struct olink {
-    struct olink *prev, *next;
-} olink;
-
 typedef struct obj {
-    olink link; /* policy links; first member, so a link is its object */
     uint64_t checksum;
-    uint32_t hash;  /* of the key */
-    uint32_t node;  /* allocator block */
-    uint32_t pins;  /* pins held by readers */
+    uint32_t hash;         /* of the key */
+    uint32_t node;         /* allocator block of the value */
+    uint32_t pins;         /* pins held by readers */
+    uint32_t lprev, lnext; /* policy links (neighbours' nodes), owned by the policy */
     uint16_t klen;
-    uint8_t state;  /* enum obj_state */
-    uint8_t tail;   /* unused bytes at the end of the last unit */
-    uint8_t pbits;  /* free for the policy (e.g. S3-FIFO frequency and queue) */
+    uint8_t state; /* enum obj_state in the low 2 bits; the policy may use the upper 6 */
+    uint8_t tail;  /* unused bytes at the end of the last unit */
     uint8_t key[];
 } obj;
+
+_Static_assert(sizeof(obj) == 32, "an object record is 32 bytes before its key");
+
+#define OBJ_STATE(o) ((o)->state & 3)
+#define OBJ_SET_STATE(o, s) ((o)->state = (uint8_t)(((o)->state & ~3) | (s)))
 
 /* ---------------------------------------------------------------------------------------
  * Eviction policy (lru.c; others as more files). A policy holds exactly the evictable
@@ -173,25 +195,35 @@ typedef struct obj {
  * ------------------------------------------------------------------------------------- */
 typedef struct policy {
     const struct policy_ops *ops;
-    olink head; /* sentinels of the policy's lists */
-    olink head2;
-    uint64_t count, count2;
+    const alloc *al;        /* maps a link (a node index) to its object */
+    uint32_t head, tail;    /* a list, ALLOC_NIL when empty */
+    uint32_t head2, tail2;  /* a second list for policies that need one */
+    uint64_t count, count2; /* objects on each list */
+    uint64_t bytes, bytes2; /* allocator units on each list */
+    uint32_t *ghost;        /* S3-FIFO: key hashes of recent evictions */
+    uint32_t ghost_mask;
 } policy;
 
 typedef struct policy_ops {
     const char *name;
-    void (*init)(policy *p);
+    /* Set up for a pool of al->total units. Errors: -ENOMEM. */
+    int (*init)(policy *p);
+    void (*fini)(policy *p);
     /* o becomes evictable: reused = 0 after commit, 1 when its last pin is released. */
     void (*insert)(policy *p, obj *o, int reused);
     /* o stops being evictable (pinned, removed or evicted). */
     void (*erase)(policy *p, obj *o);
     /* o was read (called at every pin, while o is out of the policy). */
     void (*access)(policy *p, obj *o);
-    /* The object to evict next, left in place (the store erases it), or NULL. */
+    /* The object to evict next, left in place (the store erases it), or NULL. May reorder
+     * the policy's lists on the way. */
     obj *(*victim)(policy *p);
+    /* Heap bytes the policy holds beyond the records. */
+    uint64_t (*meta_bytes)(const policy *p);
 } policy_ops;
 
 extern const policy_ops policy_lru;
+extern const policy_ops policy_s3fifo;
 
 /* ---------------------------------------------------------------------------------------
  * Leases (lease.c): pins and reservations, named by ids unique for the store's life,

@@ -39,7 +39,8 @@ TEST(store_alloc_random_against_shadow) {
     alloc a;
     CHECK_EQ(alloc_init(&a, TOTAL), 0);
     static int owner[TOTAL];
-    for (int i = 0; i < TOTAL; i++) owner[i] = -1;
+    for (int i = 0; i < TOTAL; i++)
+        owner[i] = -1;
     uint32_t node[SLOTS], size[SLOTS];
     int held[SLOTS] = {0};
     uint64_t seed = 0x1234567;
@@ -71,7 +72,8 @@ TEST(store_alloc_random_against_shadow) {
             off /= ALLOC_UNIT;
             CHECK(off + u <= TOTAL);
             for (uint32_t k = 0; k < u; k++) {
-                CHECK_MSG(owner[off + k] < 0, "overlap at unit %llu", (unsigned long long)(off + k));
+                CHECK_MSG(owner[off + k] < 0, "overlap at unit %llu",
+                          (unsigned long long)(off + k));
                 owner[off + k] = s;
             }
             held[s] = 1;
@@ -99,11 +101,14 @@ TEST(store_alloc_reuses_holes_of_the_same_size) {
     alloc a;
     CHECK_EQ(alloc_init(&a, 1024), 0);
     uint32_t n[10];
-    for (int i = 0; i < 10; i++) CHECK_EQ(alloc_get(&a, 101, &n[i]), 0);
+    for (int i = 0; i < 10; i++)
+        CHECK_EQ(alloc_get(&a, 101, &n[i]), 0);
     CHECK_EQ(alloc_largest_free(&a), 14);
-    for (int i = 0; i < 10; i += 2) alloc_put(&a, n[i]);
+    for (int i = 0; i < 10; i += 2)
+        alloc_put(&a, n[i]);
     CHECK_EQ(a.nfree, 6);
-    for (int i = 0; i < 10; i += 2) CHECK_EQ(alloc_get(&a, 101, &n[i]), 0);
+    for (int i = 0; i < 10; i += 2)
+        CHECK_EQ(alloc_get(&a, 101, &n[i]), 0);
     CHECK_EQ(alloc_get(&a, 15, &n[0]), TIDE_ENOSPACE);
     CHECK_EQ(alloc_check(&a), 0);
     alloc_fini(&a);
@@ -118,13 +123,16 @@ TEST(store_alloc_many_tiny_blocks_and_limits) {
     enum { N = 5000 };
     CHECK_EQ(alloc_init(&a, N), 0);
     static uint32_t n[N];
-    for (int i = 0; i < N; i++) CHECK_EQ(alloc_get(&a, 1, &n[i]), 0);
+    for (int i = 0; i < N; i++)
+        CHECK_EQ(alloc_get(&a, 1, &n[i]), 0);
     CHECK_EQ(alloc_get(&a, 1, &n[0]), TIDE_ENOSPACE);
     CHECK(a.nchunks >= N / 1024); /* node storage grew across chunks */
     CHECK_EQ(alloc_check(&a), 0);
-    for (int i = N - 1; i >= 0; i -= 2) alloc_put(&a, n[i]);
+    for (int i = N - 1; i >= 0; i -= 2)
+        alloc_put(&a, n[i]);
     CHECK_EQ(alloc_check(&a), 0);
-    for (int i = N - 2; i >= 0; i -= 2) alloc_put(&a, n[i]);
+    for (int i = N - 2; i >= 0; i -= 2)
+        alloc_put(&a, n[i]);
     CHECK_EQ(alloc_check(&a), 0);
     CHECK_EQ(a.nfree, 1);
     CHECK_EQ(alloc_largest_free(&a), N);
