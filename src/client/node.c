@@ -841,6 +841,11 @@ static int node_open(tide_store *s, url *u) {
         node_close(s);
         return rc;
     }
+    /* Report an unknown option before trying the network, which could hide it. */
+    if ((rc = url_check_unused(u, msg, sizeof(msg))) != 0) {
+        node_close(s);
+        return client_err(s, rc, "%s", msg);
+    }
     /* Connect now, so that a wrong address or token fails tide_open, not the first call. */
     call k = {s, n, NULL, now_ns() + n->timeout_ns, 0};
     if ((rc = conn_take(&k)) != 0) {
