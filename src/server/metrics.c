@@ -1,0 +1,126 @@
+/*
+ * metrics.c — counting requests and rendering tided's figures as Prometheus text.
+ */
+#include "server/metrics.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+static const uint64_t bucket_us[METRICS_NBUCKETS] = {
+    10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000,
+    500000, 1000000, 2500000, 5000000, 10000000, 30000000,
+};
+
+static const char *const op_names[MOP_COUNT] = {
+    "put", "get", "exists", "remove", "match_prefix", "stat", "ping", "clear", "hello",
+};
+static const char *const status_names[MST_COUNT] = {"ok", "miss", "error"};
+
+const char *metrics_op_name(int op) {
+    return op >= 0 && op < MOP_COUNT ? op_names[op] : "unknown";
+}
+
+void metrics_op_done(metrics *m, int op, int status, uint64_t keys, uint64_t latency_ns) {
+    if (op < 0 || op >= MOP_COUNT || status < 0 || status >= MST_COUNT) return;
+    atomic_fetch_add_explicit(&m->ops[op][status], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->keys[op], keys, memory_order_relaxed);
+    uint64_t us = latency_ns / 1000;
+    int b = 0;
+    while (b < METRICS_NBUCKETS && us > bucket_us[b]) b++;
+    atomic_fetch_add_explicit(&m->latency[op].count[b], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->latency[op].sum_ns, latency_ns, memory_order_relaxed);
+}
+
+/* An appender that keeps counting past the end so the caller learns the size needed. */
+typedef struct out {
+    char *buf;
+    size_t cap, len;
+} out;
+
+__attribute__((format(printf, 2, 3))) static void emit(out *o, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    size_t room = o->len < o->cap ? o->cap - o->len : 0;
+    int n = vsnprintf(room ? o->buf + o->len : NULL, room, fmt, ap);
+    va_end(ap);
+    if (n > 0) o->len += (size_t)n;
+}
+
+static uint64_t ld(const atomic_uint_fast64_t *a) {
+    return atomic_load_explicit(a, memory_order_relaxed);
+}
+
+static void gauge(out *o, const char *name, const char *help, const char *type, uint64_t v) {
+    emit(o, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", name, help, name, type, name,
+         (unsigned long long)v);
+}
+
+size_t metrics_render(const metrics *m, const tide_stats *st, char *buf, size_t cap) {
+    out o = {buf, cap, 0};
+    emit(&o, "# HELP tide_requests_total Requests by opcode and outcome.\n"
+             "# TYPE tide_requests_total counter\n");
+    for (int op = 0; op < MOP_COUNT; op++)
+        for (int s = 0; s < MST_COUNT; s++)
+            emit(&o, "tide_requests_total{op=\"%s\",status=\"%s\"} %llu\n", op_names[op],
+                 status_names[s], (unsigned long long)ld(&m->ops[op][s]));
+    emit(&o, "# HELP tide_request_keys_total Keys carried by requests, by opcode.\n"
+             "# TYPE tide_request_keys_total counter\n");
+    for (int op = 0; op < MOP_COUNT; op++)
+        emit(&o, "tide_request_keys_total{op=\"%s\"} %llu\n", op_names[op],
+             (unsigned long long)ld(&m->keys[op]));
+    emit(&o, "# HELP tide_request_duration_seconds Time from a request's last byte read to "
+             "its reply queued.\n# TYPE tide_request_duration_seconds histogram\n");
+    for (int op = 0; op < MOP_COUNT; op++) {
+        uint64_t cum = 0;
+        for (int b = 0; b <= METRICS_NBUCKETS; b++) {
+            cum += ld(&m->latency[op].count[b]);
+            if (b < METRICS_NBUCKETS)
+                emit(&o, "tide_request_duration_seconds_bucket{op=\"%s\",le=\"%g\"} %llu\n",
+                     op_names[op], (double)bucket_us[b] / 1e6, (unsigned long long)cum);
+            else
+                emit(&o, "tide_request_duration_seconds_bucket{op=\"%s\",le=\"+Inf\"} %llu\n",
+                     op_names[op], (unsigned long long)cum);
+        }
+        emit(&o, "tide_request_duration_seconds_sum{op=\"%s\"} %.9f\n", op_names[op],
+             (double)ld(&m->latency[op].sum_ns) / 1e9);
+        emit(&o, "tide_request_duration_seconds_count{op=\"%s\"} %llu\n", op_names[op],
+             (unsigned long long)cum);
+    }
+    gauge(&o, "tide_network_received_bytes_total", "Bytes read from client sockets.", "counter",
+          ld(&m->bytes_in));
+    gauge(&o, "tide_network_sent_bytes_total", "Bytes written to client sockets.", "counter",
+          ld(&m->bytes_out));
+    gauge(&o, "tide_connections_total", "Connections accepted.", "counter", ld(&m->conns_total));
+    gauge(&o, "tide_connections_open", "Connections open now.", "gauge", ld(&m->conns_open));
+    gauge(&o, "tide_connections_rejected_total", "Connections refused at the connection limit.",
+          "counter", ld(&m->conns_rejected));
+    gauge(&o, "tide_protocol_errors_total", "Malformed frames received.", "counter",
+          ld(&m->proto_errors));
+    gauge(&o, "tide_auth_failures_total", "Connections that failed authentication.", "counter",
+          ld(&m->auth_failures));
+    if (st) {
+        gauge(&o, "tide_capacity_bytes", "Pool size.", "gauge", st->capacity_bytes);
+        gauge(&o, "tide_used_bytes", "Pool bytes held by objects and reservations.", "gauge",
+              st->used_bytes);
+        gauge(&o, "tide_objects", "Committed objects.", "gauge", st->objects);
+        gauge(&o, "tide_metadata_bytes", "Memory spent on metadata.", "gauge", st->meta_bytes);
+        gauge(&o, "tide_pinned_objects", "Objects pinned by readers.", "gauge", st->pinned);
+        gauge(&o, "tide_reserved_objects", "Puts reserved and not yet committed.", "gauge",
+              st->reserved);
+        gauge(&o, "tide_store_puts_total", "Puts that stored a new object.", "counter", st->puts);
+        gauge(&o, "tide_store_put_duplicates_total", "Puts of a key already present.",
+              "counter", st->put_dups);
+        gauge(&o, "tide_store_hits_total", "Gets that found their key.", "counter", st->gets);
+        gauge(&o, "tide_store_misses_total", "Gets that found nothing.", "counter", st->misses);
+        gauge(&o, "tide_evictions_total", "Objects evicted to make room.", "counter",
+              st->evictions);
+        gauge(&o, "tide_evicted_bytes_total", "Bytes those evictions freed.", "counter",
+              st->evicted_bytes);
+        gauge(&o, "tide_checksum_errors_total", "Reads whose checksum failed.", "counter",
+              st->checksum_errors);
+        gauge(&o, "tide_store_bytes_in_total", "Value bytes stored.", "counter", st->bytes_in);
+        gauge(&o, "tide_store_bytes_out_total", "Value bytes read.", "counter", st->bytes_out);
+    }
+    if (o.len < cap) buf[o.len] = '\0';
+    return o.len;
+}

@@ -1,0 +1,56 @@
+/*
+ * metrics.h — tided's counters and latency histograms, and their Prometheus rendering.
+ *
+ * Every field is a relaxed atomic: I/O threads bump them without locks, and a reader of
+ * /metrics sees each figure exactly, though not all figures from the same instant.
+ */
+#ifndef TIDE_METRICS_H
+#define TIDE_METRICS_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tide.h"
+
+enum metrics_op {
+    MOP_PUT,
+    MOP_GET,
+    MOP_EXISTS,
+    MOP_REMOVE,
+    MOP_MATCH,
+    MOP_STAT,
+    MOP_PING,
+    MOP_CLEAR,
+    MOP_HELLO,
+    MOP_COUNT
+};
+enum metrics_status { MST_OK, MST_MISS, MST_ERROR, MST_COUNT };
+
+/* Latency bucket upper bounds in microseconds; the last bucket is +Inf. */
+#define METRICS_NBUCKETS 20
+
+typedef struct metrics_hist {
+    atomic_uint_fast64_t count[METRICS_NBUCKETS + 1];
+    atomic_uint_fast64_t sum_ns;
+} metrics_hist;
+
+typedef struct metrics {
+    atomic_uint_fast64_t ops[MOP_COUNT][MST_COUNT]; /* requests by opcode and outcome */
+    atomic_uint_fast64_t keys[MOP_COUNT];           /* keys carried by those requests */
+    metrics_hist latency[MOP_COUNT];
+    atomic_uint_fast64_t bytes_in, bytes_out;       /* bytes read from and written to sockets */
+    atomic_uint_fast64_t conns_total, conns_open, conns_rejected;
+    atomic_uint_fast64_t proto_errors, auth_failures;
+} metrics;
+
+const char *metrics_op_name(int op);
+
+/* Count one request: its outcome, how many keys it carried and how long it took. */
+void metrics_op_done(metrics *m, int op, int status, uint64_t keys, uint64_t latency_ns);
+
+/* Render everything, with the store's figures, as Prometheus text (format 0.0.4).
+ * Returns the length written, or the length needed when cap is too small. */
+size_t metrics_render(const metrics *m, const tide_stats *st, char *buf, size_t cap);
+
+#endif
