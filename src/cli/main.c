@@ -11,6 +11,8 @@
 
 static const cli_command commands[] = {
     {"version", cmd_version, "print the version of tide and libtide"},
+    {"bench", cmd_bench, "measure a store: ops/s, GB/s and latency percentiles"},
+    {"demo", cmd_demo, "prefix-cache demo: synthetic KV blocks saved, matched and loaded"},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
