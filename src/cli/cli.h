@@ -16,6 +16,12 @@ typedef struct cli_command {
 } cli_command;
 
 int cmd_version(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
+int cmd_put(int argc, char **argv);
+int cmd_get(int argc, char **argv);
+int cmd_rm(int argc, char **argv);
+int cmd_exists(int argc, char **argv);
+int cmd_stat(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 
