@@ -102,7 +102,8 @@ static uint64_t xorshift(uint64_t *s) {
 }
 
 static void put_le64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
 }
 
 /* Write the key's stamps into a value buffer that already holds the template. */
@@ -146,8 +147,8 @@ static void ws_key(const bench_opts *o, uint64_t i, char *out) {
 static void note_error(worker *w, int rc, const char *what) {
     w->errors++;
     if (!w->first_error[0])
-        snprintf(w->first_error, sizeof(w->first_error), "%s: %s (%s)", what,
-                 tide_strerror(rc), tide_errmsg(w->sh->s));
+        snprintf(w->first_error, sizeof(w->first_error), "%s: %s (%s)", what, tide_strerror(rc),
+                 tide_errmsg(w->sh->s));
 }
 
 /* Point slot j's key and iov at its buffers. */
@@ -197,8 +198,8 @@ static int timed_call(worker *w, int is_put) {
     for (size_t j = 0; j < n; j++) {
         char *kt = w->keytext + j * KEY_CAP;
         if (is_put)
-            snprintf(kt, KEY_CAP, "bench/%" PRIu64 "/p%" PRIx64 ".%u.%" PRIu64, o->size,
-                     sh->run_id, w->id, w->put_seq++);
+            snprintf(kt, KEY_CAP, "bench/%" PRIu64 "/p%" PRIx64 ".%u.%" PRIu64, o->size, sh->run_id,
+                     w->id, w->put_seq++);
         else
             ws_key(o, xorshift(&w->rng) % o->keys, kt);
         slot_bind(w, is_put ? w->putbuf : w->getbuf, j, strlen(kt));
@@ -253,8 +254,8 @@ static void readback_puts(worker *w) {
     uint64_t from = w->put_seq > PUT_READBACK ? w->put_seq - PUT_READBACK : 0;
     for (uint64_t q = from; q < w->put_seq; q++) {
         char kt[KEY_CAP];
-        snprintf(kt, KEY_CAP, "bench/%" PRIu64 "/p%" PRIx64 ".%u.%" PRIu64, o->size,
-                 w->sh->run_id, w->id, q);
+        snprintf(kt, KEY_CAP, "bench/%" PRIu64 "/p%" PRIx64 ".%u.%" PRIu64, o->size, w->sh->run_id,
+                 w->id, q);
         size_t vlen = 0;
         int rc = tide_get(w->sh->s, kt, strlen(kt), w->getbuf, o->size, &vlen);
         if (rc == TIDE_ENOTFOUND) continue; /* evicted to make room: not an error */
@@ -264,8 +265,8 @@ static void readback_puts(worker *w) {
         }
         w->checked++;
         w->checked_full++;
-        long bad = vlen != o->size ? 0 : check_value(w->getbuf, w->sh->tmpl, o->size, kt,
-                                                     strlen(kt), 1);
+        long bad =
+            vlen != o->size ? 0 : check_value(w->getbuf, w->sh->tmpl, o->size, kt, strlen(kt), 1);
         if (bad >= 0) {
             if (!w->wrong)
                 snprintf(w->first_error, sizeof(w->first_error),
@@ -289,29 +290,28 @@ static void *timed_main(void *arg) {
 }
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: tide bench [OPTIONS]\n"
-            "\n"
-            "Fills a working set of values, then drives the store with gets, puts or both for\n"
-            "a fixed time and prints ops/s, GB/s (10^9 bytes) and the latency of one call\n"
-            "(p50/p99/p999). Values are derived from their keys and checked when read back.\n"
-            "\n"
-            "Options:\n"
-            "  --url URL        store to measure (default mem://; add ?prefault=1 to measure\n"
-            "                   an embedded pool that is already mapped)\n"
-            "  --size SIZE      value size, e.g. 64KiB, 1MiB (default 256KiB)\n"
-            "  --threads N      worker threads (default 1)\n"
-            "  --seconds S      length of the timed phase, decimals allowed (default 5)\n"
-            "  --batch K        keys per call (default 1)\n"
-            "  --op OP          get, put (fresh keys) or mixed (half each) (default get)\n"
-            "  --keys N         working-set keys (default: 256 MiB worth, at most 65536)\n"
-            "  --verify-all     compare every value read byte for byte (default: every 16th\n"
-            "                   in full, the key stamps of all)\n"
-            "  --json           print the results as one JSON object on stdout\n"
-            "  --quiet          no progress line\n"
-            "\n"
-            "Exit status: 0 when every call succeeded and every value read was right, 1 when\n"
-            "not, 2 for bad arguments.\n");
+    fprintf(f, "usage: tide bench [OPTIONS]\n"
+               "\n"
+               "Fills a working set of values, then drives the store with gets, puts or both for\n"
+               "a fixed time and prints ops/s, GB/s (10^9 bytes) and the latency of one call\n"
+               "(p50/p99/p999). Values are derived from their keys and checked when read back.\n"
+               "\n"
+               "Options:\n"
+               "  --url URL        store to measure (default mem://; add ?prefault=1 to measure\n"
+               "                   an embedded pool that is already mapped)\n"
+               "  --size SIZE      value size, e.g. 64KiB, 1MiB (default 256KiB)\n"
+               "  --threads N      worker threads (default 1)\n"
+               "  --seconds S      length of the timed phase, decimals allowed (default 5)\n"
+               "  --batch K        keys per call (default 1)\n"
+               "  --op OP          get, put (fresh keys) or mixed (half each) (default get)\n"
+               "  --keys N         working-set keys (default: 256 MiB worth, at most 65536)\n"
+               "  --verify-all     compare every value read byte for byte (default: every 16th\n"
+               "                   in full, the key stamps of all)\n"
+               "  --json           print the results as one JSON object on stdout\n"
+               "  --quiet          no progress line\n"
+               "\n"
+               "Exit status: 0 when every call succeeded and every value read was right, 1 when\n"
+               "not, 2 for bad arguments.\n");
 }
 
 static int parse_args(int argc, char **argv, bench_opts *o) {
@@ -341,24 +341,30 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
             o->url = v;
         } else if ((m = cli_opt_value(argc, argv, &i, "--size", &v))) {
             if (m < 0 || cli_parse_size(v, 1, 1ull << 30, &o->size))
-                return cli_usage_error(cmd, "--size wants a size from 1 byte to 1GiB, "
-                                            "like 256KiB (got '%s')", m < 0 ? "" : v);
+                return cli_usage_error(cmd,
+                                       "--size wants a size from 1 byte to 1GiB, "
+                                       "like 256KiB (got '%s')",
+                                       m < 0 ? "" : v);
         } else if ((m = cli_opt_value(argc, argv, &i, "--threads", &v))) {
             if (m < 0 || cli_parse_u64(v, 1, 256, &o->threads))
                 return cli_usage_error(cmd, "--threads wants a number from 1 to 256 (got '%s')",
                                        m < 0 ? "" : v);
         } else if ((m = cli_opt_value(argc, argv, &i, "--seconds", &v))) {
             if (m < 0 || cli_parse_seconds(v, 0.01, 86400, &o->seconds))
-                return cli_usage_error(cmd, "--seconds wants a duration from 0.01 to 86400 "
-                                            "(got '%s')", m < 0 ? "" : v);
+                return cli_usage_error(cmd,
+                                       "--seconds wants a duration from 0.01 to 86400 "
+                                       "(got '%s')",
+                                       m < 0 ? "" : v);
         } else if ((m = cli_opt_value(argc, argv, &i, "--batch", &v))) {
             if (m < 0 || cli_parse_u64(v, 1, TIDE_BATCH_MAX, &o->batch))
                 return cli_usage_error(cmd, "--batch wants a number from 1 to %d (got '%s')",
                                        TIDE_BATCH_MAX, m < 0 ? "" : v);
         } else if ((m = cli_opt_value(argc, argv, &i, "--keys", &v))) {
             if (m < 0 || cli_parse_u64(v, 1, 100000000, &o->keys))
-                return cli_usage_error(cmd, "--keys wants a number from 1 to 100000000 "
-                                            "(got '%s')", m < 0 ? "" : v);
+                return cli_usage_error(cmd,
+                                       "--keys wants a number from 1 to 100000000 "
+                                       "(got '%s')",
+                                       m < 0 ? "" : v);
             keys_given = 1;
         } else if ((m = cli_opt_value(argc, argv, &i, "--op", &v))) {
             o->op = -1;
@@ -373,8 +379,10 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
     }
     uint64_t per_thread = o->batch * o->size * (o->op == OP_MIXED ? 2 : 1);
     if (per_thread > THREAD_BUF_MAX)
-        return cli_usage_error(cmd, "--batch x --size needs %" PRIu64 " bytes of buffers a "
-                               "thread; at most 1GiB", per_thread);
+        return cli_usage_error(cmd,
+                               "--batch x --size needs %" PRIu64 " bytes of buffers a "
+                               "thread; at most 1GiB",
+                               per_thread);
     if (!keys_given) {
         uint64_t k = (256ull << 20) / o->size;
         o->keys = k < 1 ? 1 : k > 65536 ? 65536 : k;
@@ -408,13 +416,15 @@ static int worker_alloc(worker *w, bench_shared *sh, unsigned id) {
     w->putbuf = malloc(b * o->size);
     w->getbuf = o->op == OP_MIXED ? malloc(b * o->size) : w->putbuf;
     if (w->putbuf)
-        for (size_t j = 0; j < b; j++) memcpy(w->putbuf + j * o->size, sh->tmpl, o->size);
+        for (size_t j = 0; j < b; j++)
+            memcpy(w->putbuf + j * o->size, sh->tmpl, o->size);
     w->keytext = malloc(b * KEY_CAP);
     w->keys = calloc(b, sizeof(*w->keys));
     w->iov = calloc(b, sizeof(*w->iov));
     w->results = calloc(b, sizeof(*w->results));
     w->vlens = calloc(b, sizeof(*w->vlens));
-    if (!w->putbuf || !w->getbuf || !w->keytext || !w->keys || !w->iov || !w->results || !w->vlens) return -1;
+    if (!w->putbuf || !w->getbuf || !w->keytext || !w->keys || !w->iov || !w->results || !w->vlens)
+        return -1;
     return 0;
 }
 
@@ -426,14 +436,16 @@ static int run_threads(worker *ws, size_t n, void *(*fn)(void *), const bench_op
         if (pthread_create(&ws[started].tid, NULL, fn, &ws[started]) != 0) break;
     if (started < n) {
         atomic_store(&ws[0].sh->stop, 1);
-        for (size_t i = 0; i < started; i++) pthread_join(ws[i].tid, NULL);
+        for (size_t i = 0; i < started; i++)
+            pthread_join(ws[i].tid, NULL);
         return -1;
     }
     int progress = !o->quiet && !o->json && cli_stderr_is_tty();
     uint64_t last = now_ns();
     /* The workers stop on their own (timed phase: at the deadline, fill: when their keys
      * are stored); this loop only watches and ends when all have been joined. */
-    for (size_t i = 0; i < n; i++) ws[i].joined = 0;
+    for (size_t i = 0; i < n; i++)
+        ws[i].joined = 0;
     for (;;) {
         size_t alive = 0;
         for (size_t i = 0; i < n; i++) {
@@ -456,8 +468,8 @@ static int run_threads(worker *ws, size_t n, void *(*fn)(void *), const bench_op
             fprintf(stderr, "\r%s: %" PRIu64 "/%" PRIu64 " values, %.1f s   ", phase, ops,
                     total_ops, el);
         else
-            fprintf(stderr, "\r%s: %.1f s, %.0f ops/s, %.2f GB/s   ", phase, el,
-                    (double)ops / el, (double)bytes / el / 1e9);
+            fprintf(stderr, "\r%s: %.1f s, %.0f ops/s, %.2f GB/s   ", phase, el, (double)ops / el,
+                    (double)bytes / el / 1e9);
     }
     if (progress && (now_ns() - start_ns) >= 1000000000ull) fprintf(stderr, "\r%60s\r", "");
     return 0;
@@ -486,13 +498,12 @@ static void report_op(const bench_opts *o, const char *name, const histo *h, uin
     }
     printf("%-5s %10" PRIu64 " ops  %11.0f ops/s  %7.2f GB/s   latency per call of %" PRIu64
            ": p50 %.1f us  p99 %.1f us  p999 %.1f us  max %.1f us\n",
-           name, ops, (double)ops / secs, (double)bytes / secs / 1e9, o->batch, p50, p99, p999,
-           mx);
+           name, ops, (double)ops / secs, (double)bytes / secs / 1e9, o->batch, p50, p99, p999, mx);
 }
 
 int cmd_bench(int argc, char **argv) {
-    bench_opts o = {.url = "mem://", .size = 256 * 1024, .threads = 1, .seconds = 5,
-                    .batch = 1, .op = OP_GET};
+    bench_opts o = {
+        .url = "mem://", .size = 256 * 1024, .threads = 1, .seconds = 5, .batch = 1, .op = OP_GET};
     int rc = parse_args(argc, argv, &o);
     if (rc) return rc == 1 ? 0 : rc;
 
@@ -511,7 +522,8 @@ int cmd_bench(int argc, char **argv) {
     ws = calloc(o.threads, sizeof(*ws));
     if (!sh.tmpl || !ws) goto oom;
     uint64_t seed = 0x2545F4914F6CDD1Dull;
-    for (size_t i = 0; i < o.size; i++) sh.tmpl[i] = (uint8_t)(xorshift(&seed) >> 24);
+    for (size_t i = 0; i < o.size; i++)
+        sh.tmpl[i] = (uint8_t)(xorshift(&seed) >> 24);
     for (unsigned t = 0; t < o.threads; t++) {
         if (worker_alloc(&ws[t], &sh, t)) goto oom; /* `out` frees every worker */
         ws[t].fill_lo = o.keys * t / o.threads;
@@ -521,12 +533,13 @@ int cmd_bench(int argc, char **argv) {
     tide_stats st0;
     int have_stats = tide_stats_get(sh.s, &st0) == 0;
     if (!o.json)
-        printf("tide bench: %s, %s, %" PRIu64 "-byte values, %" PRIu64 " thread%s, batch %"
-               PRIu64 ", %" PRIu64 " keys (%.1f MiB), %.2f s\n",
-               o.url, op_names[o.op], o.size, o.threads, o.threads == 1 ? "" : "s", o.batch,
-               o.keys, (double)(o.keys * o.size) / (1 << 20), o.seconds);
+        printf("tide bench: %s, %s, %" PRIu64 "-byte values, %" PRIu64 " thread%s, batch %" PRIu64
+               ", %" PRIu64 " keys (%.1f MiB), %.2f s\n",
+               o.url, op_names[o.op], o.size, o.threads, o.threads == 1 ? "" : "s", o.batch, o.keys,
+               (double)(o.keys * o.size) / (1 << 20), o.seconds);
     if (have_stats && st0.capacity_bytes && o.keys * o.size > st0.capacity_bytes)
-        fprintf(stderr, "tide bench: warning: the working set (%" PRIu64 " bytes) is larger "
+        fprintf(stderr,
+                "tide bench: warning: the working set (%" PRIu64 " bytes) is larger "
                 "than the store (%" PRIu64 " bytes): gets will miss\n",
                 o.keys * o.size, st0.capacity_bytes);
 
@@ -557,8 +570,7 @@ int cmd_bench(int argc, char **argv) {
     /* Timed phase. */
     uint64_t t0 = now_ns();
     sh.deadline_ns = t0 + (uint64_t)(o.seconds * 1e9);
-    if (run_threads(ws, o.threads, timed_main, &o, o.op == OP_PUT ? "put" : op_names[o.op], 0,
-                    t0))
+    if (run_threads(ws, o.threads, timed_main, &o, o.op == OP_PUT ? "put" : op_names[o.op], 0, t0))
         goto thread_fail;
     double secs = (double)(now_ns() - t0) / 1e9;
 
@@ -642,7 +654,8 @@ oom:
     fprintf(stderr, "tide bench: out of memory\n");
 out:
     if (ws)
-        for (unsigned t = 0; t < o.threads; t++) worker_free(&ws[t]);
+        for (unsigned t = 0; t < o.threads; t++)
+            worker_free(&ws[t]);
     free(ws);
     free(sh.tmpl);
     cJSON_Delete(doc);

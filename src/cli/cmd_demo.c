@@ -71,10 +71,10 @@ static uint64_t splitmix64(uint64_t x) {
 }
 
 /* Deterministic token streams: stream (a, b, c) under the seed gives token i. */
-static void gen_tokens(uint32_t *out, size_t n, uint64_t seed, uint64_t a, uint64_t b,
-                       uint64_t c) {
+static void gen_tokens(uint32_t *out, size_t n, uint64_t seed, uint64_t a, uint64_t b, uint64_t c) {
     uint64_t base = splitmix64(splitmix64(splitmix64(seed ^ a) ^ b) ^ c);
-    for (size_t i = 0; i < n; i++) out[i] = (uint32_t)(splitmix64(base + i) % VOCAB);
+    for (size_t i = 0; i < n; i++)
+        out[i] = (uint32_t)(splitmix64(base + i) % VOCAB);
 }
 
 /* The byte at value offset `off` of the block whose key hash is kh. */
@@ -86,12 +86,14 @@ static uint8_t block_byte(uint64_t kh, uint64_t off) {
  * eight bytes at a time; a piece that starts or ends inside a word goes byte by byte. */
 static void block_fill(uint64_t kh, uint64_t off, uint8_t *p, size_t n) {
     size_t i = 0;
-    for (; i < n && (off + i) % 8; i++) p[i] = block_byte(kh, off + i);
+    for (; i < n && (off + i) % 8; i++)
+        p[i] = block_byte(kh, off + i);
     for (; i + 8 <= n; i += 8) {
         uint64_t w = splitmix64(kh + (off + i) / 8);
         memcpy(p + i, &w, 8); /* little-endian hosts: byte j of w is byte off+i+j */
     }
-    for (; i < n; i++) p[i] = block_byte(kh, off + i);
+    for (; i < n; i++)
+        p[i] = block_byte(kh, off + i);
 }
 
 /* Offset within the piece of the first wrong byte, or -1. */
@@ -111,7 +113,8 @@ static long block_check(uint64_t kh, uint64_t off, const uint8_t *p, size_t n) {
 
 static int set_init(key_set *s, size_t max_keys) {
     s->cap = 16;
-    while (s->cap < max_keys * 2) s->cap *= 2;
+    while (s->cap < max_keys * 2)
+        s->cap *= 2;
     s->n = 0;
     s->slots = calloc(s->cap, TIDE_HASH_BYTES);
     return s->slots ? 0 : -1;
@@ -143,34 +146,33 @@ static void set_add(key_set *s, const uint8_t *h) {
 }
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: tide demo [OPTIONS]\n"
-            "\n"
-            "Prefix caching end to end with synthetic KV blocks: prompts made of a shared\n"
-            "system prompt, a document and a question are hashed into chained block keys;\n"
-            "each prompt loads its longest stored prefix from the store into a paged KV cache\n"
-            "(one batch get into scatter lists), checks every byte, and saves the blocks it\n"
-            "had to compute (one batch put). Prints a line per request and a summary: hit\n"
-            "rates, bytes moved, GB/s (10^9 bytes), PASS or FAIL.\n"
-            "\n"
-            "Options:\n"
-            "  --url URL             store (default mem://)\n"
-            "  --docs N              documents (default 4)\n"
-            "  --questions N         questions per document (default 4); each document's\n"
-            "                        first question is asked once more at the end\n"
-            "  --prefix-tokens N     tokens in each document (default 2048)\n"
-            "  --system-tokens N     tokens in the system prompt every prompt starts with\n"
-            "                        (default 256; 0 for none)\n"
-            "  --block-tokens N      tokens per KV block (default 16)\n"
-            "  --bytes-per-token N   KV bytes per token over all layers (default 32768, as\n"
-            "                        Llama-3.2-1B: 16 layers x 8 KV heads x 64 x K,V x fp16)\n"
-            "  --layers N            layer tensors a block is scattered over (default 4)\n"
-            "  --seed N              token seed (default 1)\n"
-            "  --quiet               only the summary\n"
-            "  --inject-corruption   test hook: save one block with a flipped byte (must FAIL)\n"
-            "\n"
-            "Exit status: 0 PASS, 1 FAIL (a wrong byte, a store error, or a prefix the store\n"
-            "lost or invented while nothing was evicted), 2 bad arguments.\n");
+    fprintf(f, "usage: tide demo [OPTIONS]\n"
+               "\n"
+               "Prefix caching end to end with synthetic KV blocks: prompts made of a shared\n"
+               "system prompt, a document and a question are hashed into chained block keys;\n"
+               "each prompt loads its longest stored prefix from the store into a paged KV cache\n"
+               "(one batch get into scatter lists), checks every byte, and saves the blocks it\n"
+               "had to compute (one batch put). Prints a line per request and a summary: hit\n"
+               "rates, bytes moved, GB/s (10^9 bytes), PASS or FAIL.\n"
+               "\n"
+               "Options:\n"
+               "  --url URL             store (default mem://)\n"
+               "  --docs N              documents (default 4)\n"
+               "  --questions N         questions per document (default 4); each document's\n"
+               "                        first question is asked once more at the end\n"
+               "  --prefix-tokens N     tokens in each document (default 2048)\n"
+               "  --system-tokens N     tokens in the system prompt every prompt starts with\n"
+               "                        (default 256; 0 for none)\n"
+               "  --block-tokens N      tokens per KV block (default 16)\n"
+               "  --bytes-per-token N   KV bytes per token over all layers (default 32768, as\n"
+               "                        Llama-3.2-1B: 16 layers x 8 KV heads x 64 x K,V x fp16)\n"
+               "  --layers N            layer tensors a block is scattered over (default 4)\n"
+               "  --seed N              token seed (default 1)\n"
+               "  --quiet               only the summary\n"
+               "  --inject-corruption   test hook: save one block with a flipped byte (must FAIL)\n"
+               "\n"
+               "Exit status: 0 PASS, 1 FAIL (a wrong byte, a store error, or a prefix the store\n"
+               "lost or invented while nothing was evicted), 2 bad arguments.\n");
 }
 
 static int parse_args(int argc, char **argv, demo_opts *o) {
@@ -215,17 +217,21 @@ static int parse_args(int argc, char **argv, demo_opts *o) {
             return cli_usage_error("demo", "unknown argument '%s'", argv[i]);
         uint64_t *field = (uint64_t *)((char *)o + nums[k].field);
         if (m < 0 || cli_parse_u64(v, nums[k].min, nums[k].max, field))
-            return cli_usage_error("demo", "%s wants a number from %" PRIu64 " to %" PRIu64
-                                   " (got '%s')", nums[k].name, nums[k].min, nums[k].max,
-                                   m < 0 ? "" : v);
+            return cli_usage_error("demo",
+                                   "%s wants a number from %" PRIu64 " to %" PRIu64 " (got '%s')",
+                                   nums[k].name, nums[k].min, nums[k].max, m < 0 ? "" : v);
     }
     uint64_t block_bytes = o->block_tokens * o->bytes_per_token;
     if (block_bytes > (64u << 20))
-        return cli_usage_error("demo", "a block of --block-tokens x --bytes-per-token is %" PRIu64
-                               " bytes; at most 64MiB", block_bytes);
+        return cli_usage_error("demo",
+                               "a block of --block-tokens x --bytes-per-token is %" PRIu64
+                               " bytes; at most 64MiB",
+                               block_bytes);
     if (block_bytes % o->layers)
-        return cli_usage_error("demo", "a block (%" PRIu64 " bytes) does not split into "
-                               "--layers %" PRIu64 " equal pieces", block_bytes, o->layers);
+        return cli_usage_error("demo",
+                               "a block (%" PRIu64 " bytes) does not split into "
+                               "--layers %" PRIu64 " equal pieces",
+                               block_bytes, o->layers);
     if (o->system_tokens + o->prefix_tokens > 2000000)
         return cli_usage_error("demo", "--system-tokens + --prefix-tokens is at most 2000000");
     return 0;
@@ -245,7 +251,8 @@ static uint8_t *page_piece(const kv_cache *kv, size_t l, size_t block) {
 /* A fresh block table: a random permutation of the pages, so that a request's blocks sit
  * at scattered pages as they do in an engine that has been running a while. */
 static void kv_shuffle(kv_cache *kv, uint64_t *rng) {
-    for (size_t i = 0; i < kv->npages; i++) kv->table[i] = i;
+    for (size_t i = 0; i < kv->npages; i++)
+        kv->table[i] = i;
     for (size_t i = kv->npages - 1; i > 0; i--) {
         *rng = splitmix64(*rng);
         size_t j = (size_t)(*rng % (i + 1));
@@ -286,8 +293,8 @@ static int serve(tide_store *s, const demo_opts *o, kv_cache *kv, work *w, key_s
                  const request *rq, int check, demo_totals *t, uint64_t *rng) {
     size_t bt = (size_t)o->block_tokens, L = (size_t)o->layers;
     uint64_t block_bytes = o->block_tokens * o->bytes_per_token;
-    int nb = tide_prefix_hashes(TIDE_HASH_XXH3, rq->tokens, rq->ntokens, bt, NULL, 0,
-                                w->hashes, kv->npages);
+    int nb = tide_prefix_hashes(TIDE_HASH_XXH3, rq->tokens, rq->ntokens, bt, NULL, 0, w->hashes,
+                                kv->npages);
     if (nb < 0) {
         fprintf(stderr, "tide demo: hashing failed: %s\n", tide_strerror(nb));
         return -1;
@@ -310,7 +317,8 @@ static int serve(tide_store *s, const demo_opts *o, kv_cache *kv, work *w, key_s
         return -1;
     }
     int expect = 0;
-    while (expect < nb && set_has(saved, w->hashes + (size_t)expect * TIDE_HASH_BYTES)) expect++;
+    while (expect < nb && set_has(saved, w->hashes + (size_t)expect * TIDE_HASH_BYTES))
+        expect++;
     /* check: 2 = the match must equal the record, 1 = it may be shorter (the store has
      * evicted), 0 = anything goes (the store held objects before the run started). */
     int mismatch = check == 2 ? hit != expect : check == 1 ? hit > expect : 0;
@@ -326,7 +334,8 @@ static int serve(tide_store *s, const demo_opts *o, kv_cache *kv, work *w, key_s
         set_iov(o, kv, w, 0, load);
         for (size_t i = 0; i < load; i++) {
             /* Poison the pages so that bytes a get did not write cannot pass the check. */
-            for (size_t l = 0; l < L; l++) memset(page_piece(kv, l, i), 0xEE, kv->piece);
+            for (size_t l = 0; l < L; l++)
+                memset(page_piece(kv, l, i), 0xEE, kv->piece);
         }
         uint64_t t0 = now_ns();
         int rc = tide_get_many(s, w->keys, load, w->iov, w->iovcnt, w->results, w->vlens);
@@ -342,22 +351,21 @@ static int serve(tide_store *s, const demo_opts *o, kv_cache *kv, work *w, key_s
                 if (w->results[i] == 0 || w->results[i] == TIDE_ENOTFOUND) {
                     failed++;
                 } else {
-                    fprintf(stderr, "tide demo: block %zu: %s\n", i,
-                            tide_strerror(w->results[i]));
+                    fprintf(stderr, "tide demo: block %zu: %s\n", i, tide_strerror(w->results[i]));
                     return -1;
                 }
                 continue;
             }
             loaded += block_bytes;
             for (size_t l = 0; l < L; l++) {
-                long bad = block_check(w->khash[i], l * kv->piece, page_piece(kv, l, i),
-                                       kv->piece);
+                long bad = block_check(w->khash[i], l * kv->piece, page_piece(kv, l, i), kv->piece);
                 if (bad >= 0) {
                     if (!wrong)
-                        fprintf(stderr, "tide demo: WRONG BYTES: request %" PRIu64
+                        fprintf(stderr,
+                                "tide demo: WRONG BYTES: request %" PRIu64
                                 " block %zu (%.*s), layer %zu, byte %ld\n",
-                                t->requests, i, (int)KEY_LEN, (const char *)w->keys[i].data,
-                                l, bad);
+                                t->requests, i, (int)KEY_LEN, (const char *)w->keys[i].data, l,
+                                bad);
                     wrong++;
                     break;
                 }
@@ -369,7 +377,8 @@ static int serve(tide_store *s, const demo_opts *o, kv_cache *kv, work *w, key_s
     if (failed && check == 2) t->unexpected++;
     /* The usable prefix ends at the first block that failed to load. */
     size_t good = 0;
-    while (good < load && w->results[good] == 0 && w->vlens[good] == block_bytes) good++;
+    while (good < load && w->results[good] == 0 && w->vlens[good] == block_bytes)
+        good++;
 
     /* 4. Compute the rest (full blocks only are saved) and save what the store lacks. */
     size_t first_save = (size_t)hit > good ? (size_t)hit : good;
@@ -398,7 +407,8 @@ static int serve(tide_store *s, const demo_opts *o, kv_cache *kv, work *w, key_s
             }
         }
     }
-    for (int i = 0; i < nb; i++) set_add(saved, w->hashes + (size_t)i * TIDE_HASH_BYTES);
+    for (int i = 0; i < nb; i++)
+        set_add(saved, w->hashes + (size_t)i * TIDE_HASH_BYTES);
 
     t->tokens += rq->ntokens;
     t->blocks += (uint64_t)nb;
@@ -415,14 +425,17 @@ static int serve(tide_store *s, const demo_opts *o, kv_cache *kv, work *w, key_s
     if (!o->quiet) {
         char sz[32], ld[64] = "";
         if (loaded)
-            snprintf(ld, sizeof(ld), ": %s in %.2f ms, %.2f GB/s", size_format(loaded, sz,
-                     sizeof(sz)), (double)ns / 1e6, (double)loaded / (double)ns);
+            snprintf(ld, sizeof(ld), ": %s in %.2f ms, %.2f GB/s",
+                     size_format(loaded, sz, sizeof(sz)), (double)ns / 1e6,
+                     (double)loaded / (double)ns);
         printf("req %3" PRIu64 " doc %" PRIu64 " q %" PRIu64 ": %5zu tokens, %4d blocks | match %4d"
                " | load %4zu (%5.1f%% of tokens)%s | save %4zu%s%s\n",
                t->requests, rq->doc, rq->question, rq->ntokens, nb, hit, good,
                100.0 * (double)(good * bt) / (double)rq->ntokens, ld, nsave,
                mismatch ? "  UNEXPECTED MATCH" : "",
-               wrong ? "  WRONG BYTES" : failed ? "  (load errors: recomputed)" : "");
+               wrong    ? "  WRONG BYTES"
+               : failed ? "  (load errors: recomputed)"
+                        : "");
         if (mismatch) printf("    the blocks this run saved give a match of %d\n", expect);
     }
     t->requests++;
@@ -430,9 +443,15 @@ static int serve(tide_store *s, const demo_opts *o, kv_cache *kv, work *w, key_s
 }
 
 int cmd_demo(int argc, char **argv) {
-    demo_opts o = {.url = "mem://", .docs = 4, .questions = 4, .prefix_tokens = 2048,
-                   .system_tokens = 256, .block_tokens = 16, .bytes_per_token = 32768,
-                   .layers = 4, .seed = 1};
+    demo_opts o = {.url = "mem://",
+                   .docs = 4,
+                   .questions = 4,
+                   .prefix_tokens = 2048,
+                   .system_tokens = 256,
+                   .block_tokens = 16,
+                   .bytes_per_token = 32768,
+                   .layers = 4,
+                   .seed = 1};
     int rc = parse_args(argc, argv, &o);
     if (rc) return rc == 1 ? 0 : rc;
 
@@ -475,7 +494,8 @@ int cmd_demo(int argc, char **argv) {
     if (!kv.layer || !kv.table || !rq.tokens || !w.hashes || !w.keytext || !w.keys || !w.khash ||
         !w.iov || !w.iovcnt || !w.results || !w.vlens || set_init(&saved, (size_t)nreq * kv.npages))
         goto oom;
-    for (size_t i = 0; i < kv.npages; i++) w.iovcnt[i] = L;
+    for (size_t i = 0; i < kv.npages; i++)
+        w.iovcnt[i] = L;
     /* The engine's KV cache is resident memory: touch it now, not during the first load. */
     for (size_t l = 0; l < L; l++) {
         kv.layer[l] = malloc(kv.npages * kv.piece);
@@ -484,11 +504,12 @@ int cmd_demo(int argc, char **argv) {
     }
     char sz1[32], sz2[32];
     printf("tide demo: %s, %" PRIu64 " docs x %" PRIu64 " questions (+1 repeat each), "
-           "system %" PRIu64 " + document %" PRIu64 " + question %zu..%zu tokens, blocks of %"
-           PRIu64 " tokens x %" PRIu64 " B = %s in %" PRIu64 " pieces, KV cache %s\n",
-           o.url, o.docs, o.questions, o.system_tokens, o.prefix_tokens, qmin, qmax,
-           o.block_tokens, o.bytes_per_token, size_format(block_bytes, sz1, sizeof(sz1)),
-           o.layers, size_format(kv.npages * block_bytes, sz2, sizeof(sz2)));
+           "system %" PRIu64 " + document %" PRIu64
+           " + question %zu..%zu tokens, blocks of %" PRIu64 " tokens x %" PRIu64
+           " B = %s in %" PRIu64 " pieces, KV cache %s\n",
+           o.url, o.docs, o.questions, o.system_tokens, o.prefix_tokens, qmin, qmax, o.block_tokens,
+           o.bytes_per_token, size_format(block_bytes, sz1, sizeof(sz1)), o.layers,
+           size_format(kv.npages * block_bytes, sz2, sizeof(sz2)));
 
     uint64_t rng = splitmix64(o.seed ^ 0xD1B54A32D192ED03ull);
     uint64_t t0 = now_ns();
@@ -517,8 +538,7 @@ int cmd_demo(int argc, char **argv) {
 
     int have_stats = tide_stats_get(s, &st1) == 0;
     char a[32], b[32], c[32];
-    printf("\nrequests %" PRIu64 " in %.2f s, prompt tokens %" PRIu64 ", full blocks %" PRIu64
-           "\n",
+    printf("\nrequests %" PRIu64 " in %.2f s, prompt tokens %" PRIu64 ", full blocks %" PRIu64 "\n",
            t.requests, wall, t.tokens, t.blocks);
     printf("hit rate  tokens %.1f%% (%" PRIu64 " loaded of %" PRIu64 "), blocks %.1f%% (%" PRIu64
            " matched of %" PRIu64 ", %" PRIu64 " loaded)\n",
@@ -532,8 +552,8 @@ int cmd_demo(int argc, char **argv) {
     printf("saved     %s in %.1f ms: %.2f GB/s (%" PRIu64 " blocks, tide_put_many)\n",
            size_format(t.save_bytes, b, sizeof(b)), (double)t.save_ns / 1e6,
            t.save_ns ? (double)t.save_bytes / (double)t.save_ns : 0.0, t.saved_blocks);
-    printf("verified  %s byte for byte: %" PRIu64 " wrong blocks, %" PRIu64
-           " load errors, %" PRIu64 " unexpected prefix matches\n",
+    printf("verified  %s byte for byte: %" PRIu64 " wrong blocks, %" PRIu64 " load errors, %" PRIu64
+           " unexpected prefix matches\n",
            size_format(t.verified_bytes, c, sizeof(c)), t.wrong_blocks, t.load_errors,
            t.unexpected);
     if (have_stats)
@@ -549,7 +569,8 @@ oom:
     fprintf(stderr, "tide demo: out of memory\n");
 out:
     if (kv.layer)
-        for (size_t l = 0; l < L; l++) free(kv.layer[l]);
+        for (size_t l = 0; l < L; l++)
+            free(kv.layer[l]);
     free(kv.layer);
     free(kv.table);
     free(rq.tokens);

@@ -75,7 +75,8 @@ static void sink_le32(hash_sink *s, uint32_t v) {
 }
 
 static void put_le64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
 }
 
 /* Finish and write the 16-byte result; 0, or -ENOMEM when OpenSSL failed. */
@@ -131,7 +132,8 @@ static int block_hash(tide_hash_algo algo, const uint8_t *parent, const uint32_t
     s.md = NULL;
     sink_write(&s, parent ? parent : zero, TIDE_HASH_BYTES);
     sink_le32(&s, (uint32_t)ntokens);
-    for (size_t i = 0; i < ntokens; i++) sink_le32(&s, tokens[i]);
+    for (size_t i = 0; i < ntokens; i++)
+        sink_le32(&s, tokens[i]);
     sink_le32(&s, (uint32_t)extra_len);
     if (extra_len) sink_write(&s, extra, extra_len);
     return sink_final(&s, out);
@@ -160,8 +162,8 @@ TIDE_API int tide_prefix_hashes(tide_hash_algo algo, const uint32_t *tokens, siz
         const uint8_t *parent = b ? out + (b - 1) * TIDE_HASH_BYTES : NULL;
         /* The extra key (a cache salt) separates whole chains, so it enters the first
          * block only; every later block inherits it through its parent. */
-        rc = block_hash(algo, parent, tokens + b * block_tokens, block_tokens,
-                        b ? NULL : extra, b ? 0 : extra_len, out + b * TIDE_HASH_BYTES);
+        rc = block_hash(algo, parent, tokens + b * block_tokens, block_tokens, b ? NULL : extra,
+                        b ? 0 : extra_len, out + b * TIDE_HASH_BYTES);
         if (rc) return rc;
     }
     return (int)nblocks;

@@ -46,7 +46,8 @@ void histo_add(histo *h, uint64_t ns) {
 }
 
 void histo_merge(histo *dst, const histo *src) {
-    for (unsigned i = 0; i < HISTO_NBUCKETS; i++) dst->bucket[i] += src->bucket[i];
+    for (unsigned i = 0; i < HISTO_NBUCKETS; i++)
+        dst->bucket[i] += src->bucket[i];
     dst->count += src->count;
     if (src->min < dst->min) dst->min = src->min;
     if (src->max > dst->max) dst->max = src->max;

@@ -36,7 +36,8 @@ static run_result *run_tide(const char *first, ...) {
     argv[argc++] = test_tide_bin();
     va_list ap;
     va_start(ap, first);
-    for (const char *a = first; a && argc < 63; a = va_arg(ap, const char *)) argv[argc++] = a;
+    for (const char *a = first; a && argc < 63; a = va_arg(ap, const char *))
+        argv[argc++] = a;
     va_end(ap);
     argv[argc] = NULL;
 
@@ -60,8 +61,8 @@ static run_result *run_tide(const char *first, ...) {
     return &r;
 }
 
-#define CHECK_RUN(r, code)                                                                    \
-    CHECK_MSG((r)->status == (code), "exit %d, want %d\nstdout:\n%s\nstderr:\n%s", (r)->status, \
+#define CHECK_RUN(r, code)                                                                         \
+    CHECK_MSG((r)->status == (code), "exit %d, want %d\nstdout:\n%s\nstderr:\n%s", (r)->status,    \
               (code), (r)->out, (r)->err)
 
 TEST(cli_bench_help) {
@@ -77,9 +78,9 @@ TEST(cli_bench_help) {
 
 TEST(cli_bench_bad_args) {
     const char *bad[][2] = {
-        {"--size", "0"},       {"--size", "lots"},   {"--size", "2GiB"},  {"--threads", "0"},
-        {"--threads", "x"},    {"--seconds", "-1"},  {"--seconds", "0"},  {"--batch", "0"},
-        {"--batch", "70000"},  {"--op", "scan"},     {"--keys", "0"},     {"--keys", "1e3"},
+        {"--size", "0"},       {"--size", "lots"},  {"--size", "2GiB"}, {"--threads", "0"},
+        {"--threads", "x"},    {"--seconds", "-1"}, {"--seconds", "0"}, {"--batch", "0"},
+        {"--batch", "70000"},  {"--op", "scan"},    {"--keys", "0"},    {"--keys", "1e3"},
         {"--frobnicate", "1"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -105,9 +106,9 @@ TEST(cli_bench_bad_url) {
 }
 
 TEST(cli_bench_get) {
-    run_result *r = run_tide("bench", "--url", "mem://?capacity=32MiB", "--size", "64KiB",
-                             "--keys", "64", "--seconds", "0.2", "--threads", "2", "--batch",
-                             "3", "--verify-all", NULL);
+    run_result *r =
+        run_tide("bench", "--url", "mem://?capacity=32MiB", "--size", "64KiB", "--keys", "64",
+                 "--seconds", "0.2", "--threads", "2", "--batch", "3", "--verify-all", NULL);
     CHECK_RUN(r, 0);
     CHECK_CONTAINS(r->out, "fill ");
     CHECK_CONTAINS(r->out, "ops/s");
@@ -147,9 +148,8 @@ TEST(cli_bench_mixed_json) {
 
 /* Puts of fresh keys into a store that must evict to take them: still no error. */
 TEST(cli_bench_put_evicting) {
-    run_result *r = run_tide("bench", "--url", "mem://?capacity=4MiB", "--size", "256KiB",
-                             "--keys", "8", "--seconds", "0.2", "--op", "put", "--batch", "2",
-                             NULL);
+    run_result *r = run_tide("bench", "--url", "mem://?capacity=4MiB", "--size", "256KiB", "--keys",
+                             "8", "--seconds", "0.2", "--op", "put", "--batch", "2", NULL);
     CHECK_RUN(r, 0);
     CHECK_CONTAINS(r->out, "put ");
     CHECK_CONTAINS(r->out, "PASS");
@@ -161,9 +161,14 @@ TEST(cli_demo_help_and_bad_args) {
     CHECK_CONTAINS(r->out, "usage: tide demo");
     CHECK_CONTAINS(r->out, "--bytes-per-token");
     const char *bad[][2] = {
-        {"--docs", "0"},          {"--questions", "abc"},      {"--block-tokens", "0"},
-        {"--prefix-tokens", "-5"}, {"--bytes-per-token", "0"}, {"--layers", "3"},
-        {"--seed", "x1"},         {"--what", "1"},
+        {"--docs", "0"},
+        {"--questions", "abc"},
+        {"--block-tokens", "0"},
+        {"--prefix-tokens", "-5"},
+        {"--bytes-per-token", "0"},
+        {"--layers", "3"},
+        {"--seed", "x1"},
+        {"--what", "1"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         r = run_tide("demo", bad[i][0], bad[i][1], NULL);
@@ -179,9 +184,9 @@ TEST(cli_demo_help_and_bad_args) {
 /* The normal path: everything matched as predicted, every byte right, and the repeated
  * questions at the end load their whole prompt. */
 TEST(cli_demo_pass) {
-    run_result *r = run_tide("demo", "--docs", "3", "--questions", "2", "--prefix-tokens",
-                             "300", "--system-tokens", "40", "--bytes-per-token", "1024",
-                             "--block-tokens", "8", "--layers", "2", NULL);
+    run_result *r = run_tide("demo", "--docs", "3", "--questions", "2", "--prefix-tokens", "300",
+                             "--system-tokens", "40", "--bytes-per-token", "1024", "--block-tokens",
+                             "8", "--layers", "2", NULL);
     CHECK_RUN(r, 0);
     CHECK_CONTAINS(r->out, "req   8 doc 2 q 0:"); /* 3 docs x (2 + 1 repeat) requests */
     CHECK_CONTAINS(r->out, "hit rate");
@@ -199,9 +204,9 @@ TEST(cli_demo_pass) {
 
 /* A store too small for the run evicts; the demo must still never see a wrong byte. */
 TEST(cli_demo_evicting_store) {
-    run_result *r = run_tide("demo", "--url", "mem://?capacity=1MiB", "--docs", "3",
-                             "--questions", "2", "--prefix-tokens", "512", "--bytes-per-token",
-                             "512", "--quiet", NULL);
+    run_result *r =
+        run_tide("demo", "--url", "mem://?capacity=1MiB", "--docs", "3", "--questions", "2",
+                 "--prefix-tokens", "512", "--bytes-per-token", "512", "--quiet", NULL);
     CHECK_RUN(r, 0);
     CHECK(strstr(r->out, "req ") == NULL); /* --quiet */
     CHECK_CONTAINS(r->out, "PASS");
@@ -210,9 +215,9 @@ TEST(cli_demo_evicting_store) {
 
 /* The test hook stores one block with a flipped byte: the demo must catch it and fail. */
 TEST(cli_demo_detects_corruption) {
-    run_result *r = run_tide("demo", "--docs", "2", "--questions", "1", "--prefix-tokens", "64",
-                             "--system-tokens", "32", "--bytes-per-token", "256",
-                             "--inject-corruption", NULL);
+    run_result *r =
+        run_tide("demo", "--docs", "2", "--questions", "1", "--prefix-tokens", "64",
+                 "--system-tokens", "32", "--bytes-per-token", "256", "--inject-corruption", NULL);
     CHECK_RUN(r, 1);
     CHECK_CONTAINS(r->out, "FAIL");
     CHECK_CONTAINS(r->out, "WRONG BYTES");

@@ -50,13 +50,15 @@ static const char SALT[] = "salt:v1";
 #define SALT_LEN 7
 
 static void fill_a(uint32_t *t) {
-    for (uint32_t i = 0; i < 14; i++) t[i] = i * 1000 + 7;
+    for (uint32_t i = 0; i < 14; i++)
+        t[i] = i * 1000 + 7;
     t[14] = 0x12345678;
     t[15] = 0xFFFFFFFF;
 }
 
 static void fill_b(uint32_t *t) {
-    for (uint32_t i = 0; i < 16; i++) t[i] = (i * 7919) % 50000;
+    for (uint32_t i = 0; i < 16; i++)
+        t[i] = (i * 7919) % 50000;
 }
 
 static const char *hex(const uint8_t *h, char *buf) {
@@ -68,7 +70,8 @@ static void check_vectors(tide_hash_algo algo, const vectors *v) {
     uint32_t a[16], b[16], l[1000];
     fill_a(a);
     fill_b(b);
-    for (uint32_t i = 0; i < 1000; i++) l[i] = (uint32_t)(i * 2654435761u);
+    for (uint32_t i = 0; i < 1000; i++)
+        l[i] = (uint32_t)(i * 2654435761u);
     uint8_t h[TIDE_HASH_BYTES], ha[TIDE_HASH_BYTES], has[TIDE_HASH_BYTES];
     char x[33];
 
@@ -108,7 +111,8 @@ static void check_chain(tide_hash_algo algo, const vectors *v) {
     uint32_t t[37];
     fill_a(t);
     fill_b(t + 16);
-    for (int i = 32; i < 37; i++) t[i] = 99;
+    for (int i = 32; i < 37; i++)
+        t[i] = 99;
     uint8_t out[4 * TIDE_HASH_BYTES];
     char x[33];
 
@@ -117,7 +121,8 @@ static void check_chain(tide_hash_algo algo, const vectors *v) {
     CHECK_STR(hex(out, x), v->a);
     CHECK_STR(hex(out + 16, x), v->b_after_a);
     /* Nothing written past the hashes returned. */
-    for (int i = 32; i < 64; i++) CHECK_EQ(out[i], 0xAB);
+    for (int i = 32; i < 64; i++)
+        CHECK_EQ(out[i], 0xAB);
 
     CHECK_EQ(tide_prefix_hashes(algo, t, 37, 16, SALT, SALT_LEN, out, 4), 2);
     CHECK_STR(hex(out, x), v->a_salt);
@@ -152,7 +157,8 @@ TEST(hash_max_hashes_bound) {
     memset(out, 0xCD, sizeof(out));
     CHECK_EQ(tide_prefix_hashes(TIDE_HASH_XXH3, t, 32, 16, NULL, 0, out, 1), 1);
     CHECK_STR(hex(out, x), xxh3_vec.a);
-    for (int i = 16; i < 32; i++) CHECK_EQ(out[i], 0xCD);
+    for (int i = 16; i < 32; i++)
+        CHECK_EQ(out[i], 0xCD);
     /* max_hashes 0 writes nothing and may take a NULL out. */
     CHECK_EQ(tide_prefix_hashes(TIDE_HASH_XXH3, t, 32, 16, NULL, 0, NULL, 0), 0);
 }
@@ -162,7 +168,8 @@ TEST(hash_max_hashes_bound) {
 TEST(hash_shared_prefix) {
     enum { N = 16 * 8 };
     uint32_t s1[N], s2[N];
-    for (uint32_t i = 0; i < N; i++) s1[i] = s2[i] = i * 31 + 5;
+    for (uint32_t i = 0; i < N; i++)
+        s1[i] = s2[i] = i * 31 + 5;
     s2[16 * 5 + 3] ^= 1; /* differ inside block 5 */
     uint8_t h1[8 * TIDE_HASH_BYTES], h2[8 * TIDE_HASH_BYTES];
     CHECK_EQ(tide_prefix_hashes(TIDE_HASH_XXH3, s1, N, 16, NULL, 0, h1, 8), 8);
@@ -177,7 +184,8 @@ TEST(hash_shared_prefix) {
     CHECK(memcmp(h1, h3, 16) != 0);
     /* A different salt changes every hash of the chain. */
     CHECK_EQ(tide_prefix_hashes(TIDE_HASH_XXH3, s1, N, 16, "x", 1, h2, 8), 8);
-    for (int b = 0; b < 8; b++) CHECK(memcmp(h1 + b * 16, h2 + b * 16, 16) != 0);
+    for (int b = 0; b < 8; b++)
+        CHECK(memcmp(h1 + b * 16, h2 + b * 16, 16) != 0);
 }
 
 TEST(hash_bad_args) {
@@ -201,7 +209,8 @@ TEST(hash_bad_args) {
 
 TEST(hash_hex) {
     uint8_t h[TIDE_HASH_BYTES];
-    for (int i = 0; i < TIDE_HASH_BYTES; i++) h[i] = (uint8_t)(i * 17);
+    for (int i = 0; i < TIDE_HASH_BYTES; i++)
+        h[i] = (uint8_t)(i * 17);
     char x[33];
     memset(x, 'Z', sizeof(x));
     tide_hash_hex(h, x);

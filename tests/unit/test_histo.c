@@ -16,7 +16,8 @@ TEST(histo_empty) {
 TEST(histo_small_values_exact) {
     histo h;
     histo_init(&h);
-    for (uint64_t v = 1; v <= 20; v++) histo_add(&h, v);
+    for (uint64_t v = 1; v <= 20; v++)
+        histo_add(&h, v);
     CHECK_EQ(histo_quantile(&h, 0.5), 10);
     CHECK_EQ(histo_quantile(&h, 0.05), 1);
     CHECK_EQ(histo_quantile(&h, 1.0), 20);
@@ -30,7 +31,8 @@ TEST(histo_quantile_error_bounded) {
     static histo h;
     histo_init(&h);
     const uint64_t n = 100000;
-    for (uint64_t v = 1; v <= n; v++) histo_add(&h, v);
+    for (uint64_t v = 1; v <= n; v++)
+        histo_add(&h, v);
     const double qs[] = {0.01, 0.1, 0.5, 0.9, 0.99, 0.999};
     for (size_t i = 0; i < sizeof(qs) / sizeof(qs[0]); i++) {
         double want = qs[i] * (double)n;
@@ -47,8 +49,10 @@ TEST(histo_merge_and_outliers) {
     static histo a, b;
     histo_init(&a);
     histo_init(&b);
-    for (int i = 0; i < 990; i++) histo_add(&a, 1000);
-    for (int i = 0; i < 10; i++) histo_add(&b, 1000000);
+    for (int i = 0; i < 990; i++)
+        histo_add(&a, 1000);
+    for (int i = 0; i < 10; i++)
+        histo_add(&b, 1000000);
     histo_add(&b, UINT64_MAX); /* beyond the last bucket: counted, max exact */
     histo_merge(&a, &b);
     CHECK_EQ(a.count, 1001);
