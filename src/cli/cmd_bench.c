@@ -532,11 +532,13 @@ int cmd_bench(int argc, char **argv) {
 
     tide_stats st0;
     int have_stats = tide_stats_get(sh.s, &st0) == 0;
+    char vsz[32], wsz[32];
     if (!o.json)
-        printf("tide bench: %s, %s, %" PRIu64 "-byte values, %" PRIu64 " thread%s, batch %" PRIu64
-               ", %" PRIu64 " keys (%.1f MiB), %.2f s\n",
-               o.url, op_names[o.op], o.size, o.threads, o.threads == 1 ? "" : "s", o.batch, o.keys,
-               (double)(o.keys * o.size) / (1 << 20), o.seconds);
+        printf("tide bench: %s, %s, %s values, %" PRIu64 " thread%s, batch %" PRIu64 ", %" PRIu64
+               " keys (%s), %.2f s\n",
+               o.url, op_names[o.op], size_format(o.size, vsz, sizeof(vsz)), o.threads,
+               o.threads == 1 ? "" : "s", o.batch, o.keys,
+               size_format(o.keys * o.size, wsz, sizeof(wsz)), o.seconds);
     if (have_stats && st0.capacity_bytes && o.keys * o.size > st0.capacity_bytes)
         fprintf(stderr,
                 "tide bench: warning: the working set (%" PRIu64 " bytes) is larger "
