@@ -10,7 +10,7 @@
 #include "tide.h"
 
 static const cli_command commands[] = {
-    //{"serve", cmd_serve, "run tided, a store node, in the foreground"},
+    {"serve", cmd_serve, "run tided, a store node, in the foreground"},
     {"put", cmd_put, "store a file's bytes under a key"},
     {"get", cmd_get, "write a key's value to a file or standard output"},
     {"rm", cmd_rm, "remove keys"},
@@ -19,6 +19,7 @@ static const cli_command commands[] = {
     {"version", cmd_version, "print the version of tide and libtide"},
     {"bench", cmd_bench, "measure a store: ops/s, GB/s and latency percentiles"},
     {"demo", cmd_demo, "prefix-cache demo: synthetic KV blocks saved, matched and loaded"},
+    {"check-config", cmd_check_config, "check a connector config against vLLM's and tide's rules"},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
