@@ -217,7 +217,12 @@ TIDE_API int tide_size_parse(const char *text, uint64_t *out);
 #define TIDE_HASH_BYTES 16
 typedef enum tide_hash_algo { TIDE_HASH_XXH3 = 0, TIDE_HASH_SHA256 = 1 } tide_hash_algo;
 
-/* Hash one block given its parent (NULL for the first block). */
+/*
+ * Hash one block given its parent (NULL for the first block, the same as 16 zero bytes).
+ * ntokens may be 0. Errors: -EINVAL for an unknown algo, a NULL out, NULL tokens with
+ * ntokens > 0, NULL extra with extra_len > 0, or a length that does not fit in 32 bits;
+ * -ENOMEM when OpenSSL cannot allocate its digest context.
+ */
 TIDE_API int tide_block_hash(tide_hash_algo algo, const uint8_t *parent, const uint32_t *tokens,
                              size_t ntokens, const void *extra, size_t extra_len,
                              uint8_t out[TIDE_HASH_BYTES]);
@@ -225,7 +230,10 @@ TIDE_API int tide_block_hash(tide_hash_algo algo, const uint8_t *parent, const u
 /*
  * Hash the full blocks of a token sequence: floor(ntokens / block_tokens) hashes written to
  * out (16 bytes each). `extra` applies to the first block only (a cache salt); pass NULL
- * for none. Returns the number of hashes written, or a negative code.
+ * for none. At most max_hashes are written (the first ones of the chain; out may be NULL
+ * when max_hashes is 0); a partial trailing block is not hashed. Returns the number of
+ * hashes written, or a negative code: -EINVAL for block_tokens 0 and the argument errors
+ * of tide_block_hash(), -EOVERFLOW when the count would not fit in an int.
  */
 TIDE_API int tide_prefix_hashes(tide_hash_algo algo, const uint32_t *tokens, size_t ntokens,
                                 size_t block_tokens, const void *extra, size_t extra_len,

@@ -22,11 +22,28 @@ int cmd_get(int argc, char **argv);
 int cmd_rm(int argc, char **argv);
 int cmd_exists(int argc, char **argv);
 int cmd_stat(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_demo(int argc, char **argv);
 int cmd_check_config(int argc, char **argv);
 
 /* Print "tide NAME: message" to stderr and return 2 (usage) — for argument errors. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* 1 if argv[i] is -h or --help. */
 int cli_is_help(const char *arg);
+
+/*
+ * Option parsing shared by the commands (args.c). cli_opt_value() looks at argv[*i] for
+ * "--name VALUE" or "--name=VALUE": it returns 1 with *val set (and *i moved past a
+ * separate value), 0 when argv[*i] is not that option, and -1 when the value is missing.
+ */
+int cli_opt_value(int argc, char **argv, int *i, const char *name, const char **val);
+/* A decimal integer in [min, max]: 0, or -1 when it does not parse or is out of range. */
+int cli_parse_u64(const char *text, uint64_t min, uint64_t max, uint64_t *out);
+/* A size as tide_size_parse() reads it ("256KiB"), in [min, max]: 0 or -1. */
+int cli_parse_size(const char *text, uint64_t min, uint64_t max, uint64_t *out);
+/* A number of seconds, decimals allowed ("0.5"), in [min, max]: 0 or -1. */
+int cli_parse_seconds(const char *text, double min, double max, double *out);
+/* 1 when stderr is a terminal (progress lines with \r make sense there). */
+int cli_stderr_is_tty(void);
 
 #endif
