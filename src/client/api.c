@@ -81,8 +81,12 @@ TIDE_API int tide_open(const char *text, tide_store **out) {
     }
     url_free(&u);
     if (rc) {
-        /* The backend left its message on s; carry it to the no-handle slot. */
-        err_set(NULL, NULL, rc, "%s", err_get(s, &s->err));
+        /* The backend left its message on s; carry it to the no-handle slot. err_get()
+         * returns the thread's own slot, which err_set() is about to overwrite, so copy it
+         * out first (formatting a buffer into itself loses the message). */
+        char why[ERR_MSG_MAX];
+        snprintf(why, sizeof(why), "%s", err_get(s, &s->err));
+        err_set(NULL, NULL, rc, "%s", why);
         errbuf_destroy(&s->err);
         free(s);
         return rc;
