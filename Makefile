@@ -7,6 +7,7 @@
 #   make deps                install missing Debian packages (silent when all are present)
 #   make bench               run the benchmarks and write bench/RESULTS.md
 #   make demo                the main job: build/tide demo
+#   make fuzz                build the libFuzzer targets with clang and run each FUZZ_TIME s
 #
 # CI=1 turns warnings into errors. BUILD=dir moves every output under dir.
 
@@ -48,7 +49,7 @@ CLI_OBJS := $(call obj,$(CLI_SRCS))
 TEST_OBJS := $(call obj,$(TEST_SRCS))
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 
-.PHONY: all deps test check bench demo fuzz clean format python-test
+.PHONY: all deps test check bench demo fuzz fuzz-seeds clean format python-test
 all: $(BUILD)/libtide.so $(BUILD)/libtide.a $(BUILD)/tide $(BENCH_BINS)
 
 $(BUILD)/obj/%.o: %.c
@@ -90,6 +91,33 @@ bench: all
 
 demo: all
 	$(BUILD)/tide demo
+
+# Fuzzing (clang + libFuzzer), kept out of `make test`, which replays the corpus instead.
+# `make fuzz` runs each target for FUZZ_TIME seconds; new inputs go to $(BUILD)/fuzz/, crash
+# inputs too (copy them into the corpus as regression inputs once fixed).
+FUZZ_CC ?= clang
+FUZZ_TIME ?= 30
+FUZZ_CFLAGS := -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined \
+	-fno-sanitize-recover=undefined $(WARN)
+FRAME_SRCS := $(wildcard src/proto/frame*.c) src/common/checksum.c
+
+$(BUILD)/fuzz/fuzz_frame: tests/fuzz/fuzz_frame.c tests/fuzz/frame_check.h src/proto/frame.h \
+		$(FRAME_SRCS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_frame.c $(FRAME_SRCS) -lxxhash
+
+fuzz: $(BUILD)/fuzz/fuzz_frame
+	@mkdir -p $(BUILD)/fuzz/corpus-frame
+	$< -max_total_time=$(FUZZ_TIME) -print_final_stats=1 -artifact_prefix=$(BUILD)/fuzz/ \
+		$(BUILD)/fuzz/corpus-frame tests/fuzz/corpus/frame
+
+# Regenerate the seed corpus written by tests/fuzz/gen_frame_corpus.c.
+$(BUILD)/fuzz/gen_frame_corpus: tests/fuzz/gen_frame_corpus.c $(BUILD)/libtide.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libtide.a $(LDFLAGS) $(LIBS)
+
+fuzz-seeds: $(BUILD)/fuzz/gen_frame_corpus
+	$< tests/fuzz/corpus/frame
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

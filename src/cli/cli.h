@@ -16,6 +16,12 @@ typedef struct cli_command {
 } cli_command;
 
 int cmd_version(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
+int cmd_put(int argc, char **argv);
+int cmd_get(int argc, char **argv);
+int cmd_rm(int argc, char **argv);
+int cmd_exists(int argc, char **argv);
+int cmd_stat(int argc, char **argv);
 
 /* Print "tide NAME: message" to stderr and return 2 (usage) — for argument errors. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -10,6 +10,12 @@
 #include "tide.h"
 
 static const cli_command commands[] = {
+    //{"serve", cmd_serve, "run tided, a store node, in the foreground"},
+    {"put", cmd_put, "store a file's bytes under a key"},
+    {"get", cmd_get, "write a key's value to a file or standard output"},
+    {"rm", cmd_rm, "remove keys"},
+    {"exists", cmd_exists, "say which keys are present"},
+    {"stat", cmd_stat, "print a store's figures"},
     {"version", cmd_version, "print the version of tide and libtide"},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

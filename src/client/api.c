@@ -81,12 +81,9 @@ TIDE_API int tide_open(const char *text, tide_store **out) {
     }
     url_free(&u);
     if (rc) {
-        /* The backend left its message on s; carry it to the no-handle slot. err_get()
-         * returns the thread's own slot, which err_set() is about to overwrite, so copy it
-         * out first (formatting a buffer into itself loses the message). */
-        char why[ERR_MSG_MAX];
-        snprintf(why, sizeof(why), "%s", err_get(s, &s->err));
-        err_set(NULL, NULL, rc, "%s", why);
+        /* The backend left its message on s; carry it to the no-handle slot. */
+        snprintf(msg, sizeof(msg), "%s", err_get(s, &s->err));
+        err_set(NULL, NULL, rc, "%s", msg);
         errbuf_destroy(&s->err);
         free(s);
         return rc;
@@ -211,7 +208,13 @@ TIDE_API int tide_put(tide_store *s, const void *key, size_t klen, const void *v
     tide_iov v = {(void *)val, vlen};
     int res = 0;
     rc = s->ops->put_many(s, &k, 1, &v, NULL, &res);
-    return rc < 0 ? rc : res;
+    if (rc < 0) return rc;
+    if (res) {
+        char kb[80];
+        client_err(s, res, "tide_put: key '%s', value of %zu bytes: %s",
+                   client_key_repr(key, klen, kb, sizeof(kb)), vlen, tide_strerror(res));
+    }
+    return res;
 }
 
 TIDE_API int tide_get(tide_store *s, const void *key, size_t klen, void *buf, size_t cap,

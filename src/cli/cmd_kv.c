@@ -1,0 +1,201 @@
+/*
+ * cmd_kv.c — the key-value commands for people and scripts, on any backend URL:
+ *   tide put URL KEY [FILE|-]     tide get URL KEY [FILE|-]
+ *   tide rm URL KEY...            tide exists URL KEY...        tide stat URL [--json]
+ * Exit codes: 0 success, 1 the operation failed (a missing key, say), 2 usage errors.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "common/util.h"
+#include "tide.h"
+
+static int open_store(const char *cmd, const char *where, tide_store **s) {
+    int rc = tide_open(where, s);
+    if (rc) fprintf(stderr, "tide %s: cannot open %s: %s\n", cmd, where, tide_errmsg(NULL));
+    return rc;
+}
+
+static int want_help(int argc, char **argv, const char *text) {
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i])) {
+            fputs(text, stdout);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Read a whole file (or stdin for "-") into a malloc'd buffer. */
+static uint8_t *slurp(const char *path, size_t *len) {
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f) return NULL;
+    uint8_t *buf = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (n == cap) {
+            cap = cap ? cap * 2 : 1 << 16;
+            uint8_t *grown = realloc(buf, cap);
+            if (!grown) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = grown;
+        }
+        size_t r = fread(buf + n, 1, cap - n, f);
+        n += r;
+        if (r == 0) break;
+    }
+    if (f != stdin) fclose(f);
+    *len = n;
+    return buf;
+}
+
+int cmd_put(int argc, char **argv) {
+    static const char help[] = "usage: tide put URL KEY [FILE|-]\n\nStore the bytes of FILE "
+                               "(standard input when FILE is - or absent) under KEY.\n";
+    if (want_help(argc, argv, help)) return 0;
+    if (argc < 3 || argc > 4) return cli_usage_error("put", "expected URL KEY [FILE|-]");
+    const char *path = argc == 4 ? argv[3] : "-";
+    size_t len = 0;
+    uint8_t *val = slurp(path, &len);
+    if (!val) {
+        fprintf(stderr, "tide put: cannot read %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    tide_store *s;
+    if (open_store("put", argv[1], &s)) {
+        free(val);
+        return 1;
+    }
+    int rc = tide_put(s, argv[2], strlen(argv[2]), val, len);
+    if (rc) fprintf(stderr, "tide put: %s\n", tide_errmsg(s));
+    tide_close(s);
+    free(val);
+    return rc ? 1 : 0;
+}
+
+int cmd_get(int argc, char **argv) {
+    static const char help[] = "usage: tide get URL KEY [FILE|-]\n\nWrite the value of KEY to "
+                               "FILE (standard output when FILE is - or absent).\n";
+    if (want_help(argc, argv, help)) return 0;
+    if (argc < 3 || argc > 4) return cli_usage_error("get", "expected URL KEY [FILE|-]");
+    tide_store *s;
+    if (open_store("get", argv[1], &s)) return 1;
+    size_t len = 0;
+    uint8_t *buf = NULL;
+    int rc = tide_get(s, argv[2], strlen(argv[2]), NULL, 0, &len);
+    if (rc == TIDE_EBUFSMALL) {
+        buf = malloc(len);
+        rc = buf ? tide_get(s, argv[2], strlen(argv[2]), buf, len, &len) : -ENOMEM;
+    }
+    if (rc) {
+        fprintf(stderr, "tide get: %s\n", rc == -ENOMEM ? "out of memory" : tide_errmsg(s));
+    } else {
+        const char *path = argc == 4 ? argv[3] : "-";
+        FILE *f = strcmp(path, "-") == 0 ? stdout : fopen(path, "wb");
+        if (!f || fwrite(buf, 1, len, f) != len || (f != stdout && fclose(f) != 0)) {
+            fprintf(stderr, "tide get: cannot write %s: %s\n", path, strerror(errno));
+            rc = 1;
+        }
+    }
+    free(buf);
+    tide_close(s);
+    return rc ? 1 : 0;
+}
+
+int cmd_rm(int argc, char **argv) {
+    static const char help[] = "usage: tide rm URL KEY...\n\nRemove keys. Exits 1 if any key "
+                               "was not there.\n";
+    if (want_help(argc, argv, help)) return 0;
+    if (argc < 3) return cli_usage_error("rm", "expected URL KEY...");
+    tide_store *s;
+    if (open_store("rm", argv[1], &s)) return 1;
+    int bad = 0;
+    for (int i = 2; i < argc; i++) {
+        int rc = tide_remove(s, argv[i], strlen(argv[i]));
+        if (rc) {
+            fprintf(stderr, "tide rm: %s: %s\n", argv[i], tide_strerror(rc));
+            bad = 1;
+        }
+    }
+    tide_close(s);
+    return bad;
+}
+
+int cmd_exists(int argc, char **argv) {
+    static const char help[] = "usage: tide exists URL KEY...\n\nPrint 'present' or 'absent' "
+                               "for each key. Exits 0 when all are present, else 1.\n";
+    if (want_help(argc, argv, help)) return 0;
+    if (argc < 3) return cli_usage_error("exists", "expected URL KEY...");
+    tide_store *s;
+    if (open_store("exists", argv[1], &s)) return 1;
+    int all = 1;
+    for (int i = 2; i < argc; i++) {
+        int rc = tide_exists(s, argv[i], strlen(argv[i]));
+        if (rc < 0) {
+            fprintf(stderr, "tide exists: %s\n", tide_errmsg(s));
+            all = 0;
+            continue;
+        }
+        printf("%s\t%s\n", argv[i], rc ? "present" : "absent");
+        all &= rc;
+    }
+    tide_close(s);
+    return all ? 0 : 1;
+}
+
+int cmd_stat(int argc, char **argv) {
+    static const char help[] = "usage: tide stat URL [--json]\n\nPrint the store's figures: "
+                               "the same ones tided serves at /metrics.\n";
+    if (want_help(argc, argv, help)) return 0;
+    int json = argc == 3 && strcmp(argv[2], "--json") == 0;
+    if (argc < 2 || argc > 3 || (argc == 3 && !json))
+        return cli_usage_error("stat", "expected URL [--json]");
+    tide_store *s;
+    if (open_store("stat", argv[1], &s)) return 1;
+    tide_stats st;
+    int rc = tide_stats_get(s, &st);
+    tide_close(s);
+    if (rc) {
+        fprintf(stderr, "tide stat: %s\n", tide_strerror(rc));
+        return 1;
+    }
+    const struct {
+        const char *name;
+        uint64_t v;
+        int bytes;
+    } rows[] = {
+        {"capacity_bytes", st.capacity_bytes, 1}, {"used_bytes", st.used_bytes, 1},
+        {"objects", st.objects, 0},               {"puts", st.puts, 0},
+        {"put_dups", st.put_dups, 0},             {"gets", st.gets, 0},
+        {"misses", st.misses, 0},                 {"evictions", st.evictions, 0},
+        {"evicted_bytes", st.evicted_bytes, 1},   {"checksum_errors", st.checksum_errors, 0},
+        {"bytes_in", st.bytes_in, 1},             {"bytes_out", st.bytes_out, 1},
+        {"meta_bytes", st.meta_bytes, 1},         {"pinned", st.pinned, 0},
+        {"reserved", st.reserved, 0},
+    };
+    size_t n = sizeof(rows) / sizeof(rows[0]);
+    if (json) printf("{");
+    for (size_t i = 0; i < n; i++) {
+        if (json) {
+            printf("%s\"%s\": %llu", i ? ", " : "", rows[i].name, (unsigned long long)rows[i].v);
+        } else {
+            char human[32] = "";
+            if (rows[i].bytes) size_format(rows[i].v, human, sizeof(human));
+            printf("%-16s %20llu  %s\n", rows[i].name, (unsigned long long)rows[i].v, human);
+        }
+    }
+    if (json) printf("}\n");
+    if (!json) {
+        uint64_t lookups = st.gets + st.misses;
+        printf("%-16s %19.1f%%\n", "hit_rate", lookups ? 100.0 * (double)st.gets / (double)lookups : 0.0);
+        if (st.objects)
+            printf("%-16s %20.1f\n", "meta_per_object", (double)st.meta_bytes / (double)st.objects);
+    }
+    return 0;
+}

@@ -1,0 +1,45 @@
+/*
+ * server.h — tided: one store served over TCP (native protocol) with an HTTP /metrics port.
+ *
+ * Threads: the main thread accepts connections and handles signals; it hands each new
+ * connection to one of `threads` I/O workers in turn. A worker owns its connections
+ * outright (no locks on connection state); the only shared state is the store (its own
+ * lock) and the metrics (atomics). A metrics thread answers HTTP on its own port.
+ *
+ * Shutdown: SIGTERM or SIGINT stops accepting, lets every worker finish the requests it
+ * has read (replies flushed, with a deadline), then closes everything and returns.
+ */
+#ifndef TIDE_SERVER_H
+#define TIDE_SERVER_H
+
+#include <stdint.h>
+
+#include "store/store.h"
+
+#define SERVER_DEFAULT_PORT 7474
+
+typedef struct server_config {
+    char bind[64];           /* address to listen on; default 127.0.0.1 */
+    int port;                /* native protocol port; 0 = pick a free one */
+    int metrics_port;        /* HTTP port for /metrics; 0 = off, -1 = port + 1 */
+    int threads;             /* I/O worker threads */
+    store_config store;      /* pool size and policy */
+    char auth_token[256];    /* required from clients when not empty */
+    int max_conns;           /* connections beyond this are refused */
+    uint32_t max_keys;       /* keys in one frame */
+    uint64_t max_frame;      /* bytes in one frame, values included */
+    uint64_t max_value;      /* largest value; 0 = the pool's limit */
+    uint32_t idle_timeout_s; /* close a connection whose reply has not moved for this long */
+    const char *ready_file;  /* when set, write "port metrics_port\n" here once listening */
+} server_config;
+
+/* Defaults for everything (port SERVER_DEFAULT_PORT, 1 GiB pool, 2 threads...). */
+void server_config_defaults(server_config *cfg);
+
+/*
+ * Run until SIGTERM/SIGINT. Logs through src/common/log.h. Returns 0 after a clean stop,
+ * or a negative code when it could not start (with the reason logged).
+ */
+int server_run(const server_config *cfg);
+
+#endif

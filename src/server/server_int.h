@@ -1,0 +1,58 @@
+/*
+ * server_int.h — tided's internal pieces shared by server.c (lifecycle, accept, workers)
+ * and conn.c (one connection's protocol state machine).
+ *
+ * Ownership: a connection belongs to exactly one worker and is touched only by that
+ * worker's thread. The worker's `incoming` queue is the one place two threads meet
+ * (accept thread pushes, worker pops), guarded by `qlock`.
+ */
+#ifndef TIDE_SERVER_INT_H
+#define TIDE_SERVER_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "server/metrics.h"
+#include "server/server.h"
+#include "store/store.h"
+
+typedef struct conn conn;
+typedef struct server server;
+
+typedef struct worker {
+    server *srv;
+    int index;
+    pthread_t thread;
+    int epfd;
+    int wakefd; /* eventfd: new connections queued, or stop */
+    pthread_mutex_t qlock;
+    int *incoming; /* accepted fds waiting to be adopted (under qlock) */
+    size_t nincoming, capincoming;
+    conn *conns; /* this worker's connections (doubly linked) */
+} worker;
+
+struct server {
+    server_config cfg;
+    store *st;
+    metrics m;
+    int listen_fd, metrics_fd;
+    int port, metrics_port;
+    worker *workers;
+    atomic_int stopping;
+    atomic_int open_conns;
+    pthread_t metrics_thread;
+    int metrics_stopfd;
+};
+
+/* conn.c */
+conn *conn_new(worker *w, int fd);
+/* Handle readiness; returns 0 to keep the connection, negative to close it. */
+int conn_on_event(conn *c, uint32_t events);
+/* Periodic check: close when the peer has stalled past the idle timeout. */
+int conn_tick(conn *c, uint64_t now);
+/* Stop reading new requests; returns 1 when nothing is left to send. */
+int conn_drain(conn *c);
+void conn_free(conn *c);
+conn *conn_next(conn *c);
+
+#endif
