@@ -10,7 +10,7 @@
 #include "tide.h"
 
 static const cli_command commands[] = {
-    //{"serve", cmd_serve, "run tided, a store node, in the foreground"},
+    {"serve", cmd_serve, "run tided, a store node, in the foreground"},
     {"put", cmd_put, "store a file's bytes under a key"},
     {"get", cmd_get, "write a key's value to a file or standard output"},
     {"rm", cmd_rm, "remove keys"},

@@ -50,5 +50,6 @@ int client_key_check(const tide_key *k);
 const char *client_key_repr(const void *key, size_t klen, char *buf, size_t len);
 
 extern const backend_ops mem_backend;
+extern const backend_ops node_backend;
 
 #endif

@@ -1,0 +1,752 @@
+/*
+ * conn.c — one client connection of tided: read frames, run them against the store, send
+ * the replies. Owned by one worker thread; nothing here takes a lock except the store.
+ *
+ * Receiving. The header and key section of a frame are read into `in` (bounded by the
+ * frame limits) and decoded with frame_decode_head. A PUT's value bytes are then read
+ * straight into the reservations the store made for them (readv into pool memory, no
+ * staging copy); values that will not be stored (a duplicate key, no space) are read into
+ * a scratch buffer and dropped. When the last value byte is in, each reservation's bytes
+ * are checked against the sender's checksum and committed (or aborted): a half-received
+ * value is never visible.
+ *
+ * Sending. Replies are queued as segments: encoded headers (owned here) and, for GET,
+ * values sent with writev straight from pool memory under a pin, released when the
+ * segment has left. Requests are pipelined: the next frame is decoded while earlier
+ * replies are still queued, up to OUT_HIGH bytes queued; beyond that the connection stops
+ * reading until the peer catches up (a slow reader cannot make tided buffer without bound).
+ *
+ * Timeouts: a connection whose partial frame or queued reply has not moved for
+ * idle_timeout_s is closed, which aborts its reservations and releases its pins.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "common/checksum.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "proto/frame.h"
+#include "server/server_int.h"
+
+#define IN_INITIAL (64 * 1024)
+#define OUT_HIGH (64ull << 20) /* stop reading requests while this much reply is queued */
+#define SCRATCH_SIZE (64 * 1024)
+#define IOV_BATCH 64
+
+/* One piece of queued output: either bytes we own, or pool bytes under a pin. */
+typedef struct out_seg {
+    const uint8_t *p;
+    size_t len, off;
+    uint8_t *owned;  /* freed when the segment is done */
+    uint64_t pin_id; /* unpinned when the segment is done (0 = none) */
+} out_seg;
+
+/* One value of the PUT being received. */
+typedef struct put_slot {
+    uint64_t res_id; /* the store's reservation, 0 when the value is dropped */
+    uint64_t offset; /* pool offset of the reservation */
+    uint64_t vlen, sum;
+    int32_t status;
+} put_slot;
+
+struct conn {
+    worker *w;
+    server *srv;
+    int fd;
+    conn *prev, *next;
+    frame_decoder dec;
+    uint8_t *in;
+    size_t in_len, in_cap;
+    int authed;
+    uint32_t events; /* what epoll watches now */
+
+    /* A PUT whose value bytes are arriving. */
+    int in_body;
+    uint64_t put_req_id, put_start_ns;
+    put_slot *slots;
+    uint32_t nslots, slot;   /* all slots; the one being filled */
+    uint64_t slot_off;       /* bytes of slots[slot] received */
+    uint8_t *scratch;
+
+    /* Output queue: segments [out_head, nout). */
+    out_seg *out;
+    size_t nout, out_head, out_cap;
+    uint64_t out_pending;
+    int close_after_flush;
+
+    uint64_t last_progress_ns;
+};
+
+conn *conn_next(conn *c) {
+    return c->next;
+}
+
+static void conn_watch(conn *c) {
+    uint32_t want = 0;
+    /* A PUT whose values are arriving is finished even while stopping. */
+    if (c->in_body ||
+        (!c->close_after_flush && !atomic_load(&c->srv->stopping) && c->out_pending < OUT_HIGH))
+        want |= EPOLLIN;
+    if (c->out_head < c->nout) want |= EPOLLOUT;
+    if (want == c->events) return;
+    struct epoll_event ev = {.events = want, .data.ptr = c};
+    epoll_ctl(c->w->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+    c->events = want;
+}
+
+conn *conn_new(worker *w, int fd) {
+    conn *c = calloc(1, sizeof(*c));
+    if (!c) return NULL;
+    c->w = w;
+    c->srv = w->srv;
+    c->fd = fd;
+    c->in_cap = IN_INITIAL;
+    c->in = malloc(c->in_cap);
+    frame_limits lim = {c->srv->cfg.max_keys, store_capacity(c->srv->st), c->srv->cfg.max_frame};
+    if (c->srv->cfg.max_value && c->srv->cfg.max_value < lim.max_value)
+        lim.max_value = c->srv->cfg.max_value;
+    if (!c->in || frame_decoder_init(&c->dec, &lim) != 0) {
+        free(c->in);
+        free(c);
+        return NULL;
+    }
+    c->authed = c->srv->cfg.auth_token[0] == '\0';
+    c->last_progress_ns = now_ns();
+    c->events = EPOLLIN;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+    if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        free(c->in);
+        free(c);
+        return NULL;
+    }
+    c->next = w->conns;
+    if (w->conns) w->conns->prev = c;
+    w->conns = c;
+    return c;
+}
+
+static void put_release(conn *c) {
+    for (uint32_t i = 0; i < c->nslots; i++)
+        if (c->slots[i].res_id) store_abort(c->srv->st, c->slots[i].res_id);
+    free(c->slots);
+    c->slots = NULL;
+    c->nslots = 0;
+    c->in_body = 0;
+}
+
+void conn_free(conn *c) {
+    worker *w = c->w;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        w->conns = c->next;
+    if (c->next) c->next->prev = c->prev;
+    close(c->fd);
+    put_release(c);
+    for (size_t i = c->out_head; i < c->nout; i++) {
+        if (c->out[i].pin_id) store_unpin(c->srv->st, c->out[i].pin_id);
+        free(c->out[i].owned);
+    }
+    free(c->out);
+    free(c->in);
+    free(c->scratch);
+    free(c);
+}
+
+/* ---- output -------------------------------------------------------------------------- */
+
+static int out_push(conn *c, const uint8_t *p, size_t len, uint8_t *owned, uint64_t pin_id) {
+    if (c->nout == c->out_cap) {
+        if (c->out_head > 0) { /* reuse the space of segments already sent */
+            memmove(c->out, c->out + c->out_head, (c->nout - c->out_head) * sizeof(out_seg));
+            c->nout -= c->out_head;
+            c->out_head = 0;
+        }
+        if (c->nout == c->out_cap) {
+            size_t cap = c->out_cap ? c->out_cap * 2 : 16;
+            out_seg *grown = realloc(c->out, cap * sizeof(out_seg));
+            if (!grown) return -ENOMEM;
+            c->out = grown;
+            c->out_cap = cap;
+        }
+    }
+    c->out[c->nout++] = (out_seg){p, len, 0, owned, pin_id};
+    c->out_pending += len;
+    return 0;
+}
+
+/* Queue an encoded frame held in a malloc'd buffer (ownership passes to the queue). */
+static int out_owned(conn *c, uint8_t *buf, size_t len) {
+    int rc = out_push(c, buf, len, buf, 0);
+    if (rc) free(buf);
+    return rc;
+}
+
+static int flush(conn *c) {
+    while (c->out_head < c->nout) {
+        struct iovec iov[IOV_BATCH];
+        int n = 0;
+        for (size_t i = c->out_head; i < c->nout && n < IOV_BATCH; i++, n++) {
+            iov[n].iov_base = (void *)(c->out[i].p + c->out[i].off);
+            iov[n].iov_len = c->out[i].len - c->out[i].off;
+        }
+        ssize_t w = writev(c->fd, iov, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+            return -errno;
+        }
+        atomic_fetch_add_explicit(&c->srv->m.bytes_out, (uint64_t)w, memory_order_relaxed);
+        c->out_pending -= (uint64_t)w;
+        c->last_progress_ns = now_ns();
+        size_t left = (size_t)w;
+        while (left && c->out_head < c->nout) {
+            out_seg *s = &c->out[c->out_head];
+            size_t take = s->len - s->off < left ? s->len - s->off : left;
+            s->off += take;
+            left -= take;
+            if (s->off == s->len) {
+                if (s->pin_id) store_unpin(c->srv->st, s->pin_id);
+                free(s->owned);
+                c->out_head++;
+            }
+        }
+        /* Zero-length segments (an empty key section) complete without bytes. */
+        while (c->out_head < c->nout && c->out[c->out_head].len == 0) {
+            free(c->out[c->out_head].owned);
+            c->out_head++;
+        }
+    }
+    c->out_head = c->nout = 0;
+    return 0;
+}
+
+/* ---- request handlers ---------------------------------------------------------------- */
+
+typedef int (*encode_fn)(void *buf, size_t cap, size_t *len, void *arg);
+
+/* Encode with a size query first, into a buffer the output queue will own. */
+static int reply_encoded(conn *c, encode_fn fn, void *arg) {
+    size_t len = 0;
+    int rc = fn(NULL, 0, &len, arg);
+    if (rc != TIDE_EBUFSMALL && rc != 0) return rc;
+    uint8_t *buf = malloc(len ? len : 1);
+    if (!buf) return -ENOMEM;
+    if ((rc = fn(buf, len, &len, arg)) != 0) {
+        free(buf);
+        return rc;
+    }
+    return out_owned(c, buf, len);
+}
+
+static int reply_error(conn *c, unsigned op, uint64_t req_id, int32_t status, const char *msg) {
+    size_t len = 0, mlen = strlen(msg);
+    frame_encode_error(NULL, 0, &len, op, req_id, status, msg, mlen);
+    uint8_t *buf = malloc(len);
+    if (!buf) return -ENOMEM;
+    int rc = frame_encode_error(buf, len, &len, op, req_id, status, msg, mlen);
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    return out_owned(c, buf, len);
+}
+
+static int reply_empty(conn *c, unsigned op, uint64_t req_id) {
+    uint8_t *buf = malloc(FRAME_HDR_SIZE);
+    size_t len;
+    if (!buf) return -ENOMEM;
+    frame_encode_empty(buf, FRAME_HDR_SIZE, &len, op | FRAME_OP_REPLY, req_id);
+    return out_owned(c, buf, len);
+}
+
+/* Constant-time comparison, so the time a wrong token takes says nothing about it. */
+static int token_equal(const char *want, const uint8_t *got, size_t got_len) {
+    size_t wl = strlen(want);
+    unsigned diff = (unsigned)(wl ^ got_len);
+    for (size_t i = 0; i < wl; i++) diff |= (unsigned)want[i] ^ (i < got_len ? got[i] : 0u);
+    return diff == 0;
+}
+
+static int do_hello(conn *c, const frame_msg *m, int *status) {
+    const frame_hello *h = &m->hello;
+    if (c->srv->cfg.auth_token[0] &&
+        !token_equal(c->srv->cfg.auth_token, h->token ? h->token : (const uint8_t *)"",
+                     h->token_len)) {
+        atomic_fetch_add(&c->srv->m.auth_failures, 1);
+        *status = MST_ERROR;
+        c->close_after_flush = 1;
+        return reply_error(c, FRAME_OP_HELLO, m->h.req_id, TIDE_EAUTH,
+                           h->token_len ? "authentication failed: wrong token"
+                                        : "authentication failed: this server requires a token");
+    }
+    if (h->min_version > FRAME_VERSION || h->max_version < FRAME_VERSION) {
+        *status = MST_ERROR;
+        c->close_after_flush = 1;
+        char msg[128];
+        snprintf(msg, sizeof(msg), "no common protocol version: client speaks %u..%u, "
+                 "server speaks %u", h->min_version, h->max_version, FRAME_VERSION);
+        return reply_error(c, FRAME_OP_HELLO, m->h.req_id, TIDE_EUNSUPPORTED, msg);
+    }
+    c->authed = 1;
+    frame_hello_reply r = {FRAME_VERSION, c->dec.lim.max_keys, 0, c->dec.lim.max_value,
+                           c->dec.lim.max_frame};
+    uint8_t *buf = malloc(FRAME_HDR_SIZE + FRAME_HELLO_REPLY_META);
+    size_t len;
+    if (!buf) return -ENOMEM;
+    frame_encode_hello_reply(buf, FRAME_HDR_SIZE + FRAME_HELLO_REPLY_META, &len, m->h.req_id, &r);
+    return out_owned(c, buf, len);
+}
+
+struct get_reply_args {
+    uint64_t req_id;
+    int32_t *status;
+    uint64_t *vlens, *sums;
+    size_t n;
+};
+
+static int enc_get_reply(void *buf, size_t cap, size_t *len, void *arg) {
+    struct get_reply_args *a = arg;
+    return frame_encode_get_reply(buf, cap, len, a->req_id, a->status, a->vlens, a->sums, a->n,
+                                  NULL);
+}
+
+static int do_get(conn *c, const frame_msg *m, int *status) {
+    size_t n = m->h.count;
+    int32_t *st = calloc(n ? n : 1, sizeof(*st));
+    uint64_t *vlens = calloc(n ? n : 1, sizeof(*vlens)), *sums = calloc(n ? n : 1, 8);
+    store_ref *refs = calloc(n ? n : 1, sizeof(*refs));
+    int rc = -ENOMEM, hits = 0;
+    if (!st || !vlens || !sums || !refs) goto out;
+    frame_iter it;
+    frame_entry e;
+    frame_iter_init(&it, m);
+    for (size_t i = 0; frame_iter_next(&it, &e); i++) {
+        st[i] = store_pin(c->srv->st, e.key.data, e.key.len, 0, &refs[i]);
+        if (st[i] == 0 && refs[i].len > e.cap) {
+            store_unpin(c->srv->st, refs[i].id);
+            st[i] = TIDE_EBUFSMALL;
+            vlens[i] = refs[i].len;
+        } else if (st[i] == 0) {
+            vlens[i] = refs[i].len;
+            sums[i] = refs[i].checksum;
+            hits++;
+        }
+    }
+    struct get_reply_args a = {m->h.req_id, st, vlens, sums, n};
+    rc = reply_encoded(c, enc_get_reply, &a);
+    /* Queue each value from pool memory; the pin passes to its segment. */
+    uint64_t out_bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (st[i] != 0) continue;
+        if (rc == 0) {
+            rc = out_push(c, store_base(c->srv->st) + refs[i].offset, refs[i].len, NULL,
+                          refs[i].id);
+            out_bytes += refs[i].len;
+        }
+        if (rc != 0) store_unpin(c->srv->st, refs[i].id);
+    }
+    store_count_io(c->srv->st, 0, out_bytes);
+    *status = hits == (int)n ? MST_OK : MST_MISS;
+out:
+    free(st);
+    free(vlens);
+    free(sums);
+    free(refs);
+    return rc;
+}
+
+struct keys_reply_args {
+    unsigned op;
+    uint64_t req_id;
+    int32_t *status;
+    uint8_t *present;
+    size_t n;
+};
+
+static int enc_keys_reply(void *buf, size_t cap, size_t *len, void *arg) {
+    struct keys_reply_args *a = arg;
+    if (a->op == FRAME_OP_EXISTS)
+        return frame_encode_exists_reply(buf, cap, len, a->req_id, a->present, a->n);
+    return frame_encode_status_reply(buf, cap, len, a->op, a->req_id, a->status, a->n);
+}
+
+/* EXISTS and REMOVE: one answer per key. */
+static int do_keys(conn *c, const frame_msg *m, int *status) {
+    size_t n = m->h.count;
+    struct keys_reply_args a = {m->h.opcode, m->h.req_id, calloc(n ? n : 1, 4),
+                                calloc(n ? n : 1, 1), n};
+    int rc = -ENOMEM, all = 1;
+    if (!a.status || !a.present) goto out;
+    frame_iter it;
+    frame_entry e;
+    frame_iter_init(&it, m);
+    for (size_t i = 0; frame_iter_next(&it, &e); i++) {
+        if (a.op == FRAME_OP_EXISTS) {
+            a.present[i] = store_exists(c->srv->st, e.key.data, e.key.len) == 1;
+            all &= a.present[i];
+        } else {
+            a.status[i] = store_remove(c->srv->st, e.key.data, e.key.len);
+            all &= a.status[i] == 0;
+        }
+    }
+    *status = all ? MST_OK : MST_MISS;
+    rc = reply_encoded(c, enc_keys_reply, &a);
+out:
+    free(a.status);
+    free(a.present);
+    return rc;
+}
+
+static int do_match(conn *c, const frame_msg *m, int *status) {
+    frame_iter it;
+    frame_entry e;
+    uint32_t matched = 0;
+    frame_iter_init(&it, m);
+    while (frame_iter_next(&it, &e) && store_exists(c->srv->st, e.key.data, e.key.len) == 1)
+        matched++;
+    *status = matched == m->h.count ? MST_OK : MST_MISS;
+    uint8_t *buf = malloc(FRAME_HDR_SIZE + 4);
+    size_t len;
+    if (!buf) return -ENOMEM;
+    frame_encode_match_reply(buf, FRAME_HDR_SIZE + 4, &len, m->h.req_id, matched);
+    return out_owned(c, buf, len);
+}
+
+struct stat_args {
+    uint64_t req_id;
+    const char *const *names;
+    const uint64_t *values;
+    size_t n;
+};
+
+static int enc_stat(void *buf, size_t cap, size_t *len, void *arg) {
+    struct stat_args *a = arg;
+    return frame_encode_stat_reply(buf, cap, len, a->req_id, a->names, a->values, a->n);
+}
+
+static int do_stat(conn *c, const frame_msg *m) {
+    tide_stats st;
+    store_stats(c->srv->st, &st);
+    static const char *const names[] = {
+        "capacity_bytes", "used_bytes",  "objects",        "puts",           "put_dups",
+        "gets",           "misses",      "evictions",      "evicted_bytes",  "checksum_errors",
+        "bytes_in",       "bytes_out",   "meta_bytes",     "pinned",         "reserved",
+        "connections",    "net_bytes_in", "net_bytes_out",
+    };
+    uint64_t values[] = {
+        st.capacity_bytes, st.used_bytes, st.objects, st.puts, st.put_dups, st.gets, st.misses,
+        st.evictions, st.evicted_bytes, st.checksum_errors, st.bytes_in, st.bytes_out,
+        st.meta_bytes, st.pinned, st.reserved, (uint64_t)atomic_load(&c->srv->open_conns),
+        atomic_load(&c->srv->m.bytes_in), atomic_load(&c->srv->m.bytes_out),
+    };
+    struct stat_args a = {m->h.req_id, names, values, sizeof(values) / sizeof(values[0])};
+    return reply_encoded(c, enc_stat, &a);
+}
+
+/* ---- PUT ----------------------------------------------------------------------------- */
+
+/* Reserve room for every value of a PUT whose head was just decoded. */
+static int put_begin(conn *c, const frame_msg *m) {
+    size_t n = m->h.count;
+    c->slots = calloc(n ? n : 1, sizeof(put_slot));
+    if (!c->slots) return -ENOMEM;
+    c->nslots = (uint32_t)n;
+    c->slot = 0;
+    c->slot_off = 0;
+    c->put_req_id = m->h.req_id;
+    frame_iter it;
+    frame_entry e;
+    frame_iter_init(&it, m);
+    for (size_t i = 0; frame_iter_next(&it, &e); i++) {
+        put_slot *s = &c->slots[i];
+        store_ref ref;
+        s->vlen = e.vlen;
+        s->sum = e.sum;
+        int rc = store_reserve(c->srv->st, e.key.data, e.key.len, e.vlen, 0, &ref);
+        if (rc == 0) {
+            s->res_id = ref.id;
+            s->offset = ref.offset;
+        } else {
+            s->status = rc == STORE_DUP ? 0 : rc;
+        }
+    }
+    c->in_body = 1;
+    return 0;
+}
+
+static int enc_put_reply(void *buf, size_t cap, size_t *len, void *arg) {
+    conn *c = arg;
+    int32_t *st = malloc((c->nslots ? c->nslots : 1) * sizeof(int32_t));
+    if (!st) return -ENOMEM;
+    for (uint32_t i = 0; i < c->nslots; i++) st[i] = c->slots[i].status;
+    int rc = frame_encode_status_reply(buf, cap, len, FRAME_OP_PUT, c->put_req_id, st, c->nslots);
+    free(st);
+    return rc;
+}
+
+/* Every value byte is in: check, commit, reply. */
+static int put_finish(conn *c) {
+    store *st = c->srv->st;
+    uint8_t *base = store_base(st);
+    int all = 1;
+    uint64_t stored = 0;
+    for (uint32_t i = 0; i < c->nslots; i++) {
+        put_slot *s = &c->slots[i];
+        if (!s->res_id) {
+            all &= s->status == 0;
+            continue;
+        }
+        if (checksum_buf(base + s->offset, s->vlen) != s->sum) {
+            store_abort(st, s->res_id);
+            s->status = TIDE_ECHECKSUM;
+            all = 0;
+        } else {
+            s->status = store_commit(st, s->res_id, s->sum);
+            stored += s->vlen;
+        }
+        s->res_id = 0;
+    }
+    store_count_io(st, stored, 0);
+    int rc = reply_encoded(c, enc_put_reply, c);
+    metrics_op_done(&c->srv->m, MOP_PUT, all ? MST_OK : MST_ERROR, c->nslots,
+                    now_ns() - c->put_start_ns);
+    put_release(c);
+    return rc;
+}
+
+/* Where the next value bytes go: pool memory of a reservation, or scratch. Fills up to
+ * IOV_BATCH iovecs covering the bytes still expected. */
+static int body_iov(conn *c, struct iovec *iov) {
+    int n = 0;
+    uint64_t off = c->slot_off;
+    for (uint32_t i = c->slot; i < c->nslots && n < IOV_BATCH; i++, off = 0) {
+        put_slot *s = &c->slots[i];
+        uint64_t left = s->vlen - off;
+        while (left && n < IOV_BATCH) {
+            size_t take;
+            if (s->res_id) {
+                take = left > (1u << 30) ? (1u << 30) : (size_t)left;
+                iov[n].iov_base = store_base(c->srv->st) + s->offset + off;
+            } else {
+                take = left > SCRATCH_SIZE ? SCRATCH_SIZE : (size_t)left;
+                iov[n].iov_base = c->scratch;
+            }
+            iov[n++].iov_len = take;
+            left -= take;
+            off += take;
+        }
+    }
+    return n;
+}
+
+/* Account n value bytes as received. */
+static void body_advance(conn *c, uint64_t n) {
+    while (n && c->slot < c->nslots) {
+        uint64_t left = c->slots[c->slot].vlen - c->slot_off;
+        uint64_t take = n < left ? n : left;
+        c->slot_off += take;
+        n -= take;
+        if (c->slot_off == c->slots[c->slot].vlen) {
+            c->slot++;
+            c->slot_off = 0;
+        }
+    }
+}
+
+/* Move value bytes already sitting in `in` into their places. */
+static void body_from_inbuf(conn *c) {
+    size_t used = 0;
+    while (used < c->in_len && c->slot < c->nslots) {
+        put_slot *s = &c->slots[c->slot];
+        uint64_t left = s->vlen - c->slot_off;
+        size_t take = c->in_len - used < left ? c->in_len - used : (size_t)left;
+        if (s->res_id) memcpy(store_base(c->srv->st) + s->offset + c->slot_off, c->in + used, take);
+        used += take;
+        body_advance(c, take);
+    }
+    memmove(c->in, c->in + used, c->in_len - used);
+    c->in_len -= used;
+}
+
+/* Read value bytes straight into place. Returns 1 when the body is complete, 0 when the
+ * socket has nothing more now, negative on error/EOF. */
+static int body_read(conn *c) {
+    if (!c->scratch && !(c->scratch = malloc(SCRATCH_SIZE))) return -ENOMEM;
+    body_from_inbuf(c);
+    while (c->slot < c->nslots) {
+        struct iovec iov[IOV_BATCH];
+        int n = body_iov(c, iov);
+        ssize_t r = readv(c->fd, iov, n);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+            return -errno;
+        }
+        if (r == 0) return -ECONNRESET;
+        atomic_fetch_add_explicit(&c->srv->m.bytes_in, (uint64_t)r, memory_order_relaxed);
+        c->last_progress_ns = now_ns();
+        body_advance(c, (uint64_t)r);
+    }
+    return 1;
+}
+
+/* ---- the request loop ---------------------------------------------------------------- */
+
+static int metric_op(unsigned op) {
+    switch (op) {
+    case FRAME_OP_PUT: return MOP_PUT;
+    case FRAME_OP_GET: return MOP_GET;
+    case FRAME_OP_EXISTS: return MOP_EXISTS;
+    case FRAME_OP_REMOVE: return MOP_REMOVE;
+    case FRAME_OP_MATCH_PREFIX: return MOP_MATCH;
+    case FRAME_OP_STAT: return MOP_STAT;
+    case FRAME_OP_PING: return MOP_PING;
+    case FRAME_OP_CLEAR: return MOP_CLEAR;
+    default: return MOP_HELLO;
+    }
+}
+
+/* Run one decoded request (not a PUT with values, which put_begin starts). */
+static int dispatch(conn *c, const frame_msg *m) {
+    uint64_t t0 = now_ns();
+    unsigned op = m->h.opcode;
+    int status = MST_OK, rc;
+    if (!c->authed && op != FRAME_OP_HELLO) {
+        atomic_fetch_add(&c->srv->m.auth_failures, 1);
+        c->close_after_flush = 1;
+        return reply_error(c, op, m->h.req_id, TIDE_EAUTH,
+                           "authentication required: send HELLO with the server's token first");
+    }
+    switch (op) {
+    case FRAME_OP_HELLO: rc = do_hello(c, m, &status); break;
+    case FRAME_OP_GET: rc = do_get(c, m, &status); break;
+    case FRAME_OP_EXISTS:
+    case FRAME_OP_REMOVE: rc = do_keys(c, m, &status); break;
+    case FRAME_OP_MATCH_PREFIX: rc = do_match(c, m, &status); break;
+    case FRAME_OP_STAT: rc = do_stat(c, m); break;
+    case FRAME_OP_PING: rc = reply_empty(c, op, m->h.req_id); break;
+    case FRAME_OP_CLEAR:
+        store_clear(c->srv->st);
+        rc = reply_empty(c, op, m->h.req_id);
+        break;
+    case FRAME_OP_PUT: /* a PUT of zero keys carries no value bytes */
+        c->put_req_id = m->h.req_id;
+        rc = reply_encoded(c, enc_put_reply, c);
+        break;
+    default:
+        c->close_after_flush = 1;
+        rc = reply_error(c, op, m->h.req_id, TIDE_EPROTO, "a reply opcode sent as a request");
+        status = MST_ERROR;
+    }
+    metrics_op_done(&c->srv->m, metric_op(op), rc ? MST_ERROR : status, m->h.count,
+                    now_ns() - t0);
+    return rc;
+}
+
+/* Decode and run the frames in `in`; returns 0, or negative to close now. */
+static int process_input(conn *c) {
+    while (!c->close_after_flush && c->out_pending < OUT_HIGH) {
+        if (!c->in_body && atomic_load(&c->srv->stopping)) return 0;
+        if (c->in_body) {
+            int rc = body_read(c);
+            if (rc <= 0) return rc;
+            if ((rc = put_finish(c)) != 0) return rc;
+            continue;
+        }
+        frame_msg m;
+        ssize_t n = frame_decode_head(&c->dec, c->in, c->in_len, &m);
+        if (n < 0) {
+            atomic_fetch_add(&c->srv->m.proto_errors, 1);
+            LOG_DEBUG("closing a connection after a protocol error: %s", c->dec.errstr);
+            c->close_after_flush = 1;
+            unsigned op = c->in_len >= 6 && frame_op_valid(c->in[5]) ? c->in[5] : FRAME_OP_ERROR;
+            if (op & FRAME_OP_REPLY) op = FRAME_OP_ERROR;
+            uint64_t req_id = c->in_len >= 16 ? frame_rd64(c->in + 8) : 0;
+            return reply_error(c, op, req_id, (int32_t)n, c->dec.errstr);
+        }
+        if (n == 0) {
+            /* Need more bytes: make room for at least d->need, then read. */
+            size_t want = c->in_len + (c->dec.need > 4096 ? c->dec.need : 4096);
+            if (want > c->in_cap) {
+                size_t cap = c->in_cap;
+                while (cap < want) cap *= 2;
+                uint8_t *grown = realloc(c->in, cap);
+                if (!grown) return -ENOMEM;
+                c->in = grown;
+                c->in_cap = cap;
+            }
+            ssize_t r = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
+            if (r < 0) {
+                if (errno == EINTR) continue;
+                return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
+            }
+            if (r == 0) return c->in_len ? -EPROTO : -ECONNRESET;
+            atomic_fetch_add_explicit(&c->srv->m.bytes_in, (uint64_t)r, memory_order_relaxed);
+            c->last_progress_ns = now_ns();
+            c->in_len += (size_t)r;
+            continue;
+        }
+        int rc;
+        if (m.h.opcode == FRAME_OP_PUT && m.data_len > 0 && c->authed) {
+            c->put_start_ns = now_ns();
+            rc = put_begin(c, &m);
+        } else {
+            rc = dispatch(c, &m);
+        }
+        /* The frame's keys are no longer needed: drop its head from the buffer. */
+        memmove(c->in, c->in + n, c->in_len - (size_t)n);
+        c->in_len -= (size_t)n;
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+int conn_on_event(conn *c, uint32_t events) {
+    int rc = 0;
+    if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) rc = process_input(c);
+    for (;;) {
+        if (rc < 0) return rc;
+        int frc = flush(c);
+        if (frc) return frc;
+        /* Sending may have lifted the backpressure on frames already buffered: level-
+         * triggered epoll will not report them again, so run them now. */
+        if (c->out_pending >= OUT_HIGH || c->close_after_flush || c->in_body || !c->in_len)
+            break;
+        size_t before = c->in_len;
+        rc = process_input(c);
+        if (rc == 0 && c->in_len == before && c->out_head == c->nout) break;
+    }
+    if (c->close_after_flush && c->out_head == c->nout) return -ECONNABORTED;
+    conn_watch(c);
+    return 0;
+}
+
+int conn_tick(conn *c, uint64_t now) {
+    uint64_t limit = (uint64_t)c->srv->cfg.idle_timeout_s * 1000000000ull;
+    int waiting = c->in_body || c->in_len > 0 || c->out_head < c->nout;
+    if (waiting && limit && now - c->last_progress_ns > limit) {
+        LOG_INFO("closing a connection stalled for %us (%s)", c->srv->cfg.idle_timeout_s,
+                 c->out_head < c->nout ? "reply not read" : "request not finished");
+        return -ETIMEDOUT;
+    }
+    return 0;
+}
+
+int conn_drain(conn *c) {
+    /* Requests already read finish (a PUT's values keep arriving); a partial header is
+     * abandoned. */
+    if (c->in_body) return 0;
+    if (c->out_head < c->nout) {
+        if (flush(c) < 0) return 1;
+        conn_watch(c);
+        return c->out_head == c->nout;
+    }
+    return 1;
+}

@@ -1,0 +1,360 @@
+/*
+ * test_server.c — tided started for real: the backend suite over tide://, malformed input,
+ * limits, auth, metrics, SIGTERM and SIGKILL with restart.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend_suite.h"
+#include "harness.h"
+#include "proto/frame.h"
+#include "server_util.h"
+#include "tide.h"
+
+static const char *const quiet[] = {"--capacity", "256MiB", "--log-level", "warn", NULL};
+
+TEST_T(server_backend_suite, 120) {
+    test_server ts;
+    server_start(&ts, quiet);
+    backend_suite(ts.url);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
+/* Read one whole frame from a raw socket (blocking with a timeout). Returns its length,
+ * 0 when the peer closed, -1 on timeout or error. */
+static ssize_t read_frame(int fd, uint8_t *buf, size_t cap, frame_msg *m) {
+    frame_decoder d;
+    frame_limits lim;
+    frame_limits_default(&lim);
+    frame_decoder_init(&d, &lim);
+    size_t have = 0;
+    for (;;) {
+        ssize_t n = frame_decode(&d, buf, have, m);
+        if (n != 0) return n;
+        if (have == cap) return -1;
+        ssize_t r = recv(fd, buf + have, cap - have, 0);
+        if (r <= 0) return r == 0 ? 0 : -1;
+        have += (size_t)r;
+    }
+}
+
+/* After a bad frame: an error reply with `status`, then the connection closes. */
+static void expect_error_then_close(int fd, int32_t status) {
+    uint8_t buf[4096];
+    frame_msg m;
+    ssize_t n = read_frame(fd, buf, sizeof(buf), &m);
+    CHECK_MSG(n > 0, "no error reply (read_frame %zd)", n);
+    CHECK_EQ(m.h.status, status);
+    CHECK(m.errmsg_len > 0);
+    char c;
+    CHECK_EQ(recv(fd, &c, 1, 0), 0); /* closed */
+}
+
+static void send_bytes(int fd, const void *p, size_t n) {
+    CHECK_EQ(send(fd, p, n, MSG_NOSIGNAL), (ssize_t)n);
+}
+
+/* Another client keeps being served. */
+static void check_served(const char *url) {
+    tide_store *s;
+    CHECK_MSG(tide_open(url, &s) == 0, "%s", tide_errmsg(NULL));
+    CHECK_EQ(tide_put(s, "alive", 5, "yes", 3), 0);
+    CHECK_EQ(tide_exists(s, "alive", 5), 1);
+    tide_close(s);
+}
+
+TEST(server_bad_input) {
+    test_server ts;
+    server_start(&ts, quiet);
+    uint8_t frame[512];
+    size_t len;
+
+    /* Wrong magic. */
+    int fd = server_connect(ts.port, 5);
+    memset(frame, 'x', FRAME_HDR_SIZE);
+    send_bytes(fd, frame, FRAME_HDR_SIZE);
+    expect_error_then_close(fd, TIDE_EPROTO);
+    close(fd);
+    check_served(ts.url);
+
+    /* A key count that lies: EXISTS says 5 keys, carries 1. */
+    tide_key k = {"key", 3};
+    CHECK_EQ(frame_encode_keys(frame, sizeof(frame), &len, FRAME_OP_EXISTS, 7, &k, 1), 0);
+    frame_wr32(frame + 16, 5);
+    fd = server_connect(ts.port, 5);
+    send_bytes(fd, frame, len);
+    expect_error_then_close(fd, TIDE_EPROTO);
+    close(fd);
+
+    /* More keys than the limit, announced in the header alone. */
+    CHECK_EQ(frame_encode_keys(frame, sizeof(frame), &len, FRAME_OP_EXISTS, 8, &k, 1), 0);
+    frame_wr32(frame + 16, 1000000);
+    fd = server_connect(ts.port, 5);
+    send_bytes(fd, frame, FRAME_HDR_SIZE);
+    expect_error_then_close(fd, TIDE_ELIMIT);
+    close(fd);
+
+    /* A body length past the frame limit. */
+    CHECK_EQ(frame_encode_keys(frame, sizeof(frame), &len, FRAME_OP_EXISTS, 9, &k, 1), 0);
+    frame_wr64(frame + 32, 1ull << 50);
+    fd = server_connect(ts.port, 5);
+    send_bytes(fd, frame, FRAME_HDR_SIZE);
+    expect_error_then_close(fd, TIDE_ELIMIT);
+    close(fd);
+
+    /* A key longer than 256 bytes (the length field patched after encoding). */
+    CHECK_EQ(frame_encode_keys(frame, sizeof(frame), &len, FRAME_OP_EXISTS, 10, &k, 1), 0);
+    frame_wr16(frame + FRAME_HDR_SIZE, 300);
+    fd = server_connect(ts.port, 5);
+    send_bytes(fd, frame, len);
+    expect_error_then_close(fd, TIDE_EKEYLONG);
+    close(fd);
+
+    /* A truncated frame, then the client goes away. */
+    fd = server_connect(ts.port, 5);
+    send_bytes(fd, frame, len - 2);
+    close(fd);
+    check_served(ts.url);
+
+    /* A reply opcode sent as a request. */
+    CHECK_EQ(frame_encode_empty(frame, sizeof(frame), &len, FRAME_OP_PING | FRAME_OP_REPLY, 11), 0);
+    fd = server_connect(ts.port, 5);
+    send_bytes(fd, frame, len);
+    expect_error_then_close(fd, TIDE_EPROTO);
+    close(fd);
+
+    check_served(ts.url);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
+TEST(server_slow_client_is_cut_off) {
+    test_server ts;
+    const char *const args[] = {"--idle-timeout", "1", "--log-level", "warn", NULL};
+    server_start(&ts, args);
+    uint8_t frame[64];
+    size_t len;
+    CHECK_EQ(frame_encode_empty(frame, sizeof(frame), &len, FRAME_OP_PING, 1), 0);
+    int fd = server_connect(ts.port, 10);
+    /* One byte a second: the server must give up on it while serving others. */
+    time_t start = time(NULL);
+    int closed = 0;
+    for (size_t i = 0; i < len && !closed; i++) {
+        if (send(fd, frame + i, 1, MSG_NOSIGNAL) != 1) closed = 1;
+        check_served(ts.url);
+        struct timespec d = {1, 100000000};
+        nanosleep(&d, NULL);
+        char c;
+        if (recv(fd, &c, 1, MSG_DONTWAIT) == 0) closed = 1;
+    }
+    CHECK_MSG(closed, "a one-byte-a-second client was never cut off");
+    CHECK(time(NULL) - start < 10);
+    close(fd);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
+TEST(server_pipelined_requests) {
+    test_server ts;
+    server_start(&ts, quiet);
+    /* Ten PINGs in one write: ten replies, in order. */
+    uint8_t frames[10 * FRAME_HDR_SIZE];
+    size_t len;
+    for (int i = 0; i < 10; i++)
+        CHECK_EQ(frame_encode_empty(frames + i * FRAME_HDR_SIZE, FRAME_HDR_SIZE, &len,
+                                    FRAME_OP_PING, 100 + (uint64_t)i), 0);
+    int fd = server_connect(ts.port, 5);
+    send_bytes(fd, frames, sizeof(frames));
+    uint8_t buf[10 * FRAME_HDR_SIZE];
+    size_t got = 0;
+    while (got < sizeof(buf)) {
+        ssize_t r = recv(fd, buf + got, sizeof(buf) - got, 0);
+        CHECK(r > 0);
+        got += (size_t)r;
+    }
+    for (int i = 0; i < 10; i++) {
+        frame_decoder d;
+        frame_decoder_init(&d, NULL);
+        frame_msg m;
+        CHECK_EQ(frame_decode(&d, buf + i * FRAME_HDR_SIZE, FRAME_HDR_SIZE, &m), FRAME_HDR_SIZE);
+        CHECK_EQ(m.h.opcode, FRAME_OP_PING | FRAME_OP_REPLY);
+        CHECK_EQ(m.h.req_id, 100 + (uint64_t)i);
+    }
+    close(fd);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
+TEST(server_auth_token) {
+    char tokfile[300];
+    snprintf(tokfile, sizeof(tokfile), "%s/token", test_tmpdir());
+    FILE *f = fopen(tokfile, "w");
+    fputs("s3cret-token\n", f);
+    fclose(f);
+    test_server ts;
+    const char *const args[] = {"--auth-token-file", tokfile, "--log-level", "error", NULL};
+    server_start(&ts, args);
+    tide_store *s = NULL;
+    unsetenv("TIDE_AUTH_TOKEN");
+    CHECK_EQ(tide_open(ts.url, &s), TIDE_EAUTH);
+    CHECK_CONTAINS(tide_errmsg(NULL), "requires a token");
+    char u[128];
+    snprintf(u, sizeof(u), "%s?token=wrong", ts.url);
+    CHECK_EQ(tide_open(u, &s), TIDE_EAUTH);
+    CHECK_CONTAINS(tide_errmsg(NULL), "wrong token");
+    snprintf(u, sizeof(u), "%s?token=s3cret-token", ts.url);
+    CHECK_MSG(tide_open(u, &s) == 0, "%s", tide_errmsg(NULL));
+    CHECK_EQ(tide_put(s, "k", 1, "v", 1), 0);
+    tide_close(s);
+    setenv("TIDE_AUTH_TOKEN", "s3cret-token", 1);
+    CHECK_MSG(tide_open(ts.url, &s) == 0, "%s", tide_errmsg(NULL));
+    CHECK_EQ(tide_exists(s, "k", 1), 1);
+    tide_close(s);
+    unsetenv("TIDE_AUTH_TOKEN");
+    /* A raw request without HELLO is refused. */
+    uint8_t frame[64];
+    size_t len;
+    CHECK_EQ(frame_encode_empty(frame, sizeof(frame), &len, FRAME_OP_STAT, 1), 0);
+    int fd = server_connect(ts.port, 5);
+    send_bytes(fd, frame, len);
+    expect_error_then_close(fd, TIDE_EAUTH);
+    close(fd);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
+/* GET path over HTTP: the body, or NULL. */
+static char *http_get(int port, const char *path) {
+    int fd = server_connect(port, 5);
+    char req[256];
+    int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path);
+    send_bytes(fd, req, (size_t)n);
+    size_t cap = 1 << 20, have = 0;
+    char *buf = malloc(cap);
+    for (;;) {
+        ssize_t r = recv(fd, buf + have, cap - 1 - have, 0);
+        if (r <= 0) break;
+        have += (size_t)r;
+    }
+    buf[have] = '\0';
+    close(fd);
+    return buf;
+}
+
+TEST(server_metrics_endpoint) {
+    test_server ts;
+    server_start(&ts, quiet);
+    CHECK(ts.metrics_port > 0);
+    tide_store *s;
+    CHECK_EQ(tide_open(ts.url, &s), 0);
+    for (int i = 0; i < 7; i++) {
+        char k[8];
+        snprintf(k, sizeof(k), "m%d", i);
+        CHECK_EQ(tide_put(s, k, strlen(k), "value", 5), 0);
+    }
+    char b[8];
+    size_t len;
+    CHECK_EQ(tide_get(s, "nope", 4, b, sizeof(b), &len), TIDE_ENOTFOUND);
+    tide_close(s);
+    char *body = http_get(ts.metrics_port, "/metrics");
+    CHECK_CONTAINS(body, "HTTP/1.1 200 OK");
+    CHECK_CONTAINS(body, "tide_requests_total{op=\"put\",status=\"ok\"} 7\n");
+    CHECK_CONTAINS(body, "tide_requests_total{op=\"get\",status=\"miss\"} 1\n");
+    CHECK_CONTAINS(body, "tide_objects 7\n");
+    CHECK_CONTAINS(body, "tide_request_duration_seconds_bucket{op=\"put\",le=\"+Inf\"} 7\n");
+    CHECK_CONTAINS(body, "tide_capacity_bytes 268435456\n");
+    free(body);
+    body = http_get(ts.metrics_port, "/health");
+    CHECK_CONTAINS(body, "200 OK");
+    free(body);
+    body = http_get(ts.metrics_port, "/nothing");
+    CHECK_CONTAINS(body, "404 Not Found");
+    free(body);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
+TEST(server_connection_limit) {
+    test_server ts;
+    const char *const args[] = {"--max-conns", "2", "--log-level", "error", NULL};
+    server_start(&ts, args);
+    tide_store *a, *b, *c = NULL;
+    CHECK_EQ(tide_open(ts.url, &a), 0);
+    CHECK_EQ(tide_open(ts.url, &b), 0);
+    int rc = tide_open(ts.url, &c);
+    CHECK_MSG(rc < 0, "a third connection was accepted past --max-conns 2");
+    CHECK_CONTAINS(tide_errmsg(NULL), ts.url);
+    tide_close(a);
+    /* The server notices the close asynchronously; a new client gets in soon after. */
+    for (int i = 0; i < 100 && rc != 0; i++) {
+        struct timespec d = {0, 20000000};
+        nanosleep(&d, NULL);
+        rc = tide_open(ts.url, &c);
+    }
+    CHECK_EQ(rc, 0);
+    tide_close(b);
+    tide_close(c);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
+TEST_T(server_kill_and_restart, 60) {
+    test_server ts;
+    server_start(&ts, quiet);
+    tide_store *s;
+    CHECK_EQ(tide_open(ts.url, &s), 0);
+    CHECK_EQ(tide_put(s, "before", 6, "x", 1), 0);
+    int port = ts.port;
+    server_stop(&ts, SIGKILL);
+    /* Down: calls fail with a message naming the server. */
+    CHECK(tide_put(s, "during", 6, "x", 1) < 0);
+    CHECK_CONTAINS(tide_errmsg(s), ts.url);
+    /* Back on the same port: the same handle reconnects. The pool was memory: empty. */
+    char portbuf[16];
+    snprintf(portbuf, sizeof(portbuf), "%d", port);
+    const char *const args[] = {"--port", portbuf, "--log-level", "warn", NULL};
+    server_start(&ts, args);
+    CHECK_EQ(ts.port, port);
+    CHECK_EQ(tide_exists(s, "before", 6), 0);
+    CHECK_EQ(tide_put(s, "after", 5, "y", 1), 0);
+    CHECK_EQ(tide_exists(s, "after", 5), 1);
+    tide_close(s);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
+TEST(server_sigterm_is_clean) {
+    test_server ts;
+    const char *const args[] = {"--log-level", "info", NULL};
+    server_start(&ts, args);
+    tide_store *s;
+    CHECK_EQ(tide_open(ts.url, &s), 0);
+    CHECK_EQ(tide_put(s, "k", 1, "v", 1), 0);
+    int st = server_stop(&ts, SIGTERM);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    FILE *f = fopen(ts.log, "r");
+    char log[8192] = {0};
+    CHECK(f && fread(log, 1, sizeof(log) - 1, f) > 0);
+    fclose(f);
+    CHECK_CONTAINS(log, "stopped cleanly");
+    tide_close(s);
+}
+
+TEST(server_bad_flags) {
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "%s serve --capacity lots 2>/dev/null", test_tide_bin());
+    int st = system(cmd);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+    snprintf(cmd, sizeof(cmd), "%s serve --frobnicate 1 2>/dev/null", test_tide_bin());
+    st = system(cmd);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+    char conf[300];
+    snprintf(conf, sizeof(conf), "%s/bad.json", test_tide_bin()[0] ? test_tmpdir() : ".");
+    FILE *f = fopen(conf, "w");
+    fputs("{\"port\": 1, \"capacty\": \"1GiB\"}", f);
+    fclose(f);
+    snprintf(cmd, sizeof(cmd), "%s serve --config %s 2>&1", test_tide_bin(), conf);
+    FILE *p = popen(cmd, "r");
+    char out[512] = {0};
+    CHECK(fread(out, 1, sizeof(out) - 1, p) > 0);
+    st = pclose(p);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+    CHECK_CONTAINS(out, "capacty");
+}

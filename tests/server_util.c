@@ -1,0 +1,90 @@
+/*
+ * server_util.c — start tided as a child process and wait for its ready file.
+ */
+#include "server_util.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+void server_start(test_server *ts, const char *const *extra) {
+    static int serial;
+    char ready[256];
+    snprintf(ready, sizeof(ready), "%s/ready-%d-%d", test_tmpdir(), (int)getpid(), serial);
+    snprintf(ts->log, sizeof(ts->log), "%s/tided-%d-%d.log", test_tmpdir(), (int)getpid(),
+             serial++);
+    unlink(ready);
+    const char *argv[64] = {test_tide_bin(), "serve", "--port", "0", "--ready-file", ready};
+    int argc = 6;
+    for (int i = 0; extra && extra[i] && argc < 62; i++) argv[argc++] = extra[i];
+    argv[argc] = NULL;
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(ts->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) dup2(fd, 2);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    ts->pid = pid;
+    for (int i = 0; i < 1000; i++) { /* up to 10 s */
+        FILE *f = fopen(ready, "r");
+        if (f) {
+            int ok = fscanf(f, "%d %d", &ts->port, &ts->metrics_port) == 2;
+            fclose(f);
+            if (ok) {
+                snprintf(ts->url, sizeof(ts->url), "tide://127.0.0.1:%d", ts->port);
+                return;
+            }
+        }
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            char cmd[300];
+            snprintf(cmd, sizeof(cmd), "cat %s >&2", ts->log);
+            if (system(cmd)) {}
+            test_fail(__FILE__, __LINE__, "tide serve exited before listening (status %d)", st);
+        }
+        struct timespec d = {0, 10000000};
+        nanosleep(&d, NULL);
+    }
+    kill(pid, SIGKILL);
+    test_fail(__FILE__, __LINE__, "tide serve did not start within 10 s");
+}
+
+int server_stop(test_server *ts, int sig) {
+    int st = 0;
+    kill(ts->pid, sig);
+    for (int i = 0; i < 1000; i++) { /* up to 10 s, then force */
+        if (waitpid(ts->pid, &st, WNOHANG) == ts->pid) {
+            if (sig != SIGKILL && st != 0) { /* show why it did not stop cleanly */
+                char cmd[300];
+                snprintf(cmd, sizeof(cmd), "tail -n 40 %s >&2", ts->log);
+                if (system(cmd)) {}
+            }
+            return st;
+        }
+        struct timespec d = {0, 10000000};
+        nanosleep(&d, NULL);
+    }
+    kill(ts->pid, SIGKILL);
+    waitpid(ts->pid, &st, 0);
+    return st;
+}
+
+int server_connect(int port, int timeout_s) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0)
+        test_fail(__FILE__, __LINE__, "cannot connect to port %d", port);
+    struct timeval tv = {.tv_sec = timeout_s};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    return fd;
+}

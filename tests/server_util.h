@@ -1,0 +1,24 @@
+/*
+ * server_util.h — start and stop real tided processes for tests.
+ */
+#ifndef TIDE_SERVER_UTIL_H
+#define TIDE_SERVER_UTIL_H
+
+#include <sys/types.h>
+
+typedef struct test_server {
+    pid_t pid;
+    int port, metrics_port;
+    char url[64];
+    char log[256]; /* its stderr, kept in the test's temporary directory */
+} test_server;
+
+/* Start `tide serve --port 0 --ready-file ... EXTRA...` (EXTRA: NULL-terminated list of
+ * further arguments) and wait until it listens. Fails the test when it does not. */
+void server_start(test_server *ts, const char *const *extra);
+/* Send sig and wait for the exit; returns the wait status. */
+int server_stop(test_server *ts, int sig);
+/* Connect a blocking TCP socket to 127.0.0.1:port (receive timeout secs). */
+int server_connect(int port, int timeout_s);
+
+#endif
