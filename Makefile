@@ -85,8 +85,9 @@ test: all $(BUILD)/tests/tide-tests
 
 # Also run by `make test` through scripts/test-extra.sh. The script runs, in short,
 #   PYTHONPATH=python TIDE_LIB=$(abspath $(BUILD)/libtide.so) /usr/bin/python3 -m pytest -q tests/python
-# with libasan preloaded when the library is ASan-instrumented (SANITIZER=address,...).
-python-test: $(BUILD)/libtide.so
+# with libasan preloaded when the library is ASan-instrumented (SANITIZER=address,...), and
+# TIDE_BIN=$(BUILD)/tide for the tests that start a tided.
+python-test: $(BUILD)/libtide.so $(BUILD)/tide
 	@BUILD=$(BUILD) scripts/test-extra.sh python
 
 check:

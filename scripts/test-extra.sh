@@ -20,7 +20,8 @@ PYTHON=${PYTHON:-/usr/bin/python3}
 STEPS="python"
 
 # The Python binding's tests (tests/python) on Debian's python3 with python3-pytest and
-# python3-numpy (installed by `make deps`). A sanitizer build's libtide.so needs the ASan
+# python3-numpy (installed by `make deps`), against $BUILD/libtide.so and, for the tide://
+# tests, a tided started from $BUILD/tide. A sanitizer build's libtide.so needs the ASan
 # runtime loaded before anything else in the process, so python runs with it preloaded
 # (and leak checking off: the interpreter itself does not free everything at exit).
 step_python() {
@@ -45,8 +46,10 @@ step_python() {
         echo "python: $lib is ASan-instrumented; running with LD_PRELOAD=$asan" \
             "ASAN_OPTIONS=detect_leaks=0"
     fi
-    echo "python: PYTHONPATH=python TIDE_LIB=$lib $PYTHON -m pytest -q tests/python" \
-        "${PYTEST_ARGS:-}"
+    TIDE_BIN=${TIDE_BIN:-$BUILD/tide}
+    export TIDE_BIN
+    echo "python: PYTHONPATH=python TIDE_LIB=$lib TIDE_BIN=$TIDE_BIN" \
+        "$PYTHON -m pytest -q tests/python ${PYTEST_ARGS:-}"
     # shellcheck disable=SC2086
     if [ -n "$preload" ]; then
         env LD_PRELOAD="$preload" ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0}" \
