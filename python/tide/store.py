@@ -90,6 +90,40 @@ def _iov_array(pinned, groups, writable, n, what, noun="buffer lists"):
     return iov, counts
 
 
+def _raw_iov_array(ptr_lists, size_lists, n, what):
+    """Per-key lists of raw addresses and sizes -> (tide_iov array, iovcnt array)."""
+    ptr_lists, size_lists = list(ptr_lists), list(size_lists)
+    if len(ptr_lists) != n or len(size_lists) != n:
+        raise errors.InvalidArgument(
+            -errno.EINVAL,
+            f"{what}: {n} keys but {len(ptr_lists)} pointer lists and {len(size_lists)} "
+            f"size lists",
+        )
+    flat = []
+    counts = (ctypes.c_size_t * n)()
+    for i, (ptrs, sizes) in enumerate(zip(ptr_lists, size_lists)):
+        ptrs, sizes = list(ptrs), list(sizes)
+        if len(ptrs) != len(sizes):
+            raise errors.InvalidArgument(
+                -errno.EINVAL, f"{what}: key {i}: {len(ptrs)} pointers but {len(sizes)} sizes"
+            )
+        for j, (p, size) in enumerate(zip(ptrs, sizes)):
+            if not isinstance(p, int) or not isinstance(size, int) or size < 0 or (
+                p == 0 and size
+            ):
+                raise errors.InvalidArgument(
+                    -errno.EINVAL,
+                    f"{what}: key {i} piece {j}: bad address/size ({p!r}, {size!r})",
+                )
+            flat.append((p, size))
+        counts[i] = len(ptrs)
+    iov = (_lib.Iov * max(1, len(flat)))()
+    for i, (p, size) in enumerate(flat):
+        iov[i].base = p
+        iov[i].len = size
+    return iov, counts
+
+
 class Store:
     """A libtide store opened from a URL (``None`` or ``""`` means ``"mem://"``).
 
@@ -269,12 +303,18 @@ class Store:
     def put_many(self, keys, values):
         """Store values[i] under keys[i]; returns per-key codes (0 = stored or already
         present). See "When batch calls raise" above."""
-        return self._put_many(keys, [[v] for v in values], "put_many", "values")
+        values = [[v] for v in values]
+        return self._put_many(
+            keys, lambda pin, n: _iov_array(pin, values, False, n, "put_many", "values")
+        )
 
     def put_many_iov(self, keys, buffer_lists):
         """Store, under keys[i], the concatenation of the buffers in buffer_lists[i] (a
         gather list: e.g. a block's K page and V page). Returns per-key codes."""
-        return self._put_many(keys, buffer_lists, "put_many_iov", "buffer lists")
+        lists = list(buffer_lists)
+        return self._put_many(
+            keys, lambda pin, n: _iov_array(pin, lists, False, n, "put_many_iov")
+        )
 
     def get_many(self, keys, bufs=None):
         """With bufs: read keys[i] into bufs[i]; returns per key the value's length or a
@@ -282,7 +322,10 @@ class Store:
         keys = list(keys)
         if bufs is None:
             return self._get_many_bytes(keys)
-        codes, lens = self._get_many_raw(keys, [[b] for b in bufs], "get_many", "buffers")
+        lists = [[b] for b in bufs]
+        codes, lens = self._get_many_raw(
+            keys, lambda pin, n: _iov_array(pin, lists, True, n, "get_many", "buffers")
+        )
         return [n if rc == 0 else rc for rc, n in zip(codes, lens)]
 
     def get_many_iov(self, keys, buffer_lists):
@@ -290,11 +333,30 @@ class Store:
         e.g. numpy views of one block in the K plane and the V plane). Returns per key
         the value's length, or a negative code (tide.EBUFSMALL when the value is longer
         than the list's total size, tide.ENOTFOUND)."""
-        codes, lens = self._get_many_raw(list(keys), buffer_lists, "get_many_iov", "buffer lists")
+        lists = list(buffer_lists)
+        codes, lens = self._get_many_raw(
+            list(keys), lambda pin, n: _iov_array(pin, lists, True, n, "get_many_iov")
+        )
         return [n if rc == 0 else rc for rc, n in zip(codes, lens)]
 
-    def _put_many(self, keys, buffer_lists, what, noun):
-        """tide_put_many over per-key gather lists: the results as a list."""
+    def put_many_ptrs(self, keys, ptr_lists, size_lists):
+        """put_many_iov with raw addresses: key i's value is the concatenation of
+        size_lists[i][j] bytes at ptr_lists[i][j]. For memory Python cannot describe as a
+        buffer (a torch tensor's data_ptr(), memory registered elsewhere). The caller
+        vouches for every address: nothing here can check that it is valid."""
+        return self._put_many(
+            keys, lambda pin, n: _raw_iov_array(ptr_lists, size_lists, n, "put_many_ptrs")
+        )
+
+    def get_many_ptrs(self, keys, ptr_lists, size_lists):
+        """get_many_iov with raw addresses (see put_many_ptrs); the same per-key results."""
+        codes, lens = self._get_many_raw(
+            list(keys), lambda pin, n: _raw_iov_array(ptr_lists, size_lists, n, "get_many_ptrs")
+        )
+        return [n if rc == 0 else rc for rc, n in zip(codes, lens)]
+
+    def _put_many(self, keys, build):
+        """tide_put_many with the iov that build(pinned, n) makes: the results as a list."""
         keys = list(keys)
         karr, _blob, _ = _key_array(keys)
         n = len(keys)
@@ -302,7 +364,7 @@ class Store:
         h = self._enter()
         try:
             with _buffers.Pinned() as pin:
-                iov, counts = _iov_array(pin, list(buffer_lists), False, n, what, noun)
+                iov, counts = build(pin, n)
                 rc = self._lib.tide_put_many(h, karr, n, iov, counts, results)
             if rc < 0:
                 raise self._error(rc, h)
@@ -310,8 +372,8 @@ class Store:
         finally:
             self._leave()
 
-    def _get_many_raw(self, keys, buffer_lists, what, noun="buffer lists"):
-        """tide_get_many: (results, vlens) as lists."""
+    def _get_many_raw(self, keys, build):
+        """tide_get_many with the iov that build(pinned, n) makes: (results, vlens)."""
         karr, _blob, _ = _key_array(keys)
         n = len(keys)
         results = (ctypes.c_int * n)()
@@ -319,7 +381,7 @@ class Store:
         h = self._enter()
         try:
             with _buffers.Pinned() as pin:
-                iov, counts = _iov_array(pin, list(buffer_lists), True, n, what, noun)
+                iov, counts = build(pin, n)
                 rc = self._lib.tide_get_many(h, karr, n, iov, counts, results, vlens)
             if rc < 0:
                 raise self._error(rc, h)
@@ -339,10 +401,13 @@ class Store:
             sub = [keys[i] for i in pending]
             if sizes:
                 bufs = [bytearray(sizes[i]) for i in pending]
-                codes, lens = self._get_many_raw(sub, [[b] for b in bufs], "get_many")
+                lists = [[b] for b in bufs]
             else:
                 bufs = None
-                codes, lens = self._get_many_raw(sub, [[] for _ in sub], "get_many")
+                lists = [[] for _ in sub]  # empty scatter lists: sizes only
+            codes, lens = self._get_many_raw(
+                sub, lambda pin, n: _iov_array(pin, lists, True, n, "get_many")
+            )
             retry = []
             for j, i in enumerate(pending):
                 rc = codes[j]

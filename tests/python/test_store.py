@@ -491,3 +491,25 @@ def test_close_while_other_threads_are_calling():
     for th in threads:
         th.join(timeout=30)
     assert len(outcomes) == 4 and s.closed
+
+
+def test_raw_address_forms(store):
+    src = _kv_cache(num_blocks=4, seed=4)
+    page = src[0, 0].nbytes
+    ptrs = [[src[0, b].ctypes.data, src[1, b].ctypes.data] for b in (1, 2)]
+    assert store.put_many_ptrs(["p1", "p2"], ptrs, [[page, page]] * 2) == [0, 0]
+    assert store.get("p2") == src[0, 2].tobytes() + src[1, 2].tobytes()
+    dst = np.zeros_like(src)
+    dptrs = [[dst[0, 3].ctypes.data, dst[1, 3].ctypes.data], [dst[0, 0].ctypes.data]]
+    res = store.get_many_ptrs(["p1", "p2"], dptrs, [[page, page], [page]])
+    assert res == [2 * page, tide.EBUFSMALL]
+    np.testing.assert_array_equal(dst[:, 3], src[:, 1])
+    with pytest.raises(tide.InvalidArgument, match="key 0: 2 pointers but 1 sizes"):
+        store.put_many_ptrs(["x"], [ptrs[0]], [[page]])
+    with pytest.raises(tide.InvalidArgument, match=r"key 0 piece 0: bad address/size \(0, 8\)"):
+        store.put_many_ptrs(["x"], [[0]], [[8]])
+    with pytest.raises(tide.InvalidArgument, match="bad address/size"):
+        store.get_many_ptrs(["x"], [[dst.ctypes.data]], [[-1]])
+    with pytest.raises(tide.InvalidArgument, match="1 keys but 2 pointer lists"):
+        store.get_many_ptrs(["x"], dptrs, [[page]])
+    assert not store.exists("x")
