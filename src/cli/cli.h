@@ -22,6 +22,7 @@ int cmd_get(int argc, char **argv);
 int cmd_rm(int argc, char **argv);
 int cmd_exists(int argc, char **argv);
 int cmd_stat(int argc, char **argv);
+int cmd_check_config(int argc, char **argv);
 
 /* Print "tide NAME: message" to stderr and return 2 (usage) — for argument errors. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

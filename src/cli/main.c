@@ -17,6 +17,7 @@ static const cli_command commands[] = {
     {"exists", cmd_exists, "say which keys are present"},
     {"stat", cmd_stat, "print a store's figures"},
     {"version", cmd_version, "print the version of tide and libtide"},
+    {"check-config", cmd_check_config, "check a connector config against vLLM's and tide's rules"},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 

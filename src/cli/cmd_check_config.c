@@ -1,0 +1,211 @@
+/*
+ * cmd_check_config.c — `tide check-config FILE.json`: would vLLM's MooncakeStoreConnector
+ * take this deployment, would tide's connector, and what to change when not.
+ *
+ * Output (stdout): two verdict lines, one per connector; then the fixes for each item
+ * either connector rejects; then what tide derives (block sizes, per-group replication
+ * factors and key prefixes). Problems that stop the file from being read or parsed go to
+ * stderr. Exit: 0 tide supports it, 1 it does not (or the values are invalid), 2 the file
+ * cannot be read or parsed, or a usage error.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "connector/config.h"
+#include "connector/keys.h"
+#include "tide.h"
+
+static void help(void) {
+    printf("usage: tide check-config [--quiet] FILE.json\n"
+           "\n"
+           "Reads a connector configuration (the JSON schema of docs/CONNECTOR_CONFIG.md:\n"
+           "model_config, cache_config, parallel_config, kv_transfer_config, kv_cache_config)\n"
+           "and prints two verdicts, each on its own line:\n"
+           "  - whether vLLM's built-in MooncakeStoreConnector accepts it (its own message\n"
+           "    when not), and\n"
+           "  - whether tide's TideStoreConnector accepts it,\n"
+           "then, for every unsupported item, the fixes that apply, and the block sizes,\n"
+           "replication factors and key prefixes tide derives.\n"
+           "\n"
+           "Options:\n"
+           "  -q, --quiet   print only the two verdict lines\n"
+           "\n"
+           "Exit status: 0 tide supports the configuration, 1 it does not (or a value is\n"
+           "invalid), 2 the file cannot be read or parsed (errors name the line and column,\n"
+           "or the JSON path of an unknown or mistyped key).\n");
+}
+
+/* Does verdict v hold an item of this kind about this group? */
+static int has_item(const conn_verdict *v, conn_item_kind kind, int group) {
+    for (size_t i = 0; i < v->nitems; i++)
+        if (v->items[i].kind == kind && v->items[i].group == group) return 1;
+    return 0;
+}
+
+static void fix(const char *text) {
+    printf("    - %s\n", text);
+}
+
+/* The fixes that apply to one item; `tide` is tide's verdict, to tell whether switching
+ * to tide is one of them. */
+static void print_fixes(const conncfg *c, const conn_item *it, conn_impl impl,
+                        const conn_verdict *tide) {
+    char buf[512];
+    printf("  %s: %s\n", connector_impl_name(impl), it->text);
+    switch (it->kind) {
+    case CONN_ITEM_CROSS_ATTENTION:
+        fix("cross-attention KV is computed from the encoder input, which a prefix hit on "
+            "the decoder prompt would skip: run this encoder-decoder model without a KV-cache "
+            "store connector, or with one that handles encoder-decoder models");
+        fix("tide rejects CrossAttentionSpec groups too, so switching connector does not help");
+        break;
+    case CONN_ITEM_MAMBA_BLOCK_SIZE:
+        if (it->group >= 0 && c->groups[it->group].mamba_mode != CONN_MAMBA_ALIGN)
+            fix("set cache_config.mamba_cache_mode to \"align\" so that Mamba blocks take the "
+                "attention block size");
+        snprintf(buf, sizeof(buf),
+                 "make the MambaSpec block_size (%" PRId64
+                 ") match cache_config.block_size (%" PRId64 ")",
+                 it->a, it->b);
+        fix(buf);
+        if (!has_item(tide, CONN_ITEM_MAMBA_MODE_NONE, it->group))
+            fix("or use tide (kv_connector \"TideStoreConnector\"), which supports Mamba groups "
+                "in align mode whatever their block size");
+        break;
+    case CONN_ITEM_HYBRID_CP:
+        fix("disable context parallelism: set parallel_config.prefill_context_parallel_size "
+            "and decode_context_parallel_size to 1");
+        if (!has_item(tide, CONN_ITEM_HYBRID_PCP, -1) && c->pcp_size == 1)
+            fix("or use tide (kv_connector \"TideStoreConnector\"), which supports hybrid "
+                "models with decode context parallelism (DCP > 1)");
+        else
+            fix("or use another connector (e.g. LMCache or NIXL) if context parallelism with "
+                "a hybrid model is a hard requirement");
+        break;
+    case CONN_ITEM_MAMBA_MODE_NONE:
+        fix("set cache_config.mamba_cache_mode to \"align\" (recommended) or \"all\", so "
+            "that vLLM keeps Mamba state snapshots at block ends (this needs prefix caching)");
+        break;
+    case CONN_ITEM_HYBRID_PCP:
+        fix("set parallel_config.prefill_context_parallel_size to 1 (decode context "
+            "parallelism is supported)");
+        fix("or use another connector (e.g. LMCache or NIXL) if prefill context parallelism "
+            "with a hybrid model is a hard requirement");
+        break;
+    case CONN_ITEM_KEY_TOO_LONG:
+        fix("shorten kv_connector_extra_config.cache_prefix, or serve the model under a "
+            "shorter name (the key uses the last path component of model_config.model)");
+        break;
+    }
+}
+
+static void print_verdict(const conn_verdict *v, const char *label) {
+    if (v->capacity_only)
+        printf("%s: accepted (capacity-only: kv_consumer with enable_lookup and "
+               "save_decode_cache false; the rank only lends memory, validation is skipped)\n",
+               label);
+    else if (v->nitems)
+        printf("%s: rejected: %s\n", label, v->message);
+    else
+        printf("%s: accepted\n", label);
+}
+
+static void print_derived(const conncfg *c) {
+    printf("\nderived:\n");
+    printf("  scheduler block size %" PRId64 ", hash block size %" PRId64 "\n",
+           c->scheduler_block_size, c->hash_block_size);
+    for (size_t g = 0; g < c->ngroups; g++) {
+        const conn_group *gr = &c->groups[g];
+        conn_ns ns = connector_own_ns(c, g);
+        char prefix[TIDE_KEY_MAX + 1];
+        int r = connector_key_prefix(c, g, &ns, prefix, sizeof(prefix));
+        size_t nns = connector_lookup_namespaces(c, g, NULL, 0);
+        printf("  group %zu: %s, block %" PRId64 " tokens, page %" PRId64
+               " bytes/layer, TP replication factor %d, %zu lookup namespace%s\n",
+               g, conncfg_spec_name(gr->kind), gr->block_size, gr->page_bytes, gr->tp_factor, nns,
+               nns == 1 ? "" : "s");
+        if (r >= 0) printf("    key prefix: %s@<hash>\n", prefix);
+    }
+}
+
+int cmd_check_config(int argc, char **argv) {
+    const char *path = NULL;
+    int quiet = 0;
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i])) {
+            help();
+            return 0;
+        }
+        if (strcmp(argv[i], "-q") == 0 || strcmp(argv[i], "--quiet") == 0)
+            quiet = 1;
+        else if (argv[i][0] == '-' && argv[i][1])
+            return cli_usage_error("check-config", "unknown option '%s'", argv[i]);
+        else if (path)
+            return cli_usage_error("check-config", "one FILE.json only");
+        else
+            path = argv[i];
+    }
+    if (!path) return cli_usage_error("check-config", "FILE.json is required");
+
+    conncfg cfg;
+    conncfg_errs errs;
+    conncfg_errs_init(&errs);
+    int rc = conncfg_parse_file(path, &cfg, &errs);
+    if (rc != 0) {
+        if (rc == -ENOMEM && errs.n == 0) fprintf(stderr, "tide check-config: out of memory\n");
+        for (size_t i = 0; i < errs.n; i++) {
+            /* Lines from a failed read already start with the path. */
+            if (strncmp(errs.msg[i], path, strlen(path)) == 0)
+                fprintf(stderr, "tide check-config: %s\n", errs.msg[i]);
+            else
+                fprintf(stderr, "tide check-config: %s: %s\n", path, errs.msg[i]);
+        }
+        conncfg_free(&cfg);
+        conncfg_errs_free(&errs);
+        return 2;
+    }
+
+    const char *ref_label = "vLLM MooncakeStoreConnector";
+    const char *tide_label = "tide TideStoreConnector";
+    rc = conncfg_check(&cfg, &errs);
+    if (rc != 0) {
+        printf("%s: rejected: the configuration is invalid\n", ref_label);
+        printf("%s: rejected: the configuration is invalid\n", tide_label);
+        if (!quiet) {
+            printf("\nproblems:\n");
+            for (size_t i = 0; i < errs.n; i++)
+                printf("  %s\n", errs.msg[i]);
+        }
+        conncfg_free(&cfg);
+        conncfg_errs_free(&errs);
+        return 1;
+    }
+
+    conn_verdict ref, tide;
+    connector_validate(&cfg, CONN_IMPL_REFERENCE, &ref);
+    int trc = connector_validate(&cfg, CONN_IMPL_TIDE, &tide);
+    print_verdict(&ref, ref_label);
+    print_verdict(&tide, tide_label);
+    if (!quiet) {
+        if (ref.nitems || tide.nitems) {
+            printf("\nfixes:\n");
+            for (size_t i = 0; i < ref.nitems; i++)
+                print_fixes(&cfg, &ref.items[i], CONN_IMPL_REFERENCE, &tide);
+            for (size_t i = 0; i < tide.nitems; i++) {
+                const conn_item *it = &tide.items[i];
+                /* Items both connectors reject with the same words were covered above. */
+                if (it->kind == CONN_ITEM_CROSS_ATTENTION &&
+                    has_item(&ref, CONN_ITEM_CROSS_ATTENTION, it->group))
+                    continue;
+                print_fixes(&cfg, it, CONN_IMPL_TIDE, &tide);
+            }
+        }
+        print_derived(&cfg);
+    }
+    conncfg_free(&cfg);
+    conncfg_errs_free(&errs);
+    return trc == 0 ? 0 : 1;
+}

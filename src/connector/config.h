@@ -1,0 +1,266 @@
+/*
+ * config.h — the connector's configuration model: what one engine rank looks like to the
+ * connector (its KV-cache groups and their specs, block sizes, parallel sizes and ranks,
+ * role and extra options), parsed from a JSON document that mirrors vLLM's own config
+ * objects (see docs/CONNECTOR_CONFIG.md), then checked and validated.
+ *
+ * The life of a configuration:
+ *
+ *   conncfg_parse_string / conncfg_parse_file   JSON -> conncfg; syntax and schema errors
+ *                                               (unknown keys, wrong types, missing keys)
+ *   conncfg_check                               value rules (sizes, ranks, block/hash
+ *                                               sizes, replay-SSM) and the derived values
+ *   connector_validate                          the verdict of one connector implementation
+ *                                               (vLLM's MooncakeStoreConnector, or tide's)
+ *   conncfg_free
+ *
+ * Invariants after a successful conncfg_check: every size is > 0, every rank is within its
+ * size, ngroups >= 1, and the derived fields (scheduler_block_size, hash_block_size,
+ * group.page_bytes, group.tp_factor, group.fingerprint) are set.
+ *
+ * Problems are collected, never just the first: each is one line "path: message" (or
+ * "line L, column C: message" for JSON syntax) in a conncfg_errs list. Nothing here prints.
+ */
+#ifndef TIDE_CONNECTOR_CONFIG_H
+#define TIDE_CONNECTOR_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CONN_MAX_GROUPS 64 /* KV-cache groups in one configuration */
+#define CONN_MAX_STATES 8  /* Mamba state tensors (shapes/dtypes) in one spec */
+#define CONN_MAX_DIMS 8    /* dimensions of one Mamba state shape */
+#define CONN_MAX_ITEMS (CONN_MAX_GROUPS + 4)
+#define CONN_NAME_MAX 64 /* dtype and similar short names */
+#define CONN_FP_HEX 16   /* hex digits of a layout fingerprint */
+
+/* ------------------------------------------------------------------------------------
+ * Collected problems.
+ * ---------------------------------------------------------------------------------- */
+typedef struct conncfg_errs {
+    char **msg; /* n lines, each "path: message" */
+    size_t n, cap;
+    int oom; /* a line could not be stored (the list is then incomplete) */
+} conncfg_errs;
+
+void conncfg_errs_init(conncfg_errs *e);
+void conncfg_errs_free(conncfg_errs *e);
+/* Append one formatted line. */
+void conncfg_errs_add(conncfg_errs *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ------------------------------------------------------------------------------------
+ * The model.
+ * ---------------------------------------------------------------------------------- */
+
+/* The KV-cache spec classes of vLLM that the connector knows, by their class names. */
+typedef enum conn_spec_kind {
+    CONN_SPEC_FULL = 0, /* FullAttentionSpec */
+    CONN_SPEC_SLIDING,  /* SlidingWindowSpec */
+    CONN_SPEC_MAMBA,    /* MambaSpec */
+    CONN_SPEC_CROSS,    /* CrossAttentionSpec */
+    CONN_SPEC_MLA,      /* MLAAttentionSpec */
+} conn_spec_kind;
+
+typedef enum conn_role {
+    CONN_ROLE_PRODUCER = 0, /* kv_producer */
+    CONN_ROLE_CONSUMER,     /* kv_consumer */
+    CONN_ROLE_BOTH,         /* kv_both */
+} conn_role;
+
+typedef enum conn_mamba_mode {
+    CONN_MAMBA_NONE = 0, /* "none": one running state per request, no snapshots */
+    CONN_MAMBA_ALIGN,    /* "align": a snapshot at block ends reached by a step */
+    CONN_MAMBA_ALL,      /* "all": a snapshot at every block end */
+} conn_mamba_mode;
+
+typedef enum conn_hash_algo {
+    CONN_HASH_SHA256 = 0, /* "sha256" (vLLM's default) */
+    CONN_HASH_SHA256_CBOR,
+    CONN_HASH_XXHASH,
+    CONN_HASH_XXHASH_CBOR,
+} conn_hash_algo;
+
+typedef enum conn_load_failure {
+    CONN_LOAD_FAIL = 0,      /* "fail": the request fails */
+    CONN_LOAD_RECOMPUTE = 1, /* "recompute": the blocks are computed again */
+} conn_load_failure;
+
+/* An element type of a KV page or a Mamba state, by its torch name ("bfloat16"). */
+typedef struct conn_dtype {
+    char name[CONN_NAME_MAX];
+    int size; /* bytes per element */
+} conn_dtype;
+
+/* One KV-cache group: the layers that share one block table, and their spec. */
+typedef struct conn_group {
+    conn_spec_kind kind;
+    int64_t block_size; /* tokens per block */
+    char **layer_names; /* nlayers names (may be 0) */
+    size_t nlayers;
+    int is_eagle_group;
+
+    /* Attention specs (FULL, SLIDING, CROSS, MLA). */
+    int64_t num_kv_heads; /* KV heads held on this rank */
+    int64_t head_size;
+    int64_t head_size_v; /* defaults to head_size (0 for MLA: one latent per token) */
+    conn_dtype dtype;
+    int64_t sliding_window;              /* SLIDING (required); FULL/MLA optional; 0 = none */
+    int64_t attention_chunk_size;        /* FULL/MLA optional; 0 = none */
+    int64_t extra_retained_tokens;       /* SLIDING */
+    char cache_dtype_str[CONN_NAME_MAX]; /* MLA; "" = none */
+    int64_t compress_ratio;              /* MLA; 1 = none */
+
+    /* MambaSpec. */
+    size_t nstates;
+    size_t ndims[CONN_MAX_STATES];
+    int64_t shapes[CONN_MAX_STATES][CONN_MAX_DIMS];
+    conn_dtype dtypes[CONN_MAX_STATES];
+    conn_mamba_mode mamba_mode; /* the spec's own, or cache_config's when not given */
+    char mamba_type[CONN_NAME_MAX];
+    int64_t num_speculative_blocks;
+
+    int64_t page_size_padded; /* attention and Mamba; 0 = not padded */
+
+    /* Derived by conncfg_check. */
+    int64_t page_bytes;     /* bytes of one block of one layer on this rank */
+    int64_t eff_block_size; /* tokens a block covers: attention x dcp, Mamba as is */
+    int tp_factor;          /* TP ranks holding identical bytes for this group */
+    char fingerprint[CONN_FP_HEX + 1];
+} conn_group;
+
+/* kv_transfer_config.kv_connector_extra_config */
+typedef struct conn_extra {
+    int load_async;                 /* true */
+    int lookup_async;               /* false */
+    int enable_lookup;              /* true */
+    int save_decode_cache;          /* false */
+    char *cache_prefix;             /* "" */
+    char *preferred_segment;        /* NULL = not set */
+    int64_t lookup_rpc_port;        /* 0 */
+    int enable_group_semantics;     /* false */
+    int enable_cross_layers_blocks; /* false */
+} conn_extra;
+
+typedef struct conncfg {
+    /* model_config */
+    char *model;                /* required */
+    int64_t total_num_kv_heads; /* 0 = not given (see docs) */
+    int64_t max_model_len;      /* 0 = not given */
+
+    /* cache_config */
+    int64_t block_size;               /* required */
+    char *cache_dtype;                /* "auto" */
+    conn_mamba_mode mamba_cache_mode; /* "none" */
+    int64_t prefix_match_unit;        /* 0 = not given */
+    int64_t mamba_block_size;         /* 0 = not given */
+    int enable_prefix_caching;        /* true */
+    conn_hash_algo hash_algo;         /* sha256 */
+    int64_t retention_interval;       /* 0; -1 = null (dense) */
+    int use_replayssm;                /* false */
+
+    /* parallel_config */
+    int64_t tp_size, pp_size, pcp_size, dcp_size, dp_size; /* each 1 */
+    int64_t tp_rank, pp_rank, pcp_rank, dcp_rank, dp_rank; /* each 0; dcp_rank = tp % dcp */
+    int dcp_rank_given;
+
+    /* kv_transfer_config */
+    char *kv_connector;                    /* NULL = not given */
+    conn_role kv_role;                     /* required */
+    conn_load_failure load_failure_policy; /* fail */
+    conn_extra extra;
+
+    /* kv_cache_config */
+    int64_t num_blocks; /* 0 = not given */
+    conn_group groups[CONN_MAX_GROUPS];
+    size_t ngroups;
+
+    /* Derived by conncfg_check. */
+    int checked;
+    int64_t scheduler_block_size;
+    int64_t hash_block_size;
+    char model_name[CONN_NAME_MAX * 4]; /* last path component of model */
+} conncfg;
+
+/* Names, for messages and the CLI. */
+const char *conncfg_spec_name(conn_spec_kind k);        /* "FullAttentionSpec" ... */
+const char *conncfg_role_name(conn_role r);             /* "kv_producer" ... */
+const char *conncfg_mamba_mode_name(conn_mamba_mode m); /* "none", "align", "all" */
+
+/*
+ * Parse a JSON document (len bytes at json; it need not end with a NUL) into *cfg, which
+ * the call initialises. Every problem found is appended to errs.
+ * Returns 0, TIDE_EPARSE (syntax: one line "line L, column C: ..."; or schema: unknown
+ * keys, wrong types, missing required keys, bad enum values — all of them), or -ENOMEM.
+ * On any return *cfg must be released with conncfg_free().
+ */
+int conncfg_parse_string(const char *json, size_t len, conncfg *cfg, conncfg_errs *errs);
+
+/* Read and parse a file. Errors as above, plus a negative errno when it cannot be read
+ * (with "PATH: strerror" in errs). */
+int conncfg_parse_file(const char *path, conncfg *cfg, conncfg_errs *errs);
+
+void conncfg_free(conncfg *cfg);
+
+/*
+ * Check the values (sizes > 0, ranks in range, DCP dividing TP, block sizes multiple of
+ * the hash block size, retention interval, replay-SSM, Mamba modes agreeing) and compute
+ * the derived fields. Every problem is appended to errs. Returns 0 or TIDE_ECONFIG.
+ */
+int conncfg_check(conncfg *cfg, conncfg_errs *errs);
+
+/* ------------------------------------------------------------------------------------
+ * Verdicts.
+ * ---------------------------------------------------------------------------------- */
+
+/* Which connector's rules to apply. */
+typedef enum conn_impl {
+    CONN_IMPL_REFERENCE = 0, /* vLLM's built-in MooncakeStoreConnector, exactly */
+    CONN_IMPL_TIDE = 1,      /* tide's TideStoreConnector */
+} conn_impl;
+
+typedef enum conn_item_kind {
+    CONN_ITEM_CROSS_ATTENTION = 0, /* a CrossAttentionSpec group */
+    CONN_ITEM_MAMBA_BLOCK_SIZE,    /* reference: Mamba block_size != cache block_size */
+    CONN_ITEM_MAMBA_MODE_NONE,     /* tide: Mamba with mamba_cache_mode 'none' */
+    CONN_ITEM_HYBRID_CP,           /* reference: >1 group with pcp*dcp > 1 */
+    CONN_ITEM_HYBRID_PCP,          /* tide: >1 group with pcp > 1 */
+    CONN_ITEM_KEY_TOO_LONG,        /* tide: keys over TIDE_KEY_MAX bytes */
+} conn_item_kind;
+
+/* One unsupported combination, with the figures its message names. */
+typedef struct conn_item {
+    conn_item_kind kind;
+    int group;      /* the group it is about, or -1 */
+    int64_t a, b;   /* MAMBA_BLOCK_SIZE: spec and cache block sizes; HYBRID_*: pcp, dcp;
+                       KEY_TOO_LONG: key length and limit */
+    char text[256]; /* the item as the connector words it */
+} conn_item;
+
+typedef struct conn_verdict {
+    conn_impl impl;
+    int capacity_only; /* validation skipped: the rank only lends memory to the pool */
+    conn_item items[CONN_MAX_ITEMS];
+    size_t nitems;
+    char message[CONN_MAX_ITEMS * 260]; /* "<Connector> does not support: <item>; ..." or "" */
+} conn_verdict;
+
+/* "MooncakeStoreConnector" or "TideStoreConnector". */
+const char *connector_impl_name(conn_impl impl);
+
+/* True when the rank only contributes memory: kv_consumer, enable_lookup false and
+ * save_decode_cache false (the reference's condition). */
+int connector_capacity_only(const conncfg *cfg);
+
+/*
+ * Apply one connector's rules to a checked configuration (conncfg_check returned 0;
+ * TIDE_ECONFIG otherwise). Fills *v. Returns 0 when the connector accepts it (or skips validation because the rank
+ * is capacity-only), TIDE_EUNSUPPORTED when not (v->message then holds the one message
+ * listing every item, in the reference's order).
+ */
+int connector_validate(const conncfg *cfg, conn_impl impl, conn_verdict *v);
+
+/* TP ranks that hold byte-identical copies of group g: 1 when dcp > 1 or for Mamba;
+ * tp_size for MLA; else max(1, tp_size / total_num_kv_heads). */
+int connector_tp_factor(const conncfg *cfg, size_t g);
+
+#endif

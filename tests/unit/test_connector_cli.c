@@ -1,0 +1,191 @@
+/*
+ * test_connector_cli.c — `tide check-config`, run as a real process: the two verdict lines,
+ * fixes, exit codes (0 supported by tide, 1 not, 2 unreadable or unparsable), and every
+ * file in examples/ getting the verdicts the README table claims.
+ */
+#include <limits.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "connector/config.h"
+#include "connector_testutil.h"
+#include "harness.h"
+#include "tide.h"
+
+static char out_text[65536], err_text[65536];
+
+static void slurp(const char *path, char *buf, size_t cap) {
+    buf[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    size_t n = fread(buf, 1, cap - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+}
+
+/* Run `tide check-config ARGS`; returns the exit status, output in out_text/err_text. */
+static int run_check(const char *args) {
+    char cmd[4096], out[512], err[512];
+    snprintf(out, sizeof(out), "%s/out.txt", test_tmpdir());
+    snprintf(err, sizeof(err), "%s/err.txt", test_tmpdir());
+    snprintf(cmd, sizeof(cmd), "'%s' check-config %s >'%s' 2>'%s'", test_tide_bin(), args, out,
+             err);
+    int st = system(cmd);
+    slurp(out, out_text, sizeof(out_text));
+    slurp(err, err_text, sizeof(err_text));
+    CHECK_MSG(st != -1 && WIFEXITED(st), "could not run: %s", cmd);
+    return WEXITSTATUS(st);
+}
+
+static const char *write_tmp(const char *name, const char *text) {
+    static char path[512];
+    snprintf(path, sizeof(path), "%s/%s", test_tmpdir(), name);
+    FILE *f = fopen(path, "w");
+    CHECK(f);
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+/* The examples directory: the tests run from the repository root; fall back to the
+ * build directory's parent(s) otherwise. */
+static const char *examples_dir(void) {
+    static char dir[PATH_MAX];
+    if (access("examples/llama-dense.json", R_OK) == 0) return "examples";
+    const char *b = test_build_dir();
+    for (int up = 1; up <= 2 && b; up++) {
+        snprintf(dir, sizeof(dir), "%s%s/examples", b, up == 1 ? "/.." : "/../..");
+        char probe[PATH_MAX + 32];
+        snprintf(probe, sizeof(probe), "%s/llama-dense.json", dir);
+        if (access(probe, R_OK) == 0) return dir;
+    }
+    test_fail(__FILE__, __LINE__, "examples/ not found");
+}
+
+TEST(connector_cli_help_and_usage) {
+    CHECK_EQ(run_check("--help"), 0);
+    CHECK_CONTAINS(out_text, "usage: tide check-config");
+    CHECK_CONTAINS(out_text, "Exit status");
+    CHECK_EQ(run_check(""), 2);
+    CHECK_CONTAINS(err_text, "FILE.json is required");
+    CHECK_EQ(run_check("--bogus x.json"), 2);
+    CHECK_CONTAINS(err_text, "unknown option '--bogus'");
+}
+
+TEST(connector_cli_unreadable_and_unparsable) {
+    char args[1024];
+    snprintf(args, sizeof(args), "'%s/nope.json'", test_tmpdir());
+    CHECK_EQ(run_check(args), 2);
+    CHECK_CONTAINS(err_text, "nope.json: No such file or directory");
+
+    const char *p = write_tmp("bad.json", "{\n  \"model_config\": {\"model\": \"m\"},\n"
+                                          "  \"cache_config\": {\"block_size\": 16,}\n}\n");
+    snprintf(args, sizeof(args), "'%s'", p);
+    CHECK_EQ(run_check(args), 2);
+    CHECK_CONTAINS(err_text, "bad.json: line 3, column ");
+    CHECK_CONTAINS(err_text, "invalid JSON");
+    CHECK_STR(out_text, "");
+
+    p = write_tmp("typo.json", doc("\"blok_size\":16", "", "", G_FULL(16)));
+    snprintf(args, sizeof(args), "'%s'", p);
+    CHECK_EQ(run_check(args), 2);
+    CHECK_CONTAINS(err_text, "typo.json: cache_config.blok_size: unknown key (did you mean "
+                             "'block_size'?)");
+}
+
+TEST(connector_cli_invalid_values_exit_1) {
+    const char *p = write_tmp("replay.json", doc("\"use_replayssm\":true", "", "", G_FULL(16)));
+    char args[1024];
+    snprintf(args, sizeof(args), "'%s'", p);
+    CHECK_EQ(run_check(args), 1);
+    CHECK_CONTAINS(out_text, "vLLM MooncakeStoreConnector: rejected: the configuration is "
+                             "invalid\ntide TideStoreConnector: rejected: the configuration is "
+                             "invalid\n");
+    CHECK_CONTAINS(out_text, "--use-replayssm is incompatible with KV connectors (P/D "
+                             "disaggregation, KV cache offload)");
+}
+
+TEST(connector_cli_verdict_lines_and_fixes) {
+    const char *p = write_tmp("hybrid.json",
+                              doc("\"mamba_cache_mode\":\"align\"",
+                                  "\"tensor_parallel_size\":2,\"decode_context_parallel_size\":2",
+                                  "", G_FULL(16) "," G_MAMBA(64)));
+    char args[1024];
+    snprintf(args, sizeof(args), "'%s'", p);
+    CHECK_EQ(run_check(args), 0);
+    CHECK(strncmp(out_text,
+                  "vLLM MooncakeStoreConnector: rejected: MooncakeStoreConnector does not "
+                  "support: group 1: MambaSpec with block_size=64 != cache_config.block_size=16 "
+                  "(mamba_cache_mode != 'align'); PCP/DCP > 1 (pcp=1, dcp=2) with hybrid "
+                  "attention\ntide TideStoreConnector: accepted\n",
+                  strlen("vLLM MooncakeStoreConnector: rejected: MooncakeStoreConnector does not "
+                         "support: group 1: MambaSpec with block_size=64 != "
+                         "cache_config.block_size=16 (mamba_cache_mode != 'align'); PCP/DCP > 1 "
+                         "(pcp=1, dcp=2) with hybrid attention\ntide TideStoreConnector: "
+                         "accepted\n")) == 0);
+    CHECK(strstr(out_text, "set cache_config.mamba_cache_mode to \"align\"") == NULL);
+    CHECK_CONTAINS(out_text, "make the MambaSpec block_size (64) match cache_config.block_size "
+                             "(16)");
+    CHECK_CONTAINS(out_text, "disable context parallelism");
+    CHECK_CONTAINS(out_text, "or use tide (kv_connector \"TideStoreConnector\"), which supports "
+                             "hybrid models with decode context parallelism");
+
+    /* Mode 'none': the reference accepts (equal block sizes), tide does not. */
+    p = write_tmp("none.json", doc("", "", "", G_FULL(16) "," G_MAMBA(16)));
+    snprintf(args, sizeof(args), "'%s'", p);
+    CHECK_EQ(run_check(args), 1);
+    CHECK(strncmp(out_text,
+                  "vLLM MooncakeStoreConnector: accepted\ntide TideStoreConnector: "
+                  "rejected: TideStoreConnector does not support: group 1: MambaSpec "
+                  "with mamba_cache_mode='none'",
+                  120) == 0);
+    CHECK_CONTAINS(out_text, "set cache_config.mamba_cache_mode to \"align\" (recommended)");
+
+    /* --quiet prints only the two verdict lines. */
+    snprintf(args, sizeof(args), "--quiet '%s'", p);
+    CHECK_EQ(run_check(args), 1);
+    int lines = 0;
+    for (const char *s = out_text; *s; s++)
+        lines += *s == '\n';
+    CHECK_EQ(lines, 2);
+}
+
+/* The README's table of examples: file, the reference's verdict, tide's verdict. */
+static const struct {
+    const char *file;
+    int ref_ok, tide_ok;
+} example_table[] = {
+    {"llama-dense.json", 1, 1},
+    {"gemma-sliding-window.json", 1, 1},
+    {"qwen3-next-hybrid-align.json", 1, 1},
+    {"deepseek-mla-tp8.json", 1, 1},
+    {"whisper-cross-attention.json", 0, 0},
+    {"falcon-h1-dcp-reference-rejects.json", 0, 1},
+};
+
+TEST(connector_examples_get_their_verdicts) {
+    const char *dir = examples_dir();
+    for (size_t i = 0; i < sizeof(example_table) / sizeof(example_table[0]); i++) {
+        char path[PATH_MAX + 64];
+        snprintf(path, sizeof(path), "%s/%s", dir, example_table[i].file);
+        conncfg c;
+        conncfg_errs e;
+        conncfg_errs_init(&e);
+        int rc = conncfg_parse_file(path, &c, &e);
+        if (rc == 0) rc = conncfg_check(&c, &e);
+        CHECK_MSG(rc == 0, "%s: %s", example_table[i].file, e.n ? e.msg[0] : "?");
+        conn_verdict v;
+        CHECK_MSG((connector_validate(&c, CONN_IMPL_REFERENCE, &v) == 0) == example_table[i].ref_ok,
+                  "%s: reference verdict", example_table[i].file);
+        CHECK_MSG((connector_validate(&c, CONN_IMPL_TIDE, &v) == 0) == example_table[i].tide_ok,
+                  "%s: tide verdict", example_table[i].file);
+        conncfg_free(&c);
+        conncfg_errs_free(&e);
+
+        char args[PATH_MAX + 80];
+        snprintf(args, sizeof(args), "'%s'", path);
+        CHECK_EQ(run_check(args), example_table[i].tide_ok ? 0 : 1);
+        CHECK_CONTAINS(out_text, example_table[i].ref_ok ? "vLLM MooncakeStoreConnector: accepted"
+                                                         : "vLLM MooncakeStoreConnector: rejected");
+    }
+}
