@@ -78,6 +78,8 @@ for s in $STEPS; do
     esac
 done
 
+# Word splitting is the point here: count the names in a space-separated list.
+# shellcheck disable=SC2086
 count() { set -- $1; echo $#; }
 echo "test-extra: $(count "$passed") passed, $(count "$failed") failed," \
     "$(count "$skipped") skipped${failed:+ (failed:$failed)}${skipped:+ (skipped:$skipped)}"
