@@ -4,6 +4,7 @@
 #   make SANITIZER=address,undefined   the same under sanitizers, in build/san/
 #   make test                unit + integration tests (+ fuzz corpus replay)
 #   make check               test, then test again under ASan+UBSan (the README's test command)
+#   make python-test         the Python binding's tests (tests/python) against $(BUILD)/libtide.so
 #   make deps                install missing Debian packages (silent when all are present)
 #   make bench               run the benchmarks and write bench/RESULTS.md
 #   make demo                the main job: build/tide demo
@@ -81,6 +82,13 @@ deps:
 test: all $(BUILD)/tests/tide-tests
 	TIDE_BIN=$(abspath $(BUILD)/tide) TIDE_BUILD=$(abspath $(BUILD)) $(BUILD)/tests/tide-tests
 	@if [ -x scripts/test-extra.sh ]; then BUILD=$(BUILD) scripts/test-extra.sh; fi
+
+# Also run by `make test` through scripts/test-extra.sh. The script runs, in short,
+#   PYTHONPATH=python TIDE_LIB=$(abspath $(BUILD)/libtide.so) /usr/bin/python3 -m pytest -q tests/python
+# with libasan preloaded when the library is ASan-instrumented (SANITIZER=address,...), and
+# TIDE_BIN=$(BUILD)/tide for the tests that start a tided.
+python-test: $(BUILD)/libtide.so $(BUILD)/tide
+	@BUILD=$(BUILD) scripts/test-extra.sh python
 
 check:
 	$(MAKE) test

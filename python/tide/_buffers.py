@@ -1,0 +1,110 @@
+"""Raw addresses of Python buffers, without copies.
+
+libtide reads and writes caller memory through plain pointers. Any object with the buffer
+protocol works: bytes, bytearray, memoryview, array.array, mmap, numpy arrays. The
+binding takes the object's buffer with ``PyObject_GetBuffer`` (through ctypes.pythonapi)
+so that read-only buffers (bytes, read-only views and arrays) are passed as they are, and
+holds it until the C call returns, which also keeps a bytearray from being resized or an
+exporter from freeing the memory meanwhile.
+
+Buffers must be C-contiguous: libtide sees one run of bytes, and a strided view (a numpy
+slice such as ``a[:, ::2]``) is not one. Such buffers, buffers that must be written but
+are read-only, and objects without the buffer protocol raise ``InvalidBuffer``.
+"""
+
+import ctypes
+import errno
+
+from . import errors
+
+_PyBUF_SIMPLE = 0
+_PyBUF_WRITABLE = 0x0001
+
+
+class _PyBuffer(ctypes.Structure):
+    """CPython's Py_buffer (part of the stable ABI since 3.11)."""
+
+    _fields_ = [
+        ("buf", ctypes.c_void_p),
+        ("obj", ctypes.c_void_p),
+        ("len", ctypes.c_ssize_t),
+        ("itemsize", ctypes.c_ssize_t),
+        ("readonly", ctypes.c_int),
+        ("ndim", ctypes.c_int),
+        ("format", ctypes.c_char_p),
+        ("shape", ctypes.c_void_p),
+        ("strides", ctypes.c_void_p),
+        ("suboffsets", ctypes.c_void_p),
+        ("internal", ctypes.c_void_p),
+    ]
+
+
+_GetBuffer = ctypes.pythonapi.PyObject_GetBuffer
+_GetBuffer.argtypes = [ctypes.py_object, ctypes.POINTER(_PyBuffer), ctypes.c_int]
+_GetBuffer.restype = ctypes.c_int
+_Release = ctypes.pythonapi.PyBuffer_Release
+_Release.argtypes = [ctypes.POINTER(_PyBuffer)]
+_Release.restype = None
+
+
+def _describe(obj):
+    t = type(obj)
+    name = t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__name__}"
+    shape = getattr(obj, "shape", None)
+    return f"{name} of shape {tuple(shape)}" if shape is not None else name
+
+
+def view(obj, writable, what="buffer"):
+    """A memoryview of obj after the checks every buffer passes: it has the buffer
+    protocol, it is C-contiguous, and it is writable when it must be. `what` names the
+    argument in messages ("value 3", "buffer 2 of key 5")."""
+    if isinstance(obj, str):
+        raise errors.InvalidBuffer(
+            -errno.EINVAL, f"{what}: expected a bytes-like object, got str (encode it first)"
+        )
+    try:
+        mv = memoryview(obj)
+    except TypeError:
+        raise errors.InvalidBuffer(
+            -errno.EINVAL,
+            f"{what}: expected an object with the buffer protocol (bytes, bytearray, "
+            f"memoryview, numpy array), got {_describe(obj)}",
+        ) from None
+    if not mv.c_contiguous:
+        raise errors.InvalidBuffer(
+            -errno.EINVAL,
+            f"{what}: {_describe(obj)} is not C-contiguous (a strided view); libtide needs "
+            f"one run of bytes: pass a contiguous array or a per-block list of contiguous "
+            f"pieces",
+        )
+    if writable and mv.readonly:
+        raise errors.InvalidBuffer(
+            -errno.EINVAL, f"{what}: {_describe(obj)} is read-only and cannot receive a value"
+        )
+    return mv
+
+
+class Pinned:
+    """Buffers held for the length of one C call: ``add`` returns (address, nbytes);
+    ``release`` (or leaving the ``with`` block) lets them go."""
+
+    def __init__(self):
+        self._held = []
+
+    def add(self, obj, writable, what="buffer"):
+        mv = view(obj, writable, what)
+        pb = _PyBuffer()
+        _GetBuffer(mv, ctypes.byref(pb), _PyBUF_WRITABLE if writable else _PyBUF_SIMPLE)
+        self._held.append(pb)
+        return (pb.buf or 0), pb.len
+
+    def release(self):
+        while self._held:
+            _Release(ctypes.byref(self._held.pop()))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+        return False

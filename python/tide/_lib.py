@@ -1,0 +1,215 @@
+"""Loading libtide and declaring its C API for ctypes.
+
+Everything here mirrors include/tide.h. SIGNATURES lists every TIDE_API function with
+its return type and argument types; tests/python/test_binding.py parses the header and
+fails when a function there has no entry here, or an entry whose types disagree with the
+C declaration.
+
+The library is loaded on first use (``lib()``), not at import, so ``import tide`` works
+on a machine without libtide and the failure comes with a message naming every place that
+was tried. Search order:
+
+1. ``$TIDE_LIB``, when set: that file and nothing else (an explicit choice never falls
+   back silently to another copy);
+2. ``build/libtide.so`` in the source tree this package sits in (``python/tide/`` is two
+   levels below the repository root);
+3. ``ctypes.util.find_library("tide")``: an installed copy.
+
+A symbol the header declares but the loaded library lacks (a library built from older
+sources) is not fatal at load time: calling it raises ``UnsupportedError`` naming the
+symbol and the library file.
+"""
+
+import ctypes
+import ctypes.util
+import os
+import threading
+
+# ---------------------------------------------------------------------------------------
+# C types from include/tide.h
+# ---------------------------------------------------------------------------------------
+
+KEY_MAX = 256  # TIDE_KEY_MAX
+BATCH_MAX = 65536  # TIDE_BATCH_MAX
+HASH_BYTES = 16  # TIDE_HASH_BYTES
+HASH_XXH3 = 0  # TIDE_HASH_XXH3
+HASH_SHA256 = 1  # TIDE_HASH_SHA256
+
+
+class StoreHandle(ctypes.Structure):
+    """Opaque ``tide_store``; only pointers to it are ever used."""
+
+
+StorePtr = ctypes.POINTER(StoreHandle)
+
+
+class Key(ctypes.Structure):
+    """``tide_key``: len bytes at data."""
+
+    _fields_ = [("data", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+
+class Iov(ctypes.Structure):
+    """``tide_iov``: one piece of a scatter-gather list."""
+
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+
+STATS_FIELDS = (
+    "capacity_bytes",
+    "used_bytes",
+    "objects",
+    "puts",
+    "put_dups",
+    "gets",
+    "misses",
+    "evictions",
+    "evicted_bytes",
+    "checksum_errors",
+    "bytes_in",
+    "bytes_out",
+    "meta_bytes",
+    "pinned",
+    "reserved",
+)
+
+
+class Stats(ctypes.Structure):
+    """``tide_stats``: uint64 figures, in the header's order."""
+
+    _fields_ = [(name, ctypes.c_uint64) for name in STATS_FIELDS]
+
+
+c_int = ctypes.c_int
+c_size_t = ctypes.c_size_t
+c_void_p = ctypes.c_void_p
+c_char_p = ctypes.c_char_p
+P_size_t = ctypes.POINTER(ctypes.c_size_t)
+P_int = ctypes.POINTER(ctypes.c_int)
+P_uint8 = ctypes.POINTER(ctypes.c_uint8)
+P_uint32 = ctypes.POINTER(ctypes.c_uint32)
+P_uint64 = ctypes.POINTER(ctypes.c_uint64)
+P_Key = ctypes.POINTER(Key)
+P_Iov = ctypes.POINTER(Iov)
+
+# name: (restype, [argtypes]). Buffers the binding fills from Python buffer-protocol
+# objects are c_void_p so that a raw address (an int) can be passed without a copy.
+SIGNATURES = {
+    "tide_errname": (c_char_p, [c_int]),
+    "tide_strerror": (c_char_p, [c_int]),
+    "tide_version": (c_char_p, []),
+    "tide_open": (c_int, [c_char_p, ctypes.POINTER(StorePtr)]),
+    "tide_close": (None, [StorePtr]),
+    "tide_errmsg": (c_char_p, [StorePtr]),
+    "tide_put": (c_int, [StorePtr, c_void_p, c_size_t, c_void_p, c_size_t]),
+    "tide_get": (c_int, [StorePtr, c_void_p, c_size_t, c_void_p, c_size_t, P_size_t]),
+    "tide_exists": (c_int, [StorePtr, c_void_p, c_size_t]),
+    "tide_remove": (c_int, [StorePtr, c_void_p, c_size_t]),
+    "tide_put_many": (c_int, [StorePtr, P_Key, c_size_t, P_Iov, P_size_t, P_int]),
+    "tide_get_many": (c_int, [StorePtr, P_Key, c_size_t, P_Iov, P_size_t, P_int, P_size_t]),
+    "tide_exists_many": (c_int, [StorePtr, P_Key, c_size_t, P_uint8]),
+    "tide_remove_many": (c_int, [StorePtr, P_Key, c_size_t, P_int]),
+    "tide_match_prefix": (c_int, [StorePtr, P_Key, c_size_t]),
+    "tide_clear": (c_int, [StorePtr]),
+    "tide_stats_get": (c_int, [StorePtr, ctypes.POINTER(Stats)]),
+    "tide_size_parse": (c_int, [c_char_p, P_uint64]),
+    "tide_block_hash": (c_int, [c_int, P_uint8, c_void_p, c_size_t, c_void_p, c_size_t, P_uint8]),
+    "tide_prefix_hashes": (
+        c_int,
+        [c_int, c_void_p, c_size_t, c_size_t, c_void_p, c_size_t, P_uint8, c_size_t],
+    ),
+    "tide_hash_hex": (None, [P_uint8, ctypes.c_char_p]),
+}
+
+# ---------------------------------------------------------------------------------------
+# Loading
+# ---------------------------------------------------------------------------------------
+
+
+class LibraryNotFound(OSError):
+    """libtide could not be loaded; the message names every place that was tried."""
+
+
+class _Missing:
+    """Stands in for a symbol the loaded library does not export."""
+
+    def __init__(self, name, path):
+        self.__name__ = name
+        self.path = path
+
+    def __call__(self, *args):
+        from . import errors  # late: errors imports this module
+
+        raise errors.UnsupportedError(
+            errors.EUNSUPPORTED,
+            f"{self.path} does not export {self.__name__}() (built from older sources?)",
+        )
+
+
+def candidates():
+    """The places libtide is looked for, in order, as (description, path or None)."""
+    env = os.environ.get("TIDE_LIB")
+    if env:
+        return [("$TIDE_LIB", env)]
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    found = ctypes.util.find_library("tide")
+    return [
+        ("source tree", os.path.join(root, "build", "libtide.so")),
+        ("ctypes.util.find_library('tide')", found),
+    ]
+
+
+class _Loaded:
+    """The CDLL, the path it came from, and the symbols it lacked."""
+
+    def __init__(self, cdll, path):
+        self.cdll = cdll
+        self.path = path
+        self.missing = []
+        for name, (restype, argtypes) in SIGNATURES.items():
+            try:
+                fn = getattr(cdll, name)
+            except AttributeError:
+                self.missing.append(name)
+                setattr(self, name, _Missing(name, path))
+                continue
+            fn.restype = restype
+            fn.argtypes = argtypes
+            setattr(self, name, fn)
+
+
+_lock = threading.Lock()
+_loaded = None
+
+
+def load(path):
+    """Load libtide from an explicit path, bind it, and return the bound library."""
+    return _Loaded(ctypes.CDLL(path), path)
+
+
+def lib():
+    """The bound library, loaded on the first call. Raises LibraryNotFound."""
+    global _loaded
+    if _loaded is not None:
+        return _loaded
+    with _lock:
+        if _loaded is not None:
+            return _loaded
+        tried = []
+        for what, path in candidates():
+            if not path:
+                tried.append(f"{what}: nothing found")
+                continue
+            if os.sep in path and not os.path.exists(path):
+                tried.append(f"{what}: {path}: no such file")
+                continue
+            try:
+                _loaded = load(path)
+                return _loaded
+            except OSError as e:
+                tried.append(f"{what}: {path}: {e}")
+        raise LibraryNotFound(
+            "cannot load libtide; tried:\n  "
+            + "\n  ".join(tried)
+            + "\nBuild it with `make` (build/libtide.so) or set TIDE_LIB to its path."
+        )

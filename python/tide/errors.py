@@ -1,0 +1,243 @@
+"""tide's error codes and the exceptions that carry them.
+
+Every failing libtide call returns a negative code: one of tide's own (the TIDE_E* values
+of include/tide.h, mirrored below without the TIDE_ prefix) or a negative errno passed
+through. The binding raises it as an ``Error`` subclass chosen by the code, carrying
+
+- ``code``: the negative number,
+- ``name``: ``tide_errname(code)``, e.g. ``"TIDE_ENOTFOUND"`` or ``"ENOMEM"``,
+- ``message``: the detailed text libtide left for the failing call (``tide_errmsg``), or
+  one the binding wrote when it refused an argument before calling C.
+
+Several classes also derive from the built-in exception a Python programmer would
+expect: ``NotFound`` is a ``KeyError``, argument errors are ``ValueError``s, transport
+failures are ``ConnectionError``s. ``str(e)`` is the message followed by the name.
+"""
+
+import errno as _errno
+
+from . import _lib
+
+OK = 0
+ERRBASE = 1000
+ENOTFOUND = -1001
+EKEYEMPTY = -1002
+EKEYLONG = -1003
+EVALEMPTY = -1004
+EVALBIG = -1005
+EBUFSMALL = -1006
+ESCHEME = -1007
+EOPTION = -1008
+ESIZE = -1009
+ENOSPACE = -1010
+ECHECKSUM = -1011
+EURL = -1012
+EPROTO = -1013
+EAUTH = -1014
+ECONFIG = -1015
+EUNSUPPORTED = -1016
+EBUSY = -1017
+ELIMIT = -1018
+ECLOSED = -1019
+ESERVER = -1020
+EPARSE = -1021
+ERRLAST = -1021
+
+#: Every tide code by its header name, e.g. CODES["TIDE_ENOTFOUND"] == -1001.
+CODES = {
+    "TIDE_" + k: v
+    for k, v in dict(globals()).items()
+    if k.startswith("E") and k not in ("ERRBASE", "ERRLAST") and isinstance(v, int)
+}
+CODES["TIDE_OK"] = OK
+
+
+class Error(Exception):
+    """A libtide failure: ``code`` (negative), ``name`` and ``message``."""
+
+    def __init__(self, code, message=""):
+        self.code = code
+        self.name = errname(code)
+        self.message = message or strerror(code)
+        super().__init__(code, self.message)
+
+    def __str__(self):
+        return f"{self.message} [{self.name}]"
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.code}, {self.message!r})"
+
+    def __reduce__(self):
+        return (type(self), (self.code, self.message))
+
+
+class NotFound(Error, KeyError):
+    """The key is not in the store (TIDE_ENOTFOUND)."""
+
+
+class InvalidArgument(Error, ValueError):
+    """An argument libtide or the binding refused (-EINVAL and the classes below)."""
+
+
+class InvalidKey(InvalidArgument):
+    """An empty key or one longer than tide.KEY_MAX bytes (TIDE_EKEYEMPTY, TIDE_EKEYLONG)."""
+
+
+class InvalidValue(InvalidArgument):
+    """An empty value or one larger than the store accepts (TIDE_EVALEMPTY, TIDE_EVALBIG)."""
+
+
+class InvalidBuffer(InvalidArgument):
+    """An object without the buffer protocol, a read-only buffer where one must be
+    written, a non-contiguous array, or an array of the wrong dtype (-EINVAL)."""
+
+
+class BufferTooSmall(Error):
+    """The caller's buffer is smaller than the value (TIDE_EBUFSMALL); ``needed`` is the
+    value's size when libtide reported it, else None."""
+
+    def __init__(self, code, message="", needed=None):
+        super().__init__(code, message)
+        self.needed = needed
+
+    def __reduce__(self):
+        return (type(self), (self.code, self.message, self.needed))
+
+
+class ConfigError(Error, ValueError):
+    """A URL, option, size or document that is invalid (TIDE_ESCHEME, TIDE_EURL,
+    TIDE_EOPTION, TIDE_ESIZE, TIDE_ECONFIG, TIDE_EPARSE)."""
+
+
+class NoSpace(Error):
+    """No room in the store even after evicting everything evictable (TIDE_ENOSPACE)."""
+
+
+class ChecksumError(Error):
+    """Stored bytes failed their checksum (TIDE_ECHECKSUM)."""
+
+
+class ProtocolError(Error):
+    """A peer broke the wire protocol (TIDE_EPROTO)."""
+
+
+class AuthError(Error):
+    """Authentication failed (TIDE_EAUTH)."""
+
+
+class UnsupportedError(Error):
+    """A combination or operation that is not supported (TIDE_EUNSUPPORTED)."""
+
+
+class Busy(Error):
+    """The key is being written by someone else (TIDE_EBUSY)."""
+
+
+class LimitExceeded(Error):
+    """A batch, frame or connection limit was exceeded (TIDE_ELIMIT)."""
+
+
+class ClosedError(Error):
+    """The store or its connection is closed (TIDE_ECLOSED)."""
+
+
+class ServerError(Error):
+    """A server reported an internal failure (TIDE_ESERVER)."""
+
+
+class TransportError(Error, ConnectionError):
+    """A network failure passed through as a negative errno (timeouts, refused or reset
+    connections, unreachable hosts)."""
+
+
+class OutOfMemory(Error, MemoryError):
+    """-ENOMEM."""
+
+
+_BY_CODE = {
+    ENOTFOUND: NotFound,
+    EKEYEMPTY: InvalidKey,
+    EKEYLONG: InvalidKey,
+    EVALEMPTY: InvalidValue,
+    EVALBIG: InvalidValue,
+    EBUFSMALL: BufferTooSmall,
+    ESCHEME: ConfigError,
+    EURL: ConfigError,
+    EOPTION: ConfigError,
+    ESIZE: ConfigError,
+    ECONFIG: ConfigError,
+    EPARSE: ConfigError,
+    ENOSPACE: NoSpace,
+    ECHECKSUM: ChecksumError,
+    EPROTO: ProtocolError,
+    EAUTH: AuthError,
+    EUNSUPPORTED: UnsupportedError,
+    EBUSY: Busy,
+    ELIMIT: LimitExceeded,
+    ECLOSED: ClosedError,
+    ESERVER: ServerError,
+    -_errno.EINVAL: InvalidArgument,
+    -_errno.ENOMEM: OutOfMemory,
+}
+for _e in (
+    "ETIMEDOUT",
+    "ECONNREFUSED",
+    "ECONNRESET",
+    "EPIPE",
+    "EHOSTUNREACH",
+    "ENETUNREACH",
+    "ENOTCONN",
+):
+    _BY_CODE[-getattr(_errno, _e)] = TransportError
+
+
+def error_class(code):
+    """The Error subclass that represents `code`."""
+    return _BY_CODE.get(code, Error)
+
+
+def make_error(code, message="", **extra):
+    """An exception instance for `code`, of the class error_class(code) picks."""
+    cls = error_class(code)
+    if cls is BufferTooSmall:
+        return cls(code, message, extra.get("needed"))
+    return cls(code, message)
+
+
+def errname(code):
+    """``tide_errname(code)``: "TIDE_ENOTFOUND", "ENOMEM", ...; falls back to the table
+    above when libtide cannot be loaded."""
+    try:
+        return _lib.lib().tide_errname(code).decode()
+    except _lib.LibraryNotFound:
+        for name, value in CODES.items():
+            if value == code:
+                return name
+        return "UNKNOWN"
+
+
+def strerror(code):
+    """``tide_strerror(code)``: a one-line description of a code."""
+    try:
+        return _lib.lib().tide_strerror(code).decode()
+    except _lib.LibraryNotFound:
+        return f"error {code}"
+
+
+def last_message(handle=None):
+    """``tide_errmsg(handle)``: the calling thread's last message for handle (any call
+    when handle is None)."""
+    raw = _lib.lib().tide_errmsg(handle)
+    return raw.decode("utf-8", "replace") if raw else ""
+
+
+#: What ``from tide.errors import *`` (and so the ``tide`` package) exports.
+__all__ = (
+    ["CODES", "error_class", "make_error", "errname", "strerror"]
+    + [name for name, v in list(globals().items()) if name.isupper() and isinstance(v, int)]
+    + [
+        name
+        for name, v in list(globals().items())
+        if isinstance(v, type) and issubclass(v, Error)
+    ]
+)

@@ -1,0 +1,494 @@
+"""tide.Store: a Pythonic handle on a libtide store.
+
+    with tide.Store("mem://?capacity=1GiB") as s:
+        s.put("block:0", b"...")
+        data = s.get("block:0")               # bytes
+        n = s.get_into("block:0", bytearray(4096))
+
+Keys are ``str`` (encoded as UTF-8) or bytes-like; values are any object with the buffer
+protocol and are passed to C without copies (see _buffers.py). A Store may be used by
+many threads at once: ctypes releases the GIL around every C call and libtide handles are
+thread-safe. ``close()`` waits for calls in flight on other threads, then frees the
+handle; any later call raises ``ClosedError``.
+
+When batch calls raise
+----------------------
+A batch call (``put_many``, ``get_many``, ``exists_many``, ``remove_many``,
+``put_many_iov``, ``get_many_iov``, ``match_prefix``) raises only when the call as a whole
+fails: an argument the binding refuses before calling C (mismatched lengths, a key that
+is neither str nor bytes, a buffer that is not contiguous or not writable), or a negative
+return from libtide (more than tide.BATCH_MAX keys, a closed store, a transport failure).
+What happens to each key is returned, never raised, as a list in key order:
+
+- ``put_many``, ``put_many_iov``, ``remove_many``: 0, or the key's negative code
+  (compare with ``tide.ENOTFOUND``, ``tide.EKEYEMPTY``, ...);
+- ``get_many(keys, bufs)``, ``get_many_iov``: the value's length, or the key's negative
+  code (``tide.EBUFSMALL`` when the value does not fit, ``tide.ENOTFOUND``);
+- ``exists_many``: booleans.
+
+The one exception is ``get_many(keys)`` without buffers, which returns the values
+themselves (bytes, or None for a missing key): having no place to report any other per-key
+failure (an empty key, say), it raises that failure as the matching ``Error``.
+"""
+
+import ctypes
+import errno
+import threading
+
+from . import _buffers, _lib, errors
+
+_GET_RETRIES = 8  # size-then-read attempts before a value that keeps changing size wins
+
+
+def key_bytes(key, what="key"):
+    """A key as bytes: str is encoded as UTF-8, bytes-like objects are copied."""
+    if isinstance(key, str):
+        return key.encode("utf-8")
+    if isinstance(key, bytes):
+        return key
+    if isinstance(key, (bytearray, memoryview)):
+        return bytes(key)
+    raise errors.InvalidKey(
+        -errno.EINVAL, f"{what}: expected str or bytes, got {type(key).__name__}"
+    )
+
+
+def _key_array(keys):
+    """keys -> (tide_key array, the buffer its pointers point into, the keys as bytes).
+    All keys are packed into one buffer, so the caller keeps just that alive."""
+    kb = [key_bytes(k, f"key {i}") for i, k in enumerate(keys)]
+    blob = ctypes.create_string_buffer(b"".join(kb), sum(map(len, kb)) + 1)
+    base = ctypes.addressof(blob)
+    arr = (_lib.Key * len(kb))()
+    off = 0
+    for i, k in enumerate(kb):
+        arr[i].data = base + off
+        arr[i].len = len(k)
+        off += len(k)
+    return arr, blob, kb
+
+
+def _iov_array(pinned, groups, writable, n, what, noun="buffer lists"):
+    """Per-key lists of buffers -> (tide_iov array, iovcnt array), buffers pinned."""
+    if len(groups) != n:
+        raise errors.InvalidArgument(-errno.EINVAL, f"{what}: {n} keys but {len(groups)} {noun}")
+    flat = []
+    counts = (ctypes.c_size_t * n)()
+    for i, group in enumerate(groups):
+        if not isinstance(group, (list, tuple)):
+            raise errors.InvalidArgument(
+                -errno.EINVAL,
+                f"{what}: key {i}: expected a list of buffers, got {type(group).__name__}",
+            )
+        counts[i] = len(group)
+        for j, buf in enumerate(group):
+            flat.append(pinned.add(buf, writable, f"{what}: buffer {j} of key {i}"))
+    iov = (_lib.Iov * max(1, len(flat)))()  # never a zero-length array: C wants non-NULL
+    for i, (addr, size) in enumerate(flat):
+        iov[i].base = addr
+        iov[i].len = size
+    return iov, counts
+
+
+def _raw_iov_array(ptr_lists, size_lists, n, what):
+    """Per-key lists of raw addresses and sizes -> (tide_iov array, iovcnt array)."""
+    ptr_lists, size_lists = list(ptr_lists), list(size_lists)
+    if len(ptr_lists) != n or len(size_lists) != n:
+        raise errors.InvalidArgument(
+            -errno.EINVAL,
+            f"{what}: {n} keys but {len(ptr_lists)} pointer lists and {len(size_lists)} "
+            f"size lists",
+        )
+    flat = []
+    counts = (ctypes.c_size_t * n)()
+    for i, (ptrs, sizes) in enumerate(zip(ptr_lists, size_lists)):
+        ptrs, sizes = list(ptrs), list(sizes)
+        if len(ptrs) != len(sizes):
+            raise errors.InvalidArgument(
+                -errno.EINVAL, f"{what}: key {i}: {len(ptrs)} pointers but {len(sizes)} sizes"
+            )
+        for j, (p, size) in enumerate(zip(ptrs, sizes)):
+            if not isinstance(p, int) or not isinstance(size, int) or size < 0 or (
+                p == 0 and size
+            ):
+                raise errors.InvalidArgument(
+                    -errno.EINVAL,
+                    f"{what}: key {i} piece {j}: bad address/size ({p!r}, {size!r})",
+                )
+            flat.append((p, size))
+        counts[i] = len(ptrs)
+    iov = (_lib.Iov * max(1, len(flat)))()
+    for i, (p, size) in enumerate(flat):
+        iov[i].base = p
+        iov[i].len = size
+    return iov, counts
+
+
+class Store:
+    """A libtide store opened from a URL (``None`` or ``""`` means ``"mem://"``).
+
+    Raises ``ConfigError`` for an unknown scheme, a malformed URL or a bad option, with
+    libtide's message.
+    """
+
+    def __init__(self, url=None):
+        self._lib = _lib.lib()
+        self.url = url or "mem://"
+        self._cv = threading.Condition()
+        self._active = 0
+        self._closed = True  # until the open succeeds, so __del__ has nothing to do
+        handle = _lib.StorePtr()
+        rc = self._lib.tide_open(url.encode("utf-8") if url else None, ctypes.byref(handle))
+        if rc < 0:
+            raise errors.make_error(rc, errors.last_message(None))
+        self._h = handle
+        self._closed = False
+
+    # -- lifetime ------------------------------------------------------------------------
+
+    def _enter(self):
+        """Count a call in flight and return the handle; ClosedError once closed."""
+        with self._cv:
+            if self._closed:
+                raise errors.ClosedError(errors.ECLOSED, f"store {self.url} is closed")
+            self._active += 1
+            return self._h
+
+    def _leave(self):
+        with self._cv:
+            self._active -= 1
+            if self._active == 0:
+                self._cv.notify_all()
+
+    def close(self):
+        """Wait for calls in flight, then free the store. Closing twice is harmless."""
+        with self._cv:
+            if self._closed:
+                return
+            self._closed = True
+            while self._active:
+                self._cv.wait()
+            handle, self._h = self._h, None
+        self._lib.tide_close(handle)
+
+    @property
+    def closed(self):
+        """True once close() has been called."""
+        return self._closed
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: ctypes may already be gone
+            pass
+
+    def __repr__(self):
+        return f"<tide.Store {self.url!r}{' closed' if self._closed else ''}>"
+
+    def _error(self, rc, handle, **extra):
+        return errors.make_error(rc, errors.last_message(handle), **extra)
+
+    # -- single keys ---------------------------------------------------------------------
+
+    def put(self, key, value):
+        """Store value (any buffer) under key. A key that already exists keeps its first
+        value and the call succeeds. Raises InvalidKey, InvalidValue, NoSpace, ..."""
+        k = key_bytes(key)
+        h = self._enter()
+        try:
+            with _buffers.Pinned() as pin:
+                addr, n = pin.add(value, False, "value")
+                rc = self._lib.tide_put(h, k, len(k), addr, n)
+            if rc < 0:
+                raise self._error(rc, h)
+        finally:
+            self._leave()
+
+    def _get(self, h, k, addr, cap):
+        """One tide_get: (rc, value length or size needed)."""
+        vlen = ctypes.c_size_t(0)
+        rc = self._lib.tide_get(h, k, len(k), addr, cap, ctypes.byref(vlen))
+        return rc, vlen.value
+
+    def size(self, key):
+        """The length of key's value. Raises NotFound."""
+        k = key_bytes(key)
+        h = self._enter()
+        try:
+            rc, n = self._get(h, k, None, 0)
+            if rc < 0 and rc != errors.EBUFSMALL:
+                raise self._error(rc, h)
+            return n
+        finally:
+            self._leave()
+
+    def get(self, key):
+        """key's value as bytes. Raises NotFound when absent."""
+        k = key_bytes(key)
+        h = self._enter()
+        try:
+            rc, need = self._get(h, k, None, 0)
+            if rc == 0:
+                return b""  # a backend that allows empty values
+            for _ in range(_GET_RETRIES):
+                if rc != errors.EBUFSMALL:
+                    break
+                buf = ctypes.create_string_buffer(need)
+                rc, n = self._get(h, k, ctypes.addressof(buf), need)
+                if rc == 0:
+                    return buf.raw[:n]
+                need = n  # replaced by a larger value meanwhile: try again
+            raise self._error(rc, h)
+        finally:
+            self._leave()
+
+    def get_into(self, key, buf):
+        """Read key's value into buf (any writable C-contiguous buffer); returns its
+        length. Raises NotFound, or BufferTooSmall whose ``needed`` is the value's size."""
+        k = key_bytes(key)
+        h = self._enter()
+        try:
+            with _buffers.Pinned() as pin:
+                addr, cap = pin.add(buf, True, "buffer")
+                rc, n = self._get(h, k, addr, cap)
+            if rc < 0:
+                raise self._error(rc, h, needed=n if rc == errors.EBUFSMALL else None)
+            return n
+        finally:
+            self._leave()
+
+    def exists(self, key):
+        """True if key is stored."""
+        k = key_bytes(key)
+        h = self._enter()
+        try:
+            rc = self._lib.tide_exists(h, k, len(k))
+            if rc < 0:
+                raise self._error(rc, h)
+            return rc == 1
+        finally:
+            self._leave()
+
+    def remove(self, key):
+        """Remove key: True if it was removed, False if it was not there."""
+        k = key_bytes(key)
+        h = self._enter()
+        try:
+            rc = self._lib.tide_remove(h, k, len(k))
+            if rc == errors.ENOTFOUND:
+                return False
+            if rc < 0:
+                raise self._error(rc, h)
+            return True
+        finally:
+            self._leave()
+
+    __contains__ = exists
+    __getitem__ = get
+    __setitem__ = put
+
+    def __delitem__(self, key):
+        if not self.remove(key):
+            raise errors.NotFound(errors.ENOTFOUND, f"key {key!r} not found")
+
+    # -- batches -------------------------------------------------------------------------
+
+    def put_many(self, keys, values):
+        """Store values[i] under keys[i]; returns per-key codes (0 = stored or already
+        present). See "When batch calls raise" above."""
+        values = [[v] for v in values]
+        return self._put_many(
+            keys, lambda pin, n: _iov_array(pin, values, False, n, "put_many", "values")
+        )
+
+    def put_many_iov(self, keys, buffer_lists):
+        """Store, under keys[i], the concatenation of the buffers in buffer_lists[i] (a
+        gather list: e.g. a block's K page and V page). Returns per-key codes."""
+        lists = list(buffer_lists)
+        return self._put_many(
+            keys, lambda pin, n: _iov_array(pin, lists, False, n, "put_many_iov")
+        )
+
+    def get_many(self, keys, bufs=None):
+        """With bufs: read keys[i] into bufs[i]; returns per key the value's length or a
+        negative code. Without: returns the values as bytes, None for missing keys."""
+        keys = list(keys)
+        if bufs is None:
+            return self._get_many_bytes(keys)
+        lists = [[b] for b in bufs]
+        codes, lens = self._get_many_raw(
+            keys, lambda pin, n: _iov_array(pin, lists, True, n, "get_many", "buffers")
+        )
+        return [n if rc == 0 else rc for rc, n in zip(codes, lens)]
+
+    def get_many_iov(self, keys, buffer_lists):
+        """Read keys[i] across the buffers of buffer_lists[i] in order (a scatter list:
+        e.g. numpy views of one block in the K plane and the V plane). Returns per key
+        the value's length, or a negative code (tide.EBUFSMALL when the value is longer
+        than the list's total size, tide.ENOTFOUND)."""
+        lists = list(buffer_lists)
+        codes, lens = self._get_many_raw(
+            list(keys), lambda pin, n: _iov_array(pin, lists, True, n, "get_many_iov")
+        )
+        return [n if rc == 0 else rc for rc, n in zip(codes, lens)]
+
+    def put_many_ptrs(self, keys, ptr_lists, size_lists):
+        """put_many_iov with raw addresses: key i's value is the concatenation of
+        size_lists[i][j] bytes at ptr_lists[i][j]. For memory Python cannot describe as a
+        buffer (a torch tensor's data_ptr(), memory registered elsewhere). The caller
+        vouches for every address: nothing here can check that it is valid."""
+        return self._put_many(
+            keys, lambda pin, n: _raw_iov_array(ptr_lists, size_lists, n, "put_many_ptrs")
+        )
+
+    def get_many_ptrs(self, keys, ptr_lists, size_lists):
+        """get_many_iov with raw addresses (see put_many_ptrs); the same per-key results."""
+        codes, lens = self._get_many_raw(
+            list(keys), lambda pin, n: _raw_iov_array(ptr_lists, size_lists, n, "get_many_ptrs")
+        )
+        return [n if rc == 0 else rc for rc, n in zip(codes, lens)]
+
+    def _put_many(self, keys, build):
+        """tide_put_many with the iov that build(pinned, n) makes: the results as a list."""
+        keys = list(keys)
+        karr, _blob, _ = _key_array(keys)
+        n = len(keys)
+        results = (ctypes.c_int * n)()
+        h = self._enter()
+        try:
+            with _buffers.Pinned() as pin:
+                iov, counts = build(pin, n)
+                rc = self._lib.tide_put_many(h, karr, n, iov, counts, results)
+            if rc < 0:
+                raise self._error(rc, h)
+            return list(results)
+        finally:
+            self._leave()
+
+    def _get_many_raw(self, keys, build):
+        """tide_get_many with the iov that build(pinned, n) makes: (results, vlens)."""
+        karr, _blob, _ = _key_array(keys)
+        n = len(keys)
+        results = (ctypes.c_int * n)()
+        vlens = (ctypes.c_size_t * n)()
+        h = self._enter()
+        try:
+            with _buffers.Pinned() as pin:
+                iov, counts = build(pin, n)
+                rc = self._lib.tide_get_many(h, karr, n, iov, counts, results, vlens)
+            if rc < 0:
+                raise self._error(rc, h)
+            return list(results), list(vlens)
+        finally:
+            self._leave()
+
+    def _get_many_bytes(self, keys):
+        """Ask every size in one batch (empty scatter lists), then read the values found
+        in a second; values replaced by larger ones meanwhile are asked again."""
+        out = [None] * len(keys)
+        pending = list(range(len(keys)))
+        sizes = {}
+        for _ in range(_GET_RETRIES):
+            if not pending:
+                return out
+            sub = [keys[i] for i in pending]
+            if sizes:
+                bufs = [bytearray(sizes[i]) for i in pending]
+                lists = [[b] for b in bufs]
+            else:
+                bufs = None
+                lists = [[] for _ in sub]  # empty scatter lists: sizes only
+            codes, lens = self._get_many_raw(
+                sub, lambda pin, n: _iov_array(pin, lists, True, n, "get_many")
+            )
+            retry = []
+            for j, i in enumerate(pending):
+                rc = codes[j]
+                if rc == 0:
+                    out[i] = bytes(memoryview(bufs[j])[: lens[j]]) if bufs else b""
+                elif rc == errors.EBUFSMALL:
+                    sizes[i] = lens[j]
+                    retry.append(i)
+                elif rc != errors.ENOTFOUND and rc != 0:
+                    raise errors.make_error(
+                        rc, f"get_many: key {i} ({keys[i]!r}): {errors.strerror(rc)}"
+                    )
+            pending = retry
+        raise errors.Busy(
+            errors.EBUSY, f"get_many: values kept changing size over {_GET_RETRIES} attempts"
+        )
+
+    def exists_many(self, keys):
+        """Per key, True if it is stored."""
+        keys = list(keys)
+        karr, _blob, _ = _key_array(keys)
+        n = len(keys)
+        present = (ctypes.c_uint8 * n)()
+        h = self._enter()
+        try:
+            rc = self._lib.tide_exists_many(h, karr, n, present)
+            if rc < 0:
+                raise self._error(rc, h)
+            return [bool(p) for p in present]
+        finally:
+            self._leave()
+
+    def remove_many(self, keys):
+        """Remove keys; per key 0 (removed) or tide.ENOTFOUND (or a key error)."""
+        keys = list(keys)
+        karr, _blob, _ = _key_array(keys)
+        n = len(keys)
+        results = (ctypes.c_int * n)()
+        h = self._enter()
+        try:
+            rc = self._lib.tide_remove_many(h, karr, n, results)
+            if rc < 0:
+                raise self._error(rc, h)
+            return list(results)
+        finally:
+            self._leave()
+
+    def match_prefix(self, keys):
+        """How many leading keys are all stored: the longest cached prefix of a chain of
+        block keys."""
+        keys = list(keys)
+        karr, _blob, _ = _key_array(keys)
+        h = self._enter()
+        try:
+            rc = self._lib.tide_match_prefix(h, karr, len(keys))
+            if rc < 0:
+                raise self._error(rc, h)
+            return rc
+        finally:
+            self._leave()
+
+    # -- the whole store -----------------------------------------------------------------
+
+    def clear(self):
+        """Remove every object."""
+        h = self._enter()
+        try:
+            rc = self._lib.tide_clear(h)
+            if rc < 0:
+                raise self._error(rc, h)
+        finally:
+            self._leave()
+
+    def stats(self):
+        """The store's figures as a dict of ints (the fields of tide_stats)."""
+        st = _lib.Stats()
+        h = self._enter()
+        try:
+            rc = self._lib.tide_stats_get(h, ctypes.byref(st))
+            if rc < 0:
+                raise self._error(rc, h)
+            return {name: getattr(st, name) for name in _lib.STATS_FIELDS}
+        finally:
+            self._leave()
