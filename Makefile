@@ -51,7 +51,7 @@ TEST_OBJS := $(call obj,$(TEST_SRCS))
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 
 .PHONY: all deps test check bench demo fuzz fuzz-seeds clean format python-test
-all: $(BUILD)/libtide.so $(BUILD)/libtide.a $(BUILD)/tide $(BENCH_BINS)
+all: $(BUILD)/libtide.so $(BUILD)/libtide.a $(BUILD)/tide $(BUILD)/tided $(BENCH_BINS)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -66,6 +66,9 @@ $(BUILD)/libtide.so: $(LIB_OBJS)
 
 $(BUILD)/tide: $(CLI_OBJS) $(APP_OBJS) $(BUILD)/libtide.a
 	$(CC) -o $@ $(CLI_OBJS) $(APP_OBJS) $(BUILD)/libtide.a $(LDFLAGS) $(LIBS)
+
+$(BUILD)/tided: $(BUILD)/tide
+	ln -sf tide $@
 
 $(BUILD)/tests/tide-tests: $(TEST_OBJS) $(APP_OBJS) $(BUILD)/libtide.a
 	@mkdir -p $(dir $@)

@@ -55,6 +55,10 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    /* Called as `tided` (build/tided is a link to build/tide): the daemon, same code path
+     * as `tide serve`. */
+    const char *base = strrchr(argv[0], '/');
+    if (strcmp(base ? base + 1 : argv[0], "tided") == 0) return cmd_serve(argc, argv);
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -358,3 +358,13 @@ TEST(server_bad_flags) {
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
     CHECK_CONTAINS(out, "capacty");
 }
+
+TEST(server_tided_name_runs_the_daemon) {
+    /* build/tided is the same program as `tide serve`. */
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "%s/tided --help | grep -q 'Run tided'", test_build_dir());
+    CHECK_EQ(system(cmd), 0);
+    snprintf(cmd, sizeof(cmd), "%s/tided --port notaport 2>/dev/null", test_build_dir());
+    int st = system(cmd);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+}
