@@ -18,7 +18,8 @@ typedef struct stream {
 
 static void s_room(stream *s, size_t n) {
     if (s->len + n <= s->cap) return;
-    while (s->len + n > s->cap) s->cap = s->cap ? s->cap * 2 : 4096;
+    while (s->len + n > s->cap)
+        s->cap = s->cap ? s->cap * 2 : 4096;
     s->p = realloc(s->p, s->cap);
     CHECK(s->p != NULL);
 }
@@ -30,15 +31,15 @@ static void s_raw(stream *s, const void *b, size_t n) {
 }
 
 /* Size-query the encoder call, make room, then encode into the stream. */
-#define S_ENC(s, fn, ...)                                                                     \
-    do {                                                                                      \
-        size_t need_;                                                                         \
-        CHECK_EQ(fn(NULL, 0, &need_, __VA_ARGS__), TIDE_EBUFSMALL);                           \
-        s_room((s), need_);                                                                   \
-        size_t got_ = 0;                                                                      \
-        CHECK_EQ(fn((s)->p + (s)->len, (s)->cap - (s)->len, &got_, __VA_ARGS__), 0);          \
-        CHECK_EQ(got_, need_);                                                                \
-        (s)->len += got_;                                                                     \
+#define S_ENC(s, fn, ...)                                                                          \
+    do {                                                                                           \
+        size_t need_;                                                                              \
+        CHECK_EQ(fn(NULL, 0, &need_, __VA_ARGS__), TIDE_EBUFSMALL);                                \
+        s_room((s), need_);                                                                        \
+        size_t got_ = 0;                                                                           \
+        CHECK_EQ(fn((s)->p + (s)->len, (s)->cap - (s)->len, &got_, __VA_ARGS__), 0);               \
+        CHECK_EQ(got_, need_);                                                                     \
+        (s)->len += got_;                                                                          \
     } while (0)
 
 /* n keys of lengths 1..TIDE_KEY_MAX, distinct, with binary bytes in them. */
@@ -49,7 +50,8 @@ static tide_key *make_keys(size_t n, char **store) {
     for (size_t i = 0; i < n; i++) {
         char *p = *store + i * TIDE_KEY_MAX;
         size_t len = 1 + (i * 37) % TIDE_KEY_MAX;
-        for (size_t j = 0; j < len; j++) p[j] = (char)(i * 131 + j * 7);
+        for (size_t j = 0; j < len; j++)
+            p[j] = (char)(i * 131 + j * 7);
         if (len >= 4) memcpy(p, &i, 4 < sizeof(i) ? 4 : sizeof(i));
         k[i] = (tide_key){p, len};
     }
@@ -79,7 +81,8 @@ TEST(proto_frame_put_roundtrip_many_keys) {
     size_t vlen[N], at = 0, total = 0;
     for (size_t i = 0; i < N; i++) {
         vlen[i] = 1 + i % 64;
-        for (size_t j = 0; j < vlen[i]; j++) vals[total + j] = (uint8_t)(i ^ j);
+        for (size_t j = 0; j < vlen[i]; j++)
+            vals[total + j] = (uint8_t)(i ^ j);
         /* Odd keys give their value as two pieces, to exercise scatter lists. */
         if (i % 2 && vlen[i] > 1) {
             iov[at++] = (tide_iov){vals + total, 1};
@@ -150,15 +153,17 @@ TEST(proto_frame_key_opcodes_roundtrip) {
     char *kstore;
     tide_key *keys = make_keys(N, &kstore);
     uint64_t caps[N];
-    for (size_t i = 0; i < N; i++) caps[i] = i * 1000 + (i == 7 ? UINT64_MAX - 1000 * 7 : 0);
-    const unsigned ops[] = {FRAME_OP_GET, FRAME_OP_EXISTS, FRAME_OP_REMOVE,
-                            FRAME_OP_MATCH_PREFIX};
+    for (size_t i = 0; i < N; i++)
+        caps[i] = i * 1000 + (i == 7 ? UINT64_MAX - 1000 * 7 : 0);
+    const unsigned ops[] = {FRAME_OP_GET, FRAME_OP_EXISTS, FRAME_OP_REMOVE, FRAME_OP_MATCH_PREFIX};
     frame_decoder d;
     frame_decoder_init(&d, NULL);
     for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++) {
         stream s = {0};
-        if (ops[o] == FRAME_OP_GET) S_ENC(&s, frame_encode_get, 40 + o, keys, caps, N);
-        else S_ENC(&s, frame_encode_keys, ops[o], 40 + o, keys, N);
+        if (ops[o] == FRAME_OP_GET)
+            S_ENC(&s, frame_encode_get, 40 + o, keys, caps, N);
+        else
+            S_ENC(&s, frame_encode_keys, ops[o], 40 + o, keys, N);
         frame_msg m = decode_one(&d, &s, 0);
         CHECK_EQ(m.h.opcode, ops[o]);
         CHECK_EQ(m.h.req_id, 40 + o);
@@ -183,7 +188,8 @@ TEST(proto_frame_key_opcodes_roundtrip) {
     frame_iter it;
     frame_entry e;
     frame_iter_init(&it, &m);
-    while (frame_iter_next(&it, &e)) CHECK(e.cap == UINT64_MAX);
+    while (frame_iter_next(&it, &e))
+        CHECK(e.cap == UINT64_MAX);
     free(keys), free(kstore), free(s.p);
 }
 
@@ -197,7 +203,8 @@ TEST(proto_frame_replies_roundtrip) {
 
     /* PUT and REMOVE replies: a status per key. */
     int32_t st[N];
-    for (int i = 0; i < N; i++) st[i] = i % 3 == 0 ? 0 : i % 3 == 1 ? TIDE_ENOTFOUND : -ENOMEM;
+    for (int i = 0; i < N; i++)
+        st[i] = i % 3 == 0 ? 0 : i % 3 == 1 ? TIDE_ENOTFOUND : -ENOMEM;
     for (unsigned op = FRAME_OP_PUT; op <= FRAME_OP_REMOVE; op += FRAME_OP_REMOVE - FRAME_OP_PUT) {
         stream s = {0};
         S_ENC(&s, frame_encode_status_reply, op, 5, st, N);
@@ -205,7 +212,8 @@ TEST(proto_frame_replies_roundtrip) {
         CHECK_EQ(m.h.opcode, op | FRAME_OP_REPLY);
         CHECK_EQ(m.h.count, N);
         frame_iter_init(&it, &m);
-        for (int i = 0; frame_iter_next(&it, &e); i++) CHECK_EQ(e.status, st[i]);
+        for (int i = 0; frame_iter_next(&it, &e); i++)
+            CHECK_EQ(e.status, st[i]);
         free(s.p);
     }
 
@@ -251,12 +259,14 @@ TEST(proto_frame_replies_roundtrip) {
 
     /* EXISTS reply. */
     uint8_t pres[N];
-    for (int i = 0; i < N; i++) pres[i] = (uint8_t)(i % 5 == 0 ? 0 : i % 5 == 1 ? 1 : 200);
+    for (int i = 0; i < N; i++)
+        pres[i] = (uint8_t)(i % 5 == 0 ? 0 : i % 5 == 1 ? 1 : 200);
     s = (stream){0};
     S_ENC(&s, frame_encode_exists_reply, 7, pres, N);
     m = decode_one(&d, &s, 0);
     frame_iter_init(&it, &m);
-    for (int i = 0; frame_iter_next(&it, &e); i++) CHECK_EQ(e.present, pres[i] ? 1 : 0);
+    for (int i = 0; frame_iter_next(&it, &e); i++)
+        CHECK_EQ(e.present, pres[i] ? 1 : 0);
     free(s.p);
 
     /* MATCH_PREFIX reply. */
@@ -269,8 +279,10 @@ TEST(proto_frame_replies_roundtrip) {
     free(s.p);
 
     /* STAT reply: named figures. */
-    const char *names[] = {"capacity_bytes", "used_bytes", "objects", "a", "x.y_Z9",
-                           "n123456789012345678901234567890123456789012345678901234567890123"};
+    const char *names[] = {
+        "capacity_bytes", "used_bytes",
+        "objects",        "a",
+        "x.y_Z9",         "n123456789012345678901234567890123456789012345678901234567890123"};
     uint64_t figs[] = {1ull << 40, 5, 0, UINT64_MAX, 42, 1};
     s = (stream){0};
     S_ENC(&s, frame_encode_stat_reply, 9, names, figs, 6);
@@ -299,8 +311,7 @@ TEST(proto_frame_control_opcodes_roundtrip) {
     frame_decoder_init(&d, NULL);
     frame_msg m;
     const unsigned empty_ops[] = {FRAME_OP_STAT, FRAME_OP_PING, FRAME_OP_CLEAR,
-                                  FRAME_OP_PING | FRAME_OP_REPLY,
-                                  FRAME_OP_CLEAR | FRAME_OP_REPLY};
+                                  FRAME_OP_PING | FRAME_OP_REPLY, FRAME_OP_CLEAR | FRAME_OP_REPLY};
     for (size_t i = 0; i < 5; i++) {
         stream s = {0};
         S_ENC(&s, frame_encode_empty, empty_ops[i], 100 + i);
@@ -418,9 +429,11 @@ TEST(proto_frame_one_byte_at_a_time) {
     char *kstore;
     tide_key *keys = make_keys(20, &kstore);
     uint8_t vals[20 * 8];
-    for (size_t i = 0; i < sizeof(vals); i++) vals[i] = (uint8_t)i;
+    for (size_t i = 0; i < sizeof(vals); i++)
+        vals[i] = (uint8_t)i;
     tide_iov iov[20];
-    for (int i = 0; i < 20; i++) iov[i] = (tide_iov){vals + i * 8, 8};
+    for (int i = 0; i < 20; i++)
+        iov[i] = (tide_iov){vals + i * 8, 8};
     stream s = {0};
     S_ENC(&s, frame_encode_empty, FRAME_OP_PING, 1);
     S_ENC(&s, frame_encode_put, 2, keys, 20, iov, NULL, NULL, NULL);
@@ -451,7 +464,8 @@ TEST(proto_frame_one_byte_at_a_time) {
             frame_iter it;
             frame_entry e;
             frame_iter_init(&it, &m);
-            while (frame_iter_next(&it, &e)) CHECK_EQ(frame_value_check(&e, e.val), 0);
+            while (frame_iter_next(&it, &e))
+                CHECK_EQ(frame_value_check(&e, e.val), 0);
         }
         start = have;
     }
@@ -475,7 +489,8 @@ TEST(proto_frame_head_then_values) {
     uint64_t dl;
     S_ENC(&s, frame_encode_put, 9, keys, 3, iov, NULL, NULL, &dl);
     size_t head_len = s.len;
-    for (int i = 0; i < 3; i++) s_raw(&s, v[i], iov[i].len);
+    for (int i = 0; i < 3; i++)
+        s_raw(&s, v[i], iov[i].len);
     CHECK_EQ(s.len, head_len + dl);
 
     frame_decoder d;
@@ -487,8 +502,10 @@ TEST(proto_frame_head_then_values) {
     while (r == 0 && have <= s.len) {
         r = frame_decode_head(&d, s.p, have, &m);
         CHECK(r >= 0);
-        if (r == 0) CHECK(have + d.need <= head_len);
-        else CHECK_EQ(have, head_len);
+        if (r == 0)
+            CHECK(have + d.need <= head_len);
+        else
+            CHECK_EQ(have, head_len);
         have++;
     }
     CHECK_EQ((size_t)r, head_len);
@@ -522,7 +539,8 @@ static stream put_frame(size_t n, size_t klen, size_t vlen) {
     }
     stream s = {0};
     S_ENC(&s, frame_encode_put, 1, keys, n, iov, NULL, NULL, NULL);
-    for (size_t i = 0; i < n; i++) s_raw(&s, val, vlen);
+    for (size_t i = 0; i < n; i++)
+        s_raw(&s, val, vlen);
     free(keys), free(iov), free(val);
     return s;
 }
@@ -737,7 +755,8 @@ TEST(proto_frame_truncated) {
     tide_key *keys = make_keys(5, &kstore);
     uint8_t v[5] = {1, 2, 3, 4, 5};
     tide_iov iov[5];
-    for (int i = 0; i < 5; i++) iov[i] = (tide_iov){v + i, 1};
+    for (int i = 0; i < 5; i++)
+        iov[i] = (tide_iov){v + i, 1};
     stream s = {0};
     S_ENC(&s, frame_encode_put, 1, keys, 5, iov, NULL, NULL, NULL);
     s_raw(&s, v, 5);
@@ -858,14 +877,21 @@ TEST(proto_frame_encoder_buffer_sizes) {
     CHECK_EQ(len, need);
     CHECK(buf[need] == 0x5a); /* and nothing past the frame */
     /* The header is what the layout says, byte for byte. */
-    const uint8_t want[FRAME_HDR_SIZE] = {'T', 'I', 'D', 'E', 1, FRAME_OP_EXISTS, 0, 0,
-                                          1,   0,   0,   0,   0, 0, 0, 0,
-                                          2,   0,   0,   0,   0, 0, 0, 0,
-                                          13,  0,   0,   0,   0, 0, 0, 0,
-                                          13,  0,   0,   0,   0, 0, 0, 0};
+    const uint8_t want[FRAME_HDR_SIZE] = {'T', 'I', 'D', 'E', 1, FRAME_OP_EXISTS,
+                                          0,   0,   1,   0,   0, 0,
+                                          0,   0,   0,   0,   2, 0,
+                                          0,   0,   0,   0,   0, 0,
+                                          13,  0,   0,   0,   0, 0,
+                                          0,   0,   13,  0,   0, 0,
+                                          0,   0,   0,   0};
     CHECK(memcmp(buf, want, FRAME_HDR_SIZE) == 0);
-    CHECK(memcmp(buf + FRAME_HDR_SIZE, "\x05\x00" "alpha" "\x04\x00" "beta", 13) == 0);
+    CHECK(memcmp(buf + FRAME_HDR_SIZE,
+                 "\x05\x00"
+                 "alpha"
+                 "\x04\x00"
+                 "beta",
+                 13) == 0);
     /* More than TIDE_BATCH_MAX entries cannot be framed. */
-    CHECK_EQ(frame_encode_status_reply(NULL, 0, &len, FRAME_OP_PUT, 1, NULL,
-                                       TIDE_BATCH_MAX + 1), TIDE_ELIMIT);
+    CHECK_EQ(frame_encode_status_reply(NULL, 0, &len, FRAME_OP_PUT, 1, NULL, TIDE_BATCH_MAX + 1),
+             TIDE_ELIMIT);
 }
