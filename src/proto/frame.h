@@ -89,11 +89,11 @@
 
 #define FRAME_MAGIC 0x45444954u /* "TIDE" on the wire */
 #define FRAME_HDR_SIZE 40
-#define FRAME_VERSION 1         /* the version this code speaks */
-#define FRAME_TOKEN_MAX 256     /* longest HELLO auth token */
-#define FRAME_ERRMSG_MAX 1024   /* longest message in an error reply */
-#define FRAME_STAT_NAME_MAX 64  /* longest figure name in a STAT reply */
-#define FRAME_HELLO_META 18     /* HELLO key section without the token */
+#define FRAME_VERSION 1        /* the version this code speaks */
+#define FRAME_TOKEN_MAX 256    /* longest HELLO auth token */
+#define FRAME_ERRMSG_MAX 1024  /* longest message in an error reply */
+#define FRAME_STAT_NAME_MAX 64 /* longest figure name in a STAT reply */
+#define FRAME_HELLO_META 18    /* HELLO key section without the token */
 #define FRAME_HELLO_REPLY_META 32
 
 enum frame_op {
@@ -164,27 +164,27 @@ typedef struct frame_hello_reply {
  */
 typedef struct frame_msg {
     frame_header h;
-    const uint8_t *meta;   /* the key section, h.meta_len bytes */
-    const uint8_t *data;   /* the value bytes; NULL after frame_decode_head */
-    uint64_t data_len;     /* h.body_len - h.meta_len */
-    frame_hello hello;     /* HELLO */
+    const uint8_t *meta;           /* the key section, h.meta_len bytes */
+    const uint8_t *data;           /* the value bytes; NULL after frame_decode_head */
+    uint64_t data_len;             /* h.body_len - h.meta_len */
+    frame_hello hello;             /* HELLO */
     frame_hello_reply hello_reply; /* HELLO reply */
-    uint32_t matched;      /* MATCH_PREFIX reply */
-    const char *errmsg;    /* error reply: errmsg_len bytes, not NUL-terminated */
+    uint32_t matched;              /* MATCH_PREFIX reply */
+    const char *errmsg;            /* error reply: errmsg_len bytes, not NUL-terminated */
     size_t errmsg_len;
 } frame_msg;
 
 /* One per-key entry. Only the fields of the frame's opcode are set; the rest are 0. */
 typedef struct frame_entry {
-    tide_key key;        /* requests with keys; STAT reply: the figure's name */
-    uint64_t vlen;       /* PUT, GET reply: value length (GET reply TIDE_EBUFSMALL: needed) */
-    uint64_t sum;        /* PUT, GET reply: xxh3-64 of the value */
-    uint64_t voff;       /* PUT, GET reply: offset of the value in the value bytes */
-    const uint8_t *val;  /* the value itself when the value bytes are in the buffer */
-    uint64_t cap;        /* GET: the client's room for the value */
-    uint64_t figure;     /* STAT reply: the figure's value */
-    int32_t status;      /* PUT, GET, REMOVE replies */
-    uint8_t present;     /* EXISTS reply */
+    tide_key key;       /* requests with keys; STAT reply: the figure's name */
+    uint64_t vlen;      /* PUT, GET reply: value length (GET reply TIDE_EBUFSMALL: needed) */
+    uint64_t sum;       /* PUT, GET reply: xxh3-64 of the value */
+    uint64_t voff;      /* PUT, GET reply: offset of the value in the value bytes */
+    const uint8_t *val; /* the value itself when the value bytes are in the buffer */
+    uint64_t cap;       /* GET: the client's room for the value */
+    uint64_t figure;    /* STAT reply: the figure's value */
+    int32_t status;     /* PUT, GET, REMOVE replies */
+    uint8_t present;    /* EXISTS reply */
 } frame_entry;
 
 /* Walks the entries of a frame the decoder accepted (never of anything else). */
@@ -209,9 +209,9 @@ int frame_value_check(const frame_entry *e, const void *val);
  */
 typedef struct frame_decoder {
     frame_limits lim;
-    size_t need;       /* after a call that returned 0: more bytes needed, at least this many */
-    int err;           /* 0, or the code of the error that stopped the stream */
-    char errstr[256];  /* the message for err, naming the limit or the field and its value */
+    size_t need;      /* after a call that returned 0: more bytes needed, at least this many */
+    int err;          /* 0, or the code of the error that stopped the stream */
+    char errstr[256]; /* the message for err, naming the limit or the field and its value */
 } frame_decoder;
 
 /* Start a decoder with `lim` (NULL = defaults). Errors: TIDE_ECONFIG (message in errstr). */
@@ -303,8 +303,7 @@ int frame_encode_exists_reply(void *buf, size_t cap, size_t *len, uint64_t req_i
                               const uint8_t *present, size_t n);
 
 /* MATCH_PREFIX reply. */
-int frame_encode_match_reply(void *buf, size_t cap, size_t *len, uint64_t req_id,
-                             uint32_t matched);
+int frame_encode_match_reply(void *buf, size_t cap, size_t *len, uint64_t req_id, uint32_t matched);
 
 /* STAT reply: n figures, names[i] (NUL-terminated, 1..64 chars of [A-Za-z0-9_.]). */
 int frame_encode_stat_reply(void *buf, size_t cap, size_t *len, uint64_t req_id,
@@ -333,10 +332,12 @@ static inline void frame_wr16(uint8_t *p, uint16_t v) {
     p[1] = (uint8_t)(v >> 8);
 }
 static inline void frame_wr32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
 }
 static inline void frame_wr64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
 }
 
 #endif

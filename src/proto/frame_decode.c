@@ -39,11 +39,11 @@ typedef struct shape {
     int data;
 } shape;
 
-#define KEY_ENTRY_MIN 3u                   /* u16 klen + 1 byte */
-#define KEY_ENTRY_MAX (2u + TIDE_KEY_MAX)  /* u16 klen + TIDE_KEY_MAX bytes */
-#define STAT_ENTRY_MIN 10u                 /* u8 name_len + 1 byte + u64 */
+#define KEY_ENTRY_MIN 3u                  /* u16 klen + 1 byte */
+#define KEY_ENTRY_MAX (2u + TIDE_KEY_MAX) /* u16 klen + TIDE_KEY_MAX bytes */
+#define STAT_ENTRY_MIN 10u                /* u8 name_len + 1 byte + u64 */
 #define STAT_ENTRY_MAX (9u + FRAME_STAT_NAME_MAX)
-#define GET_REPLY_ENTRY 20u                /* i32 status + u64 vlen + u64 sum */
+#define GET_REPLY_ENTRY 20u /* i32 status + u64 vlen + u64 sum */
 
 static shape shape_of(unsigned op, int32_t status) {
     if (status != 0) return (shape){K_ERROR, 0, FRAME_ERRMSG_MAX, 0, 0, 0};
@@ -54,25 +54,31 @@ static shape shape_of(unsigned op, int32_t status) {
         return (shape){K_HELLO_REPLY, FRAME_HELLO_REPLY_META, FRAME_HELLO_REPLY_META, 0, 0, 0};
     case FRAME_OP_PUT:
         return (shape){K_PUT, 0, 0, KEY_ENTRY_MIN + 16, KEY_ENTRY_MAX + 16, 1};
-    case FRAME_OP_GET: return (shape){K_GET, 0, 0, KEY_ENTRY_MIN + 8, KEY_ENTRY_MAX + 8, 0};
+    case FRAME_OP_GET:
+        return (shape){K_GET, 0, 0, KEY_ENTRY_MIN + 8, KEY_ENTRY_MAX + 8, 0};
     case FRAME_OP_EXISTS:
     case FRAME_OP_REMOVE:
-    case FRAME_OP_MATCH_PREFIX: return (shape){K_KEYS, 0, 0, KEY_ENTRY_MIN, KEY_ENTRY_MAX, 0};
+    case FRAME_OP_MATCH_PREFIX:
+        return (shape){K_KEYS, 0, 0, KEY_ENTRY_MIN, KEY_ENTRY_MAX, 0};
     case FRAME_OP_PUT | FRAME_OP_REPLY:
-    case FRAME_OP_REMOVE | FRAME_OP_REPLY: return (shape){K_STATUS, 0, 0, 4, 4, 0};
+    case FRAME_OP_REMOVE | FRAME_OP_REPLY:
+        return (shape){K_STATUS, 0, 0, 4, 4, 0};
     case FRAME_OP_GET | FRAME_OP_REPLY:
         return (shape){K_GET_REPLY, 0, 0, GET_REPLY_ENTRY, GET_REPLY_ENTRY, 1};
-    case FRAME_OP_EXISTS | FRAME_OP_REPLY: return (shape){K_EXISTS_REPLY, 0, 0, 1, 1, 0};
-    case FRAME_OP_MATCH_PREFIX | FRAME_OP_REPLY: return (shape){K_MATCH_REPLY, 4, 4, 0, 0, 0};
+    case FRAME_OP_EXISTS | FRAME_OP_REPLY:
+        return (shape){K_EXISTS_REPLY, 0, 0, 1, 1, 0};
+    case FRAME_OP_MATCH_PREFIX | FRAME_OP_REPLY:
+        return (shape){K_MATCH_REPLY, 4, 4, 0, 0, 0};
     case FRAME_OP_STAT | FRAME_OP_REPLY:
         return (shape){K_STAT_REPLY, 0, 0, STAT_ENTRY_MIN, STAT_ENTRY_MAX, 0};
     case FRAME_OP_ERROR: /* only valid with a status, which returned above */
-    default: return (shape){K_EMPTY, 0, 0, 0, 0, 0};
+    default:
+        return (shape){K_EMPTY, 0, 0, 0, 0, 0};
     }
 }
 
-__attribute__((format(printf, 3, 4))) static int fail(frame_decoder *d, int code,
-                                                       const char *fmt, ...) {
+__attribute__((format(printf, 3, 4))) static int fail(frame_decoder *d, int code, const char *fmt,
+                                                      ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(d->errstr, sizeof(d->errstr), fmt, ap);
@@ -83,8 +89,10 @@ __attribute__((format(printf, 3, 4))) static int fail(frame_decoder *d, int code
 
 int frame_decoder_init(frame_decoder *d, const frame_limits *lim) {
     memset(d, 0, sizeof(*d));
-    if (lim) d->lim = *lim;
-    else frame_limits_default(&d->lim);
+    if (lim)
+        d->lim = *lim;
+    else
+        frame_limits_default(&d->lim);
     int rc = frame_limits_check(&d->lim, d->errstr, sizeof(d->errstr));
     if (rc) {
         frame_limits_default(&d->lim);
@@ -134,8 +142,7 @@ static int check_header(frame_decoder *d, const uint8_t *p, frame_header *h, sha
         return fail(d, TIDE_EPROTO, "%s: unknown flags 0x%04x (version 1 defines none)", op,
                     h->flags);
     if (reserved)
-        return fail(d, TIDE_EPROTO, "%s: reserved header field is 0x%08x, must be 0", op,
-                    reserved);
+        return fail(d, TIDE_EPROTO, "%s: reserved header field is 0x%08x, must be 0", op, reserved);
     if (!(h->opcode & FRAME_OP_REPLY) && h->status != 0)
         return fail(d, TIDE_EPROTO, "%s request carries status %d, must be 0", op, h->status);
     if (h->status > 0)
@@ -169,8 +176,8 @@ static int check_header(frame_decoder *d, const uint8_t *p, frame_header *h, sha
         return fail(d, TIDE_EPROTO, "%s carries no value bytes, header says %llu", op,
                     (unsigned long long)data);
     if (sh->kind == K_PUT && data < h->count)
-        return fail(d, TIDE_EPROTO, "%s: %u values cannot fit in %llu value bytes", op,
-                    h->count, (unsigned long long)data);
+        return fail(d, TIDE_EPROTO, "%s: %u values cannot fit in %llu value bytes", op, h->count,
+                    (unsigned long long)data);
     if (sh->data && data && h->count == 0)
         return fail(d, TIDE_EPROTO, "%s: %llu value bytes but no entries", op,
                     (unsigned long long)data);
@@ -204,13 +211,15 @@ static int parse_keys(frame_decoder *d, frame_msg *m, size_t extra, int put) {
             uint64_t vlen = frame_rd64(p);
             if (vlen == 0) return fail(d, TIDE_EVALEMPTY, "%s: value of key %u is empty", op, i);
             if (vlen > d->lim.max_value)
-                return fail(d, TIDE_EVALBIG, "%s: value of key %u is %llu bytes, limit "
-                            "max_value=%llu", op, i, (unsigned long long)vlen,
-                            (unsigned long long)d->lim.max_value);
+                return fail(d, TIDE_EVALBIG,
+                            "%s: value of key %u is %llu bytes, limit "
+                            "max_value=%llu",
+                            op, i, (unsigned long long)vlen, (unsigned long long)d->lim.max_value);
             if (vlen > m->data_len - total)
-                return fail(d, TIDE_EPROTO, "%s: values through key %u add up to more than the "
-                            "%llu value bytes in the header", op, i,
-                            (unsigned long long)m->data_len);
+                return fail(d, TIDE_EPROTO,
+                            "%s: values through key %u add up to more than the "
+                            "%llu value bytes in the header",
+                            op, i, (unsigned long long)m->data_len);
             total += vlen;
         }
         p += extra;
@@ -236,18 +245,21 @@ static int parse_get_reply(frame_decoder *d, frame_msg *m) {
             if (vlen == 0)
                 return fail(d, TIDE_EPROTO, "GET_REPLY: entry %u found a value of 0 bytes", i);
             if (vlen > d->lim.max_value)
-                return fail(d, TIDE_EVALBIG, "GET_REPLY: value %u is %llu bytes, limit "
-                            "max_value=%llu", i, (unsigned long long)vlen,
-                            (unsigned long long)d->lim.max_value);
+                return fail(d, TIDE_EVALBIG,
+                            "GET_REPLY: value %u is %llu bytes, limit "
+                            "max_value=%llu",
+                            i, (unsigned long long)vlen, (unsigned long long)d->lim.max_value);
             if (vlen > m->data_len - total)
-                return fail(d, TIDE_EPROTO, "GET_REPLY: values through entry %u add up to more "
-                            "than the %llu value bytes in the header", i,
-                            (unsigned long long)m->data_len);
+                return fail(d, TIDE_EPROTO,
+                            "GET_REPLY: values through entry %u add up to more "
+                            "than the %llu value bytes in the header",
+                            i, (unsigned long long)m->data_len);
             total += vlen;
         } else if (sum != 0 || (vlen != 0 && st != TIDE_EBUFSMALL)) {
-            return fail(d, TIDE_EPROTO, "GET_REPLY: entry %u with status %d carries vlen %llu "
-                        "and sum 0x%llx, must be 0", i, st, (unsigned long long)vlen,
-                        (unsigned long long)sum);
+            return fail(d, TIDE_EPROTO,
+                        "GET_REPLY: entry %u with status %d carries vlen %llu "
+                        "and sum 0x%llx, must be 0",
+                        i, st, (unsigned long long)vlen, (unsigned long long)sum);
         }
     }
     if (total != m->data_len)
@@ -257,8 +269,8 @@ static int parse_get_reply(frame_decoder *d, frame_msg *m) {
 }
 
 static int stat_name_char(uint8_t c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '.';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '.';
 }
 
 static int parse_stat_reply(frame_decoder *d, frame_msg *m) {
@@ -291,12 +303,18 @@ static int parse_meta(frame_decoder *d, frame_msg *m, const shape *sh) {
     const uint8_t *p = m->meta;
     const uint32_t n = m->h.count;
     switch (sh->kind) {
-    case K_EMPTY: return 0;
-    case K_PUT: return parse_keys(d, m, 16, 1);
-    case K_GET: return parse_keys(d, m, 8, 0);
-    case K_KEYS: return parse_keys(d, m, 0, 0);
-    case K_GET_REPLY: return parse_get_reply(d, m);
-    case K_STAT_REPLY: return parse_stat_reply(d, m);
+    case K_EMPTY:
+        return 0;
+    case K_PUT:
+        return parse_keys(d, m, 16, 1);
+    case K_GET:
+        return parse_keys(d, m, 8, 0);
+    case K_KEYS:
+        return parse_keys(d, m, 0, 0);
+    case K_GET_REPLY:
+        return parse_get_reply(d, m);
+    case K_STAT_REPLY:
+        return parse_stat_reply(d, m);
     case K_STATUS:
         for (uint32_t i = 0; i < n; i++) {
             int32_t st = (int32_t)frame_rd32(p + 4 * (size_t)i);
@@ -311,7 +329,9 @@ static int parse_meta(frame_decoder *d, frame_msg *m, const shape *sh) {
                 return fail(d, TIDE_EPROTO, "EXISTS_REPLY: entry %u is %u, must be 0 or 1", i,
                             p[i]);
         return 0;
-    case K_MATCH_REPLY: m->matched = frame_rd32(p); return 0;
+    case K_MATCH_REPLY:
+        m->matched = frame_rd32(p);
+        return 0;
     case K_ERROR:
         m->errmsg = (const char *)p;
         m->errmsg_len = m->h.meta_len;
@@ -429,7 +449,9 @@ int frame_iter_next(frame_iter *it, frame_entry *e) {
         e->sum = frame_rd64(p + 12);
         p += GET_REPLY_ENTRY;
         break;
-    case K_EXISTS_REPLY: e->present = *p++; break;
+    case K_EXISTS_REPLY:
+        e->present = *p++;
+        break;
     case K_STAT_REPLY:
         e->key.len = *p;
         e->key.data = p + 1;
@@ -437,7 +459,8 @@ int frame_iter_next(frame_iter *it, frame_entry *e) {
         e->figure = frame_rd64(p);
         p += 8;
         break;
-    default: return 0;
+    default:
+        return 0;
     }
     if ((sh.kind == K_PUT || sh.kind == K_GET_REPLY) && e->status == 0) {
         e->voff = it->voff;

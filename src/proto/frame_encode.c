@@ -38,8 +38,8 @@ static int room(const void *buf, size_t cap, size_t *len, size_t need) {
     return buf && cap >= need ? 0 : TIDE_EBUFSMALL;
 }
 
-static uint8_t *put_header(void *buf, unsigned op, uint64_t req_id, size_t count,
-                           int32_t status, size_t meta_len, uint64_t data_len) {
+static uint8_t *put_header(void *buf, unsigned op, uint64_t req_id, size_t count, int32_t status,
+                           size_t meta_len, uint64_t data_len) {
     uint8_t *p = buf;
     frame_wr32(p, FRAME_MAGIC);
     p[4] = FRAME_VERSION;
@@ -62,7 +62,8 @@ static uint8_t *put_key(uint8_t *p, const tide_key *k) {
 
 static size_t keys_bytes(const tide_key *keys, size_t n, size_t extra) {
     size_t t = 0;
-    for (size_t i = 0; i < n; i++) t += 2 + keys[i].len + extra;
+    for (size_t i = 0; i < n; i++)
+        t += 2 + keys[i].len + extra;
     return t;
 }
 
@@ -90,8 +91,8 @@ int frame_encode_hello_reply(void *buf, size_t cap, size_t *len, uint64_t req_id
     if (r->version == 0) return TIDE_EPROTO;
     int rc = room(buf, cap, len, FRAME_HDR_SIZE + FRAME_HELLO_REPLY_META);
     if (rc) return rc;
-    uint8_t *p = put_header(buf, FRAME_OP_HELLO | FRAME_OP_REPLY, req_id, 0, 0,
-                            FRAME_HELLO_REPLY_META, 0);
+    uint8_t *p =
+        put_header(buf, FRAME_OP_HELLO | FRAME_OP_REPLY, req_id, 0, 0, FRAME_HELLO_REPLY_META, 0);
     frame_wr16(p, r->version);
     frame_wr16(p + 2, 0);
     frame_wr32(p + 4, r->max_keys);
@@ -106,7 +107,8 @@ static uint64_t iov_sum(const tide_iov *iov, size_t cnt) {
     if (cnt == 1) return checksum_buf(iov[0].base, iov[0].len);
     XXH3_state_t st;
     XXH3_64bits_reset(&st);
-    for (size_t i = 0; i < cnt; i++) XXH3_64bits_update_dispatch(&st, iov[i].base, iov[i].len);
+    for (size_t i = 0; i < cnt; i++)
+        XXH3_64bits_update_dispatch(&st, iov[i].base, iov[i].len);
     return XXH3_64bits_digest(&st);
 }
 
@@ -168,7 +170,8 @@ int frame_encode_keys(void *buf, size_t cap, size_t *len, unsigned op, uint64_t 
     rc = room(buf, cap, len, FRAME_HDR_SIZE + meta);
     if (rc) return rc;
     uint8_t *p = put_header(buf, op, req_id, n, 0, meta, 0);
-    for (size_t i = 0; i < n; i++) p = put_key(p, &keys[i]);
+    for (size_t i = 0; i < n; i++)
+        p = put_key(p, &keys[i]);
     return 0;
 }
 
@@ -178,8 +181,10 @@ int frame_encode_empty(void *buf, size_t cap, size_t *len, unsigned op, uint64_t
     case FRAME_OP_PING:
     case FRAME_OP_CLEAR:
     case FRAME_OP_PING | FRAME_OP_REPLY:
-    case FRAME_OP_CLEAR | FRAME_OP_REPLY: break;
-    default: return -EINVAL;
+    case FRAME_OP_CLEAR | FRAME_OP_REPLY:
+        break;
+    default:
+        return -EINVAL;
     }
     int rc = room(buf, cap, len, FRAME_HDR_SIZE);
     if (rc) return rc;
@@ -197,7 +202,8 @@ int frame_encode_status_reply(void *buf, size_t cap, size_t *len, unsigned op, u
     int rc = room(buf, cap, len, FRAME_HDR_SIZE + 4 * n);
     if (rc) return rc;
     uint8_t *p = put_header(buf, op | FRAME_OP_REPLY, req_id, n, 0, 4 * n, 0);
-    for (size_t i = 0; i < n; i++) frame_wr32(p + 4 * i, (uint32_t)status[i]);
+    for (size_t i = 0; i < n; i++)
+        frame_wr32(p + 4 * i, (uint32_t)status[i]);
     return 0;
 }
 
@@ -231,7 +237,8 @@ int frame_encode_exists_reply(void *buf, size_t cap, size_t *len, uint64_t req_i
     int rc = room(buf, cap, len, FRAME_HDR_SIZE + n);
     if (rc) return rc;
     uint8_t *p = put_header(buf, FRAME_OP_EXISTS | FRAME_OP_REPLY, req_id, n, 0, n, 0);
-    for (size_t i = 0; i < n; i++) p[i] = present[i] ? 1 : 0;
+    for (size_t i = 0; i < n; i++)
+        p[i] = present[i] ? 1 : 0;
     return 0;
 }
 

@@ -57,13 +57,17 @@ static int fc_reencode(const frame_msg *m, uint8_t *out, size_t cap, size_t *len
         present[k] = e.present;
         np[k] = names[k];
         switch (m->h.opcode) {
-        case FRAME_OP_GET: a[k] = e.cap; break;
+        case FRAME_OP_GET:
+            a[k] = e.cap;
+            break;
         case FRAME_OP_STAT | FRAME_OP_REPLY:
             if (e.key.len > FRAME_STAT_NAME_MAX) goto out;
             memcpy(names[k], e.key.data, e.key.len);
             a[k] = e.figure;
             break;
-        default: a[k] = e.vlen; break;
+        default:
+            a[k] = e.vlen;
+            break;
         }
         b[k] = e.sum;
     }
@@ -76,22 +80,30 @@ static int fc_reencode(const frame_msg *m, uint8_t *out, size_t cap, size_t *len
         goto out;
     }
     switch (op) {
-    case FRAME_OP_HELLO: rc = frame_encode_hello(out, cap, len, id, &m->hello); break;
+    case FRAME_OP_HELLO:
+        rc = frame_encode_hello(out, cap, len, id, &m->hello);
+        break;
     case FRAME_OP_HELLO | FRAME_OP_REPLY:
         rc = frame_encode_hello_reply(out, cap, len, id, &m->hello_reply);
         break;
     case FRAME_OP_PUT:
         rc = frame_encode_put(out, cap, len, id, keys, n, iov, NULL, b, data_len);
         break;
-    case FRAME_OP_GET: rc = frame_encode_get(out, cap, len, id, keys, a, n); break;
+    case FRAME_OP_GET:
+        rc = frame_encode_get(out, cap, len, id, keys, a, n);
+        break;
     case FRAME_OP_EXISTS:
     case FRAME_OP_REMOVE:
-    case FRAME_OP_MATCH_PREFIX: rc = frame_encode_keys(out, cap, len, op, id, keys, n); break;
+    case FRAME_OP_MATCH_PREFIX:
+        rc = frame_encode_keys(out, cap, len, op, id, keys, n);
+        break;
     case FRAME_OP_STAT:
     case FRAME_OP_PING:
     case FRAME_OP_CLEAR:
     case FRAME_OP_PING | FRAME_OP_REPLY:
-    case FRAME_OP_CLEAR | FRAME_OP_REPLY: rc = frame_encode_empty(out, cap, len, op, id); break;
+    case FRAME_OP_CLEAR | FRAME_OP_REPLY:
+        rc = frame_encode_empty(out, cap, len, op, id);
+        break;
     case FRAME_OP_PUT | FRAME_OP_REPLY:
     case FRAME_OP_REMOVE | FRAME_OP_REPLY:
         rc = frame_encode_status_reply(out, cap, len, op, id, st, n);
@@ -108,7 +120,9 @@ static int fc_reencode(const frame_msg *m, uint8_t *out, size_t cap, size_t *len
     case FRAME_OP_STAT | FRAME_OP_REPLY:
         rc = frame_encode_stat_reply(out, cap, len, id, np, a, n);
         break;
-    default: rc = -2; break;
+    default:
+        rc = -2;
+        break;
     }
 out:
     free(keys);
@@ -143,17 +157,17 @@ static const char *fc_frame(const frame_msg *f, const uint8_t *p, size_t n) {
     while (frame_iter_next(&it, &e)) {
         k++;
         if (e.val) {
-            if (e.voff != off || e.val != f->data + off) return fc_fail("entry %llu: bad voff",
-                                                                        (unsigned long long)k);
+            if (e.voff != off || e.val != f->data + off)
+                return fc_fail("entry %llu: bad voff", (unsigned long long)k);
             off += e.vlen;
         }
         if (e.key.len > TIDE_KEY_MAX) return fc_fail("entry key of %zu bytes", e.key.len);
     }
-    if (k != f->h.count) return fc_fail("iterator gave %llu of %u entries",
-                                        (unsigned long long)k, f->h.count);
-    if (off != f->data_len) return fc_fail("values tile %llu of %llu value bytes",
-                                           (unsigned long long)off,
-                                           (unsigned long long)f->data_len);
+    if (k != f->h.count)
+        return fc_fail("iterator gave %llu of %u entries", (unsigned long long)k, f->h.count);
+    if (off != f->data_len)
+        return fc_fail("values tile %llu of %llu value bytes", (unsigned long long)off,
+                       (unsigned long long)f->data_len);
 
     /* The head alone decodes to the same thing. */
     frame_decoder d;
@@ -172,10 +186,14 @@ static const char *fc_frame(const frame_msg *f, const uint8_t *p, size_t n) {
     uint64_t dl = 0;
     int rc = out ? fc_reencode(f, out, head, &len, &dl) : -1;
     const char *bad = NULL;
-    if (rc != 0) bad = fc_fail("%s re-encode failed: %d", frame_op_name(f->h.opcode), rc);
-    else if (len != head) bad = fc_fail("re-encoded head of %zu bytes, want %zu", len, head);
-    else if (memcmp(out, p, head)) bad = fc_fail("re-encoded bytes differ");
-    else if (dl != f->data_len) bad = fc_fail("re-encoded data_len differs");
+    if (rc != 0)
+        bad = fc_fail("%s re-encode failed: %d", frame_op_name(f->h.opcode), rc);
+    else if (len != head)
+        bad = fc_fail("re-encoded head of %zu bytes, want %zu", len, head);
+    else if (memcmp(out, p, head))
+        bad = fc_fail("re-encoded bytes differ");
+    else if (dl != f->data_len)
+        bad = fc_fail("re-encoded data_len differs");
     free(out);
     return bad;
 }

@@ -7,8 +7,9 @@
  *   ok-*            every frame decodes and nothing is left over
  *   need-*          the frames decode until one is cut short (more bytes needed)
  *   err-CODE-*      decoding stops with error CODE (e.g. err-TIDE_EKEYLONG-...)
- * Files of other names (crash-*, regress-*: inputs the fuzzer found) need only pass
- * frame_check().
+ * Files of other names need only pass frame_check(): fuzz-* are inputs the fuzzer found
+ * that reach code the seeds do not (merged with -merge=1 -use_counters=0), crash-* would be
+ * inputs that once crashed, kept as regression inputs.
  */
 #include <errno.h>
 #include <stdio.h>
