@@ -93,6 +93,19 @@ static int wait_fd(call *k, short events) {
     }
 }
 
+/* Drop n bytes from the front of an iovec list. */
+static void iov_advance(struct iovec **iov, int *cnt, size_t n) {
+    while (*cnt > 0 && n >= (*iov)->iov_len) {
+        n -= (*iov)->iov_len;
+        (*iov)++;
+        (*cnt)--;
+    }
+    if (*cnt > 0) {
+        (*iov)->iov_base = (uint8_t *)(*iov)->iov_base + n;
+        (*iov)->iov_len -= n;
+    }
+}
+
 /* Send every byte of iov[0..cnt) (the array is consumed). */
 static int send_all(call *k, struct iovec *iov, int cnt) {
     while (cnt > 0) {
@@ -105,16 +118,7 @@ static int send_all(call *k, struct iovec *iov, int cnt) {
             if (rc) return rc;
             continue;
         }
-        size_t left = (size_t)w;
-        while (cnt > 0 && left >= iov->iov_len) {
-            left -= iov->iov_len;
-            iov++;
-            cnt--;
-        }
-        if (cnt > 0) {
-            iov->iov_base = (uint8_t *)iov->iov_base + left;
-            iov->iov_len -= left;
-        }
+        iov_advance(&iov, &cnt, (size_t)w);
     }
     return 0;
 }
@@ -133,16 +137,7 @@ static int recv_all(call *k, struct iovec *iov, int cnt) {
         }
         if (r == 0) return -ECONNRESET;
         k->got_reply_bytes = 1;
-        size_t left = (size_t)r;
-        while (cnt > 0 && left >= iov->iov_len) {
-            left -= iov->iov_len;
-            iov++;
-            cnt--;
-        }
-        if (cnt > 0) {
-            iov->iov_base = (uint8_t *)iov->iov_base + left;
-            iov->iov_len -= left;
-        }
+        iov_advance(&iov, &cnt, (size_t)r);
     }
     return 0;
 }
