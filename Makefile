@@ -3,7 +3,7 @@
 #   make                     build/libtide.so, build/libtide.a, build/tide
 #   make SANITIZER=address,undefined   the same under sanitizers, in build/san/
 #   make test                unit + integration tests (+ fuzz corpus replay)
-#   make check               test, then test again under ASan+UBSan (the README's test command)
+#   make check               test, test again under ASan+UBSan, short fuzz runs (the README's test command)
 #   make python-test         the Python binding's tests (tests/python) against $(BUILD)/libtide.so
 #   make deps                install missing Debian packages (silent when all are present)
 #   make bench               run the benchmarks and write bench/RESULTS.md
@@ -93,9 +93,12 @@ test: all $(BUILD)/tests/tide-tests
 python-test: $(BUILD)/libtide.so $(BUILD)/tide
 	@BUILD=$(BUILD) scripts/test-extra.sh python
 
+# The README's test command: everything, then everything under sanitizers, then a short
+# fuzzing run of every fuzz target.
 check:
 	$(MAKE) test
 	$(MAKE) test SANITIZER=address,undefined
+	$(MAKE) fuzz FUZZ_TIME=15
 
 bench: all
 	scripts/bench.sh
