@@ -296,8 +296,11 @@ int server_run(const server_config *cfg) {
         LOG_ERROR("cannot create the store: %s", err);
         goto out;
     }
-    LOG_INFO("pool: %s in %.1f ms", size_format(store_capacity(srv->st), capbuf, sizeof(capbuf)),
-             (double)(now_ns() - t0) / 1e6);
+    LOG_INFO("pool: %s in %.1f ms%s", size_format(store_capacity(srv->st), capbuf, sizeof(capbuf)),
+             (double)(now_ns() - t0) / 1e6,
+             cfg->store.prefault ? ", pre-faulted"
+                                 : " (not pre-faulted: first writes to each page pay the "
+                                   "first-touch cost; --prefault pays it now)");
 
     rc = listen_on(cfg->bind, cfg->port, &srv->port);
     if (rc < 0) goto out;
