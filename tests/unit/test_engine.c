@@ -436,3 +436,25 @@ TEST(engine_snapshot_during_decode) {
     engine_req_free(r);
     engine_destroy(m);
 }
+
+/* The default dimensions (no kernel tails, full 16-lane value tiles, query tiles of 16):
+ * chunked, unchunked and resumed give the same bits there too. */
+TEST_T(engine_default_dims_bit_exact, 120) {
+    for (int p = 0; p < 2; p++) {
+        engine_config c;
+        engine_config_init(&c, (engine_preset)p);
+        c.num_blocks = 40;
+        const uint32_t n = 150;
+        float *whole = eng_full_logits(&c, n);
+        c.chunk_size = 37;
+        eng_run a;
+        eng_prefill_run(&a, &c, n);
+        CHECK(memcmp(whole, a.logits, c.vocab * sizeof(float)) == 0);
+        c.chunk_size = 512;
+        float *l = eng_resumed_logits(&a, &c, 128, n, NULL);
+        CHECK(memcmp(whole, l, c.vocab * sizeof(float)) == 0);
+        free(l);
+        free(whole);
+        eng_run_free(&a);
+    }
+}
