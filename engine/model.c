@@ -35,7 +35,7 @@ void engine_config_init(engine_config *cfg, engine_preset preset) {
     cfg->rope_theta = 10000.0f;
     cfg->seed = 42;
     cfg->block_size = 16;
-    cfg->num_blocks = 2048;
+    cfg->num_blocks = 4096;
     cfg->mamba_slots = 0;
     cfg->chunk_size = 512;
     cfg->tp = 1;
