@@ -81,7 +81,6 @@ static void key_pointers(engine_req *r, uint32_t li, uint32_t tr, uint32_t n) {
 
 /* Score rows for these many queries at once; keys are visited in tiles of ATT_KT so that a
  * tile's K and V stay in L1 while every query of the tile uses them. */
-#define ATT_QT 16
 #define ATT_KT 64
 
 /*
@@ -101,7 +100,7 @@ static void attend(engine_model *m, size_t off, const float *q, float *out, uint
     uint32_t hd = m->cfg.head_dim, max_pos = m->max_pos, nmax = pos0 + nt;
     size_t voff = off + m->kv_region_floats / 2;
     const float *const *kp = m->s.kptr;
-    float scale = 1.0f / sqrtf((float)hd), inv[ATT_QT];
+    float scale = 1.0f / sqrtf((float)hd), inv[ENGINE_ATT_QT];
 
     for (uint32_t j0 = 0; j0 < nmax; j0 += ATT_KT)
         for (uint32_t t = 0; t < nt; t++) {
@@ -208,10 +207,10 @@ void engine_attn_forward(engine_req *r, const layer *L, uint32_t p0, uint32_t c)
         key_pointers(r, a->kv_index, tr, p0 + c);
         uint32_t off = kv_head_off(m, tr);
         for (uint32_t h = tr * m->q_heads_rank; h < (tr + 1) * m->q_heads_rank; h++)
-            for (uint32_t t0 = 0; t0 < c; t0 += ATT_QT)
+            for (uint32_t t0 = 0; t0 < c; t0 += ENGINE_ATT_QT)
                 attend(m, (size_t)(h / gq - off) * hd, s->q + (size_t)t0 * qd + (size_t)h * hd,
                        s->att + (size_t)t0 * qd + (size_t)h * hd, qd, p0 + t0,
-                       c - t0 < ATT_QT ? c - t0 : ATT_QT);
+                       c - t0 < ENGINE_ATT_QT ? c - t0 : ENGINE_ATT_QT);
     }
     engine_matmul(s->proj, a->wo, s->att, c, d, qd);
     for (size_t i = 0; i < (size_t)c * d; i++)

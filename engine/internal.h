@@ -16,6 +16,8 @@
 #include "engine.h"
 
 #define ENGINE_MAX_HEAD_DIM 256
+/* Queries attended together (attention.c); the score scratch holds this many rows. */
+#define ENGINE_ATT_QT 16
 
 typedef struct attn_weights {
     float *norm;          /* [d_model] */
@@ -68,7 +70,7 @@ typedef struct scratch {
     float *dt;                  /* [c][di] */
     float *y;                   /* [c][di] */
     float *rope_cos, *rope_sin; /* [c][hd/2] */
-    float *scores;              /* [16][max_pos]: rows of a query tile */
+    float *scores;              /* [ENGINE_ATT_QT][max_pos] */
     const float **kptr;         /* [max_pos] key pointers */
     float *acc;                 /* [hd] */
 } scratch;

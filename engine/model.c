@@ -271,7 +271,7 @@ static int scratch_alloc(engine_model *m) {
 
         {&s->rope_cos, n * c->head_dim / 2},
         {&s->rope_sin, n * c->head_dim / 2},
-        {&s->scores, 16 * (size_t)m->max_pos},
+        {&s->scores, ENGINE_ATT_QT * (size_t)m->max_pos},
     };
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
         *want[i].p = malloc(want[i].n * sizeof(float));
