@@ -30,7 +30,7 @@ WARN := -Wall -Wextra -Wshadow -Wno-unused-parameter -Wstrict-prototypes
 ifdef CI
 WARN += -Werror
 endif
-CPPFLAGS += -Iinclude -Isrc -Itests -D_GNU_SOURCE
+CPPFLAGS += -Iinclude -Isrc -Itests -I. -D_GNU_SOURCE
 CFLAGS += -std=c11 $(OPT) -g -fPIC -fvisibility=hidden -pthread $(WARN) $(SANFLAGS) -MMD -MP
 LDFLAGS += -pthread $(SANFLAGS)
 LIBS := -lxxhash -lcrypto -lcjson -luring -lcurl -lm

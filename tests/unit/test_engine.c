@@ -7,7 +7,7 @@
  */
 #include <errno.h>
 
-#include "../../engine/engine.h"
+#include "engine/engine.h"
 #include "harness.h"
 #include "test_engine_util.h"
 
