@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#include "../../engine/engine.h"
+#include "engine/engine.h"
 
 /* A tiny model: odd sizes so every kernel runs its tail paths; block_size 4, 64 blocks. */
 void eng_small(engine_config *c, engine_preset p);
