@@ -24,6 +24,7 @@ int cmd_exists(int argc, char **argv);
 int cmd_stat(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
+int cmd_demo_synthetic(int argc, char **argv); /* tide demo --synthetic */
 int cmd_check_config(int argc, char **argv);
 
 /* Print "tide NAME: message" to stderr and return 2 (usage) — for argument errors. */

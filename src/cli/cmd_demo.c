@@ -1,67 +1,150 @@
 /*
- * cmd_demo.c — `tide demo`: a prefix-caching run with synthetic KV blocks, end to end.
+ * cmd_demo.c — `tide demo`: the reference engine reusing prompt prefixes through tide,
+ * end to end, and proving the reuse exact.
  *
- * It plays the part of an inference engine with a paged KV cache in front of a tide store.
- * Prompts are a shared system prompt, then one of --docs documents, then a question
- * (--questions per document, then each document's first question asked again). Tokens are
- * generated deterministically from --seed. For every prompt the demo
+ * Two engine instances ("processes") share one store. Both run the same model (weights
+ * generated from one seed). Their prompts are one long shared document followed by a
+ * question: engine A asks its questions first and saves what it computes; engine B then asks
+ * different questions about the same document. Each prompt goes through libtide's connector
+ * the way vLLM drives it (engine/etide.c: lookup, allocate, load, compute the rest, save),
+ * and is then computed again from scratch without the store. For every prompt the demo
+ * prints the tokens the store supplied, the bytes moved, the time to first token with and
+ * without tide, and whether the two sets of logits are equal bit for bit. Any difference,
+ * or any engine or connector error, is a FAIL (exit 1); a store that cannot be reached only
+ * costs the reuse (warnings, recomputed prompts) and still passes when the logits agree.
  *
- *   1. hashes its full blocks with tide_prefix_hashes() (XXH3, chained) into keys
- *      "demo@<32 hex digits>";
- *   2. asks tide_match_prefix() for the longest stored prefix, and loads those blocks —
- *      all but the one holding the last token when the whole prompt hit, since an engine
- *      always computes at least one token — with one tide_get_many() straight into its
- *      paged KV cache: each block is a scatter list of --layers pieces, one per layer
- *      tensor, at a page the request's block table picked;
- *   3. checks every loaded byte against what the block must hold;
- *   4. "computes" the blocks that missed (writes their bytes into fresh pages) and saves
- *      the full ones with one tide_put_many() from the same scatter lists.
+ * Where the store lives:
+ *   default        a tided this command starts on a free loopback port (build/tide serve,
+ *                  found through /proc/self/exe), and stops by its pid at the end; A and B
+ *                  are two child processes, one after the other
+ *   --url mem://   the embedded store: A and B are two engine instances in this process
+ *   --url other    A and B are child processes that each open the URL
  *
- * A block's bytes are a function of its key: 64-bit words splitmix64(xxh3-64(key) + i) for
- * word index i, laid out across the layer pieces in order. So a wrong, stale or misplaced
- * block is caught by the byte check, whichever request wrote it.
- *
- * The demo also keeps its own set of the keys it saved. While the store has evicted
- * nothing, the matched prefix must be exactly the one that set predicts; a store that
- * loses or invents blocks fails the run. Any wrong byte fails it too (exit 1).
- *
- * --inject-corruption is a test hook: the first request saves its first block with one
- * byte flipped, as a faulty writer would, so the next request that loads it must FAIL.
+ * `tide demo --synthetic` is the older demo that moves synthetic blocks through the store
+ * API alone (demo_synthetic.c).
  */
+#include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <xxhash.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
-#include "common/util.h"
+#include "engine/engine.h"
+#include "engine/etide.h"
 #include "tide.h"
-
-#define VOCAB 128256u /* token ids are drawn below this, like Llama 3's vocabulary */
-#define KEY_PREFIX "demo@"
-#define KEY_LEN (sizeof(KEY_PREFIX) - 1 + 32)
 
 typedef struct demo_opts {
     const char *url;
-    uint64_t docs, questions, prefix_tokens, system_tokens, block_tokens, bytes_per_token;
-    uint64_t layers, seed;
-    int quiet, inject;
+    engine_preset preset;
+    const char *model_name;
+    uint64_t tp, dcp, prefix_tokens, question_tokens, questions, seed, interval;
 } demo_opts;
 
-/* The set of block hashes the demo has saved: open addressing over 16-byte hashes. */
-typedef struct key_set {
-    uint8_t *slots; /* cap x 16 bytes; an all-zero slot is empty */
-    size_t cap, n;
-} key_set;
+/* What one engine instance did, sent from a child to the parent through a pipe. */
+typedef struct demo_summary {
+    int ran;
+    uint32_t prompts, mismatches, errors, warnings;
+    uint64_t tokens, hit_tokens, resumed_tokens;
+    uint64_t ttft_ns, recompute_ns, loaded_bytes, saved_bytes;
+} demo_summary;
 
-typedef struct demo_totals {
-    uint64_t requests, tokens, blocks, matched_blocks, loaded_blocks, loaded_tokens;
-    uint64_t load_bytes, load_ns, saved_blocks, save_bytes, save_ns;
-    uint64_t wrong_blocks, load_errors, unexpected, verified_bytes;
-} demo_totals;
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: tide demo [OPTIONS]\n"
+            "\n"
+            "Prefix reuse through tide, end to end, with the reference engine (a small hybrid\n"
+            "attention + Mamba model with a paged KV cache). Engine A answers questions about a\n"
+            "long shared document and saves its KV blocks and Mamba snapshots through tide's\n"
+            "connector; engine B, another process, asks different questions about the same\n"
+            "document and loads the shared prefix instead of computing it. Every prompt is\n"
+            "also computed from scratch: the demo prints the time to first token (TTFT) with\n"
+            "and without tide, the tokens and bytes the store supplied, and checks that the\n"
+            "logits after a load are bit-identical to the recompute (PASS or FAIL).\n"
+            "\n"
+            "Options:\n"
+            "  --url URL             the store both engines share (default: a tided started\n"
+            "                        by this command on a free loopback port and stopped at the\n"
+            "                        end); with mem:// both engines run in this process\n"
+            "  --model M             hybrid (default: Mamba + attention layers) or attention\n"
+            "  --tp N                simulated tensor-parallel ranks (default 1)\n"
+            "  --dcp N               simulated decode-context-parallel ranks (default 1)\n"
+            "  --prefix-tokens N     tokens of the shared document (default 4096)\n"
+            "  --question-tokens N   tokens of each question (default 64)\n"
+            "  --questions N         questions each engine asks (default 2)\n"
+            "  --interval N          tokens between stored Mamba snapshots (default %d)\n"
+            "  --seed N              weights and tokens (default 1)\n"
+            "  --synthetic           the synthetic-block demo instead (tide demo --synthetic\n"
+            "                        --help)\n"
+            "\n"
+            "Exit status: 0 PASS, 1 FAIL (logits that differ from the recompute, or an engine or\n"
+            "connector error), 2 bad arguments.\n",
+            ETIDE_DEFAULT_INTERVAL);
+}
+
+static int parse_args(int argc, char **argv, demo_opts *o) {
+    static const struct {
+        const char *name;
+        size_t off;
+        uint64_t min, max;
+    } nums[] = {
+        {"--tp", offsetof(demo_opts, tp), 1, ETIDE_MAX_RANKS},
+        {"--dcp", offsetof(demo_opts, dcp), 1, ETIDE_MAX_RANKS},
+        {"--prefix-tokens", offsetof(demo_opts, prefix_tokens), 1, 100000},
+        {"--question-tokens", offsetof(demo_opts, question_tokens), 1, 10000},
+        {"--questions", offsetof(demo_opts, questions), 1, 100},
+        {"--interval", offsetof(demo_opts, interval), 1, 100000},
+        {"--seed", offsetof(demo_opts, seed), 0, UINT64_MAX},
+    };
+    *o = (demo_opts){.url = NULL,
+                     .preset = ENGINE_PRESET_HYBRID,
+                     .model_name = "hybrid",
+                     .tp = 1,
+                     .dcp = 1,
+                     .prefix_tokens = 4096,
+                     .question_tokens = 64,
+                     .questions = 2,
+                     .seed = 1,
+                     .interval = ETIDE_DEFAULT_INTERVAL};
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        int m;
+        if (cli_is_help(argv[i])) {
+            usage(stdout);
+            return 1;
+        }
+        if ((m = cli_opt_value(argc, argv, &i, "--url", &v))) {
+            if (m < 0) return cli_usage_error("demo", "--url needs a value");
+            o->url = v;
+            continue;
+        }
+        if ((m = cli_opt_value(argc, argv, &i, "--model", &v))) {
+            if (m < 0 || engine_preset_parse(v, &o->preset))
+                return cli_usage_error("demo", "--model takes hybrid or attention");
+            o->model_name = v;
+            continue;
+        }
+        size_t k = 0;
+        for (; k < sizeof(nums) / sizeof(nums[0]); k++) {
+            if (!(m = cli_opt_value(argc, argv, &i, nums[k].name, &v))) continue;
+            uint64_t *dst = (uint64_t *)((char *)o + nums[k].off);
+            if (m < 0 || cli_parse_u64(v, nums[k].min, nums[k].max, dst))
+                return cli_usage_error("demo", "%s takes an integer in %" PRIu64 "..%" PRIu64,
+                                       nums[k].name, nums[k].min, nums[k].max);
+            break;
+        }
+        if (k < sizeof(nums) / sizeof(nums[0])) continue;
+        return cli_usage_error("demo", "unknown option '%s'", argv[i]);
+    }
+    if (o->tp * o->dcp > ETIDE_MAX_RANKS)
+        return cli_usage_error("demo", "--tp x --dcp is at most %d ranks", ETIDE_MAX_RANKS);
+    return 0;
+}
 
 static uint64_t splitmix64(uint64_t x) {
     x += 0x9E3779B97F4A7C15ull;
@@ -70,519 +153,365 @@ static uint64_t splitmix64(uint64_t x) {
     return x ^ (x >> 31);
 }
 
-/* Deterministic token streams: stream (a, b, c) under the seed gives token i. */
-static void gen_tokens(uint32_t *out, size_t n, uint64_t seed, uint64_t a, uint64_t b, uint64_t c) {
-    uint64_t base = splitmix64(splitmix64(splitmix64(seed ^ a) ^ b) ^ c);
-    for (size_t i = 0; i < n; i++)
-        out[i] = (uint32_t)(splitmix64(base + i) % VOCAB);
+/* Prompt of question q: the document (stream 0), then the question (stream q + 1). */
+static void make_prompt(const demo_opts *o, uint32_t vocab, uint64_t q, uint32_t *out) {
+    uint64_t base = splitmix64(o->seed);
+    for (uint64_t i = 0; i < o->prefix_tokens; i++)
+        out[i] = (uint32_t)(splitmix64(base + i) % vocab);
+    uint64_t qb = splitmix64(base ^ splitmix64(q + 1));
+    for (uint64_t i = 0; i < o->question_tokens; i++)
+        out[o->prefix_tokens + i] = (uint32_t)(splitmix64(qb + i) % vocab);
 }
 
-/* The byte at value offset `off` of the block whose key hash is kh. */
-static uint8_t block_byte(uint64_t kh, uint64_t off) {
-    return (uint8_t)(splitmix64(kh + off / 8) >> (8 * (off % 8)));
+static void model_config(const demo_opts *o, engine_config *cfg) {
+    engine_config_init(cfg, o->preset);
+    cfg->tp = (uint32_t)o->tp;
+    cfg->dcp = (uint32_t)o->dcp;
+    cfg->seed = o->seed;
+    uint64_t need = o->prefix_tokens + o->question_tokens + 64;
+    while ((uint64_t)cfg->num_blocks * cfg->block_size * cfg->dcp < need)
+        cfg->num_blocks *= 2;
 }
 
-/* Write or check n bytes of a block's value starting at value offset off. Whole words go
- * eight bytes at a time; a piece that starts or ends inside a word goes byte by byte. */
-static void block_fill(uint64_t kh, uint64_t off, uint8_t *p, size_t n) {
-    size_t i = 0;
-    for (; i < n && (off + i) % 8; i++)
-        p[i] = block_byte(kh, off + i);
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w = splitmix64(kh + (off + i) / 8);
-        memcpy(p + i, &w, 8); /* little-endian hosts: byte j of w is byte off+i+j */
+static double ms(uint64_t ns) {
+    return (double)ns / 1e6;
+}
+
+/* "12.3 MiB" */
+static const char *human(uint64_t bytes, char *buf, size_t len) {
+    if (bytes < 10240)
+        snprintf(buf, len, "%" PRIu64 " B", bytes);
+    else if (bytes < 10ull << 20)
+        snprintf(buf, len, "%.1f KiB", (double)bytes / 1024);
+    else
+        snprintf(buf, len, "%.1f MiB", (double)bytes / (1 << 20));
+    return buf;
+}
+
+/*
+ * Engine instance `name` (A or B): a model, its connectors over store, and its questions
+ * first_q .. first_q + questions - 1, each served through tide and recomputed. Prints a
+ * line per prompt; fills *sum.
+ */
+static void run_engine(const demo_opts *o, char name, tide_store *store, uint64_t first_q,
+                       demo_summary *sum) {
+    memset(sum, 0, sizeof(*sum));
+    engine_config cfg;
+    model_config(o, &cfg);
+    engine_model *m = NULL;
+    etide *e = NULL;
+    char err[512];
+    uint32_t n = (uint32_t)(o->prefix_tokens + o->question_tokens);
+    uint32_t *tok = malloc((size_t)n * sizeof(uint32_t));
+    float *lt = NULL, *lr = NULL;
+    int rc = engine_create(&cfg, &m, err, sizeof(err));
+    if (rc) {
+        fprintf(stderr, "tide demo: engine %c: %s\n", name, err);
+        sum->errors++;
+        goto out;
     }
-    for (; i < n; i++)
-        p[i] = block_byte(kh, off + i);
+    etide_options eo = {.interval = (uint32_t)o->interval};
+    if ((rc = etide_create(m, store, &eo, &e, err, sizeof(err)))) {
+        fprintf(stderr, "tide demo: engine %c: %s\n", name, err);
+        sum->errors++;
+        goto out;
+    }
+    lt = malloc(engine_vocab(m) * sizeof(float));
+    lr = malloc(engine_vocab(m) * sizeof(float));
+    if (!tok || !lt || !lr) {
+        fprintf(stderr, "tide demo: out of memory\n");
+        sum->errors++;
+        goto out;
+    }
+    sum->ran = 1;
+    printf("\nengine %c (pid %d): %" PRIu64 " questions on the document\n", name, (int)getpid(),
+           o->questions);
+    printf("  %-5s %7s %7s %11s %11s %11s %8s %11s  %s\n", "req", "tokens", "hit", "loaded",
+           "TTFT tide", "recompute", "speedup", "saved", "logits vs recompute");
+    fflush(stdout);
+    for (uint64_t k = 0; k < o->questions; k++) {
+        uint64_t q = first_q + k;
+        char id[64], b1[32], b2[32];
+        snprintf(id, sizeof(id), "%c-q%" PRIu64, name, q);
+        make_prompt(o, engine_vocab(m), q, tok);
+        etide_result res;
+        uint64_t rns = 0;
+        /* The recompute goes first: it faults in the pages both runs then use, so neither
+         * pays for first touches the other does not. */
+        if ((rc = etide_recompute(e, tok, n, lr, &rns))) {
+            fprintf(stderr, "tide demo: engine %c: %s\n", name, etide_errmsg(e));
+            sum->errors++;
+            continue;
+        }
+        rc = etide_prefill(e, id, tok, n, lt, &res);
+        if (rc) {
+            fprintf(stderr, "tide demo: engine %c %s: %s (%s)\n", name, id, etide_errmsg(e),
+                    tide_strerror(rc));
+            sum->errors++;
+            continue;
+        }
+        int same = memcmp(lt, lr, engine_vocab(m) * sizeof(float)) == 0;
+        printf("  q%-4" PRIu64 " %7u %7u %11s %8.1f ms %8.1f ms %7.1fx %11s  %s\n", q, n,
+               res.resumed_tokens, human(res.loaded_bytes, b1, sizeof(b1)), ms(res.ttft_ns),
+               ms(rns), res.ttft_ns ? (double)rns / (double)res.ttft_ns : 0.0,
+               human(res.saved_bytes, b2, sizeof(b2)), same ? "bit-identical" : "DIFFERENT");
+        if (res.warning[0]) {
+            fprintf(stderr, "tide demo: warning: engine %c %s: %s\n", name, id, res.warning);
+            sum->warnings++;
+        }
+        fflush(stdout);
+        sum->prompts++;
+        sum->mismatches += !same;
+        sum->tokens += n;
+        sum->hit_tokens += res.hit_tokens;
+        sum->resumed_tokens += res.resumed_tokens;
+        sum->ttft_ns += res.ttft_ns;
+        sum->recompute_ns += rns;
+        sum->loaded_bytes += res.loaded_bytes;
+        sum->saved_bytes += res.saved_bytes;
+    }
+out:
+    etide_destroy(e);
+    engine_destroy(m);
+    free(tok);
+    free(lt);
+    free(lr);
 }
 
-/* Offset within the piece of the first wrong byte, or -1. */
-static long block_check(uint64_t kh, uint64_t off, const uint8_t *p, size_t n) {
-    size_t i = 0;
-    for (; i < n && (off + i) % 8; i++)
-        if (p[i] != block_byte(kh, off + i)) return (long)i;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w = splitmix64(kh + (off + i) / 8), got;
-        memcpy(&got, p + i, 8);
-        if (got != w) break;
+/* Run engine `name` in a child process that opens url; its summary comes back through a
+ * pipe. Returns 0, or -1 when the child could not run or report. */
+static int run_child(const demo_opts *o, char name, const char *url, uint64_t first_q,
+                     demo_summary *sum) {
+    memset(sum, 0, sizeof(*sum));
+    int fds[2];
+    if (pipe(fds)) return -1;
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
     }
-    for (; i < n; i++)
-        if (p[i] != block_byte(kh, off + i)) return (long)i;
+    if (pid == 0) {
+        close(fds[0]);
+        tide_store *s = NULL;
+        demo_summary mine = {0};
+        if (tide_open(url, &s)) {
+            fprintf(stderr,
+                    "tide demo: warning: engine %c: cannot open %s: %s; running without a "
+                    "store\n",
+                    name, url, tide_errmsg(NULL));
+            s = NULL;
+        }
+        run_engine(o, name, s, first_q, &mine);
+        tide_close(s);
+        fflush(stdout);
+        ssize_t w = write(fds[1], &mine, sizeof(mine));
+        _exit(w == (ssize_t)sizeof(mine) ? 0 : 1);
+    }
+    close(fds[1]);
+    ssize_t got = 0;
+    while (got < (ssize_t)sizeof(*sum)) {
+        ssize_t r = read(fds[0], (char *)sum + got, sizeof(*sum) - (size_t)got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += r;
+    }
+    close(fds[0]);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    if (got != (ssize_t)sizeof(*sum) || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        fprintf(stderr, "tide demo: engine %c (pid %d) died before reporting (status %d)\n", name,
+                (int)pid, st);
+        return -1;
+    }
+    return 0;
+}
+
+/* A tided of our own on a free loopback port: this program is also `tide serve`. */
+typedef struct own_server {
+    pid_t pid;
+    char url[64];
+    char dir[64];
+} own_server;
+
+static int server_start(own_server *srv) {
+    char exe[4096], ready[128], log[128];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n <= 0) {
+        fprintf(stderr, "tide demo: cannot find this program (/proc/self/exe): %s\n",
+                strerror(errno));
+        return -1;
+    }
+    exe[n] = '\0';
+    snprintf(srv->dir, sizeof(srv->dir), "/tmp/tide-demo-XXXXXX");
+    if (!mkdtemp(srv->dir)) {
+        fprintf(stderr, "tide demo: mkdtemp: %s\n", strerror(errno));
+        return -1;
+    }
+    snprintf(ready, sizeof(ready), "%s/ready", srv->dir);
+    snprintf(log, sizeof(log), "%s/tided.log", srv->dir);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        FILE *f = freopen(log, "w", stderr);
+        (void)f;
+        execl(exe, "tided", "--port", "0", "--metrics-port", "0", "--capacity", "1GiB",
+              "--log-level", "warn", "--ready-file", ready, (char *)NULL);
+        _exit(127);
+    }
+    srv->pid = pid;
+    for (int i = 0; i < 1000; i++) { /* up to 10 s */
+        FILE *f = fopen(ready, "r");
+        int port = 0, mport = 0;
+        if (f) {
+            int ok = fscanf(f, "%d %d", &port, &mport) >= 1;
+            fclose(f);
+            if (ok && port > 0) {
+                snprintf(srv->url, sizeof(srv->url), "tide://127.0.0.1:%d", port);
+                return 0;
+            }
+        }
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            fprintf(stderr, "tide demo: tided exited before listening (see %s)\n", log);
+            srv->pid = 0;
+            return -1;
+        }
+        struct timespec d = {0, 10000000};
+        nanosleep(&d, NULL);
+    }
+    fprintf(stderr, "tide demo: tided did not start within 10 s (see %s)\n", log);
     return -1;
 }
 
-static int set_init(key_set *s, size_t max_keys) {
-    s->cap = 16;
-    while (s->cap < max_keys * 2)
-        s->cap *= 2;
-    s->n = 0;
-    s->slots = calloc(s->cap, TIDE_HASH_BYTES);
-    return s->slots ? 0 : -1;
-}
-
-static uint8_t *set_slot(const key_set *s, const uint8_t *h) {
-    static const uint8_t zero[TIDE_HASH_BYTES];
-    uint64_t x;
-    memcpy(&x, h, 8);
-    /* The table is at most half full (set_init), so the probe ends within cap steps. */
-    for (size_t i = 0, at = x & (s->cap - 1); i < s->cap; i++, at = (at + 1) & (s->cap - 1)) {
-        uint8_t *slot = s->slots + at * TIDE_HASH_BYTES;
-        if (memcmp(slot, h, TIDE_HASH_BYTES) == 0 || memcmp(slot, zero, TIDE_HASH_BYTES) == 0)
-            return slot;
-    }
-    return NULL;
-}
-
-static int set_has(const key_set *s, const uint8_t *h) {
-    uint8_t *slot = set_slot(s, h);
-    return slot && memcmp(slot, h, TIDE_HASH_BYTES) == 0;
-}
-
-static void set_add(key_set *s, const uint8_t *h) {
-    uint8_t *slot = set_slot(s, h);
-    if (!slot || memcmp(slot, h, TIDE_HASH_BYTES) == 0) return;
-    memcpy(slot, h, TIDE_HASH_BYTES);
-    s->n++;
-}
-
-static void usage(FILE *f) {
-    fprintf(f, "usage: tide demo [OPTIONS]\n"
-               "\n"
-               "Prefix caching end to end with synthetic KV blocks: prompts made of a shared\n"
-               "system prompt, a document and a question are hashed into chained block keys;\n"
-               "each prompt loads its longest stored prefix from the store into a paged KV cache\n"
-               "(one batch get into scatter lists), checks every byte, and saves the blocks it\n"
-               "had to compute (one batch put). Prints a line per request and a summary: hit\n"
-               "rates, bytes moved, GB/s (10^9 bytes), PASS or FAIL.\n"
-               "\n"
-               "Options:\n"
-               "  --url URL             store (default mem://)\n"
-               "  --docs N              documents (default 4)\n"
-               "  --questions N         questions per document (default 4); each document's\n"
-               "                        first question is asked once more at the end\n"
-               "  --prefix-tokens N     tokens in each document (default 2048)\n"
-               "  --system-tokens N     tokens in the system prompt every prompt starts with\n"
-               "                        (default 256; 0 for none)\n"
-               "  --block-tokens N      tokens per KV block (default 16)\n"
-               "  --bytes-per-token N   KV bytes per token over all layers (default 32768, as\n"
-               "                        Llama-3.2-1B: 16 layers x 8 KV heads x 64 x K,V x fp16)\n"
-               "  --layers N            layer tensors a block is scattered over (default 4)\n"
-               "  --seed N              token seed (default 1)\n"
-               "  --quiet               only the summary\n"
-               "  --inject-corruption   test hook: save one block with a flipped byte (must FAIL)\n"
-               "\n"
-               "Exit status: 0 PASS, 1 FAIL (a wrong byte, a store error, or a prefix the store\n"
-               "lost or invented while nothing was evicted), 2 bad arguments.\n");
-}
-
-static int parse_args(int argc, char **argv, demo_opts *o) {
-    static const struct {
-        const char *name;
-        size_t field;
-        uint64_t min, max;
-    } nums[] = {
-        {"--docs", offsetof(demo_opts, docs), 1, 1000},
-        {"--questions", offsetof(demo_opts, questions), 1, 1000},
-        {"--prefix-tokens", offsetof(demo_opts, prefix_tokens), 1, 1000000},
-        {"--system-tokens", offsetof(demo_opts, system_tokens), 0, 1000000},
-        {"--block-tokens", offsetof(demo_opts, block_tokens), 1, 4096},
-        {"--bytes-per-token", offsetof(demo_opts, bytes_per_token), 1, 16u << 20},
-        {"--layers", offsetof(demo_opts, layers), 1, 1024},
-        {"--seed", offsetof(demo_opts, seed), 0, UINT64_MAX},
-    };
-    for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
-        int m = 0;
-        if (cli_is_help(argv[i])) {
-            usage(stdout);
-            return 1;
-        }
-        if (strcmp(argv[i], "--quiet") == 0) {
-            o->quiet = 1;
-            continue;
-        }
-        if (strcmp(argv[i], "--inject-corruption") == 0) {
-            o->inject = 1;
-            continue;
-        }
-        if ((m = cli_opt_value(argc, argv, &i, "--url", &v))) {
-            if (m < 0) return cli_usage_error("demo", "--url needs a value");
-            o->url = v;
-            continue;
-        }
-        size_t k = 0;
-        for (; k < sizeof(nums) / sizeof(nums[0]); k++)
-            if ((m = cli_opt_value(argc, argv, &i, nums[k].name, &v))) break;
-        if (k == sizeof(nums) / sizeof(nums[0]))
-            return cli_usage_error("demo", "unknown argument '%s'", argv[i]);
-        uint64_t *field = (uint64_t *)((char *)o + nums[k].field);
-        if (m < 0 || cli_parse_u64(v, nums[k].min, nums[k].max, field))
-            return cli_usage_error("demo",
-                                   "%s wants a number from %" PRIu64 " to %" PRIu64 " (got '%s')",
-                                   nums[k].name, nums[k].min, nums[k].max, m < 0 ? "" : v);
-    }
-    uint64_t block_bytes = o->block_tokens * o->bytes_per_token;
-    if (block_bytes > (64u << 20))
-        return cli_usage_error("demo",
-                               "a block of --block-tokens x --bytes-per-token is %" PRIu64
-                               " bytes; at most 64MiB",
-                               block_bytes);
-    if (block_bytes % o->layers)
-        return cli_usage_error("demo",
-                               "a block (%" PRIu64 " bytes) does not split into "
-                               "--layers %" PRIu64 " equal pieces",
-                               block_bytes, o->layers);
-    if (o->system_tokens + o->prefix_tokens > 2000000)
-        return cli_usage_error("demo", "--system-tokens + --prefix-tokens is at most 2000000");
-    return 0;
-}
-
-/* The engine side: a paged KV cache of `layers` tensors, `npages` pages each. */
-typedef struct kv_cache {
-    uint8_t **layer; /* layer[l] holds npages pages of piece bytes */
-    size_t npages, piece;
-    size_t *table; /* block table of the current request: block i -> page */
-} kv_cache;
-
-static uint8_t *page_piece(const kv_cache *kv, size_t l, size_t block) {
-    return kv->layer[l] + kv->table[block] * kv->piece;
-}
-
-/* A fresh block table: a random permutation of the pages, so that a request's blocks sit
- * at scattered pages as they do in an engine that has been running a while. */
-static void kv_shuffle(kv_cache *kv, uint64_t *rng) {
-    for (size_t i = 0; i < kv->npages; i++)
-        kv->table[i] = i;
-    for (size_t i = kv->npages - 1; i > 0; i--) {
-        *rng = splitmix64(*rng);
-        size_t j = (size_t)(*rng % (i + 1));
-        size_t t = kv->table[i];
-        kv->table[i] = kv->table[j];
-        kv->table[j] = t;
-    }
-}
-
-typedef struct request {
-    uint64_t doc, question;
-    uint32_t *tokens;
-    size_t ntokens;
-} request;
-
-/* The per-request work buffers, sized for the longest prompt. */
-typedef struct work {
-    uint8_t *hashes;
-    char *keytext;
-    tide_key *keys;
-    uint64_t *khash; /* xxh3-64 of each key: the seed of its bytes */
-    tide_iov *iov;
-    size_t *iovcnt; /* layers, for every key */
-    int *results;
-    size_t *vlens;
-} work;
-
-static void set_iov(const demo_opts *o, const kv_cache *kv, work *w, size_t first, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        for (size_t l = 0; l < o->layers; l++) {
-            w->iov[i * o->layers + l].base = page_piece(kv, l, first + i);
-            w->iov[i * o->layers + l].len = kv->piece;
-        }
-}
-
-/* Serve one prompt. Returns 0, or -1 on a store error that ends the run. */
-static int serve(tide_store *s, const demo_opts *o, kv_cache *kv, work *w, key_set *saved,
-                 const request *rq, int check, demo_totals *t, uint64_t *rng) {
-    size_t bt = (size_t)o->block_tokens, L = (size_t)o->layers;
-    uint64_t block_bytes = o->block_tokens * o->bytes_per_token;
-    int nb = tide_prefix_hashes(TIDE_HASH_XXH3, rq->tokens, rq->ntokens, bt, NULL, 0, w->hashes,
-                                kv->npages);
-    if (nb < 0) {
-        fprintf(stderr, "tide demo: hashing failed: %s\n", tide_strerror(nb));
-        return -1;
-    }
-    for (int i = 0; i < nb; i++) {
-        char *k = w->keytext + (size_t)i * KEY_LEN;
-        char hex[33];
-        tide_hash_hex(w->hashes + (size_t)i * TIDE_HASH_BYTES, hex);
-        memcpy(k, KEY_PREFIX, sizeof(KEY_PREFIX) - 1);
-        memcpy(k + sizeof(KEY_PREFIX) - 1, hex, 32);
-        w->keys[i].data = k;
-        w->keys[i].len = KEY_LEN;
-        w->khash[i] = XXH3_64bits(k, KEY_LEN);
-    }
-
-    /* 1. Longest stored prefix, and what the demo's own record says it should be. */
-    int hit = tide_match_prefix(s, w->keys, (size_t)nb);
-    if (hit < 0) {
-        fprintf(stderr, "tide demo: match_prefix failed: %s\n", tide_errmsg(s));
-        return -1;
-    }
-    int expect = 0;
-    while (expect < nb && set_has(saved, w->hashes + (size_t)expect * TIDE_HASH_BYTES))
-        expect++;
-    /* check: 2 = the match must equal the record, 1 = it may be shorter (the store has
-     * evicted), 0 = anything goes (the store held objects before the run started). */
-    int mismatch = check == 2 ? hit != expect : check == 1 ? hit > expect : 0;
-    if (mismatch) t->unexpected++;
-    /* Leave the last token to compute: a fully cached prompt still needs its logits. */
-    size_t load = (size_t)hit;
-    if (load * bt >= rq->ntokens) load = (rq->ntokens - 1) / bt;
-
-    /* 2. Load the hit blocks into pages from a fresh block table, in one call. */
-    kv_shuffle(kv, rng);
-    uint64_t ns = 0, loaded = 0, wrong = 0, failed = 0;
-    if (load) {
-        set_iov(o, kv, w, 0, load);
-        for (size_t i = 0; i < load; i++) {
-            /* Poison the pages so that bytes a get did not write cannot pass the check. */
-            for (size_t l = 0; l < L; l++)
-                memset(page_piece(kv, l, i), 0xEE, kv->piece);
-        }
-        uint64_t t0 = now_ns();
-        int rc = tide_get_many(s, w->keys, load, w->iov, w->iovcnt, w->results, w->vlens);
-        ns = now_ns() - t0;
-        if (rc < 0) {
-            fprintf(stderr, "tide demo: get_many failed: %s\n", tide_errmsg(s));
-            return -1;
-        }
-        /* 3. Check every byte of every block that arrived. A block that did not arrive
-         * (evicted since the match) is a load error: the engine recomputes from there. */
-        for (size_t i = 0; i < load; i++) {
-            if (w->results[i] != 0 || w->vlens[i] != block_bytes) {
-                if (w->results[i] == 0 || w->results[i] == TIDE_ENOTFOUND) {
-                    failed++;
-                } else {
-                    fprintf(stderr, "tide demo: block %zu: %s\n", i, tide_strerror(w->results[i]));
-                    return -1;
-                }
-                continue;
+static void server_stop(own_server *srv) {
+    if (srv->pid > 0) {
+        kill(srv->pid, SIGTERM);
+        int st;
+        for (int i = 0; i < 500; i++) { /* up to 5 s, then force */
+            if (waitpid(srv->pid, &st, WNOHANG) == srv->pid) {
+                srv->pid = 0;
+                break;
             }
-            loaded += block_bytes;
-            for (size_t l = 0; l < L; l++) {
-                long bad = block_check(w->khash[i], l * kv->piece, page_piece(kv, l, i), kv->piece);
-                if (bad >= 0) {
-                    if (!wrong)
-                        fprintf(stderr,
-                                "tide demo: WRONG BYTES: request %" PRIu64
-                                " block %zu (%.*s), layer %zu, byte %ld\n",
-                                t->requests, i, (int)KEY_LEN, (const char *)w->keys[i].data, l,
-                                bad);
-                    wrong++;
-                    break;
-                }
-            }
+            struct timespec d = {0, 10000000};
+            nanosleep(&d, NULL);
         }
-        t->verified_bytes += loaded;
+        if (srv->pid > 0) {
+            kill(srv->pid, SIGKILL);
+            waitpid(srv->pid, &st, 0);
+            srv->pid = 0;
+        }
     }
-    /* A block that matched but did not load is only excusable when the store evicts. */
-    if (failed && check == 2) t->unexpected++;
-    /* The usable prefix ends at the first block that failed to load. */
-    size_t good = 0;
-    while (good < load && w->results[good] == 0 && w->vlens[good] == block_bytes)
-        good++;
+    if (srv->dir[0]) {
+        char p[160];
+        snprintf(p, sizeof(p), "%s/ready", srv->dir);
+        unlink(p);
+        snprintf(p, sizeof(p), "%s/tided.log", srv->dir);
+        unlink(p);
+        rmdir(srv->dir);
+    }
+}
 
-    /* 4. Compute the rest (full blocks only are saved) and save what the store lacks. */
-    size_t first_save = (size_t)hit > good ? (size_t)hit : good;
-    size_t nsave = (size_t)nb > first_save ? (size_t)nb - first_save : 0;
-    /* Blocks good..hit were computed but are already stored; only [first_save, nb) go. */
-    uint64_t save_ns = 0;
-    if (nsave) {
-        for (size_t i = first_save; i < (size_t)nb; i++)
-            for (size_t l = 0; l < L; l++)
-                block_fill(w->khash[i], l * kv->piece, page_piece(kv, l, i), kv->piece);
-        if (o->inject && t->requests == 0 && first_save == 0)
-            page_piece(kv, L / 2, 0)[kv->piece / 3] ^= 0x01; /* the test hook's faulty write */
-        set_iov(o, kv, w, first_save, nsave);
-        uint64_t t0 = now_ns();
-        int rc = tide_put_many(s, w->keys + first_save, nsave, w->iov, w->iovcnt, w->results);
-        save_ns = now_ns() - t0;
-        if (rc < 0) {
-            fprintf(stderr, "tide demo: put_many failed: %s\n", tide_errmsg(s));
-            return -1;
-        }
-        for (size_t i = 0; i < nsave; i++) {
-            if (w->results[i] != 0) {
-                fprintf(stderr, "tide demo: saving block %zu: %s (%s)\n", first_save + i,
-                        tide_strerror(w->results[i]), tide_errmsg(s));
-                return -1;
-            }
-        }
-    }
-    for (int i = 0; i < nb; i++)
-        set_add(saved, w->hashes + (size_t)i * TIDE_HASH_BYTES);
-
-    t->tokens += rq->ntokens;
-    t->blocks += (uint64_t)nb;
-    t->matched_blocks += (uint64_t)hit;
-    t->loaded_blocks += good;
-    t->loaded_tokens += good * bt;
-    t->load_bytes += loaded;
-    t->load_ns += ns;
-    t->saved_blocks += nsave;
-    t->save_bytes += nsave * block_bytes;
-    t->save_ns += save_ns;
-    t->wrong_blocks += wrong;
-    t->load_errors += failed;
-    if (!o->quiet) {
-        char sz[32], ld[64] = "";
-        if (loaded)
-            snprintf(ld, sizeof(ld), ": %s in %.2f ms, %.2f GB/s",
-                     size_format(loaded, sz, sizeof(sz)), (double)ns / 1e6,
-                     (double)loaded / (double)ns);
-        printf("req %3" PRIu64 " doc %" PRIu64 " q %" PRIu64 ": %5zu tokens, %4d blocks | match %4d"
-               " | load %4zu (%5.1f%% of tokens)%s | save %4zu%s%s\n",
-               t->requests, rq->doc, rq->question, rq->ntokens, nb, hit, good,
-               100.0 * (double)(good * bt) / (double)rq->ntokens, ld, nsave,
-               mismatch ? "  UNEXPECTED MATCH" : "",
-               wrong    ? "  WRONG BYTES"
-               : failed ? "  (load errors: recomputed)"
-                        : "");
-        if (mismatch) printf("    the blocks this run saved give a match of %d\n", expect);
-    }
-    t->requests++;
-    return 0;
+static void print_summary(char name, const demo_summary *s) {
+    if (!s->ran || !s->prompts) return;
+    printf("engine %c: %u prompt%s, %" PRIu64 " of %" PRIu64 " prompt tokens from the store, "
+           "TTFT %.1f ms with tide vs %.1f ms recomputed (%.1fx)\n",
+           name, s->prompts, s->prompts == 1 ? "" : "s", s->resumed_tokens, s->tokens,
+           ms(s->ttft_ns), ms(s->recompute_ns),
+           s->ttft_ns ? (double)s->recompute_ns / (double)s->ttft_ns : 0.0);
 }
 
 int cmd_demo(int argc, char **argv) {
-    demo_opts o = {.url = "mem://",
-                   .docs = 4,
-                   .questions = 4,
-                   .prefix_tokens = 2048,
-                   .system_tokens = 256,
-                   .block_tokens = 16,
-                   .bytes_per_token = 32768,
-                   .layers = 4,
-                   .seed = 1};
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--synthetic") == 0) {
+            memmove(argv + i, argv + i + 1, (size_t)(argc - i - 1) * sizeof(char *));
+            argv[argc - 1] = NULL;
+            return cmd_demo_synthetic(argc - 1, argv);
+        }
+    demo_opts o;
     int rc = parse_args(argc, argv, &o);
     if (rc) return rc == 1 ? 0 : rc;
 
-    int exit_code = 1;
-    tide_store *s = NULL;
-    kv_cache kv = {0};
-    work w = {0};
-    key_set saved = {0};
-    request rq = {0};
-    demo_totals t = {0};
-    const size_t qmax = 255, qmin = 48; /* question lengths in tokens */
-    size_t maxtok = (size_t)(o.system_tokens + o.prefix_tokens) + qmax;
-    size_t maxblocks = maxtok / o.block_tokens;
-    size_t L = (size_t)o.layers;
-    uint64_t block_bytes = o.block_tokens * o.bytes_per_token;
-    uint64_t nreq = o.docs * (o.questions + 1);
-
-    rc = tide_open(o.url, &s);
-    if (rc) {
-        fprintf(stderr, "tide demo: cannot open %s: %s\n", o.url, tide_errmsg(NULL));
-        return 1;
+    /* Check the model before starting anything. */
+    engine_config cfg;
+    model_config(&o, &cfg);
+    engine_model *probe;
+    char err[512];
+    if (engine_create(&cfg, &probe, err, sizeof(err))) {
+        fprintf(stderr, "tide demo: %s\n", err);
+        return 2;
     }
-    /* The prefix check needs to know everything the store holds: a fresh store. */
-    tide_stats st0, st1;
-    int fresh = tide_stats_get(s, &st0) == 0 && st0.objects == 0 && st0.evictions == 0;
+    const char *layout = engine_layout(probe);
+    uint32_t n_attn = 0, n_mamba = 0;
+    for (const char *p = layout; *p; p++)
+        *p == 'A' ? n_attn++ : n_mamba++;
+    uint32_t bt = engine_block_tokens(probe);
 
-    kv.npages = maxblocks ? maxblocks : 1;
-    kv.piece = (size_t)(block_bytes / L);
-    kv.layer = calloc(L, sizeof(*kv.layer));
-    kv.table = calloc(kv.npages, sizeof(*kv.table));
-    rq.tokens = malloc(maxtok * sizeof(uint32_t));
-    w.hashes = malloc(kv.npages * TIDE_HASH_BYTES);
-    w.keytext = malloc(kv.npages * KEY_LEN);
-    w.keys = calloc(kv.npages, sizeof(*w.keys));
-    w.khash = calloc(kv.npages, sizeof(*w.khash));
-    w.iov = calloc(kv.npages * L, sizeof(*w.iov));
-    w.iovcnt = calloc(kv.npages, sizeof(*w.iovcnt));
-    w.results = calloc(kv.npages, sizeof(*w.results));
-    w.vlens = calloc(kv.npages, sizeof(*w.vlens));
-    if (!kv.layer || !kv.table || !rq.tokens || !w.hashes || !w.keytext || !w.keys || !w.khash ||
-        !w.iov || !w.iovcnt || !w.results || !w.vlens || set_init(&saved, (size_t)nreq * kv.npages))
-        goto oom;
-    for (size_t i = 0; i < kv.npages; i++)
-        w.iovcnt[i] = L;
-    /* The engine's KV cache is resident memory: touch it now, not during the first load. */
-    for (size_t l = 0; l < L; l++) {
-        kv.layer[l] = malloc(kv.npages * kv.piece);
-        if (!kv.layer[l]) goto oom;
-        memset(kv.layer[l], 0, kv.npages * kv.piece);
-    }
-    char sz1[32], sz2[32];
-    printf("tide demo: %s, %" PRIu64 " docs x %" PRIu64 " questions (+1 repeat each), "
-           "system %" PRIu64 " + document %" PRIu64
-           " + question %zu..%zu tokens, blocks of %" PRIu64 " tokens x %" PRIu64
-           " B = %s in %" PRIu64 " pieces, KV cache %s\n",
-           o.url, o.docs, o.questions, o.system_tokens, o.prefix_tokens, qmin, qmax, o.block_tokens,
-           o.bytes_per_token, size_format(block_bytes, sz1, sizeof(sz1)), o.layers,
-           size_format(kv.npages * block_bytes, sz2, sizeof(sz2)));
-
-    uint64_t rng = splitmix64(o.seed ^ 0xD1B54A32D192ED03ull);
-    uint64_t t0 = now_ns();
-    /* Round r asks question r of every document; the last round repeats question 0. */
-    for (uint64_t r = 0; r <= o.questions; r++) {
-        for (uint64_t d = 0; d < o.docs; d++) {
-            uint64_t q = r < o.questions ? r : 0;
-            size_t qlen = qmin + (size_t)(splitmix64(o.seed ^ (d << 20) ^ q) % (qmax - qmin + 1));
-            size_t n = 0;
-            gen_tokens(rq.tokens, (size_t)o.system_tokens, o.seed, 'S', 0, 0);
-            n += (size_t)o.system_tokens;
-            gen_tokens(rq.tokens + n, (size_t)o.prefix_tokens, o.seed, 'D', d, 0);
-            n += (size_t)o.prefix_tokens;
-            gen_tokens(rq.tokens + n, qlen, o.seed, 'Q', d, q);
-            n += qlen;
-            rq.ntokens = n;
-            rq.doc = d;
-            rq.question = q;
-            tide_stats cur;
-            int check = 0;
-            if (fresh && tide_stats_get(s, &cur) == 0) check = cur.evictions ? 1 : 2;
-            if (serve(s, &o, &kv, &w, &saved, &rq, check, &t, &rng)) goto out;
+    own_server srv = {0};
+    const char *url = o.url;
+    int in_process = url && (strncmp(url, "mem://", 6) == 0 || !url[0]);
+    if (!url) {
+        if (server_start(&srv)) {
+            server_stop(&srv);
+            engine_destroy(probe);
+            return 1;
         }
+        url = srv.url;
     }
-    double wall = (double)(now_ns() - t0) / 1e9;
+    printf("tide demo: model %s (%s: %u attention + %u Mamba layers, d_model %u, vocab %u), "
+           "TP %" PRIu64 " x DCP %" PRIu64 "\n",
+           o.model_name, layout, n_attn, n_mamba, cfg.d_model, cfg.vocab, o.tp, o.dcp);
+    engine_destroy(probe);
+    printf("  prompts: a %" PRIu64 "-token document + a %" PRIu64 "-token question; engine A "
+           "asks q0..q%" PRIu64 ", then engine B asks q%" PRIu64 "..q%" PRIu64 "\n",
+           o.prefix_tokens, o.question_tokens, o.questions - 1, o.questions, 2 * o.questions - 1);
+    printf("  connector: TideStoreConnector, blocks of %u tokens, xxh3-128 prefix hashes", bt);
+    if (n_mamba)
+        printf(", Mamba snapshots every %" PRIu64 " tokens (align mode)",
+               (o.interval + bt - 1) / bt * bt);
+    printf("\n");
+    if (srv.pid)
+        printf("  store: %s, a tided started for this demo (pid %d); A and B are two "
+               "processes\n",
+               url, (int)srv.pid);
+    else if (in_process)
+        printf("  store: %s, embedded; A and B are two engine instances in this process\n", url);
+    else
+        printf("  store: %s; A and B are two processes\n", url);
 
-    int have_stats = tide_stats_get(s, &st1) == 0;
-    char a[32], b[32], c[32];
-    printf("\nrequests %" PRIu64 " in %.2f s, prompt tokens %" PRIu64 ", full blocks %" PRIu64 "\n",
-           t.requests, wall, t.tokens, t.blocks);
-    printf("hit rate  tokens %.1f%% (%" PRIu64 " loaded of %" PRIu64 "), blocks %.1f%% (%" PRIu64
-           " matched of %" PRIu64 ", %" PRIu64 " loaded)\n",
-           t.tokens ? 100.0 * (double)t.loaded_tokens / (double)t.tokens : 0.0, t.loaded_tokens,
-           t.tokens, t.blocks ? 100.0 * (double)t.matched_blocks / (double)t.blocks : 0.0,
-           t.matched_blocks, t.blocks, t.loaded_blocks);
-    printf("loaded    %s in %.1f ms: %.2f GB/s (tide_get_many into %" PRIu64
-           " scatter pieces a block)\n",
-           size_format(t.load_bytes, a, sizeof(a)), (double)t.load_ns / 1e6,
-           t.load_ns ? (double)t.load_bytes / (double)t.load_ns : 0.0, o.layers);
-    printf("saved     %s in %.1f ms: %.2f GB/s (%" PRIu64 " blocks, tide_put_many)\n",
-           size_format(t.save_bytes, b, sizeof(b)), (double)t.save_ns / 1e6,
-           t.save_ns ? (double)t.save_bytes / (double)t.save_ns : 0.0, t.saved_blocks);
-    printf("verified  %s byte for byte: %" PRIu64 " wrong blocks, %" PRIu64 " load errors, %" PRIu64
-           " unexpected prefix matches\n",
-           size_format(t.verified_bytes, c, sizeof(c)), t.wrong_blocks, t.load_errors,
-           t.unexpected);
-    if (have_stats)
-        printf("store     %" PRIu64 " objects, %s used, %" PRIu64 " evictions, %.1f metadata "
-               "bytes an object\n",
-               st1.objects, size_format(st1.used_bytes, a, sizeof(a)), st1.evictions,
-               st1.objects ? (double)st1.meta_bytes / (double)st1.objects : 0.0);
-    int ok = t.wrong_blocks == 0 && t.unexpected == 0;
+    demo_summary a = {0}, b = {0};
+    int broken = 0;
+    if (in_process) {
+        tide_store *s = NULL;
+        if (tide_open(url, &s)) {
+            fprintf(stderr, "tide demo: cannot open %s: %s\n", url, tide_errmsg(NULL));
+            return 1;
+        }
+        run_engine(&o, 'A', s, 0, &a);
+        run_engine(&o, 'B', s, o.questions, &b);
+        tide_close(s);
+    } else {
+        broken |= run_child(&o, 'A', url, 0, &a) != 0;
+        broken |= run_child(&o, 'B', url, o.questions, &b) != 0;
+    }
+    server_stop(&srv);
+
+    printf("\n");
+    print_summary('A', &a);
+    print_summary('B', &b);
+    uint32_t prompts = a.prompts + b.prompts, bad = a.mismatches + b.mismatches;
+    uint32_t errors = a.errors + b.errors + (uint32_t)broken;
+    printf("logits after tide equal a full recompute bit for bit: %u of %u prompts\n",
+           prompts - bad, prompts);
+    if (a.warnings + b.warnings)
+        printf("store warnings: %u (see above); the prompts they touched were recomputed\n",
+               a.warnings + b.warnings);
+    int ok = !bad && !errors && prompts == 2 * o.questions;
     printf("%s\n", ok ? "PASS" : "FAIL");
-    exit_code = ok ? 0 : 1;
-    goto out;
-oom:
-    fprintf(stderr, "tide demo: out of memory\n");
-out:
-    if (kv.layer)
-        for (size_t l = 0; l < L; l++)
-            free(kv.layer[l]);
-    free(kv.layer);
-    free(kv.table);
-    free(rq.tokens);
-    free(w.hashes);
-    free(w.keytext);
-    free(w.keys);
-    free(w.khash);
-    free(w.iov);
-    free(w.iovcnt);
-    free(w.results);
-    free(w.vlens);
-    free(saved.slots);
-    tide_close(s);
-    return exit_code;
+    return ok ? 0 : 1;
 }

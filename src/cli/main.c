@@ -18,7 +18,7 @@ static const cli_command commands[] = {
     {"stat", cmd_stat, "print a store's figures"},
     {"version", cmd_version, "print the version of tide and libtide"},
     {"bench", cmd_bench, "measure a store: ops/s, GB/s and latency percentiles"},
-    {"demo", cmd_demo, "prefix-cache demo: synthetic KV blocks saved, matched and loaded"},
+    {"demo", cmd_demo, "the main job: an engine reusing prefixes through tide, checked bit for bit"},
     {"check-config", cmd_check_config, "check a connector config against vLLM's and tide's rules"},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -5,6 +5,7 @@
  * arguments with a usage error (exit 2).
  */
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -156,7 +157,7 @@ TEST(cli_bench_put_evicting) {
 }
 
 TEST(cli_demo_help_and_bad_args) {
-    run_result *r = run_tide("demo", "--help", NULL);
+    run_result *r = run_tide("demo", "--synthetic", "--help", NULL);
     CHECK_RUN(r, 0);
     CHECK_CONTAINS(r->out, "usage: tide demo");
     CHECK_CONTAINS(r->out, "--bytes-per-token");
@@ -171,12 +172,13 @@ TEST(cli_demo_help_and_bad_args) {
         {"--what", "1"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        r = run_tide("demo", bad[i][0], bad[i][1], NULL);
+        r = run_tide("demo", "--synthetic", bad[i][0], bad[i][1], NULL);
         CHECK_RUN(r, 2);
         CHECK_CONTAINS(r->err, "tide demo: ");
     }
     /* A block too big: 4096 tokens x 1 MiB. */
-    r = run_tide("demo", "--block-tokens", "4096", "--bytes-per-token", "1048576", NULL);
+    r = run_tide("demo", "--synthetic", "--block-tokens", "4096", "--bytes-per-token", "1048576",
+                 NULL);
     CHECK_RUN(r, 2);
     CHECK_CONTAINS(r->err, "64MiB");
 }
@@ -184,9 +186,9 @@ TEST(cli_demo_help_and_bad_args) {
 /* The normal path: everything matched as predicted, every byte right, and the repeated
  * questions at the end load their whole prompt. */
 TEST(cli_demo_pass) {
-    run_result *r = run_tide("demo", "--docs", "3", "--questions", "2", "--prefix-tokens", "300",
-                             "--system-tokens", "40", "--bytes-per-token", "1024", "--block-tokens",
-                             "8", "--layers", "2", NULL);
+    run_result *r = run_tide("demo", "--synthetic", "--docs", "3", "--questions", "2",
+                             "--prefix-tokens", "300", "--system-tokens", "40", "--bytes-per-token",
+                             "1024", "--block-tokens", "8", "--layers", "2", NULL);
     CHECK_RUN(r, 0);
     CHECK_CONTAINS(r->out, "req   8 doc 2 q 0:"); /* 3 docs x (2 + 1 repeat) requests */
     CHECK_CONTAINS(r->out, "hit rate");
@@ -204,9 +206,9 @@ TEST(cli_demo_pass) {
 
 /* A store too small for the run evicts; the demo must still never see a wrong byte. */
 TEST(cli_demo_evicting_store) {
-    run_result *r =
-        run_tide("demo", "--url", "mem://?capacity=1MiB", "--docs", "3", "--questions", "2",
-                 "--prefix-tokens", "512", "--bytes-per-token", "512", "--quiet", NULL);
+    run_result *r = run_tide("demo", "--synthetic", "--url", "mem://?capacity=1MiB", "--docs", "3",
+                             "--questions", "2", "--prefix-tokens", "512", "--bytes-per-token",
+                             "512", "--quiet", NULL);
     CHECK_RUN(r, 0);
     CHECK(strstr(r->out, "req ") == NULL); /* --quiet */
     CHECK_CONTAINS(r->out, "PASS");
@@ -216,10 +218,81 @@ TEST(cli_demo_evicting_store) {
 /* The test hook stores one block with a flipped byte: the demo must catch it and fail. */
 TEST(cli_demo_detects_corruption) {
     run_result *r =
-        run_tide("demo", "--docs", "2", "--questions", "1", "--prefix-tokens", "64",
+        run_tide("demo", "--synthetic", "--docs", "2", "--questions", "1", "--prefix-tokens", "64",
                  "--system-tokens", "32", "--bytes-per-token", "256", "--inject-corruption", NULL);
     CHECK_RUN(r, 1);
     CHECK_CONTAINS(r->out, "FAIL");
     CHECK_CONTAINS(r->out, "WRONG BYTES");
     CHECK_CONTAINS(r->err, "WRONG BYTES: request 1 block 0");
+}
+
+/* ---- `tide demo`: the reference engine through the connector ---------------------------- */
+
+TEST(cli_demo_engine_help_and_bad_args) {
+    run_result *r = run_tide("demo", "--help", NULL);
+    CHECK_RUN(r, 0);
+    CHECK_CONTAINS(r->out, "usage: tide demo");
+    CHECK_CONTAINS(r->out, "--prefix-tokens");
+    CHECK_CONTAINS(r->out, "--synthetic");
+    const char *bad[][2] = {
+        {"--model", "mlp"},       {"--tp", "0"}, {"--dcp", "x"},
+        {"--prefix-tokens", "0"}, {"--tp", "3"}, /* 4 query heads do not split over 3 ranks: the
+                                                    engine says so */
+        {"--what", "1"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        r = run_tide("demo", bad[i][0], bad[i][1], NULL);
+        CHECK_RUN(r, 2);
+        CHECK_CONTAINS(r->err, "tide demo: ");
+    }
+}
+
+/* The default: a tided of the demo's own, engines A and B in two processes. B's prompts
+ * take the whole document from the store, and every prompt's logits equal the recompute. */
+TEST_T(cli_demo_engine_tided, 180) {
+    run_result *r = run_tide("demo", "--prefix-tokens", "256", "--question-tokens", "16",
+                             "--questions", "1", "--interval", "64", NULL);
+    CHECK_RUN(r, 0);
+    CHECK_CONTAINS(r->out, "a tided started for this demo (pid ");
+    CHECK_CONTAINS(r->out, "engine A (pid ");
+    CHECK_CONTAINS(r->out, "engine B (pid ");
+    CHECK_CONTAINS(r->out, "engine B: 1 prompt, 256 of 272 prompt tokens from the store");
+    CHECK_CONTAINS(r->out, "bit for bit: 2 of 2 prompts");
+    CHECK(strstr(r->out, "DIFFERENT") == NULL);
+    CHECK_CONTAINS(r->out, "\nPASS\n");
+    CHECK_STR(r->err, "");
+    /* The demo stopped its tided: the pid is gone (reaped, so not even a zombie). */
+    int pid = atoi(strstr(r->out, "a tided started for this demo (pid ") + 35);
+    CHECK(pid > 0);
+    CHECK(kill(pid, 0) != 0);
+}
+
+/* mem://: two engine instances in one process; attention-only with TP 2 x DCP 2. */
+TEST_T(cli_demo_engine_mem_tp_dcp, 180) {
+    run_result *r =
+        run_tide("demo", "--url", "mem://", "--model", "attention", "--tp", "2", "--dcp", "2",
+                 "--prefix-tokens", "192", "--question-tokens", "8", "--questions", "1", NULL);
+    CHECK_RUN(r, 0);
+    CHECK_CONTAINS(r->out, "TP 2 x DCP 2");
+    CHECK_CONTAINS(r->out, "two engine instances in this process");
+    CHECK_CONTAINS(r->out, "engine B: 1 prompt, 192 of 200 prompt tokens from the store");
+    CHECK_CONTAINS(r->out, "\nPASS\n");
+}
+
+/* A store nobody serves: the engines cannot open it, warn, compute every prompt, and the
+ * demo still passes (the logits are right; only the reuse is lost). A store that dies while
+ * the engines use it is tested with the engine glue (test_etide.c). */
+TEST_T(cli_demo_engine_store_down, 180) {
+    char url[64];
+    snprintf(url, sizeof(url), "tide://127.0.0.1:%d", test_free_port());
+    run_result *r = run_tide("demo", "--url", url, "--prefix-tokens", "128", "--question-tokens",
+                             "8", "--questions", "1", NULL);
+    CHECK_RUN(r, 0);
+    CHECK_CONTAINS(r->err, "tide demo: warning: engine A: cannot open tide://127.0.0.1:");
+    CHECK_CONTAINS(r->err, "running without a store");
+    CHECK_CONTAINS(r->err,
+                   "tide demo: warning: engine B B-q1: no store: computed the whole prompt");
+    CHECK_CONTAINS(r->out, "engine B: 1 prompt, 0 of 136 prompt tokens from the store");
+    CHECK_CONTAINS(r->out, "bit for bit: 2 of 2 prompts");
+    CHECK_CONTAINS(r->out, "\nPASS\n");
 }
