@@ -78,6 +78,12 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libtide.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libtide.a $(LDFLAGS) $(LIBS)
 
+# bench/ttft drives the reference engine through the connector: it links the engine too.
+ENGINE_OBJS := $(call obj,$(ENGINE_SRCS))
+$(BUILD)/bench/ttft: bench/ttft.c $(ENGINE_OBJS) $(BUILD)/libtide.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(ENGINE_OBJS) $(BUILD)/libtide.a $(LDFLAGS) $(LIBS)
+
 deps:
 	@scripts/deps.sh
 

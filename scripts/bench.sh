@@ -6,6 +6,11 @@
 # medians of its own runs and ratios against a baseline it measures in the same run; the
 # absolute figures move with the machine and with whatever else runs on it (the load
 # average at the start is recorded for that reason).
+#
+# $BUILD/bench/ttft (bench/ttft.c: the reference engine's time to first token with a
+# prefix from tide vs recomputing it, 2k/8k/16k tokens, mem:// and tide://) finds build/tide
+# beside its directory to start its tided; it computes 16k-token prompts from scratch three
+# times, so it takes minutes. TTFT_ARGS passes options to it (e.g. TTFT_ARGS="--sizes 2048").
 set -e
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build}"
@@ -35,15 +40,18 @@ for b in "$BUILD"/bench/*; do
     [ -x "$b" ] && [ -f "$b" ] || continue
     found=1
     name="$(basename "$b")"
+    args=
+    if [ "$name" = ttft ]; then args="${TTFT_ARGS:-}"; fi
     echo "bench: running $b" >&2
     {
         echo
         echo "## $name"
         echo
-        echo "Command: \`$b\`"
+        echo "Command: \`$b${args:+ $args}\`"
         echo
     } >>"$TMP"
-    "$b" | tee -a "$TMP"
+    # shellcheck disable=SC2086 # args is a list of options
+    "$b" $args | tee -a "$TMP"
 done
 if [ "$found" -eq 0 ]; then
     echo "bench: no benchmark programs under $BUILD/bench (run make first)" >&2

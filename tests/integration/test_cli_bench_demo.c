@@ -29,12 +29,12 @@ static void slurp(const char *path, char *buf, size_t cap) {
     if (f) fclose(f);
 }
 
-/* Run `tide ARGS...` (NULL-terminated) with stdout and stderr captured. */
-static run_result *run_tide(const char *first, ...) {
+/* Run `PROG ARGS...` (NULL-terminated) with stdout and stderr captured. */
+static run_result *run_cmd(const char *prog, const char *first, ...) {
     static run_result r;
     const char *argv[64];
     int argc = 0;
-    argv[argc++] = test_tide_bin();
+    argv[argc++] = prog;
     va_list ap;
     va_start(ap, first);
     for (const char *a = first; a && argc < 63; a = va_arg(ap, const char *))
@@ -61,6 +61,9 @@ static run_result *run_tide(const char *first, ...) {
     slurp(errp, r.err, sizeof(r.err));
     return &r;
 }
+
+/* Run `tide ARGS...`. */
+#define run_tide(...) run_cmd(test_tide_bin(), __VA_ARGS__)
 
 #define CHECK_RUN(r, code)                                                                         \
     CHECK_MSG((r)->status == (code), "exit %d, want %d\nstdout:\n%s\nstderr:\n%s", (r)->status,    \
@@ -295,4 +298,21 @@ TEST_T(cli_demo_engine_store_down, 180) {
     CHECK_CONTAINS(r->out, "engine B: 1 prompt, 0 of 136 prompt tokens from the store");
     CHECK_CONTAINS(r->out, "bit for bit: 2 of 2 prompts");
     CHECK_CONTAINS(r->out, "\nPASS\n");
+}
+
+/* bench/ttft with tiny sizes: it runs, starts and stops its tided, and finds the logits after
+ * every load equal to the recompute. (No figure is checked: it is a benchmark.) */
+TEST_T(bench_ttft_smoke, 180) {
+    char prog[512];
+    snprintf(prog, sizeof(prog), "%s/bench/ttft", test_build_dir());
+    run_result *r =
+        run_cmd(prog, "--sizes", "64,128", "--question-tokens", "8", "--reps", "1", NULL);
+    CHECK_RUN(r, 0);
+    CHECK_CONTAINS(r->out, "| 64 | mem:// |");
+    CHECK_CONTAINS(r->out, "| 128 | tide:// (tided, loopback TCP) |");
+    CHECK(strstr(r->out, "DIFFERENT") == NULL);
+    CHECK(strstr(r->out, "failed") == NULL);
+    r = run_cmd(prog, "--sizes", "0", NULL);
+    CHECK_RUN(r, 2);
+    CHECK_CONTAINS(r->err, "usage:");
 }
