@@ -417,7 +417,7 @@ int etide_prefill(etide *e, const char *id, const uint32_t *tokens, uint32_t n, 
     size_t nh = n / e->hash_block, nblk = (n + e->bt - 1) / e->bt;
     uint8_t *hashes = malloc((nh ? nh : 1) * HASH_LEN);
     int32_t *ids = malloc(2 * nblk * sizeof(int32_t));
-    int32_t failed[1024];
+    int32_t *failed = NULL;
     engine_req *r = NULL;
     int rc = 0, live = 0;
     if (!hashes || !ids) {
@@ -500,12 +500,20 @@ int etide_prefill(etide *e, const char *id, const uint32_t *tokens, uint32_t n, 
         if ((rc = run_step(e, id))) goto out;
         uint32_t done = wait_finished(e, TIDE_CONNECTOR_LOAD, id);
         pos = hit;
-        size_t nfailed = 0;
-        for (uint32_t k = 0; k < e->nranks; k++) {
-            int f = tide_connector_get_load_errors(e->workers[k], failed + nfailed,
-                                                   sizeof(failed) / sizeof(failed[0]) - nfailed);
-            if (f > 0) nfailed += (size_t)f;
+        /* Every failed id of this load, from every rank: at most one per object loaded. */
+        size_t nfailed = 0, cap = (size_t)e->nranks * e->ngroups * (hit / e->bt + 1);
+        failed = malloc(cap * sizeof(int32_t));
+        if (!failed) {
+            rc = fail(e, -ENOMEM, "%s: out of memory", id);
+            goto out;
         }
+        for (uint32_t k = 0; k < e->nranks; k++)
+            for (int round = 0; round < 64 && nfailed < cap; round++) {
+                int f =
+                    tide_connector_get_load_errors(e->workers[k], failed + nfailed, cap - nfailed);
+                if (f <= 0) break;
+                nfailed += (size_t)f;
+            }
         res->load_errors = (uint32_t)nfailed;
         if (done != e->nranks) pos = 0; /* a rank never reported: trust nothing */
         pos = pos ? resume_point(e, blocks, hit_slot, hit, failed, nfailed) : 0;
@@ -584,6 +592,7 @@ out:
     engine_req_free(r);
     free(hashes);
     free(ids);
+    free(failed);
     return rc;
 }
 
