@@ -522,16 +522,7 @@ static int on_get_reply(call *k, const frame_msg *m, void *arg) {
         int rc = recv_all(k, v, nv);
         if (rc) return rc;
         /* Hash what landed in the caller's memory. */
-        uint64_t h;
-        if (a->cnts[i] == 1) {
-            h = checksum_buf(src[0].base, e.vlen);
-        } else {
-            uint8_t *tmp = malloc(e.vlen);
-            if (!tmp) return -ENOMEM;
-            copy_gather(tmp, src, a->cnts[i], 0);
-            h = checksum_buf(tmp, e.vlen);
-            free(tmp);
-        }
+        uint64_t h = checksum_iov(src, a->cnts[i], e.vlen);
         if (h != e.sum) {
             char kb[80];
             client_err(k->s, TIDE_ECHECKSUM, "%s: value of key '%s' failed its checksum; "

@@ -15,6 +15,18 @@ uint64_t checksum_buf(const void *p, size_t n) {
     return XXH3_64bits_dispatch(p, n);
 }
 
+uint64_t checksum_iov(const tide_iov *iov, size_t cnt, size_t len) {
+    if (cnt == 1) return XXH3_64bits_dispatch(iov[0].base, len < iov[0].len ? len : iov[0].len);
+    XXH3_state_t st;
+    XXH3_64bits_reset(&st);
+    for (size_t i = 0; i < cnt && len; i++) {
+        size_t n = iov[i].len < len ? iov[i].len : len;
+        XXH3_64bits_update_dispatch(&st, iov[i].base, n);
+        len -= n;
+    }
+    return XXH3_64bits_digest(&st);
+}
+
 size_t iov_total(const tide_iov *iov, size_t cnt) {
     size_t t = 0;
     for (size_t i = 0; i < cnt; i++) t += iov[i].len;

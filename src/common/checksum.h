@@ -16,6 +16,10 @@
 /* xxh3-64 of n bytes. */
 uint64_t checksum_buf(const void *p, size_t n);
 
+/* xxh3-64 of the first len bytes of a scatter list, as one stream (same value as
+ * checksum_buf over the bytes laid end to end). */
+uint64_t checksum_iov(const tide_iov *iov, size_t cnt, size_t len);
+
 /* Total length of a scatter list. */
 size_t iov_total(const tide_iov *iov, size_t cnt);
 
