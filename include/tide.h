@@ -242,6 +242,219 @@ TIDE_API int tide_prefix_hashes(tide_hash_algo algo, const uint32_t *tokens, siz
 /* Write the 32 lowercase hex digits of a hash and a NUL to out[33]. */
 TIDE_API void tide_hash_hex(const uint8_t h[TIDE_HASH_BYTES], char out[33]);
 
+/* ---------------------------------------------------------------------------------------
+ * Connector: vLLM's KV-cache connector semantics (what to look up, save and load), for the
+ * Python vLLM module (through ctypes) and tide's reference engine. docs/CONNECTOR.md
+ * explains the job lifecycle, the threads and the lookup algorithm.
+ *
+ * One handle serves one engine rank in one role:
+ *   TIDE_CONNECTOR_SCHEDULER  lookups, per-request state, per-step metadata
+ *   TIDE_CONNECTOR_WORKER     paged regions, background saves and loads, completions
+ * (lookups work in either role: they need only the configuration and the store).
+ *
+ * Conventions (besides the store's): request ids are NUL-terminated strings of 1..255
+ * bytes. Block hashes are passed as one byte array of nhashes * hash_len bytes: hash i
+ * covers the first (i + 1) * hash_block_size tokens (vLLM's request.block_hashes, or
+ * tide_prefix_hashes() over the hash block size). Block ids are int32; a negative id means
+ * "no block" (pass vLLM's null block as -1). Lists of block ids per KV-cache group are
+ * flattened: group 0's ids, then group 1's, ..., with counts[g] ids for group g.
+ * A failing call returns a negative code and leaves a message for
+ * tide_connector_errmsg(handle) (tide_connector_errmsg(NULL) after a failed create).
+ * ------------------------------------------------------------------------------------- */
+typedef struct tide_connector tide_connector;
+typedef struct tide_connector_meta tide_connector_meta;
+
+#define TIDE_CONNECTOR_SCHEDULER 0
+#define TIDE_CONNECTOR_WORKER 1
+
+/* Job kinds (also bit flags for tide_connector_start_jobs). */
+#define TIDE_CONNECTOR_LOAD 1
+#define TIDE_CONNECTOR_SAVE 2
+
+/*
+ * Create a connector from a configuration document (docs/CONNECTOR_CONFIG.md; JSON text,
+ * NUL-terminated) and a store URL (NULL or "" = mem://). The configuration is parsed,
+ * checked and validated with tide's rules; an unsupported one fails with
+ * TIDE_EUNSUPPORTED and the message "TideStoreConnector does not support: ...".
+ * A worker starts its background threads here. Errors: TIDE_EPARSE, TIDE_ECONFIG (every
+ * problem, joined by "; "), TIDE_EUNSUPPORTED, -EINVAL (bad role), -ENOMEM, and
+ * tide_open()'s errors.
+ */
+TIDE_API int tide_connector_create(const char *config_json, const char *store_url, int role,
+                                   tide_connector **out);
+/* The same with the configuration read from a file. Errors also: a negative errno. */
+TIDE_API int tide_connector_create_file(const char *config_path, const char *store_url, int role,
+                                        tide_connector **out);
+/* The same over a store the caller opened; the connector borrows it, and the caller closes
+ * it after tide_connector_destroy(). */
+TIDE_API int tide_connector_create_with_store(const char *config_json, tide_store *store,
+                                              int role, tide_connector **out);
+/* Wait for every queued job, stop the threads, free everything. NULL is ignored. */
+TIDE_API void tide_connector_destroy(tide_connector *c);
+/* The last detailed message of this handle on this thread (see tide_errmsg). */
+TIDE_API const char *tide_connector_errmsg(const tide_connector *c);
+
+/* What the configuration resolved to. */
+typedef struct tide_connector_info {
+    int role;                     /* TIDE_CONNECTOR_SCHEDULER or _WORKER */
+    int ngroups;                  /* KV-cache groups */
+    int64_t scheduler_block_size; /* hits and saves are aligned to it */
+    int64_t hash_block_size;      /* tokens per block hash */
+    int hash_bytes;               /* bytes of one hash of the configured algorithm */
+    int load_async;               /* loads complete asynchronously (extra config) */
+    int capacity_only;            /* the rank only lends memory: lookups say 0, no saves */
+    int saves;                    /* this role saves (producer, kv_both, save_decode_cache) */
+} tide_connector_info;
+TIDE_API int tide_connector_get_info(tide_connector *c, tide_connector_info *out);
+
+/* ---- scheduler side ---------------------------------------------------------------- */
+
+/*
+ * The longest prefix of a prompt of num_tokens tokens that the store can supply, in
+ * tokens: present for every group in every lookup namespace, aligned to the scheduler
+ * block size, never the whole prompt (the last token is always computed). Pure: no
+ * request state is kept. One batched existence query per call. hash_len is 1..64.
+ * Errors: -EINVAL, TIDE_EKEYLONG, -ENOMEM, the store's errors.
+ */
+TIDE_API int tide_connector_hit_tokens(tide_connector *c, int64_t num_tokens,
+                                       const uint8_t *hashes, size_t nhashes, size_t hash_len,
+                                       int64_t *hit_tokens);
+/*
+ * vLLM's get_num_new_matched_tokens: *num_new = tokens beyond num_computed that can be
+ * loaded (0 if none). When > 0 the request gets a load spec that
+ * tide_connector_update_after_alloc() arms. Errors as tide_connector_hit_tokens().
+ */
+TIDE_API int tide_connector_lookup(tide_connector *c, const char *req_id, int64_t num_tokens,
+                                   const uint8_t *hashes, size_t nhashes, size_t hash_len,
+                                   int64_t num_computed, int64_t *num_new);
+/*
+ * vLLM's update_state_after_alloc: the request's block table (every group, flattened as
+ * described above; it replaces what was known) and the external tokens granted. A load is
+ * planned only when num_external_tokens equals the tokens the lookup offered.
+ * Errors: -EINVAL (ngroups differs from the configuration, or a mismatch), -ENOMEM.
+ */
+TIDE_API int tide_connector_update_after_alloc(tide_connector *c, const char *req_id,
+                                               const int32_t *block_ids, const size_t *counts,
+                                               size_t ngroups, int64_t num_external_tokens);
+/*
+ * One scheduled step of a request: after this step's forward pass the request will have
+ * computed_tokens tokens of KV; prompt_tokens is its prompt (prefill) length; hashes are
+ * its current block hashes; new_block_ids (flattened, counts per group) are appended to
+ * its block table — or replace it when is_new is 1 (a new or resumed request).
+ * Errors: -EINVAL, -ENOMEM.
+ */
+TIDE_API int tide_connector_request_step(tide_connector *c, const char *req_id,
+                                         int64_t prompt_tokens, int64_t computed_tokens,
+                                         const uint8_t *hashes, size_t nhashes, size_t hash_len,
+                                         const int32_t *new_block_ids, const size_t *counts,
+                                         size_t ngroups, int is_new);
+/* The request was preempted: its block table, load spec and save progress are dropped. */
+TIDE_API int tide_connector_request_preempted(tide_connector *c, const char *req_id);
+/*
+ * The request finished. Returns 1 when its blocks must stay allocated until the workers
+ * report it saved (tide_connector_get_finished(TIDE_CONNECTOR_SAVE) on every rank), 0
+ * when they can be freed now, or a negative code.
+ */
+TIDE_API int tide_connector_request_finished(tide_connector *c, const char *req_id);
+/*
+ * The jobs of this step: a load for each request whose load was armed, a save for each
+ * request with new blocks to store, and the requests finished since the last call. The
+ * caller frees *out with tide_connector_meta_free(). Errors: -ENOMEM.
+ */
+TIDE_API int tide_connector_build_meta(tide_connector *c, tide_connector_meta **out);
+/* Drop every request's state; on a worker wait for the queued jobs first. With
+ * clear_store 1 the store is emptied too (vLLM's reset_cache). */
+TIDE_API int tide_connector_reset(tide_connector *c, int clear_store);
+
+/* ---- metadata: read it, or move it between processes -------------------------------- */
+
+typedef struct tide_connector_job {
+    int kind;             /* TIDE_CONNECTOR_LOAD or TIDE_CONNECTOR_SAVE */
+    const char *req_id;   /* lives as long as the metadata */
+    int64_t start_tokens; /* first token of the range this job covers */
+    int64_t end_tokens;   /* end of that range (a load: the hit length) */
+    size_t nblocks;       /* objects to move */
+} tide_connector_job;
+
+typedef struct tide_connector_block {
+    int group;            /* KV-cache group */
+    int32_t block_id;     /* the block (page) in the group's registered regions */
+    int64_t end_token;    /* the object covers tokens up to this position */
+    const uint8_t *hash;  /* its block hash (hash_len bytes; lives as long as the metadata) */
+    size_t hash_len;
+} tide_connector_block;
+
+TIDE_API size_t tide_connector_meta_num_jobs(const tide_connector_meta *m);
+/* Errors: -EINVAL (index out of range). */
+TIDE_API int tide_connector_meta_job(const tide_connector_meta *m, size_t i,
+                                     tide_connector_job *out);
+TIDE_API int tide_connector_meta_block(const tide_connector_meta *m, size_t job, size_t k,
+                                       tide_connector_block *out);
+/* Requests finished (and kept alive for their saves) since the previous metadata. */
+TIDE_API size_t tide_connector_meta_num_finished(const tide_connector_meta *m);
+TIDE_API const char *tide_connector_meta_finished(const tide_connector_meta *m, size_t i);
+/* Serialize into buf[0..cap); *len = the size (also on TIDE_EBUFSMALL; cap 0 asks it). */
+TIDE_API int tide_connector_meta_serialize(const tide_connector_meta *m, void *buf, size_t cap,
+                                           size_t *len);
+/* Rebuild metadata from bytes. Errors: TIDE_EPARSE (malformed, with the offset), -ENOMEM. */
+TIDE_API int tide_connector_meta_parse(const void *buf, size_t len, tide_connector_meta **out);
+TIDE_API void tide_connector_meta_free(tide_connector_meta *m);
+
+/* ---- worker side ------------------------------------------------------------------- */
+
+/*
+ * Register one paged KV tensor (one layer's cache, or one Mamba state tensor) of a group.
+ * base..base+nbytes holds num_blocks pages of nbytes / num_blocks bytes. With ndim > 0,
+ * shape[] and strides[] (in elements of elem_size bytes, as torch and numpy report them)
+ * describe the tensor: leading dimensions whose stride spans more than a page are outer
+ * dimensions (e.g. K and V planes of shape (2, num_blocks, ...)); each outer index is a
+ * segment whose block b is at its base + b * (page / segments), and the next dimension must
+ * have num_blocks entries. With ndim 0 the tensor is one segment of whole pages. An object
+ * is block b's bytes in every segment of every region of its group, in registration order
+ * (every rank must register in the same order). Errors: -EINVAL (with what is wrong).
+ */
+TIDE_API int tide_connector_register_region(tide_connector *c, int group, void *base,
+                                            uint64_t nbytes, int64_t num_blocks, size_t ndim,
+                                            const int64_t *shape, const int64_t *strides,
+                                            size_t elem_size);
+/*
+ * Queue the jobs of one step's metadata whose kind is in `kinds` (a mask of
+ * TIDE_CONNECTOR_LOAD and TIDE_CONNECTOR_SAVE) on the background threads, and record the
+ * metadata's finished requests. Saves read the pages when they run: call it after the
+ * step's forward pass has written them, and keep a save's blocks unchanged until the
+ * request is reported saved. Loads write the pages of blocks the scheduler allocated for
+ * them. Returns the number of jobs queued. Errors: -EINVAL (a scheduler handle).
+ */
+TIDE_API int tide_connector_start_jobs(tide_connector *c, const tide_connector_meta *m, int kinds);
+/*
+ * Request ids whose loads completed (kind TIDE_CONNECTOR_LOAD) or which finished and whose
+ * saves all completed (TIDE_CONNECTOR_SAVE), each reported once: written to buf as
+ * NUL-terminated strings one after another, as many as fit in cap bytes (the rest stay
+ * for the next call). Returns how many were written.
+ */
+TIDE_API int tide_connector_get_finished(tide_connector *c, int kind, char *buf, size_t cap);
+/* Block ids whose load failed since the last call (as many as fit; the rest stay).
+ * A failed block's bytes must not be used: recompute it. Returns the count. */
+TIDE_API int tide_connector_get_load_errors(tide_connector *c, int32_t *block_ids, size_t cap);
+/* Block until every queued job has run. */
+TIDE_API int tide_connector_wait(tide_connector *c);
+
+/* Figures, by operation as the reference names them (lookup_exists, save_exists,
+ * save_put, load_get), plus the connector's own counters. Totals since creation. */
+typedef struct tide_connector_op_stats {
+    uint64_t calls, keys, bytes, failed_keys, errors; /* errors: calls that failed whole */
+    uint64_t ns;                                      /* time spent in the calls */
+} tide_connector_op_stats;
+typedef struct tide_connector_stats {
+    tide_connector_op_stats lookup_exists, save_exists, save_put, load_get;
+    uint64_t lookups, lookup_hit_tokens;
+    uint64_t save_jobs, saved_objects, dedup_skipped, striped_skipped;
+    uint64_t pressure_skipped_jobs, pressure_events;
+    int pressure_active;
+    uint64_t load_jobs, loaded_objects, load_errors;
+} tide_connector_stats;
+TIDE_API int tide_connector_get_stats(tide_connector *c, tide_connector_stats *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,224 @@
+/*
+ * api.c — the connector handle: create (parse, check, validate, open or borrow the store,
+ * start the worker's threads), destroy, messages, info and figures, and the argument
+ * checks every public call shares.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "connector/connector.h"
+
+int conn_err(tide_connector *c, int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    err_vset(c, c ? &c->err : NULL, code, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+void conn_count_op(tide_connector *c, tide_connector_op_stats *op, uint64_t keys, uint64_t bytes,
+                   uint64_t failed, int whole_error, uint64_t ns) {
+    pthread_mutex_lock(&c->stats_lock);
+    op->calls++;
+    op->keys += keys;
+    op->bytes += bytes;
+    op->failed_keys += failed;
+    op->errors += whole_error ? 1 : 0;
+    op->ns += ns;
+    pthread_mutex_unlock(&c->stats_lock);
+}
+
+int conn_check_id(tide_connector *c, const char *fn, const char *req_id) {
+    if (!req_id || !req_id[0]) return conn_err(c, -EINVAL, "%s: empty request id", fn);
+    if (strlen(req_id) > CONN_REQ_ID_MAX)
+        return conn_err(c, -EINVAL, "%s: request id longer than %d bytes", fn, CONN_REQ_ID_MAX);
+    return 0;
+}
+
+int conn_check_hashes(tide_connector *c, const char *fn, const uint8_t *hashes, size_t nhashes,
+                      size_t hash_len) {
+    if (nhashes == 0) return 0;
+    if (!hashes) return conn_err(c, -EINVAL, "%s: hashes is NULL with %zu hashes", fn, nhashes);
+    if (hash_len == 0 || hash_len > CONN_HASH_MAX)
+        return conn_err(c, -EINVAL, "%s: hash_len %zu is not 1..%d", fn, hash_len, CONN_HASH_MAX);
+    if (nhashes > (size_t)1 << 24)
+        return conn_err(c, -EINVAL, "%s: %zu hashes is more than a prompt can have", fn, nhashes);
+    return 0;
+}
+
+/* Join every collected problem into one message. */
+static int fail_errs(int rc, const char *what, conncfg_errs *e) {
+    char msg[ERR_MSG_MAX];
+    size_t len = (size_t)snprintf(msg, sizeof(msg), "%s: ", what);
+    for (size_t i = 0; i < e->n && len < sizeof(msg); i++)
+        len += (size_t)snprintf(msg + len, sizeof(msg) - len, "%s%s", i ? "; " : "", e->msg[i]);
+    if (e->n == 0 && len < sizeof(msg))
+        snprintf(msg + len, sizeof(msg) - len, "%s", tide_strerror(rc));
+    return err_set(NULL, NULL, rc, "%s", msg);
+}
+
+static int create(const char *json, const char *path, const char *url, tide_store *store, int role,
+                  tide_connector **out) {
+    if (!out) return err_set(NULL, NULL, -EINVAL, "tide_connector_create: out is NULL");
+    *out = NULL;
+    if (role != TIDE_CONNECTOR_SCHEDULER && role != TIDE_CONNECTOR_WORKER)
+        return err_set(NULL, NULL, -EINVAL,
+                       "tide_connector_create: role %d is neither "
+                       "TIDE_CONNECTOR_SCHEDULER nor TIDE_CONNECTOR_WORKER",
+                       role);
+    if (!json && !path)
+        return err_set(NULL, NULL, -EINVAL, "tide_connector_create: no configuration");
+    tide_connector *c = calloc(1, sizeof(*c));
+    if (!c) return err_set(NULL, NULL, -ENOMEM, "tide_connector_create: out of memory");
+    c->role = role;
+    errbuf_init(&c->err);
+    pthread_mutex_init(&c->sched_lock, NULL);
+    pthread_mutex_init(&c->wlock, NULL);
+    pthread_mutex_init(&c->stats_lock, NULL);
+    pthread_cond_init(&c->wcond, NULL);
+    pthread_cond_init(&c->donecond, NULL);
+
+    conncfg_errs e;
+    conncfg_errs_init(&e);
+    int rc = json ? conncfg_parse_string(json, strlen(json), &c->cfg, &e)
+                  : conncfg_parse_file(path, &c->cfg, &e);
+    if (rc == 0) rc = conncfg_check(&c->cfg, &e);
+    if (rc) {
+        fail_errs(rc, "connector configuration", &e);
+        goto fail_cfg;
+    }
+    conn_verdict *v = calloc(1, sizeof(*v));
+    if (!v) {
+        rc = err_set(NULL, NULL, -ENOMEM, "tide_connector_create: out of memory");
+        goto fail_cfg;
+    }
+    rc = connector_validate(&c->cfg, CONN_IMPL_TIDE, v);
+    if (rc) err_set(NULL, NULL, rc, "%s", v->message[0] ? v->message : "configuration refused");
+    free(v);
+    if (rc) goto fail_cfg;
+    c->saves = c->cfg.kv_role != CONN_ROLE_CONSUMER || c->cfg.extra.save_decode_cache;
+    if (connector_capacity_only(&c->cfg)) c->saves = 0;
+
+    if (store) {
+        c->store = store;
+    } else {
+        rc = tide_open(url, &c->store);
+        if (rc) {
+            char msg[ERR_MSG_MAX];
+            snprintf(msg, sizeof(msg), "%s", tide_errmsg(NULL));
+            err_set(NULL, NULL, rc, "tide_connector_create: cannot open the store '%s': %s",
+                    url && *url ? url : "mem://", msg);
+            goto fail_cfg;
+        }
+        c->own_store = 1;
+    }
+    conn_sched_init(c);
+    if (!c->buckets) {
+        rc = err_set(NULL, NULL, -ENOMEM, "tide_connector_create: out of memory");
+        goto fail;
+    }
+    if (role == TIDE_CONNECTOR_WORKER && (rc = conn_worker_start(c)) != 0) {
+        char msg[ERR_MSG_MAX];
+        snprintf(msg, sizeof(msg), "%s", tide_connector_errmsg(c));
+        err_set(NULL, NULL, rc, "%s", msg);
+        goto fail;
+    }
+    conncfg_errs_free(&e);
+    *out = c;
+    return 0;
+fail:
+    conn_sched_free(c);
+    if (c->own_store) tide_close(c->store);
+fail_cfg:
+    conncfg_errs_free(&e);
+    conncfg_free(&c->cfg);
+    pthread_mutex_destroy(&c->sched_lock);
+    pthread_mutex_destroy(&c->wlock);
+    pthread_mutex_destroy(&c->stats_lock);
+    pthread_cond_destroy(&c->wcond);
+    pthread_cond_destroy(&c->donecond);
+    errbuf_destroy(&c->err);
+    free(c);
+    return rc;
+}
+
+TIDE_API int tide_connector_create(const char *config_json, const char *store_url, int role,
+                                   tide_connector **out) {
+    if (!config_json)
+        return err_set(NULL, NULL, -EINVAL, "tide_connector_create: config_json is NULL");
+    return create(config_json, NULL, store_url, NULL, role, out);
+}
+
+TIDE_API int tide_connector_create_file(const char *config_path, const char *store_url, int role,
+                                        tide_connector **out) {
+    if (!config_path)
+        return err_set(NULL, NULL, -EINVAL, "tide_connector_create_file: config_path is NULL");
+    return create(NULL, config_path, store_url, NULL, role, out);
+}
+
+TIDE_API int tide_connector_create_with_store(const char *config_json, tide_store *store, int role,
+                                              tide_connector **out) {
+    if (!config_json || !store)
+        return err_set(NULL, NULL, -EINVAL, "tide_connector_create_with_store: NULL argument");
+    return create(config_json, NULL, NULL, store, role, out);
+}
+
+TIDE_API void tide_connector_destroy(tide_connector *c) {
+    if (!c) return;
+    if (c->role == TIDE_CONNECTOR_WORKER) {
+        tide_connector_wait(c);
+        conn_worker_stop(c);
+    }
+    conn_sched_free(c);
+    if (c->own_store) tide_close(c->store);
+    conncfg_free(&c->cfg);
+    pthread_mutex_destroy(&c->sched_lock);
+    pthread_mutex_destroy(&c->wlock);
+    pthread_mutex_destroy(&c->stats_lock);
+    pthread_cond_destroy(&c->wcond);
+    pthread_cond_destroy(&c->donecond);
+    errbuf_destroy(&c->err);
+    free(c);
+}
+
+TIDE_API const char *tide_connector_errmsg(const tide_connector *c) {
+    return err_get(c, c ? (errbuf *)&c->err : NULL);
+}
+
+TIDE_API int tide_connector_get_info(tide_connector *c, tide_connector_info *out) {
+    if (!c || !out) return err_set(c, c ? &c->err : NULL, -EINVAL, "get_info: NULL argument");
+    memset(out, 0, sizeof(*out));
+    out->role = c->role;
+    out->ngroups = (int)c->cfg.ngroups;
+    out->scheduler_block_size = c->cfg.scheduler_block_size;
+    out->hash_block_size = c->cfg.hash_block_size;
+    out->hash_bytes = (int)connector_hash_bytes(&c->cfg);
+    out->load_async = c->cfg.extra.load_async;
+    out->capacity_only = connector_capacity_only(&c->cfg);
+    out->saves = c->saves;
+    return 0;
+}
+
+TIDE_API int tide_connector_get_stats(tide_connector *c, tide_connector_stats *out) {
+    if (!c || !out) return err_set(c, c ? &c->err : NULL, -EINVAL, "get_stats: NULL argument");
+    pthread_mutex_lock(&c->stats_lock);
+    *out = c->stats;
+    pthread_mutex_unlock(&c->stats_lock);
+    pthread_mutex_lock(&c->wlock);
+    out->pressure_active = c->pressure;
+    pthread_mutex_unlock(&c->wlock);
+    return 0;
+}
+
+TIDE_API int tide_connector_hit_tokens(tide_connector *c, int64_t num_tokens, const uint8_t *hashes,
+                                       size_t nhashes, size_t hash_len, int64_t *hit_tokens) {
+    static const char fn[] = "tide_connector_hit_tokens";
+    if (!c) return err_set(NULL, NULL, -EINVAL, "%s: connector is NULL", fn);
+    if (!hit_tokens) return conn_err(c, -EINVAL, "%s: hit_tokens is NULL", fn);
+    int rc = conn_check_hashes(c, fn, hashes, nhashes, hash_len);
+    if (rc) return rc;
+    return conn_hit_tokens(c, num_tokens, hashes, nhashes, hash_len, hit_tokens);
+}

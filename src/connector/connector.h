@@ -1,0 +1,181 @@
+/*
+ * connector.h — the connector's internals behind the public tide_connector_* calls:
+ * the handle, the lookup search, the scheduler's request table, the per-step metadata and
+ * the worker's regions and job threads.
+ *
+ * Files: api.c (create/destroy, info, stats, messages), lookup.c (keys, the one existence
+ * round trip, the hit search), sched.c (request state, load and save plans), meta.c (the
+ * metadata: build, read, serialize, parse), worker.c (regions, job threads, completions).
+ *
+ * Lock order: conn->sched_lock (scheduler state) and conn->wlock (worker state) are never
+ * held together; neither is held across a store call.
+ */
+#ifndef TIDE_CONNECTOR_CONNECTOR_H
+#define TIDE_CONNECTOR_CONNECTOR_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/errors.h"
+#include "connector/config.h"
+#include "connector/keys.h"
+#include "tide.h"
+
+#define CONN_REQ_ID_MAX 255 /* bytes of a request id */
+#define CONN_HASH_MAX 64    /* bytes of one block hash */
+#define CONN_THREADS 2      /* background job threads of a worker */
+#define CONN_MAX_REGIONS 4096
+
+/* ---- lookup ------------------------------------------------------------------------ */
+
+/*
+ * What the store holds for one lookup, as the hit search reads it: for each group, which
+ * of its candidate objects are present in every lookup namespace. Attention groups have one
+ * candidate per block (index i: the block ending at (i + 1) * eff_block_size); Mamba groups
+ * one per scheduler-block boundary (index k: the snapshot at (k + 1) * scheduler block).
+ */
+typedef struct conn_presence {
+    uint8_t *present[CONN_MAX_GROUPS];
+    size_t n[CONN_MAX_GROUPS];
+} conn_presence;
+
+/* Blocks a sliding-window group needs before a boundary: ceil((window - 1) / block). */
+int64_t conn_window_blocks(const conn_group *g);
+
+/*
+ * The hit search over a presence map: the longest boundary B <= bound, a multiple of the
+ * scheduler block size, such that every group can resume at B (full attention: every block
+ * before B; sliding window: the window's blocks before B; Mamba: the snapshot exactly at
+ * B), iterated to a fixed point. Pure.
+ */
+int64_t conn_hit_search(const conncfg *cfg, const conn_presence *p, int64_t bound);
+
+/* The aligned length a lookup considers: num_tokens and the hashes' coverage, aligned
+ * down to the scheduler block size. */
+int64_t conn_lookup_bound(const conncfg *cfg, int64_t num_tokens, size_t nhashes);
+
+/* ---- the handle --------------------------------------------------------------------- */
+
+/* One registered tensor of a group: nseg segments, block b of segment s at
+ * seg_base[s] + b * block_stride, seg_len bytes long. */
+typedef struct conn_region {
+    int group;
+    size_t nseg;
+    uint8_t **seg_base;
+    uint64_t seg_len;
+    uint64_t block_stride;
+    int64_t num_blocks;
+} conn_region;
+
+struct conn_req;
+struct conn_job;
+
+struct tide_connector {
+    int role;
+    conncfg cfg;
+    tide_store *store;
+    int own_store;
+    errbuf err;
+    int saves; /* this role saves */
+
+    /* Scheduler state (sched_lock). */
+    pthread_mutex_t sched_lock;
+    struct conn_req **buckets; /* request table */
+    size_t nbuckets, nreqs;
+    char **finished; /* delayed-free requests finished since the last metadata */
+    size_t nfinished, cap_finished;
+
+    /* Worker state (wlock). */
+    pthread_mutex_t wlock;
+    pthread_cond_t wcond;    /* a job was queued, or the pool stops */
+    pthread_cond_t donecond; /* a job finished */
+    conn_region *regions;
+    size_t nregions;
+    uint64_t obj_bytes[CONN_MAX_GROUPS]; /* bytes of one object of each group on this rank */
+    size_t obj_iovs[CONN_MAX_GROUPS];    /* segments of one object of each group */
+    int64_t min_blocks[CONN_MAX_GROUPS]; /* fewest blocks among the group's regions */
+    struct conn_job *qhead, *qtail;
+    size_t queued, running;
+    int stopping;
+    pthread_t threads[CONN_THREADS];
+    size_t nthreads;
+    struct conn_wreq **wbuckets; /* worker's view of requests: pending jobs, finished mark */
+    size_t nwreqs;
+    char **done_ids[3]; /* [TIDE_CONNECTOR_LOAD], [TIDE_CONNECTOR_SAVE]: ids to report */
+    size_t ndone[3], capdone[3];
+    int32_t *load_errors;
+    size_t nload_errors, cap_load_errors;
+    int pressure; /* a put ran out of space; skip the marked requests' saves */
+
+    /* Figures (stats_lock). */
+    pthread_mutex_t stats_lock;
+    tide_connector_stats stats;
+};
+
+/* Record a message on the handle and return code. */
+int conn_err(tide_connector *c, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Count one store operation into op (stats_lock). */
+void conn_count_op(tide_connector *c, tide_connector_op_stats *op, uint64_t keys, uint64_t bytes,
+                   uint64_t failed, int whole_error, uint64_t ns);
+
+/* Check a request id and a hash array; 0 or -EINVAL with a message. */
+int conn_check_id(tide_connector *c, const char *fn, const char *req_id);
+int conn_check_hashes(tide_connector *c, const char *fn, const uint8_t *hashes, size_t nhashes,
+                      size_t hash_len);
+
+/* The hit length for a prompt (lookup.c). */
+int conn_hit_tokens(tide_connector *c, int64_t num_tokens, const uint8_t *hashes, size_t nhashes,
+                    size_t hash_len, int64_t *hit);
+
+/* Build the key of (group, own namespace, hash) into buf[TIDE_KEY_MAX + 1]; returns its
+ * length or a negative code. */
+int conn_own_key(const tide_connector *c, int group, const uint8_t *hash, size_t hash_len,
+                 char *buf);
+
+/* ---- metadata ------------------------------------------------------------------------ */
+
+typedef struct conn_mblock {
+    int group;
+    int32_t block_id;
+    int64_t end_token;
+    uint8_t hash[CONN_HASH_MAX];
+} conn_mblock;
+
+typedef struct conn_mjob {
+    int kind;
+    char *req_id;
+    int64_t start, end;
+    size_t hash_len;
+    conn_mblock *blocks;
+    size_t nblocks, cap;
+} conn_mjob;
+
+struct tide_connector_meta {
+    conn_mjob *jobs;
+    size_t njobs, cap;
+    char **finished;
+    size_t nfinished;
+};
+
+/* Append a job (meta.c); returns it or NULL when out of memory. */
+conn_mjob *conn_meta_add_job(tide_connector_meta *m, int kind, const char *req_id, int64_t start,
+                             int64_t end, size_t hash_len);
+/* Append a block to a job; 0 or -ENOMEM. */
+int conn_meta_add_block(conn_mjob *j, int group, int32_t block_id, int64_t end_token,
+                        const uint8_t *hash);
+
+/* ---- scheduler (sched.c) ---------------------------------------------------------------- */
+
+void conn_sched_init(tide_connector *c);
+void conn_sched_free(tide_connector *c);
+
+/* ---- worker (worker.c) ------------------------------------------------------------------ */
+
+int conn_worker_start(tide_connector *c);
+void conn_worker_stop(tide_connector *c);
+int conn_worker_reset(tide_connector *c);
+
+#endif

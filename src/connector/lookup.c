@@ -1,0 +1,235 @@
+/*
+ * lookup.c — how many prompt tokens the store can supply.
+ *
+ * A lookup builds every candidate key at once — for each group, each candidate object
+ * (attention: each block up to the bound; Mamba: each snapshot at a scheduler-block
+ * boundary up to the bound) in each lookup namespace (every TP shard, PCP rank, DCP rank
+ * and PP stage that a load will read) — asks the store about all of them in one batched
+ * existence query, folds the answers into "present in every namespace", and runs the hit
+ * search over that map.
+ *
+ * The hit search is the hybrid rule: full attention wants its contiguous prefix; a
+ * sliding-window group wants only the window's blocks before the boundary; a Mamba group
+ * wants its snapshot exactly at the boundary. Each group answers with the longest boundary
+ * it can resume at, no further than the current bound; the bound becomes the minimum and
+ * the groups are asked again until nobody lowers it. Every answer is a multiple of the
+ * scheduler block size, so a fixed point is reached in at most bound / block + 1 rounds.
+ * A hit that would cover the whole prompt is searched again below the last token, which
+ * must always be computed (its logits sample the first output token).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "connector/connector.h"
+
+int64_t conn_window_blocks(const conn_group *g) {
+    int64_t w = g->sliding_window, b = g->eff_block_size;
+    if (w <= 1) return 0;
+    return (w - 1 + b - 1) / b;
+}
+
+/* Candidate objects of group g for a bound of `bound` tokens. */
+static size_t candidates(const conncfg *cfg, size_t g, int64_t bound) {
+    const conn_group *gr = &cfg->groups[g];
+    if (gr->kind == CONN_SPEC_MAMBA) return (size_t)(bound / cfg->scheduler_block_size);
+    return (size_t)(bound / gr->eff_block_size);
+}
+
+/* The token position candidate i of group g ends at. */
+static int64_t candidate_end(const conncfg *cfg, size_t g, size_t i) {
+    const conn_group *gr = &cfg->groups[g];
+    int64_t unit = gr->kind == CONN_SPEC_MAMBA ? cfg->scheduler_block_size : gr->eff_block_size;
+    return (int64_t)(i + 1) * unit;
+}
+
+static int present_at(const conn_presence *p, size_t g, int64_t i) {
+    return i >= 0 && (size_t)i < p->n[g] && p->present[g][i];
+}
+
+/* The longest boundary <= bound (a multiple of the scheduler block) group g resumes at. */
+static int64_t group_hit(const conncfg *cfg, const conn_presence *p, size_t g, int64_t bound) {
+    const conn_group *gr = &cfg->groups[g];
+    int64_t a = cfg->scheduler_block_size, b = gr->eff_block_size;
+    if (gr->kind == CONN_SPEC_MAMBA) {
+        /* Right to left: the first boundary with a snapshot exactly there. */
+        for (int64_t end = bound; end > 0; end -= a)
+            if (present_at(p, g, end / a - 1)) return end;
+        return 0;
+    }
+    if (gr->kind == CONN_SPEC_SLIDING) {
+        int64_t need = conn_window_blocks(gr);
+        for (int64_t end = bound; end > 0; end -= a) {
+            int64_t last = end / b, first = last - need < 0 ? 0 : last - need, i = first;
+            while (i < last && present_at(p, g, i))
+                i++;
+            if (i == last) return end;
+        }
+        return 0;
+    }
+    /* Full attention (and MLA): the contiguous prefix, cut to the bound and aligned. */
+    int64_t k = 0;
+    while ((k + 1) * b <= bound && present_at(p, g, k))
+        k++;
+    return k * b / a * a;
+}
+
+int64_t conn_hit_search(const conncfg *cfg, const conn_presence *p, int64_t bound) {
+    int64_t a = cfg->scheduler_block_size;
+    bound = bound < 0 ? 0 : bound / a * a;
+    /* Each round either keeps the bound (done) or lowers it by at least one block. */
+    for (int64_t round = 0; round <= bound / a + 1; round++) {
+        int64_t next = bound;
+        for (size_t g = 0; g < cfg->ngroups && next > 0; g++) {
+            int64_t h = group_hit(cfg, p, g, next);
+            if (h < next) next = h;
+        }
+        if (next == bound) break;
+        bound = next;
+    }
+    return bound;
+}
+
+int64_t conn_lookup_bound(const conncfg *cfg, int64_t num_tokens, size_t nhashes) {
+    int64_t a = cfg->scheduler_block_size;
+    int64_t covered = (int64_t)nhashes * cfg->hash_block_size;
+    int64_t n = num_tokens < covered ? num_tokens : covered;
+    return n <= 0 ? 0 : n / a * a;
+}
+
+int conn_own_key(const tide_connector *c, int group, const uint8_t *hash, size_t hash_len,
+                 char *buf) {
+    conn_ns ns = connector_own_ns(&c->cfg, (size_t)group);
+    return connector_key(&c->cfg, (size_t)group, &ns, hash, hash_len, buf, TIDE_KEY_MAX + 1);
+}
+
+/* Every lookup key, one allocation: keys[] point into text. */
+typedef struct keyset {
+    tide_key *keys;
+    char *text;
+    size_t n;
+    size_t nns[CONN_MAX_GROUPS];
+} keyset;
+
+static void keyset_free(keyset *k) {
+    free(k->keys);
+    free(k->text);
+}
+
+static int build_keys(tide_connector *c, int64_t bound, const uint8_t *hashes, size_t hash_len,
+                      keyset *ks) {
+    const conncfg *cfg = &c->cfg;
+    memset(ks, 0, sizeof(*ks));
+    size_t total = 0, bytes = 0;
+    conn_ns *ns[CONN_MAX_GROUPS] = {0};
+    int rc = 0;
+    for (size_t g = 0; g < cfg->ngroups; g++) {
+        size_t nns = connector_lookup_namespaces(cfg, g, NULL, 0);
+        ns[g] = calloc(nns ? nns : 1, sizeof(conn_ns));
+        if (!ns[g]) {
+            rc = conn_err(c, -ENOMEM, "lookup: out of memory");
+            goto out;
+        }
+        connector_lookup_namespaces(cfg, g, ns[g], nns);
+        ks->nns[g] = nns;
+        size_t cand = candidates(cfg, g, bound);
+        total += cand * nns;
+        bytes += cand * nns * (TIDE_KEY_MAX + 1);
+    }
+    ks->keys = calloc(total ? total : 1, sizeof(tide_key));
+    ks->text = malloc(bytes ? bytes : 1);
+    if (!ks->keys || !ks->text) {
+        rc = conn_err(c, -ENOMEM, "lookup: out of memory for %zu keys", total);
+        goto out;
+    }
+    char *at = ks->text;
+    for (size_t g = 0; g < cfg->ngroups; g++) {
+        size_t cand = candidates(cfg, g, bound);
+        for (size_t i = 0; i < cand; i++) {
+            int64_t end = candidate_end(cfg, g, i);
+            const uint8_t *h = hashes + (size_t)(end / cfg->hash_block_size - 1) * hash_len;
+            for (size_t s = 0; s < ks->nns[g]; s++) {
+                int len = connector_key(cfg, g, &ns[g][s], h, hash_len, at, TIDE_KEY_MAX + 1);
+                if (len < 0) {
+                    rc = conn_err(c, len, "lookup: group %zu: key longer than %d bytes", g,
+                                  TIDE_KEY_MAX);
+                    goto out;
+                }
+                ks->keys[ks->n].data = at;
+                ks->keys[ks->n].len = (size_t)len;
+                ks->n++;
+                at += len;
+            }
+        }
+    }
+out:
+    for (size_t g = 0; g < cfg->ngroups; g++)
+        free(ns[g]);
+    if (rc) keyset_free(ks);
+    return rc;
+}
+
+int conn_hit_tokens(tide_connector *c, int64_t num_tokens, const uint8_t *hashes, size_t nhashes,
+                    size_t hash_len, int64_t *hit) {
+    const conncfg *cfg = &c->cfg;
+    *hit = 0;
+    if (connector_capacity_only(cfg) || !cfg->extra.enable_lookup) return 0;
+    int64_t bound = conn_lookup_bound(cfg, num_tokens, nhashes);
+    if (bound <= 0) return 0;
+    keyset ks;
+    int rc = build_keys(c, bound, hashes, hash_len, &ks);
+    if (rc) return rc;
+    uint8_t *present = calloc(ks.n ? ks.n : 1, 1);
+    conn_presence p;
+    memset(&p, 0, sizeof(p));
+    if (!present) {
+        rc = conn_err(c, -ENOMEM, "lookup: out of memory");
+        goto out;
+    }
+    /* One batched existence query (cut only at the store's batch limit). */
+    uint64_t t0 = now_ns();
+    for (size_t off = 0; off < ks.n; off += TIDE_BATCH_MAX) {
+        size_t n = ks.n - off < TIDE_BATCH_MAX ? ks.n - off : TIDE_BATCH_MAX;
+        int r = tide_exists_many(c->store, ks.keys + off, n, present + off);
+        if (r < 0) {
+            conn_count_op(c, &c->stats.lookup_exists, ks.n, 0, ks.n, 1, now_ns() - t0);
+            rc = conn_err(c, r, "lookup: existence query of %zu keys failed: %s", ks.n,
+                          tide_errmsg(c->store));
+            goto out;
+        }
+    }
+    conn_count_op(c, &c->stats.lookup_exists, ks.n, 0, 0, 0, now_ns() - t0);
+    /* Fold namespaces: a candidate is present only when every namespace has it. */
+    size_t k = 0;
+    for (size_t g = 0; g < cfg->ngroups; g++) {
+        size_t cand = candidates(cfg, g, bound);
+        p.n[g] = cand;
+        p.present[g] = calloc(cand ? cand : 1, 1);
+        if (!p.present[g]) {
+            rc = conn_err(c, -ENOMEM, "lookup: out of memory");
+            goto out;
+        }
+        for (size_t i = 0; i < cand; i++) {
+            int all = 1;
+            for (size_t s = 0; s < ks.nns[g]; s++, k++)
+                all &= present[k] != 0;
+            p.present[g][i] = (uint8_t)all;
+        }
+    }
+    int64_t h = conn_hit_search(cfg, &p, bound);
+    if (h >= num_tokens) h = conn_hit_search(cfg, &p, num_tokens - 1);
+    *hit = h;
+    pthread_mutex_lock(&c->stats_lock);
+    c->stats.lookups++;
+    c->stats.lookup_hit_tokens += (uint64_t)h;
+    pthread_mutex_unlock(&c->stats_lock);
+out:
+    for (size_t g = 0; g < cfg->ngroups; g++)
+        free(p.present[g]);
+    free(present);
+    keyset_free(&ks);
+    return rc;
+}

@@ -1,0 +1,708 @@
+/*
+ * worker.c — the worker side: paged regions, the background job threads, completions and
+ * load errors.
+ *
+ * Threads: CONN_THREADS threads take jobs from one FIFO queue. A job is one request's load
+ * or save from one step's metadata and costs at most two store round trips: a save asks
+ * which of its objects exist (one batched query) and puts the missing ones (one batched
+ * scatter-list put); a load gets every object in one batched scatter-list get straight into
+ * the block pages.
+ *
+ * State under wlock: the queue, the per-request view (jobs pending, finished mark), the ids
+ * to report, the load errors, the pressure mark. Store calls run without it.
+ *
+ * Save striping: TP ranks that hold byte-identical blocks of a group (its replication
+ * factor f > 1) share keys; of a job's objects of that group, rank r puts those whose index
+ * i satisfies i % f == r % f, so the f ranks split the puts between them.
+ *
+ * Pressure: a put that finds no space (TIDE_ENOSPACE) marks its request; while pressure is
+ * on, the marked requests' later saves are skipped; the first save that stores objects
+ * again clears the pressure and every mark.
+ *
+ * A load succeeds for an object only when the store returned exactly the object's size on
+ * this rank; anything else (missing, evicted, failed checksum, wrong size) makes that
+ * block a load error — the pages may hold partial bytes, and the engine must recompute it.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "common/util.h"
+#include "connector/connector.h"
+
+#define WBUCKETS 1024
+#define REGION_MAX_SEGMENTS 4096
+#define REGION_MAX_DIMS 16
+
+typedef struct conn_job {
+    struct conn_job *next;
+    conn_mjob j; /* owned copy */
+} conn_job;
+
+typedef struct conn_wreq {
+    struct conn_wreq *next;
+    char id[CONN_REQ_ID_MAX + 1];
+    size_t pending_loads, pending_saves;
+    int finished;      /* the scheduler keeps it alive for its saves */
+    int pressure_skip; /* a save of it ran out of space */
+} conn_wreq;
+
+/* ---- per-request view (caller holds wlock) ---------------------------------------------- */
+
+static size_t wbucket(const char *id) {
+    return (size_t)(XXH3_64bits(id, strlen(id)) % WBUCKETS);
+}
+
+static conn_wreq *do_wreq_find(tide_connector *c, const char *id) {
+    for (conn_wreq *w = c->wbuckets[wbucket(id)]; w; w = w->next)
+        if (strcmp(w->id, id) == 0) return w;
+    return NULL;
+}
+
+static conn_wreq *do_wreq_get(tide_connector *c, const char *id) {
+    conn_wreq *w = do_wreq_find(c, id);
+    if (w) return w;
+    w = calloc(1, sizeof(*w));
+    if (!w) return NULL;
+    snprintf(w->id, sizeof(w->id), "%s", id);
+    size_t b = wbucket(id);
+    w->next = c->wbuckets[b];
+    c->wbuckets[b] = w;
+    c->nwreqs++;
+    return w;
+}
+
+static void do_wreq_remove(tide_connector *c, conn_wreq *w) {
+    conn_wreq **pp = &c->wbuckets[wbucket(w->id)];
+    while (*pp && *pp != w)
+        pp = &(*pp)->next;
+    if (*pp) *pp = w->next;
+    c->nwreqs--;
+    free(w);
+}
+
+/* Queue an id for get_finished(kind). On out of memory the id is lost and the caller's
+ * request would wait forever, so the slot array grows before anything is promised. */
+static int do_report(tide_connector *c, int kind, const char *id) {
+    if (c->ndone[kind] == c->capdone[kind]) {
+        size_t cap = c->capdone[kind] ? c->capdone[kind] * 2 : 16;
+        char **p = realloc(c->done_ids[kind], cap * sizeof(char *));
+        if (!p) return -ENOMEM;
+        c->done_ids[kind] = p;
+        c->capdone[kind] = cap;
+    }
+    char *s = strdup(id);
+    if (!s) return -ENOMEM;
+    c->done_ids[kind][c->ndone[kind]++] = s;
+    return 0;
+}
+
+/* A request with nothing pending: report it saved when it finished, then forget it. */
+static void do_wreq_settle(tide_connector *c, conn_wreq *w) {
+    if (w->pending_loads || w->pending_saves) return;
+    if (w->finished) do_report(c, TIDE_CONNECTOR_SAVE, w->id);
+    if (w->finished || !w->pressure_skip) do_wreq_remove(c, w);
+}
+
+/* ---- regions ---------------------------------------------------------------------------- */
+
+TIDE_API int tide_connector_register_region(tide_connector *c, int group, void *base,
+                                            uint64_t nbytes, int64_t num_blocks, size_t ndim,
+                                            const int64_t *shape, const int64_t *strides,
+                                            size_t elem_size) {
+    static const char fn[] = "tide_connector_register_region";
+    if (!c) return err_set(NULL, NULL, -EINVAL, "%s: connector is NULL", fn);
+    if (c->role != TIDE_CONNECTOR_WORKER)
+        return conn_err(c, -EINVAL, "%s: not a worker connector", fn);
+    if (group < 0 || (size_t)group >= c->cfg.ngroups)
+        return conn_err(c, -EINVAL, "%s: group %d does not exist (the configuration has %zu)", fn,
+                        group, c->cfg.ngroups);
+    if (!base || nbytes == 0 || num_blocks <= 0)
+        return conn_err(c, -EINVAL, "%s: group %d: base, nbytes and num_blocks must be set", fn,
+                        group);
+    if (nbytes % (uint64_t)num_blocks)
+        return conn_err(c, -EINVAL,
+                        "%s: group %d: %" PRIu64 " bytes do not split into %" PRId64 " pages", fn,
+                        group, nbytes, num_blocks);
+    uint64_t page = nbytes / (uint64_t)num_blocks;
+    size_t nseg = 1, outer = 0;
+    uint64_t block_stride = page;
+    int64_t idx[REGION_MAX_DIMS] = {0};
+    if (ndim > 0) {
+        if (ndim > REGION_MAX_DIMS || !shape || !strides || elem_size == 0)
+            return conn_err(c, -EINVAL,
+                            "%s: group %d: shape and strides need 1..%d dimensions and an "
+                            "element size",
+                            fn, group, REGION_MAX_DIMS);
+        for (size_t d = 0; d < ndim; d++)
+            if (shape[d] <= 0 || strides[d] < 0)
+                return conn_err(c, -EINVAL,
+                                "%s: group %d: dimension %zu: size %" PRId64 ", stride %" PRId64
+                                " (need size > 0, stride >= 0)",
+                                fn, group, d, shape[d], strides[d]);
+        /* Outer dimensions: their stride spans more than a page. */
+        while (outer < ndim && (uint64_t)strides[outer] * elem_size > page) {
+            if (nseg * (uint64_t)shape[outer] > REGION_MAX_SEGMENTS)
+                return conn_err(c, -EINVAL, "%s: group %d: more than %d segments", fn, group,
+                                REGION_MAX_SEGMENTS);
+            nseg *= (size_t)shape[outer];
+            outer++;
+        }
+        if (outer == ndim || shape[outer] != num_blocks)
+            return conn_err(c, -EINVAL,
+                            "%s: group %d: after %zu outer dimensions the block dimension should "
+                            "have %" PRId64 " entries",
+                            fn, group, outer, num_blocks);
+        if (page % nseg)
+            return conn_err(c, -EINVAL,
+                            "%s: group %d: a page of %" PRIu64
+                            " bytes does not split into %zu segments",
+                            fn, group, page, nseg);
+        block_stride = (uint64_t)strides[outer] * elem_size;
+        if (block_stride < page / nseg)
+            return conn_err(c, -EINVAL,
+                            "%s: group %d: block stride %" PRIu64 " is shorter than a segment's "
+                            "block (%" PRIu64 " bytes)",
+                            fn, group, block_stride, page / nseg);
+    }
+    conn_region r = {.group = group,
+                     .nseg = nseg,
+                     .seg_len = page / nseg,
+                     .block_stride = block_stride,
+                     .num_blocks = num_blocks};
+    r.seg_base = calloc(nseg, sizeof(uint8_t *));
+    if (!r.seg_base) return conn_err(c, -ENOMEM, "%s: out of memory", fn);
+    uint8_t *lo = base, *hi = (uint8_t *)base + nbytes;
+    for (size_t s = 0; s < nseg; s++) {
+        uint64_t off = 0;
+        for (size_t d = 0; d < outer; d++)
+            off += (uint64_t)idx[d] * (uint64_t)strides[d] * elem_size;
+        r.seg_base[s] = lo + off;
+        uint8_t *end = r.seg_base[s] + (uint64_t)(num_blocks - 1) * block_stride + r.seg_len;
+        if (off >= nbytes || end > hi || end < r.seg_base[s]) {
+            free(r.seg_base);
+            return conn_err(c, -EINVAL,
+                            "%s: group %d: segment %zu reaches past the %" PRIu64
+                            " bytes of the tensor",
+                            fn, group, s, nbytes);
+        }
+        /* Next multi-index over the outer dimensions, last one fastest. */
+        for (size_t d = outer; d-- > 0;) {
+            if (++idx[d] < shape[d]) break;
+            idx[d] = 0;
+        }
+    }
+    pthread_mutex_lock(&c->wlock);
+    conn_region *p = c->nregions < CONN_MAX_REGIONS
+                         ? realloc(c->regions, (c->nregions + 1) * sizeof(conn_region))
+                         : NULL;
+    if (!p) {
+        pthread_mutex_unlock(&c->wlock);
+        free(r.seg_base);
+        return conn_err(c, c->nregions < CONN_MAX_REGIONS ? -ENOMEM : -EINVAL,
+                        "%s: cannot add region %zu (at most %d)", fn, c->nregions,
+                        CONN_MAX_REGIONS);
+    }
+    c->regions = p;
+    c->regions[c->nregions++] = r;
+    c->obj_bytes[group] += nseg * r.seg_len;
+    c->obj_iovs[group] += nseg;
+    if (c->min_blocks[group] == 0 || num_blocks < c->min_blocks[group])
+        c->min_blocks[group] = num_blocks;
+    pthread_mutex_unlock(&c->wlock);
+    return 0;
+}
+
+/* The scatter list of block `id` of group g into iov; returns the entries written. */
+static size_t block_iovs(const tide_connector *c, int g, int32_t id, tide_iov *iov) {
+    size_t n = 0;
+    for (size_t i = 0; i < c->nregions; i++) {
+        const conn_region *r = &c->regions[i];
+        if (r->group != g) continue;
+        for (size_t s = 0; s < r->nseg; s++) {
+            iov[n].base = r->seg_base[s] + (uint64_t)id * r->block_stride;
+            iov[n].len = r->seg_len;
+            n++;
+        }
+    }
+    return n;
+}
+
+static int block_ok(const tide_connector *c, const conn_mblock *b) {
+    return b->group >= 0 && (size_t)b->group < c->cfg.ngroups && b->block_id >= 0 &&
+           c->obj_bytes[b->group] > 0 && b->block_id < c->min_blocks[b->group];
+}
+
+/* ---- jobs ------------------------------------------------------------------------------- */
+
+/* Keys, scatter lists and result arrays for up to n objects of one job. */
+typedef struct batch {
+    tide_key *keys;
+    char *text;
+    tide_iov *iov;
+    size_t *iovcnt;
+    int *results;
+    size_t *vlens;
+    uint8_t *present;
+    size_t *which; /* index of the block in the job */
+    size_t n;
+} batch;
+
+static void batch_free(batch *b) {
+    free(b->keys);
+    free(b->text);
+    free(b->iov);
+    free(b->iovcnt);
+    free(b->results);
+    free(b->vlens);
+    free(b->present);
+    free(b->which);
+}
+
+static int batch_alloc(const tide_connector *c, const conn_mjob *j, batch *b) {
+    memset(b, 0, sizeof(*b));
+    size_t n = j->nblocks ? j->nblocks : 1, niov = 0;
+    for (size_t k = 0; k < j->nblocks; k++)
+        if (block_ok(c, &j->blocks[k])) niov += c->obj_iovs[j->blocks[k].group];
+    b->keys = calloc(n, sizeof(tide_key));
+    b->text = malloc(n * (TIDE_KEY_MAX + 1));
+    b->iov = calloc(niov ? niov : 1, sizeof(tide_iov));
+    b->iovcnt = calloc(n, sizeof(size_t));
+    b->results = calloc(n, sizeof(int));
+    b->vlens = calloc(n, sizeof(size_t));
+    b->present = calloc(n, 1);
+    b->which = calloc(n, sizeof(size_t));
+    if (!b->keys || !b->text || !b->iov || !b->iovcnt || !b->results || !b->vlens || !b->present ||
+        !b->which) {
+        batch_free(b);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+/* Add block k of the job: its key and scatter list. */
+static int batch_add(const tide_connector *c, const conn_mjob *j, size_t k, batch *b,
+                     size_t *iov_used) {
+    const conn_mblock *blk = &j->blocks[k];
+    char *kt = b->text + b->n * (TIDE_KEY_MAX + 1);
+    int len = conn_own_key(c, blk->group, blk->hash, j->hash_len, kt);
+    if (len < 0) return len;
+    b->keys[b->n].data = kt;
+    b->keys[b->n].len = (size_t)len;
+    b->iovcnt[b->n] = block_iovs(c, blk->group, blk->block_id, b->iov + *iov_used);
+    *iov_used += b->iovcnt[b->n];
+    b->which[b->n] = k;
+    b->n++;
+    return 0;
+}
+
+static void add_load_errors(tide_connector *c, const int32_t *ids, size_t n) {
+    if (!n) return;
+    pthread_mutex_lock(&c->wlock);
+    if (c->nload_errors + n > c->cap_load_errors) {
+        size_t cap = c->cap_load_errors ? c->cap_load_errors : 64;
+        while (cap < c->nload_errors + n)
+            cap *= 2;
+        int32_t *p = realloc(c->load_errors, cap * sizeof(int32_t));
+        if (p) {
+            c->load_errors = p;
+            c->cap_load_errors = cap;
+        }
+    }
+    for (size_t i = 0; i < n && c->nload_errors < c->cap_load_errors; i++)
+        c->load_errors[c->nload_errors++] = ids[i];
+    pthread_mutex_unlock(&c->wlock);
+    pthread_mutex_lock(&c->stats_lock);
+    c->stats.load_errors += n;
+    pthread_mutex_unlock(&c->stats_lock);
+}
+
+static void run_load(tide_connector *c, const conn_mjob *j) {
+    batch b;
+    int32_t *failed = calloc(j->nblocks ? j->nblocks : 1, sizeof(int32_t));
+    size_t nfailed = 0, iov_used = 0, ok = 0;
+    uint64_t bytes = 0;
+    if (!failed || batch_alloc(c, j, &b) < 0) {
+        /* Out of memory: every block of the load failed. */
+        for (size_t k = 0; failed && k < j->nblocks; k++)
+            if (j->blocks[k].block_id >= 0) failed[nfailed++] = j->blocks[k].block_id;
+        add_load_errors(c, failed, nfailed);
+        free(failed);
+        return;
+    }
+    for (size_t k = 0; k < j->nblocks; k++) {
+        if (!block_ok(c, &j->blocks[k]) || batch_add(c, j, k, &b, &iov_used) < 0) {
+            if (j->blocks[k].block_id >= 0) failed[nfailed++] = j->blocks[k].block_id;
+        }
+    }
+    uint64_t t0 = now_ns();
+    int rc = b.n ? tide_get_many(c->store, b.keys, b.n, b.iov, b.iovcnt, b.results, b.vlens) : 0;
+    for (size_t i = 0; i < b.n; i++) {
+        const conn_mblock *blk = &j->blocks[b.which[i]];
+        if (rc >= 0 && b.results[i] == 0 && b.vlens[i] == c->obj_bytes[blk->group]) {
+            ok++;
+            bytes += b.vlens[i];
+        } else {
+            failed[nfailed++] = blk->block_id;
+        }
+    }
+    if (b.n) conn_count_op(c, &c->stats.load_get, b.n, bytes, b.n - ok, rc < 0, now_ns() - t0);
+    pthread_mutex_lock(&c->stats_lock);
+    c->stats.load_jobs++;
+    c->stats.loaded_objects += ok;
+    pthread_mutex_unlock(&c->stats_lock);
+    add_load_errors(c, failed, nfailed);
+    free(failed);
+    batch_free(&b);
+}
+
+static void set_pressure(tide_connector *c, const char *req_id, int on) {
+    pthread_mutex_lock(&c->wlock);
+    if (on) {
+        conn_wreq *w = do_wreq_find(c, req_id);
+        if (w) w->pressure_skip = 1;
+        c->pressure = 1;
+    } else if (c->pressure) {
+        c->pressure = 0;
+        for (size_t i = 0; i < WBUCKETS; i++) {
+            conn_wreq *w = c->wbuckets[i];
+            while (w) {
+                conn_wreq *n = w->next;
+                w->pressure_skip = 0;
+                if (!w->pending_loads && !w->pending_saves && !w->finished) do_wreq_remove(c, w);
+                w = n;
+            }
+        }
+    }
+    pthread_mutex_unlock(&c->wlock);
+    if (on) {
+        pthread_mutex_lock(&c->stats_lock);
+        c->stats.pressure_events++;
+        pthread_mutex_unlock(&c->stats_lock);
+    }
+}
+
+static void run_save(tide_connector *c, const conn_mjob *j) {
+    pthread_mutex_lock(&c->wlock);
+    conn_wreq *w = do_wreq_find(c, j->req_id);
+    int skip = c->pressure && w && w->pressure_skip;
+    pthread_mutex_unlock(&c->wlock);
+    pthread_mutex_lock(&c->stats_lock);
+    if (skip) c->stats.pressure_skipped_jobs++;
+    c->stats.save_jobs++;
+    pthread_mutex_unlock(&c->stats_lock);
+    if (skip) return;
+
+    batch b;
+    if (batch_alloc(c, j, &b) < 0) return; /* nothing stored: a later save or lookup retries */
+    size_t iov_used = 0, striped = 0, seen[CONN_MAX_GROUPS] = {0};
+    for (size_t k = 0; k < j->nblocks; k++) {
+        const conn_mblock *blk = &j->blocks[k];
+        if (!block_ok(c, blk)) continue;
+        int f = c->cfg.groups[blk->group].tp_factor;
+        if (f > 1 && (int64_t)(seen[blk->group]++ % (size_t)f) != c->cfg.tp_rank % f) {
+            striped++;
+            continue;
+        }
+        if (batch_add(c, j, k, &b, &iov_used) < 0) continue;
+    }
+    /* Dedup: one existence query, then put what is missing. */
+    uint64_t t0 = now_ns();
+    int rc = b.n ? tide_exists_many(c->store, b.keys, b.n, b.present) : 0;
+    if (b.n)
+        conn_count_op(c, &c->stats.save_exists, b.n, 0, rc < 0 ? b.n : 0, rc < 0, now_ns() - t0);
+    if (rc < 0) memset(b.present, 0, b.n); /* unknown: put them all (a put of a key is a no-op) */
+    size_t m = 0, iv = 0, iv_out = 0;
+    for (size_t i = 0; i < b.n; i++) {
+        size_t cnt = b.iovcnt[i];
+        if (!b.present[i]) {
+            b.keys[m] = b.keys[i];
+            memmove(b.iov + iv_out, b.iov + iv, cnt * sizeof(tide_iov));
+            b.iovcnt[m] = cnt;
+            b.which[m] = b.which[i];
+            iv_out += cnt;
+            m++;
+        }
+        iv += cnt;
+    }
+    size_t dups = b.n - m, stored = 0, nospace = 0;
+    uint64_t bytes = 0;
+    t0 = now_ns();
+    rc = m ? tide_put_many(c->store, b.keys, m, b.iov, b.iovcnt, b.results) : 0;
+    for (size_t i = 0; i < m; i++) {
+        if (rc < 0) break;
+        if (b.results[i] == 0) {
+            stored++;
+            bytes += c->obj_bytes[j->blocks[b.which[i]].group];
+        } else if (b.results[i] == TIDE_ENOSPACE) {
+            nospace++;
+        }
+    }
+    if (rc == TIDE_ENOSPACE) nospace = m;
+    if (m) conn_count_op(c, &c->stats.save_put, m, bytes, m - stored, rc < 0, now_ns() - t0);
+    pthread_mutex_lock(&c->stats_lock);
+    c->stats.saved_objects += stored;
+    c->stats.dedup_skipped += dups;
+    c->stats.striped_skipped += striped;
+    pthread_mutex_unlock(&c->stats_lock);
+    if (nospace)
+        set_pressure(c, j->req_id, 1);
+    else if (stored)
+        set_pressure(c, j->req_id, 0);
+    batch_free(&b);
+}
+
+static void *job_thread(void *arg) {
+    tide_connector *c = arg;
+    for (;;) {
+        pthread_mutex_lock(&c->wlock);
+        while (!c->qhead && !c->stopping)
+            pthread_cond_wait(&c->wcond, &c->wlock);
+        if (!c->qhead) {
+            pthread_mutex_unlock(&c->wlock);
+            return NULL;
+        }
+        conn_job *job = c->qhead;
+        c->qhead = job->next;
+        if (!c->qhead) c->qtail = NULL;
+        c->running++;
+        pthread_mutex_unlock(&c->wlock);
+
+        if (job->j.kind == TIDE_CONNECTOR_LOAD)
+            run_load(c, &job->j);
+        else
+            run_save(c, &job->j);
+
+        pthread_mutex_lock(&c->wlock);
+        conn_wreq *w = do_wreq_find(c, job->j.req_id);
+        if (job->j.kind == TIDE_CONNECTOR_LOAD) {
+            do_report(c, TIDE_CONNECTOR_LOAD, job->j.req_id);
+            if (w && w->pending_loads) w->pending_loads--;
+        } else if (w && w->pending_saves) {
+            w->pending_saves--;
+        }
+        if (w) do_wreq_settle(c, w);
+        c->running--;
+        c->queued--;
+        pthread_cond_broadcast(&c->donecond);
+        pthread_mutex_unlock(&c->wlock);
+        free(job->j.req_id);
+        free(job->j.blocks);
+        free(job);
+    }
+}
+
+int conn_worker_start(tide_connector *c) {
+    c->wbuckets = calloc(WBUCKETS, sizeof(conn_wreq *));
+    if (!c->wbuckets) return conn_err(c, -ENOMEM, "connector: out of memory");
+    for (size_t i = 0; i < CONN_THREADS; i++) {
+        int e = pthread_create(&c->threads[i], NULL, job_thread, c);
+        if (e) {
+            conn_worker_stop(c);
+            return conn_err(c, -e, "connector: cannot start job thread %zu: %s", i, strerror(e));
+        }
+        c->nthreads++;
+    }
+    return 0;
+}
+
+static void do_clear_reports(tide_connector *c) {
+    for (int k = 0; k < 3; k++) {
+        for (size_t i = 0; i < c->ndone[k]; i++)
+            free(c->done_ids[k][i]);
+        c->ndone[k] = 0;
+    }
+    c->nload_errors = 0;
+    c->pressure = 0;
+    for (size_t i = 0; c->wbuckets && i < WBUCKETS; i++) {
+        while (c->wbuckets[i])
+            do_wreq_remove(c, c->wbuckets[i]);
+    }
+}
+
+void conn_worker_stop(tide_connector *c) {
+    pthread_mutex_lock(&c->wlock);
+    c->stopping = 1;
+    pthread_cond_broadcast(&c->wcond);
+    pthread_mutex_unlock(&c->wlock);
+    for (size_t i = 0; i < c->nthreads; i++)
+        pthread_join(c->threads[i], NULL);
+    c->nthreads = 0;
+    do_clear_reports(c);
+    for (int k = 0; k < 3; k++) {
+        free(c->done_ids[k]);
+        c->done_ids[k] = NULL;
+        c->capdone[k] = 0;
+    }
+    free(c->load_errors);
+    c->load_errors = NULL;
+    for (size_t i = 0; i < c->nregions; i++)
+        free(c->regions[i].seg_base);
+    free(c->regions);
+    c->regions = NULL;
+    c->nregions = 0;
+    free(c->wbuckets);
+    c->wbuckets = NULL;
+}
+
+TIDE_API int tide_connector_wait(tide_connector *c) {
+    if (!c) return err_set(NULL, NULL, -EINVAL, "tide_connector_wait: connector is NULL");
+    if (c->role != TIDE_CONNECTOR_WORKER) return 0;
+    pthread_mutex_lock(&c->wlock);
+    while (c->queued > 0)
+        pthread_cond_wait(&c->donecond, &c->wlock);
+    pthread_mutex_unlock(&c->wlock);
+    return 0;
+}
+
+int conn_worker_reset(tide_connector *c) {
+    tide_connector_wait(c);
+    pthread_mutex_lock(&c->wlock);
+    do_clear_reports(c);
+    pthread_mutex_unlock(&c->wlock);
+    return 0;
+}
+
+/* A deep copy of a metadata job. */
+static conn_job *job_copy(const conn_mjob *src) {
+    conn_job *job = calloc(1, sizeof(*job));
+    if (!job) return NULL;
+    job->j = *src;
+    job->j.req_id = strdup(src->req_id);
+    job->j.blocks = malloc((src->nblocks ? src->nblocks : 1) * sizeof(conn_mblock));
+    if (!job->j.req_id || !job->j.blocks) {
+        free(job->j.req_id);
+        free(job->j.blocks);
+        free(job);
+        return NULL;
+    }
+    if (src->nblocks) memcpy(job->j.blocks, src->blocks, src->nblocks * sizeof(conn_mblock));
+    job->j.cap = src->nblocks;
+    return job;
+}
+
+TIDE_API int tide_connector_start_jobs(tide_connector *c, const tide_connector_meta *m, int kinds) {
+    static const char fn[] = "tide_connector_start_jobs";
+    if (!c || !m) return err_set(c, c ? &c->err : NULL, -EINVAL, "%s: NULL argument", fn);
+    if (c->role != TIDE_CONNECTOR_WORKER)
+        return conn_err(c, -EINVAL, "%s: not a worker connector", fn);
+    /* Copy first, so that running out of memory queues nothing rather than half a step. */
+    conn_job *head = NULL, *tail = NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < m->njobs; i++) {
+        const conn_mjob *mj = &m->jobs[i];
+        if (!(mj->kind & kinds)) continue;
+        if (mj->hash_len == 0 || mj->hash_len > CONN_HASH_MAX) continue;
+        conn_job *job = job_copy(mj);
+        if (!job) {
+            while (head) {
+                conn_job *nx = head->next;
+                free(head->j.req_id);
+                free(head->j.blocks);
+                free(head);
+                head = nx;
+            }
+            return conn_err(c, -ENOMEM, "%s: out of memory", fn);
+        }
+        if (tail)
+            tail->next = job;
+        else
+            head = job;
+        tail = job;
+        n++;
+    }
+    int rc = 0;
+    pthread_mutex_lock(&c->wlock);
+    conn_job *job = head;
+    for (; job; job = job->next) {
+        conn_wreq *w = do_wreq_get(c, job->j.req_id);
+        if (!w) break;
+        if (job->j.kind == TIDE_CONNECTOR_LOAD)
+            w->pending_loads++;
+        else
+            w->pending_saves++;
+    }
+    if (job) {
+        /* Out of memory: take back what was counted, queue nothing. */
+        for (conn_job *u = head; u != job; u = u->next) {
+            conn_wreq *w = do_wreq_find(c, u->j.req_id);
+            if (u->j.kind == TIDE_CONNECTOR_LOAD)
+                w->pending_loads--;
+            else
+                w->pending_saves--;
+            do_wreq_settle(c, w);
+        }
+        rc = -ENOMEM;
+    } else if (tail) {
+        if (c->qtail)
+            c->qtail->next = head;
+        else
+            c->qhead = head;
+        c->qtail = tail;
+        c->queued += n;
+        head = NULL; /* the queue owns the jobs now */
+        pthread_cond_broadcast(&c->wcond);
+    }
+    /* Finished requests: report once nothing of theirs is pending. */
+    for (size_t i = 0; rc == 0 && (kinds & TIDE_CONNECTOR_SAVE) && i < m->nfinished; i++) {
+        conn_wreq *w = do_wreq_get(c, m->finished[i]);
+        if (!w) {
+            rc = -ENOMEM;
+            break;
+        }
+        w->finished = 1;
+        do_wreq_settle(c, w);
+    }
+    pthread_mutex_unlock(&c->wlock);
+    while (head) {
+        conn_job *nx = head->next;
+        free(head->j.req_id);
+        free(head->j.blocks);
+        free(head);
+        head = nx;
+    }
+    if (rc) return conn_err(c, rc, "%s: out of memory", fn);
+    return (int)n;
+}
+
+TIDE_API int tide_connector_get_finished(tide_connector *c, int kind, char *buf, size_t cap) {
+    static const char fn[] = "tide_connector_get_finished";
+    if (!c) return err_set(NULL, NULL, -EINVAL, "%s: connector is NULL", fn);
+    if (kind != TIDE_CONNECTOR_LOAD && kind != TIDE_CONNECTOR_SAVE)
+        return conn_err(c, -EINVAL, "%s: kind %d is neither LOAD nor SAVE", fn, kind);
+    if (cap && !buf) return conn_err(c, -EINVAL, "%s: buf is NULL", fn);
+    if (c->role != TIDE_CONNECTOR_WORKER) return 0;
+    pthread_mutex_lock(&c->wlock);
+    size_t used = 0, n = 0;
+    while (n < c->ndone[kind]) {
+        size_t len = strlen(c->done_ids[kind][n]) + 1;
+        if (used + len > cap) break;
+        memcpy(buf + used, c->done_ids[kind][n], len);
+        used += len;
+        free(c->done_ids[kind][n]);
+        n++;
+    }
+    if (c->ndone[kind] > n)
+        memmove(c->done_ids[kind], c->done_ids[kind] + n, (c->ndone[kind] - n) * sizeof(char *));
+    c->ndone[kind] -= n;
+    pthread_mutex_unlock(&c->wlock);
+    return (int)n;
+}
+
+TIDE_API int tide_connector_get_load_errors(tide_connector *c, int32_t *block_ids, size_t cap) {
+    if (!c) return err_set(NULL, NULL, -EINVAL, "tide_connector_get_load_errors: NULL connector");
+    if (cap && !block_ids)
+        return conn_err(c, -EINVAL, "tide_connector_get_load_errors: block_ids is NULL");
+    if (c->role != TIDE_CONNECTOR_WORKER) return 0;
+    pthread_mutex_lock(&c->wlock);
+    size_t n = c->nload_errors < cap ? c->nload_errors : cap;
+    if (n) memcpy(block_ids, c->load_errors, n * sizeof(int32_t));
+    if (c->nload_errors > n)
+        memmove(c->load_errors, c->load_errors + n, (c->nload_errors - n) * sizeof(int32_t));
+    c->nload_errors -= n;
+    pthread_mutex_unlock(&c->wlock);
+    return (int)n;
+}
