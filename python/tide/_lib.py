@@ -80,12 +80,13 @@ class Stats(ctypes.Structure):
     _fields_ = [(name, ctypes.c_uint64) for name in STATS_FIELDS]
 
 
+
 class ConnectorHandle(ctypes.Structure):
     """Opaque ``tide_connector``."""
 
 
 class ConnectorMetaHandle(ctypes.Structure):
-    """Opaque ``tide_connector_meta``: one scheduler step's jobs."""
+    """Opaque ``tide_connector_meta``."""
 
 
 ConnectorPtr = ctypes.POINTER(ConnectorHandle)
@@ -113,7 +114,7 @@ class ConnectorInfo(ctypes.Structure):
 
 
 class ConnectorJob(ctypes.Structure):
-    """``tide_connector_job``: one save or load of one request in a step."""
+    """``tide_connector_job``."""
 
     _fields_ = [
         ("kind", ctypes.c_int),
@@ -125,7 +126,7 @@ class ConnectorJob(ctypes.Structure):
 
 
 class ConnectorBlock(ctypes.Structure):
-    """``tide_connector_block``: one object a job moves."""
+    """``tide_connector_block``."""
 
     _fields_ = [
         ("group", ctypes.c_int),
@@ -136,13 +137,13 @@ class ConnectorBlock(ctypes.Structure):
     ]
 
 
-OP_STATS_FIELDS = ("calls", "keys", "bytes", "failed_keys", "errors", "ns")
-
-
 class ConnectorOpStats(ctypes.Structure):
     """``tide_connector_op_stats``."""
 
-    _fields_ = [(name, ctypes.c_uint64) for name in OP_STATS_FIELDS]
+    _fields_ = [
+        (name, ctypes.c_uint64)
+        for name in ("calls", "keys", "bytes", "failed_keys", "errors", "ns")
+    ]
 
 
 class ConnectorStats(ctypes.Structure):
@@ -169,8 +170,6 @@ class ConnectorStats(ctypes.Structure):
 
 
 c_int = ctypes.c_int
-c_int64 = ctypes.c_int64
-c_uint64 = ctypes.c_uint64
 c_size_t = ctypes.c_size_t
 c_void_p = ctypes.c_void_p
 c_char_p = ctypes.c_char_p
@@ -179,10 +178,11 @@ P_int = ctypes.POINTER(ctypes.c_int)
 P_uint8 = ctypes.POINTER(ctypes.c_uint8)
 P_uint32 = ctypes.POINTER(ctypes.c_uint32)
 P_uint64 = ctypes.POINTER(ctypes.c_uint64)
-P_int32 = ctypes.POINTER(ctypes.c_int32)
-P_int64 = ctypes.POINTER(ctypes.c_int64)
 P_Key = ctypes.POINTER(Key)
 P_Iov = ctypes.POINTER(Iov)
+c_int64 = ctypes.c_int64
+P_int32 = ctypes.POINTER(ctypes.c_int32)
+P_int64 = ctypes.POINTER(ctypes.c_int64)
 
 # name: (restype, [argtypes]). Buffers the binding fills from Python buffer-protocol
 # objects are c_void_p so that a raw address (an int) can be passed without a copy.
@@ -211,7 +211,7 @@ SIGNATURES = {
         [c_int, c_void_p, c_size_t, c_size_t, c_void_p, c_size_t, P_uint8, c_size_t],
     ),
     "tide_hash_hex": (None, [P_uint8, ctypes.c_char_p]),
-    # The connector (src/connector): what the vLLM module and the engine drive.
+    # Connector (docs/CONNECTOR.md).
     "tide_connector_create": (c_int, [c_char_p, c_char_p, c_int, ctypes.POINTER(ConnectorPtr)]),
     "tide_connector_create_file": (
         c_int,
@@ -239,8 +239,17 @@ SIGNATURES = {
     "tide_connector_request_step": (
         c_int,
         [
-            ConnectorPtr, c_char_p, c_int64, c_int64, c_void_p, c_size_t, c_size_t,
-            P_int32, P_size_t, c_size_t, c_int,
+            ConnectorPtr,
+            c_char_p,
+            c_int64,
+            c_int64,
+            c_void_p,
+            c_size_t,
+            c_size_t,
+            P_int32,
+            P_size_t,
+            c_size_t,
+            c_int,
         ],
     ),
     "tide_connector_request_preempted": (c_int, [ConnectorPtr, c_char_p]),
@@ -269,7 +278,8 @@ SIGNATURES = {
     "tide_connector_meta_free": (None, [ConnectorMetaPtr]),
     "tide_connector_register_region": (
         c_int,
-        [ConnectorPtr, c_int, c_void_p, c_uint64, c_int64, c_size_t, P_int64, P_int64, c_size_t],
+        [ConnectorPtr, c_int, c_void_p, ctypes.c_uint64, c_int64, c_size_t, P_int64, P_int64,
+         c_size_t],
     ),
     "tide_connector_start_jobs": (c_int, [ConnectorPtr, ConnectorMetaPtr, c_int]),
     "tide_connector_get_finished": (c_int, [ConnectorPtr, c_int, c_char_p, c_size_t]),

@@ -79,7 +79,6 @@ def _expect(ctext):
         "size_t": ctypes.c_size_t,
         "uint64_t": ctypes.c_uint64,
         "int64_t": ctypes.c_int64,
-        "int32_t": ctypes.c_int32,
         "uint32_t": ctypes.c_uint32,
         "uint8_t": ctypes.c_uint8,
         "tide_hash_algo": ctypes.c_int,  # an enum: int-sized
