@@ -15,7 +15,7 @@
 static const char *const node_quiet[] = {"--capacity", "64MiB", "--log-level", "warn",
                                          "--metrics-port", "0", NULL};
 
-static void start_one(test_server *ts, int port, const char *const *extra) {
+void cluster_start_node(test_server *ts, int port, const char *const *extra) {
     const char *argv[40];
     int n = 0;
     for (int i = 0; node_quiet[i]; i++) argv[n++] = node_quiet[i];
@@ -33,7 +33,7 @@ static void start_one(test_server *ts, int port, const char *const *extra) {
 void cluster_start_nodes_with(test_server *ts, int n, int *ports, const char *const *extra) {
     for (int i = 0; i < n; i++) {
         int port = ports ? (ports[i] = test_free_port()) : 0;
-        start_one(&ts[i], port, extra);
+        cluster_start_node(&ts[i], port, extra);
     }
 }
 
@@ -42,7 +42,7 @@ void cluster_start_nodes(test_server *ts, int n, int *ports) {
 }
 
 void cluster_restart_node(test_server *ts, int port) {
-    start_one(ts, port, NULL);
+    cluster_start_node(ts, port, NULL);
 }
 
 void cluster_url(char *buf, size_t cap, const test_server *ts, int n, const char *opts) {
@@ -66,7 +66,11 @@ size_t cluster_value(char *key, size_t cap, uint8_t *v, int i) {
 }
 
 void etcd_start(test_etcd *e) {
-    e->client_port = test_free_port();
+    etcd_start_on(e, 0);
+}
+
+void etcd_start_on(test_etcd *e, int client_port) {
+    e->client_port = client_port ? client_port : test_free_port();
     do e->peer_port = test_free_port();
     while (e->peer_port == e->client_port);
     snprintf(e->endpoint, sizeof(e->endpoint), "127.0.0.1:%d", e->client_port);

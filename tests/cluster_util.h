@@ -13,6 +13,8 @@
  * port, written there, so that it can be restarted on it. extra: more arguments or NULL. */
 void cluster_start_nodes_with(test_server *ts, int n, int *ports, const char *const *extra);
 void cluster_start_nodes(test_server *ts, int n, int *ports);
+/* Start one node on port (0: any) with extra arguments (or NULL). */
+void cluster_start_node(test_server *ts, int port, const char *const *extra);
 /* Start a node again on its port after it was stopped. */
 void cluster_restart_node(test_server *ts, int port);
 /* "tide://127.0.0.1:P1,...,127.0.0.1:Pn?opts". */
@@ -29,6 +31,8 @@ typedef struct test_etcd {
     char log[256];
 } test_etcd;
 void etcd_start(test_etcd *e);
+/* The same on a client port chosen beforehand (0: pick one). */
+void etcd_start_on(test_etcd *e, int client_port);
 void etcd_kill(test_etcd *e);
 
 #endif

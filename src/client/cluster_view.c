@@ -131,7 +131,7 @@ cview *view_build(char *const *addrs, size_t n, const cview *old) {
     char **sorted = malloc((n ? n : 1) * sizeof(*sorted));
     if (!v || !sorted || !(v->m = calloc(n ? n : 1, sizeof(*v->m)))) goto nomem;
     atomic_init(&v->refs, 1);
-    memcpy(sorted, addrs, n * sizeof(*sorted));
+    if (n) memcpy(sorted, addrs, n * sizeof(*sorted));
     qsort(sorted, n, sizeof(*sorted), view_cmp_addr);
     for (size_t i = 0; i < n; i++) {
         if (i > 0 && strcmp(sorted[i], sorted[i - 1]) == 0) continue;
