@@ -12,20 +12,22 @@
 #include "common/etcd.h"
 #include "harness.h"
 
-static const char *const node_quiet[] = {"--capacity", "64MiB", "--log-level", "warn",
-                                         "--metrics-port", "0", NULL};
+static const char *const node_quiet[] = {"--capacity",     "64MiB", "--log-level", "warn",
+                                         "--metrics-port", "0",     NULL};
 
 void cluster_start_node(test_server *ts, int port, const char *const *extra) {
     const char *argv[40];
     int n = 0;
-    for (int i = 0; node_quiet[i]; i++) argv[n++] = node_quiet[i];
+    for (int i = 0; node_quiet[i]; i++)
+        argv[n++] = node_quiet[i];
     char pbuf[16];
     if (port) {
         snprintf(pbuf, sizeof(pbuf), "%d", port);
         argv[n++] = "--port";
         argv[n++] = pbuf;
     }
-    for (int i = 0; extra && extra[i] && n < 38; i++) argv[n++] = extra[i];
+    for (int i = 0; extra && extra[i] && n < 38; i++)
+        argv[n++] = extra[i];
     argv[n] = NULL;
     server_start(ts, argv);
 }
@@ -71,7 +73,8 @@ void etcd_start(test_etcd *e) {
 
 void etcd_start_on(test_etcd *e, int client_port) {
     e->client_port = client_port ? client_port : test_free_port();
-    do e->peer_port = test_free_port();
+    do
+        e->peer_port = test_free_port();
     while (e->peer_port == e->client_port);
     snprintf(e->endpoint, sizeof(e->endpoint), "127.0.0.1:%d", e->client_port);
     snprintf(e->log, sizeof(e->log), "%s/etcd.log", test_tmpdir());
@@ -86,14 +89,14 @@ void etcd_start_on(test_etcd *e, int client_port) {
         if (fd >= 0) dup2(fd, 1), dup2(fd, 2);
         execlp("etcd", "etcd", "--name", "t", "--data-dir", dir, "--listen-client-urls", curl,
                "--advertise-client-urls", curl, "--listen-peer-urls", purl,
-               "--initial-advertise-peer-urls", purl, "--initial-cluster", cluster,
-               (char *)NULL);
+               "--initial-advertise-peer-urls", purl, "--initial-cluster", cluster, (char *)NULL);
         _exit(127);
     }
     e->pid = pid;
     etcd_client *c;
     char err[512];
-    if (etcd_open(e->endpoint, 500, &c, err, sizeof(err)) != 0) test_fail(__FILE__, __LINE__, "%s", err);
+    if (etcd_open(e->endpoint, 500, &c, err, sizeof(err)) != 0)
+        test_fail(__FILE__, __LINE__, "%s", err);
     for (int i = 0; i < 200; i++) { /* up to ~20 s */
         int64_t id;
         if (etcd_lease_grant(c, 5, &id, err, sizeof(err)) == 0) {

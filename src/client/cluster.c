@@ -118,7 +118,8 @@ static size_t pool_claim(cpool *p, cjob *j) {
     size_t i = j->next++;
     if (j->next == j->n) {
         cjob **pp = &p->queue;
-        while (*pp && *pp != j) pp = &(*pp)->link;
+        while (*pp && *pp != j)
+            pp = &(*pp)->link;
         if (*pp) *pp = j->link;
     }
     return i;
@@ -146,13 +147,15 @@ static void *pool_main(void *arg) {
 static void pool_run(cpool *p, ctask *tasks, size_t n) {
     if (n == 0) return;
     if (n == 1 || p->nth == 0) {
-        for (size_t i = 0; i < n; i++) task_run(&tasks[i]);
+        for (size_t i = 0; i < n; i++)
+            task_run(&tasks[i]);
         return;
     }
     cjob j = {tasks, n, 0, 0, NULL};
     pthread_mutex_lock(&p->lock);
     cjob **pp = &p->queue;
-    while (*pp) pp = &(*pp)->link;
+    while (*pp)
+        pp = &(*pp)->link;
     *pp = &j;
     pthread_cond_broadcast(&p->work);
     while (j.next < j.n) {
@@ -162,7 +165,8 @@ static void pool_run(cpool *p, ctask *tasks, size_t n) {
         pthread_mutex_lock(&p->lock);
         j.finished++;
     }
-    while (j.finished < j.n) pthread_cond_wait(&p->done, &p->lock);
+    while (j.finished < j.n)
+        pthread_cond_wait(&p->done, &p->lock);
     pthread_mutex_unlock(&p->lock);
 }
 
@@ -172,7 +176,8 @@ static void pool_destroy(cpool *p) {
     p->stop = 1;
     pthread_cond_broadcast(&p->work);
     pthread_mutex_unlock(&p->lock);
-    for (int i = 0; i < p->nth; i++) pthread_join(p->th[i], NULL);
+    for (int i = 0; i < p->nth; i++)
+        pthread_join(p->th[i], NULL);
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->work);
     pthread_cond_destroy(&p->done);
@@ -232,9 +237,11 @@ static int plan_make(tide_store *s, cluster *c, cview *v, const tide_key *keys, 
         if (!member_is_down(v->m[i], p->now)) live[nl++] = (uint32_t)i;
     if (nl == 0) {
         p->ignore_down = 1;
-        for (size_t i = 0; i < v->n; i++) live[nl++] = (uint32_t)i;
+        for (size_t i = 0; i < v->n; i++)
+            live[nl++] = (uint32_t)i;
     }
-    for (size_t i = 0; i < nl; i++) seeds[i] = v->m[live[i]]->seed;
+    for (size_t i = 0; i < nl; i++)
+        seeds[i] = v->m[live[i]]->seed;
     p->depth = want < nl ? want : nl;
     if (p->depth > CLUSTER_MAX_DEPTH) p->depth = CLUSTER_MAX_DEPTH;
     p->cand = malloc((n ? n : 1) * p->depth * sizeof(*p->cand));
@@ -248,7 +255,8 @@ static int plan_make(tide_store *s, cluster *c, cview *v, const tide_key *keys, 
         if (client_key_check(&keys[i]) != 0) continue;
         uint32_t *o = p->cand + i * p->depth;
         cluster_rank(seeds, nl, keys[i].data, keys[i].len, o, p->depth);
-        for (size_t r = 0; r < p->depth; r++) o[r] = live[o[r]];
+        for (size_t r = 0; r < p->depth; r++)
+            o[r] = live[o[r]];
         p->nc[i] = (uint8_t)p->depth;
     }
     free(seeds), free(live);
@@ -291,7 +299,7 @@ typedef struct cbatch {
     const size_t *iovcnt;
     size_t *off; /* key i's first entry in iov */
     cplan plan;
-    int err;     /* the first member failure of the call, with its message */
+    int err; /* the first member failure of the call, with its message */
     char errmsg[ERR_MSG_MAX];
 } cbatch;
 
@@ -317,7 +325,8 @@ static int round_run(cbatch *b, cact *a, size_t na) {
         count[g]++;
     }
     size_t sum = 0;
-    for (size_t g = 0; g < groups; g++) slot[g] = sum, sum += count[g];
+    for (size_t g = 0; g < groups; g++)
+        slot[g] = sum, sum += count[g];
     for (size_t i = 0; i < na; i++) {
         size_t g = p->cand[a[i].key * p->depth + a[i].rank] * 2 + (a[i].op == OP_EXISTS);
         order[slot[g]++] = (uint32_t)i;
@@ -337,7 +346,8 @@ static int round_run(cbatch *b, cact *a, size_t na) {
         k->present = calloc(k->n, 1);
         k->iovcnt = malloc(k->n * sizeof(*k->iovcnt));
         size_t niov = 0;
-        for (size_t j = 0; j < k->n; j++) niov += batch_cnt(b, a[order[at + j]].key);
+        for (size_t j = 0; j < k->n; j++)
+            niov += batch_cnt(b, a[order[at + j]].key);
         k->iov = malloc((niov ? niov : 1) * sizeof(*k->iov));
         if (!k->keys || !k->res || !k->vlens || !k->present || !k->iovcnt || !k->iov) {
             rc = client_err(b->s, -ENOMEM, "out of memory");
@@ -391,7 +401,8 @@ static int batch_begin(cbatch *b, tide_store *s, const tide_key *keys, size_t n,
     if (iov) {
         if (!(b->off = malloc(n * sizeof(*b->off)))) return client_err(s, -ENOMEM, "out of memory");
         size_t o = 0;
-        for (size_t i = 0; i < n; i++) b->off[i] = o, o += batch_cnt(b, i);
+        for (size_t i = 0; i < n; i++)
+            b->off[i] = o, o += batch_cnt(b, i);
     }
     cview *v = view_get(b->c);
     int rc = plan_make(s, b->c, v, keys, n, depth, &b->plan);
@@ -582,8 +593,10 @@ static int cluster_get_many(tide_store *s, const tide_key *keys, size_t n, const
                 if (vlens) vlens[i] = x->vlen;
                 if (x->res == 0) {
                     ok++;
-                    if (probed) atomic_fetch_add(&c->read_fallbacks, 1);
-                    else if (failover[i]) atomic_fetch_add(&c->read_failovers, 1);
+                    if (probed)
+                        atomic_fetch_add(&c->read_fallbacks, 1);
+                    else if (failover[i])
+                        atomic_fetch_add(&c->read_failovers, 1);
                 }
             }
         }
@@ -671,7 +684,8 @@ static int cluster_exists_many(tide_store *s, const tide_key *keys, size_t n, ui
             }
         }
     }
-    for (size_t i = 0; i < n; i++) count += present[i];
+    for (size_t i = 0; i < n; i++)
+        count += present[i];
     rc = batch_result(&b, count, failed, valid);
     if (rc >= 0 && failed > 0 && b.err) rc = b.err; /* an unanswerable key: say so */
 out:
@@ -733,7 +747,8 @@ static int cluster_all(tide_store *s, int op, tide_stats *sum) {
         view_put(v);
         return client_err(s, -ENOMEM, "out of memory");
     }
-    for (size_t i = 0; i < v->n; i++) t[i] = (ctask){.c = c, .m = v->m[i], .op = op};
+    for (size_t i = 0; i < v->n; i++)
+        t[i] = (ctask){.c = c, .m = v->m[i], .op = op};
     pool_run(c->pool, t, v->n);
     int rc = 0, nfail = 0;
     const ctask *first = NULL;
@@ -746,15 +761,16 @@ static int cluster_all(tide_store *s, int op, tide_stats *sum) {
         if (op != OP_STATS) continue;
         const uint64_t *src = (const uint64_t *)&t[i].st;
         uint64_t *dst = (uint64_t *)sum;
-        for (size_t f = 0; f < sizeof(*sum) / sizeof(uint64_t); f++) dst[f] += src[f];
+        for (size_t f = 0; f < sizeof(*sum) / sizeof(uint64_t); f++)
+            dst[f] += src[f];
     }
     const char *what = op == OP_STATS ? "stats" : "clear";
     if (v->n == 0)
         rc = client_err(s, -EHOSTUNREACH, "cluster %s: no members", what);
     else if (first && (op == OP_CLEAR || (size_t)nfail == v->n))
         /* A clear must reach every member; stats are summed over those that answered. */
-        rc = client_err(s, first->rc, "cluster %s: %d of %zu members failed: %s", what, nfail,
-                        v->n, first->msg);
+        rc = client_err(s, first->rc, "cluster %s: %d of %zu members failed: %s", what, nfail, v->n,
+                        first->msg);
     free(t);
     view_put(v);
     return rc;
@@ -805,16 +821,15 @@ static int cluster_open_common(tide_store *s, url *u, const char *scheme, cluste
         (rc = url_opt_uint(u, "timeout_ms", CLUSTER_DEFAULT_TIMEOUT_MS, &timeout_ms, msg,
                            sizeof(msg))) ||
         (rc = url_opt_uint(u, "conns", CLUSTER_DEFAULT_CONNS, &conns, msg, sizeof(msg))) ||
-        (rc = url_opt_uint(u, "retry_ms", CLUSTER_DEFAULT_RETRY_MS, &retry_ms, msg,
-                           sizeof(msg))) ||
+        (rc = url_opt_uint(u, "retry_ms", CLUSTER_DEFAULT_RETRY_MS, &retry_ms, msg, sizeof(msg))) ||
         (rc = url_opt_uint(u, "threads", CLUSTER_DEFAULT_THREADS, &threads, msg, sizeof(msg))))
         return client_err(s, rc, "%s://: %s", scheme, msg);
     if (replicas < 1 || replicas > 8)
         return client_err(s, TIDE_EOPTION, "%s://: replicas must be 1..8, got %llu", scheme,
                           (unsigned long long)replicas);
     if (replicas + fallback > CLUSTER_MAX_DEPTH)
-        return client_err(s, TIDE_EOPTION, "%s://: replicas + fallback must be at most %d",
-                          scheme, CLUSTER_MAX_DEPTH);
+        return client_err(s, TIDE_EOPTION, "%s://: replicas + fallback must be at most %d", scheme,
+                          CLUSTER_MAX_DEPTH);
     if (timeout_ms == 0 || conns == 0 || conns > 1024 || retry_ms == 0 ||
         threads > CLUSTER_MAX_THREADS)
         return client_err(s, TIDE_EOPTION,
@@ -868,13 +883,15 @@ static int cluster_connect(tide_store *s, cluster *c, const char *what) {
         view_put(v);
         return client_err(s, -ENOMEM, "out of memory");
     }
-    for (size_t i = 0; i < v->n; i++) t[i] = (ctask){.c = c, .m = v->m[i], .op = OP_STATS};
+    for (size_t i = 0; i < v->n; i++)
+        t[i] = (ctask){.c = c, .m = v->m[i], .op = OP_STATS};
     pool_run(c->pool, t, v->n);
     int rc = 0, up = 0;
-    for (size_t i = 0; i < v->n; i++) up += t[i].rc == 0;
+    for (size_t i = 0; i < v->n; i++)
+        up += t[i].rc == 0;
     if (!up)
-        rc = client_err(s, t[0].rc, "%s: none of the %zu members answered; first: %s", what,
-                        v->n, t[0].msg);
+        rc = client_err(s, t[0].rc, "%s: none of the %zu members answered; first: %s", what, v->n,
+                        t[0].msg);
     free(t);
     view_put(v);
     return rc;
@@ -882,8 +899,8 @@ static int cluster_connect(tide_store *s, cluster *c, const char *what) {
 
 static int cluster_open(tide_store *s, url *u) {
     if (u->path[0] && strcmp(u->path, "/") != 0)
-        return client_err(s, TIDE_EURL, "tide://%s%s: a cluster URL takes no path",
-                          u->authority, u->path);
+        return client_err(s, TIDE_EURL, "tide://%s%s: a cluster URL takes no path", u->authority,
+                          u->path);
     char **list;
     size_t n;
     int rc = cluster_parse_list(s, "tide", u->authority, &list, &n);
@@ -937,8 +954,7 @@ static int etcd_open_url(tide_store *s, url *u) {
 int cluster_claims(const url *u) {
     if (strchr(u->authority, ',')) return 1;
     for (size_t i = 0; i < u->nopts; i++)
-        if (!strcmp(u->opts[i].name, "replicas") || !strcmp(u->opts[i].name, "fallback"))
-            return 1;
+        if (!strcmp(u->opts[i].name, "replicas") || !strcmp(u->opts[i].name, "fallback")) return 1;
     return 0;
 }
 
@@ -985,7 +1001,8 @@ TIDE_API int tide_cluster_info_get(tide_store *s, tide_cluster_info *info) {
     cview *v = view_get(c);
     uint64_t now = now_ns();
     info->members = (uint32_t)v->n;
-    for (size_t i = 0; i < v->n; i++) info->members_down += member_is_down(v->m[i], now);
+    for (size_t i = 0; i < v->n; i++)
+        info->members_down += member_is_down(v->m[i], now);
     view_put(v);
     info->replicas = c->replicas;
     info->view_changes = atomic_load(&c->view_changes);

@@ -53,7 +53,7 @@ typedef struct cluster {
     unsigned replicas; /* R: copies a put writes */
     unsigned fallback; /* ranks beyond R a read asks after a miss */
     uint64_t timeout_ms;
-    uint64_t retry_ns; /* first back-off after a failure; doubles up to 16x */
+    uint64_t retry_ns;    /* first back-off after a failure; doubles up to 16x */
     char node_query[600]; /* "?timeout_ms=..&conns=..[&token=..]" for member URLs */
 
     pthread_mutex_t view_lock;
@@ -88,8 +88,8 @@ uint64_t cluster_seed(const char *addr);
  * depth <= CLUSTER_MAX_DEPTH. Removing a member never reorders the others, and adding one
  * only inserts it — the property that keeps a join's disruption to ~1/n of the keys.
  */
-void cluster_rank(const uint64_t *seeds, size_t n, const void *key, size_t klen,
-                  uint32_t *order, size_t depth);
+void cluster_rank(const uint64_t *seeds, size_t n, const void *key, size_t klen, uint32_t *order,
+                  size_t depth);
 
 /* ---- members and views (cluster_view.c) ---------------------------------------------- */
 
@@ -103,8 +103,7 @@ cview *view_build(char *const *addrs, size_t n, const cview *old);
  * changed. */
 int view_install(cluster *c, cview *v);
 /* Parse a comma-separated "host:port,host:port" list into malloc'd strings. */
-int cluster_parse_list(tide_store *s, const char *scheme, const char *list, char ***out,
-                       size_t *n);
+int cluster_parse_list(tide_store *s, const char *scheme, const char *list, char ***out, size_t *n);
 void cluster_free_list(char **list, size_t n);
 
 /* 1 while the member is backing off after a failure. */

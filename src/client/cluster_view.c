@@ -27,8 +27,8 @@ uint64_t cluster_seed(const char *addr) {
     return XXH3_64bits(addr, strlen(addr));
 }
 
-void cluster_rank(const uint64_t *seeds, size_t n, const void *key, size_t klen,
-                  uint32_t *order, size_t depth) {
+void cluster_rank(const uint64_t *seeds, size_t n, const void *key, size_t klen, uint32_t *order,
+                  size_t depth) {
     uint64_t w[CLUSTER_MAX_DEPTH];
     size_t have = 0;
     if (depth == 0) return;
@@ -117,7 +117,8 @@ cview *view_get(cluster *c) {
 
 void view_put(cview *v) {
     if (!v || atomic_fetch_sub(&v->refs, 1) != 1) return;
-    for (size_t i = 0; i < v->n; i++) member_put(v->m[i]);
+    for (size_t i = 0; i < v->n; i++)
+        member_put(v->m[i]);
     free(v->m);
     free(v);
 }
@@ -149,7 +150,8 @@ cview *view_build(char *const *addrs, size_t n, const cview *old) {
 nomem:
     free(sorted);
     if (v) {
-        for (size_t i = 0; i < v->n; i++) member_put(v->m[i]);
+        for (size_t i = 0; i < v->n; i++)
+            member_put(v->m[i]);
         free(v->m);
         free(v);
     }
@@ -160,7 +162,8 @@ int view_install(cluster *c, cview *v) {
     pthread_mutex_lock(&c->view_lock);
     cview *old = c->view;
     int changed = !old || old->n != v->n;
-    for (size_t i = 0; !changed && i < v->n; i++) changed = old->m[i] != v->m[i];
+    for (size_t i = 0; !changed && i < v->n; i++)
+        changed = old->m[i] != v->m[i];
     c->view = v;
     pthread_mutex_unlock(&c->view_lock);
     view_put(old);
@@ -170,7 +173,8 @@ int view_install(cluster *c, cview *v) {
 /* ---- member lists -------------------------------------------------------------------- */
 
 void cluster_free_list(char **list, size_t n) {
-    for (size_t i = 0; list && i < n; i++) free(list[i]);
+    for (size_t i = 0; list && i < n; i++)
+        free(list[i]);
     free(list);
 }
 
@@ -188,7 +192,8 @@ int cluster_parse_list(tide_store *s, const char *scheme, const char *list, char
     *out = NULL;
     *n = 0;
     size_t cap = 1;
-    for (const char *p = list; *p; p++) cap += *p == ',';
+    for (const char *p = list; *p; p++)
+        cap += *p == ',';
     if (cap > CLUSTER_MAX_MEMBERS)
         return client_err(s, TIDE_ELIMIT, "%s://: %zu members, the limit is %d", scheme, cap,
                           CLUSTER_MAX_MEMBERS);
@@ -225,8 +230,7 @@ typedef struct etcd_collect {
 } etcd_collect;
 
 /* Each key under the prefix is a member; its address is the rest of the key. */
-static int etcd_collect_kv(void *arg, const char *key, size_t klen, const char *val,
-                           size_t vlen) {
+static int etcd_collect_kv(void *arg, const char *key, size_t klen, const char *val, size_t vlen) {
     etcd_collect *ec = arg;
     const char *addr = key + strlen(ec->prefix);
     if (!cluster_addr_ok(addr) || ec->n == CLUSTER_MAX_MEMBERS) return 0; /* not ours */
@@ -256,7 +260,7 @@ static int cluster_etcd_read(cluster *c, char *err, size_t errlen) {
         if (!v) {
             rc = -ENOMEM;
             snprintf(err, errlen, "out of memory building the member view");
-        } else if (view_install(c, v)) {
+        } else if (view_install(c, v) && old) { /* the first read is no change */
             atomic_fetch_add(&c->view_changes, 1);
         }
     }
@@ -296,8 +300,7 @@ int cluster_etcd_start(tide_store *s, cluster *c, const char *endpoints, const c
     int rc = etcd_open(endpoints, (int)c->timeout_ms, &c->etcd, err, sizeof(err));
     if (rc) return client_err(s, rc, "etcd://%s/%s: %s", endpoints, name, err);
     if ((rc = cluster_etcd_read(c, err, sizeof(err))) != 0)
-        return client_err(s, rc, "etcd://%s/%s: cannot read the members: %s", endpoints, name,
-                          err);
+        return client_err(s, rc, "etcd://%s/%s: cannot read the members: %s", endpoints, name, err);
     if ((rc = pthread_create(&c->poller, NULL, cluster_etcd_poll, c)) != 0)
         return client_err(s, -rc, "etcd://%s/%s: cannot start the poller: %s", endpoints, name,
                           strerror(rc));

@@ -50,7 +50,8 @@ static size_t etcd_on_body(char *data, size_t size, size_t nmemb, void *arg) {
     if (b->len + n + 1 > ETCD_MAX_REPLY) return 0; /* makes curl fail the transfer */
     if (b->len + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n + 1) cap *= 2;
+        while (cap < b->len + n + 1)
+            cap *= 2;
         char *grown = realloc(b->p, cap);
         if (!grown) return 0;
         b->p = grown;
@@ -62,13 +63,11 @@ static size_t etcd_on_body(char *data, size_t size, size_t nmemb, void *arg) {
     return n;
 }
 
-int etcd_open(const char *endpoints, int timeout_ms, etcd_client **out, char *err,
-              size_t errlen) {
+int etcd_open(const char *endpoints, int timeout_ms, etcd_client **out, char *err, size_t errlen) {
     *out = NULL;
     pthread_once(&etcd_once, etcd_global_init);
     if (etcd_global_rc != CURLE_OK) {
-        snprintf(err, errlen, "etcd: libcurl init failed: %s",
-                 curl_easy_strerror(etcd_global_rc));
+        snprintf(err, errlen, "etcd: libcurl init failed: %s", curl_easy_strerror(etcd_global_rc));
         return -EIO;
     }
     etcd_client *e = calloc(1, sizeof(*e));
@@ -80,7 +79,8 @@ int etcd_open(const char *endpoints, int timeout_ms, etcd_client **out, char *er
     while (p && *p) {
         const char *comma = strchr(p, ',');
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        while (len && p[len - 1] == '/') len--;
+        while (len && p[len - 1] == '/')
+            len--;
         if (len == 0 || e->nep == ETCD_MAX_ENDPOINTS) {
             snprintf(err, errlen, "etcd: bad endpoint list '%s' (empty entry, or more than %d)",
                      endpoints, ETCD_MAX_ENDPOINTS);
@@ -89,8 +89,7 @@ int etcd_open(const char *endpoints, int timeout_ms, etcd_client **out, char *er
         }
         int has_scheme = len > 7 && (strncmp(p, "http://", 7) == 0);
         if (!has_scheme && memchr(p, '/', len)) {
-            snprintf(err, errlen, "etcd: endpoint '%.*s': only http:// is supported", (int)len,
-                     p);
+            snprintf(err, errlen, "etcd: endpoint '%.*s': only http:// is supported", (int)len, p);
             rc = TIDE_EURL;
             goto fail;
         }
@@ -125,7 +124,8 @@ fail:
 void etcd_close(etcd_client *e) {
     if (!e) return;
     if (e->curl) curl_easy_cleanup(e->curl);
-    for (int i = 0; i < e->nep; i++) free(e->ep[i]);
+    for (int i = 0; i < e->nep; i++)
+        free(e->ep[i]);
     pthread_mutex_destroy(&e->lock);
     free(e);
 }
@@ -147,8 +147,8 @@ static int etcd_curl_errno(CURLcode cc, long os_errno) {
 }
 
 /* POST body to path on the endpoints in turn; the parsed reply in *reply (cJSON_Delete). */
-static int etcd_call(etcd_client *e, const char *path, const char *body, cJSON **reply,
-                     char *err, size_t errlen) {
+static int etcd_call(etcd_client *e, const char *path, const char *body, cJSON **reply, char *err,
+                     size_t errlen) {
     *reply = NULL;
     pthread_mutex_lock(&e->lock);
     int rc = -EIO;
@@ -184,8 +184,8 @@ static int etcd_call(etcd_client *e, const char *path, const char *body, cJSON *
         }
         cJSON *j = b.p ? cJSON_Parse(b.p) : NULL;
         if (!j || !cJSON_IsObject(j)) {
-            snprintf(err, errlen, "etcd %s: POST %s: HTTP %ld, reply is not a JSON object", e->ep[i],
-                     path, status);
+            snprintf(err, errlen, "etcd %s: POST %s: HTTP %ld, reply is not a JSON object",
+                     e->ep[i], path, status);
             cJSON_Delete(j);
             free(b.p);
             rc = TIDE_EPARSE;

@@ -18,8 +18,7 @@
 
 typedef struct etcd_client etcd_client;
 
-int etcd_open(const char *endpoints, int timeout_ms, etcd_client **out, char *err,
-              size_t errlen);
+int etcd_open(const char *endpoints, int timeout_ms, etcd_client **out, char *err, size_t errlen);
 void etcd_close(etcd_client *e);
 
 /* Grant a lease of ttl_s seconds; its id in *id. */
@@ -32,8 +31,7 @@ int etcd_put(etcd_client *e, const char *key, const char *val, int64_t lease, ch
              size_t errlen);
 
 /* Called once per key found; return non-zero to stop (that value is returned). */
-typedef int (*etcd_kv_fn)(void *arg, const char *key, size_t klen, const char *val,
-                          size_t vlen);
+typedef int (*etcd_kv_fn)(void *arg, const char *key, size_t klen, const char *val, size_t vlen);
 /* Read every key that starts with prefix (in key order). */
 int etcd_range_prefix(etcd_client *e, const char *prefix, etcd_kv_fn fn, void *arg, char *err,
                       size_t errlen);

@@ -70,7 +70,8 @@ static void announce_tick(announce *a) {
     if (rc && rc != TIDE_ESERVER) {
         if (!a->outage)
             LOG_WARN("etcd unreachable, lease %llx not renewed: %s; serving on with the last "
-                     "registration", (unsigned long long)a->lease, err);
+                     "registration",
+                     (unsigned long long)a->lease, err);
         a->outage = 1;
         return;
     }
@@ -81,8 +82,9 @@ static void announce_tick(announce *a) {
         announce_register(a);
         return;
     }
-    if (a->outage) LOG_INFO("etcd %s answers again; lease %llx renewed", a->endpoints,
-                            (unsigned long long)a->lease);
+    if (a->outage)
+        LOG_INFO("etcd %s answers again; lease %llx renewed", a->endpoints,
+                 (unsigned long long)a->lease);
     a->outage = 0;
 }
 
@@ -130,8 +132,8 @@ int announce_start(const server_config *cfg, int port, announce **out) {
     char err[512];
     /* Calls end well before the next renewal is due. */
     int timeout_ms = a->ttl_s * 1000 / 4;
-    int rc = etcd_open(cfg->etcd, timeout_ms < 2000 ? timeout_ms : 2000, &a->etcd, err,
-                       sizeof(err));
+    int rc =
+        etcd_open(cfg->etcd, timeout_ms < 2000 ? timeout_ms : 2000, &a->etcd, err, sizeof(err));
     if (rc) {
         LOG_ERROR("--etcd %s: %s", cfg->etcd, err);
         free(a);

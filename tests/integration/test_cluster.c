@@ -38,7 +38,8 @@ TEST_T(cluster_backend_suite_3_nodes_2_replicas, 120) {
     CHECK_CONTAINS(members, " up\n");
     CHECK_EQ(tide_cluster_members(s, members, 4), TIDE_EBUFSMALL);
     tide_close(s);
-    for (int i = 0; i < 3; i++) CHECK_EQ(server_stop(&ts[i], SIGTERM), 0);
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ(server_stop(&ts[i], SIGTERM), 0);
 }
 
 /* Each of R copies lands on a different node: R=3 on 3 nodes puts one copy on each. */
@@ -49,20 +50,24 @@ TEST(cluster_replicas_land_on_distinct_nodes) {
     cluster_url(u, sizeof(u), ts, 3, "replicas=3");
     tide_store *s, *node[3];
     CHECK_EQ(tide_open(u, &s), 0);
-    for (int i = 0; i < 3; i++) CHECK_EQ(tide_open(ts[i].url, &node[i]), 0);
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ(tide_open(ts[i].url, &node[i]), 0);
     for (int k = 0; k < 50; k++) {
         char key[16];
         snprintf(key, sizeof(key), "r3-%d", k);
         CHECK_EQ(tide_put(s, key, strlen(key), "value", 5), 0);
-        for (int i = 0; i < 3; i++) CHECK_EQ(tide_exists(node[i], key, strlen(key)), 1);
+        for (int i = 0; i < 3; i++)
+            CHECK_EQ(tide_exists(node[i], key, strlen(key)), 1);
     }
     tide_cluster_info info;
     CHECK_EQ(tide_cluster_info_get(s, &info), 0);
     CHECK_EQ(info.copies_written, 150);
     CHECK_EQ(info.puts_degraded, 0);
-    for (int i = 0; i < 3; i++) tide_close(node[i]);
+    for (int i = 0; i < 3; i++)
+        tide_close(node[i]);
     tide_close(s);
-    for (int i = 0; i < 3; i++) CHECK_EQ(server_stop(&ts[i], SIGTERM), 0);
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ(server_stop(&ts[i], SIGTERM), 0);
 }
 
 /* ---- a load with a node killed and restarted ---------------------------------------- */
@@ -72,7 +77,7 @@ enum { LOAD_MAX = 100000 };
 typedef struct load {
     tide_store *s;
     atomic_int stop;
-    atomic_int written;              /* keys [0, written) have been attempted */
+    atomic_int written;               /* keys [0, written) have been attempted */
     atomic_uchar committed[LOAD_MAX]; /* put returned 0 */
     atomic_long reads, read_fail, wrong, puts, put_fail, batch_reads;
     char first_err[512];
@@ -189,7 +194,8 @@ TEST_T(cluster_sigkill_under_load_and_rejoin, 60) {
     CHECK_EQ(tide_open(u, &l->s), 0);
     pthread_t w, r[2];
     pthread_create(&w, NULL, load_writer, l);
-    for (int i = 0; i < 2; i++) pthread_create(&r[i], NULL, load_reader, l);
+    for (int i = 0; i < 2; i++)
+        pthread_create(&r[i], NULL, load_reader, l);
     sleep_ms(800);
     long before = atomic_load(&l->reads);
     CHECK_EQ(server_stop(&ts[1], SIGKILL), SIGKILL);
@@ -208,7 +214,8 @@ TEST_T(cluster_sigkill_under_load_and_rejoin, 60) {
     sleep_ms(500);
     atomic_store(&l->stop, 1);
     pthread_join(w, NULL);
-    for (int i = 0; i < 2; i++) pthread_join(r[i], NULL);
+    for (int i = 0; i < 2; i++)
+        pthread_join(r[i], NULL);
     tide_cluster_info info;
     CHECK_EQ(tide_cluster_info_get(l->s, &info), 0);
     printf("    %ld puts (%ld failed), %ld reads + %ld batches (%ld while a node was down), "
@@ -233,7 +240,8 @@ TEST_T(cluster_sigkill_under_load_and_rejoin, 60) {
     tide_close(l->s);
     pthread_mutex_destroy(&l->lock);
     free(l);
-    for (int i = 0; i < 3; i++) CHECK_EQ(server_stop(&ts[i], SIGTERM), 0);
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ(server_stop(&ts[i], SIGTERM), 0);
 }
 
 /* A node that stops answering (SIGSTOP): reads fail over after the timeout. */
@@ -264,7 +272,8 @@ TEST_T(cluster_hung_node_times_out_and_fails_over, 60) {
     CHECK_EQ(info.members_down, 1);
     kill(ts[0].pid, SIGCONT);
     tide_close(s);
-    for (int i = 0; i < 3; i++) CHECK_EQ(server_stop(&ts[i], SIGTERM), 0);
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ(server_stop(&ts[i], SIGTERM), 0);
 }
 
 /* ---- joins --------------------------------------------------------------------------- */
@@ -326,5 +335,6 @@ TEST_T(cluster_join_miss_rate, 60) {
         if (r == 1) CHECK(miss0 > KEYS / 10); /* about a quarter move to the new node */
         if (r == 2) CHECK_EQ(miss0, 0);       /* the second replica covers the move */
     }
-    for (int i = 0; i < 4; i++) CHECK_EQ(server_stop(&ts[i], SIGTERM), 0);
+    for (int i = 0; i < 4; i++)
+        CHECK_EQ(server_stop(&ts[i], SIGTERM), 0);
 }

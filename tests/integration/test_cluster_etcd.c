@@ -9,6 +9,8 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
@@ -36,9 +38,8 @@ static void start_member(test_server *ts, int port, const test_etcd *e, const ch
     snprintf(ep, sizeof(ep), "http://%s", e->endpoint);
     snprintf(adv, sizeof(adv), "127.0.0.1:%d", port);
     snprintf(ttl, sizeof(ttl), "%d", TTL_S);
-    const char *const extra[] = {"--etcd",     ep,        "--cluster", name,
-                                 "--advertise", adv,      "--etcd-ttl", ttl,
-                                 "--log-level", "info",   NULL};
+    const char *const extra[] = {"--etcd",     ep,  "--cluster",   name,   "--advertise", adv,
+                                 "--etcd-ttl", ttl, "--log-level", "info", NULL};
     cluster_start_node(ts, port, extra);
 }
 
@@ -51,11 +52,12 @@ static int members(tide_store *s) {
 /* Wait (bounded) until the client's view has `want` members; the time it took, in ms. */
 static uint64_t wait_members(tide_store *s, int want, const char *what) {
     uint64_t t0 = ms_now();
-    for (int i = 0; i < 1000 && members(s) != want; i++) sleep_ms(20); /* up to ~20 s */
+    for (int i = 0; i < 1000 && members(s) != want; i++)
+        sleep_ms(20); /* up to ~20 s */
     char list[1024] = "";
     tide_cluster_members(s, list, sizeof(list));
-    CHECK_MSG(members(s) == want, "%s: the view has %d members, expected %d:\n%s", what,
-              members(s), want, list);
+    CHECK_MSG(members(s) == want, "%s: the view has %d members, expected %d:\n%s", what, members(s),
+              want, list);
     uint64_t dt = ms_now() - t0;
     printf("    %s: seen after %llu ms (lease TTL %d s)\n", what, (unsigned long long)dt, TTL_S);
     return dt;
@@ -91,7 +93,8 @@ static int file_contains(const char *path, const char *needle) {
     if (!f) return 0;
     char line[1024];
     int found = 0;
-    while (!found && fgets(line, sizeof(line), f)) found = strstr(line, needle) != NULL;
+    while (!found && fgets(line, sizeof(line), f))
+        found = strstr(line, needle) != NULL;
     fclose(f);
     return found;
 }
@@ -116,6 +119,9 @@ TEST_T(cluster_etcd_membership, 90) {
         start_member(&ts[i], ports[i], &e, "c1");
     }
     wait_members(s, 3, "3 nodes registered");
+    tide_cluster_info info;
+    CHECK_EQ(tide_cluster_info_get(s, &info), 0);
+    CHECK(info.view_changes >= 1);
     write_range(s, 0, 300);
     read_all(s, 300, "3 nodes");
 
@@ -142,7 +148,6 @@ TEST_T(cluster_etcd_membership, 90) {
 
     /* etcd goes away: the client keeps its view, the nodes keep serving. */
     etcd_kill(&e);
-    tide_cluster_info info;
     for (int i = 0; i < 500; i++) { /* up to ~10 s */
         CHECK_EQ(tide_cluster_info_get(s, &info), 0);
         if (info.etcd_errors > 0) break;
@@ -166,7 +171,8 @@ TEST_T(cluster_etcd_membership, 90) {
     CHECK(tide_open(u, &s2) < 0);
     CHECK_CONTAINS(tide_errmsg(NULL), e.endpoint);
     tide_close(s);
-    for (int i = 0; i < 3; i++) server_stop(&ts[i], SIGTERM);
+    for (int i = 0; i < 3; i++)
+        server_stop(&ts[i], SIGTERM);
 }
 
 /* A node started while etcd is down serves at once and registers when etcd comes. */
@@ -197,4 +203,30 @@ TEST_T(cluster_etcd_node_registers_when_etcd_comes, 60) {
     tide_close(s);
     CHECK_EQ(server_stop(&ts, SIGTERM), 0);
     etcd_kill(&e);
+}
+
+/* Flags that cannot work stop the start with a message. */
+TEST(cluster_serve_flags) {
+    char cmd[600];
+    const char *bad[] = {"--etcd http://127.0.0.1:1", "--cluster c1",
+                         "--etcd http://127.0.0.1:1 --cluster 'a/b'",
+                         "--etcd http://127.0.0.1:1 --cluster c1 --advertise nope",
+                         "--etcd http://127.0.0.1:1 --cluster c1 --etcd-ttl 1"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        snprintf(cmd, sizeof(cmd), "%s serve --port 0 --metrics-port 0 %s 2>/dev/null",
+                 test_tide_bin(), bad[i]);
+        int st = system(cmd);
+        test_context = bad[i];
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+    }
+    test_context = NULL;
+    /* Listening on every address needs the address to advertise. */
+    snprintf(cmd, sizeof(cmd),
+             "%s serve --bind 0.0.0.0 --port 0 --metrics-port 0 --etcd http://127.0.0.1:1 "
+             "--cluster c1 2>%s/err",
+             test_tide_bin(), test_tmpdir());
+    int st = system(cmd);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+    snprintf(cmd, sizeof(cmd), "%s/err", test_tmpdir());
+    CHECK(file_contains(cmd, "--advertise"));
 }

@@ -69,7 +69,8 @@ TEST(cluster_rank_join_moves_only_to_the_new_member) {
     printf("    join 3 -> 4 members: %d of %d keys (%.1f%%) change their first member\n", moved,
            KEYS, 100.0 * moved / KEYS);
     CHECK(moved > KEYS / 5 && moved < KEYS * 3 / 10);
-    for (int m = 0; m < 3; m++) CHECK(count[m] > KEYS * 3 / 10 && count[m] < KEYS * 37 / 100);
+    for (int m = 0; m < 3; m++)
+        CHECK(count[m] > KEYS * 3 / 10 && count[m] < KEYS * 37 / 100);
 }
 
 TEST(cluster_url_errors) {
@@ -92,8 +93,7 @@ TEST(cluster_url_errors) {
 TEST(cluster_open_fails_when_no_member_answers) {
     int p1 = test_free_port(), p2 = test_free_port();
     char u[128];
-    snprintf(u, sizeof(u), "tide://127.0.0.1:%d,127.0.0.1:%d?replicas=2&timeout_ms=500", p1,
-             p2);
+    snprintf(u, sizeof(u), "tide://127.0.0.1:%d,127.0.0.1:%d?replicas=2&timeout_ms=500", p1, p2);
     tide_store *s = NULL;
     int rc = tide_open(u, &s);
     CHECK(rc == -ECONNREFUSED);
