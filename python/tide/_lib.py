@@ -169,6 +169,29 @@ class ConnectorStats(ctypes.Structure):
     ]
 
 
+class ClusterInfo(ctypes.Structure):
+    """``tide_cluster_info``: what a cluster handle has seen, in the header's order."""
+
+    _fields_ = [
+        ("members", ctypes.c_uint32),
+        ("members_down", ctypes.c_uint32),
+        ("replicas", ctypes.c_uint32),
+        ("reserved0", ctypes.c_uint32),
+    ] + [
+        (name, ctypes.c_uint64)
+        for name in (
+            "view_changes",
+            "copies_written",
+            "puts_degraded",
+            "puts_failed",
+            "read_failovers",
+            "read_fallbacks",
+            "node_errors",
+            "etcd_errors",
+        )
+    ]
+
+
 c_int = ctypes.c_int
 c_size_t = ctypes.c_size_t
 c_void_p = ctypes.c_void_p
@@ -204,6 +227,8 @@ SIGNATURES = {
     "tide_match_prefix": (c_int, [StorePtr, P_Key, c_size_t]),
     "tide_clear": (c_int, [StorePtr]),
     "tide_stats_get": (c_int, [StorePtr, ctypes.POINTER(Stats)]),
+    "tide_cluster_info_get": (c_int, [StorePtr, ctypes.POINTER(ClusterInfo)]),
+    "tide_cluster_members": (c_int, [StorePtr, c_char_p, c_size_t]),
     "tide_size_parse": (c_int, [c_char_p, P_uint64]),
     "tide_block_hash": (c_int, [c_int, P_uint8, c_void_p, c_size_t, c_void_p, c_size_t, P_uint8]),
     "tide_prefix_hashes": (

@@ -39,6 +39,13 @@ static const char serve_help[] =
     "  --idle-timeout S      close connections stalled mid-request for S seconds (default 60)\n"
     "  --log-level L         error, warn, info (default) or debug\n"
     "  --ready-file F        write \"PORT METRICS_PORT\" to F once listening (for scripts)\n"
+    "  --etcd URLS           register in etcd (http://host:2379[,...]) so that clients of\n"
+    "                        etcd://host:2379/NAME find this node; needs --cluster\n"
+    "  --cluster NAME        the cluster to join (letters, digits, '-', '_', '.')\n"
+    "  --advertise HOST:PORT the address clients should use (default BIND:PORT; needed\n"
+    "                        when binding 0.0.0.0)\n"
+    "  --etcd-ttl S          lease TTL: a node that stops renewing drops out within S seconds\n"
+    "                        (default 5; renewed every S/3)\n"
     "  --config FILE         JSON object with the same settings, e.g. {\"port\": 7474,\n"
     "                        \"capacity\": \"4GiB\", \"threads\": 2}; flags override it\n";
 
@@ -56,7 +63,8 @@ static int set_value(server_config *cfg, const char *name, const char *val, char
         {"prefault", T_BOOL},    {"hugepages", T_BOOL},  {"auth_token_file", T_STR},
         {"max_conns", T_INT},    {"max_keys", T_INT},    {"max_frame", T_SIZE},
         {"max_value", T_SIZE},   {"idle_timeout", T_INT}, {"log_level", T_STR},
-        {"ready_file", T_STR},
+        {"ready_file", T_STR},   {"etcd", T_STR},         {"cluster", T_STR},
+        {"advertise", T_STR},    {"etcd_ttl", T_INT},
     };
     int found = -1;
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
@@ -141,6 +149,36 @@ static int set_value(server_config *cfg, const char *name, const char *val, char
         }
     } else if (!strcmp(name, "ready_file")) {
         cfg->ready_file = strdup(val);
+    } else if (!strcmp(name, "etcd")) {
+        if (!*val || strlen(val) >= sizeof(cfg->etcd)) {
+            snprintf(err, errlen, "etcd: expected http://HOST:PORT[,...], got '%s'", val);
+            return -1;
+        }
+        snprintf(cfg->etcd, sizeof(cfg->etcd), "%s", val);
+    } else if (!strcmp(name, "cluster")) {
+        size_t n = strspn(val, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.");
+        if (!*val || val[n] || n >= sizeof(cfg->cluster)) {
+            snprintf(err, errlen, "cluster: expected 1..%zu letters, digits, '-', '_' or '.', "
+                     "got '%s'", sizeof(cfg->cluster) - 1, val);
+            return -1;
+        }
+        snprintf(cfg->cluster, sizeof(cfg->cluster), "%s", val);
+    } else if (!strcmp(name, "advertise")) {
+        const char *colon = strrchr(val, ':');
+        char *end = NULL;
+        long p = colon ? strtol(colon + 1, &end, 10) : 0;
+        if (!colon || colon == val || !colon[1] || *end || p < 1 || p > 65535 ||
+            strlen(val) >= sizeof(cfg->advertise) || strpbrk(val, "/?#@ ,")) {
+            snprintf(err, errlen, "advertise: expected HOST:PORT, got '%s'", val);
+            return -1;
+        }
+        snprintf(cfg->advertise, sizeof(cfg->advertise), "%s", val);
+    } else if (!strcmp(name, "etcd_ttl")) {
+        if (iv < 2 || iv > 3600) {
+            snprintf(err, errlen, "etcd_ttl: expected 2..3600 seconds, got %lld", iv);
+            return -1;
+        }
+        cfg->etcd_ttl_s = (int)iv;
     }
     return 0;
 }
@@ -270,6 +308,8 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "tide serve: %s\n", err);
         return 2;
     }
+    if (!cfg.etcd[0] != !cfg.cluster[0])
+        return cli_usage_error("serve", "--etcd and --cluster go together");
     int rc = server_run(&cfg);
     free((void *)cfg.ready_file);
     return rc == 0 ? 0 : 1;

@@ -23,6 +23,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "server/announce.h"
 #include "server/http.h"
 #include "server/server_int.h"
 
@@ -274,6 +275,7 @@ int server_run(const server_config *cfg) {
     srv->cfg = *cfg;
     srv->listen_fd = srv->metrics_fd = srv->metrics_stopfd = -1;
     int rc = 0, nworkers = 0, sfd = -1, epfd = -1, metrics_started = 0;
+    announce *ann = NULL;
     if (srv->cfg.threads < 1) srv->cfg.threads = 1;
     if (srv->cfg.max_value) srv->cfg.store.max_value = srv->cfg.max_value;
 
@@ -332,6 +334,7 @@ int server_run(const server_config *cfg) {
              srv->metrics_fd >= 0 ? "on" : "off", srv->cfg.threads,
              cfg->auth_token[0] ? ", auth token required" : "");
     if (srv->metrics_fd >= 0) LOG_INFO("metrics at http://%s:%d/metrics", cfg->bind, srv->metrics_port);
+    if (cfg->etcd[0] && (rc = announce_start(cfg, srv->port, &ann)) != 0) goto out;
     if (cfg->ready_file) {
         FILE *f = fopen(cfg->ready_file, "w");
         if (f) {
@@ -372,6 +375,7 @@ int server_run(const server_config *cfg) {
     rc = 0;
 
 out:
+    announce_stop(ann); /* leave the cluster before draining */
     atomic_store(&srv->stopping, 1);
     for (int i = 0; i < nworkers; i++) {
         uint64_t one = 1;

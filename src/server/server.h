@@ -31,6 +31,11 @@ typedef struct server_config {
     uint64_t max_value;      /* largest value; 0 = the pool's limit */
     uint32_t idle_timeout_s; /* close a connection whose reply has not moved for this long */
     const char *ready_file;  /* when set, write "port metrics_port\n" here once listening */
+    /* Cluster membership (announce.c): registered in etcd when etcd is not empty. */
+    char etcd[256];      /* etcd endpoints, "http://host:2379[,...]" */
+    char cluster[64];    /* cluster name: keys go under /tide/NAME/members/ */
+    char advertise[256]; /* HOST:PORT that clients should use; default bind:port */
+    int etcd_ttl_s;      /* lease TTL in seconds (default 5), renewed every TTL/3 */
 } server_config;
 
 /* Defaults for everything (port SERVER_DEFAULT_PORT, 1 GiB pool, 2 threads...). */
