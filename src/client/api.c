@@ -14,6 +14,7 @@
 static const backend_ops *const backends[] = {
     &mem_backend,
     &node_backend,
+    &unix_backend,
 };
 
 int client_err(tide_store *s, int code, const char *fmt, ...) {
@@ -63,7 +64,7 @@ TIDE_API int tide_open(const char *text, tide_store **out) {
     for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++)
         if (strcmp(backends[i]->scheme, u.scheme) == 0) ops = backends[i];
     if (!ops) {
-        rc = err_set(NULL, NULL, TIDE_ESCHEME, "unknown URL scheme '%s://' in '%s' (known: mem://, tide://)",
+        rc = err_set(NULL, NULL, TIDE_ESCHEME, "unknown URL scheme '%s://' in '%s' (known: mem://, tide://, unix://)",
                      u.scheme, text);
         url_free(&u);
         return rc;

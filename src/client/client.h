@@ -51,5 +51,6 @@ const char *client_key_repr(const void *key, size_t klen, char *buf, size_t len)
 
 extern const backend_ops mem_backend;
 extern const backend_ops node_backend;
+extern const backend_ops unix_backend;
 
 #endif

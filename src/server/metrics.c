@@ -13,6 +13,7 @@ static const uint64_t bucket_us[METRICS_NBUCKETS] = {
 
 static const char *const op_names[MOP_COUNT] = {
     "put", "get", "exists", "remove", "match_prefix", "stat", "ping", "clear", "hello",
+    "reserve", "commit", "pin", "release",
 };
 static const char *const status_names[MST_COUNT] = {"ok", "miss", "error"};
 

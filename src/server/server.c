@@ -40,6 +40,8 @@ void server_config_defaults(server_config *cfg) {
     cfg->max_keys = 4096;
     cfg->max_frame = 4ull << 30;
     cfg->idle_timeout_s = 60;
+    cfg->unix_mode = 0600;
+    cfg->unix_lease_ms = 30000;
 }
 
 static int listen_on(const char *bind_addr, int port, int *bound_port) {
@@ -230,9 +232,9 @@ static void worker_hand(worker *w, int fd) {
 
 /* ---- accept loop --------------------------------------------------------------------- */
 
-static void accept_all(server *srv, unsigned *next_worker) {
+static void accept_all(server *srv, int lfd, unsigned *next_worker) {
     for (;;) {
-        int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR) continue;
             if (errno != EAGAIN && errno != EWOULDBLOCK)
@@ -243,6 +245,11 @@ static void accept_all(server *srv, unsigned *next_worker) {
             atomic_fetch_add(&srv->m.conns_rejected, 1);
             LOG_WARN("refusing a connection: %d open, the limit is %d (--max-conns)",
                      atomic_load(&srv->open_conns), srv->cfg.max_conns);
+            close(fd);
+            continue;
+        }
+        if (lfd == srv->unix_fd && !uds_peer_allowed(srv, fd)) {
+            atomic_fetch_add(&srv->m.conns_rejected, 1);
             close(fd);
             continue;
         }
@@ -272,7 +279,7 @@ int server_run(const server_config *cfg) {
     server *srv = calloc(1, sizeof(*srv));
     if (!srv) return -ENOMEM;
     srv->cfg = *cfg;
-    srv->listen_fd = srv->metrics_fd = srv->metrics_stopfd = -1;
+    srv->listen_fd = srv->metrics_fd = srv->metrics_stopfd = srv->unix_fd = -1;
     int rc = 0, nworkers = 0, sfd = -1, epfd = -1, metrics_started = 0;
     if (srv->cfg.threads < 1) srv->cfg.threads = 1;
     if (srv->cfg.max_value) srv->cfg.store.max_value = srv->cfg.max_value;
@@ -302,6 +309,7 @@ int server_run(const server_config *cfg) {
     rc = listen_on(cfg->bind, cfg->port, &srv->port);
     if (rc < 0) goto out;
     srv->listen_fd = rc;
+    if (cfg->unix_path[0] && (rc = uds_listen(srv)) < 0) goto out;
     int mport = cfg->metrics_port < 0 ? srv->port + 1 : cfg->metrics_port;
     if (cfg->metrics_port != 0) {
         rc = listen_on(cfg->bind, mport, &srv->metrics_port);
@@ -327,6 +335,10 @@ int server_run(const server_config *cfg) {
              srv->metrics_fd >= 0 ? "on" : "off", srv->cfg.threads,
              cfg->auth_token[0] ? ", auth token required" : "");
     if (srv->metrics_fd >= 0) LOG_INFO("metrics at http://%s:%d/metrics", cfg->bind, srv->metrics_port);
+    if (srv->unix_fd >= 0)
+        LOG_INFO("same-host clients on unix://%s (mode %04o, %s, leases %u ms)", cfg->unix_path,
+                 cfg->unix_mode & 0777, cfg->unix_nallow ? "peer uids checked" : "any peer uid",
+                 cfg->unix_lease_ms);
     if (cfg->ready_file) {
         FILE *f = fopen(cfg->ready_file, "w");
         if (f) {
@@ -340,6 +352,10 @@ int server_run(const server_config *cfg) {
     epoll_ctl(epfd, EPOLL_CTL_ADD, srv->listen_fd, &ev);
     ev.data.fd = sfd;
     epoll_ctl(epfd, EPOLL_CTL_ADD, sfd, &ev);
+    if (srv->unix_fd >= 0) {
+        ev.data.fd = srv->unix_fd;
+        epoll_ctl(epfd, EPOLL_CTL_ADD, srv->unix_fd, &ev);
+    }
     unsigned next_worker = 0;
     uint64_t last_summary = now_ns();
     while (!atomic_load(&srv->stopping)) {
@@ -353,7 +369,7 @@ int server_run(const server_config *cfg) {
                 LOG_INFO("signal %d: finishing in-flight requests and stopping", si.ssi_signo);
                 atomic_store(&srv->stopping, 1);
             } else {
-                accept_all(srv, &next_worker);
+                accept_all(srv, e[i].data.fd, &next_worker);
             }
         }
         store_expire(srv->st, now_ns());
@@ -364,6 +380,7 @@ int server_run(const server_config *cfg) {
     }
     close(srv->listen_fd);
     srv->listen_fd = -1;
+    uds_close(srv);
     rc = 0;
 
 out:
@@ -394,6 +411,7 @@ out:
     if (srv->metrics_fd >= 0) close(srv->metrics_fd);
     if (srv->metrics_stopfd >= 0) close(srv->metrics_stopfd);
     if (srv->listen_fd >= 0) close(srv->listen_fd);
+    uds_close(srv);
     if (epfd >= 0) close(epfd);
     if (sfd >= 0) close(sfd);
     free(srv->workers);
