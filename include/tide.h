@@ -4,6 +4,7 @@
  * A store handle (tide_store) is opened from a URL that picks the backend:
  *
  *   mem://[?capacity=1GiB&verify=1&prefault=0]   embedded in-process store (the default)
+ *   unix:///path/to/tide.sock[?verify=1]          same-host tided, sharing its pool (docs/UNIX.md)
  *
  * Conventions that hold for every call below:
  *   - Return values: 0 (or a count) on success, a negative number on failure. A negative

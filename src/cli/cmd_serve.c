@@ -50,8 +50,8 @@ static const char serve_help[] =
 typedef enum { T_INT, T_SIZE, T_STR, T_BOOL } setting_type;
 
 /* The Unix socket's settings (docs/UNIX.md). */
-static int serve_unix_setting(server_config *cfg, const char *name, const char *val,
-                              long long iv, char *err, size_t errlen) {
+static int serve_unix_setting(server_config *cfg, const char *name, const char *val, long long iv,
+                              char *err, size_t errlen) {
     char *end;
     if (!strcmp(name, "unix")) {
         if (!*val || strlen(val) >= sizeof(cfg->unix_path)) {
@@ -63,8 +63,10 @@ static int serve_unix_setting(server_config *cfg, const char *name, const char *
     } else if (!strcmp(name, "unix_mode")) {
         unsigned long m = strtoul(val, &end, 8);
         if (!*val || *end || m > 0777) {
-            snprintf(err, errlen, "unix_mode: expected octal permission bits such as 0600 or "
-                     "0660, got '%s'", val);
+            snprintf(err, errlen,
+                     "unix_mode: expected octal permission bits such as 0600 or "
+                     "0660, got '%s'",
+                     val);
             return -1;
         }
         cfg->unix_mode = (unsigned)m;
@@ -75,8 +77,10 @@ static int serve_unix_setting(server_config *cfg, const char *name, const char *
             int max = (int)(sizeof(cfg->unix_allow_uid) / sizeof(cfg->unix_allow_uid[0]));
             if (end == p || (*end && *end != ',') || uid > UINT32_MAX - 1 ||
                 cfg->unix_nallow == max) {
-                snprintf(err, errlen, "unix_allow_uid: expected up to %d numeric uids separated "
-                         "by commas, got '%s'", max, val);
+                snprintf(err, errlen,
+                         "unix_allow_uid: expected up to %d numeric uids separated "
+                         "by commas, got '%s'",
+                         max, val);
                 return -1;
             }
             cfg->unix_allow_uid[cfg->unix_nallow++] = (uint32_t)uid;
@@ -102,12 +106,12 @@ static int set_value(server_config *cfg, const char *name, const char *val, char
         const char *name;
         setting_type type;
     } table[] = {
-        {"port", T_INT},         {"bind", T_STR},        {"metrics_port", T_INT},
-        {"capacity", T_SIZE},    {"threads", T_INT},     {"policy", T_STR},
-        {"prefault", T_BOOL},    {"hugepages", T_BOOL},  {"auth_token_file", T_STR},
-        {"max_conns", T_INT},    {"max_keys", T_INT},    {"max_frame", T_SIZE},
-        {"max_value", T_SIZE},   {"idle_timeout", T_INT}, {"log_level", T_STR},
-        {"ready_file", T_STR},   {"unix", T_STR},        {"unix_mode", T_STR},
+        {"port", T_INT},           {"bind", T_STR},          {"metrics_port", T_INT},
+        {"capacity", T_SIZE},      {"threads", T_INT},       {"policy", T_STR},
+        {"prefault", T_BOOL},      {"hugepages", T_BOOL},    {"auth_token_file", T_STR},
+        {"max_conns", T_INT},      {"max_keys", T_INT},      {"max_frame", T_SIZE},
+        {"max_value", T_SIZE},     {"idle_timeout", T_INT},  {"log_level", T_STR},
+        {"ready_file", T_STR},     {"unix", T_STR},          {"unix_mode", T_STR},
         {"unix_allow_uid", T_STR}, {"unix_lease_ms", T_INT},
     };
     int found = -1;

@@ -13,8 +13,11 @@
  *        scatter list into the pool, hashing it on the way -> COMMIT (one round trip) with
  *        those checksums. Keys that exist already come back with id 0: nothing to copy.
  *   get: PIN (one round trip: offsets, lengths, checksums) -> copy out into each scatter
- *        list, hashing what landed (verify=1) -> RELEASE (one round trip), reporting any
- *        mismatch so tided drops the object; the key is then a miss, never wrong data.
+ *        list, hashing what landed (verify=1) -> RELEASE, reporting any mismatch so tided
+ *        drops the object; the key is then a miss, never wrong data. With verify=1 the
+ *        RELEASE is sent without waiting for its reply (the checksum already proved the
+ *        bytes, so its answer changes nothing): the connection reads that reply before the
+ *        reply of its next request, and a get costs one round trip, not two.
  *   exists, remove, match_prefix, clear, stats: the native frames, as on tide://.
  *
  * Leases: tided gives every reservation and pin a deadline and also ties it to the
@@ -52,6 +55,7 @@ typedef struct ux_conn {
     int fd;
     int busy;
     uint64_t next_req;
+    int unread;   /* replies to RELEASEs sent without waiting, read before the next reply */
     uint8_t *buf; /* reply head buffer */
     size_t buf_cap;
     frame_decoder dec;
@@ -124,7 +128,9 @@ static int ux_recv(ux_call *k, uint8_t *p, size_t len, int *fd) {
             char buf[CMSG_SPACE(4 * sizeof(int))];
         } ctl;
         struct iovec v = {p, len};
-        struct msghdr mh = {.msg_iov = &v, .msg_iovlen = 1, .msg_control = ctl.buf,
+        struct msghdr mh = {.msg_iov = &v,
+                            .msg_iovlen = 1,
+                            .msg_control = ctl.buf,
                             .msg_controllen = sizeof(ctl.buf)};
         ssize_t r = recvmsg(k->c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
         if (r < 0) {
@@ -159,18 +165,18 @@ static int ux_recv_head(ux_call *k, frame_msg *m, int *fd) {
     size_t have = 0;
     for (;;) {
         ssize_t n = frame_decode_head(&c->dec, c->buf, have, m);
-        if (n < 0)
-            return client_err(k->s, (int)n, "%s: bad reply: %s", k->u->addr, c->dec.errstr);
+        if (n < 0) return client_err(k->s, (int)n, "%s: bad reply: %s", k->u->addr, c->dec.errstr);
         if (n > 0) {
             if (m->data_len)
-                return client_err(k->s, TIDE_EPROTO, "%s: %s reply carries value bytes",
-                                  k->u->addr, frame_op_name(m->h.opcode));
+                return client_err(k->s, TIDE_EPROTO, "%s: %s reply carries value bytes", k->u->addr,
+                                  frame_op_name(m->h.opcode));
             return 0;
         }
         size_t want = have + c->dec.need;
         if (want > c->buf_cap) {
             size_t cap = c->buf_cap;
-            while (cap < want) cap *= 2;
+            while (cap < want)
+                cap *= 2;
             uint8_t *grown = realloc(c->buf, cap);
             if (!grown) return client_err(k->s, -ENOMEM, "%s: out of memory", k->u->addr);
             c->buf = grown;
@@ -188,8 +194,8 @@ static int ux_io_fail(ux_call *k, const char *what, int rc) {
         return client_err(k->s, rc, "%s: %s timed out after %llu ms", k->u->addr, what,
                           (unsigned long long)(k->u->timeout_ns / 1000000));
     if (rc == -ECONNRESET || rc == -EPIPE)
-        return client_err(k->s, rc, "%s: %s: tided closed the connection (%s)", k->u->addr,
-                          what, strerror(-rc));
+        return client_err(k->s, rc, "%s: %s: tided closed the connection (%s)", k->u->addr, what,
+                          strerror(-rc));
     if (rc > -TIDE_ERRBASE)
         return client_err(k->s, rc, "%s: %s: %s", k->u->addr, what, strerror(-rc));
     return rc; /* a tide code: the message is already set */
@@ -197,21 +203,27 @@ static int ux_io_fail(ux_call *k, const char *what, int rc) {
 
 /* Send one request frame and read its reply's head into *m (valid until the connection's
  * next read). An error reply becomes its status, with tided's message. */
-static int ux_exchange(ux_call *k, uint8_t *head, size_t head_len, const char *what,
-                       frame_msg *m) {
+static int ux_exchange(ux_call *k, uint8_t *head, size_t head_len, const char *what, frame_msg *m) {
     unsigned op = head[5];
     uint64_t req_id = k->c->next_req++;
     frame_wr64(head + 8, req_id); /* every encoder puts req_id at offset 8 */
     int rc = ux_send(k, head, head_len);
     if (rc) return ux_io_fail(k, what, rc);
+    /* Replies come in order: first those of the RELEASEs not waited for. Their statuses
+     * matter to nobody (see atop), only that they are RELEASE replies. */
+    for (; k->c->unread > 0; k->c->unread--) {
+        if ((rc = ux_recv_head(k, m, NULL)) != 0) return ux_io_fail(k, what, rc);
+        if (m->h.opcode != (FRAME_OP_RELEASE | FRAME_OP_REPLY))
+            return client_err(k->s, TIDE_EPROTO, "%s: %s answered a RELEASE", k->u->addr,
+                              frame_op_name(m->h.opcode));
+    }
     if ((rc = ux_recv_head(k, m, NULL)) != 0) return ux_io_fail(k, what, rc);
     if (m->h.status != 0)
         return client_err(k->s, m->h.status, "%s: %s failed: %.*s", k->u->addr, what,
                           (int)m->errmsg_len, m->errmsg ? m->errmsg : "");
     if (m->h.req_id != req_id || m->h.opcode != (op | FRAME_OP_REPLY))
-        return client_err(k->s, TIDE_EPROTO, "%s: %s answered with %s for request %llu",
-                          k->u->addr, what, frame_op_name(m->h.opcode),
-                          (unsigned long long)m->h.req_id);
+        return client_err(k->s, TIDE_EPROTO, "%s: %s answered with %s for request %llu", k->u->addr,
+                          what, frame_op_name(m->h.opcode), (unsigned long long)m->h.req_id);
     return 0;
 }
 
@@ -229,12 +241,14 @@ static int ux_adopt_pool(ux_call *k, int fd) {
     struct stat sb;
     int rc = 0;
     if (fstat(fd, &sb) != 0) {
-        rc = client_err(k->s, -errno, "%s: fstat of the pool's memfd: %s", u->addr,
-                        strerror(errno));
+        rc =
+            client_err(k->s, -errno, "%s: fstat of the pool's memfd: %s", u->addr, strerror(errno));
     } else if (u->base) {
         if ((uint64_t)sb.st_dev != u->pool_dev || (uint64_t)sb.st_ino != u->pool_ino)
-            rc = client_err(k->s, TIDE_ECLOSED, "%s: tided restarted (it passed a different "
-                            "pool); reopen the store", u->addr);
+            rc = client_err(k->s, TIDE_ECLOSED,
+                            "%s: tided restarted (it passed a different "
+                            "pool); reopen the store",
+                            u->addr);
     } else if (sb.st_size <= 0) {
         rc = client_err(k->s, TIDE_EPROTO, "%s: the pool's memfd is empty", u->addr);
     } else {
@@ -257,8 +271,8 @@ static int ux_adopt_pool(ux_call *k, int fd) {
 /* HELLO asking for the shared pool; maps it or checks it. */
 static int ux_hello(ux_call *k) {
     ux_impl *u = k->u;
-    frame_hello h = {FRAME_VERSION, FRAME_VERSION, FRAME_FEATURE_SHM,
-                     (const uint8_t *)u->token, (uint16_t)strlen(u->token)};
+    frame_hello h = {FRAME_VERSION, FRAME_VERSION, FRAME_FEATURE_SHM, (const uint8_t *)u->token,
+                     (uint16_t)strlen(u->token)};
     if (!h.token_len) h.token = NULL;
     uint8_t buf[FRAME_HDR_SIZE + FRAME_HELLO_META + FRAME_TOKEN_MAX];
     size_t len;
@@ -269,14 +283,16 @@ static int ux_hello(ux_call *k) {
     int fd = -1;
     rc = ux_recv_head(k, &m, &fd);
     if (rc == 0 && m.h.status != 0)
-        rc = client_err(k->s, m.h.status, "%s: HELLO refused: %.*s", u->addr,
-                        (int)m.errmsg_len, m.errmsg ? m.errmsg : "");
+        rc = client_err(k->s, m.h.status, "%s: HELLO refused: %.*s", u->addr, (int)m.errmsg_len,
+                        m.errmsg ? m.errmsg : "");
     else if (rc == 0 && m.h.opcode != (FRAME_OP_HELLO | FRAME_OP_REPLY))
         rc = client_err(k->s, TIDE_EPROTO, "%s: HELLO answered with %s", u->addr,
                         frame_op_name(m.h.opcode));
     else if (rc == 0 && (!(m.hello_reply.features & FRAME_FEATURE_SHM) || fd < 0))
-        rc = client_err(k->s, TIDE_EUNSUPPORTED, "%s: tided did not share its pool on this "
-                        "socket (a tided without the shared-pool feature?)", u->addr);
+        rc = client_err(k->s, TIDE_EUNSUPPORTED,
+                        "%s: tided did not share its pool on this "
+                        "socket (a tided without the shared-pool feature?)",
+                        u->addr);
     else if (rc)
         rc = ux_io_fail(k, "HELLO", rc);
     if (rc) {
@@ -315,6 +331,7 @@ static int ux_connect(ux_call *k) {
         return client_err(k->s, -e, "%s: connect: %s%s", u->addr, strerror(e), hint);
     }
     frame_decoder_reset(&c->dec);
+    c->unread = 0;
     int rc = ux_hello(k);
     if (rc) ux_conn_close(c);
     return rc;
@@ -378,23 +395,23 @@ static size_t ux_chunk(ux_impl *u, const tide_key *keys, size_t left, size_t per
 }
 
 /* Encode into a malloc'd buffer: the size query, then the frame. */
-#define UX_ENCODE(s, out, outlen, expr_null, expr_buf)                                        \
-    do {                                                                                      \
-        size_t *len = &(outlen);                                                              \
-        uint8_t *buf = NULL;                                                                  \
-        size_t cap = 0;                                                                       \
-        int erc = (expr_null);                                                                \
-        if (erc == TIDE_EBUFSMALL) {                                                          \
-            cap = *len;                                                                       \
-            buf = malloc(cap);                                                                \
-            erc = buf ? (expr_buf) : -ENOMEM;                                                 \
-        }                                                                                     \
-        if (erc) {                                                                            \
-            free(buf);                                                                        \
-            buf = NULL;                                                                       \
-            client_err(s, erc, "cannot encode request: %s", tide_strerror(erc));              \
-        }                                                                                     \
-        (out) = buf;                                                                          \
+#define UX_ENCODE(s, out, outlen, expr_null, expr_buf)                                             \
+    do {                                                                                           \
+        size_t *len = &(outlen);                                                                   \
+        uint8_t *buf = NULL;                                                                       \
+        size_t cap = 0;                                                                            \
+        int erc = (expr_null);                                                                     \
+        if (erc == TIDE_EBUFSMALL) {                                                               \
+            cap = *len;                                                                            \
+            buf = malloc(cap);                                                                     \
+            erc = buf ? (expr_buf) : -ENOMEM;                                                      \
+        }                                                                                          \
+        if (erc) {                                                                                 \
+            free(buf);                                                                             \
+            buf = NULL;                                                                            \
+            client_err(s, erc, "cannot encode request: %s", tide_strerror(erc));                   \
+        }                                                                                          \
+        (out) = buf;                                                                               \
     } while (0)
 
 /* Is [off, off + len) inside the mapped pool? */
@@ -443,9 +460,11 @@ static int ux_put_chunk(ux_call *k, const tide_key *fk, const tide_iov *const *f
         res[j] = e.status;
         if (e.status != 0 || e.id == 0) continue;
         if (!ux_in_pool(u, e.offset, vl[j])) {
-            client_err(s, rc, "%s: RESERVE gave offset %llu for %llu bytes, outside the "
-                       "%llu-byte pool", u->addr, (unsigned long long)e.offset,
-                       (unsigned long long)vl[j], (unsigned long long)u->map_size);
+            client_err(s, rc,
+                       "%s: RESERVE gave offset %llu for %llu bytes, outside the "
+                       "%llu-byte pool",
+                       u->addr, (unsigned long long)e.offset, (unsigned long long)vl[j],
+                       (unsigned long long)u->map_size);
             goto out;
         }
         sums[nc] = copy_gather(u->base + e.offset, fv[j], fcnt[j], 1);
@@ -464,12 +483,12 @@ static int ux_put_chunk(ux_call *k, const tide_key *fk, const tide_iov *const *f
     snprintf(what, sizeof(what), "COMMIT of %zu keys", nc);
     if ((rc = ux_exchange(k, head, head_len, what, &m)) != 0) goto out;
     if (m.h.count != nc) {
-        rc = client_err(s, TIDE_EPROTO, "%s: %s answered for %u keys", u->addr, what,
-                        m.h.count);
+        rc = client_err(s, TIDE_EPROTO, "%s: %s answered for %u keys", u->addr, what, m.h.count);
         goto out;
     }
     frame_iter_init(&it, &m);
-    for (size_t q = 0; frame_iter_next(&it, &e); q++) res[owner[q]] = e.status;
+    for (size_t q = 0; frame_iter_next(&it, &e); q++)
+        res[owner[q]] = e.status;
 out:
     free(head);
     free(ids);
@@ -519,10 +538,12 @@ static int ux_put_many(tide_store *s, const tide_key *keys, size_t n, const tide
         rc = ux_put_chunk(&k, fk + done, fv + done, fcnt + done, vl + done, take, res);
         ux_give(&k, rc != 0);
         if (rc) goto out;
-        for (size_t j = 0; j < take; j++) results[fidx[done + j]] = res[j];
+        for (size_t j = 0; j < take; j++)
+            results[fidx[done + j]] = res[j];
         done += take;
     }
-    for (size_t i = 0; i < n; i++) ok += results[i] == 0;
+    for (size_t i = 0; i < n; i++)
+        ok += results[i] == 0;
 out:
     free(fk), free(fv), free(fcnt), free(fidx), free(vl), free(res);
     return rc ? rc : ok;
@@ -573,18 +594,20 @@ static int ux_get_chunk(ux_call *k, const tide_key *fk, const tide_iov *const *f
         outs[nr] = 0;
         owner[nr++] = j;
         if (!ux_in_pool(u, e.offset, e.vlen) || e.vlen > caps[j]) {
-            client_err(s, rc, "%s: PIN gave %llu bytes at offset %llu: outside the %llu-byte "
-                       "pool or beyond the %llu bytes asked for", u->addr,
-                       (unsigned long long)e.vlen, (unsigned long long)e.offset,
+            client_err(s, rc,
+                       "%s: PIN gave %llu bytes at offset %llu: outside the %llu-byte "
+                       "pool or beyond the %llu bytes asked for",
+                       u->addr, (unsigned long long)e.vlen, (unsigned long long)e.offset,
                        (unsigned long long)u->map_size, (unsigned long long)caps[j]);
             goto out;
         }
         uint64_t h = copy_scatter(fv[j], fcnt[j], u->base + e.offset, e.vlen, u->verify);
         if (u->verify && h != e.sum) {
             char kb[80];
-            client_err(s, TIDE_ECHECKSUM, "%s: value of key '%s' failed its checksum; reported "
-                       "as a miss", u->addr, client_key_repr(fk[j].data, fk[j].len, kb,
-                                                             sizeof(kb)));
+            client_err(s, TIDE_ECHECKSUM,
+                       "%s: value of key '%s' failed its checksum; reported "
+                       "as a miss",
+                       u->addr, client_key_repr(fk[j].data, fk[j].len, kb, sizeof(kb)));
             outs[nr - 1] = TIDE_ECHECKSUM;
             res[j] = TIDE_ENOTFOUND;
             lens[j] = 0;
@@ -599,11 +622,20 @@ static int ux_get_chunk(ux_call *k, const tide_key *fk, const tide_iov *const *f
         rc = TIDE_EPROTO;
         goto out;
     }
+    if (u->verify) {
+        /* Every copy was checked: send and go; a connection that cannot send is closed,
+         * which releases the pins just as well. */
+        frame_wr64(head + 8, k->c->next_req++);
+        if (ux_send(k, head, head_len) == 0)
+            k->c->unread++;
+        else
+            ux_conn_close(k->c);
+        goto out;
+    }
     snprintf(what, sizeof(what), "RELEASE of %zu keys", nr);
     if ((rc = ux_exchange(k, head, head_len, what, &m)) != 0) goto out;
     if (m.h.count != nr) {
-        rc = client_err(s, TIDE_EPROTO, "%s: %s answered for %u keys", u->addr, what,
-                        m.h.count);
+        rc = client_err(s, TIDE_EPROTO, "%s: %s answered for %u keys", u->addr, what, m.h.count);
         goto out;
     }
     frame_iter_init(&it, &m);
@@ -698,8 +730,8 @@ static int ux_keys(tide_store *s, unsigned op, const tide_key *keys, size_t n, u
         if (rc == 0 && op == FRAME_OP_MATCH_PREFIX && m.matched > take)
             rc = client_err(s, TIDE_EPROTO, "%s: %s matched %u", u->addr, what, m.matched);
         if (rc == 0 && op != FRAME_OP_MATCH_PREFIX && m.h.count != take)
-            rc = client_err(s, TIDE_EPROTO, "%s: %s answered for %u keys", u->addr, what,
-                            m.h.count);
+            rc =
+                client_err(s, TIDE_EPROTO, "%s: %s answered for %u keys", u->addr, what, m.h.count);
         if (rc) {
             ux_give(&k, 1);
             return rc;
@@ -767,7 +799,8 @@ static int ux_remove_many(tide_store *s, const tide_key *keys, size_t n, int *re
 static int ux_match_prefix(tide_store *s, const tide_key *keys, size_t n) {
     /* A bad key is never present, so the prefix ends before the first one. */
     size_t good = 0;
-    while (good < n && client_key_check(&keys[good]) == 0) good++;
+    while (good < n && client_key_check(&keys[good]) == 0)
+        good++;
     return ux_keys(s, FRAME_OP_MATCH_PREFIX, keys, good, NULL, NULL);
 }
 
@@ -862,8 +895,10 @@ static int ux_open(tide_store *s, url *uo) {
         (rc = url_opt_bool(uo, "populate", 0, &populate, msg, sizeof(msg))))
         return client_err(s, rc, "unix://%s: %s", uo->path, msg);
     if (timeout_ms == 0 || conns == 0 || conns > 1024)
-        return client_err(s, TIDE_EOPTION, "unix://%s: timeout_ms must be above 0 and conns "
-                          "1..1024", uo->path);
+        return client_err(s, TIDE_EOPTION,
+                          "unix://%s: timeout_ms must be above 0 and conns "
+                          "1..1024",
+                          uo->path);
     const char *token = url_get(uo, "token");
     if (!token) token = getenv("TIDE_AUTH_TOKEN");
     if (token && strlen(token) > FRAME_TOKEN_MAX)

@@ -119,7 +119,8 @@
 #define FRAME_HELLO_REPLY_META 32
 
 /* HELLO feature bits. */
-#define FRAME_FEATURE_SHM (1ull << 0) /* send the pool's memfd; serve RESERVE/COMMIT/PIN/RELEASE */
+/* Send the pool's memfd with the reply and serve RESERVE, COMMIT, PIN, RELEASE. */
+#define FRAME_FEATURE_SHM (1ull << 0)
 
 enum frame_op {
     FRAME_OP_HELLO = 0x01,
@@ -312,20 +313,20 @@ int frame_encode_get(void *buf, size_t cap, size_t *len, uint64_t req_id, const 
 /* Shared-pool requests (see the layout above). RESERVE: vlens[i] >= 1 for key i. PIN: as
  * GET. COMMIT: ids[i] != 0 and the checksum of what was written. RELEASE: ids[i] != 0 and
  * outcomes[i] 0 or TIDE_ECHECKSUM (outcomes NULL = all 0). */
-int frame_encode_reserve(void *buf, size_t cap, size_t *len, uint64_t req_id,
-                         const tide_key *keys, const uint64_t *vlens, size_t n);
+int frame_encode_reserve(void *buf, size_t cap, size_t *len, uint64_t req_id, const tide_key *keys,
+                         const uint64_t *vlens, size_t n);
 int frame_encode_pin(void *buf, size_t cap, size_t *len, uint64_t req_id, const tide_key *keys,
                      const uint64_t *caps, size_t n);
-int frame_encode_commit(void *buf, size_t cap, size_t *len, uint64_t req_id,
-                        const uint64_t *ids, const uint64_t *sums, size_t n);
-int frame_encode_release(void *buf, size_t cap, size_t *len, uint64_t req_id,
-                         const uint64_t *ids, const int32_t *outcomes, size_t n);
+int frame_encode_commit(void *buf, size_t cap, size_t *len, uint64_t req_id, const uint64_t *ids,
+                        const uint64_t *sums, size_t n);
+int frame_encode_release(void *buf, size_t cap, size_t *len, uint64_t req_id, const uint64_t *ids,
+                         const int32_t *outcomes, size_t n);
 
 /* RESERVE reply: status[i], and for status 0 ids[i] (0 = the key exists already) and
  * offsets[i]; fields the layout says are 0 are written as 0 whatever the arrays hold. */
 int frame_encode_reserve_reply(void *buf, size_t cap, size_t *len, uint64_t req_id,
-                               const int32_t *status, const uint64_t *ids,
-                               const uint64_t *offsets, size_t n);
+                               const int32_t *status, const uint64_t *ids, const uint64_t *offsets,
+                               size_t n);
 /* PIN reply: status[i]; for status 0 ids[i] (!= 0), offsets[i], vlens[i] (>= 1), sums[i];
  * for TIDE_EBUFSMALL vlens[i], the size needed. */
 int frame_encode_pin_reply(void *buf, size_t cap, size_t *len, uint64_t req_id,

@@ -67,11 +67,14 @@ static shape shape_of(unsigned op, int32_t status) {
     case FRAME_OP_PUT:
         return (shape){K_PUT, 0, 0, KEY_ENTRY_MIN + 16, KEY_ENTRY_MAX + 16, 1};
     case FRAME_OP_GET:
-    case FRAME_OP_PIN: return (shape){K_GET, 0, 0, KEY_ENTRY_MIN + 8, KEY_ENTRY_MAX + 8, 0};
+    case FRAME_OP_PIN:
+        return (shape){K_GET, 0, 0, KEY_ENTRY_MIN + 8, KEY_ENTRY_MAX + 8, 0};
     case FRAME_OP_RESERVE:
         return (shape){K_RESERVE, 0, 0, KEY_ENTRY_MIN + 8, KEY_ENTRY_MAX + 8, 0};
-    case FRAME_OP_COMMIT: return (shape){K_COMMIT, 0, 0, COMMIT_ENTRY, COMMIT_ENTRY, 0};
-    case FRAME_OP_RELEASE: return (shape){K_RELEASE, 0, 0, RELEASE_ENTRY, RELEASE_ENTRY, 0};
+    case FRAME_OP_COMMIT:
+        return (shape){K_COMMIT, 0, 0, COMMIT_ENTRY, COMMIT_ENTRY, 0};
+    case FRAME_OP_RELEASE:
+        return (shape){K_RELEASE, 0, 0, RELEASE_ENTRY, RELEASE_ENTRY, 0};
     case FRAME_OP_RESERVE | FRAME_OP_REPLY:
         return (shape){K_RESERVE_REPLY, 0, 0, RESERVE_REPLY_ENTRY, RESERVE_REPLY_ENTRY, 0};
     case FRAME_OP_PIN | FRAME_OP_REPLY:
@@ -82,7 +85,8 @@ static shape shape_of(unsigned op, int32_t status) {
     case FRAME_OP_PUT | FRAME_OP_REPLY:
     case FRAME_OP_REMOVE | FRAME_OP_REPLY:
     case FRAME_OP_COMMIT | FRAME_OP_REPLY:
-    case FRAME_OP_RELEASE | FRAME_OP_REPLY: return (shape){K_STATUS, 0, 0, 4, 4, 0};
+    case FRAME_OP_RELEASE | FRAME_OP_REPLY:
+        return (shape){K_STATUS, 0, 0, 4, 4, 0};
     case FRAME_OP_GET | FRAME_OP_REPLY:
         return (shape){K_GET_REPLY, 0, 0, GET_REPLY_ENTRY, GET_REPLY_ENTRY, 1};
     case FRAME_OP_EXISTS | FRAME_OP_REPLY: return (shape){K_EXISTS_REPLY, 0, 0, 1, 1, 0};
@@ -288,8 +292,8 @@ static int parse_get_reply(frame_decoder *d, frame_msg *m) {
 /* The fixed-size entries of the shared-pool frames, held to their canonical form. */
 static int parse_leases(frame_decoder *d, frame_msg *m, enum kind kind) {
     const char *op = frame_op_name(m->h.opcode);
-    const uint32_t esize = kind == K_COMMIT    ? COMMIT_ENTRY
-                           : kind == K_RELEASE ? RELEASE_ENTRY
+    const uint32_t esize = kind == K_COMMIT      ? COMMIT_ENTRY
+                           : kind == K_RELEASE   ? RELEASE_ENTRY
                            : kind == K_PIN_REPLY ? PIN_REPLY_ENTRY
                                                  : RESERVE_REPLY_ENTRY;
     for (uint32_t i = 0; i < m->h.count; i++) {
@@ -307,19 +311,23 @@ static int parse_leases(frame_decoder *d, frame_msg *m, enum kind kind) {
         if (st > 0) return fail(d, TIDE_EPROTO, "%s: entry %u has positive status %d", op, i, st);
         if (kind == K_RESERVE_REPLY) {
             if ((st != 0 || id == 0) && off != 0)
-                return fail(d, TIDE_EPROTO, "%s: entry %u without a reservation has offset "
-                            "%llu, must be 0", op, i, (unsigned long long)off);
+                return fail(d, TIDE_EPROTO,
+                            "%s: entry %u without a reservation has offset "
+                            "%llu, must be 0",
+                            op, i, (unsigned long long)off);
             if (st != 0 && id != 0)
                 return fail(d, TIDE_EPROTO, "%s: entry %u with status %d has an id", op, i, st);
             continue;
         }
         uint64_t vlen = frame_rd64(p + 20), sum = frame_rd64(p + 28);
         if (st == 0 && (id == 0 || vlen == 0))
-            return fail(d, TIDE_EPROTO, "%s: entry %u pinned with id %llu and vlen %llu", op,
-                        i, (unsigned long long)id, (unsigned long long)vlen);
+            return fail(d, TIDE_EPROTO, "%s: entry %u pinned with id %llu and vlen %llu", op, i,
+                        (unsigned long long)id, (unsigned long long)vlen);
         if (st != 0 && (id || off || sum || (vlen && st != TIDE_EBUFSMALL)))
-            return fail(d, TIDE_EPROTO, "%s: entry %u with status %d carries fields that must "
-                        "be 0", op, i, st);
+            return fail(d, TIDE_EPROTO,
+                        "%s: entry %u with status %d carries fields that must "
+                        "be 0",
+                        op, i, st);
     }
     return 0;
 }
@@ -360,14 +368,19 @@ static int parse_meta(frame_decoder *d, frame_msg *m, const shape *sh) {
     const uint32_t n = m->h.count;
     switch (sh->kind) {
     case K_EMPTY: return 0;
-    case K_PUT: return parse_keys(d, m, 16, X_PUT_VLEN);
-    case K_GET: return parse_keys(d, m, 8, X_NONE);
-    case K_KEYS: return parse_keys(d, m, 0, X_NONE);
-    case K_RESERVE: return parse_keys(d, m, 8, X_RESERVE_VLEN);
+    case K_PUT:
+        return parse_keys(d, m, 16, X_PUT_VLEN);
+    case K_GET:
+        return parse_keys(d, m, 8, X_NONE);
+    case K_KEYS:
+        return parse_keys(d, m, 0, X_NONE);
+    case K_RESERVE:
+        return parse_keys(d, m, 8, X_RESERVE_VLEN);
     case K_COMMIT:
     case K_RELEASE:
     case K_RESERVE_REPLY:
-    case K_PIN_REPLY: return parse_leases(d, m, sh->kind);
+    case K_PIN_REPLY:
+        return parse_leases(d, m, sh->kind);
     case K_GET_REPLY: return parse_get_reply(d, m);
     case K_STAT_REPLY: return parse_stat_reply(d, m);
     case K_STATUS:

@@ -170,16 +170,16 @@ int frame_encode_pin(void *buf, size_t cap, size_t *len, uint64_t req_id, const 
     return encode_keys_u64(buf, cap, len, FRAME_OP_PIN, req_id, keys, caps, UINT64_MAX, n);
 }
 
-int frame_encode_reserve(void *buf, size_t cap, size_t *len, uint64_t req_id,
-                         const tide_key *keys, const uint64_t *vlens, size_t n) {
+int frame_encode_reserve(void *buf, size_t cap, size_t *len, uint64_t req_id, const tide_key *keys,
+                         const uint64_t *vlens, size_t n) {
     if (n && !vlens) return -EINVAL;
     for (size_t i = 0; i < n; i++)
         if (vlens[i] == 0) return TIDE_EVALEMPTY;
     return encode_keys_u64(buf, cap, len, FRAME_OP_RESERVE, req_id, keys, vlens, 0, n);
 }
 
-int frame_encode_commit(void *buf, size_t cap, size_t *len, uint64_t req_id,
-                        const uint64_t *ids, const uint64_t *sums, size_t n) {
+int frame_encode_commit(void *buf, size_t cap, size_t *len, uint64_t req_id, const uint64_t *ids,
+                        const uint64_t *sums, size_t n) {
     if (n > TIDE_BATCH_MAX) return TIDE_ELIMIT;
     if (n && (!ids || !sums)) return -EINVAL;
     for (size_t i = 0; i < n; i++)
@@ -194,8 +194,8 @@ int frame_encode_commit(void *buf, size_t cap, size_t *len, uint64_t req_id,
     return 0;
 }
 
-int frame_encode_release(void *buf, size_t cap, size_t *len, uint64_t req_id,
-                         const uint64_t *ids, const int32_t *outcomes, size_t n) {
+int frame_encode_release(void *buf, size_t cap, size_t *len, uint64_t req_id, const uint64_t *ids,
+                         const int32_t *outcomes, size_t n) {
     if (n > TIDE_BATCH_MAX) return TIDE_ELIMIT;
     if (n && !ids) return -EINVAL;
     for (size_t i = 0; i < n; i++) {
@@ -213,8 +213,8 @@ int frame_encode_release(void *buf, size_t cap, size_t *len, uint64_t req_id,
 }
 
 int frame_encode_reserve_reply(void *buf, size_t cap, size_t *len, uint64_t req_id,
-                               const int32_t *status, const uint64_t *ids,
-                               const uint64_t *offsets, size_t n) {
+                               const int32_t *status, const uint64_t *ids, const uint64_t *offsets,
+                               size_t n) {
     if (n > TIDE_BATCH_MAX) return TIDE_ELIMIT;
     for (size_t i = 0; i < n; i++)
         if (status[i] > 0) return TIDE_EPROTO;

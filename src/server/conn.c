@@ -213,8 +213,8 @@ static int flush(conn *c) {
             iov[n].iov_base = (void *)(c->out[i].p + c->out[i].off);
             iov[n].iov_len = c->out[i].len - c->out[i].off;
         }
-        ssize_t w = c->send_fd >= 0 ? shm_send_fd(c->fd, iov, n, c->send_fd)
-                                    : writev(c->fd, iov, n);
+        ssize_t w =
+            c->send_fd >= 0 ? shm_send_fd(c->fd, iov, n, c->send_fd) : writev(c->fd, iov, n);
         if (w < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;

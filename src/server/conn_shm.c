@@ -79,7 +79,8 @@ static int shm_grow(shm_state *s) {
     for (uint32_t i = 0; i < old_cap; i++) {
         if (!old[i].id) continue;
         uint32_t j = shm_slot_of(s, old[i].id);
-        while (s->slots[j].id) j = (j + 1) & (s->cap - 1);
+        while (s->slots[j].id)
+            j = (j + 1) & (s->cap - 1);
         s->slots[j] = old[i];
     }
     free(old);
@@ -89,7 +90,8 @@ static int shm_grow(shm_state *s) {
 static int shm_add(shm_state *s, uint64_t id, uint64_t len, int kind) {
     if (2 * (s->n + 1) > s->cap && shm_grow(s) != 0) return -ENOMEM;
     uint32_t i = shm_slot_of(s, id);
-    while (s->slots[i].id) i = (i + 1) & (s->cap - 1);
+    while (s->slots[i].id)
+        i = (i + 1) & (s->cap - 1);
     s->slots[i] = (shm_lease){id, len, kind};
     s->n++;
     return 0;
@@ -157,8 +159,8 @@ static int shm_encode(void *buf, size_t cap, size_t *len, void *arg) {
     shm_reply *r = arg;
     switch (r->op) {
     case FRAME_OP_RESERVE:
-        return frame_encode_reserve_reply(buf, cap, len, r->req_id, r->status, r->ids,
-                                          r->offsets, r->n);
+        return frame_encode_reserve_reply(buf, cap, len, r->req_id, r->status, r->ids, r->offsets,
+                                          r->n);
     case FRAME_OP_PIN:
         return frame_encode_pin_reply(buf, cap, len, r->req_id, r->status, r->ids, r->offsets,
                                       r->vlens, r->sums, r->n);
@@ -168,8 +170,8 @@ static int shm_encode(void *buf, size_t cap, size_t *len, void *arg) {
 }
 
 /* One entry of a request; returns its status and fills the reply's arrays at i. */
-static int32_t shm_one(server *srv, shm_state *s, unsigned op, const frame_entry *e,
-                       shm_reply *r, size_t i, uint64_t deadline) {
+static int32_t shm_one(server *srv, shm_state *s, unsigned op, const frame_entry *e, shm_reply *r,
+                       size_t i, uint64_t deadline) {
     store *st = srv->st;
     store_ref ref;
     int rc;
@@ -204,6 +206,8 @@ static int32_t shm_one(server *srv, shm_state *s, unsigned op, const frame_entry
         r->offsets[i] = ref.offset;
         r->vlens[i] = ref.len;
         r->sums[i] = ref.checksum;
+        /* Counted as read when handed out, as tide:// counts a value when it is queued. */
+        store_count_io(st, 0, ref.len);
         return 0;
     case FRAME_OP_COMMIT:
         l = shm_find(s, e->id);
@@ -220,7 +224,6 @@ static int32_t shm_one(server *srv, shm_state *s, unsigned op, const frame_entry
         } else {
             if (e->status == TIDE_ECHECKSUM) store_verify_failed(st, e->id);
             rc = store_unpin(st, e->id);
-            if (rc == 0 && e->status == 0) store_count_io(st, 0, l->len);
         }
         shm_del(s, l);
         return rc;
@@ -230,8 +233,9 @@ static int32_t shm_one(server *srv, shm_state *s, unsigned op, const frame_entry
 int shm_dispatch(conn *c, shm_state *s, const frame_msg *m, int *status) {
     server *srv = conn_server(c);
     size_t n = m->h.count, k = n ? n : 1;
-    shm_reply r = {m->h.req_id, m->h.opcode, n, calloc(k, sizeof(int32_t)),
-                   calloc(k, 8),   calloc(k, 8), calloc(k, 8), calloc(k, 8)};
+    shm_reply r = {
+        m->h.req_id,  m->h.opcode,  n,           calloc(k, sizeof(int32_t)), calloc(k, 8),
+        calloc(k, 8), calloc(k, 8), calloc(k, 8)};
     int rc = -ENOMEM, all = 1;
     if (!r.status || !r.ids || !r.offsets || !r.vlens || !r.sums) goto out;
     uint64_t deadline = now_ns() + (uint64_t)srv->cfg.unix_lease_ms * 1000000ull;

@@ -93,7 +93,8 @@ size_t metrics_render(const metrics *m, const tide_stats *st, char *buf, size_t 
           ld(&m->bytes_out));
     gauge(&o, "tide_connections_total", "Connections accepted.", "counter", ld(&m->conns_total));
     gauge(&o, "tide_connections_open", "Connections open now.", "gauge", ld(&m->conns_open));
-    gauge(&o, "tide_connections_rejected_total", "Connections refused at the connection limit.",
+    gauge(&o, "tide_connections_rejected_total",
+          "Connections refused at the connection limit or by the Unix socket's uid check.",
           "counter", ld(&m->conns_rejected));
     gauge(&o, "tide_protocol_errors_total", "Malformed frames received.", "counter",
           ld(&m->proto_errors));

@@ -33,11 +33,11 @@ typedef struct server_config {
     uint32_t idle_timeout_s; /* close a connection whose reply has not moved for this long */
     const char *ready_file;  /* when set, write "port metrics_port\n" here once listening */
     /* Same-host clients (uds.c, conn_shm.c, docs/UNIX.md). */
-    char unix_path[108];          /* Unix socket to listen on as well; "" = none */
-    unsigned unix_mode;           /* the socket file's permission bits (default 0600) */
-    uint32_t unix_allow_uid[16];  /* when unix_nallow > 0, only these peer uids may connect */
+    char unix_path[108];         /* Unix socket to listen on as well; "" = none */
+    unsigned unix_mode;          /* the socket file's permission bits (default 0600) */
+    uint32_t unix_allow_uid[16]; /* when unix_nallow > 0, only these peer uids may connect */
     int unix_nallow;
-    uint32_t unix_lease_ms;       /* lease on pins and reservations taken over the socket */
+    uint32_t unix_lease_ms; /* lease on pins and reservations taken over the socket */
 } server_config;
 
 /* Defaults for everything (port SERVER_DEFAULT_PORT, 1 GiB pool, 2 threads...). */

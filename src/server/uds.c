@@ -49,7 +49,8 @@ int uds_listen(server *srv) {
     if (lstat(path, &sb) == 0) {
         if (!S_ISSOCK(sb.st_mode)) {
             LOG_ERROR("cannot listen on unix socket %s: the path exists and is not a socket; "
-                      "refusing to replace it", path);
+                      "refusing to replace it",
+                      path);
             return -EEXIST;
         }
         if (uds_live(&a)) {
@@ -105,8 +106,10 @@ int uds_peer_allowed(server *srv, int fd) {
     } else {
         for (int i = 0; i < srv->cfg.unix_nallow; i++)
             if (srv->cfg.unix_allow_uid[i] == (uint32_t)cred.uid) return 1;
-        snprintf(msg, sizeof(msg), "unix socket %s: peer uid %u (pid %d) is not in "
-                 "--unix-allow-uid", srv->cfg.unix_path, (unsigned)cred.uid, (int)cred.pid);
+        snprintf(msg, sizeof(msg),
+                 "unix socket %s: peer uid %u (pid %d) is not in "
+                 "--unix-allow-uid",
+                 srv->cfg.unix_path, (unsigned)cred.uid, (int)cred.pid);
     }
     LOG_WARN("refusing a connection: %s", msg);
     /* Say why before closing. The socket is new and empty, so a frame this small fits in

@@ -46,8 +46,7 @@ static int fc_reencode(const frame_msg *m, uint8_t *out, size_t cap, size_t *len
     char(*names)[FRAME_STAT_NAME_MAX + 1] = calloc(n + 1, sizeof(*names));
     const char **np = calloc(n + 1, sizeof(*np));
     int rc = -1;
-    if (!keys || !iov || !a || !b || !ids || !offs || !st || !present || !names || !np)
-        goto out;
+    if (!keys || !iov || !a || !b || !ids || !offs || !st || !present || !names || !np) goto out;
     frame_iter it;
     frame_entry e;
     frame_iter_init(&it, m);
@@ -62,7 +61,9 @@ static int fc_reencode(const frame_msg *m, uint8_t *out, size_t cap, size_t *len
         offs[k] = e.offset;
         switch (m->h.opcode) {
         case FRAME_OP_GET:
-        case FRAME_OP_PIN: a[k] = e.cap; break;
+        case FRAME_OP_PIN:
+            a[k] = e.cap;
+            break;
         case FRAME_OP_STAT | FRAME_OP_REPLY:
             if (e.key.len > FRAME_STAT_NAME_MAX) goto out;
             memcpy(names[k], e.key.data, e.key.len);
@@ -97,10 +98,18 @@ static int fc_reencode(const frame_msg *m, uint8_t *out, size_t cap, size_t *len
     case FRAME_OP_CLEAR:
     case FRAME_OP_PING | FRAME_OP_REPLY:
     case FRAME_OP_CLEAR | FRAME_OP_REPLY: rc = frame_encode_empty(out, cap, len, op, id); break;
-    case FRAME_OP_PIN: rc = frame_encode_pin(out, cap, len, id, keys, a, n); break;
-    case FRAME_OP_RESERVE: rc = frame_encode_reserve(out, cap, len, id, keys, a, n); break;
-    case FRAME_OP_COMMIT: rc = frame_encode_commit(out, cap, len, id, ids, b, n); break;
-    case FRAME_OP_RELEASE: rc = frame_encode_release(out, cap, len, id, ids, st, n); break;
+    case FRAME_OP_PIN:
+        rc = frame_encode_pin(out, cap, len, id, keys, a, n);
+        break;
+    case FRAME_OP_RESERVE:
+        rc = frame_encode_reserve(out, cap, len, id, keys, a, n);
+        break;
+    case FRAME_OP_COMMIT:
+        rc = frame_encode_commit(out, cap, len, id, ids, b, n);
+        break;
+    case FRAME_OP_RELEASE:
+        rc = frame_encode_release(out, cap, len, id, ids, st, n);
+        break;
     case FRAME_OP_RESERVE | FRAME_OP_REPLY:
         rc = frame_encode_reserve_reply(out, cap, len, id, st, ids, offs, n);
         break;
