@@ -7,6 +7,7 @@
  *   tide://HOST:PORT[?timeout_ms=5000&conns=8&token=T]   one tided over TCP
  *   tide://H1:P1,H2:P2,...?replicas=R            a cluster of tided nodes (static list)
  *   etcd://HOST:2379/CLUSTER?replicas=R          a cluster whose members come from etcd
+ *   unix:///path/to/tide.sock[?verify=1]          same-host tided, sharing its pool (docs/UNIX.md)
  *
  * Conventions that hold for every call below:
  *   - Return values: 0 (or a count) on success, a negative number on failure. A negative

@@ -46,11 +46,67 @@ static const char serve_help[] =
     "                        when binding 0.0.0.0)\n"
     "  --etcd-ttl S          lease TTL: a node that stops renewing drops out within S seconds\n"
     "                        (default 5; renewed every S/3)\n"
+    "  --unix PATH           also listen on a Unix socket for same-host clients (unix://PATH),\n"
+    "                        which map the whole pool read-write: see docs/UNIX.md\n"
+    "  --unix-mode MODE      the socket file's permissions, octal (default 0600)\n"
+    "  --unix-allow-uid LIST only these peer uids (comma-separated) may connect to it\n"
+    "  --unix-lease-ms MS    lease on its pins and reservations (default 30000)\n"
     "  --config FILE         JSON object with the same settings, e.g. {\"port\": 7474,\n"
     "                        \"capacity\": \"4GiB\", \"threads\": 2}; flags override it\n";
 
 /* One setting: its name (as in the config file; the flag is --name with '-' for '_'). */
 typedef enum { T_INT, T_SIZE, T_STR, T_BOOL } setting_type;
+
+/* The Unix socket's settings (docs/UNIX.md). */
+static int serve_unix_setting(server_config *cfg, const char *name, const char *val, long long iv,
+                              char *err, size_t errlen) {
+    char *end;
+    if (!strcmp(name, "unix")) {
+        if (!*val || strlen(val) >= sizeof(cfg->unix_path)) {
+            snprintf(err, errlen, "unix: the socket path must be 1..%zu bytes",
+                     sizeof(cfg->unix_path) - 1);
+            return -1;
+        }
+        snprintf(cfg->unix_path, sizeof(cfg->unix_path), "%s", val);
+    } else if (!strcmp(name, "unix_mode")) {
+        unsigned long m = strtoul(val, &end, 8);
+        if (!*val || *end || m > 0777) {
+            snprintf(err, errlen,
+                     "unix_mode: expected octal permission bits such as 0600 or "
+                     "0660, got '%s'",
+                     val);
+            return -1;
+        }
+        cfg->unix_mode = (unsigned)m;
+    } else if (!strcmp(name, "unix_allow_uid")) {
+        cfg->unix_nallow = 0;
+        for (const char *p = val; *p;) {
+            unsigned long uid = strtoul(p, &end, 10);
+            int max = (int)(sizeof(cfg->unix_allow_uid) / sizeof(cfg->unix_allow_uid[0]));
+            if (end == p || (*end && *end != ',') || uid > UINT32_MAX - 1 ||
+                cfg->unix_nallow == max) {
+                snprintf(err, errlen,
+                         "unix_allow_uid: expected up to %d numeric uids separated "
+                         "by commas, got '%s'",
+                         max, val);
+                return -1;
+            }
+            cfg->unix_allow_uid[cfg->unix_nallow++] = (uint32_t)uid;
+            p = *end ? end + 1 : end;
+        }
+        if (cfg->unix_nallow == 0) {
+            snprintf(err, errlen, "unix_allow_uid: expected at least one uid");
+            return -1;
+        }
+    } else if (!strcmp(name, "unix_lease_ms")) {
+        if (iv < 1) {
+            snprintf(err, errlen, "unix_lease_ms: must be at least 1");
+            return -1;
+        }
+        cfg->unix_lease_ms = (uint32_t)iv;
+    }
+    return 0;
+}
 
 static int set_value(server_config *cfg, const char *name, const char *val, char *tokfile,
                      size_t toklen, char *err, size_t errlen) {
@@ -58,13 +114,14 @@ static int set_value(server_config *cfg, const char *name, const char *val, char
         const char *name;
         setting_type type;
     } table[] = {
-        {"port", T_INT},         {"bind", T_STR},        {"metrics_port", T_INT},
-        {"capacity", T_SIZE},    {"threads", T_INT},     {"policy", T_STR},
-        {"prefault", T_BOOL},    {"hugepages", T_BOOL},  {"auth_token_file", T_STR},
-        {"max_conns", T_INT},    {"max_keys", T_INT},    {"max_frame", T_SIZE},
-        {"max_value", T_SIZE},   {"idle_timeout", T_INT}, {"log_level", T_STR},
-        {"ready_file", T_STR},   {"etcd", T_STR},         {"cluster", T_STR},
-        {"advertise", T_STR},    {"etcd_ttl", T_INT},
+        {"port", T_INT}, {"bind", T_STR}, {"metrics_port", T_INT},
+        {"capacity", T_SIZE}, {"threads", T_INT}, {"policy", T_STR},
+        {"prefault", T_BOOL}, {"hugepages", T_BOOL}, {"auth_token_file", T_STR},
+        {"max_conns", T_INT}, {"max_keys", T_INT}, {"max_frame", T_SIZE},
+        {"max_value", T_SIZE}, {"idle_timeout", T_INT}, {"log_level", T_STR},
+        {"ready_file", T_STR}, {"etcd", T_STR}, {"cluster", T_STR},
+        {"advertise", T_STR}, {"etcd_ttl", T_INT}, {"unix", T_STR},
+        {"unix_mode", T_STR}, {"unix_allow_uid", T_STR}, {"unix_lease_ms", T_INT},
     };
     int found = -1;
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
@@ -179,6 +236,8 @@ static int set_value(server_config *cfg, const char *name, const char *val, char
             return -1;
         }
         cfg->etcd_ttl_s = (int)iv;
+    } else if (!strncmp(name, "unix", 4)) {
+        return serve_unix_setting(cfg, name, val, iv, err, errlen);
     }
     return 0;
 }

@@ -16,6 +16,7 @@ static const backend_ops *const backends[] = {
     &cluster_backend, /* tide:// with several members or cluster options */
     &node_backend,
     &etcd_backend,
+    &unix_backend,
 };
 
 int client_err(tide_store *s, int code, const char *fmt, ...) {
@@ -67,7 +68,7 @@ TIDE_API int tide_open(const char *text, tide_store **out) {
             (!backends[i]->claims || backends[i]->claims(&u)))
             ops = backends[i];
     if (!ops) {
-        rc = err_set(NULL, NULL, TIDE_ESCHEME, "unknown URL scheme '%s://' in '%s' (known: mem://, tide://, etcd://)",
+        rc = err_set(NULL, NULL, TIDE_ESCHEME, "unknown URL scheme '%s://' in '%s' (known: mem://, tide://, etcd://, unix://)",
                      u.scheme, text);
         url_free(&u);
         return rc;

@@ -56,5 +56,6 @@ extern const backend_ops mem_backend;
 extern const backend_ops node_backend;
 extern const backend_ops cluster_backend;
 extern const backend_ops etcd_backend;
+extern const backend_ops unix_backend;
 
 #endif

@@ -13,6 +13,7 @@ static const uint64_t bucket_us[METRICS_NBUCKETS] = {
 
 static const char *const op_names[MOP_COUNT] = {
     "put", "get", "exists", "remove", "match_prefix", "stat", "ping", "clear", "hello",
+    "reserve", "commit", "pin", "release",
 };
 static const char *const status_names[MST_COUNT] = {"ok", "miss", "error"};
 
@@ -92,7 +93,8 @@ size_t metrics_render(const metrics *m, const tide_stats *st, char *buf, size_t 
           ld(&m->bytes_out));
     gauge(&o, "tide_connections_total", "Connections accepted.", "counter", ld(&m->conns_total));
     gauge(&o, "tide_connections_open", "Connections open now.", "gauge", ld(&m->conns_open));
-    gauge(&o, "tide_connections_rejected_total", "Connections refused at the connection limit.",
+    gauge(&o, "tide_connections_rejected_total",
+          "Connections refused at the connection limit or by the Unix socket's uid check.",
           "counter", ld(&m->conns_rejected));
     gauge(&o, "tide_protocol_errors_total", "Malformed frames received.", "counter",
           ld(&m->proto_errors));

@@ -41,6 +41,8 @@ void server_config_defaults(server_config *cfg) {
     cfg->max_keys = 4096;
     cfg->max_frame = 4ull << 30;
     cfg->idle_timeout_s = 60;
+    cfg->unix_mode = 0600;
+    cfg->unix_lease_ms = 30000;
 }
 
 static int listen_on(const char *bind_addr, int port, int *bound_port) {
@@ -231,9 +233,9 @@ static void worker_hand(worker *w, int fd) {
 
 /* ---- accept loop --------------------------------------------------------------------- */
 
-static void accept_all(server *srv, unsigned *next_worker) {
+static void accept_all(server *srv, int lfd, unsigned *next_worker) {
     for (;;) {
-        int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR) continue;
             if (errno != EAGAIN && errno != EWOULDBLOCK)
@@ -244,6 +246,11 @@ static void accept_all(server *srv, unsigned *next_worker) {
             atomic_fetch_add(&srv->m.conns_rejected, 1);
             LOG_WARN("refusing a connection: %d open, the limit is %d (--max-conns)",
                      atomic_load(&srv->open_conns), srv->cfg.max_conns);
+            close(fd);
+            continue;
+        }
+        if (lfd == srv->unix_fd && !uds_peer_allowed(srv, fd)) {
+            atomic_fetch_add(&srv->m.conns_rejected, 1);
             close(fd);
             continue;
         }
@@ -273,7 +280,7 @@ int server_run(const server_config *cfg) {
     server *srv = calloc(1, sizeof(*srv));
     if (!srv) return -ENOMEM;
     srv->cfg = *cfg;
-    srv->listen_fd = srv->metrics_fd = srv->metrics_stopfd = -1;
+    srv->listen_fd = srv->metrics_fd = srv->metrics_stopfd = srv->unix_fd = -1;
     int rc = 0, nworkers = 0, sfd = -1, epfd = -1, metrics_started = 0;
     announce *ann = NULL;
     if (srv->cfg.threads < 1) srv->cfg.threads = 1;
@@ -307,6 +314,7 @@ int server_run(const server_config *cfg) {
     rc = listen_on(cfg->bind, cfg->port, &srv->port);
     if (rc < 0) goto out;
     srv->listen_fd = rc;
+    if (cfg->unix_path[0] && (rc = uds_listen(srv)) < 0) goto out;
     /* Default: the port after the native one; with --port 0 (any free port) the metrics
      * port is any free port too, since port+1 may well be taken. */
     int mport = cfg->metrics_port >= 0 ? cfg->metrics_port : cfg->port == 0 ? 0 : srv->port + 1;
@@ -335,6 +343,10 @@ int server_run(const server_config *cfg) {
              cfg->auth_token[0] ? ", auth token required" : "");
     if (srv->metrics_fd >= 0) LOG_INFO("metrics at http://%s:%d/metrics", cfg->bind, srv->metrics_port);
     if (cfg->etcd[0] && (rc = announce_start(cfg, srv->port, &ann)) != 0) goto out;
+    if (srv->unix_fd >= 0)
+        LOG_INFO("same-host clients on unix://%s (mode %04o, %s, leases %u ms)", cfg->unix_path,
+                 cfg->unix_mode & 0777, cfg->unix_nallow ? "peer uids checked" : "any peer uid",
+                 cfg->unix_lease_ms);
     if (cfg->ready_file) {
         FILE *f = fopen(cfg->ready_file, "w");
         if (f) {
@@ -348,6 +360,10 @@ int server_run(const server_config *cfg) {
     epoll_ctl(epfd, EPOLL_CTL_ADD, srv->listen_fd, &ev);
     ev.data.fd = sfd;
     epoll_ctl(epfd, EPOLL_CTL_ADD, sfd, &ev);
+    if (srv->unix_fd >= 0) {
+        ev.data.fd = srv->unix_fd;
+        epoll_ctl(epfd, EPOLL_CTL_ADD, srv->unix_fd, &ev);
+    }
     unsigned next_worker = 0;
     uint64_t last_summary = now_ns();
     while (!atomic_load(&srv->stopping)) {
@@ -361,7 +377,7 @@ int server_run(const server_config *cfg) {
                 LOG_INFO("signal %d: finishing in-flight requests and stopping", si.ssi_signo);
                 atomic_store(&srv->stopping, 1);
             } else {
-                accept_all(srv, &next_worker);
+                accept_all(srv, e[i].data.fd, &next_worker);
             }
         }
         store_expire(srv->st, now_ns());
@@ -372,6 +388,7 @@ int server_run(const server_config *cfg) {
     }
     close(srv->listen_fd);
     srv->listen_fd = -1;
+    uds_close(srv);
     rc = 0;
 
 out:
@@ -403,6 +420,7 @@ out:
     if (srv->metrics_fd >= 0) close(srv->metrics_fd);
     if (srv->metrics_stopfd >= 0) close(srv->metrics_stopfd);
     if (srv->listen_fd >= 0) close(srv->listen_fd);
+    uds_close(srv);
     if (epfd >= 0) close(epfd);
     if (sfd >= 0) close(sfd);
     free(srv->workers);
