@@ -66,7 +66,8 @@ int cli_block_opt(const char *cmd, int argc, char **argv, int *i, cli_block *b) 
     int m;
     if ((m = cli_opt_value(argc, argv, i, "--model", &v))) {
         if (m < 0) return cli_usage_error(cmd, "--model needs a value");
-        if (b->bpt_given) return cli_usage_error(cmd, "give --model or --bytes-per-token, not both");
+        if (b->bpt_given)
+            return cli_usage_error(cmd, "give --model or --bytes-per-token, not both");
         if (trace_model_find(v, &b->bytes_per_token))
             return cli_usage_error(cmd, "unknown model '%s' (known: see --help)", v);
         b->model = v;
@@ -74,9 +75,11 @@ int cli_block_opt(const char *cmd, int argc, char **argv, int *i, cli_block *b) 
         return 1;
     }
     if ((m = cli_opt_value(argc, argv, i, "--bytes-per-token", &v))) {
-        if (b->bpt_given) return cli_usage_error(cmd, "give --model or --bytes-per-token, not both");
+        if (b->bpt_given)
+            return cli_usage_error(cmd, "give --model or --bytes-per-token, not both");
         if (m < 0 || cli_parse_u64(v, 1, 1ull << 30, &b->bytes_per_token))
-            return cli_usage_error(cmd, "--bytes-per-token wants a number from 1 to %llu (got '%s')",
+            return cli_usage_error(cmd,
+                                   "--bytes-per-token wants a number from 1 to %llu (got '%s')",
                                    1ull << 30, m < 0 ? "" : v);
         b->model = NULL;
         b->bpt_given = 1;
@@ -99,19 +102,22 @@ int cli_block_finish(const char *cmd, cli_block *b) {
     if (!b->block_tokens) b->block_tokens = 512;
     b->block_bytes = b->bytes_per_token * b->block_tokens;
     if (b->block_bytes > (1ull << 32))
-        return cli_usage_error(cmd, "a block of --block-tokens x bytes per token is %llu bytes; "
-                                    "at most 4GiB",
+        return cli_usage_error(cmd,
+                               "a block of --block-tokens x bytes per token is %llu bytes; "
+                               "at most 4GiB",
                                (unsigned long long)b->block_bytes);
     return 0;
 }
 
 void cli_block_help(FILE *f) {
-    fprintf(f, "  --model NAME         bytes per token from a model preset (default llama-3-8b):\n");
+    fprintf(f,
+            "  --model NAME         bytes per token from a model preset (default llama-3-8b):\n");
     for (size_t i = 0; i < trace_model_count(); i++) {
         const trace_model *m = trace_model_at(i);
         fprintf(f, "                         %-15s %7llu B  (%s)\n", m->name,
                 (unsigned long long)m->bytes_per_token, m->shape);
     }
-    fprintf(f, "  --bytes-per-token N  KV bytes per token over all layers, instead of --model\n"
-               "  --block-tokens N     tokens per hash id in the trace (default 512, Mooncake's)\n");
+    fprintf(f,
+            "  --bytes-per-token N  KV bytes per token over all layers, instead of --model\n"
+            "  --block-tokens N     tokens per hash id in the trace (default 512, Mooncake's)\n");
 }

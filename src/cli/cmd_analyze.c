@@ -69,9 +69,9 @@ static int parse_caps(analyze_opts *o, const char *list, int in_blocks) {
         int bad = in_blocks ? cli_parse_u64(tok, 1, UINT32_MAX, &v)
                             : cli_parse_size(tok, 1, UINT64_MAX, &v);
         if (bad)
-            return cli_usage_error("analyze", "%s: '%s' is not a %s", in_blocks ? "--blocks"
-                                                                                : "--capacity",
-                                   tok, in_blocks ? "block count from 1" : "size like 16GiB");
+            return cli_usage_error("analyze", "%s: '%s' is not a %s",
+                                   in_blocks ? "--blocks" : "--capacity", tok,
+                                   in_blocks ? "block count from 1" : "size like 16GiB");
         o->cap_bytes[o->ncaps] = in_blocks ? 0 : v;
         o->caps[o->ncaps++] = in_blocks ? v : 0;
     }
@@ -134,8 +134,7 @@ static int parse_args(int argc, char **argv, analyze_opts *o) {
         o->caps[k] = o->cap_bytes[k] / o->blk.block_bytes;
         if (o->caps[k] == 0)
             return cli_usage_error("analyze",
-                                   "capacity %" PRIu64 " bytes holds no block of %" PRIu64
-                                   " bytes",
+                                   "capacity %" PRIu64 " bytes holds no block of %" PRIu64 " bytes",
                                    o->cap_bytes[k], o->blk.block_bytes);
     }
     return 0;
@@ -172,7 +171,7 @@ int cmd_analyze(int argc, char **argv) {
     }
     uint64_t t1 = now_ns();
 
-    sim_result (*res)[SIM_NPOLICIES] = calloc(o.ncaps, sizeof(*res));
+    sim_result(*res)[SIM_NPOLICIES] = calloc(o.ncaps, sizeof(*res));
     if (!res) goto oom;
     sim_result inf;
     if (sim_run(&t, SIM_INFINITE, 0, &inf)) goto oom;

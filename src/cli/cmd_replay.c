@@ -166,8 +166,7 @@ static int parse_args(int argc, char **argv, replay_opts *o) {
     if (o->capacity_given && strstr(o->url ? o->url : "", "capacity="))
         return cli_usage_error(cmd, "capacity given twice: in --url and with --capacity");
     if (is_mem && !strstr(o->url ? o->url : "", "capacity=") && o->blk.block_bytes > o->capacity)
-        return cli_usage_error(cmd,
-                               "--capacity %" PRIu64 " holds no block of %" PRIu64 " bytes",
+        return cli_usage_error(cmd, "--capacity %" PRIu64 " holds no block of %" PRIu64 " bytes",
                                o->capacity, o->blk.block_bytes);
     return 0;
 }
@@ -241,8 +240,8 @@ static void sleep_until(uint64_t deadline_ns) {
 
 /* Load the matched blocks [0, hit) in batches. Returns the usable prefix (blocks that
  * loaded and verified, stopping at the first that did not), or -1 on a failed call. */
-static long load_prefix(tide_store *s, const replay_opts *o, work *w, size_t hit,
-                        replay_totals *t, int *wrong) {
+static long load_prefix(tide_store *s, const replay_opts *o, work *w, size_t hit, replay_totals *t,
+                        int *wrong) {
     size_t bb = (size_t)o->blk.block_bytes, good = 0;
     uint64_t ns = 0;
     for (size_t first = 0; first < hit; first += w->batch) {
@@ -258,8 +257,8 @@ static long load_prefix(tide_store *s, const replay_opts *o, work *w, size_t hit
         ns += now_ns() - t0;
         t->load_calls++;
         if (rc < 0) {
-            fprintf(stderr, "tide replay: request %" PRIu64 ": get_many failed: %s\n",
-                    t->requests, tide_errmsg(s));
+            fprintf(stderr, "tide replay: request %" PRIu64 ": get_many failed: %s\n", t->requests,
+                    tide_errmsg(s));
             return -1;
         }
         size_t ok = 0;
@@ -267,10 +266,10 @@ static long load_prefix(tide_store *s, const replay_opts *o, work *w, size_t hit
             ok++;
         for (size_t i = 0; i < ok; i++) {
             if (o->verify != VERIFY_NONE &&
-                !block_ok(w->seed[first + i], w->buf + i * bb, bb, o->verify,
-                          &t->verified_bytes)) {
+                !block_ok(w->seed[first + i], w->buf + i * bb, bb, o->verify, &t->verified_bytes)) {
                 if (!t->wrong_blocks)
-                    fprintf(stderr, "tide replay: WRONG BYTES in request %" PRIu64 " block %zu (%.*s)\n",
+                    fprintf(stderr,
+                            "tide replay: WRONG BYTES in request %" PRIu64 " block %zu (%.*s)\n",
                             t->requests, first + i, (int)w->keys[first + i].len,
                             (const char *)w->keys[first + i].data);
                 t->wrong_blocks++;
@@ -311,8 +310,8 @@ static int save_rest(tide_store *s, const replay_opts *o, work *w, size_t from, 
         ns += now_ns() - t0;
         t->save_calls++;
         if (rc < 0) {
-            fprintf(stderr, "tide replay: request %" PRIu64 ": put_many failed: %s\n",
-                    t->requests, tide_errmsg(s));
+            fprintf(stderr, "tide replay: request %" PRIu64 ": put_many failed: %s\n", t->requests,
+                    tide_errmsg(s));
             return -1;
         }
         for (size_t i = 0; i < n; i++)
@@ -342,8 +341,8 @@ static int replay_one(tide_store *s, const replay_opts *o, const trace *tr, cons
     int hit = tide_match_prefix(s, w->keys, n);
     histo_add(&t->lookup, now_ns() - t0);
     if (hit < 0) {
-        fprintf(stderr, "tide replay: request %" PRIu64 ": match_prefix failed: %s\n",
-                t->requests, tide_errmsg(s));
+        fprintf(stderr, "tide replay: request %" PRIu64 ": match_prefix failed: %s\n", t->requests,
+                tide_errmsg(s));
         return -1;
     }
     long good = 0;
@@ -369,8 +368,8 @@ static void progress(const replay_totals *t, size_t total, double el) {
         bar[i] = i < done ? '#' : '.';
     bar[width] = '\0';
     fprintf(stderr, "\r[%s] %" PRIu64 "/%zu requests, block hits %.1f%%, %.1f s   ", bar,
-            t->requests, total,
-            t->blocks ? 100.0 * (double)t->hit_blocks / (double)t->blocks : 0.0, el);
+            t->requests, total, t->blocks ? 100.0 * (double)t->hit_blocks / (double)t->blocks : 0.0,
+            el);
 }
 
 static double us(const histo *h, double q) {
@@ -397,9 +396,9 @@ static double pct(uint64_t part, uint64_t whole) {
     return whole ? 100.0 * (double)part / (double)whole : 0.0;
 }
 
-static int report(const replay_opts *o, const char *store_url, const trace *tr, const replay_totals *t,
-                  const tide_stats *st0, const tide_stats *st1, int have_stats, double wall,
-                  int ok) {
+static int report(const replay_opts *o, const char *store_url, const trace *tr,
+                  const replay_totals *t, const tide_stats *st0, const tide_stats *st1,
+                  int have_stats, double wall, int ok) {
     if (o->json) {
         cJSON *doc = cJSON_CreateObject();
         cJSON_AddStringToObject(doc, "trace", o->path);
@@ -450,7 +449,7 @@ static int report(const replay_opts *o, const char *store_url, const trace *tr, 
     char a[32], b[32], c[32];
     printf("tide replay: %s against %s\n", o->path, store_url);
     printf("blocks    %" PRIu64 " tokens x %" PRIu64 " B = %s (%s), %" PRIu64
-           " requests, %.2f s (%.0f requests/s)%s\n",
+           " requests, %.2f s (%.1f requests/s)%s\n",
            o->blk.block_tokens, o->blk.bytes_per_token,
            size_format(o->blk.block_bytes, a, sizeof(a)),
            o->blk.model ? o->blk.model : "--bytes-per-token", t->requests, wall,
@@ -458,8 +457,8 @@ static int report(const replay_opts *o, const char *store_url, const trace *tr, 
     printf("hit rate  blocks %.2f%% (%" PRIu64 " of %" PRIu64 "; %zu distinct, so at most "
            "%.2f%%), tokens %.2f%% (%" PRIu64 " of %" PRIu64 ")\n",
            pct(t->hit_blocks, t->blocks), t->hit_blocks, t->blocks, tr->ndistinct,
-           pct(t->blocks - tr->ndistinct, t->blocks), pct(t->hit_tokens, t->tokens),
-           t->hit_tokens, t->tokens);
+           pct(t->blocks - tr->ndistinct, t->blocks), pct(t->hit_tokens, t->tokens), t->hit_tokens,
+           t->tokens);
     printf("moved     loaded %s (%" PRIu64 " get calls), saved %s (%" PRIu64 " blocks, %" PRIu64
            " put calls)\n",
            size_format(t->loaded_bytes, a, sizeof(a)), t->load_calls,
@@ -471,8 +470,8 @@ static int report(const replay_opts *o, const char *store_url, const trace *tr, 
            size_format(t->verified_bytes, c, sizeof(c)), verify_names[o->verify], t->wrong_blocks,
            t->load_failures);
     if (have_stats)
-        printf("store     %" PRIu64 " objects, %" PRIu64 " new puts, %" PRIu64 " duplicate puts, %" PRIu64
-               " evictions, capacity %s\n",
+        printf("store     %" PRIu64 " objects, %" PRIu64 " new puts, %" PRIu64
+               " duplicate puts, %" PRIu64 " evictions, capacity %s\n",
                st1->objects, st1->puts - st0->puts, st1->put_dups - st0->put_dups,
                st1->evictions - st0->evictions, size_format(st1->capacity_bytes, a, sizeof(a)));
     printf("%s\n", ok ? "PASS" : "FAIL");
@@ -498,8 +497,8 @@ int cmd_replay(int argc, char **argv) {
     const char *base = o.url ? o.url : "mem://";
     int is_mem = strncmp(base, "mem://", 6) == 0;
     if (is_mem && !strstr(base, "capacity="))
-        snprintf(store_url, sizeof(store_url), "%s%scapacity=%" PRIu64, base, strchr(base, '?') ? "&" : "?",
-                 o.capacity);
+        snprintf(store_url, sizeof(store_url), "%s%scapacity=%" PRIu64, base,
+                 strchr(base, '?') ? "&" : "?", o.capacity);
     else
         snprintf(store_url, sizeof(store_url), "%s", base);
 

@@ -148,8 +148,7 @@ static int dense_id(loader *l, uint64_t h, uint32_t *out) {
 }
 
 /* A required non-negative integer field of obj. */
-static int get_uint(loader *l, size_t lineno, const cJSON *obj, const char *name,
-                    uint64_t *out) {
+static int get_uint(loader *l, size_t lineno, const cJSON *obj, const char *name, uint64_t *out) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
     if (!v) return fail(l, lineno, "missing field \"%s\"", name);
     if (!cJSON_IsNumber(v)) return fail(l, lineno, "field \"%s\" is not a number", name);

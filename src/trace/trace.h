@@ -103,13 +103,13 @@ const char *sim_policy_name(int policy);
 
 typedef struct sim_result {
     uint64_t requests;
-    uint64_t blocks;      /* block references: the sum of every request's hash ids */
-    uint64_t hit_blocks;  /* blocks in matched prefixes */
-    uint64_t tokens;      /* prompt tokens */
-    uint64_t hit_tokens;  /* tokens in matched prefixes */
-    uint64_t inserts;     /* blocks written (misses that were not already held) */
-    uint64_t evictions;   /* blocks evicted */
-    uint64_t compulsory;  /* distinct blocks: the misses no cache avoids */
+    uint64_t blocks;     /* block references: the sum of every request's hash ids */
+    uint64_t hit_blocks; /* blocks in matched prefixes */
+    uint64_t tokens;     /* prompt tokens */
+    uint64_t hit_tokens; /* tokens in matched prefixes */
+    uint64_t inserts;    /* blocks written (misses that were not already held) */
+    uint64_t evictions;  /* blocks evicted */
+    uint64_t compulsory; /* distinct blocks: the misses no cache avoids */
 } sim_result;
 
 /*

@@ -133,9 +133,10 @@ TEST_T(cli_replay_lru_matches_simulation, 120) {
         char cap[32];
         snprintf(cap, sizeof(cap), "%llu", (unsigned long long)caps[k] * 256);
         test_context = cap;
-        const char *args[] = {"replay",    path,       "--block-tokens", "16", "--bytes-per-token",
-                              "16",        "--url",    "mem://?policy=lru", "--capacity", cap,
-                              "--json",    NULL};
+        const char *args[] = {
+            "replay", path,    "--block-tokens",    "16",         "--bytes-per-token",
+            "16",     "--url", "mem://?policy=lru", "--capacity", cap,
+            "--json", NULL};
         cJSON *j = run_json(args);
         CHECK_EQ(num(j, "hit_blocks"), sim.hit_blocks);
         CHECK_EQ(num(j, "hit_tokens"), sim.hit_tokens);
@@ -156,9 +157,10 @@ TEST_T(cli_replay_lru_matches_simulation, 120) {
      * reach it when everything fits. */
     const char *caps3[] = {"2560", "12800", "25600000"};
     for (size_t k = 0; k < 3; k++) {
-        const char *args[] = {"replay", path,  "--block-tokens", "16",         "--bytes-per-token",
-                              "16",     "--url", "mem://?policy=s3fifo", "--capacity", caps3[k],
-                              "--json", NULL};
+        const char *args[] = {
+            "replay", path,    "--block-tokens",       "16",         "--bytes-per-token",
+            "16",     "--url", "mem://?policy=s3fifo", "--capacity", caps3[k],
+            "--json", NULL};
         cJSON *j = run_json(args);
         CHECK(num(j, "hit_blocks") <= inf.hit_blocks);
         if (k == 2) CHECK_EQ(num(j, "hit_blocks"), inf.hit_blocks);
@@ -178,8 +180,8 @@ TEST(cli_analyze_textbook) {
                               "\"hash_ids\": [%c]}\n",
                               *p);
     const char *path = write_file("textbook.jsonl", text);
-    const char *args[] = {"analyze", path, "--block-tokens", "1", "--bytes-per-token", "1",
-                          "--capacity", "3,6", "--json", NULL};
+    const char *args[] = {"analyze",    path,  "--block-tokens", "1", "--bytes-per-token", "1",
+                          "--capacity", "3,6", "--json",         NULL};
     cJSON *j = run_json(args);
     CHECK_EQ(num(j, "blocks"), 20);
     CHECK_EQ(num(j, "distinct_blocks"), 6);
@@ -192,8 +194,8 @@ TEST(cli_analyze_textbook) {
     CHECK_EQ(num(cJSON_GetObjectItemCaseSensitive(three, "infinite"), "hit_blocks"), 14);
     cJSON_Delete(j);
     /* The table for people names every policy. */
-    const char *args2[] = {"analyze", path, "--block-tokens", "1", "--model", "llama-3-8b",
-                           "--blocks", "3", NULL};
+    const char *args2[] = {
+        "analyze", path, "--block-tokens", "1", "--model", "llama-3-8b", "--blocks", "3", NULL};
     run_result *r = run_argv(args2);
     CHECK_RUN(r, 0);
     CHECK_CONTAINS(r->out, "belady");
@@ -208,8 +210,9 @@ TEST(cli_replay_speed_and_text) {
         "{\"timestamp\": 0, \"input_length\": 40, \"output_length\": 1, \"hash_ids\": [1, 2, 3]}\n"
         "{\"timestamp\": 30, \"input_length\": 33, \"output_length\": 1, \"hash_ids\": [1, 2, 9]}\n"
         "{\"timestamp\": 60, \"input_length\": 16, \"output_length\": 1, \"hash_ids\": [1]}\n");
-    const char *args[] = {"replay", path, "--block-tokens", "16", "--bytes-per-token", "100",
-                          "--speed", "10", "--verify", "sample", NULL};
+    const char *args[] = {
+        "replay", path,       "--block-tokens", "16", "--bytes-per-token", "100", "--speed",
+        "10",     "--verify", "sample",         NULL};
     run_result *r = run_argv(args);
     CHECK_RUN(r, 0);
     CHECK_CONTAINS(r->out, "hit rate  blocks 42.86% (3 of 7");
@@ -234,8 +237,8 @@ TEST_T(cli_replay_wrong_bytes_fail, 60) {
         "wrong.jsonl",
         "{\"timestamp\": 0, \"input_length\": 32, \"output_length\": 1, \"hash_ids\": [1, 2]}\n"
         "{\"timestamp\": 0, \"input_length\": 32, \"output_length\": 1, \"hash_ids\": [1, 2]}\n");
-    const char *args[] = {"replay", path, "--block-tokens", "16", "--bytes-per-token", "16",
-                          "--url", ts.url, NULL};
+    const char *args[] = {"replay", path,    "--block-tokens", "16", "--bytes-per-token",
+                          "16",     "--url", ts.url,           NULL};
     run_result *r = run_argv(args);
     CHECK_RUN(r, 1);
     CHECK_CONTAINS(r->err, "WRONG BYTES");
@@ -253,8 +256,8 @@ TEST(cli_replay_bad_input) {
         "{\"timestamp\": 0, \"input_length\": 512, \"output_length\": 1, \"hash_ids\": [1]}\n"
         "\n"
         "{\"timestamp\": 1, \"input_length\": 512, \"output_length\": 1, \"hash_ids\": [1,}\n");
-    const char *missing = write_file(
-        "bad2.jsonl", "{\"timestamp\": 0, \"output_length\": 1, \"hash_ids\": [1]}\n");
+    const char *missing =
+        write_file("bad2.jsonl", "{\"timestamp\": 0, \"output_length\": 1, \"hash_ids\": [1]}\n");
     const char *negative = write_file(
         "bad3.jsonl",
         "{\"timestamp\": 0, \"input_length\": -512, \"output_length\": 1, \"hash_ids\": [1]}\n");
