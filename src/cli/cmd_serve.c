@@ -38,6 +38,13 @@ static const char serve_help[] =
     "  --idle-timeout S      close connections stalled mid-request for S seconds (default 60)\n"
     "  --log-level L         error, warn, info (default) or debug\n"
     "  --ready-file F        write \"PORT METRICS_PORT\" to F once listening (for scripts)\n"
+    "  --disk-dir DIR        SSD tier: evicted objects spill to segment files in DIR, gets\n"
+    "                        read them back, a restart finds them again (needs --disk-capacity)\n"
+    "  --disk-capacity SIZE  SSD tier: bytes of segment files at most; the oldest segment\n"
+    "                        goes first when full\n"
+    "  --disk-segment SIZE   SSD tier: segment file size (default capacity/8, 1..64 MiB)\n"
+    "  --disk-io MODE        SSD tier writes: auto (io_uring if the kernel allows, else\n"
+    "                        pwritev), io_uring, or pwritev\n"
     "  --config FILE         JSON object with the same settings, e.g. {\"port\": 7474,\n"
     "                        \"capacity\": \"4GiB\", \"threads\": 2}; flags override it\n";
 
@@ -55,7 +62,8 @@ static int set_value(server_config *cfg, const char *name, const char *val, char
         {"prefault", T_BOOL},    {"hugepages", T_BOOL},  {"auth_token_file", T_STR},
         {"max_conns", T_INT},    {"max_keys", T_INT},    {"max_frame", T_SIZE},
         {"max_value", T_SIZE},   {"idle_timeout", T_INT}, {"log_level", T_STR},
-        {"ready_file", T_STR},
+        {"ready_file", T_STR},   {"disk_dir", T_STR},    {"disk_capacity", T_SIZE},
+        {"disk_segment", T_SIZE}, {"disk_io", T_STR},
     };
     int found = -1;
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
@@ -140,6 +148,17 @@ static int set_value(server_config *cfg, const char *name, const char *val, char
         }
     } else if (!strcmp(name, "ready_file")) {
         cfg->ready_file = strdup(val);
+    } else if (!strcmp(name, "disk_dir")) {
+        free((void *)cfg->store.disk_dir);
+        cfg->store.disk_dir = strdup(val);
+    } else if (!strcmp(name, "disk_capacity") || !strcmp(name, "disk_segment")) {
+        *(!strcmp(name, "disk_capacity") ? &cfg->store.disk_capacity : &cfg->store.disk_segment) =
+            sv;
+    } else if (!strcmp(name, "disk_io")) {
+        if ((cfg->store.disk_io = store_disk_io_parse(val)) < 0) {
+            snprintf(err, errlen, "disk_io: expected auto, io_uring or pwritev, got '%s'", val);
+            return -1;
+        }
     }
     return 0;
 }
@@ -269,7 +288,10 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "tide serve: %s\n", err);
         return 2;
     }
+    if ((cfg.store.disk_dir && cfg.store.disk_dir[0]) != (cfg.store.disk_capacity > 0))
+        return cli_usage_error("serve", "--disk-dir and --disk-capacity go together");
     int rc = server_run(&cfg);
     free((void *)cfg.ready_file);
+    free((void *)cfg.store.disk_dir);
     return rc == 0 ? 0 : 1;
 }
