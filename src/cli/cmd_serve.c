@@ -149,8 +149,13 @@ static int set_value(server_config *cfg, const char *name, const char *val, char
     } else if (!strcmp(name, "ready_file")) {
         cfg->ready_file = strdup(val);
     } else if (!strcmp(name, "disk_dir")) {
-        free((void *)cfg->store.disk_dir);
-        cfg->store.disk_dir = strdup(val);
+        static char disk_dir[512]; /* one serve per process; nothing to free on any exit */
+        if (strlen(val) >= sizeof(disk_dir)) {
+            snprintf(err, errlen, "disk_dir: longer than %zu bytes", sizeof(disk_dir) - 1);
+            return -1;
+        }
+        snprintf(disk_dir, sizeof(disk_dir), "%s", val);
+        cfg->store.disk_dir = disk_dir;
     } else if (!strcmp(name, "disk_capacity") || !strcmp(name, "disk_segment")) {
         *(!strcmp(name, "disk_capacity") ? &cfg->store.disk_capacity : &cfg->store.disk_segment) =
             sv;
@@ -288,10 +293,11 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "tide serve: %s\n", err);
         return 2;
     }
+    int rc;
     if ((cfg.store.disk_dir && cfg.store.disk_dir[0]) != (cfg.store.disk_capacity > 0))
-        return cli_usage_error("serve", "--disk-dir and --disk-capacity go together");
-    int rc = server_run(&cfg);
+        rc = cli_usage_error("serve", "--disk-dir and --disk-capacity go together");
+    else
+        rc = server_run(&cfg) == 0 ? 0 : 1;
     free((void *)cfg.ready_file);
-    free((void *)cfg.store.disk_dir);
-    return rc == 0 ? 0 : 1;
+    return rc;
 }

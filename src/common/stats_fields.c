@@ -3,11 +3,12 @@
  */
 #include "common/stats_fields.h"
 
-#define F(member, metric, counter, bytes, help)                                               \
+#define F(member, metric, counter, bytes, help)                                                    \
     { #member, metric, help, offsetof(tide_stats, member), counter, bytes }
 
 const stats_field stats_disk_fields[] = {
-    F(disk_capacity_bytes, "tide_disk_capacity_bytes", 0, 1, "SSD tier: segment file bytes allowed."),
+    F(disk_capacity_bytes, "tide_disk_capacity_bytes", 0, 1,
+      "SSD tier: segment file bytes allowed."),
     F(disk_used_bytes, "tide_disk_used_bytes", 0, 1, "SSD tier: bytes in segment files."),
     F(disk_objects, "tide_disk_objects", 0, 0, "SSD tier: objects with a record on disk."),
     F(disk_segments, "tide_disk_segments", 0, 0, "SSD tier: segment files."),

@@ -44,7 +44,7 @@
 #define REC_CLEAR 3
 #define SCAN_CHUNK (1u << 20)
 #define WRITE_CHUNK_MAX 256 /* records in one batch of writes */
-#define DISK_DIR_MAX 512     /* longest directory path */
+#define DISK_DIR_MAX 512    /* longest directory path */
 #define DISK_PATH_MAX (DISK_DIR_MAX + 32)
 
 typedef struct dent dent;
@@ -52,11 +52,11 @@ typedef struct dent dent;
 struct disk_seg {
     uint64_t seq;
     int fd;
-    uint64_t size;   /* bytes in the file: header and every record appended */
-    uint32_t refs;   /* disk_locs held, plus one while on the list */
-    int dropped;     /* off the list (evicted or cleared), file unlinked */
-    dent *entries;   /* index entries in this segment */
-    disk_seg *next;  /* list order, oldest first */
+    uint64_t size;  /* bytes in the file: header and every record appended */
+    uint32_t refs;  /* disk_locs held, plus one while on the list */
+    int dropped;    /* off the list (evicted or cleared), file unlinked */
+    dent *entries;  /* index entries in this segment */
+    disk_seg *next; /* list order, oldest first */
 };
 
 struct dent {
@@ -135,22 +135,26 @@ static void put_le16(uint8_t *p, uint16_t v) {
     p[1] = (uint8_t)(v >> 8);
 }
 static void put_le32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
 }
 static void put_le64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
 }
 static uint16_t le16(const uint8_t *p) {
     return (uint16_t)(p[0] | p[1] << 8);
 }
 static uint32_t le32(const uint8_t *p) {
     uint32_t v = 0;
-    for (int i = 3; i >= 0; i--) v = v << 8 | p[i];
+    for (int i = 3; i >= 0; i--)
+        v = v << 8 | p[i];
     return v;
 }
 static uint64_t le64(const uint8_t *p) {
     uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
     return v;
 }
 
@@ -231,8 +235,8 @@ static int do_index(disk *d, disk_seg *s, const void *key, uint16_t klen, uint64
     if (htab_reserve(&d->index, 1) < 0) return -ENOMEM;
     dent *e = malloc(sizeof(dent) + klen);
     if (!e) return -ENOMEM;
-    *e = (dent){.seg = s, .off = off, .vlen = vlen, .sum = sum, .klen = klen,
-                .hash = key_hash(key, klen)};
+    *e = (dent){
+        .seg = s, .off = off, .vlen = vlen, .sum = sum, .klen = klen, .hash = key_hash(key, klen)};
     memcpy(e->key, key, klen);
     e->snext = s->entries;
     if (s->entries) s->entries->sprev = e;
@@ -323,8 +327,8 @@ static int scan_seg(disk *d, disk_seg *s, uint8_t *chunk, char *err, size_t errl
         ssize_t h = pread(s->fd, hb, sizeof(hb), (off_t)off);
         if (h < 0) {
             int e = errno;
-            snprintf(err, errlen, "reading segment %016llx at %llu: %s",
-                     (unsigned long long)s->seq, (unsigned long long)off, strerror(e));
+            snprintf(err, errlen, "reading segment %016llx at %llu: %s", (unsigned long long)s->seq,
+                     (unsigned long long)off, strerror(e));
             return -e;
         }
         rec r;
@@ -358,7 +362,8 @@ static int scan_seg(disk *d, disk_seg *s, uint8_t *chunk, char *err, size_t errl
             if (e) do_unlink_entry(d, e);
         } else {
             for (disk_seg *t = d->oldest; t; t = t->next)
-                while (t->entries) do_unlink_entry(d, t->entries);
+                while (t->entries)
+                    do_unlink_entry(d, t->entries);
         }
         off += disk_record_size(r.klen, r.vlen);
     }
@@ -384,9 +389,8 @@ static void set_aside(disk *d, const char *path, int fd, off_t size) {
 }
 
 static int seg_header_ok(const uint8_t *h, uint64_t seq) {
-    return memcmp(h, SEG_MAGIC, 8) == 0 && le32(h + 8) == SEG_VERSION &&
-           le32(h + 12) == SEG_HDR && le64(h + 16) == seq &&
-           le64(h + 56) == XXH3_64bits(h, 56);
+    return memcmp(h, SEG_MAGIC, 8) == 0 && le32(h + 8) == SEG_VERSION && le32(h + 12) == SEG_HDR &&
+           le64(h + 16) == seq && le64(h + 56) == XXH3_64bits(h, 56);
 }
 
 static int scan_dir(disk *d, char *err, size_t errlen) {
@@ -519,9 +523,11 @@ int disk_open(const disk_config *cfg, disk **out, char *err, size_t errlen) {
     }
     d->found_segs = d->nsegs;
     d->found_objects = d->index.count;
-    for (disk_seg *s = d->oldest; s; s = s->next) d->found_bytes += s->size;
+    for (disk_seg *s = d->oldest; s; s = s->next)
+        d->found_bytes += s->size;
     /* Over capacity (a smaller --disk-capacity than last time): drop the oldest now. */
-    while (d->used > d->capacity && d->oldest) do_drop_seg(d, d->oldest, 1);
+    while (d->used > d->capacity && d->oldest)
+        do_drop_seg(d, d->oldest, 1);
     /* Appends go to a fresh segment, never after what an earlier run left. */
     d->active_sealed = d->active != NULL;
     *out = d;
@@ -532,7 +538,8 @@ void disk_close(disk *d) {
     if (!d) return;
     while (d->oldest) {
         disk_seg *s = d->oldest;
-        while (s->entries) do_unlink_entry(d, s->entries);
+        while (s->entries)
+            do_unlink_entry(d, s->entries);
         d->oldest = s->next;
         do_seg_unref(d, s);
     }
@@ -670,7 +677,8 @@ void disk_clear(disk *d) {
     for (disk_seg *s = d->oldest, *next; s; s = next) {
         next = s->next;
         if (s == d->active && !d->active_sealed)
-            while (s->entries) do_unlink_entry(d, s->entries);
+            while (s->entries)
+                do_unlink_entry(d, s->entries);
         else
             do_drop_seg(d, s, 0);
     }
@@ -785,7 +793,8 @@ static size_t plan_chunk(disk *d, wrec *w, size_t n, disk_seg **segp, int *errp,
     for (; placed < n; placed++) {
         uint64_t sz = w[placed].size;
         if (placed > 0 && s->size + sz > d->seg_size) break;
-        while (d->used + sz > d->capacity && d->oldest != s) do_drop_seg(d, d->oldest, 1);
+        while (d->used + sz > d->capacity && d->oldest != s)
+            do_drop_seg(d, d->oldest, 1);
         if (d->used + sz > d->capacity) break;
         w[placed].off = s->size;
         s->size += sz;
@@ -827,8 +836,8 @@ static size_t write_chunk(disk *d, disk_seg *s, wrec *w, size_t n, char *err, si
     if (bad < n) {
         char path[DISK_PATH_MAX];
         seg_path(d, s->seq, path, sizeof(path));
-        snprintf(err, errlen, "writing %s at offset %llu: %s", path,
-                 (unsigned long long)w[bad].off, strerror((int)-ops[bad].res));
+        snprintf(err, errlen, "writing %s at offset %llu: %s", path, (unsigned long long)w[bad].off,
+                 strerror((int)-ops[bad].res));
         pthread_mutex_lock(&d->mu);
         /* Cut the file back to the last good record: later records of the chunk may have
          * landed, but they were never reported, and a hole must not precede a good one. */
@@ -854,7 +863,8 @@ size_t disk_write(disk *d, disk_item *items, size_t n, char *err, size_t errlen)
     wrec *w = calloc(total ? total : 1, sizeof(*w));
     if (!w) {
         snprintf(err, errlen, "out of memory for a disk write");
-        for (size_t i = 0; i < n; i++) items[i].result = -ENOMEM;
+        for (size_t i = 0; i < n; i++)
+            items[i].result = -ENOMEM;
         free(pending);
         return n;
     }
@@ -864,8 +874,12 @@ size_t disk_write(disk *d, disk_item *items, size_t n, char *err, size_t errlen)
     }
     for (size_t i = 0; i < n; i++) {
         wrec *r = &w[np + i];
-        *r = (wrec){.kind = REC_OBJECT, .key = items[i].key, .klen = items[i].klen,
-                    .val = items[i].val, .vlen = items[i].vlen, .sum = items[i].sum,
+        *r = (wrec){.kind = REC_OBJECT,
+                    .key = items[i].key,
+                    .klen = items[i].klen,
+                    .val = items[i].val,
+                    .vlen = items[i].vlen,
+                    .sum = items[i].sum,
                     .item = &items[i]};
         r->size = disk_record_size(r->klen, r->vlen);
         items[i].result = 0;
@@ -929,6 +943,7 @@ void disk_stats(disk *d, tide_stats *out) {
     out->disk_evictions = d->evictions;
     out->disk_torn_records = d->torn;
     out->disk_segments = d->nsegs;
-    out->meta_bytes += d->meta + htab_meta_bytes(&d->index) + d->nsegs * malloc_cost(sizeof(disk_seg));
+    out->meta_bytes +=
+        d->meta + htab_meta_bytes(&d->index) + d->nsegs * malloc_cost(sizeof(disk_seg));
     pthread_mutex_unlock(&d->mu);
 }

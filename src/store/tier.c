@@ -190,7 +190,8 @@ static void *tier_writer(void *arg) {
     /* Stopping: what is still queued stays in memory (it is about to be freed anyway);
      * tombstones and clear records still pending are written, so removes stay removed. */
     obj *o;
-    while ((o = do_pop(st))) do_release(st, o);
+    while ((o = do_pop(st)))
+        do_release(st, o);
     pthread_cond_broadcast(&st->tier_cv);
     int pending = disk_pending(st->dk);
     pthread_mutex_unlock(&st->mu);

@@ -22,7 +22,8 @@ static void key_of(char *buf, size_t len, int round, int i) {
 }
 
 static void fill(uint8_t *v, int round, int i) {
-    for (size_t j = 0; j < VLEN; j++) v[j] = (uint8_t)(round * 77 + i * 131 + j * 7 + (j >> 10));
+    for (size_t j = 0; j < VLEN; j++)
+        v[j] = (uint8_t)(round * 77 + i * 131 + j * 7 + (j >> 10));
 }
 
 /* 1: the value is there with every byte right; 0: a miss. Anything else fails. */
@@ -55,9 +56,18 @@ static void start_disk(test_server *ts, const char *cap, const char *disk_cap, c
                        const char *level) {
     static char mport[16];
     snprintf(mport, sizeof(mport), "%d", test_free_port());
-    const char *const args[] = {"--capacity",   cap,      "--disk-dir",     disk_dir(),
-                                "--disk-capacity", disk_cap, "--disk-segment", seg,
-                                "--log-level",  level,    "--metrics-port", mport,
+    const char *const args[] = {"--capacity",
+                                cap,
+                                "--disk-dir",
+                                disk_dir(),
+                                "--disk-capacity",
+                                disk_cap,
+                                "--disk-segment",
+                                seg,
+                                "--log-level",
+                                level,
+                                "--metrics-port",
+                                mport,
                                 NULL};
     server_start(ts, args);
 }
@@ -154,7 +164,8 @@ TEST_T(server_disk_figures_in_metrics_and_stat, 60) {
         fill(val, 0, i);
         CHECK_EQ(tide_put(s, k, strlen(k), val, VLEN), 0);
     }
-    for (int i = 0; i < 40; i++) CHECK_EQ(get_ok(s, 0, i), 1);
+    for (int i = 0; i < 40; i++)
+        CHECK_EQ(get_ok(s, 0, i), 1);
     tide_stats st = stat_of(s);
     CHECK_EQ(st.disk_capacity_bytes, 64ull << 20);
     CHECK(st.disk_writes >= 24 && st.disk_promotions >= 24 && st.disk_objects >= 24);
@@ -238,7 +249,8 @@ TEST(server_disk_flags) {
     snprintf(cmd, sizeof(cmd), "%s serve --disk-capacity 1GiB 2>/dev/null", test_tide_bin());
     st = system(cmd);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
-    snprintf(cmd, sizeof(cmd), "%s serve --disk-dir %s --disk-capacity 1GiB --disk-io aio 2>/dev/null",
+    snprintf(cmd, sizeof(cmd),
+             "%s serve --disk-dir %s --disk-capacity 1GiB --disk-io aio 2>/dev/null",
              test_tide_bin(), disk_dir());
     st = system(cmd);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);

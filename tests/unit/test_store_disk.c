@@ -17,6 +17,7 @@
 
 #include "backend_suite.h"
 #include "common/checksum.h"
+#include "common/stats_fields.h"
 #include "harness.h"
 #include "store/disk.h"
 #include "store/store.h"
@@ -73,7 +74,8 @@ static int put_i(store *st, int i, uint64_t vlen) {
     int rc = store_reserve(st, k, strlen(k), vlen, 0, &r);
     if (rc != 0) return rc;
     uint8_t *p = store_base(st) + r.offset;
-    for (uint64_t j = 0; j < vlen; j++) p[j] = byte_at(i, j);
+    for (uint64_t j = 0; j < vlen; j++)
+        p[j] = byte_at(i, j);
     CHECK_EQ(store_commit(st, r.id, checksum_buf(p, vlen)), 0);
     return 0;
 }
@@ -158,8 +160,8 @@ static void spill_and_read_back(int io) {
     }
     settle(st);
     tide_stats s = stats(st);
-    CHECK_EQ(s.objects, 16);      /* the pool holds 16 of them */
-    CHECK_EQ(s.disk_writes, 32);  /* the other 32 were written on their way out */
+    CHECK_EQ(s.objects, 16);     /* the pool holds 16 of them */
+    CHECK_EQ(s.disk_writes, 32); /* the other 32 were written on their way out */
     CHECK_EQ(s.disk_objects, 32);
     CHECK_EQ(s.disk_dropped, 0);
     CHECK_EQ(s.evictions, 32);
@@ -207,7 +209,8 @@ TEST(store_disk_spill_and_read_back_io_uring) {
 
 TEST(store_disk_restart_rebuilds_the_index) {
     store *st = mk_disk(1 * MIB, 16 * MIB, 1 * MIB, DISK_IO_AUTO);
-    for (int i = 0; i < 48; i++) CHECK_EQ(put_i(st, i, VAL), 0);
+    for (int i = 0; i < 48; i++)
+        CHECK_EQ(put_i(st, i, VAL), 0);
     settle(st);
     store_destroy(st);
     st = mk_disk(1 * MIB, 16 * MIB, 1 * MIB, DISK_IO_AUTO);
@@ -219,14 +222,16 @@ TEST(store_disk_restart_rebuilds_the_index) {
     store_describe_disk(st, line, sizeof(line));
     CHECK_CONTAINS(line, "32 objects");
     /* The 32 evicted are back from disk; the 16 that were only in memory are gone. */
-    for (int i = 0; i < 48; i++) CHECK_EQ(get_i(st, i, VAL), i < 32);
+    for (int i = 0; i < 48; i++)
+        CHECK_EQ(get_i(st, i, VAL), i < 32);
     CHECK_EQ(store_check(st), 0);
     store_destroy(st);
 }
 
 TEST(store_disk_torn_tail_is_cut_and_the_rest_served) {
     store *st = mk_disk(1 * MIB, 16 * MIB, 4 * MIB, DISK_IO_AUTO);
-    for (int i = 0; i < 40; i++) CHECK_EQ(put_i(st, i, VAL), 0);
+    for (int i = 0; i < 40; i++)
+        CHECK_EQ(put_i(st, i, VAL), 0);
     settle(st);
     store_destroy(st); /* keys 0..23 are on disk, 23 last */
     char path[600];
@@ -241,7 +246,8 @@ TEST(store_disk_torn_tail_is_cut_and_the_rest_served) {
     CHECK_EQ(s.disk_objects, 23);
     CHECK_EQ(stat(path, &sb), 0);
     CHECK_EQ((uint64_t)sb.st_size, off); /* cut back to where the torn record began */
-    for (int i = 0; i < 24; i++) CHECK_EQ(get_i(st, i, VAL), i < 23);
+    for (int i = 0; i < 24; i++)
+        CHECK_EQ(get_i(st, i, VAL), i < 23);
     store_destroy(st);
     st = mk_disk(1 * MIB, 16 * MIB, 4 * MIB, DISK_IO_AUTO);
     CHECK_EQ(stats(st).disk_torn_records, 0); /* cut for good */
@@ -251,7 +257,8 @@ TEST(store_disk_torn_tail_is_cut_and_the_rest_served) {
 
 TEST(store_disk_flipped_value_byte_is_a_miss_never_wrong_bytes) {
     store *st = mk_disk(1 * MIB, 16 * MIB, 4 * MIB, DISK_IO_AUTO);
-    for (int i = 0; i < 40; i++) CHECK_EQ(put_i(st, i, VAL), 0);
+    for (int i = 0; i < 40; i++)
+        CHECK_EQ(put_i(st, i, VAL), 0);
     settle(st);
     char path[600];
     uint64_t off;
@@ -282,7 +289,8 @@ TEST(store_disk_flipped_value_byte_is_a_miss_never_wrong_bytes) {
 
 TEST(store_disk_flipped_header_byte_is_skipped_at_restart) {
     store *st = mk_disk(1 * MIB, 16 * MIB, 4 * MIB, DISK_IO_AUTO);
-    for (int i = 0; i < 40; i++) CHECK_EQ(put_i(st, i, VAL), 0);
+    for (int i = 0; i < 40; i++)
+        CHECK_EQ(put_i(st, i, VAL), 0);
     settle(st);
     store_destroy(st); /* keys 0..23 on disk, in one segment */
     char path[600];
@@ -295,20 +303,23 @@ TEST(store_disk_flipped_header_byte_is_skipped_at_restart) {
     tide_stats s = stats(st);
     CHECK_EQ(s.disk_torn_records, 2);
     CHECK_EQ(s.disk_objects, 22); /* the scan skipped each to the next good header */
-    for (int i = 0; i < 24; i++) CHECK_EQ(get_i(st, i, VAL), i != 10 && i != 12);
+    for (int i = 0; i < 24; i++)
+        CHECK_EQ(get_i(st, i, VAL), i != 10 && i != 12);
     CHECK_EQ(stats(st).disk_checksum_errors, 0);
     store_destroy(st);
 }
 
 TEST(store_disk_cut_file_while_running_is_a_miss) {
     store *st = mk_disk(1 * MIB, 16 * MIB, 4 * MIB, DISK_IO_PSYNC);
-    for (int i = 0; i < 40; i++) CHECK_EQ(put_i(st, i, VAL), 0);
+    for (int i = 0; i < 40; i++)
+        CHECK_EQ(put_i(st, i, VAL), 0);
     settle(st);
     char path[600];
     uint64_t off;
     CHECK(find_record(20, path, sizeof(path), &off));
     CHECK_EQ(truncate(path, (off_t)(off + 100)), 0); /* 20 and all after it lose their bytes */
-    for (int i = 0; i < 24; i++) CHECK_EQ(get_i(st, i, VAL), i < 20);
+    for (int i = 0; i < 24; i++)
+        CHECK_EQ(get_i(st, i, VAL), i < 20);
     tide_stats s = stats(st);
     CHECK_EQ(s.disk_checksum_errors, 4);
     CHECK_EQ(s.misses, 4);
@@ -329,7 +340,8 @@ TEST(store_disk_evicts_oldest_segments_at_capacity) {
     CHECK(s.disk_segments <= 4);
     CHECK_EQ(s.disk_objects + s.disk_evictions, s.disk_writes);
     int served = 0;
-    for (int i = 159; i >= 0; i--) served += get_i(st, i, VAL);
+    for (int i = 159; i >= 0; i--)
+        served += get_i(st, i, VAL);
     CHECK(get_i(st, 159, VAL) == 1);
     CHECK(get_i(st, 0, VAL) == 0); /* the oldest went with their segment */
     CHECK(served >= 16 + 30 && served < 160);
@@ -339,10 +351,11 @@ TEST(store_disk_evicts_oldest_segments_at_capacity) {
 
 TEST(store_disk_remove_and_clear_reach_both_tiers_and_restarts) {
     store *st = mk_disk(1 * MIB, 16 * MIB, 1 * MIB, DISK_IO_AUTO);
-    for (int i = 0; i < 48; i++) CHECK_EQ(put_i(st, i, VAL), 0);
+    for (int i = 0; i < 48; i++)
+        CHECK_EQ(put_i(st, i, VAL), 0);
     settle(st);
-    CHECK_EQ(store_remove(st, "spill-000003|", 13), 0);  /* on disk */
-    CHECK_EQ(store_remove(st, "spill-000047|", 13), 0);  /* in memory */
+    CHECK_EQ(store_remove(st, "spill-000003|", 13), 0); /* on disk */
+    CHECK_EQ(store_remove(st, "spill-000047|", 13), 0); /* in memory */
     CHECK_EQ(store_remove(st, "spill-000003|", 13), TIDE_ENOTFOUND);
     CHECK_EQ(get_i(st, 3, VAL), 0);
     CHECK_EQ(get_i(st, 47, VAL), 0);
@@ -354,13 +367,15 @@ TEST(store_disk_remove_and_clear_reach_both_tiers_and_restarts) {
     CHECK_EQ(put_i(st, 3, VAL), 0); /* and a new put of the key is a new object */
     CHECK_EQ(get_i(st, 3, VAL), 1);
     store_clear(st);
-    for (int i = 0; i < 48; i++) CHECK_EQ(get_i(st, i, VAL), 0);
+    for (int i = 0; i < 48; i++)
+        CHECK_EQ(get_i(st, i, VAL), 0);
     CHECK_EQ(stats(st).disk_objects, 0);
     CHECK_EQ(store_check(st), 0);
     store_destroy(st);
     st = mk_disk(1 * MIB, 16 * MIB, 1 * MIB, DISK_IO_AUTO);
     CHECK_EQ(stats(st).disk_objects, 0);
-    for (int i = 0; i < 48; i++) CHECK_EQ(get_i(st, i, VAL), 0);
+    for (int i = 0; i < 48; i++)
+        CHECK_EQ(get_i(st, i, VAL), 0);
     store_destroy(st);
 }
 
@@ -385,7 +400,8 @@ TEST(store_disk_refusing_writes_keeps_memory_serving) {
     CHECK(s.disk_dropped > 0);
     CHECK(s.disk_objects > 0 && s.disk_objects < 16); /* what fit below the limit */
     CHECK_EQ(s.objects, 16);
-    for (int i = 48; i < 64; i++) CHECK_EQ(get_i(st, i, VAL), 1);
+    for (int i = 48; i < 64; i++)
+        CHECK_EQ(get_i(st, i, VAL), 1);
     pthread_mutex_lock(&logmu);
     CHECK_CONTAINS(logbuf, "File too large");
     CHECK_CONTAINS(logbuf, disk_dir());
@@ -436,13 +452,15 @@ static void *stress_thread(void *arg) {
 TEST_T(store_disk_threads_never_read_wrong_bytes, 120) {
     g_st = mk_disk(512 * KIB, 8 * MIB, 1 * MIB, DISK_IO_AUTO);
     pthread_t t[3];
-    for (int i = 0; i < 3; i++) pthread_create(&t[i], NULL, stress_thread, (void *)(uintptr_t)(i + 1));
+    for (int i = 0; i < 3; i++)
+        pthread_create(&t[i], NULL, stress_thread, (void *)(uintptr_t)(i + 1));
     for (int i = 0; i < 20; i++) {
         CHECK_EQ(store_check(g_st), 0);
         struct timespec d = {0, 5000000};
         nanosleep(&d, NULL);
     }
-    for (int i = 0; i < 3; i++) pthread_join(t[i], NULL);
+    for (int i = 0; i < 3; i++)
+        pthread_join(t[i], NULL);
     settle(g_st);
     CHECK_EQ(store_check(g_st), 0);
     tide_stats s = stats(g_st);
@@ -498,4 +516,14 @@ TEST_T(mem_disk_backend_suite, 120) {
     snprintf(url, sizeof(url), "mem://?capacity=64MiB&disk_dir=%s&disk_capacity=256MiB",
              disk_dir());
     backend_suite(url);
+}
+
+TEST(stats_disk_table_covers_the_end_of_tide_stats) {
+    size_t base = offsetof(tide_stats, disk_capacity_bytes);
+    for (size_t i = 0; i < stats_disk_nfields; i++)
+        CHECK_EQ(stats_disk_fields[i].off, base + 8 * i);
+    CHECK_EQ(base + 8 * stats_disk_nfields, sizeof(tide_stats));
+    CHECK_STR(stats_disk_fields[0].name, "disk_capacity_bytes");
+    CHECK_STR(stats_disk_fields[stats_disk_nfields - 1].name, "disk_queued_bytes");
+    CHECK_EQ(offsetof(tide_stats, reserved), 14 * 8); /* the older fields did not move */
 }
