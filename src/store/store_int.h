@@ -317,7 +317,7 @@ int64_t disk_pwritev_all(int fd, struct iovec *iov, int iovcnt, uint64_t off);
 #define STORE_WAIT 2
 
 #define TIER_BATCH 64                  /* objects in one batch of the disk writer */
-#define TIER_BATCH_BYTES (32ull << 20) /* bytes in one batch (a larger object goes alone) */
+#define TIER_BATCH_BYTES (8ull << 20) /* bytes in one batch (a larger object goes alone) */
 
 struct store {
     /*
