@@ -185,7 +185,7 @@ typedef struct tide_stats {
     uint64_t bytes_in;        /* value bytes stored */
     uint64_t bytes_out;       /* value bytes read */
     uint64_t meta_bytes;      /* memory spent on metadata (index, records, allocator) */
-    uint64_t pinned;          /* objects pinned by readers right now */
+    uint64_t pinned;          /* objects pinned by readers (or held for the disk writer) now */
     uint64_t reserved;        /* puts reserved but not yet committed right now */
     /* The SSD tier (all 0 when the store has none). Added after the fields above, which
      * keep their offsets. */
