@@ -8,6 +8,9 @@
  *   tide://H1:P1,H2:P2,...?replicas=R            a cluster of tided nodes (static list)
  *   etcd://HOST:2379/CLUSTER?replicas=R          a cluster whose members come from etcd
  *   unix:///path/to/tide.sock[?verify=1]          same-host tided, sharing its pool (docs/UNIX.md)
+ *   mem://?capacity=256MiB&disk_dir=/ssd/tide&disk_capacity=100GiB
+ *                                   the same with an SSD tier: evicted objects spill to
+ *                                   disk, a get reads them back, they survive a restart
  *
  * Conventions that hold for every call below:
  *   - Return values: 0 (or a count) on success, a negative number on failure. A negative
@@ -186,8 +189,25 @@ typedef struct tide_stats {
     uint64_t bytes_in;        /* value bytes stored */
     uint64_t bytes_out;       /* value bytes read */
     uint64_t meta_bytes;      /* memory spent on metadata (index, records, allocator) */
-    uint64_t pinned;          /* objects pinned by readers right now */
+    uint64_t pinned;          /* objects pinned by readers (or held for the disk writer) now */
     uint64_t reserved;        /* puts reserved but not yet committed right now */
+    /* The SSD tier (all 0 when the store has none). Added after the fields above, which
+     * keep their offsets. */
+    uint64_t disk_capacity_bytes;  /* segment file bytes allowed */
+    uint64_t disk_used_bytes;      /* bytes in segment files */
+    uint64_t disk_objects;         /* objects with a record on disk */
+    uint64_t disk_segments;        /* segment files */
+    uint64_t disk_writes;          /* objects written to disk (spilled from memory) */
+    uint64_t disk_write_bytes;     /* value bytes of those writes */
+    uint64_t disk_reads;           /* objects read back from disk and verified */
+    uint64_t disk_read_bytes;      /* value bytes of those reads */
+    uint64_t disk_promotions;      /* disk reads promoted into memory to serve a get */
+    uint64_t disk_errors;          /* failed disk writes and reads (I/O errors, disk full) */
+    uint64_t disk_checksum_errors; /* read-backs that failed verification (served as misses) */
+    uint64_t disk_dropped;         /* objects evicted from memory that could not be written */
+    uint64_t disk_evictions;       /* objects dropped from disk with their segment */
+    uint64_t disk_torn_records;    /* damaged or torn records skipped when the files were scanned */
+    uint64_t disk_queued_bytes;    /* evicted bytes held in memory until the writer writes them */
 } tide_stats;
 
 /* Fill *st with the store's figures. For a cluster the figures are the sums over the

@@ -71,6 +71,21 @@ STATS_FIELDS = (
     "meta_bytes",
     "pinned",
     "reserved",
+    "disk_capacity_bytes",
+    "disk_used_bytes",
+    "disk_objects",
+    "disk_segments",
+    "disk_writes",
+    "disk_write_bytes",
+    "disk_reads",
+    "disk_read_bytes",
+    "disk_promotions",
+    "disk_errors",
+    "disk_checksum_errors",
+    "disk_dropped",
+    "disk_evictions",
+    "disk_torn_records",
+    "disk_queued_bytes",
 )
 
 

@@ -51,6 +51,13 @@ static const char serve_help[] =
     "  --unix-mode MODE      the socket file's permissions, octal (default 0600)\n"
     "  --unix-allow-uid LIST only these peer uids (comma-separated) may connect to it\n"
     "  --unix-lease-ms MS    lease on its pins and reservations (default 30000)\n"
+    "  --disk-dir DIR        SSD tier: evicted objects spill to segment files in DIR, gets\n"
+    "                        read them back, a restart finds them again (needs --disk-capacity)\n"
+    "  --disk-capacity SIZE  SSD tier: bytes of segment files at most; the oldest segment\n"
+    "                        goes first when full\n"
+    "  --disk-segment SIZE   SSD tier: segment file size (default capacity/8, 1..64 MiB)\n"
+    "  --disk-io MODE        SSD tier writes: auto (io_uring if the kernel allows, else\n"
+    "                        pwritev), io_uring, or pwritev\n"
     "  --config FILE         JSON object with the same settings, e.g. {\"port\": 7474,\n"
     "                        \"capacity\": \"4GiB\", \"threads\": 2}; flags override it\n";
 
@@ -114,14 +121,16 @@ static int set_value(server_config *cfg, const char *name, const char *val, char
         const char *name;
         setting_type type;
     } table[] = {
-        {"port", T_INT}, {"bind", T_STR}, {"metrics_port", T_INT},
-        {"capacity", T_SIZE}, {"threads", T_INT}, {"policy", T_STR},
-        {"prefault", T_BOOL}, {"hugepages", T_BOOL}, {"auth_token_file", T_STR},
-        {"max_conns", T_INT}, {"max_keys", T_INT}, {"max_frame", T_SIZE},
-        {"max_value", T_SIZE}, {"idle_timeout", T_INT}, {"log_level", T_STR},
-        {"ready_file", T_STR}, {"etcd", T_STR}, {"cluster", T_STR},
-        {"advertise", T_STR}, {"etcd_ttl", T_INT}, {"unix", T_STR},
-        {"unix_mode", T_STR}, {"unix_allow_uid", T_STR}, {"unix_lease_ms", T_INT},
+        {"port", T_INT},       {"bind", T_STR},           {"metrics_port", T_INT},
+        {"capacity", T_SIZE},  {"threads", T_INT},        {"policy", T_STR},
+        {"prefault", T_BOOL},  {"hugepages", T_BOOL},     {"auth_token_file", T_STR},
+        {"max_conns", T_INT},  {"max_keys", T_INT},       {"max_frame", T_SIZE},
+        {"max_value", T_SIZE}, {"idle_timeout", T_INT},   {"log_level", T_STR},
+        {"ready_file", T_STR}, {"etcd", T_STR},           {"cluster", T_STR},
+        {"advertise", T_STR},  {"etcd_ttl", T_INT},       {"unix", T_STR},
+        {"unix_mode", T_STR},  {"unix_allow_uid", T_STR}, {"unix_lease_ms", T_INT},
+        {"disk_dir", T_STR},   {"disk_capacity", T_SIZE}, {"disk_segment", T_SIZE},
+        {"disk_io", T_STR},
     };
     int found = -1;
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
@@ -215,8 +224,10 @@ static int set_value(server_config *cfg, const char *name, const char *val, char
     } else if (!strcmp(name, "cluster")) {
         size_t n = strspn(val, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.");
         if (!*val || val[n] || n >= sizeof(cfg->cluster)) {
-            snprintf(err, errlen, "cluster: expected 1..%zu letters, digits, '-', '_' or '.', "
-                     "got '%s'", sizeof(cfg->cluster) - 1, val);
+            snprintf(err, errlen,
+                     "cluster: expected 1..%zu letters, digits, '-', '_' or '.', "
+                     "got '%s'",
+                     sizeof(cfg->cluster) - 1, val);
             return -1;
         }
         snprintf(cfg->cluster, sizeof(cfg->cluster), "%s", val);
@@ -238,6 +249,22 @@ static int set_value(server_config *cfg, const char *name, const char *val, char
         cfg->etcd_ttl_s = (int)iv;
     } else if (!strncmp(name, "unix", 4)) {
         return serve_unix_setting(cfg, name, val, iv, err, errlen);
+    } else if (!strcmp(name, "disk_dir")) {
+        static char disk_dir[512]; /* one serve per process; nothing to free on any exit */
+        if (strlen(val) >= sizeof(disk_dir)) {
+            snprintf(err, errlen, "disk_dir: longer than %zu bytes", sizeof(disk_dir) - 1);
+            return -1;
+        }
+        snprintf(disk_dir, sizeof(disk_dir), "%s", val);
+        cfg->store.disk_dir = disk_dir;
+    } else if (!strcmp(name, "disk_capacity") || !strcmp(name, "disk_segment")) {
+        *(!strcmp(name, "disk_capacity") ? &cfg->store.disk_capacity : &cfg->store.disk_segment) =
+            sv;
+    } else if (!strcmp(name, "disk_io")) {
+        if ((cfg->store.disk_io = store_disk_io_parse(val)) < 0) {
+            snprintf(err, errlen, "disk_io: expected auto, io_uring or pwritev, got '%s'", val);
+            return -1;
+        }
     }
     return 0;
 }
@@ -275,8 +302,10 @@ static int load_config(server_config *cfg, const char *path, char *tokfile, size
         const char *at = cJSON_GetErrorPtr();
         int line = 1, col = 1;
         for (const char *p = text; at && p < at && *p; p++) {
-            if (*p == '\n') line++, col = 1;
-            else col++;
+            if (*p == '\n')
+                line++, col = 1;
+            else
+                col++;
         }
         snprintf(err, errlen, "%s:%d:%d: not a JSON object", path, line, col);
         cJSON_Delete(root);
@@ -293,8 +322,7 @@ static int load_config(server_config *cfg, const char *path, char *tokfile, size
         else if (cJSON_IsNumber(it) && it->valuedouble == (double)(long long)it->valuedouble)
             snprintf(val, sizeof(val), "%lld", (long long)it->valuedouble);
         else {
-            snprintf(err, errlen, "%s: %s: expected a string, number or boolean", path,
-                     it->string);
+            snprintf(err, errlen, "%s: %s: expected a string, number or boolean", path, it->string);
             rc = -1;
             break;
         }
@@ -312,7 +340,8 @@ static int load_token(server_config *cfg, const char *path, char *err, size_t er
     char *t = read_file(path, err, errlen);
     if (!t) return -1;
     size_t n = strlen(t);
-    while (n && (t[n - 1] == '\n' || t[n - 1] == '\r' || t[n - 1] == ' ')) t[--n] = '\0';
+    while (n && (t[n - 1] == '\n' || t[n - 1] == '\r' || t[n - 1] == ' '))
+        t[--n] = '\0';
     if (n == 0 || n >= sizeof(cfg->auth_token)) {
         snprintf(err, errlen, "auth token file %s: the token must be 1..%zu bytes", path,
                  sizeof(cfg->auth_token) - 1);
@@ -367,9 +396,13 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "tide serve: %s\n", err);
         return 2;
     }
+    int rc;
     if (!cfg.etcd[0] != !cfg.cluster[0])
-        return cli_usage_error("serve", "--etcd and --cluster go together");
-    int rc = server_run(&cfg);
+        rc = cli_usage_error("serve", "--etcd and --cluster go together");
+    else if ((cfg.store.disk_dir && cfg.store.disk_dir[0]) != (cfg.store.disk_capacity > 0))
+        rc = cli_usage_error("serve", "--disk-dir and --disk-capacity go together");
+    else
+        rc = server_run(&cfg) == 0 ? 0 : 1;
     free((void *)cfg.ready_file);
-    return rc == 0 ? 0 : 1;
+    return rc;
 }

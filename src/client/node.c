@@ -38,6 +38,7 @@
 
 #include "client/client.h"
 #include "common/checksum.h"
+#include "common/stats_fields.h"
 #include "proto/frame.h"
 
 #define NODE_DEFAULT_TIMEOUT_MS 5000
@@ -718,6 +719,11 @@ static int on_stat_reply(call *k, const frame_msg *m, void *arg) {
             if (e.key.len == strlen(fields[i].name) &&
                 memcmp(e.key.data, fields[i].name, e.key.len) == 0)
                 *(uint64_t *)((char *)st + fields[i].off) = e.figure;
+        }
+        for (size_t i = 0; i < stats_disk_nfields; i++) {
+            const stats_field *f = &stats_disk_fields[i];
+            if (e.key.len == strlen(f->name) && memcmp(e.key.data, f->name, e.key.len) == 0)
+                stats_field_set(st, f, e.figure);
         }
     }
     return 0;

@@ -34,6 +34,7 @@
 
 #include "common/checksum.h"
 #include "common/log.h"
+#include "common/stats_fields.h"
 #include "common/util.h"
 #include "proto/frame.h"
 #include "server/server_int.h"
@@ -475,7 +476,17 @@ static int do_stat(conn *c, const frame_msg *m) {
         st.meta_bytes, st.pinned, st.reserved, (uint64_t)atomic_load(&c->srv->open_conns),
         atomic_load(&c->srv->m.bytes_in), atomic_load(&c->srv->m.bytes_out),
     };
-    struct stat_args a = {m->h.req_id, names, values, sizeof(values) / sizeof(values[0])};
+    /* The SSD tier's figures follow (zeros when the node has none). */
+    const char *all_names[sizeof(names) / sizeof(names[0]) + 32];
+    uint64_t all_values[sizeof(names) / sizeof(names[0]) + 32];
+    size_t n = sizeof(values) / sizeof(values[0]);
+    memcpy(all_names, names, sizeof(names));
+    memcpy(all_values, values, sizeof(values));
+    for (size_t i = 0; i < stats_disk_nfields && n < sizeof(all_values) / sizeof(uint64_t); i++) {
+        all_names[n] = stats_disk_fields[i].name;
+        all_values[n++] = stats_field_get(&st, &stats_disk_fields[i]);
+    }
+    struct stat_args a = {m->h.req_id, all_names, all_values, n};
     return reply_encoded(c, enc_stat, &a);
 }
 

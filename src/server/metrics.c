@@ -3,6 +3,8 @@
  */
 #include "server/metrics.h"
 
+#include "common/stats_fields.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -122,6 +124,11 @@ size_t metrics_render(const metrics *m, const tide_stats *st, char *buf, size_t 
               st->checksum_errors);
         gauge(&o, "tide_store_bytes_in_total", "Value bytes stored.", "counter", st->bytes_in);
         gauge(&o, "tide_store_bytes_out_total", "Value bytes read.", "counter", st->bytes_out);
+        for (size_t i = 0; st->disk_capacity_bytes && i < stats_disk_nfields; i++) {
+            const stats_field *f = &stats_disk_fields[i];
+            gauge(&o, f->metric, f->help, f->counter ? "counter" : "gauge",
+                  stats_field_get(st, f));
+        }
     }
     if (o.len < cap) buf[o.len] = '\0';
     return o.len;

@@ -264,6 +264,12 @@ static void accept_all(server *srv, int lfd, unsigned *next_worker) {
     }
 }
 
+/* The store's SSD tier reports through this (from its writer thread). */
+static void store_log(void *ctx, int level, const char *msg) {
+    (void)ctx;
+    LOG_AT(level, "%s", msg);
+}
+
 static void log_summary(server *srv) {
     tide_stats st;
     store_stats(srv->st, &st);
@@ -274,6 +280,17 @@ static void log_summary(server *srv) {
              size_format(st.capacity_bytes, cap, sizeof(cap)), atomic_load(&srv->open_conns),
              (unsigned long long)st.gets, (unsigned long long)st.misses,
              (unsigned long long)st.evictions);
+    if (st.disk_capacity_bytes) {
+        char dused[32], dcap[32];
+        LOG_INFO("summary: disk %llu objects, %s of %s, %llu writes, %llu reads, %llu errors, "
+                 "%llu checksum errors, %llu dropped",
+                 (unsigned long long)st.disk_objects,
+                 size_format(st.disk_used_bytes, dused, sizeof(dused)),
+                 size_format(st.disk_capacity_bytes, dcap, sizeof(dcap)),
+                 (unsigned long long)st.disk_writes, (unsigned long long)st.disk_reads,
+                 (unsigned long long)st.disk_errors, (unsigned long long)st.disk_checksum_errors,
+                 (unsigned long long)st.disk_dropped);
+    }
 }
 
 int server_run(const server_config *cfg) {
@@ -293,6 +310,7 @@ int server_run(const server_config *cfg) {
     sigaddset(&mask, SIGINT);
     pthread_sigmask(SIG_BLOCK, &mask, NULL);
     signal(SIGPIPE, SIG_IGN);
+    signal(SIGXFSZ, SIG_IGN); /* a file size limit fails the disk tier's write, not tided */
     sfd = signalfd(-1, &mask, SFD_CLOEXEC);
 
     char err[256], capbuf[32];
@@ -300,10 +318,16 @@ int server_run(const server_config *cfg) {
     if (cfg->store.prefault)
         LOG_INFO("pre-faulting the %s pool (first touch of fresh memory is slow; this pays "
                  "it now)", size_format(cfg->store.capacity, capbuf, sizeof(capbuf)));
+    srv->cfg.store.log = store_log;
     rc = store_create(&srv->cfg.store, &srv->st, err, sizeof(err));
     if (rc) {
         LOG_ERROR("cannot create the store: %s", err);
         goto out;
+    }
+    if (cfg->store.disk_dir && cfg->store.disk_dir[0]) {
+        char line[1024];
+        store_describe_disk(srv->st, line, sizeof(line));
+        LOG_INFO("%s", line);
     }
     LOG_INFO("pool: %s in %.1f ms%s", size_format(store_capacity(srv->st), capbuf, sizeof(capbuf)),
              (double)(now_ns() - t0) / 1e6,
