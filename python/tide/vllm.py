@@ -212,12 +212,9 @@ def _spec_dict(spec):
     name = type(spec).__name__
     out = {"type": name}
     for field in _SPEC_FIELDS.get(name, ("block_size",)):
-        v = getattr(spec, field, _MISSING)
-        if v is _MISSING or (v is None and field != "sliding_window"):
-            continue
-        if v is None:
-            continue
-        out[field] = _plain(v)
+        v = getattr(spec, field, None)
+        if v is not None:  # None: the schema's default
+            out[field] = _plain(v)
     return out
 
 
@@ -308,7 +305,9 @@ def config_from_vllm(vllm_config, kv_cache_config, role):
     if getattr(kv_cache_config, "num_blocks", None) is not None:
         kvc["num_blocks"] = int(kv_cache_config.num_blocks)
     if getattr(kv_cache_config, "prefix_cache_retention_interval", None) is not None:
-        kvc["prefix_cache_retention_interval"] = int(kv_cache_config.prefix_cache_retention_interval)
+        kvc["prefix_cache_retention_interval"] = int(
+            kv_cache_config.prefix_cache_retention_interval
+        )
     return (
         {
             "model_config": model,
@@ -651,7 +650,9 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         if self._store is not None:
             sh = self._store._enter()
             try:
-                rc = self._lib.tide_connector_create_with_store(doc, sh, role_value, ctypes.byref(h))
+                rc = self._lib.tide_connector_create_with_store(
+                    doc, sh, role_value, ctypes.byref(h)
+                )
             finally:
                 self._store._leave()
         else:
@@ -666,9 +667,8 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
                 doc, self.url.encode("utf-8"), role_value, ctypes.byref(h)
             )
         if rc < 0:
-            msg = errors.last_message(None)
             raw = self._lib.tide_connector_errmsg(None)
-            msg = raw.decode("utf-8", "replace") if raw else msg
+            msg = raw.decode("utf-8", "replace") if raw else errors.strerror(rc)
             if rc == errors.EUNSUPPORTED:
                 raise UnsupportedConfiguration(rc, msg)
             raise errors.make_error(rc, msg)
@@ -899,28 +899,37 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         num_blocks = kvc.get("num_blocks")
         layer_group = self._group_of_layers()
         order = {name: i for i, name in enumerate(layer_group)}
-        items = []
+        items, strays = [], []
         for pos, (name, value) in enumerate(kv_caches.items()):
+            if isinstance(value, (list, tuple)) and not value:
+                continue
             if name in layer_group:
-                g = layer_group[name]
+                items.append((layer_group[name], order[name], name, value))
             elif self.ngroups == 1 and not layer_group:
-                g = 0
+                items.append((0, pos, name, value))
             else:
+                strays.append((name, value))
+        items.sort(key=lambda it: (it[0], it[1]))
+        regions = []
+        for g, _, name, value in items:
+            if isinstance(value, (list, tuple)):
+                regions.append((g, name, _Region(name, value[0], whole_storage=True)))
+            else:
+                regions.append((g, name, _Region(name, value)))
+        # A layer outside every group's layer_names is accepted only when it reuses a
+        # registered layer's tensor (vLLM's cross-layer KV sharing lists such layers).
+        known = {(r.base, r.nbytes) for _, _, r in regions}
+        for name, value in strays:
+            r = _Region(name, value[0] if isinstance(value, (list, tuple)) else value,
+                        whole_storage=isinstance(value, (list, tuple)))
+            if (r.base, r.nbytes) not in known:
                 raise errors.InvalidArgument(
                     -errno.EINVAL,
                     f"TideStoreConnector: KV cache layer {name!r} is in no group's "
                     f"layer_names",
                 )
-            items.append((g, order.get(name, len(order) + pos), name, value))
-        items.sort(key=lambda it: (it[0], it[1]))
         seen = set()
-        for g, _, name, value in items:
-            if isinstance(value, (list, tuple)):
-                if not value:
-                    continue
-                r = _Region(name, value[0], whole_storage=True)
-            else:
-                r = _Region(name, value)
+        for g, name, r in regions:
             if (g, r.base, r.nbytes) in seen:
                 continue  # layers sharing one tensor: its pages count once
             seen.add((g, r.base, r.nbytes))

@@ -10,12 +10,12 @@ get_block_ids_with_load_errors) -> scheduler.update_connector_output.
 """
 
 import copy
+import gc
 import hashlib
 import json
 import os
 import pickle
 import subprocess
-import time
 import types
 
 import numpy as np
@@ -69,7 +69,8 @@ def chain_hashes(tokens, unit):
     """vLLM-like block hashes: a sha256 chain over full units of tokens (32 bytes each)."""
     out, parent = [], b"\0" * 32
     for end in range(unit, len(tokens) + 1, unit):
-        parent = hashlib.sha256(parent + np.asarray(tokens[end - unit : end], np.int64).tobytes()).digest()
+        unit_bytes = np.asarray(tokens[end - unit : end], np.int64).tobytes()
+        parent = hashlib.sha256(parent + unit_bytes).digest()
         out.append(parent)
     return out
 
@@ -189,7 +190,10 @@ class Engine:
 def kv_cache(layout, seed=None):
     """One layer's paged cache: 'kv_first' (2, blocks, block, heads, dim) as FlashAttention
     lays it out, or 'blocks_first' (blocks, 2, block, heads, dim) as FlashInfer."""
-    shape = (2, NBLOCKS, BLOCK, HEADS, HEAD) if layout == "kv_first" else (NBLOCKS, 2, BLOCK, HEADS, HEAD)
+    if layout == "kv_first":
+        shape = (2, NBLOCKS, BLOCK, HEADS, HEAD)
+    else:
+        shape = (NBLOCKS, 2, BLOCK, HEADS, HEAD)
     if seed is None:
         return np.zeros(shape, np.float16)
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float16)
@@ -210,8 +214,11 @@ def make_side(config, store=None, url=None, caches=None):
 
 @pytest.fixture
 def mem_store():
+    """A mem:// store the test's connectors share (borrowed); the connectors are freed
+    (their queues drained) before it closes."""
     s = tide.Store("mem://?capacity=64MiB")
     yield s
+    gc.collect()
     s.close()
 
 
@@ -277,7 +284,8 @@ def test_producer_saves_consumer_loads_bit_exact(mem_store, layout):
     assert cons.invalid == set()
     for name in pk:
         for i in range(6):
-            assert page(ck[name], layout, ctable[i]).tobytes() == page(pk[name], layout, ptable[i]).tobytes()
+            got, want = page(ck[name], layout, ctable[i]), page(pk[name], layout, ptable[i])
+            assert got.tobytes() == want.tobytes()
         assert not page(ck[name], layout, 17).any()  # the partial block is computed, not loaded
     # vLLM then schedules c as a new request with 96 tokens computed: nothing to save
     # beyond what it loaded (the blocks are in the store already).
@@ -617,7 +625,8 @@ def test_c_errors_raise_tide_errors(mem_store):
 
     s = tv.TideStoreConnector(dense_config(), "scheduler", store=mem_store)
     r = Request("r", tokens(40))
-    with pytest.raises(tide.InvalidArgument, match="2 groups of block ids, the configuration has 1"):
+    msg = "2 groups of block ids, the configuration has 1"
+    with pytest.raises(tide.InvalidArgument, match=msg):
         s.update_state_after_alloc(r, Blocks([1], [2]), 0)
     assert s.get_num_new_matched_tokens(r, 0) == (0, False)
     s.update_state_after_alloc(r, Blocks([1, 2, 3]), 0)
@@ -633,6 +642,10 @@ def test_c_errors_raise_tide_errors(mem_store):
     w = tv.TideStoreConnector(dense_config(), "worker", store=mem_store)
     with pytest.raises(tide.InvalidArgument, match="in no group's layer_names"):
         w.register_kv_caches({"layer.9": kv_cache("kv_first")})
+    shared = kv_cache("kv_first")  # a layer reusing another's KV (cross-layer sharing)
+    w2 = tv.TideStoreConnector(dense_config(layers=["layer.0"]), "worker", store=mem_store)
+    w2.register_kv_caches({"layer.0": shared, "layer.7": shared})
+    w2.shutdown()
     bad = np.zeros((3, NBLOCKS + 1, BLOCK, HEADS, HEAD), np.float16)
     with pytest.raises(tide.InvalidArgument, match="'layer.0'.*block dimension should have 24"):
         w.register_kv_caches({"layer.0": bad})
@@ -654,7 +667,8 @@ def test_a_lookup_after_the_offer_changed_is_refused(mem_store):
     cs = tv.TideStoreConnector(cfg, "scheduler", store=mem_store)
     c = Request("c", tokens(40))
     assert cs.get_num_new_matched_tokens(c, 0) == (32, True)
-    with pytest.raises(tide.InvalidArgument, match="16 external tokens granted, the lookup offered 32"):
+    msg = "16 external tokens granted, the lookup offered 32"
+    with pytest.raises(tide.InvalidArgument, match=msg):
         cs.update_state_after_alloc(c, Blocks([4, 5, 6]), 16)
 
 
