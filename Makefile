@@ -35,7 +35,7 @@ CFLAGS += -std=c11 $(OPT) -g -fPIC -fvisibility=hidden -pthread $(WARN) $(SANFLA
 LDFLAGS += -pthread $(SANFLAGS)
 LIBS := -lxxhash -lcrypto -lcjson -luring -lcurl -lm
 
-LIB_DIRS := src/common src/proto src/transport src/store src/client src/connector
+LIB_DIRS := src/common src/proto src/transport src/store src/client src/connector src/trace
 LIB_SRCS := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 SERVER_SRCS := $(wildcard src/server/*.c)
 CLI_SRCS := $(wildcard src/cli/*.c)

@@ -4,6 +4,13 @@
  * A store handle (tide_store) is opened from a URL that picks the backend:
  *
  *   mem://[?capacity=1GiB&verify=1&prefault=0]   embedded in-process store (the default)
+ *   tide://HOST:PORT[?timeout_ms=5000&conns=8&token=T]   one tided over TCP
+ *   tide://H1:P1,H2:P2,...?replicas=R            a cluster of tided nodes (static list)
+ *   etcd://HOST:2379/CLUSTER?replicas=R          a cluster whose members come from etcd
+ *   unix:///path/to/tide.sock[?verify=1]          same-host tided, sharing its pool (docs/UNIX.md)
+ *   mem://?capacity=256MiB&disk_dir=/ssd/tide&disk_capacity=100GiB
+ *                                   the same with an SSD tier: evicted objects spill to
+ *                                   disk, a get reads them back, they survive a restart
  *
  * Conventions that hold for every call below:
  *   - Return values: 0 (or a count) on success, a negative number on failure. A negative
@@ -182,12 +189,68 @@ typedef struct tide_stats {
     uint64_t bytes_in;        /* value bytes stored */
     uint64_t bytes_out;       /* value bytes read */
     uint64_t meta_bytes;      /* memory spent on metadata (index, records, allocator) */
-    uint64_t pinned;          /* objects pinned by readers right now */
+    uint64_t pinned;          /* objects pinned by readers (or held for the disk writer) now */
     uint64_t reserved;        /* puts reserved but not yet committed right now */
+    /* The SSD tier (all 0 when the store has none). Added after the fields above, which
+     * keep their offsets. */
+    uint64_t disk_capacity_bytes;  /* segment file bytes allowed */
+    uint64_t disk_used_bytes;      /* bytes in segment files */
+    uint64_t disk_objects;         /* objects with a record on disk */
+    uint64_t disk_segments;        /* segment files */
+    uint64_t disk_writes;          /* objects written to disk (spilled from memory) */
+    uint64_t disk_write_bytes;     /* value bytes of those writes */
+    uint64_t disk_reads;           /* objects read back from disk and verified */
+    uint64_t disk_read_bytes;      /* value bytes of those reads */
+    uint64_t disk_promotions;      /* disk reads promoted into memory to serve a get */
+    uint64_t disk_errors;          /* failed disk writes and reads (I/O errors, disk full) */
+    uint64_t disk_checksum_errors; /* read-backs that failed verification (served as misses) */
+    uint64_t disk_dropped;         /* objects evicted from memory that could not be written */
+    uint64_t disk_evictions;       /* objects dropped from disk with their segment */
+    uint64_t disk_torn_records;    /* damaged or torn records skipped when the files were scanned */
+    uint64_t disk_queued_bytes;    /* evicted bytes held in memory until the writer writes them */
 } tide_stats;
 
-/* Fill *st with the store's figures. */
+/* Fill *st with the store's figures. For a cluster the figures are the sums over the
+ * members that answered, and each replica counts: a key stored with R copies adds R to
+ * objects and puts, and R times its size to bytes_in and used_bytes. */
 TIDE_API int tide_stats_get(tide_store *s, tide_stats *st);
+
+/* ---------------------------------------------------------------------------------------
+ * Clusters: tide://H1:P1,H2:P2,...?replicas=R and etcd://E:2379/CLUSTER?replicas=R.
+ *
+ * A key lives on the R members ranked highest for it by rendezvous hashing over the live
+ * members. A put stores R copies and succeeds for a key when at least one copy was stored;
+ * how many were stored is counted below. A get tries the key's members in rank order,
+ * failing over on an error or a timeout, and after a miss also asks the next-ranked ones
+ * (keys written before a join stay reachable). A member that fails is skipped for a
+ * back-off period, then tried again. See README.md, "Clusters", for the URL options.
+ * ------------------------------------------------------------------------------------- */
+
+/* What a cluster handle has seen since it was opened (this handle only). */
+typedef struct tide_cluster_info {
+    uint32_t members;        /* members in the current view */
+    uint32_t members_down;   /* of which backing off after a failure right now */
+    uint32_t replicas;       /* R: copies a put writes */
+    uint32_t reserved0;
+    uint64_t view_changes;   /* membership changes seen (etcd) */
+    uint64_t copies_written; /* copies stored by puts */
+    uint64_t puts_degraded;  /* keys stored with fewer than R copies (but at least one) */
+    uint64_t puts_failed;    /* keys of which no copy could be stored */
+    uint64_t read_failovers; /* reads answered by a later member after an earlier one failed */
+    uint64_t read_fallbacks; /* reads found on a later member after the first one missed */
+    uint64_t node_errors;    /* calls to a member that failed (it is then backed off) */
+    uint64_t etcd_errors;    /* membership reads from etcd that failed (the view stays) */
+} tide_cluster_info;
+
+/* Fill *info. Errors: TIDE_EUNSUPPORTED when s is not a cluster handle, -EINVAL. */
+TIDE_API int tide_cluster_info_get(tide_store *s, tide_cluster_info *info);
+
+/*
+ * The current members as text, one "HOST:PORT up|down" line each, NUL-terminated, into
+ * buf[0..cap). Returns the number of members, TIDE_EBUFSMALL when buf is too small,
+ * TIDE_EUNSUPPORTED when s is not a cluster handle, -EINVAL.
+ */
+TIDE_API int tide_cluster_members(tide_store *s, char *buf, size_t cap);
 
 /* ---------------------------------------------------------------------------------------
  * Utilities

@@ -1,6 +1,7 @@
 #!/bin/sh
-# bench.sh — run tide's benchmarks (every program under $BUILD/bench/) and write
-# bench/RESULTS.md: the machine, the date, each command and what it printed.
+# bench.sh — run tide's benchmarks (every program under $BUILD/bench/, then the trace
+# replay of scripts/bench_trace.sh) and write bench/RESULTS.md: the machine, the date, each
+# command and what it printed, and the plot bench/hitrate.svg.
 #
 # Called by `make bench` after the build. BUILD defaults to build. Each benchmark prints
 # medians of its own runs and ratios against a baseline it measures in the same run; the
@@ -57,6 +58,17 @@ if [ "$found" -eq 0 ]; then
     echo "bench: no benchmark programs under $BUILD/bench (run make first)" >&2
     exit 1
 fi
+# Trace replay: hit rate against capacity per policy and the optimum, and the plot
+# bench/hitrate.svg (scripts/bench_trace.sh).
+TRACE_MD="$(mktemp)"
+if ! BUILD="$BUILD" scripts/bench_trace.sh >"$TRACE_MD"; then
+    rm -f "$TRACE_MD"
+    echo "bench: the trace replay failed" >&2
+    exit 1
+fi
+echo >>"$TMP"
+tee -a "$TMP" <"$TRACE_MD"
+rm -f "$TRACE_MD"
 mv "$TMP" "$OUT"
 trap - EXIT
 echo "bench: wrote $OUT" >&2

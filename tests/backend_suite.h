@@ -9,5 +9,8 @@
 /* Run every case against a fresh store opened from url (cleared between cases). The
  * store must hold at least 64 MiB. Fails the current test on the first broken case. */
 void backend_suite(const char *url);
+/* The same against a store that keeps `copies` copies of every key (a cluster with
+ * replicas=copies and at least that many members): its summed figures count each copy. */
+void backend_suite_copies(const char *url, int copies);
 
 #endif

@@ -14,6 +14,9 @@ library. What is exported here:
 - ``prefix_hashes``, ``block_hash``, ``hash_hex``, ``size_parse``, ``version``
   (tide/hashing.py);
 - ``KEY_MAX``, ``BATCH_MAX``, ``HASH_BYTES``: limits from include/tide.h.
+
+Submodules imported on their own: ``tide.vllm`` (vLLM's KV connector,
+``TideStoreConnector``) and ``tide.mooncake`` (a MooncakeDistributedStore-compatible class).
 """
 
 from ._lib import BATCH_MAX, HASH_BYTES, KEY_MAX, LibraryNotFound

@@ -71,6 +71,21 @@ STATS_FIELDS = (
     "meta_bytes",
     "pinned",
     "reserved",
+    "disk_capacity_bytes",
+    "disk_used_bytes",
+    "disk_objects",
+    "disk_segments",
+    "disk_writes",
+    "disk_write_bytes",
+    "disk_reads",
+    "disk_read_bytes",
+    "disk_promotions",
+    "disk_errors",
+    "disk_checksum_errors",
+    "disk_dropped",
+    "disk_evictions",
+    "disk_torn_records",
+    "disk_queued_bytes",
 )
 
 
@@ -78,6 +93,118 @@ class Stats(ctypes.Structure):
     """``tide_stats``: uint64 figures, in the header's order."""
 
     _fields_ = [(name, ctypes.c_uint64) for name in STATS_FIELDS]
+
+
+
+class ConnectorHandle(ctypes.Structure):
+    """Opaque ``tide_connector``."""
+
+
+class ConnectorMetaHandle(ctypes.Structure):
+    """Opaque ``tide_connector_meta``."""
+
+
+ConnectorPtr = ctypes.POINTER(ConnectorHandle)
+ConnectorMetaPtr = ctypes.POINTER(ConnectorMetaHandle)
+
+CONNECTOR_SCHEDULER = 0  # TIDE_CONNECTOR_SCHEDULER
+CONNECTOR_WORKER = 1  # TIDE_CONNECTOR_WORKER
+CONNECTOR_LOAD = 1  # TIDE_CONNECTOR_LOAD
+CONNECTOR_SAVE = 2  # TIDE_CONNECTOR_SAVE
+
+
+class ConnectorInfo(ctypes.Structure):
+    """``tide_connector_info``."""
+
+    _fields_ = [
+        ("role", ctypes.c_int),
+        ("ngroups", ctypes.c_int),
+        ("scheduler_block_size", ctypes.c_int64),
+        ("hash_block_size", ctypes.c_int64),
+        ("hash_bytes", ctypes.c_int),
+        ("load_async", ctypes.c_int),
+        ("capacity_only", ctypes.c_int),
+        ("saves", ctypes.c_int),
+    ]
+
+
+class ConnectorJob(ctypes.Structure):
+    """``tide_connector_job``."""
+
+    _fields_ = [
+        ("kind", ctypes.c_int),
+        ("req_id", ctypes.c_char_p),
+        ("start_tokens", ctypes.c_int64),
+        ("end_tokens", ctypes.c_int64),
+        ("nblocks", ctypes.c_size_t),
+    ]
+
+
+class ConnectorBlock(ctypes.Structure):
+    """``tide_connector_block``."""
+
+    _fields_ = [
+        ("group", ctypes.c_int),
+        ("block_id", ctypes.c_int32),
+        ("end_token", ctypes.c_int64),
+        ("hash", ctypes.POINTER(ctypes.c_uint8)),
+        ("hash_len", ctypes.c_size_t),
+    ]
+
+
+class ConnectorOpStats(ctypes.Structure):
+    """``tide_connector_op_stats``."""
+
+    _fields_ = [
+        (name, ctypes.c_uint64)
+        for name in ("calls", "keys", "bytes", "failed_keys", "errors", "ns")
+    ]
+
+
+class ConnectorStats(ctypes.Structure):
+    """``tide_connector_stats``."""
+
+    _fields_ = [
+        ("lookup_exists", ConnectorOpStats),
+        ("save_exists", ConnectorOpStats),
+        ("save_put", ConnectorOpStats),
+        ("load_get", ConnectorOpStats),
+        ("lookups", ctypes.c_uint64),
+        ("lookup_hit_tokens", ctypes.c_uint64),
+        ("save_jobs", ctypes.c_uint64),
+        ("saved_objects", ctypes.c_uint64),
+        ("dedup_skipped", ctypes.c_uint64),
+        ("striped_skipped", ctypes.c_uint64),
+        ("pressure_skipped_jobs", ctypes.c_uint64),
+        ("pressure_events", ctypes.c_uint64),
+        ("pressure_active", ctypes.c_int),
+        ("load_jobs", ctypes.c_uint64),
+        ("loaded_objects", ctypes.c_uint64),
+        ("load_errors", ctypes.c_uint64),
+    ]
+
+
+class ClusterInfo(ctypes.Structure):
+    """``tide_cluster_info``: what a cluster handle has seen, in the header's order."""
+
+    _fields_ = [
+        ("members", ctypes.c_uint32),
+        ("members_down", ctypes.c_uint32),
+        ("replicas", ctypes.c_uint32),
+        ("reserved0", ctypes.c_uint32),
+    ] + [
+        (name, ctypes.c_uint64)
+        for name in (
+            "view_changes",
+            "copies_written",
+            "puts_degraded",
+            "puts_failed",
+            "read_failovers",
+            "read_fallbacks",
+            "node_errors",
+            "etcd_errors",
+        )
+    ]
 
 
 c_int = ctypes.c_int
@@ -91,6 +218,9 @@ P_uint32 = ctypes.POINTER(ctypes.c_uint32)
 P_uint64 = ctypes.POINTER(ctypes.c_uint64)
 P_Key = ctypes.POINTER(Key)
 P_Iov = ctypes.POINTER(Iov)
+c_int64 = ctypes.c_int64
+P_int32 = ctypes.POINTER(ctypes.c_int32)
+P_int64 = ctypes.POINTER(ctypes.c_int64)
 
 # name: (restype, [argtypes]). Buffers the binding fills from Python buffer-protocol
 # objects are c_void_p so that a raw address (an int) can be passed without a copy.
@@ -112,6 +242,8 @@ SIGNATURES = {
     "tide_match_prefix": (c_int, [StorePtr, P_Key, c_size_t]),
     "tide_clear": (c_int, [StorePtr]),
     "tide_stats_get": (c_int, [StorePtr, ctypes.POINTER(Stats)]),
+    "tide_cluster_info_get": (c_int, [StorePtr, ctypes.POINTER(ClusterInfo)]),
+    "tide_cluster_members": (c_int, [StorePtr, c_char_p, c_size_t]),
     "tide_size_parse": (c_int, [c_char_p, P_uint64]),
     "tide_block_hash": (c_int, [c_int, P_uint8, c_void_p, c_size_t, c_void_p, c_size_t, P_uint8]),
     "tide_prefix_hashes": (
@@ -119,6 +251,81 @@ SIGNATURES = {
         [c_int, c_void_p, c_size_t, c_size_t, c_void_p, c_size_t, P_uint8, c_size_t],
     ),
     "tide_hash_hex": (None, [P_uint8, ctypes.c_char_p]),
+    # Connector (docs/CONNECTOR.md).
+    "tide_connector_create": (c_int, [c_char_p, c_char_p, c_int, ctypes.POINTER(ConnectorPtr)]),
+    "tide_connector_create_file": (
+        c_int,
+        [c_char_p, c_char_p, c_int, ctypes.POINTER(ConnectorPtr)],
+    ),
+    "tide_connector_create_with_store": (
+        c_int,
+        [c_char_p, StorePtr, c_int, ctypes.POINTER(ConnectorPtr)],
+    ),
+    "tide_connector_destroy": (None, [ConnectorPtr]),
+    "tide_connector_errmsg": (c_char_p, [ConnectorPtr]),
+    "tide_connector_get_info": (c_int, [ConnectorPtr, ctypes.POINTER(ConnectorInfo)]),
+    "tide_connector_hit_tokens": (
+        c_int,
+        [ConnectorPtr, c_int64, c_void_p, c_size_t, c_size_t, P_int64],
+    ),
+    "tide_connector_lookup": (
+        c_int,
+        [ConnectorPtr, c_char_p, c_int64, c_void_p, c_size_t, c_size_t, c_int64, P_int64],
+    ),
+    "tide_connector_update_after_alloc": (
+        c_int,
+        [ConnectorPtr, c_char_p, P_int32, P_size_t, c_size_t, c_int64],
+    ),
+    "tide_connector_request_step": (
+        c_int,
+        [
+            ConnectorPtr,
+            c_char_p,
+            c_int64,
+            c_int64,
+            c_void_p,
+            c_size_t,
+            c_size_t,
+            P_int32,
+            P_size_t,
+            c_size_t,
+            c_int,
+        ],
+    ),
+    "tide_connector_request_preempted": (c_int, [ConnectorPtr, c_char_p]),
+    "tide_connector_request_finished": (c_int, [ConnectorPtr, c_char_p]),
+    "tide_connector_build_meta": (c_int, [ConnectorPtr, ctypes.POINTER(ConnectorMetaPtr)]),
+    "tide_connector_reset": (c_int, [ConnectorPtr, c_int]),
+    "tide_connector_meta_num_jobs": (c_size_t, [ConnectorMetaPtr]),
+    "tide_connector_meta_job": (
+        c_int,
+        [ConnectorMetaPtr, c_size_t, ctypes.POINTER(ConnectorJob)],
+    ),
+    "tide_connector_meta_block": (
+        c_int,
+        [ConnectorMetaPtr, c_size_t, c_size_t, ctypes.POINTER(ConnectorBlock)],
+    ),
+    "tide_connector_meta_num_finished": (c_size_t, [ConnectorMetaPtr]),
+    "tide_connector_meta_finished": (c_char_p, [ConnectorMetaPtr, c_size_t]),
+    "tide_connector_meta_serialize": (
+        c_int,
+        [ConnectorMetaPtr, c_void_p, c_size_t, P_size_t],
+    ),
+    "tide_connector_meta_parse": (
+        c_int,
+        [c_void_p, c_size_t, ctypes.POINTER(ConnectorMetaPtr)],
+    ),
+    "tide_connector_meta_free": (None, [ConnectorMetaPtr]),
+    "tide_connector_register_region": (
+        c_int,
+        [ConnectorPtr, c_int, c_void_p, ctypes.c_uint64, c_int64, c_size_t, P_int64, P_int64,
+         c_size_t],
+    ),
+    "tide_connector_start_jobs": (c_int, [ConnectorPtr, ConnectorMetaPtr, c_int]),
+    "tide_connector_get_finished": (c_int, [ConnectorPtr, c_int, c_char_p, c_size_t]),
+    "tide_connector_get_load_errors": (c_int, [ConnectorPtr, P_int32, c_size_t]),
+    "tide_connector_wait": (c_int, [ConnectorPtr]),
+    "tide_connector_get_stats": (c_int, [ConnectorPtr, ctypes.POINTER(ConnectorStats)]),
 }
 
 # ---------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@
 #define TIDE_CLI_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 typedef struct cli_command {
     const char *name;
@@ -26,6 +27,8 @@ int cmd_bench(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_demo_synthetic(int argc, char **argv); /* tide demo --synthetic */
 int cmd_check_config(int argc, char **argv);
+int cmd_replay(int argc, char **argv);
+int cmd_analyze(int argc, char **argv);
 
 /* Print "tide NAME: message" to stderr and return 2 (usage) — for argument errors. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -46,5 +49,22 @@ int cli_parse_size(const char *text, uint64_t min, uint64_t max, uint64_t *out);
 int cli_parse_seconds(const char *text, double min, double max, double *out);
 /* 1 when stderr is a terminal (progress lines with \r make sense there). */
 int cli_stderr_is_tty(void);
+
+/*
+ * The block shape shared by `tide replay` and `tide analyze`. cli_block_opt() looks at
+ * argv[*i] for --model, --bytes-per-token or --block-tokens: 1 when it took the option
+ * (into *b), 0 when argv[*i] is none of them, 2 after printing a usage error.
+ * cli_block_finish() checks the combination and fills block_bytes: 0, or 2 after a
+ * usage error. Without --model or --bytes-per-token the model is llama-3-8b.
+ */
+typedef struct cli_block {
+    const char *model; /* preset name, or NULL for --bytes-per-token */
+    uint64_t bytes_per_token, block_tokens, block_bytes;
+    int bpt_given;
+} cli_block;
+int cli_block_opt(const char *cmd, int argc, char **argv, int *i, cli_block *b);
+int cli_block_finish(const char *cmd, cli_block *b);
+/* The --model and --bytes-per-token lines of a help text, presets listed. */
+void cli_block_help(FILE *f);
 
 #endif

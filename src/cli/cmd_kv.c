@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "common/stats_fields.h"
 #include "common/util.h"
 #include "tide.h"
 
@@ -188,6 +189,18 @@ int cmd_stat(int argc, char **argv) {
             char human[32] = "";
             if (rows[i].bytes) size_format(rows[i].v, human, sizeof(human));
             printf("%-16s %20llu  %s\n", rows[i].name, (unsigned long long)rows[i].v, human);
+        }
+    }
+    /* The SSD tier's figures: always in JSON, in text when the store has the tier. */
+    for (size_t i = 0; i < stats_disk_nfields && (json || st.disk_capacity_bytes); i++) {
+        const stats_field *f = &stats_disk_fields[i];
+        uint64_t v = stats_field_get(&st, f);
+        if (json) {
+            printf(", \"%s\": %llu", f->name, (unsigned long long)v);
+        } else {
+            char human[32] = "";
+            if (f->bytes) size_format(v, human, sizeof(human));
+            printf("%-20s %16llu  %s\n", f->name, (unsigned long long)v, human);
         }
     }
     if (json) printf("}\n");

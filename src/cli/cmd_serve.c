@@ -24,7 +24,8 @@ static const char serve_help[] =
     "\n"
     "  --port P              native protocol port (default 7474; 0 = any free port)\n"
     "  --bind ADDR           IPv4 address to listen on (default 127.0.0.1)\n"
-    "  --metrics-port P      HTTP port for /metrics and /health (default port+1; 0 = off)\n"
+    "  --metrics-port P      HTTP port for /metrics and /health (default port+1, or any free\n"
+    "                        port with --port 0; 0 = off)\n"
     "  --capacity SIZE       memory pool size, e.g. 4GiB (default 1GiB)\n"
     "  --threads N           I/O worker threads (default 2)\n"
     "  --policy lru|s3fifo   eviction policy (default lru)\n"
@@ -38,11 +39,81 @@ static const char serve_help[] =
     "  --idle-timeout S      close connections stalled mid-request for S seconds (default 60)\n"
     "  --log-level L         error, warn, info (default) or debug\n"
     "  --ready-file F        write \"PORT METRICS_PORT\" to F once listening (for scripts)\n"
+    "  --etcd URLS           register in etcd (http://host:2379[,...]) so that clients of\n"
+    "                        etcd://host:2379/NAME find this node; needs --cluster\n"
+    "  --cluster NAME        the cluster to join (letters, digits, '-', '_', '.')\n"
+    "  --advertise HOST:PORT the address clients should use (default BIND:PORT; needed\n"
+    "                        when binding 0.0.0.0)\n"
+    "  --etcd-ttl S          lease TTL: a node that stops renewing drops out within S seconds\n"
+    "                        (default 5; renewed every S/3)\n"
+    "  --unix PATH           also listen on a Unix socket for same-host clients (unix://PATH),\n"
+    "                        which map the whole pool read-write: see docs/UNIX.md\n"
+    "  --unix-mode MODE      the socket file's permissions, octal (default 0600)\n"
+    "  --unix-allow-uid LIST only these peer uids (comma-separated) may connect to it\n"
+    "  --unix-lease-ms MS    lease on its pins and reservations (default 30000)\n"
+    "  --disk-dir DIR        SSD tier: evicted objects spill to segment files in DIR, gets\n"
+    "                        read them back, a restart finds them again (needs --disk-capacity)\n"
+    "  --disk-capacity SIZE  SSD tier: bytes of segment files at most; the oldest segment\n"
+    "                        goes first when full\n"
+    "  --disk-segment SIZE   SSD tier: segment file size (default capacity/8, 1..64 MiB)\n"
+    "  --disk-io MODE        SSD tier writes: auto (io_uring if the kernel allows, else\n"
+    "                        pwritev), io_uring, or pwritev\n"
     "  --config FILE         JSON object with the same settings, e.g. {\"port\": 7474,\n"
     "                        \"capacity\": \"4GiB\", \"threads\": 2}; flags override it\n";
 
 /* One setting: its name (as in the config file; the flag is --name with '-' for '_'). */
 typedef enum { T_INT, T_SIZE, T_STR, T_BOOL } setting_type;
+
+/* The Unix socket's settings (docs/UNIX.md). */
+static int serve_unix_setting(server_config *cfg, const char *name, const char *val, long long iv,
+                              char *err, size_t errlen) {
+    char *end;
+    if (!strcmp(name, "unix")) {
+        if (!*val || strlen(val) >= sizeof(cfg->unix_path)) {
+            snprintf(err, errlen, "unix: the socket path must be 1..%zu bytes",
+                     sizeof(cfg->unix_path) - 1);
+            return -1;
+        }
+        snprintf(cfg->unix_path, sizeof(cfg->unix_path), "%s", val);
+    } else if (!strcmp(name, "unix_mode")) {
+        unsigned long m = strtoul(val, &end, 8);
+        if (!*val || *end || m > 0777) {
+            snprintf(err, errlen,
+                     "unix_mode: expected octal permission bits such as 0600 or "
+                     "0660, got '%s'",
+                     val);
+            return -1;
+        }
+        cfg->unix_mode = (unsigned)m;
+    } else if (!strcmp(name, "unix_allow_uid")) {
+        cfg->unix_nallow = 0;
+        for (const char *p = val; *p;) {
+            unsigned long uid = strtoul(p, &end, 10);
+            int max = (int)(sizeof(cfg->unix_allow_uid) / sizeof(cfg->unix_allow_uid[0]));
+            if (end == p || (*end && *end != ',') || uid > UINT32_MAX - 1 ||
+                cfg->unix_nallow == max) {
+                snprintf(err, errlen,
+                         "unix_allow_uid: expected up to %d numeric uids separated "
+                         "by commas, got '%s'",
+                         max, val);
+                return -1;
+            }
+            cfg->unix_allow_uid[cfg->unix_nallow++] = (uint32_t)uid;
+            p = *end ? end + 1 : end;
+        }
+        if (cfg->unix_nallow == 0) {
+            snprintf(err, errlen, "unix_allow_uid: expected at least one uid");
+            return -1;
+        }
+    } else if (!strcmp(name, "unix_lease_ms")) {
+        if (iv < 1) {
+            snprintf(err, errlen, "unix_lease_ms: must be at least 1");
+            return -1;
+        }
+        cfg->unix_lease_ms = (uint32_t)iv;
+    }
+    return 0;
+}
 
 static int set_value(server_config *cfg, const char *name, const char *val, char *tokfile,
                      size_t toklen, char *err, size_t errlen) {
@@ -50,12 +121,16 @@ static int set_value(server_config *cfg, const char *name, const char *val, char
         const char *name;
         setting_type type;
     } table[] = {
-        {"port", T_INT},         {"bind", T_STR},        {"metrics_port", T_INT},
-        {"capacity", T_SIZE},    {"threads", T_INT},     {"policy", T_STR},
-        {"prefault", T_BOOL},    {"hugepages", T_BOOL},  {"auth_token_file", T_STR},
-        {"max_conns", T_INT},    {"max_keys", T_INT},    {"max_frame", T_SIZE},
-        {"max_value", T_SIZE},   {"idle_timeout", T_INT}, {"log_level", T_STR},
-        {"ready_file", T_STR},
+        {"port", T_INT},       {"bind", T_STR},           {"metrics_port", T_INT},
+        {"capacity", T_SIZE},  {"threads", T_INT},        {"policy", T_STR},
+        {"prefault", T_BOOL},  {"hugepages", T_BOOL},     {"auth_token_file", T_STR},
+        {"max_conns", T_INT},  {"max_keys", T_INT},       {"max_frame", T_SIZE},
+        {"max_value", T_SIZE}, {"idle_timeout", T_INT},   {"log_level", T_STR},
+        {"ready_file", T_STR}, {"etcd", T_STR},           {"cluster", T_STR},
+        {"advertise", T_STR},  {"etcd_ttl", T_INT},       {"unix", T_STR},
+        {"unix_mode", T_STR},  {"unix_allow_uid", T_STR}, {"unix_lease_ms", T_INT},
+        {"disk_dir", T_STR},   {"disk_capacity", T_SIZE}, {"disk_segment", T_SIZE},
+        {"disk_io", T_STR},
     };
     int found = -1;
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
@@ -140,6 +215,56 @@ static int set_value(server_config *cfg, const char *name, const char *val, char
         }
     } else if (!strcmp(name, "ready_file")) {
         cfg->ready_file = strdup(val);
+    } else if (!strcmp(name, "etcd")) {
+        if (!*val || strlen(val) >= sizeof(cfg->etcd)) {
+            snprintf(err, errlen, "etcd: expected http://HOST:PORT[,...], got '%s'", val);
+            return -1;
+        }
+        snprintf(cfg->etcd, sizeof(cfg->etcd), "%s", val);
+    } else if (!strcmp(name, "cluster")) {
+        size_t n = strspn(val, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.");
+        if (!*val || val[n] || n >= sizeof(cfg->cluster)) {
+            snprintf(err, errlen,
+                     "cluster: expected 1..%zu letters, digits, '-', '_' or '.', "
+                     "got '%s'",
+                     sizeof(cfg->cluster) - 1, val);
+            return -1;
+        }
+        snprintf(cfg->cluster, sizeof(cfg->cluster), "%s", val);
+    } else if (!strcmp(name, "advertise")) {
+        const char *colon = strrchr(val, ':');
+        char *end = NULL;
+        long p = colon ? strtol(colon + 1, &end, 10) : 0;
+        if (!colon || colon == val || !colon[1] || *end || p < 1 || p > 65535 ||
+            strlen(val) >= sizeof(cfg->advertise) || strpbrk(val, "/?#@ ,")) {
+            snprintf(err, errlen, "advertise: expected HOST:PORT, got '%s'", val);
+            return -1;
+        }
+        snprintf(cfg->advertise, sizeof(cfg->advertise), "%s", val);
+    } else if (!strcmp(name, "etcd_ttl")) {
+        if (iv < 2 || iv > 3600) {
+            snprintf(err, errlen, "etcd_ttl: expected 2..3600 seconds, got %lld", iv);
+            return -1;
+        }
+        cfg->etcd_ttl_s = (int)iv;
+    } else if (!strncmp(name, "unix", 4)) {
+        return serve_unix_setting(cfg, name, val, iv, err, errlen);
+    } else if (!strcmp(name, "disk_dir")) {
+        static char disk_dir[512]; /* one serve per process; nothing to free on any exit */
+        if (strlen(val) >= sizeof(disk_dir)) {
+            snprintf(err, errlen, "disk_dir: longer than %zu bytes", sizeof(disk_dir) - 1);
+            return -1;
+        }
+        snprintf(disk_dir, sizeof(disk_dir), "%s", val);
+        cfg->store.disk_dir = disk_dir;
+    } else if (!strcmp(name, "disk_capacity") || !strcmp(name, "disk_segment")) {
+        *(!strcmp(name, "disk_capacity") ? &cfg->store.disk_capacity : &cfg->store.disk_segment) =
+            sv;
+    } else if (!strcmp(name, "disk_io")) {
+        if ((cfg->store.disk_io = store_disk_io_parse(val)) < 0) {
+            snprintf(err, errlen, "disk_io: expected auto, io_uring or pwritev, got '%s'", val);
+            return -1;
+        }
     }
     return 0;
 }
@@ -177,8 +302,10 @@ static int load_config(server_config *cfg, const char *path, char *tokfile, size
         const char *at = cJSON_GetErrorPtr();
         int line = 1, col = 1;
         for (const char *p = text; at && p < at && *p; p++) {
-            if (*p == '\n') line++, col = 1;
-            else col++;
+            if (*p == '\n')
+                line++, col = 1;
+            else
+                col++;
         }
         snprintf(err, errlen, "%s:%d:%d: not a JSON object", path, line, col);
         cJSON_Delete(root);
@@ -195,8 +322,7 @@ static int load_config(server_config *cfg, const char *path, char *tokfile, size
         else if (cJSON_IsNumber(it) && it->valuedouble == (double)(long long)it->valuedouble)
             snprintf(val, sizeof(val), "%lld", (long long)it->valuedouble);
         else {
-            snprintf(err, errlen, "%s: %s: expected a string, number or boolean", path,
-                     it->string);
+            snprintf(err, errlen, "%s: %s: expected a string, number or boolean", path, it->string);
             rc = -1;
             break;
         }
@@ -214,7 +340,8 @@ static int load_token(server_config *cfg, const char *path, char *err, size_t er
     char *t = read_file(path, err, errlen);
     if (!t) return -1;
     size_t n = strlen(t);
-    while (n && (t[n - 1] == '\n' || t[n - 1] == '\r' || t[n - 1] == ' ')) t[--n] = '\0';
+    while (n && (t[n - 1] == '\n' || t[n - 1] == '\r' || t[n - 1] == ' '))
+        t[--n] = '\0';
     if (n == 0 || n >= sizeof(cfg->auth_token)) {
         snprintf(err, errlen, "auth token file %s: the token must be 1..%zu bytes", path,
                  sizeof(cfg->auth_token) - 1);
@@ -269,7 +396,13 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "tide serve: %s\n", err);
         return 2;
     }
-    int rc = server_run(&cfg);
+    int rc;
+    if (!cfg.etcd[0] != !cfg.cluster[0])
+        rc = cli_usage_error("serve", "--etcd and --cluster go together");
+    else if ((cfg.store.disk_dir && cfg.store.disk_dir[0]) != (cfg.store.disk_capacity > 0))
+        rc = cli_usage_error("serve", "--disk-dir and --disk-capacity go together");
+    else
+        rc = server_run(&cfg) == 0 ? 0 : 1;
     free((void *)cfg.ready_file);
-    return rc == 0 ? 0 : 1;
+    return rc;
 }

@@ -19,6 +19,9 @@ static const cli_command commands[] = {
     {"version", cmd_version, "print the version of tide and libtide"},
     {"bench", cmd_bench, "measure a store: ops/s, GB/s and latency percentiles"},
     {"demo", cmd_demo, "the main job: an engine reusing prefixes through tide, checked bit for bit"},
+    {"replay", cmd_replay,
+     "replay a Mooncake-format trace against a store: hit rates, bytes, latency"},
+    {"analyze", cmd_analyze, "a trace's hit rates under infinite, Belady, LRU and S3-FIFO caches"},
     {"check-config", cmd_check_config, "check a connector config against vLLM's and tide's rules"},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

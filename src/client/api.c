@@ -13,7 +13,10 @@
 
 static const backend_ops *const backends[] = {
     &mem_backend,
+    &cluster_backend, /* tide:// with several members or cluster options */
     &node_backend,
+    &etcd_backend,
+    &unix_backend,
 };
 
 int client_err(tide_store *s, int code, const char *fmt, ...) {
@@ -61,9 +64,11 @@ TIDE_API int tide_open(const char *text, tide_store **out) {
     if (rc) return err_set(NULL, NULL, rc, "%s", msg);
     const backend_ops *ops = NULL;
     for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++)
-        if (strcmp(backends[i]->scheme, u.scheme) == 0) ops = backends[i];
+        if (!ops && strcmp(backends[i]->scheme, u.scheme) == 0 &&
+            (!backends[i]->claims || backends[i]->claims(&u)))
+            ops = backends[i];
     if (!ops) {
-        rc = err_set(NULL, NULL, TIDE_ESCHEME, "unknown URL scheme '%s://' in '%s' (known: mem://, tide://)",
+        rc = err_set(NULL, NULL, TIDE_ESCHEME, "unknown URL scheme '%s://' in '%s' (known: mem://, tide://, etcd://, unix://)",
                      u.scheme, text);
         url_free(&u);
         return rc;

@@ -18,6 +18,9 @@
 
 typedef struct backend_ops {
     const char *scheme;
+    /* May be NULL. When set, the backend serves a URL of its scheme only when this returns
+     * non-zero; backends are tried in table order. */
+    int (*claims)(const url *u);
     /* Parse the backend's URL options (marking them read) and set s->impl. */
     int (*open)(tide_store *s, url *u);
     void (*close)(tide_store *s);
@@ -51,5 +54,8 @@ const char *client_key_repr(const void *key, size_t klen, char *buf, size_t len)
 
 extern const backend_ops mem_backend;
 extern const backend_ops node_backend;
+extern const backend_ops cluster_backend;
+extern const backend_ops etcd_backend;
+extern const backend_ops unix_backend;
 
 #endif

@@ -38,6 +38,7 @@
 
 #include "client/client.h"
 #include "common/checksum.h"
+#include "common/stats_fields.h"
 #include "proto/frame.h"
 
 #define NODE_DEFAULT_TIMEOUT_MS 5000
@@ -522,16 +523,7 @@ static int on_get_reply(call *k, const frame_msg *m, void *arg) {
         int rc = recv_all(k, v, nv);
         if (rc) return rc;
         /* Hash what landed in the caller's memory. */
-        uint64_t h;
-        if (a->cnts[i] == 1) {
-            h = checksum_buf(src[0].base, e.vlen);
-        } else {
-            uint8_t *tmp = malloc(e.vlen);
-            if (!tmp) return -ENOMEM;
-            copy_gather(tmp, src, a->cnts[i], 0);
-            h = checksum_buf(tmp, e.vlen);
-            free(tmp);
-        }
+        uint64_t h = checksum_iov(src, a->cnts[i], e.vlen);
         if (h != e.sum) {
             char kb[80];
             client_err(k->s, TIDE_ECHECKSUM, "%s: value of key '%s' failed its checksum; "
@@ -727,6 +719,11 @@ static int on_stat_reply(call *k, const frame_msg *m, void *arg) {
             if (e.key.len == strlen(fields[i].name) &&
                 memcmp(e.key.data, fields[i].name, e.key.len) == 0)
                 *(uint64_t *)((char *)st + fields[i].off) = e.figure;
+        }
+        for (size_t i = 0; i < stats_disk_nfields; i++) {
+            const stats_field *f = &stats_disk_fields[i];
+            if (e.key.len == strlen(f->name) && memcmp(e.key.data, f->name, e.key.len) == 0)
+                stats_field_set(st, f, e.figure);
         }
     }
     return 0;

@@ -2,8 +2,10 @@
  * checksum.h — the object checksum (xxh3-64, through libxxhash's x86 dispatch so the
  * widest vector unit is used) and copies that compute it on the way.
  *
- * Copies go in chunks small enough to stay in cache, and each chunk is hashed right after
- * it is copied, so the checksum reads cache-hot bytes instead of a second pass over memory.
+ * Copies go in chunks small enough to stay in cache: each chunk of the source is hashed,
+ * then copied from cache, so the bytes cross the memory bus once. Large copies write the
+ * destination with non-temporal stores (see checksum.c). The checksum returned is that of
+ * the bytes copied.
  */
 #ifndef TIDE_CHECKSUM_H
 #define TIDE_CHECKSUM_H
@@ -15,6 +17,10 @@
 
 /* xxh3-64 of n bytes. */
 uint64_t checksum_buf(const void *p, size_t n);
+
+/* xxh3-64 of the first len bytes of a scatter list, as one stream (same value as
+ * checksum_buf over the bytes laid end to end). */
+uint64_t checksum_iov(const tide_iov *iov, size_t cnt, size_t len);
 
 /* Total length of a scatter list. */
 size_t iov_total(const tide_iov *iov, size_t cnt);

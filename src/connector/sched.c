@@ -14,8 +14,9 @@
  *   request_finished  dropped; kept in the next metadata's finished list when saves were
  *                     issued for it, so the workers report it once they are done
  *
- * What a save covers, per group (S = tokens saved so far, E = tokens computed, aligned down
- * to the scheduler block size A; R = the replay boundary floor((prompt - 1) / A) * A; a
+ * What a save covers, per group (S = tokens saved so far, E = tokens computed — no further
+ * than the prompt unless save_decode_cache — aligned down to the scheduler block size A;
+ * R = the replay boundary floor((prompt - 1) / A) * A; a
  * boundary Q is retained when Q == R, or Q is a multiple of the retention interval, or
  * every boundary is when the interval is null):
  *   full attention / MLA  every block in [S, E)
@@ -414,7 +415,11 @@ static int plan_request(tide_connector *c, conn_req *r, tide_connector_meta *m) 
         if (r->prev_computed < r->load_to) r->prev_computed = r->load_to;
     } else if (c->saves && r->hash_len) {
         int64_t covered = (int64_t)r->nhashes * cfg->hash_block_size;
-        int64_t e = (r->computed < covered ? r->computed : covered) / a * a;
+        int64_t e = r->computed < covered ? r->computed : covered;
+        /* Decode-produced KV is saved only with save_decode_cache (as the reference):
+         * otherwise a save stops at the prompt. */
+        if (!cfg->extra.save_decode_cache && e > r->prompt_tokens) e = r->prompt_tokens;
+        e = e / a * a;
         if (e > r->saved) {
             conn_mjob *j =
                 conn_meta_add_job(m, TIDE_CONNECTOR_SAVE, r->id, r->saved, e, r->hash_len);

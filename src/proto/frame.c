@@ -6,24 +6,28 @@
 #include <stdio.h>
 
 static const char *const request_names[] = {
-    [FRAME_OP_HELLO] = "HELLO",   [FRAME_OP_PUT] = "PUT",
-    [FRAME_OP_GET] = "GET",       [FRAME_OP_EXISTS] = "EXISTS",
-    [FRAME_OP_REMOVE] = "REMOVE", [FRAME_OP_MATCH_PREFIX] = "MATCH_PREFIX",
-    [FRAME_OP_STAT] = "STAT",     [FRAME_OP_PING] = "PING",
-    [FRAME_OP_CLEAR] = "CLEAR",
+    [FRAME_OP_HELLO] = "HELLO",     [FRAME_OP_PUT] = "PUT",
+    [FRAME_OP_GET] = "GET",         [FRAME_OP_EXISTS] = "EXISTS",
+    [FRAME_OP_REMOVE] = "REMOVE",   [FRAME_OP_MATCH_PREFIX] = "MATCH_PREFIX",
+    [FRAME_OP_STAT] = "STAT",       [FRAME_OP_PING] = "PING",
+    [FRAME_OP_CLEAR] = "CLEAR",     [FRAME_OP_RESERVE] = "RESERVE",
+    [FRAME_OP_COMMIT] = "COMMIT",   [FRAME_OP_PIN] = "PIN",
+    [FRAME_OP_RELEASE] = "RELEASE",
 };
 static const char *const reply_names[] = {
-    [FRAME_OP_HELLO] = "HELLO_REPLY",   [FRAME_OP_PUT] = "PUT_REPLY",
-    [FRAME_OP_GET] = "GET_REPLY",       [FRAME_OP_EXISTS] = "EXISTS_REPLY",
-    [FRAME_OP_REMOVE] = "REMOVE_REPLY", [FRAME_OP_MATCH_PREFIX] = "MATCH_PREFIX_REPLY",
-    [FRAME_OP_STAT] = "STAT_REPLY",     [FRAME_OP_PING] = "PING_REPLY",
-    [FRAME_OP_CLEAR] = "CLEAR_REPLY",
+    [FRAME_OP_HELLO] = "HELLO_REPLY",     [FRAME_OP_PUT] = "PUT_REPLY",
+    [FRAME_OP_GET] = "GET_REPLY",         [FRAME_OP_EXISTS] = "EXISTS_REPLY",
+    [FRAME_OP_REMOVE] = "REMOVE_REPLY",   [FRAME_OP_MATCH_PREFIX] = "MATCH_PREFIX_REPLY",
+    [FRAME_OP_STAT] = "STAT_REPLY",       [FRAME_OP_PING] = "PING_REPLY",
+    [FRAME_OP_CLEAR] = "CLEAR_REPLY",     [FRAME_OP_RESERVE] = "RESERVE_REPLY",
+    [FRAME_OP_COMMIT] = "COMMIT_REPLY",   [FRAME_OP_PIN] = "PIN_REPLY",
+    [FRAME_OP_RELEASE] = "RELEASE_REPLY",
 };
 
 int frame_op_valid(unsigned op) {
     if (op == FRAME_OP_ERROR) return 1;
     unsigned base = op & ~(unsigned)FRAME_OP_REPLY;
-    return op <= 0xff && base >= FRAME_OP_HELLO && base <= FRAME_OP_CLEAR;
+    return op <= 0xff && base >= FRAME_OP_HELLO && base <= FRAME_OP_RELEASE;
 }
 
 const char *frame_op_name(unsigned op) {

@@ -12,7 +12,7 @@
  *   off size field
  *    0   4   magic     0x45444954 (the bytes "TIDE")
  *    4   1   version   1 (HELLO and its reply always carry 1; see HELLO below)
- *    5   1   opcode    a request (0x01..0x09), its reply (request | 0x80), or ERROR (0xff)
+ *    5   1   opcode    a request (0x01..0x0d), its reply (request | 0x80), or ERROR (0xff)
  *    6   2   flags     0; no flag is defined in version 1 and unknown bits are an error
  *    8   8   req_id    chosen by the client, echoed by the reply
  *   16   4   count     number of per-key entries in the key section
@@ -53,6 +53,28 @@
  *   STAT         count 0:  empty;        reply count n: n x { u8 name_len (1..64),
  *                          name ([A-Za-z0-9_.]), u64 value }
  *   PING, CLEAR  count 0:  empty;        reply count 0: empty
+ *
+ * Shared-pool requests, served only on a connection whose HELLO was granted
+ * FRAME_FEATURE_SHM (a same-host Unix socket; the pool's memfd came with the HELLO reply).
+ * No value bytes travel: the client copies them itself, into or out of the pool, at the
+ * offsets these replies give. An id names a reservation or pin (a lease) of this connection.
+ *
+ *   RESERVE      count n:  n x { key, u64 vlen (>= 1) }
+ *   RESERVE reply count n: n x { i32 status, u64 id, u64 offset }
+ *                          status 0, id != 0: write vlen bytes at pool offset, then COMMIT;
+ *                          status 0, id 0, offset 0: the key exists already (nothing to do);
+ *                          status < 0 (TIDE_ENOSPACE, TIDE_EVALBIG, ...): id 0, offset 0
+ *   COMMIT       count n:  n x { u64 id (!= 0), u64 xxh3-64 of the bytes written };
+ *                          reply: n x { i32 status }  (TIDE_ENOTFOUND: unknown or expired)
+ *   PIN          count n:  n x { key, u64 cap }  (as GET)
+ *   PIN reply    count n:  n x { i32 status, u64 id, u64 offset, u64 vlen, u64 xxh3-64 }
+ *                          status 0: id != 0, vlen >= 1: read vlen bytes at offset, RELEASE;
+ *                          status TIDE_EBUFSMALL: vlen = the size needed, the rest 0 (no pin);
+ *                          other status: every field 0
+ *   RELEASE      count n:  n x { u64 id (!= 0), i32 outcome }: end a pin (outcome 0, or
+ *                          TIDE_ECHECKSUM: the bytes read failed their checksum, so the
+ *                          object is dropped and counted) or abort a reservation (outcome 0);
+ *                          reply: n x { i32 status }
  *
  * Every request with keys may have zero of them. Per-key statuses are 0 or negative.
  *
@@ -96,6 +118,10 @@
 #define FRAME_HELLO_META 18    /* HELLO key section without the token */
 #define FRAME_HELLO_REPLY_META 32
 
+/* HELLO feature bits. */
+/* Send the pool's memfd with the reply and serve RESERVE, COMMIT, PIN, RELEASE. */
+#define FRAME_FEATURE_SHM (1ull << 0)
+
 enum frame_op {
     FRAME_OP_HELLO = 0x01,
     FRAME_OP_PUT = 0x02,
@@ -106,6 +132,10 @@ enum frame_op {
     FRAME_OP_STAT = 0x07,
     FRAME_OP_PING = 0x08,
     FRAME_OP_CLEAR = 0x09,
+    FRAME_OP_RESERVE = 0x0a,
+    FRAME_OP_COMMIT = 0x0b,
+    FRAME_OP_PIN = 0x0c,
+    FRAME_OP_RELEASE = 0x0d,
     FRAME_OP_REPLY = 0x80, /* bit set on every reply: FRAME_OP_GET | FRAME_OP_REPLY */
     FRAME_OP_ERROR = 0xff, /* reply to a request whose opcode was not understood */
 };
@@ -177,13 +207,16 @@ typedef struct frame_msg {
 /* One per-key entry. Only the fields of the frame's opcode are set; the rest are 0. */
 typedef struct frame_entry {
     tide_key key;       /* requests with keys; STAT reply: the figure's name */
-    uint64_t vlen;      /* PUT, GET reply: value length (GET reply TIDE_EBUFSMALL: needed) */
-    uint64_t sum;       /* PUT, GET reply: xxh3-64 of the value */
+    uint64_t vlen;      /* PUT, RESERVE, GET and PIN replies: value length (TIDE_EBUFSMALL:
+                           the size needed) */
+    uint64_t sum;       /* PUT, COMMIT, GET and PIN replies: xxh3-64 of the value */
     uint64_t voff;      /* PUT, GET reply: offset of the value in the value bytes */
     const uint8_t *val; /* the value itself when the value bytes are in the buffer */
-    uint64_t cap;       /* GET: the client's room for the value */
+    uint64_t cap;       /* GET, PIN: the client's room for the value */
     uint64_t figure;    /* STAT reply: the figure's value */
-    int32_t status;     /* PUT, GET, REMOVE replies */
+    uint64_t id;        /* COMMIT, RELEASE, RESERVE and PIN replies: the lease */
+    uint64_t offset;    /* RESERVE and PIN replies: pool offset of the value */
+    int32_t status;     /* PUT, GET, REMOVE, COMMIT, RELEASE replies; RELEASE: outcome */
     uint8_t present;    /* EXISTS reply */
 } frame_entry;
 
@@ -277,6 +310,29 @@ int frame_encode_put(void *buf, size_t cap, size_t *len, uint64_t req_id, const 
 int frame_encode_get(void *buf, size_t cap, size_t *len, uint64_t req_id, const tide_key *keys,
                      const uint64_t *caps, size_t n);
 
+/* Shared-pool requests (see the layout above). RESERVE: vlens[i] >= 1 for key i. PIN: as
+ * GET. COMMIT: ids[i] != 0 and the checksum of what was written. RELEASE: ids[i] != 0 and
+ * outcomes[i] 0 or TIDE_ECHECKSUM (outcomes NULL = all 0). */
+int frame_encode_reserve(void *buf, size_t cap, size_t *len, uint64_t req_id, const tide_key *keys,
+                         const uint64_t *vlens, size_t n);
+int frame_encode_pin(void *buf, size_t cap, size_t *len, uint64_t req_id, const tide_key *keys,
+                     const uint64_t *caps, size_t n);
+int frame_encode_commit(void *buf, size_t cap, size_t *len, uint64_t req_id, const uint64_t *ids,
+                        const uint64_t *sums, size_t n);
+int frame_encode_release(void *buf, size_t cap, size_t *len, uint64_t req_id, const uint64_t *ids,
+                         const int32_t *outcomes, size_t n);
+
+/* RESERVE reply: status[i], and for status 0 ids[i] (0 = the key exists already) and
+ * offsets[i]; fields the layout says are 0 are written as 0 whatever the arrays hold. */
+int frame_encode_reserve_reply(void *buf, size_t cap, size_t *len, uint64_t req_id,
+                               const int32_t *status, const uint64_t *ids, const uint64_t *offsets,
+                               size_t n);
+/* PIN reply: status[i]; for status 0 ids[i] (!= 0), offsets[i], vlens[i] (>= 1), sums[i];
+ * for TIDE_EBUFSMALL vlens[i], the size needed. */
+int frame_encode_pin_reply(void *buf, size_t cap, size_t *len, uint64_t req_id,
+                           const int32_t *status, const uint64_t *ids, const uint64_t *offsets,
+                           const uint64_t *vlens, const uint64_t *sums, size_t n);
+
 /* EXISTS, REMOVE or MATCH_PREFIX of n keys (op says which). */
 int frame_encode_keys(void *buf, size_t cap, size_t *len, unsigned op, uint64_t req_id,
                       const tide_key *keys, size_t n);
@@ -284,7 +340,8 @@ int frame_encode_keys(void *buf, size_t cap, size_t *len, unsigned op, uint64_t 
 /* A frame with no body: STAT, PING, CLEAR requests; PING and CLEAR replies. */
 int frame_encode_empty(void *buf, size_t cap, size_t *len, unsigned op, uint64_t req_id);
 
-/* PUT or REMOVE reply (op is the request's opcode): status[i] for key i (0 or negative). */
+/* PUT, REMOVE, COMMIT or RELEASE reply (op is the request's opcode): status[i] for entry i
+ * (0 or negative). */
 int frame_encode_status_reply(void *buf, size_t cap, size_t *len, unsigned op, uint64_t req_id,
                               const int32_t *status, size_t n);
 

@@ -28,6 +28,11 @@ enum kind {
     K_MATCH_REPLY,
     K_STAT_REPLY,
     K_ERROR,
+    K_RESERVE,
+    K_COMMIT,
+    K_RELEASE,
+    K_RESERVE_REPLY,
+    K_PIN_REPLY,
 };
 
 /* A key section holds fmin..fmax fixed bytes plus count entries of emin..emax bytes each
@@ -43,7 +48,14 @@ typedef struct shape {
 #define KEY_ENTRY_MAX (2u + TIDE_KEY_MAX) /* u16 klen + TIDE_KEY_MAX bytes */
 #define STAT_ENTRY_MIN 10u                /* u8 name_len + 1 byte + u64 */
 #define STAT_ENTRY_MAX (9u + FRAME_STAT_NAME_MAX)
-#define GET_REPLY_ENTRY 20u /* i32 status + u64 vlen + u64 sum */
+#define GET_REPLY_ENTRY 20u     /* i32 status + u64 vlen + u64 sum */
+#define COMMIT_ENTRY 16u        /* u64 id + u64 sum */
+#define RELEASE_ENTRY 12u       /* u64 id + i32 outcome */
+#define RESERVE_REPLY_ENTRY 20u /* i32 status + u64 id + u64 offset */
+#define PIN_REPLY_ENTRY 36u     /* i32 status + u64 id, offset, vlen, sum */
+
+/* How parse_keys treats the u64 after each key. */
+enum key_extra { X_NONE, X_PUT_VLEN, X_RESERVE_VLEN };
 
 static shape shape_of(unsigned op, int32_t status) {
     if (status != 0) return (shape){K_ERROR, 0, FRAME_ERRMSG_MAX, 0, 0, 0};
@@ -55,13 +67,26 @@ static shape shape_of(unsigned op, int32_t status) {
     case FRAME_OP_PUT:
         return (shape){K_PUT, 0, 0, KEY_ENTRY_MIN + 16, KEY_ENTRY_MAX + 16, 1};
     case FRAME_OP_GET:
+    case FRAME_OP_PIN:
         return (shape){K_GET, 0, 0, KEY_ENTRY_MIN + 8, KEY_ENTRY_MAX + 8, 0};
+    case FRAME_OP_RESERVE:
+        return (shape){K_RESERVE, 0, 0, KEY_ENTRY_MIN + 8, KEY_ENTRY_MAX + 8, 0};
+    case FRAME_OP_COMMIT:
+        return (shape){K_COMMIT, 0, 0, COMMIT_ENTRY, COMMIT_ENTRY, 0};
+    case FRAME_OP_RELEASE:
+        return (shape){K_RELEASE, 0, 0, RELEASE_ENTRY, RELEASE_ENTRY, 0};
+    case FRAME_OP_RESERVE | FRAME_OP_REPLY:
+        return (shape){K_RESERVE_REPLY, 0, 0, RESERVE_REPLY_ENTRY, RESERVE_REPLY_ENTRY, 0};
+    case FRAME_OP_PIN | FRAME_OP_REPLY:
+        return (shape){K_PIN_REPLY, 0, 0, PIN_REPLY_ENTRY, PIN_REPLY_ENTRY, 0};
     case FRAME_OP_EXISTS:
     case FRAME_OP_REMOVE:
     case FRAME_OP_MATCH_PREFIX:
         return (shape){K_KEYS, 0, 0, KEY_ENTRY_MIN, KEY_ENTRY_MAX, 0};
     case FRAME_OP_PUT | FRAME_OP_REPLY:
     case FRAME_OP_REMOVE | FRAME_OP_REPLY:
+    case FRAME_OP_COMMIT | FRAME_OP_REPLY:
+    case FRAME_OP_RELEASE | FRAME_OP_REPLY:
         return (shape){K_STATUS, 0, 0, 4, 4, 0};
     case FRAME_OP_GET | FRAME_OP_REPLY:
         return (shape){K_GET_REPLY, 0, 0, GET_REPLY_ENTRY, GET_REPLY_ENTRY, 1};
@@ -188,8 +213,12 @@ static int check_header(frame_decoder *d, const uint8_t *p, frame_header *h, sha
     return 0;
 }
 
-/* Keys of PUT, GET, EXISTS, REMOVE, MATCH_PREFIX: `extra` bytes follow each key. */
-static int parse_keys(frame_decoder *d, frame_msg *m, size_t extra, int put) {
+/* Keys of PUT, GET, EXISTS, REMOVE, MATCH_PREFIX, RESERVE, PIN: `extra` bytes follow each
+ * key; `mode` says whether they start with a value length to check. A RESERVE's length is
+ * not held to max_value here: no value bytes follow it, and the store answers a value too
+ * large for it per key. */
+static int parse_keys(frame_decoder *d, frame_msg *m, size_t extra, enum key_extra mode) {
+    const int put = mode == X_PUT_VLEN;
     const uint8_t *p = m->meta, *end = m->meta + m->h.meta_len;
     const char *op = frame_op_name(m->h.opcode);
     uint64_t total = 0;
@@ -207,6 +236,8 @@ static int parse_keys(frame_decoder *d, frame_msg *m, size_t extra, int put) {
             return fail(d, TIDE_EPROTO, "%s: key section ends inside entry %u of %u", op, i,
                         m->h.count);
         p += klen;
+        if (mode == X_RESERVE_VLEN && frame_rd64(p) == 0)
+            return fail(d, TIDE_EVALEMPTY, "%s: value of key %u is empty", op, i);
         if (put) {
             uint64_t vlen = frame_rd64(p);
             if (vlen == 0) return fail(d, TIDE_EVALEMPTY, "%s: value of key %u is empty", op, i);
@@ -268,6 +299,49 @@ static int parse_get_reply(frame_decoder *d, frame_msg *m) {
     return 0;
 }
 
+/* The fixed-size entries of the shared-pool frames, held to their canonical form. */
+static int parse_leases(frame_decoder *d, frame_msg *m, enum kind kind) {
+    const char *op = frame_op_name(m->h.opcode);
+    const uint32_t esize = kind == K_COMMIT      ? COMMIT_ENTRY
+                           : kind == K_RELEASE   ? RELEASE_ENTRY
+                           : kind == K_PIN_REPLY ? PIN_REPLY_ENTRY
+                                                 : RESERVE_REPLY_ENTRY;
+    for (uint32_t i = 0; i < m->h.count; i++) {
+        const uint8_t *p = m->meta + (size_t)i * esize;
+        if (kind == K_COMMIT || kind == K_RELEASE) {
+            if (frame_rd64(p) == 0) return fail(d, TIDE_EPROTO, "%s: entry %u has id 0", op, i);
+            int32_t out = kind == K_RELEASE ? (int32_t)frame_rd32(p + 8) : 0;
+            if (out != 0 && out != TIDE_ECHECKSUM)
+                return fail(d, TIDE_EPROTO, "%s: entry %u has outcome %d (0 or %d)", op, i, out,
+                            TIDE_ECHECKSUM);
+            continue;
+        }
+        int32_t st = (int32_t)frame_rd32(p);
+        uint64_t id = frame_rd64(p + 4), off = frame_rd64(p + 12);
+        if (st > 0) return fail(d, TIDE_EPROTO, "%s: entry %u has positive status %d", op, i, st);
+        if (kind == K_RESERVE_REPLY) {
+            if ((st != 0 || id == 0) && off != 0)
+                return fail(d, TIDE_EPROTO,
+                            "%s: entry %u without a reservation has offset "
+                            "%llu, must be 0",
+                            op, i, (unsigned long long)off);
+            if (st != 0 && id != 0)
+                return fail(d, TIDE_EPROTO, "%s: entry %u with status %d has an id", op, i, st);
+            continue;
+        }
+        uint64_t vlen = frame_rd64(p + 20), sum = frame_rd64(p + 28);
+        if (st == 0 && (id == 0 || vlen == 0))
+            return fail(d, TIDE_EPROTO, "%s: entry %u pinned with id %llu and vlen %llu", op, i,
+                        (unsigned long long)id, (unsigned long long)vlen);
+        if (st != 0 && (id || off || sum || (vlen && st != TIDE_EBUFSMALL)))
+            return fail(d, TIDE_EPROTO,
+                        "%s: entry %u with status %d carries fields that must "
+                        "be 0",
+                        op, i, st);
+    }
+    return 0;
+}
+
 static int stat_name_char(uint8_t c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
            c == '.';
@@ -306,11 +380,18 @@ static int parse_meta(frame_decoder *d, frame_msg *m, const shape *sh) {
     case K_EMPTY:
         return 0;
     case K_PUT:
-        return parse_keys(d, m, 16, 1);
+        return parse_keys(d, m, 16, X_PUT_VLEN);
     case K_GET:
-        return parse_keys(d, m, 8, 0);
+        return parse_keys(d, m, 8, X_NONE);
     case K_KEYS:
-        return parse_keys(d, m, 0, 0);
+        return parse_keys(d, m, 0, X_NONE);
+    case K_RESERVE:
+        return parse_keys(d, m, 8, X_RESERVE_VLEN);
+    case K_COMMIT:
+    case K_RELEASE:
+    case K_RESERVE_REPLY:
+    case K_PIN_REPLY:
+        return parse_leases(d, m, sh->kind);
     case K_GET_REPLY:
         return parse_get_reply(d, m);
     case K_STAT_REPLY:
@@ -451,6 +532,37 @@ int frame_iter_next(frame_iter *it, frame_entry *e) {
         break;
     case K_EXISTS_REPLY:
         e->present = *p++;
+        break;
+    case K_RESERVE:
+        e->key.len = frame_rd16(p);
+        e->key.data = p + 2;
+        p += 2 + e->key.len;
+        e->vlen = frame_rd64(p);
+        p += 8;
+        break;
+    case K_COMMIT:
+        e->id = frame_rd64(p);
+        e->sum = frame_rd64(p + 8);
+        p += COMMIT_ENTRY;
+        break;
+    case K_RELEASE:
+        e->id = frame_rd64(p);
+        e->status = (int32_t)frame_rd32(p + 8);
+        p += RELEASE_ENTRY;
+        break;
+    case K_RESERVE_REPLY:
+        e->status = (int32_t)frame_rd32(p);
+        e->id = frame_rd64(p + 4);
+        e->offset = frame_rd64(p + 12);
+        p += RESERVE_REPLY_ENTRY;
+        break;
+    case K_PIN_REPLY:
+        e->status = (int32_t)frame_rd32(p);
+        e->id = frame_rd64(p + 4);
+        e->offset = frame_rd64(p + 12);
+        e->vlen = frame_rd64(p + 20);
+        e->sum = frame_rd64(p + 28);
+        p += PIN_REPLY_ENTRY;
         break;
     case K_STAT_REPLY:
         e->key.len = *p;

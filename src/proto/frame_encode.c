@@ -144,18 +144,112 @@ int frame_encode_put(void *buf, size_t cap, size_t *len, uint64_t req_id, const 
     return 0;
 }
 
-int frame_encode_get(void *buf, size_t cap, size_t *len, uint64_t req_id, const tide_key *keys,
-                     const uint64_t *caps, size_t n) {
+/* GET, PIN and RESERVE: each key followed by a u64 (a cap, or a value length); `dflt` is
+ * that u64 when `nums` is NULL. */
+static int encode_keys_u64(void *buf, size_t cap, size_t *len, unsigned op, uint64_t req_id,
+                           const tide_key *keys, const uint64_t *nums, uint64_t dflt, size_t n) {
     int rc = check_keys(keys, n);
     if (rc) return rc;
     size_t meta = keys_bytes(keys, n, 8);
     rc = room(buf, cap, len, FRAME_HDR_SIZE + meta);
     if (rc) return rc;
-    uint8_t *p = put_header(buf, FRAME_OP_GET, req_id, n, 0, meta, 0);
+    uint8_t *p = put_header(buf, op, req_id, n, 0, meta, 0);
     for (size_t i = 0; i < n; i++) {
         p = put_key(p, &keys[i]);
-        frame_wr64(p, caps ? caps[i] : UINT64_MAX);
+        frame_wr64(p, nums ? nums[i] : dflt);
         p += 8;
+    }
+    return 0;
+}
+
+int frame_encode_get(void *buf, size_t cap, size_t *len, uint64_t req_id, const tide_key *keys,
+                     const uint64_t *caps, size_t n) {
+    return encode_keys_u64(buf, cap, len, FRAME_OP_GET, req_id, keys, caps, UINT64_MAX, n);
+}
+
+int frame_encode_pin(void *buf, size_t cap, size_t *len, uint64_t req_id, const tide_key *keys,
+                     const uint64_t *caps, size_t n) {
+    return encode_keys_u64(buf, cap, len, FRAME_OP_PIN, req_id, keys, caps, UINT64_MAX, n);
+}
+
+int frame_encode_reserve(void *buf, size_t cap, size_t *len, uint64_t req_id, const tide_key *keys,
+                         const uint64_t *vlens, size_t n) {
+    if (n && !vlens) return -EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if (vlens[i] == 0) return TIDE_EVALEMPTY;
+    return encode_keys_u64(buf, cap, len, FRAME_OP_RESERVE, req_id, keys, vlens, 0, n);
+}
+
+int frame_encode_commit(void *buf, size_t cap, size_t *len, uint64_t req_id, const uint64_t *ids,
+                        const uint64_t *sums, size_t n) {
+    if (n > TIDE_BATCH_MAX) return TIDE_ELIMIT;
+    if (n && (!ids || !sums)) return -EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] == 0) return TIDE_EPROTO;
+    int rc = room(buf, cap, len, FRAME_HDR_SIZE + 16 * n);
+    if (rc) return rc;
+    uint8_t *p = put_header(buf, FRAME_OP_COMMIT, req_id, n, 0, 16 * n, 0);
+    for (size_t i = 0; i < n; i++, p += 16) {
+        frame_wr64(p, ids[i]);
+        frame_wr64(p + 8, sums[i]);
+    }
+    return 0;
+}
+
+int frame_encode_release(void *buf, size_t cap, size_t *len, uint64_t req_id, const uint64_t *ids,
+                         const int32_t *outcomes, size_t n) {
+    if (n > TIDE_BATCH_MAX) return TIDE_ELIMIT;
+    if (n && !ids) return -EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        int32_t o = outcomes ? outcomes[i] : 0;
+        if (ids[i] == 0 || (o != 0 && o != TIDE_ECHECKSUM)) return TIDE_EPROTO;
+    }
+    int rc = room(buf, cap, len, FRAME_HDR_SIZE + 12 * n);
+    if (rc) return rc;
+    uint8_t *p = put_header(buf, FRAME_OP_RELEASE, req_id, n, 0, 12 * n, 0);
+    for (size_t i = 0; i < n; i++, p += 12) {
+        frame_wr64(p, ids[i]);
+        frame_wr32(p + 8, (uint32_t)(outcomes ? outcomes[i] : 0));
+    }
+    return 0;
+}
+
+int frame_encode_reserve_reply(void *buf, size_t cap, size_t *len, uint64_t req_id,
+                               const int32_t *status, const uint64_t *ids, const uint64_t *offsets,
+                               size_t n) {
+    if (n > TIDE_BATCH_MAX) return TIDE_ELIMIT;
+    for (size_t i = 0; i < n; i++)
+        if (status[i] > 0) return TIDE_EPROTO;
+    int rc = room(buf, cap, len, FRAME_HDR_SIZE + 20 * n);
+    if (rc) return rc;
+    uint8_t *p = put_header(buf, FRAME_OP_RESERVE | FRAME_OP_REPLY, req_id, n, 0, 20 * n, 0);
+    for (size_t i = 0; i < n; i++, p += 20) {
+        int held = status[i] == 0 && ids[i] != 0;
+        frame_wr32(p, (uint32_t)status[i]);
+        frame_wr64(p + 4, held ? ids[i] : 0);
+        frame_wr64(p + 12, held ? offsets[i] : 0);
+    }
+    return 0;
+}
+
+int frame_encode_pin_reply(void *buf, size_t cap, size_t *len, uint64_t req_id,
+                           const int32_t *status, const uint64_t *ids, const uint64_t *offsets,
+                           const uint64_t *vlens, const uint64_t *sums, size_t n) {
+    if (n > TIDE_BATCH_MAX) return TIDE_ELIMIT;
+    for (size_t i = 0; i < n; i++) {
+        if (status[i] > 0) return TIDE_EPROTO;
+        if (status[i] == 0 && (ids[i] == 0 || vlens[i] == 0)) return TIDE_EPROTO;
+    }
+    int rc = room(buf, cap, len, FRAME_HDR_SIZE + 36 * n);
+    if (rc) return rc;
+    uint8_t *p = put_header(buf, FRAME_OP_PIN | FRAME_OP_REPLY, req_id, n, 0, 36 * n, 0);
+    for (size_t i = 0; i < n; i++, p += 36) {
+        int32_t st = status[i];
+        frame_wr32(p, (uint32_t)st);
+        frame_wr64(p + 4, st == 0 ? ids[i] : 0);
+        frame_wr64(p + 12, st == 0 ? offsets[i] : 0);
+        frame_wr64(p + 20, st == 0 || st == TIDE_EBUFSMALL ? vlens[i] : 0);
+        frame_wr64(p + 28, st == 0 ? sums[i] : 0);
     }
     return 0;
 }
@@ -195,7 +289,9 @@ int frame_encode_empty(void *buf, size_t cap, size_t *len, unsigned op, uint64_t
 int frame_encode_status_reply(void *buf, size_t cap, size_t *len, unsigned op, uint64_t req_id,
                               const int32_t *status, size_t n) {
     op &= ~(unsigned)FRAME_OP_REPLY;
-    if (op != FRAME_OP_PUT && op != FRAME_OP_REMOVE) return -EINVAL;
+    if (op != FRAME_OP_PUT && op != FRAME_OP_REMOVE && op != FRAME_OP_COMMIT &&
+        op != FRAME_OP_RELEASE)
+        return -EINVAL;
     if (n > TIDE_BATCH_MAX) return TIDE_ELIMIT;
     for (size_t i = 0; i < n; i++)
         if (status[i] > 0) return TIDE_EPROTO;

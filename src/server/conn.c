@@ -18,6 +18,10 @@
  *
  * Timeouts: a connection whose partial frame or queued reply has not moved for
  * idle_timeout_s is closed, which aborts its reservations and releases its pins.
+ *
+ * Same-host connections (the Unix listener) may ask HELLO for the shared pool: the reply
+ * then carries the pool's memfd (SCM_RIGHTS) and conn_shm.c serves their RESERVE, COMMIT,
+ * PIN and RELEASE requests and holds their leases (`shm`), released when they close.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -30,6 +34,7 @@
 
 #include "common/checksum.h"
 #include "common/log.h"
+#include "common/stats_fields.h"
 #include "common/util.h"
 #include "proto/frame.h"
 #include "server/server_int.h"
@@ -81,10 +86,18 @@ struct conn {
     int close_after_flush;
 
     uint64_t last_progress_ns;
+
+    int is_unix;    /* accepted on the Unix listener */
+    int send_fd;    /* the pool's memfd, to pass with the next bytes sent; -1 = none */
+    shm_state *shm; /* leases of a connection granted FRAME_FEATURE_SHM, else NULL */
 };
 
 conn *conn_next(conn *c) {
     return c->next;
+}
+
+server *conn_server(conn *c) {
+    return c->srv;
 }
 
 static void conn_watch(conn *c) {
@@ -117,6 +130,10 @@ conn *conn_new(worker *w, int fd) {
         return NULL;
     }
     c->authed = c->srv->cfg.auth_token[0] == '\0';
+    struct sockaddr_storage sa;
+    socklen_t salen = sizeof(sa);
+    c->is_unix = getsockname(fd, (struct sockaddr *)&sa, &salen) == 0 && sa.ss_family == AF_UNIX;
+    c->send_fd = -1;
     c->last_progress_ns = now_ns();
     c->events = EPOLLIN;
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
@@ -149,6 +166,7 @@ void conn_free(conn *c) {
     if (c->next) c->next->prev = c->prev;
     close(c->fd);
     put_release(c);
+    shm_free(c->srv->st, c->shm);
     for (size_t i = c->out_head; i < c->nout; i++) {
         if (c->out[i].pin_id) store_unpin(c->srv->st, c->out[i].pin_id);
         free(c->out[i].owned);
@@ -196,13 +214,15 @@ static int flush(conn *c) {
             iov[n].iov_base = (void *)(c->out[i].p + c->out[i].off);
             iov[n].iov_len = c->out[i].len - c->out[i].off;
         }
-        ssize_t w = writev(c->fd, iov, n);
+        ssize_t w =
+            c->send_fd >= 0 ? shm_send_fd(c->fd, iov, n, c->send_fd) : writev(c->fd, iov, n);
         if (w < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
             return -errno;
         }
         atomic_fetch_add_explicit(&c->srv->m.bytes_out, (uint64_t)w, memory_order_relaxed);
+        if (w > 0) c->send_fd = -1; /* the fd went with these bytes */
         c->out_pending -= (uint64_t)w;
         c->last_progress_ns = now_ns();
         size_t left = (size_t)w;
@@ -243,6 +263,10 @@ static int reply_encoded(conn *c, encode_fn fn, void *arg) {
         return rc;
     }
     return out_owned(c, buf, len);
+}
+
+int conn_reply(conn *c, conn_encode_fn fn, void *arg) {
+    return reply_encoded(c, fn, arg);
 }
 
 static int reply_error(conn *c, unsigned op, uint64_t req_id, int32_t status, const char *msg) {
@@ -295,7 +319,13 @@ static int do_hello(conn *c, const frame_msg *m, int *status) {
         return reply_error(c, FRAME_OP_HELLO, m->h.req_id, TIDE_EUNSUPPORTED, msg);
     }
     c->authed = 1;
-    frame_hello_reply r = {FRAME_VERSION, c->dec.lim.max_keys, 0, c->dec.lim.max_value,
+    uint64_t features = 0;
+    if ((h->features & FRAME_FEATURE_SHM) && c->is_unix) {
+        if (!c->shm && !(c->shm = shm_new())) return -ENOMEM;
+        c->send_fd = store_fd(c->srv->st);
+        features |= FRAME_FEATURE_SHM;
+    }
+    frame_hello_reply r = {FRAME_VERSION, c->dec.lim.max_keys, features, c->dec.lim.max_value,
                            c->dec.lim.max_frame};
     uint8_t *buf = malloc(FRAME_HDR_SIZE + FRAME_HELLO_REPLY_META);
     size_t len;
@@ -446,7 +476,17 @@ static int do_stat(conn *c, const frame_msg *m) {
         st.meta_bytes, st.pinned, st.reserved, (uint64_t)atomic_load(&c->srv->open_conns),
         atomic_load(&c->srv->m.bytes_in), atomic_load(&c->srv->m.bytes_out),
     };
-    struct stat_args a = {m->h.req_id, names, values, sizeof(values) / sizeof(values[0])};
+    /* The SSD tier's figures follow (zeros when the node has none). */
+    const char *all_names[sizeof(names) / sizeof(names[0]) + 32];
+    uint64_t all_values[sizeof(names) / sizeof(names[0]) + 32];
+    size_t n = sizeof(values) / sizeof(values[0]);
+    memcpy(all_names, names, sizeof(names));
+    memcpy(all_values, values, sizeof(values));
+    for (size_t i = 0; i < stats_disk_nfields && n < sizeof(all_values) / sizeof(uint64_t); i++) {
+        all_names[n] = stats_disk_fields[i].name;
+        all_values[n++] = stats_field_get(&st, &stats_disk_fields[i]);
+    }
+    struct stat_args a = {m->h.req_id, all_names, all_values, n};
     return reply_encoded(c, enc_stat, &a);
 }
 
@@ -609,6 +649,10 @@ static int metric_op(unsigned op) {
     case FRAME_OP_STAT: return MOP_STAT;
     case FRAME_OP_PING: return MOP_PING;
     case FRAME_OP_CLEAR: return MOP_CLEAR;
+    case FRAME_OP_RESERVE: return MOP_RESERVE;
+    case FRAME_OP_COMMIT: return MOP_COMMIT;
+    case FRAME_OP_PIN: return MOP_PIN;
+    case FRAME_OP_RELEASE: return MOP_RELEASE;
     default: return MOP_HELLO;
     }
 }
@@ -635,6 +679,20 @@ static int dispatch(conn *c, const frame_msg *m) {
     case FRAME_OP_CLEAR:
         store_clear(c->srv->st);
         rc = reply_empty(c, op, m->h.req_id);
+        break;
+    case FRAME_OP_RESERVE:
+    case FRAME_OP_COMMIT:
+    case FRAME_OP_PIN:
+    case FRAME_OP_RELEASE:
+        if (c->shm) {
+            rc = shm_dispatch(c, c->shm, m, &status);
+            break;
+        }
+        status = MST_ERROR;
+        rc = reply_error(c, op, m->h.req_id, TIDE_EUNSUPPORTED,
+                         c->is_unix ? "shared-pool requests need HELLO with the shm feature"
+                                    : "shared-pool requests are served on tided's Unix socket "
+                                      "only (unix:// URLs)");
         break;
     case FRAME_OP_PUT: /* a PUT of zero keys carries no value bytes */
         c->put_req_id = m->h.req_id;

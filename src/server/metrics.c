@@ -3,6 +3,8 @@
  */
 #include "server/metrics.h"
 
+#include "common/stats_fields.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -13,6 +15,7 @@ static const uint64_t bucket_us[METRICS_NBUCKETS] = {
 
 static const char *const op_names[MOP_COUNT] = {
     "put", "get", "exists", "remove", "match_prefix", "stat", "ping", "clear", "hello",
+    "reserve", "commit", "pin", "release",
 };
 static const char *const status_names[MST_COUNT] = {"ok", "miss", "error"};
 
@@ -92,7 +95,8 @@ size_t metrics_render(const metrics *m, const tide_stats *st, char *buf, size_t 
           ld(&m->bytes_out));
     gauge(&o, "tide_connections_total", "Connections accepted.", "counter", ld(&m->conns_total));
     gauge(&o, "tide_connections_open", "Connections open now.", "gauge", ld(&m->conns_open));
-    gauge(&o, "tide_connections_rejected_total", "Connections refused at the connection limit.",
+    gauge(&o, "tide_connections_rejected_total",
+          "Connections refused at the connection limit or by the Unix socket's uid check.",
           "counter", ld(&m->conns_rejected));
     gauge(&o, "tide_protocol_errors_total", "Malformed frames received.", "counter",
           ld(&m->proto_errors));
@@ -120,6 +124,11 @@ size_t metrics_render(const metrics *m, const tide_stats *st, char *buf, size_t 
               st->checksum_errors);
         gauge(&o, "tide_store_bytes_in_total", "Value bytes stored.", "counter", st->bytes_in);
         gauge(&o, "tide_store_bytes_out_total", "Value bytes read.", "counter", st->bytes_out);
+        for (size_t i = 0; st->disk_capacity_bytes && i < stats_disk_nfields; i++) {
+            const stats_field *f = &stats_disk_fields[i];
+            gauge(&o, f->metric, f->help, f->counter ? "counter" : "gauge",
+                  stats_field_get(st, f));
+        }
     }
     if (o.len < cap) buf[o.len] = '\0';
     return o.len;

@@ -23,6 +23,10 @@ enum metrics_op {
     MOP_PING,
     MOP_CLEAR,
     MOP_HELLO,
+    MOP_RESERVE, /* shared-pool requests (Unix socket) */
+    MOP_COMMIT,
+    MOP_PIN,
+    MOP_RELEASE,
     MOP_COUNT
 };
 enum metrics_status { MST_OK, MST_MISS, MST_ERROR, MST_COUNT };

@@ -23,6 +23,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "server/announce.h"
 #include "server/http.h"
 #include "server/server_int.h"
 
@@ -35,11 +36,13 @@ void server_config_defaults(server_config *cfg) {
     cfg->metrics_port = -1;
     cfg->threads = 2;
     cfg->store.capacity = 1ull << 30;
-    cfg->store.policy = STORE_POLICY_LRU;
+    cfg->store.policy = STORE_POLICY_LRU; /* as mem://: chosen from the trace replay (README) */
     cfg->max_conns = 1024;
     cfg->max_keys = 4096;
     cfg->max_frame = 4ull << 30;
     cfg->idle_timeout_s = 60;
+    cfg->unix_mode = 0600;
+    cfg->unix_lease_ms = 30000;
 }
 
 static int listen_on(const char *bind_addr, int port, int *bound_port) {
@@ -230,9 +233,9 @@ static void worker_hand(worker *w, int fd) {
 
 /* ---- accept loop --------------------------------------------------------------------- */
 
-static void accept_all(server *srv, unsigned *next_worker) {
+static void accept_all(server *srv, int lfd, unsigned *next_worker) {
     for (;;) {
-        int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR) continue;
             if (errno != EAGAIN && errno != EWOULDBLOCK)
@@ -246,6 +249,11 @@ static void accept_all(server *srv, unsigned *next_worker) {
             close(fd);
             continue;
         }
+        if (lfd == srv->unix_fd && !uds_peer_allowed(srv, fd)) {
+            atomic_fetch_add(&srv->m.conns_rejected, 1);
+            close(fd);
+            continue;
+        }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         atomic_fetch_add(&srv->open_conns, 1);
@@ -254,6 +262,12 @@ static void accept_all(server *srv, unsigned *next_worker) {
         worker_hand(&srv->workers[*next_worker % (unsigned)srv->cfg.threads], fd);
         (*next_worker)++;
     }
+}
+
+/* The store's SSD tier reports through this (from its writer thread). */
+static void store_log(void *ctx, int level, const char *msg) {
+    (void)ctx;
+    LOG_AT(level, "%s", msg);
 }
 
 static void log_summary(server *srv) {
@@ -266,14 +280,26 @@ static void log_summary(server *srv) {
              size_format(st.capacity_bytes, cap, sizeof(cap)), atomic_load(&srv->open_conns),
              (unsigned long long)st.gets, (unsigned long long)st.misses,
              (unsigned long long)st.evictions);
+    if (st.disk_capacity_bytes) {
+        char dused[32], dcap[32];
+        LOG_INFO("summary: disk %llu objects, %s of %s, %llu writes, %llu reads, %llu errors, "
+                 "%llu checksum errors, %llu dropped",
+                 (unsigned long long)st.disk_objects,
+                 size_format(st.disk_used_bytes, dused, sizeof(dused)),
+                 size_format(st.disk_capacity_bytes, dcap, sizeof(dcap)),
+                 (unsigned long long)st.disk_writes, (unsigned long long)st.disk_reads,
+                 (unsigned long long)st.disk_errors, (unsigned long long)st.disk_checksum_errors,
+                 (unsigned long long)st.disk_dropped);
+    }
 }
 
 int server_run(const server_config *cfg) {
     server *srv = calloc(1, sizeof(*srv));
     if (!srv) return -ENOMEM;
     srv->cfg = *cfg;
-    srv->listen_fd = srv->metrics_fd = srv->metrics_stopfd = -1;
+    srv->listen_fd = srv->metrics_fd = srv->metrics_stopfd = srv->unix_fd = -1;
     int rc = 0, nworkers = 0, sfd = -1, epfd = -1, metrics_started = 0;
+    announce *ann = NULL;
     if (srv->cfg.threads < 1) srv->cfg.threads = 1;
     if (srv->cfg.max_value) srv->cfg.store.max_value = srv->cfg.max_value;
 
@@ -284,6 +310,7 @@ int server_run(const server_config *cfg) {
     sigaddset(&mask, SIGINT);
     pthread_sigmask(SIG_BLOCK, &mask, NULL);
     signal(SIGPIPE, SIG_IGN);
+    signal(SIGXFSZ, SIG_IGN); /* a file size limit fails the disk tier's write, not tided */
     sfd = signalfd(-1, &mask, SFD_CLOEXEC);
 
     char err[256], capbuf[32];
@@ -291,10 +318,16 @@ int server_run(const server_config *cfg) {
     if (cfg->store.prefault)
         LOG_INFO("pre-faulting the %s pool (first touch of fresh memory is slow; this pays "
                  "it now)", size_format(cfg->store.capacity, capbuf, sizeof(capbuf)));
+    srv->cfg.store.log = store_log;
     rc = store_create(&srv->cfg.store, &srv->st, err, sizeof(err));
     if (rc) {
         LOG_ERROR("cannot create the store: %s", err);
         goto out;
+    }
+    if (cfg->store.disk_dir && cfg->store.disk_dir[0]) {
+        char line[1024];
+        store_describe_disk(srv->st, line, sizeof(line));
+        LOG_INFO("%s", line);
     }
     LOG_INFO("pool: %s in %.1f ms%s", size_format(store_capacity(srv->st), capbuf, sizeof(capbuf)),
              (double)(now_ns() - t0) / 1e6,
@@ -305,7 +338,10 @@ int server_run(const server_config *cfg) {
     rc = listen_on(cfg->bind, cfg->port, &srv->port);
     if (rc < 0) goto out;
     srv->listen_fd = rc;
-    int mport = cfg->metrics_port < 0 ? srv->port + 1 : cfg->metrics_port;
+    if (cfg->unix_path[0] && (rc = uds_listen(srv)) < 0) goto out;
+    /* Default: the port after the native one; with --port 0 (any free port) the metrics
+     * port is any free port too, since port+1 may well be taken. */
+    int mport = cfg->metrics_port >= 0 ? cfg->metrics_port : cfg->port == 0 ? 0 : srv->port + 1;
     if (cfg->metrics_port != 0) {
         rc = listen_on(cfg->bind, mport, &srv->metrics_port);
         if (rc < 0) goto out;
@@ -330,6 +366,11 @@ int server_run(const server_config *cfg) {
              srv->metrics_fd >= 0 ? "on" : "off", srv->cfg.threads,
              cfg->auth_token[0] ? ", auth token required" : "");
     if (srv->metrics_fd >= 0) LOG_INFO("metrics at http://%s:%d/metrics", cfg->bind, srv->metrics_port);
+    if (cfg->etcd[0] && (rc = announce_start(cfg, srv->port, &ann)) != 0) goto out;
+    if (srv->unix_fd >= 0)
+        LOG_INFO("same-host clients on unix://%s (mode %04o, %s, leases %u ms)", cfg->unix_path,
+                 cfg->unix_mode & 0777, cfg->unix_nallow ? "peer uids checked" : "any peer uid",
+                 cfg->unix_lease_ms);
     if (cfg->ready_file) {
         FILE *f = fopen(cfg->ready_file, "w");
         if (f) {
@@ -343,6 +384,10 @@ int server_run(const server_config *cfg) {
     epoll_ctl(epfd, EPOLL_CTL_ADD, srv->listen_fd, &ev);
     ev.data.fd = sfd;
     epoll_ctl(epfd, EPOLL_CTL_ADD, sfd, &ev);
+    if (srv->unix_fd >= 0) {
+        ev.data.fd = srv->unix_fd;
+        epoll_ctl(epfd, EPOLL_CTL_ADD, srv->unix_fd, &ev);
+    }
     unsigned next_worker = 0;
     uint64_t last_summary = now_ns();
     while (!atomic_load(&srv->stopping)) {
@@ -356,7 +401,7 @@ int server_run(const server_config *cfg) {
                 LOG_INFO("signal %d: finishing in-flight requests and stopping", si.ssi_signo);
                 atomic_store(&srv->stopping, 1);
             } else {
-                accept_all(srv, &next_worker);
+                accept_all(srv, e[i].data.fd, &next_worker);
             }
         }
         store_expire(srv->st, now_ns());
@@ -367,9 +412,11 @@ int server_run(const server_config *cfg) {
     }
     close(srv->listen_fd);
     srv->listen_fd = -1;
+    uds_close(srv);
     rc = 0;
 
 out:
+    announce_stop(ann); /* leave the cluster before draining */
     atomic_store(&srv->stopping, 1);
     for (int i = 0; i < nworkers; i++) {
         uint64_t one = 1;
@@ -397,6 +444,7 @@ out:
     if (srv->metrics_fd >= 0) close(srv->metrics_fd);
     if (srv->metrics_stopfd >= 0) close(srv->metrics_stopfd);
     if (srv->listen_fd >= 0) close(srv->listen_fd);
+    uds_close(srv);
     if (epfd >= 0) close(epfd);
     if (sfd >= 0) close(sfd);
     free(srv->workers);

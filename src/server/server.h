@@ -1,5 +1,6 @@
 /*
- * server.h — tided: one store served over TCP (native protocol) with an HTTP /metrics port.
+ * server.h — tided: one store served over TCP (native protocol) with an HTTP /metrics port,
+ * and optionally over a Unix socket to same-host clients that share its pool.
  *
  * Threads: the main thread accepts connections and handles signals; it hands each new
  * connection to one of `threads` I/O workers in turn. A worker owns its connections
@@ -31,6 +32,17 @@ typedef struct server_config {
     uint64_t max_value;      /* largest value; 0 = the pool's limit */
     uint32_t idle_timeout_s; /* close a connection whose reply has not moved for this long */
     const char *ready_file;  /* when set, write "port metrics_port\n" here once listening */
+    /* Cluster membership (announce.c): registered in etcd when etcd is not empty. */
+    char etcd[256];      /* etcd endpoints, "http://host:2379[,...]" */
+    char cluster[64];    /* cluster name: keys go under /tide/NAME/members/ */
+    char advertise[256]; /* HOST:PORT that clients should use; default bind:port */
+    int etcd_ttl_s;      /* lease TTL in seconds (default 5), renewed every TTL/3 */
+    /* Same-host clients (uds.c, conn_shm.c, docs/UNIX.md). */
+    char unix_path[108];         /* Unix socket to listen on as well; "" = none */
+    unsigned unix_mode;          /* the socket file's permission bits (default 0600) */
+    uint32_t unix_allow_uid[16]; /* when unix_nallow > 0, only these peer uids may connect */
+    int unix_nallow;
+    uint32_t unix_lease_ms; /* lease on pins and reservations taken over the socket */
 } server_config;
 
 /* Defaults for everything (port SERVER_DEFAULT_PORT, 1 GiB pool, 2 threads...). */

@@ -11,6 +11,10 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "proto/frame.h"
 
 #include "server/metrics.h"
 #include "server/server.h"
@@ -42,6 +46,8 @@ struct server {
     atomic_int open_conns;
     pthread_t metrics_thread;
     int metrics_stopfd;
+    int unix_fd;                 /* Unix socket listener, -1 when none (uds.c) */
+    uint64_t unix_dev, unix_ino; /* the socket file made at start: only it is unlinked */
 };
 
 /* conn.c */
@@ -54,5 +60,30 @@ int conn_tick(conn *c, uint64_t now);
 int conn_drain(conn *c);
 void conn_free(conn *c);
 conn *conn_next(conn *c);
+/* For conn_shm.c: the connection's server, and a reply encoded by fn (called once with a
+ * NULL buffer for the size, then with a buffer the output queue will own). */
+typedef int (*conn_encode_fn)(void *buf, size_t cap, size_t *len, void *arg);
+server *conn_server(conn *c);
+int conn_reply(conn *c, conn_encode_fn fn, void *arg);
+
+/* conn_shm.c: the shared-pool requests of a same-host connection and the leases it holds. */
+typedef struct shm_state shm_state;
+shm_state *shm_new(void);
+/* Release every pin and abort every reservation still held; NULL is ignored. */
+void shm_free(store *st, shm_state *s);
+/* Serve RESERVE, COMMIT, PIN or RELEASE; *status is the metrics outcome. */
+int shm_dispatch(conn *c, shm_state *s, const frame_msg *m, int *status);
+/* writev() that also passes `fd` (SCM_RIGHTS) with the first byte sent. */
+ssize_t shm_send_fd(int sock, const struct iovec *iov, int n, int fd);
+
+/* uds.c: the Unix socket listener. */
+/* Create, bind (mode cfg.unix_mode) and listen; sets srv->unix_fd. Negative on failure
+ * (logged, naming the path and the errno). */
+int uds_listen(server *srv);
+/* 1 when the connected peer may use the socket (--unix-allow-uid), else 0, after telling
+ * the peer why in an error frame and logging it. */
+int uds_peer_allowed(server *srv, int fd);
+/* Close the listener and remove the socket file if it is still the one made at start. */
+void uds_close(server *srv);
 
 #endif

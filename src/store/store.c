@@ -20,6 +20,11 @@
  * bytes only as a checksum mismatch, never as a silent success. Deadlines are for dead
  * clients; live ones should use lengths well beyond a copy.
  *
+ * SSD tier (tier.c, disk.c): eviction hands a victim with no copy on disk to the tier's
+ * writer instead of freeing it (do_make_room then waits for the write when nothing else
+ * frees room); a pin that misses memory looks on disk and promotes what it finds
+ * (do_promote). Both wait on tier_cv with the lock released, never while holding it.
+ *
  * Metadata an object (meta_bytes counts what is allocated, glibc's heap header and
  * rounding included): a 32-byte record plus the key in one heap block (40..55 bytes
  * beyond the key), 10.7..16 bytes of index slots, 24 bytes of allocator node: about 75..95
@@ -32,32 +37,9 @@
 #include <string.h>
 
 #include "common/checksum.h"
+#include "common/util.h"
 #include "store/store.h"
 #include "store/store_int.h"
-
-struct store {
-    /*
-     * Lock rules: `mu` guards every field below except the immutable ones (pool, capacity,
-     * max_value, pol.ops). Public functions validate arguments and hash the key before
-     * taking it, then hold it until they return; nothing in src/store calls out while
-     * holding it, and no other lock is taken under it. Value bytes are never touched
-     * under it: callers copy while holding a pin or a reservation, which is what keeps the
-     * space from being reused. Helpers named do_x() expect the lock held.
-     */
-    pthread_mutex_t mu;
-    pool pool;
-    uint64_t capacity; /* bytes the allocator manages */
-    uint64_t max_value;
-    alloc al;
-    htab index; /* key -> obj (RESERVED or LIVE) */
-    policy pol;
-    leases ls;
-    uint64_t objects;   /* LIVE objects */
-    uint64_t pinned;    /* objects with pins > 0 (LIVE or HIDDEN) */
-    uint64_t rec_bytes; /* heap cost of every record */
-    uint64_t puts, put_dups, gets, misses, evictions, evicted_bytes, checksum_errors;
-    uint64_t bytes_in, bytes_out;
-};
 
 typedef struct keyref {
     const void *p;
@@ -93,6 +75,10 @@ static uint64_t obj_len(const store *st, const obj *o) {
     return (uint64_t)alloc_units(&st->al, o->node) * ALLOC_UNIT - o->tail;
 }
 
+uint64_t store_do_obj_len(const store *st, const obj *o) {
+    return obj_len(st, o);
+}
+
 static obj *do_lookup(store *st, const void *key, size_t klen) {
     keyref kr = {key, klen};
     return htab_find(&st->index, key_hash(key, klen), obj_eq, &kr);
@@ -103,6 +89,10 @@ static void do_free_obj(store *st, obj *o) {
     alloc_put(&st->al, o->node);
     st->rec_bytes -= rec_cost(o->klen);
     free(o);
+}
+
+void store_do_free_obj(store *st, obj *o) {
+    do_free_obj(st, o);
 }
 
 /* Remove a LIVE object: gone from the index now, freed now or at its last unpin. */
@@ -180,12 +170,23 @@ int store_create(const store_config *cfg, store **out, char *err, size_t errlen)
         return rc;
     }
     pthread_mutex_init(&st->mu, NULL);
+    pthread_cond_init(&st->tier_cv, NULL);
+    pthread_cond_init(&st->writer_cv, NULL);
+    st->spill_head = st->spill_tail = ALLOC_NIL;
+    if (cfg->disk_dir && cfg->disk_dir[0]) {
+        rc = tier_start(st, cfg, err, errlen);
+        if (rc < 0) {
+            store_destroy(st);
+            return rc;
+        }
+    }
     *out = st;
     return 0;
 }
 
 void store_destroy(store *st) {
     if (!st) return;
+    tier_stop(st);
     /* HIDDEN objects are reachable only through their pins. */
     for (uint32_t i = 0; i < htab_slots(&st->ls.ids); i++) {
         lease *e = htab_slot(&st->ls.ids, i);
@@ -199,6 +200,8 @@ void store_destroy(store *st) {
     st->pol.ops->fini(&st->pol);
     alloc_fini(&st->al);
     pool_close(&st->pool);
+    pthread_cond_destroy(&st->tier_cv);
+    pthread_cond_destroy(&st->writer_cv);
     pthread_mutex_destroy(&st->mu);
     free(st);
 }
@@ -220,8 +223,11 @@ static int do_make_room(store *st, uint32_t units, uint32_t *node) {
     for (;;) {
         int rc = alloc_get(&st->al, units, node);
         if (rc != TIDE_ENOSPACE) return rc;
+        /* Victims being written will free at least this much: wait for them first. */
+        if (st->spill_bytes >= (uint64_t)units * ALLOC_UNIT) return STORE_WAIT;
         obj *v = st->pol.ops->victim(&st->pol);
-        if (!v) return TIDE_ENOSPACE;
+        if (!v) return st->spill_held ? STORE_WAIT : TIDE_ENOSPACE;
+        if (st->dk && do_tier_spill(st, v)) continue;
         st->evictions++;
         st->evicted_bytes += (uint64_t)alloc_units(&st->al, v->node) * ALLOC_UNIT;
         do_remove_live(st, v);
@@ -240,19 +246,23 @@ int store_reserve(store *st, const void *key, size_t klen, uint64_t vlen, uint64
     pthread_mutex_lock(&st->mu);
     keyref kr = {key, klen};
     obj *o = NULL;
-    if (htab_find(&st->index, h, obj_eq, &kr)) {
-        st->put_dups++;
-        rc = STORE_DUP;
-        goto out;
+    for (;;) { /* again after each wait for the disk writer: the key may have come in */
+        if (htab_find(&st->index, h, obj_eq, &kr) ||
+            (st->dk && disk_contains(st->dk, key, klen))) {
+            st->put_dups++;
+            rc = STORE_DUP;
+            goto out;
+        }
+        rc = htab_reserve(&st->index, 1);
+        if (rc < 0) goto out;
+        if (!o && !(o = malloc(offsetof(obj, key) + klen))) {
+            rc = -ENOMEM;
+            goto out;
+        }
+        rc = do_make_room(st, units, &o->node);
+        if (rc != STORE_WAIT) break;
+        pthread_cond_wait(&st->tier_cv, &st->mu);
     }
-    rc = htab_reserve(&st->index, 1);
-    if (rc < 0) goto out;
-    o = malloc(offsetof(obj, key) + klen);
-    if (!o) {
-        rc = -ENOMEM;
-        goto out;
-    }
-    rc = do_make_room(st, units, &o->node);
     if (rc < 0) goto out;
     lease *e;
     rc = leases_add(&st->ls, LEASE_RESV, o, deadline_ns, &e);
@@ -311,14 +321,99 @@ int store_abort(store *st, uint64_t id) {
     return 0;
 }
 
+/*
+ * Read key back from disk into a new record and make it LIVE. The lock is held on entry and
+ * on return, and dropped around the read; meanwhile the record is in the index as
+ * RESERVED|OBJ_PROMOTE, so puts of the key are duplicates and pins of it wait on tier_cv.
+ * Returns 0 with *out LIVE (in the policy); STORE_WAIT after waiting for the disk writer
+ * (look the key up again); TIDE_ENOTFOUND when it is not on disk, does not fit, fails to
+ * read or verify (then its disk record is forgotten), or was removed meanwhile; -ENOMEM.
+ */
+static int do_promote(store *st, const void *key, size_t klen, uint32_t h, obj **out) {
+    disk_loc loc;
+    if (disk_find(st->dk, key, klen, &loc) != 0) return TIDE_ENOTFOUND;
+    obj *o = NULL;
+    int rc = TIDE_ENOTFOUND;
+    if (loc.vlen == 0 || loc.vlen > st->max_value) goto fail;
+    uint32_t units = (uint32_t)alloc_units_for(loc.vlen);
+    if ((rc = htab_reserve(&st->index, 1)) < 0) goto fail;
+    if (!(o = malloc(offsetof(obj, key) + klen))) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    rc = do_make_room(st, units, &o->node);
+    if (rc == STORE_WAIT) {
+        free(o);
+        disk_loc_put(st->dk, &loc);
+        pthread_cond_wait(&st->tier_cv, &st->mu);
+        return STORE_WAIT;
+    }
+    if (rc < 0) {
+        if (rc == TIDE_ENOSPACE) rc = TIDE_ENOTFOUND;
+        goto fail;
+    }
+    alloc_set_owner(&st->al, o->node, o);
+    o->lprev = o->lnext = ALLOC_NIL;
+    o->checksum = loc.sum;
+    o->hash = h;
+    o->pins = 0;
+    o->klen = (uint16_t)klen;
+    o->state = OBJ_RESERVED | OBJ_PROMOTE;
+    o->tail = (uint8_t)((uint64_t)units * ALLOC_UNIT - loc.vlen);
+    memcpy(o->key, key, klen);
+    htab_insert(&st->index, o);
+    st->rec_bytes += rec_cost(klen);
+    st->promoting++;
+    uint8_t *dst = st->pool.base + alloc_offset(&st->al, o->node);
+
+    pthread_mutex_unlock(&st->mu);
+    rc = disk_read(st->dk, &loc, key, klen, dst);
+    pthread_mutex_lock(&st->mu);
+
+    st->promoting--;
+    int gone = (o->state & OBJ_GONE) != 0;
+    o->state &= (uint8_t) ~(OBJ_PROMOTE | OBJ_GONE);
+    if (rc == TIDE_ECHECKSUM) {
+        disk_forget(st->dk, &loc, key, klen);
+        do_tier_wake(st);
+    }
+    disk_loc_put(st->dk, &loc);
+    pthread_cond_broadcast(&st->tier_cv);
+    if (rc == 0 && !gone) {
+        OBJ_SET_STATE(o, OBJ_LIVE);
+        st->objects++;
+        st->promotions++;
+        st->pol.ops->insert(&st->pol, o, 0);
+        *out = o;
+        return 0;
+    }
+    htab_delete(&st->index, o);
+    do_free_obj(st, o);
+    return TIDE_ENOTFOUND;
+fail:
+    free(o);
+    disk_loc_put(st->dk, &loc);
+    return rc;
+}
+
 int store_pin(store *st, const void *key, size_t klen, uint64_t deadline_ns, store_ref *ref) {
     int rc = check_key(key, klen);
     if (rc < 0) return rc;
+    uint32_t h = key_hash(key, klen);
+    keyref kr = {key, klen};
     pthread_mutex_lock(&st->mu);
-    obj *o = do_lookup(st, key, klen);
-    if (!o || OBJ_STATE(o) != OBJ_LIVE) {
-        st->misses++;
-        rc = TIDE_ENOTFOUND;
+    obj *o;
+    for (;;) {
+        o = htab_find(&st->index, h, obj_eq, &kr);
+        if (o && OBJ_STATE(o) == OBJ_LIVE) break;
+        if (o && (o->state & OBJ_PROMOTE)) { /* another reader is bringing it in */
+            pthread_cond_wait(&st->tier_cv, &st->mu);
+            continue;
+        }
+        rc = !o && st->dk ? do_promote(st, key, klen, h, &o) : TIDE_ENOTFOUND;
+        if (rc == 0) break;
+        if (rc == STORE_WAIT) continue;
+        if (rc == TIDE_ENOTFOUND) st->misses++;
         goto out;
     }
     lease *e;
@@ -378,6 +473,7 @@ int store_exists(store *st, const void *key, size_t klen) {
     pthread_mutex_lock(&st->mu);
     obj *o = do_lookup(st, key, klen);
     rc = o && OBJ_STATE(o) == OBJ_LIVE;
+    if (!rc && st->dk && (!o || (o->state & OBJ_PROMOTE))) rc = disk_contains(st->dk, key, klen);
     pthread_mutex_unlock(&st->mu);
     return rc;
 }
@@ -387,10 +483,18 @@ int store_remove(store *st, const void *key, size_t klen) {
     if (rc < 0) return rc;
     pthread_mutex_lock(&st->mu);
     obj *o = do_lookup(st, key, klen);
-    if (o && OBJ_STATE(o) == OBJ_LIVE)
+    int removed = 0;
+    if (o && OBJ_STATE(o) == OBJ_LIVE) {
         do_remove_live(st, o);
-    else
-        rc = TIDE_ENOTFOUND;
+        removed = 1;
+    } else if (o && (o->state & OBJ_PROMOTE)) {
+        o->state |= OBJ_GONE; /* the promotion will not commit it */
+    }
+    if (st->dk && disk_remove(st->dk, key, klen) == 0) {
+        removed = 1;
+        do_tier_wake(st);
+    }
+    rc = removed ? 0 : TIDE_ENOTFOUND;
     pthread_mutex_unlock(&st->mu);
     return rc;
 }
@@ -402,6 +506,11 @@ void store_clear(store *st) {
         obj *o;
         while ((o = htab_slot(&st->index, i)) && OBJ_STATE(o) == OBJ_LIVE)
             do_remove_live(st, o);
+        if (o && (o->state & OBJ_PROMOTE)) o->state |= OBJ_GONE;
+    }
+    if (st->dk) {
+        disk_clear(st->dk);
+        do_tier_wake(st);
     }
     pthread_mutex_unlock(&st->mu);
 }
@@ -445,7 +554,25 @@ void store_stats(store *st, tide_stats *out) {
         .pinned = st->pinned,
         .reserved = st->ls.nresv,
     };
+    if (st->dk) {
+        disk_stats(st->dk, out);
+        out->disk_promotions = st->promotions;
+        out->disk_dropped = st->disk_dropped;
+        out->disk_queued_bytes = st->spill_bytes;
+    }
     pthread_mutex_unlock(&st->mu);
+}
+
+int store_disk_io_parse(const char *name) {
+    if (!strcmp(name, "auto")) return DISK_IO_AUTO;
+    if (!strcmp(name, "io_uring")) return DISK_IO_URING;
+    if (!strcmp(name, "pwritev") || !strcmp(name, "pread")) return DISK_IO_PSYNC;
+    return -1;
+}
+
+void store_describe_disk(store *st, char *buf, size_t len) {
+    if (len) buf[0] = '\0';
+    if (st->dk) disk_describe(st->dk, buf, len);
 }
 
 void store_count_io(store *st, uint64_t bytes_in, uint64_t bytes_out) {
@@ -474,28 +601,34 @@ int store_check(store *st) {
     int rc = alloc_check(&st->al);
     if (rc < 0) goto out;
     uint64_t live = 0, resv = 0, evictable = 0, pinned = 0, units = 0, live_pins = 0;
-    uint64_t rec = 0;
+    uint64_t rec = 0, promo = 0;
     for (uint32_t i = 0; i < htab_slots(&st->index); i++) {
         obj *o = htab_slot(&st->index, i);
         if (!o) continue;
         CHECK_OR(o->hash == key_hash(o->key, o->klen));
         CHECK_OR(do_lookup(st, o->key, o->klen) == o);
         CHECK_OR(OBJ_STATE(o) == OBJ_LIVE || OBJ_STATE(o) == OBJ_RESERVED);
+        CHECK_OR(!(o->state & OBJ_GONE) || (o->state & OBJ_PROMOTE));
         if (OBJ_STATE(o) == OBJ_LIVE) {
+            CHECK_OR(!(o->state & OBJ_PROMOTE));
             live++;
-            live_pins += o->pins;
+            live_pins += o->pins - ((o->state & OBJ_SPILL) != 0);
             if (o->pins)
                 pinned++;
             else
                 evictable++;
         } else {
-            resv++;
+            CHECK_OR(!(o->state & OBJ_SPILL));
+            if (o->state & OBJ_PROMOTE)
+                promo++;
+            else
+                resv++;
             CHECK_OR(o->pins == 0);
         }
         units += alloc_units(&st->al, o->node);
         rec += rec_cost(o->klen);
     }
-    CHECK_OR(live == st->objects && resv == st->ls.nresv);
+    CHECK_OR(live == st->objects && resv == st->ls.nresv && promo == st->promoting);
     CHECK_OR(evictable == st->pol.count + st->pol.count2);
     /* Walk the policy's lists: linked both ways, LIVE and unpinned, counts and (for a
      * policy that keeps them) bytes right, and for S3-FIFO on the list the object names. */
@@ -516,9 +649,34 @@ int store_check(store *st) {
         CHECK_OR(cnt == (l ? st->pol.count2 : st->pol.count));
         if (st->pol.ops == &policy_s3fifo) CHECK_OR(bytes == (l ? st->pol.bytes2 : st->pol.bytes));
     }
-    hidden = malloc((st->ls.npin + 1) * sizeof(*hidden));
+    hidden = malloc((st->ls.npin + st->spill_held + 1) * sizeof(*hidden));
     CHECK_OR(hidden);
     uint64_t nh = 0, pin_leases = 0, resv_leases = 0, live_pin_leases = 0;
+    /* Objects held for the disk writer: the queue (linked through lnext/lprev) and the
+     * batch being written. Held HIDDEN ones are reachable only from there. */
+    uint64_t queued = 0, held = 0, held_bytes = 0;
+    uint32_t qn = st->spill_head, qprev = ALLOC_NIL, b = 0;
+    for (;;) {
+        obj *o;
+        if (b < st->nbatch) {
+            o = st->batch[b++];
+        } else if (qn != ALLOC_NIL) {
+            o = alloc_owner(&st->al, qn);
+            CHECK_OR(o && o->node == qn && o->lprev == qprev && queued < st->spill_held);
+            queued++;
+            qprev = qn;
+            qn = o->lnext;
+        } else {
+            break;
+        }
+        CHECK_OR((o->state & OBJ_SPILL) && o->pins > 0);
+        CHECK_OR(OBJ_STATE(o) == OBJ_LIVE || OBJ_STATE(o) == OBJ_HIDDEN);
+        held++;
+        held_bytes += (uint64_t)alloc_units(&st->al, o->node) * ALLOC_UNIT;
+        if (OBJ_STATE(o) == OBJ_HIDDEN) hidden[nh++] = o;
+    }
+    CHECK_OR(qprev == st->spill_tail && queued == st->spill_queued);
+    CHECK_OR(held == st->spill_held && held_bytes == st->spill_bytes);
     for (uint32_t i = 0; i < htab_slots(&st->ls.ids); i++) {
         lease *e = htab_slot(&st->ls.ids, i);
         if (!e) continue;

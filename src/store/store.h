@@ -17,6 +17,11 @@
  *   - Checksums are xxh3-64 of the value bytes, given by the writer at commit and checked
  *     by whoever copies the bytes out (store_verify_failed() reports a mismatch). Checksums
  *     and deadlines use src/common/checksum.h and now_ns() from src/common/util.h.
+ *   - With an SSD tier (store_config.disk_dir), an object leaving memory by eviction is
+ *     first written to disk by the tier's writer thread; a pin of a key that is only on
+ *     disk reads it back (verified), promotes it into memory and pins it; exists, reserve
+ *     (duplicates), remove and clear see both tiers. A reserve or pin that needs room may
+ *     wait for the writer to finish the write of a victim (one batch of disk writes).
  */
 #ifndef TIDE_STORE_H
 #define TIDE_STORE_H
@@ -37,6 +42,17 @@ typedef struct store_config {
     int prefault;       /* touch every pool page at creation (slow start, fast first use) */
     int hugepages;      /* try MFD_HUGETLB first, fall back to normal pages */
     int policy;         /* enum store_policy */
+
+    /* SSD tier, on when disk_dir is set and not empty (see tier.c and disk.h). */
+    const char *disk_dir;
+    uint64_t disk_capacity; /* bytes of segment files at most (required with disk_dir) */
+    uint64_t disk_segment;  /* segment file size; 0 = chosen from disk_capacity */
+    int disk_io;            /* enum disk_io_mode: 0 auto, 1 insist on io_uring, 2 pwritev */
+    /* Where the tier reports what a daemon should log (a failing or full disk, and its
+     * recovery), with a level numbered as in src/common/log.h. NULL: nobody hears. Called
+     * from the tier's writer thread with no store lock held. */
+    void (*log)(void *ctx, int level, const char *msg);
+    void *log_ctx;
 } store_config;
 
 /* Result of store_reserve() when the key exists or is being written: nothing to do. */
@@ -105,6 +121,13 @@ int store_expire(store *st, uint64_t now_ns);
 
 /* Fill *out with the store's figures. */
 void store_stats(store *st, tide_stats *out);
+
+/* "auto", "io_uring" or "pwritev" as enum disk_io_mode, or -1. */
+int store_disk_io_parse(const char *name);
+
+/* One line on the SSD tier (what the start-up scan found, how it does I/O), or "" when the
+ * store has none. */
+void store_describe_disk(store *st, char *buf, size_t len);
 
 /* Count bytes read out or stored by callers (the store does not see the copies). */
 void store_count_io(store *st, uint64_t bytes_in, uint64_t bytes_out);

@@ -9,14 +9,24 @@
  *   s3fifo.c  the S3-FIFO eviction policy (the same interface)
  *   lease.c   pins and reservations: ids, the id table and the deadline heap
  *   store.c   store.h on top of the above, under one mutex
+ *   tier.c    the SSD tier's side of the store: spill writer thread, promotion from disk
+ *   disk.c    the SSD tier's segment files and their index (disk.h, its own lock)
+ *   disk_io.c how disk.c issues its writes: io_uring, or pwritev when the kernel refuses
  *
- * Nothing here locks; store.c holds its mutex around every call into these files.
+ * Nothing here locks except disk.c; store.c holds its mutex around every call into the
+ * other files.
  */
 #ifndef TIDE_STORE_INT_H
 #define TIDE_STORE_INT_H
 
+#include <liburing.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
+
+#include "store/disk.h"
+#include "store/store.h"
 
 /* What malloc(n) costs in glibc: the request plus an 8-byte header, rounded up to 16,
  * at least 32. Used so that meta_bytes counts what the heap really spends. */
@@ -261,6 +271,117 @@ static inline lease *leases_earliest(const leases *l) {
     return l->heap_len ? l->heap[0] : NULL;
 }
 uint64_t leases_meta_bytes(const leases *l);
+
+/* ---------------------------------------------------------------------------------------
+ * Disk writes (disk_io.c): one batch of positioned vector writes, issued through io_uring
+ * when the kernel allows it (probed at init), else pwritev in a loop. Not thread-safe: the
+ * tier's single writer thread is the only caller. Reads do not come through here: a disk
+ * hit is one synchronous preadv on the requesting thread (disk.c).
+ * ------------------------------------------------------------------------------------- */
+#define DISK_IO_DEPTH 64 /* ring entries: writes in flight at once */
+
+typedef struct disk_op {
+    int fd;
+    uint64_t off;
+    struct iovec *iov; /* must stay valid until disk_io_write returns */
+    int iovcnt;
+    int64_t res; /* out: bytes written (all of them) or -errno */
+} disk_op;
+
+typedef struct disk_io {
+    int uring; /* 1: the ring below is up */
+    struct io_uring ring;
+} disk_io;
+
+/* Set up: mode DISK_IO_AUTO tries io_uring then falls back, DISK_IO_URING insists,
+ * DISK_IO_PSYNC never tries. Errors: TIDE_ECONFIG when io_uring is insisted on and refused
+ * (the reason in err). */
+int disk_io_init(disk_io *io, int mode, char *err, size_t errlen);
+void disk_io_fini(disk_io *io);
+/* Perform every op (all bytes, short writes continued) and wait for all. */
+void disk_io_write(disk_io *io, disk_op *ops, size_t n);
+/* pwritev until every byte is written or an error: bytes written or -errno. */
+int64_t disk_pwritev_all(int fd, struct iovec *iov, int iovcnt, uint64_t off);
+
+/* ---------------------------------------------------------------------------------------
+ * The store itself (store.c), with the SSD tier's state (tier.c)
+ * ------------------------------------------------------------------------------------- */
+
+/* Flag bits of obj.state used by the tier (S3-FIFO uses bits 2..4, the state bits 0..1). */
+#define OBJ_SPILL 0x80   /* held for the disk writer (queued or being written); one of pins */
+#define OBJ_PROMOTE 0x40 /* RESERVED by a read-back from disk (no lease): readers wait */
+#define OBJ_GONE 0x20    /* removed while being promoted: the promotion must not commit */
+
+/* Internal result of do_make_room(): room is being made by the disk writer; wait on
+ * tier_cv and try again. */
+#define STORE_WAIT 2
+
+#define TIER_BATCH 64                  /* objects in one batch of the disk writer */
+#define TIER_BATCH_BYTES (8ull << 20) /* bytes in one batch (a larger object goes alone) */
+
+struct store {
+    /*
+     * Lock rules: `mu` guards every field below except the immutable ones (pool, capacity,
+     * max_value, pol.ops, dk, log) and the writer's thread handle. Public functions validate
+     * arguments and hash the key before taking it, then hold it until they return, except
+     * where they wait on a condition variable (which releases it) or read a promoted value
+     * from disk (they drop it around the read and hold a RESERVED|OBJ_PROMOTE record
+     * meanwhile). Nothing in src/store calls out while holding it; the only lock taken
+     * under it is the disk tier's (store.mu -> disk.mu, never the reverse). Value bytes are
+     * never touched under it: callers copy while holding a pin or a reservation, and the
+     * disk writer writes while it holds an object (OBJ_SPILL), which is what keeps the space
+     * from being reused. Helpers named do_x() expect the lock held.
+     */
+    pthread_mutex_t mu;
+    pool pool;
+    uint64_t capacity; /* bytes the allocator manages */
+    uint64_t max_value;
+    alloc al;
+    htab index; /* key -> obj (RESERVED or LIVE) */
+    policy pol;
+    leases ls;
+    uint64_t objects;   /* LIVE objects */
+    uint64_t pinned;    /* objects with pins > 0 (LIVE or HIDDEN), held ones included */
+    uint64_t rec_bytes; /* heap cost of every record */
+    uint64_t puts, put_dups, gets, misses, evictions, evicted_bytes, checksum_errors;
+    uint64_t bytes_in, bytes_out;
+
+    /* SSD tier (tier.c); dk is NULL when the store has none. */
+    disk *dk;
+    uint64_t disk_capacity;
+    pthread_cond_t tier_cv;   /* broadcast when held objects are released or a promotion ends */
+    pthread_cond_t writer_cv; /* wakes the writer: objects queued, tombstones pending, stop */
+    pthread_t writer;
+    int writer_running, writer_stop;
+    uint32_t spill_head, spill_tail; /* held objects not yet taken, linked by lnext/lprev */
+    uint64_t spill_queued;           /* objects on that queue */
+    uint64_t spill_held;             /* objects held: queued or in the writer's batch */
+    uint64_t spill_bytes;            /* their allocator bytes */
+    obj *batch[TIER_BATCH];          /* the writer's batch being written */
+    uint32_t nbatch;
+    uint64_t promoting;       /* RESERVED|OBJ_PROMOTE records in the index */
+    uint64_t promotions, disk_dropped;
+    uint64_t disk_backoff_until; /* now_ns() before which evictions skip the disk (it failed) */
+    void (*log)(void *ctx, int level, const char *msg);
+    void *log_ctx;
+};
+
+/* store.c helpers for tier.c (the lock held). */
+uint64_t store_do_obj_len(const struct store *st, const obj *o);
+/* Free a record and its space; it must be out of the index, the policy and the queue. */
+void store_do_free_obj(struct store *st, obj *o);
+
+/* tier.c: open the disk and start the writer thread (store_create calls it when the
+ * config names a disk directory). Errors as disk_open(), or -errno from pthread_create. */
+int tier_start(struct store *st, const store_config *cfg, char *err, size_t errlen);
+/* Stop and join the writer (releasing what it had not written) and close the disk. */
+void tier_stop(struct store *st);
+/* Victim v (LIVE, unpinned, in the policy) is about to be evicted: 1 if the tier took it
+ * (queued for the writer, now held), 0 if it may be dropped at once (a copy is on disk,
+ * or the disk cannot take it now). */
+int do_tier_spill(struct store *st, obj *v);
+/* Tombstones were queued: make sure the writer runs. */
+void do_tier_wake(struct store *st);
 
 /* ---------------------------------------------------------------------------------------
  * store.c extras for tests

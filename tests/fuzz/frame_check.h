@@ -40,12 +40,13 @@ static int fc_reencode(const frame_msg *m, uint8_t *out, size_t cap, size_t *len
     tide_key *keys = calloc(n + 1, sizeof(*keys));
     tide_iov *iov = calloc(n + 1, sizeof(*iov));
     uint64_t *a = calloc(n + 1, sizeof(*a)), *b = calloc(n + 1, sizeof(*b));
+    uint64_t *ids = calloc(n + 1, sizeof(*ids)), *offs = calloc(n + 1, sizeof(*offs));
     int32_t *st = calloc(n + 1, sizeof(*st));
     uint8_t *present = calloc(n + 1, 1);
     char(*names)[FRAME_STAT_NAME_MAX + 1] = calloc(n + 1, sizeof(*names));
     const char **np = calloc(n + 1, sizeof(*np));
     int rc = -1;
-    if (!keys || !iov || !a || !b || !st || !present || !names || !np) goto out;
+    if (!keys || !iov || !a || !b || !ids || !offs || !st || !present || !names || !np) goto out;
     frame_iter it;
     frame_entry e;
     frame_iter_init(&it, m);
@@ -56,8 +57,11 @@ static int fc_reencode(const frame_msg *m, uint8_t *out, size_t cap, size_t *len
         st[k] = e.status;
         present[k] = e.present;
         np[k] = names[k];
+        ids[k] = e.id;
+        offs[k] = e.offset;
         switch (m->h.opcode) {
         case FRAME_OP_GET:
+        case FRAME_OP_PIN:
             a[k] = e.cap;
             break;
         case FRAME_OP_STAT | FRAME_OP_REPLY:
@@ -104,6 +108,26 @@ static int fc_reencode(const frame_msg *m, uint8_t *out, size_t cap, size_t *len
     case FRAME_OP_CLEAR | FRAME_OP_REPLY:
         rc = frame_encode_empty(out, cap, len, op, id);
         break;
+    case FRAME_OP_PIN:
+        rc = frame_encode_pin(out, cap, len, id, keys, a, n);
+        break;
+    case FRAME_OP_RESERVE:
+        rc = frame_encode_reserve(out, cap, len, id, keys, a, n);
+        break;
+    case FRAME_OP_COMMIT:
+        rc = frame_encode_commit(out, cap, len, id, ids, b, n);
+        break;
+    case FRAME_OP_RELEASE:
+        rc = frame_encode_release(out, cap, len, id, ids, st, n);
+        break;
+    case FRAME_OP_RESERVE | FRAME_OP_REPLY:
+        rc = frame_encode_reserve_reply(out, cap, len, id, st, ids, offs, n);
+        break;
+    case FRAME_OP_PIN | FRAME_OP_REPLY:
+        rc = frame_encode_pin_reply(out, cap, len, id, st, ids, offs, a, b, n);
+        break;
+    case FRAME_OP_COMMIT | FRAME_OP_REPLY:
+    case FRAME_OP_RELEASE | FRAME_OP_REPLY:
     case FRAME_OP_PUT | FRAME_OP_REPLY:
     case FRAME_OP_REMOVE | FRAME_OP_REPLY:
         rc = frame_encode_status_reply(out, cap, len, op, id, st, n);
@@ -129,6 +153,8 @@ out:
     free(iov);
     free(a);
     free(b);
+    free(ids);
+    free(offs);
     free(st);
     free(present);
     free(names);

@@ -149,6 +149,33 @@ int main(int argc, char **argv) {
     add(frame_encode_error(ROOM, 0x42, 19, TIDE_EPROTO, "unknown opcode", 14), NULL, 0);
     emit("ok-error-unknown-op");
 
+    /* Shared-pool requests and replies. */
+    uint64_t rvl[3] = {10, 1, 1ull << 20};
+    add(frame_encode_reserve(ROOM, 30, k3, rvl, 3), NULL, 0);
+    emit("ok-reserve-3keys");
+    int32_t rrst[3] = {0, 0, TIDE_ENOSPACE};
+    uint64_t rids[3] = {7, 0, 0}, roffs[3] = {4096, 0, 0};
+    add(frame_encode_reserve_reply(ROOM, 30, rrst, rids, roffs, 3), NULL, 0);
+    emit("ok-reserve-reply-mixed");
+    uint64_t cids[2] = {7, 1ull << 40}, csums[2] = {0x1122334455667788ull, 0};
+    add(frame_encode_commit(ROOM, 31, cids, csums, 2), NULL, 0);
+    emit("ok-commit");
+    int32_t cst[2] = {0, TIDE_ENOTFOUND};
+    add(frame_encode_status_reply(ROOM, FRAME_OP_COMMIT, 31, cst, 2), NULL, 0);
+    emit("ok-commit-reply");
+    add(frame_encode_pin(ROOM, 32, k3, caps, 3), NULL, 0);
+    emit("ok-pin-3keys");
+    int32_t pst[3] = {0, TIDE_EBUFSMALL, TIDE_ENOTFOUND};
+    uint64_t pids[3] = {9, 0, 0}, poffs[3] = {256, 0, 0}, pvl[3] = {10, 5000, 0};
+    uint64_t psum[3] = {42, 0, 0};
+    add(frame_encode_pin_reply(ROOM, 32, pst, pids, poffs, pvl, psum, 3), NULL, 0);
+    emit("ok-pin-reply-mixed");
+    int32_t rout[2] = {0, TIDE_ECHECKSUM};
+    add(frame_encode_release(ROOM, 33, cids, rout, 2), NULL, 0);
+    emit("ok-release");
+    add(frame_encode_status_reply(ROOM, FRAME_OP_RELEASE, 33, cst, 2), NULL, 0);
+    emit("ok-release-reply");
+
     /* A pipeline: several requests back to back. */
     add(frame_encode_empty(ROOM, FRAME_OP_PING, 20), NULL, 0);
     add(frame_encode_put(ROOM, 21, k3, 3, iov3, NULL, NULL, &dl), NULL, 0);
@@ -180,7 +207,7 @@ int main(int argc, char **argv) {
     buf[4] = 2;
     emit("err-TIDE_EUNSUPPORTED-version");
     add(frame_encode_empty(ROOM, FRAME_OP_PING, 1), NULL, 0);
-    buf[5] = 0x0a;
+    buf[5] = 0x3e; /* no opcode (0x0a..0x0d became the shared-pool requests) */
     emit("err-TIDE_EPROTO-opcode");
     add(frame_encode_empty(ROOM, FRAME_OP_PING, 1), NULL, 0);
     buf[6] = 1;
@@ -262,6 +289,26 @@ int main(int argc, char **argv) {
     add(frame_encode_hello(ROOM, 1, &hello), NULL, 0);
     frame_wr16(buf + FRAME_HDR_SIZE, 4); /* min 4 > max 3 */
     emit("err-TIDE_EPROTO-hello-version-range");
+
+    /* Shared-pool frames out of canonical form. */
+    add(frame_encode_reserve(ROOM, 30, k3, rvl, 2), NULL, 0);
+    frame_wr64(buf + FRAME_HDR_SIZE + 2 + 5, 0);
+    emit("err-TIDE_EVALEMPTY-reserve");
+    add(frame_encode_commit(ROOM, 31, cids, csums, 2), NULL, 0);
+    frame_wr64(buf + FRAME_HDR_SIZE + 16, 0);
+    emit("err-TIDE_EPROTO-commit-id-0");
+    add(frame_encode_release(ROOM, 33, cids, rout, 2), NULL, 0);
+    frame_wr32(buf + FRAME_HDR_SIZE + 8, (uint32_t)TIDE_ENOSPACE);
+    emit("err-TIDE_EPROTO-release-outcome");
+    add(frame_encode_reserve_reply(ROOM, 30, rrst, rids, roffs, 3), NULL, 0);
+    frame_wr64(buf + FRAME_HDR_SIZE + 20 + 12, 512); /* the duplicate gets an offset */
+    emit("err-TIDE_EPROTO-reserve-reply-dup-offset");
+    add(frame_encode_pin_reply(ROOM, 32, pst, pids, poffs, pvl, psum, 3), NULL, 0);
+    frame_wr64(buf + FRAME_HDR_SIZE + 72 + 20, 3); /* the miss gets a length */
+    emit("err-TIDE_EPROTO-pin-reply-miss-with-vlen");
+    add(frame_encode_pin_reply(ROOM, 32, pst, pids, poffs, pvl, psum, 1), NULL, 0);
+    frame_wr64(buf + FRAME_HDR_SIZE + 4, 0); /* pinned without an id */
+    emit("err-TIDE_EPROTO-pin-reply-id-0");
 
     /* --- a good frame followed by garbage --- */
     add(frame_encode_empty(ROOM, FRAME_OP_PING, 16), "garbage-after-frame!", 20);

@@ -78,6 +78,7 @@ def _expect(ctext):
         "int": ctypes.c_int,
         "size_t": ctypes.c_size_t,
         "uint64_t": ctypes.c_uint64,
+        "int64_t": ctypes.c_int64,
         "uint32_t": ctypes.c_uint32,
         "uint8_t": ctypes.c_uint8,
         "tide_hash_algo": ctypes.c_int,  # an enum: int-sized
@@ -230,3 +231,15 @@ def test_a_symbol_the_library_lacks_raises_unsupported_naming_it():
         stand_in(1, 2)
     assert ei.value.code == tide.EUNSUPPORTED
     assert "tide_future_call" in str(ei.value) and "/opt/old/libtide.so" in str(ei.value)
+
+
+def test_stats_struct_matches_the_header():
+    """The ctypes mirror of tide_stats lists the header's fields in the header's order
+    (fields are only ever added at the end, so older ones keep their offsets)."""
+    m = re.search(r"typedef struct tide_stats \{(.*?)\} tide_stats;", header_text(), re.S)
+    assert m, "tide_stats not found in tide.h"
+    body = re.sub(r"/\*.*?\*/", "", m.group(1), flags=re.S)
+    fields = re.findall(r"uint64_t\s+(\w+)\s*;", body)
+    assert len(fields) == len(re.findall(r";", body)), "a field that is not a uint64_t"
+    assert tuple(fields) == tuple(tide._lib.STATS_FIELDS)
+    assert ctypes.sizeof(tide._lib.Stats) == 8 * len(fields)

@@ -79,3 +79,23 @@ TEST(common_errmsg_per_thread_and_handle) {
     CHECK_STR(err_get(NULL, NULL), "key k missing");
     errbuf_destroy(&eb);
 }
+
+#include "common/checksum.h"
+
+TEST(common_checksum_iov_equals_flat) {
+    uint8_t buf[10000];
+    for (size_t i = 0; i < sizeof(buf); i++) buf[i] = (uint8_t)(i * 7 + 3);
+    tide_iov one = {buf, sizeof(buf)};
+    tide_iov three[3] = {{buf, 1}, {buf + 1, 4999}, {buf + 5000, 5000}};
+    uint64_t flat = checksum_buf(buf, sizeof(buf));
+    CHECK(checksum_iov(&one, 1, sizeof(buf)) == flat);
+    CHECK(checksum_iov(three, 3, sizeof(buf)) == flat);
+    CHECK(checksum_iov(three, 3, 6000) == checksum_buf(buf, 6000));
+    uint8_t out[10000];
+    tide_iov dst[2] = {{out, 3333}, {out + 3333, 6667}};
+    CHECK(copy_scatter(dst, 2, buf, sizeof(buf), 1) == flat);
+    CHECK(memcmp(out, buf, sizeof(buf)) == 0);
+    uint8_t back[10000];
+    CHECK(copy_gather(back, three, 3, 1) == flat);
+    CHECK(memcmp(back, buf, sizeof(buf)) == 0);
+}

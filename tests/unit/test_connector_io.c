@@ -218,6 +218,46 @@ TEST(connector_save_dedup_and_chunked_prefill) {
     tide_close(st);
 }
 
+/* Decode-produced KV: without save_decode_cache a save stops at the prompt (the reference
+ * skips decode steps); with it, the blocks decode completes are saved too. */
+TEST(connector_decode_saves_only_with_save_decode_cache) {
+    tide_store *st = NULL;
+    CHECK_EQ(tide_open("mem://?capacity=16MiB", &st), 0);
+    size_t nh;
+    uint8_t *h = prompt_hashes(3, 64, 16, &nh); /* a 40-token prompt, then 24 decoded */
+    int32_t ids[4] = {0, 1, 2, 3};
+    for (int with = 0; with < 2; with++) {
+        const char *extra = with ? "\"save_decode_cache\":true" : "";
+        const char *json = rig_doc(16, "", "", "kv_both", extra, R_FULL(16));
+        tide_connector *s = rig_open(json, st, TIDE_CONNECTOR_SCHEDULER);
+        /* Prefill of 40 tokens (hashes cover 32): blocks 0, 1. */
+        CHECK_EQ(tide_connector_request_step(s, "d", 40, 40, h, 2, HL, ids, (size_t[]){3}, 1, 1),
+                 0);
+        tide_connector_meta *m = NULL;
+        CHECK_EQ(tide_connector_build_meta(s, &m), 0);
+        CHECK_EQ(tide_connector_meta_num_jobs(m), 1);
+        CHECK_EQ(job_blocks(m, 0, TIDE_CONNECTOR_SAVE), 2);
+        tide_connector_meta_free(m);
+        /* Decode to 64 tokens: the hashes now cover blocks 2 and 3. */
+        CHECK_EQ(tide_connector_request_step(s, "d", 40, 64, h, 4, HL, ids + 3, (size_t[]){1}, 1,
+                                             0),
+                 0);
+        CHECK_EQ(tide_connector_build_meta(s, &m), 0);
+        CHECK_EQ(tide_connector_meta_num_jobs(m), (size_t)with);
+        if (with) {
+            CHECK_EQ(job_blocks(m, 0, TIDE_CONNECTOR_SAVE), 2);
+            tide_connector_job job;
+            tide_connector_meta_job(m, 0, &job);
+            CHECK_EQ(job.start_tokens, 32);
+            CHECK_EQ(job.end_tokens, 64);
+        }
+        tide_connector_meta_free(m);
+        tide_connector_destroy(s);
+    }
+    free(h);
+    tide_close(st);
+}
+
 /* Remove one block and replace another with wrong-sized bytes between lookup and load:
  * both are reported, the others load exactly. */
 TEST(connector_load_errors_per_block) {

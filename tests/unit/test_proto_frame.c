@@ -386,8 +386,8 @@ TEST(proto_frame_control_opcodes_roundtrip) {
     CHECK_STR(frame_op_name(FRAME_OP_GET | FRAME_OP_REPLY), "GET_REPLY");
     CHECK_STR(frame_op_name(FRAME_OP_ERROR), "ERROR");
     CHECK_STR(frame_op_name(0), "?");
-    CHECK_STR(frame_op_name(0x8a), "?");
-    CHECK(!frame_op_valid(0x0a) && !frame_op_valid(0x80) && !frame_op_valid(0x100));
+    CHECK_STR(frame_op_name(0xbe), "?");
+    CHECK(!frame_op_valid(0x3e) && !frame_op_valid(0x80) && !frame_op_valid(0x100));
 }
 
 TEST(proto_frame_zero_keys) {
@@ -714,7 +714,7 @@ TEST(proto_frame_bad_header_fields) {
         const char *says;
     } cases[] = {
         {5, 1, 0x00, TIDE_EPROTO, "unknown opcode 0x00"},
-        {5, 1, 0x0a, TIDE_EPROTO, "unknown opcode 0x0a"},
+        {5, 1, 0x3e, TIDE_EPROTO, "unknown opcode 0x3e"},
         {5, 1, 0x80, TIDE_EPROTO, "unknown opcode 0x80"},
         {6, 2, 0x0100, TIDE_EPROTO, "unknown flags 0x0100"},
         {28, 4, 7, TIDE_EPROTO, "reserved"},

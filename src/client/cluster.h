@@ -1,0 +1,127 @@
+/*
+ * cluster.h — the cluster backend's internal parts: members, membership views, rendezvous
+ * placement and the fan-out pool.
+ *
+ *   tide://H1:P1,H2:P2,...?replicas=R      a static member list
+ *   etcd://E1:2379[,E2:2379]/CLUSTER?replicas=R   members read from etcd
+ *
+ * A view is an immutable, refcounted list of members sorted by address. An operation takes
+ * the current view at its start (view_get) and works on it to the end, so a membership
+ * change (etcd) never moves a key in the middle of a call. Members are refcounted as well
+ * and carried from one view to the next when their address stays, so their connections and
+ * their down-marks survive a change.
+ *
+ * Lock rules: cluster.view_lock guards cluster.view (the pointer swap) and etcd_msg. A
+ * member's open_lock serialises opening its node handle; everything else in a member is
+ * atomic. The pool has its own lock (cluster.c).
+ */
+#ifndef TIDE_CLUSTER_H
+#define TIDE_CLUSTER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "client/client.h"
+#include "common/etcd.h"
+
+#define CLUSTER_ADDR_MAX 256
+#define CLUSTER_MAX_MEMBERS 1024
+/* Ranks a key's read may try: replicas + fallback, at most this many. */
+#define CLUSTER_MAX_DEPTH 16
+
+typedef struct cmember {
+    char addr[CLUSTER_ADDR_MAX]; /* "host:port" as the member list spells it */
+    uint64_t seed;               /* the member's rendezvous seed: a hash of addr */
+    pthread_mutex_t open_lock;   /* serialises opening h */
+    _Atomic(tide_store *) h;     /* the node's tide:// handle; NULL until opened */
+    _Atomic uint64_t down_until; /* now_ns() below this: skipped (failed, backing off) */
+    _Atomic unsigned fails;      /* consecutive failures, for the back-off */
+    atomic_int refs;
+} cmember;
+
+typedef struct cview {
+    cmember **m; /* sorted by addr */
+    size_t n;
+    atomic_int refs;
+} cview;
+
+typedef struct cpool cpool;
+
+typedef struct cluster {
+    int from_etcd;
+    unsigned replicas; /* R: copies a put writes */
+    unsigned fallback; /* ranks beyond R a read asks after a miss */
+    uint64_t timeout_ms;
+    uint64_t retry_ns;    /* first back-off after a failure; doubles up to 16x */
+    char node_query[600]; /* "?timeout_ms=..&conns=..[&token=..]" for member URLs */
+
+    pthread_mutex_t view_lock;
+    cview *view; /* holds one reference */
+
+    /* etcd membership (from_etcd only): a thread polls the prefix every poll_ns. The stop
+     * lock and condition (CLOCK_MONOTONIC) exist for every cluster handle. */
+    etcd_client *etcd;
+    char etcd_prefix[300];
+    uint64_t poll_ns;
+    pthread_t poller;
+    int poller_started;
+    pthread_mutex_t stop_lock;
+    pthread_cond_t stop_cond;
+    int stopping;
+    char etcd_msg[ERR_MSG_MAX]; /* the last etcd failure (view_lock) */
+
+    cpool *pool;
+
+    /* Figures for tide_cluster_info_get (since open, this handle). */
+    _Atomic uint64_t view_changes, copies_written, puts_degraded, puts_failed, read_failovers,
+        read_fallbacks, node_errors, etcd_errors;
+} cluster;
+
+/* ---- placement (cluster_view.c) ------------------------------------------------------ */
+
+/* A member's rendezvous seed from its address. */
+uint64_t cluster_seed(const char *addr);
+/*
+ * Rendezvous (highest-random-weight) ranking: the `depth` members of seeds[0..n) with the
+ * highest weight hash(key, seed), best first, as indices into seeds. depth <= n and
+ * depth <= CLUSTER_MAX_DEPTH. Removing a member never reorders the others, and adding one
+ * only inserts it — the property that keeps a join's disruption to ~1/n of the keys.
+ */
+void cluster_rank(const uint64_t *seeds, size_t n, const void *key, size_t klen, uint32_t *order,
+                  size_t depth);
+
+/* ---- members and views (cluster_view.c) ---------------------------------------------- */
+
+/* The current view, with a reference the caller drops with view_put. */
+cview *view_get(cluster *c);
+void view_put(cview *v);
+/* Build a view from addresses (duplicates dropped), reusing members of `old` (may be
+ * NULL) that keep their address. Returns NULL when out of memory. */
+cview *view_build(char *const *addrs, size_t n, const cview *old);
+/* Install v as the current view (takes the caller's reference); 1 if the member set
+ * changed. */
+int view_install(cluster *c, cview *v);
+/* Parse a comma-separated "host:port,host:port" list into malloc'd strings. */
+int cluster_parse_list(tide_store *s, const char *scheme, const char *list, char ***out, size_t *n);
+void cluster_free_list(char **list, size_t n);
+
+/* 1 while the member is backing off after a failure. */
+int member_is_down(const cmember *m, uint64_t now);
+void member_ok(cmember *m);
+void member_fail(cluster *c, cmember *m);
+/* The member's node handle in *out, opened on first use. On failure returns the code,
+ * marks the member down and writes the reason to msg. */
+int member_handle(cluster *c, cmember *m, tide_store **out, char *msg, size_t len);
+
+/* Start or stop etcd membership: read the prefix once (must succeed), then poll. */
+int cluster_etcd_start(tide_store *s, cluster *c, const char *endpoints, const char *name);
+void cluster_etcd_stop(cluster *c);
+
+extern const backend_ops cluster_backend;
+extern const backend_ops etcd_backend;
+/* Whether a tide:// URL belongs to the cluster backend (several members, or a cluster
+ * option such as replicas=). */
+int cluster_claims(const url *u);
+
+#endif

@@ -1,0 +1,23 @@
+/*
+ * announce.h — a node's membership in etcd: tided registers its advertised address under
+ * /tide/CLUSTER/members/HOST:PORT, attached to a lease that a thread keeps alive.
+ */
+#ifndef TIDE_ANNOUNCE_H
+#define TIDE_ANNOUNCE_H
+
+#include "server/server.h"
+
+typedef struct announce announce;
+
+/*
+ * Register (one try, logged) and start the keepalive thread. A node whose first try fails
+ * keeps serving and keeps trying. Errors: -EINVAL for settings that cannot work (logged),
+ * -ENOMEM, or a thread that cannot start.
+ */
+int announce_start(const server_config *cfg, int port, announce **out);
+
+/* Leave: revoke the lease, so clients drop the node at their next read, and stop the
+ * thread. NULL is ignored. */
+void announce_stop(announce *a);
+
+#endif

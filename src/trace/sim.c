@@ -1,0 +1,337 @@
+/*
+ * sim.c — an offline cache simulator for traces (trace.h): the hit rates of an infinite
+ * cache, of Belady's optimum, of LRU and of S3-FIFO for a cache of N equal-size blocks.
+ *
+ * Every policy runs the protocol of trace.h (the one `tide replay` runs against a store),
+ * so the LRU figures here are exactly what an LRU store of N blocks reports:
+ *   - a request's hit count is the length of the longest held prefix of its blocks;
+ *   - the hit blocks are then used in order;
+ *   - the remaining blocks are written in order; one already held is not touched.
+ *
+ * Per-block state lives in arrays indexed by the trace's dense block ids. Policies:
+ *
+ *   infinite  nothing is evicted; misses are the compulsory ones (first references).
+ *   belady    on a full cache, evict the held block whose next reference is farthest in
+ *             the future (never again counts as farthest). Next references are computed
+ *             up front; the held blocks sit in a max-heap on them. The block being
+ *             written is always admitted (demand paging, like the store, which stores every
+ *             put): Belady's MIN is the optimum among policies that do so.
+ *   lru       one list, used blocks to the head, the tail evicted.
+ *   s3fifo    a small FIFO S (a tenth of the blocks), a main FIFO M and a ghost G of ids
+ *             recently evicted from S (as many as M holds). New blocks enter S, or M when
+ *             G remembers them; a use raises a block's frequency (at most 3) and moves
+ *             nothing. Evicting: from S while it holds its tenth (or M is empty): the tail
+ *             goes to M if it was used since it came in, else out (into G); otherwise
+ *             from M: the tail goes back to M's head with frequency - 1 if it is above 0,
+ *             else out. These are the rules of src/store/s3fifo.c, with an exact FIFO ghost
+ *             where the store keeps a hashed approximation, and FIFO order kept on a use
+ *             where the store (which takes a block off its queue while a reader pins it)
+ *             puts the block back at its queue's head.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trace/trace.h"
+
+#define NIL UINT32_MAX
+#define NEVER SIZE_MAX /* next reference of a block that is not referenced again */
+
+static const char *const names[SIM_NPOLICIES] = {"infinite", "belady", "lru", "s3fifo"};
+
+const char *sim_policy_name(int policy) {
+    return policy >= 0 && policy < SIM_NPOLICIES ? names[policy] : "unknown";
+}
+
+typedef struct list {
+    uint32_t head, tail;
+    uint64_t count;
+} list;
+
+typedef struct sim {
+    const trace *t;
+    int policy;
+    uint64_t cap;
+    uint64_t held;
+    uint8_t *where; /* per block: 0 = not held, 1 = held (S for s3fifo), 2 = in M */
+    /* lru, s3fifo */
+    uint32_t *prev, *next;
+    list q[3]; /* [1] = the LRU list or S, [2] = M */
+    uint8_t *freq;
+    uint64_t s_target;
+    uint64_t *ghost_seq; /* 0, or the ghost insertion number of the block's eviction */
+    uint64_t ghost_next, ghost_cap;
+    /* belady */
+    size_t *next_ref; /* per reference: the position of the same block's next reference */
+    size_t *key;      /* per block: the next reference of a held block */
+    uint32_t *heap, *hpos;
+    size_t hlen;
+    uint64_t evictions;
+} sim;
+
+/* ---- lists ---------------------------------------------------------------------------- */
+
+static void push_head(sim *s, int qi, uint32_t b) {
+    list *q = &s->q[qi];
+    s->prev[b] = NIL;
+    s->next[b] = q->head;
+    if (q->head != NIL)
+        s->prev[q->head] = b;
+    else
+        q->tail = b;
+    q->head = b;
+    q->count++;
+    s->where[b] = (uint8_t)qi;
+}
+
+static void unlink_block(sim *s, uint32_t b) {
+    list *q = &s->q[s->where[b]];
+    if (s->prev[b] != NIL)
+        s->next[s->prev[b]] = s->next[b];
+    else
+        q->head = s->next[b];
+    if (s->next[b] != NIL)
+        s->prev[s->next[b]] = s->prev[b];
+    else
+        q->tail = s->prev[b];
+    q->count--;
+    s->where[b] = 0;
+}
+
+/* ---- the Belady heap: a max-heap of held blocks on key[] ------------------------------ */
+
+static void heap_swap(sim *s, size_t i, size_t j) {
+    uint32_t a = s->heap[i], b = s->heap[j];
+    s->heap[i] = b;
+    s->heap[j] = a;
+    s->hpos[b] = (uint32_t)i;
+    s->hpos[a] = (uint32_t)j;
+}
+
+static void heap_up(sim *s, size_t i) {
+    while (i > 0 && s->key[s->heap[(i - 1) / 2]] < s->key[s->heap[i]]) {
+        heap_swap(s, i, (i - 1) / 2);
+        i = (i - 1) / 2;
+    }
+}
+
+static void heap_down(sim *s, size_t i) {
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < s->hlen && s->key[s->heap[l]] > s->key[s->heap[m]]) m = l;
+        if (r < s->hlen && s->key[s->heap[r]] > s->key[s->heap[m]]) m = r;
+        if (m == i) return;
+        heap_swap(s, i, m);
+        i = m;
+    }
+}
+
+static void heap_push(sim *s, uint32_t b) {
+    s->heap[s->hlen] = b;
+    s->hpos[b] = (uint32_t)s->hlen;
+    s->hlen++;
+    heap_up(s, s->hlen - 1);
+}
+
+static uint32_t heap_pop(sim *s) {
+    uint32_t top = s->heap[0];
+    s->hlen--;
+    if (s->hlen) {
+        s->heap[0] = s->heap[s->hlen];
+        s->hpos[s->heap[0]] = 0;
+        heap_down(s, 0);
+    }
+    return top;
+}
+
+/* ---- policies ------------------------------------------------------------------------- */
+
+static int ghost_has(const sim *s, uint32_t b) {
+    return s->ghost_seq[b] && s->ghost_next - s->ghost_seq[b] < s->ghost_cap;
+}
+
+/* S3-FIFO: evict one block (the loop is bounded: each pass moves a block S -> M, at most
+ * |S| times, or spends one unit of an M block's frequency, at most 3 |M| times). */
+static void s3_evict(sim *s) {
+    for (;;) {
+        list *S = &s->q[1], *M = &s->q[2];
+        if (S->count == 0 && M->count == 0) return;
+        if (M->count == 0 || (S->count > 0 && S->count >= s->s_target)) {
+            uint32_t b = S->tail;
+            unlink_block(s, b);
+            if (s->freq[b] >= 1) {
+                s->freq[b] = 0;
+                push_head(s, 2, b);
+                continue;
+            }
+            s->ghost_seq[b] = ++s->ghost_next;
+        } else {
+            uint32_t b = M->tail;
+            unlink_block(s, b);
+            if (s->freq[b] >= 1) {
+                s->freq[b]--;
+                push_head(s, 2, b);
+                continue;
+            }
+        }
+        s->held--;
+        s->evictions++;
+        return;
+    }
+}
+
+/* A use of held block b at reference position k. */
+static void use(sim *s, uint32_t b, size_t k) {
+    switch (s->policy) {
+    case SIM_BELADY:
+        s->key[b] = s->next_ref[k];
+        heap_down(s, s->hpos[b]);
+        heap_up(s, s->hpos[b]);
+        break;
+    case SIM_LRU:
+        unlink_block(s, b);
+        push_head(s, 1, b);
+        break;
+    case SIM_S3FIFO:
+        if (s->freq[b] < 3) s->freq[b]++;
+        break;
+    default:
+        break;
+    }
+}
+
+/* A write of block b at reference position k (b is not held). */
+static void insert(sim *s, uint32_t b, size_t k) {
+    switch (s->policy) {
+    case SIM_BELADY:
+        if (s->held >= s->cap) {
+            s->where[heap_pop(s)] = 0;
+            s->held--;
+            s->evictions++;
+        }
+        s->key[b] = s->next_ref[k];
+        heap_push(s, b);
+        s->where[b] = 1;
+        break;
+    case SIM_LRU:
+        if (s->held >= s->cap) {
+            unlink_block(s, s->q[1].tail);
+            s->held--;
+            s->evictions++;
+        }
+        push_head(s, 1, b);
+        break;
+    case SIM_S3FIFO:
+        while (s->held >= s->cap) {
+            uint64_t before = s->held;
+            s3_evict(s);
+            if (s->held == before) break; /* nothing evictable: cannot happen while held */
+        }
+        s->freq[b] = 0;
+        if (ghost_has(s, b)) {
+            s->ghost_seq[b] = 0;
+            push_head(s, 2, b);
+        } else {
+            push_head(s, 1, b);
+        }
+        break;
+    default:
+        s->where[b] = 1;
+        break;
+    }
+    s->held++;
+}
+
+static void sim_free(sim *s) {
+    free(s->where);
+    free(s->prev);
+    free(s->next);
+    free(s->freq);
+    free(s->ghost_seq);
+    free(s->next_ref);
+    free(s->key);
+    free(s->heap);
+    free(s->hpos);
+}
+
+static int sim_init(sim *s, const trace *t, int policy, uint64_t cap) {
+    memset(s, 0, sizeof(*s));
+    s->t = t;
+    s->policy = policy;
+    s->cap = cap;
+    size_t nb = t->ndistinct ? t->ndistinct : 1;
+    s->where = calloc(nb, 1);
+    if (!s->where) return -ENOMEM;
+    for (int i = 0; i < 3; i++)
+        s->q[i] = (list){NIL, NIL, 0};
+    if (policy == SIM_LRU || policy == SIM_S3FIFO) {
+        s->prev = malloc(nb * sizeof(*s->prev));
+        s->next = malloc(nb * sizeof(*s->next));
+        if (!s->prev || !s->next) return -ENOMEM;
+    }
+    if (policy == SIM_S3FIFO) {
+        s->freq = calloc(nb, 1);
+        s->ghost_seq = calloc(nb, sizeof(*s->ghost_seq));
+        if (!s->freq || !s->ghost_seq) return -ENOMEM;
+        s->s_target = cap / 10;
+        s->ghost_cap = cap - s->s_target ? cap - s->s_target : 1;
+    }
+    if (policy == SIM_BELADY) {
+        size_t nr = t->nrefs ? t->nrefs : 1;
+        s->next_ref = malloc(nr * sizeof(*s->next_ref));
+        s->key = malloc(nb * sizeof(*s->key));
+        s->heap = malloc(nb * sizeof(*s->heap));
+        s->hpos = malloc(nb * sizeof(*s->hpos));
+        if (!s->next_ref || !s->key || !s->heap || !s->hpos) return -ENOMEM;
+        /* Walk backwards keeping each block's latest-seen (that is, next) position. */
+        for (size_t b = 0; b < nb; b++)
+            s->key[b] = NEVER;
+        for (size_t k = t->nrefs; k-- > 0;) {
+            uint32_t b = t->ids[k];
+            s->next_ref[k] = s->key[b];
+            s->key[b] = k;
+        }
+    }
+    return 0;
+}
+
+int sim_run(const trace *t, int policy, uint64_t capacity, sim_result *out) {
+    if (policy < 0 || policy >= SIM_NPOLICIES) return -EINVAL;
+    if (policy != SIM_INFINITE && capacity == 0) return -EINVAL;
+    if (policy == SIM_INFINITE) capacity = UINT64_MAX;
+    sim s;
+    int rc = sim_init(&s, t, policy, capacity);
+    if (rc) {
+        sim_free(&s);
+        return rc;
+    }
+    sim_result r = {.requests = t->nreqs, .tokens = t->tokens, .compulsory = t->ndistinct};
+    for (size_t q = 0; q < t->nreqs; q++) {
+        const trace_req *rq = &t->reqs[q];
+        const uint32_t *ids = t->ids + rq->first;
+        uint32_t hit = 0;
+        while (hit < rq->nblocks && s.where[ids[hit]])
+            hit++;
+        for (uint32_t i = 0; i < hit; i++) {
+            use(&s, ids[i], rq->first + i);
+            r.hit_tokens += trace_block_tokens(t, rq, i);
+        }
+        for (uint32_t i = hit; i < rq->nblocks; i++) {
+            uint32_t b = ids[i];
+            if (s.where[b]) {
+                /* Held but past the prefix: the write is a duplicate and no use, but the
+                 * reference is spent, so Belady's view of its next use moves on. */
+                if (policy == SIM_BELADY) use(&s, b, rq->first + i);
+                continue;
+            }
+            insert(&s, b, rq->first + i);
+            r.inserts++;
+        }
+        r.blocks += rq->nblocks;
+        r.hit_blocks += hit;
+    }
+    r.evictions = s.evictions;
+    sim_free(&s);
+    *out = r;
+    return 0;
+}
