@@ -7,9 +7,9 @@
  *   1. computes the prompt "document of P tokens + question 1" from scratch on a plain
  *      engine (no store): the baseline TTFT, median of --reps runs (one for P >= 8192,
  *      where a run takes seconds);
- *   2. for each backend (mem://, and tide:// on a tided this program starts on a free
- *      loopback port from $TIDE_BIN or <this program's directory>/../tide; --url adds
- *      others, e.g. a unix:// store once that backend exists): engine instance A serves
+ *   2. for each backend (mem://; unix:// and tide:// on one tided this program starts on
+ *      a Unix socket and a free loopback port from $TIDE_BIN or <this program's
+ *      directory>/../tide, emptied before each; --url adds others): engine instance A serves
  *      "document + question 0" through the connector — a miss, so it computes and saves
  *      (its TTFT is the cost of saving while computing) — then engine instance B, another
  *      model with the same weights, serves "document + question q" for q = 1..--reps
@@ -22,8 +22,8 @@
  * recompute / hit TTFT, measured in one run on one machine (wall clock; the figures move
  * with whatever else the machine runs, the ratio much less).
  *
- * Target (issue 6): >= 10x at 8k with the shared-memory backend; unix:// is not in this
- * build, so the figure is judged on mem://, the embedded store, and said so.
+ * Target (issue 6): >= 10x at 8k with the shared-memory backend, unix:// (judged on mem://
+ * when no tided could be started, and said so).
  * Exit status: 0, or 1 when any logits differ or something fails.
  */
 #include <inttypes.h>
@@ -105,7 +105,7 @@ static int warm(etide *e, const uint32_t *tok, uint32_t n, float *logits) {
 /* A tided on a free loopback port, started from the tide binary. */
 typedef struct server {
     pid_t pid;
-    char url[64], dir[64];
+    char url[64], unix_url[160], dir[64];
 } server;
 
 static int tide_bin(char *out, size_t cap) {
@@ -126,11 +126,12 @@ static int tide_bin(char *out, size_t cap) {
 }
 
 static int server_start(server *s) {
-    char bin[PATH_MAX + 16], ready[128];
+    char bin[PATH_MAX + 16], ready[128], sock[96];
     if (tide_bin(bin, sizeof(bin))) return -1;
     snprintf(s->dir, sizeof(s->dir), "/tmp/tide-ttft-XXXXXX");
     if (!mkdtemp(s->dir)) return -1;
     snprintf(ready, sizeof(ready), "%s/ready", s->dir);
+    snprintf(sock, sizeof(sock), "%s/tide.sock", s->dir);
     fflush(stdout);
     pid_t pid = fork();
     if (pid < 0) return -1;
@@ -138,7 +139,7 @@ static int server_start(server *s) {
         FILE *f = freopen("/dev/null", "w", stderr);
         (void)f;
         execl(bin, "tided", "--port", "0", "--metrics-port", "0", "--capacity", "1GiB",
-              "--log-level", "error", "--ready-file", ready, (char *)NULL);
+              "--log-level", "error", "--ready-file", ready, "--unix", sock, (char *)NULL);
         _exit(127);
     }
     s->pid = pid;
@@ -150,6 +151,7 @@ static int server_start(server *s) {
             fclose(f);
             if (ok && port > 0) {
                 snprintf(s->url, sizeof(s->url), "tide://127.0.0.1:%d", port);
+                snprintf(s->unix_url, sizeof(s->unix_url), "unix://%s", sock);
                 return 0;
             }
         }
@@ -174,6 +176,8 @@ static void server_stop(server *s) {
     if (s->dir[0]) {
         char p[128];
         snprintf(p, sizeof(p), "%s/ready", s->dir);
+        unlink(p);
+        snprintf(p, sizeof(p), "%s/tide.sock", s->dir);
         unlink(p);
         rmdir(s->dir);
         s->dir[0] = '\0';
@@ -203,6 +207,11 @@ static int run_backend(const opts *o, const char *url, uint32_t p, const float *
     if (!lg) goto out;
     if (tide_open(url, &s)) {
         snprintf(c->warning, sizeof(c->warning), "cannot open: %.120s", tide_errmsg(NULL));
+        goto out;
+    }
+    /* Backends may share one tided: start each from an empty store, so A's prompt misses. */
+    if (tide_clear(s) < 0) {
+        snprintf(c->warning, sizeof(c->warning), "clear: %.120s", tide_errmsg(s));
         goto out;
     }
     etide_options eo = {0};
@@ -319,21 +328,27 @@ int main(int argc, char **argv) {
     server srv = {0};
     if (!o.no_tided) {
         if (server_start(&srv) == 0) {
+            urls[nb] = srv.unix_url;
+            names[nb++] = "unix:// (tided, shared pool)";
             urls[nb] = srv.url;
             names[nb++] = "tide:// (tided, loopback TCP)";
         } else {
             server_stop(&srv);
-            printf("(tide:// skipped: no tide binary at $TIDE_BIN or beside this program)\n");
+            printf("(unix:// and tide:// skipped: no tide binary at $TIDE_BIN or beside this "
+                   "program)\n");
         }
     }
     for (int i = 0; i < o.nurls; i++) {
         urls[nb] = o.urls[i];
         names[nb++] = o.urls[i];
     }
-    tide_store *probe = NULL;
-    int prc = tide_open("unix:///nonexistent", &probe);
-    int unix_here = prc != TIDE_ESCHEME;
-    if (prc == 0) tide_close(probe);
+    /* The target is judged on the shared-memory backend, or on mem:// without a tided. */
+    int judged = 0;
+    for (int i = 0; i < nb; i++)
+        if (strncmp(urls[i], "unix://", 7) == 0) {
+            judged = i;
+            break;
+        }
 
     printf("TTFT of a prompt whose shared prefix is in tide vs computing it, reference engine "
            "(%s model, one core), question %u tokens; hit TTFT median of %d prompts, "
@@ -389,7 +404,7 @@ int main(int argc, char **argv) {
                 continue;
             }
             double x = (double)rns / (double)c.hit_ns;
-            if (bi == 0 && p == 8192) at8k = x;
+            if (bi == judged && p == 8192) at8k = x;
             printf("| %u | %s | %.0f ms | %.1f ms | %.1fx | %.1f + %.1f + %.1f ms | %" PRIu64
                    " | %.2f MiB | %.0f ms | %s |\n",
                    p, names[bi], rns / 1e6, c.hit_ns / 1e6, x, c.lookup_ns / 1e6, c.load_ns / 1e6,
@@ -404,9 +419,7 @@ int main(int argc, char **argv) {
     server_stop(&srv);
     printf("\n");
     if (at8k > 0)
-        printf("target >= 10x at 8k on the shared-memory backend: %s (%.1fx, measured on mem://, "
-               "the embedded store%s)\n",
-               at8k >= 10 ? "met" : "NOT met", at8k,
-               unix_here ? "" : "; unix:// is not in this build");
+        printf("target >= 10x at 8k on the shared-memory backend: %s (%.1fx on %s)\n",
+               at8k >= 10 ? "met" : "NOT met", at8k, names[judged]);
     return failed;
 }

@@ -14,9 +14,11 @@
  * costs the reuse (warnings, recomputed prompts) and still passes when the logits agree.
  *
  * Where the store lives:
- *   default        a tided this command starts on a free loopback port (build/tide serve,
- *                  found through /proc/self/exe), and stops by its pid at the end; A and B
- *                  are two child processes, one after the other
+ *   default        a tided this command starts (build/tide serve, found through
+ *                  /proc/self/exe) on a free loopback port and a Unix socket in a fresh
+ *                  directory, and stops by its pid at the end; A and B are two child
+ *                  processes, one after the other, on unix:// (the same-host backend that
+ *                  maps tided's pool: values are copied straight between it and the pages)
  *   --url mem://   the embedded store: A and B are two engine instances in this process
  *   --url other    A and B are child processes that each open the URL
  *
@@ -69,7 +71,7 @@ static void usage(FILE *f) {
             "\n"
             "Options:\n"
             "  --url URL             the store both engines share (default: a tided started\n"
-            "                        by this command on a free loopback port and stopped at the\n"
+            "                        by this command, reached over unix://, stopped at the\n"
             "                        end); with mem:// both engines run in this process\n"
             "  --model M             hybrid (default: Mamba + attention layers) or attention\n"
             "  --tp N                simulated tensor-parallel ranks (default 1)\n"
@@ -334,15 +336,17 @@ static int run_child(const demo_opts *o, char name, const char *url, uint64_t fi
     return 0;
 }
 
-/* A tided of our own on a free loopback port: this program is also `tide serve`. */
+/* A tided of our own on a free loopback port and a Unix socket: this program is also
+ * `tide serve`. */
 typedef struct own_server {
     pid_t pid;
-    char url[64];
+    char url[128];    /* unix://DIR/tide.sock: what the engines use */
+    char tcp_url[64]; /* tide://127.0.0.1:PORT: the same tided over TCP */
     char dir[64];
 } own_server;
 
 static int server_start(own_server *srv) {
-    char exe[4096], ready[128], log[128];
+    char exe[4096], ready[128], log[128], sock[96];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
     if (n <= 0) {
         fprintf(stderr, "tide demo: cannot find this program (/proc/self/exe): %s\n",
@@ -357,6 +361,7 @@ static int server_start(own_server *srv) {
     }
     snprintf(ready, sizeof(ready), "%s/ready", srv->dir);
     snprintf(log, sizeof(log), "%s/tided.log", srv->dir);
+    snprintf(sock, sizeof(sock), "%s/tide.sock", srv->dir);
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
@@ -365,7 +370,7 @@ static int server_start(own_server *srv) {
         FILE *f = freopen(log, "w", stderr);
         (void)f;
         execl(exe, "tided", "--port", "0", "--metrics-port", "0", "--capacity", "1GiB",
-              "--log-level", "warn", "--ready-file", ready, (char *)NULL);
+              "--log-level", "warn", "--ready-file", ready, "--unix", sock, (char *)NULL);
         _exit(127);
     }
     srv->pid = pid;
@@ -376,7 +381,8 @@ static int server_start(own_server *srv) {
             int ok = fscanf(f, "%d %d", &port, &mport) >= 1;
             fclose(f);
             if (ok && port > 0) {
-                snprintf(srv->url, sizeof(srv->url), "tide://127.0.0.1:%d", port);
+                snprintf(srv->url, sizeof(srv->url), "unix://%s", sock);
+                snprintf(srv->tcp_url, sizeof(srv->tcp_url), "tide://127.0.0.1:%d", port);
                 return 0;
             }
         }
@@ -416,6 +422,8 @@ static void server_stop(own_server *srv) {
         snprintf(p, sizeof(p), "%s/ready", srv->dir);
         unlink(p);
         snprintf(p, sizeof(p), "%s/tided.log", srv->dir);
+        unlink(p);
+        snprintf(p, sizeof(p), "%s/tide.sock", srv->dir);
         unlink(p);
         rmdir(srv->dir);
     }
@@ -480,9 +488,9 @@ int cmd_demo(int argc, char **argv) {
                (o.interval + bt - 1) / bt * bt);
     printf("\n");
     if (srv.pid)
-        printf("  store: %s, a tided started for this demo (pid %d); A and B are two "
-               "processes\n",
-               url, (int)srv.pid);
+        printf("  store: %s, a tided started for this demo (pid %d; also %s); A and B are "
+               "two processes sharing its pool (unix://: same-host zero-copy)\n",
+               url, (int)srv.pid, srv.tcp_url);
     else if (in_process)
         printf("  store: %s, embedded; A and B are two engine instances in this process\n", url);
     else

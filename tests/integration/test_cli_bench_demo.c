@@ -250,12 +250,14 @@ TEST(cli_demo_engine_help_and_bad_args) {
     }
 }
 
-/* The default: a tided of the demo's own, engines A and B in two processes. B's prompts
- * take the whole document from the store, and every prompt's logits equal the recompute. */
+/* The default: a tided of the demo's own, reached over unix://, engines A and B in two
+ * processes. B's prompts take the whole document from the store, and every prompt's logits
+ * equal the recompute. */
 TEST_T(cli_demo_engine_tided, 180) {
     run_result *r = run_tide("demo", "--prefix-tokens", "256", "--question-tokens", "16",
                              "--questions", "1", "--interval", "64", NULL);
     CHECK_RUN(r, 0);
+    CHECK_CONTAINS(r->out, "store: unix:///tmp/tide-demo-");
     CHECK_CONTAINS(r->out, "a tided started for this demo (pid ");
     CHECK_CONTAINS(r->out, "engine A (pid ");
     CHECK_CONTAINS(r->out, "engine B (pid ");
@@ -300,8 +302,9 @@ TEST_T(cli_demo_engine_store_down, 180) {
     CHECK_CONTAINS(r->out, "\nPASS\n");
 }
 
-/* bench/ttft with tiny sizes: it runs, starts and stops its tided, and finds the logits after
- * every load equal to the recompute. (No figure is checked: it is a benchmark.) */
+/* bench/ttft with tiny sizes: it runs over mem://, unix:// and tide://, starts and stops its
+ * tided, and finds the logits after every load equal to the recompute. (No figure is
+ * checked: it is a benchmark.) */
 TEST_T(bench_ttft_smoke, 180) {
     char prog[512];
     snprintf(prog, sizeof(prog), "%s/bench/ttft", test_build_dir());
@@ -309,6 +312,7 @@ TEST_T(bench_ttft_smoke, 180) {
         run_cmd(prog, "--sizes", "64,128", "--question-tokens", "8", "--reps", "1", NULL);
     CHECK_RUN(r, 0);
     CHECK_CONTAINS(r->out, "| 64 | mem:// |");
+    CHECK_CONTAINS(r->out, "| 64 | unix:// (tided, shared pool) |");
     CHECK_CONTAINS(r->out, "| 128 | tide:// (tided, loopback TCP) |");
     CHECK(strstr(r->out, "DIFFERENT") == NULL);
     CHECK(strstr(r->out, "failed") == NULL);
