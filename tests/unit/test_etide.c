@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "client/client.h"
 #include "connector/config.h"
@@ -274,36 +275,46 @@ TEST(etide_damaged_hybrid_objects_are_recomputed) {
     }
 }
 
-/* A tided that dies between two engines' prompts: B's lookup and saves fail, B warns and
- * computes, and its answer is still right. */
+/* A tided that dies between two engines' prompts, reached over TCP or over its Unix socket
+ * (shared pool): B's lookup and saves fail, B warns and computes, and its answer is still
+ * right. */
 TEST_T(etide_store_killed_is_a_recompute, 120) {
     engine_config c;
     small(&c, ENGINE_PRESET_HYBRID, 1, 1);
-    test_server ts;
-    server_start(&ts, NULL);
-    char surl[96];
-    snprintf(surl, sizeof(surl), "%s?timeout_ms=2000", ts.url);
-    tide_store *sa, *sb;
-    CHECK_EQ(tide_open(surl, &sa), 0);
-    CHECK_EQ(tide_open(surl, &sb), 0);
-    inst a, b;
-    inst_open(&a, &c, sa);
-    inst_open(&b, &c, sb);
-    etide_result r;
-    serve(&a, &c, 0, &r);
-    CHECK(r.saved_objects > 0);
-    serve(&b, &c, 1, &r); /* the store is up: a hit */
-    CHECK_EQ(r.resumed_tokens, 96);
-    server_stop(&ts, SIGKILL);
-    serve(&b, &c, 2, &r);
-    CHECK_EQ(r.lookup_failed, 1);
-    CHECK_EQ(r.hit_tokens, 0);
-    CHECK_CONTAINS(r.warning, "lookup failed");
-    CHECK_CONTAINS(r.warning, "saving failed");
-    inst_close(&a);
-    inst_close(&b);
-    tide_close(sa);
-    tide_close(sb);
+    for (int over_unix = 0; over_unix < 2; over_unix++) {
+        test_server ts;
+        char sock[300], surl[400];
+        snprintf(sock, sizeof(sock), "%s/tide.sock", test_tmpdir());
+        const char *extra[] = {"--unix", sock, NULL};
+        server_start(&ts, over_unix ? extra : NULL);
+        if (over_unix)
+            snprintf(surl, sizeof(surl), "unix://%s?timeout_ms=2000", sock);
+        else
+            snprintf(surl, sizeof(surl), "%s?timeout_ms=2000", ts.url);
+        test_context = surl;
+        tide_store *sa, *sb;
+        CHECK_EQ(tide_open(surl, &sa), 0);
+        CHECK_EQ(tide_open(surl, &sb), 0);
+        inst a, b;
+        inst_open(&a, &c, sa);
+        inst_open(&b, &c, sb);
+        etide_result r;
+        serve(&a, &c, 0, &r);
+        CHECK(r.saved_objects > 0);
+        serve(&b, &c, 1, &r); /* the store is up: a hit */
+        CHECK_EQ(r.resumed_tokens, 96);
+        server_stop(&ts, SIGKILL);
+        serve(&b, &c, 2, &r);
+        CHECK_EQ(r.lookup_failed, 1);
+        CHECK_EQ(r.hit_tokens, 0);
+        CHECK_CONTAINS(r.warning, "lookup failed");
+        CHECK_CONTAINS(r.warning, "saving failed");
+        inst_close(&a);
+        inst_close(&b);
+        tide_close(sa);
+        tide_close(sb);
+        unlink(sock);
+    }
 }
 
 /* No store at all (it could not be opened): every prompt is computed, with a warning. */
