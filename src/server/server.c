@@ -24,6 +24,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "server/http.h"
+#include "server/resp_conn.h"
 #include "server/server_int.h"
 
 #define DRAIN_DEADLINE_NS (5ull * 1000000000ull)
@@ -121,9 +122,10 @@ static void worker_adopt(worker *w) {
     int more = w->nincoming > 0;
     pthread_mutex_unlock(&w->qlock);
     for (size_t i = 0; i < n; i++) {
-        if (!conn_new(w, fds[i])) {
+        int resp = (fds[i] & WORKER_FD_RESP) != 0, fd = fds[i] & ~WORKER_FD_RESP;
+        if (resp ? resp_conn_adopt(w, fd) != 0 : !conn_new(w, fd)) {
             LOG_WARN("worker %d: out of memory for a new connection; closing it", w->index);
-            close(fds[i]);
+            close(fd);
             atomic_fetch_sub(&w->srv->open_conns, 1);
             atomic_fetch_sub(&w->srv->m.conns_open, 1);
         }
@@ -160,6 +162,10 @@ static void *worker_main(void *arg) {
                 worker_adopt(w);
                 continue;
             }
+            if (evs[i].data.ptr == &w->resp_epfd) {
+                resp_worker_poll(w);
+                continue;
+            }
             conn *c = evs[i].data.ptr;
             if (conn_on_event(c, evs[i].events) < 0) worker_close(w, c);
         }
@@ -170,6 +176,7 @@ static void *worker_main(void *arg) {
                 next = conn_next(c);
                 if (conn_tick(c, now) < 0) worker_close(w, c);
             }
+            resp_worker_tick(w, now);
         }
         if (atomic_load(&srv->stopping)) {
             if (!drain_start) drain_start = now;
@@ -181,15 +188,18 @@ static void *worker_main(void *arg) {
                 else
                     busy = 1;
             }
+            busy |= resp_worker_drain(w);
             if (!busy) break;
             if (now - drain_start > DRAIN_DEADLINE_NS) {
                 LOG_WARN("worker %d: closing connections still busy after the drain deadline",
                          w->index);
                 while (w->conns) worker_close(w, w->conns);
+                resp_worker_close_all(w);
                 break;
             }
         }
     }
+    resp_worker_close_all(w);
     return NULL;
 }
 
@@ -202,7 +212,9 @@ static int worker_start(server *srv, worker *w, int index) {
     if (w->epfd < 0 || w->wakefd < 0) return -errno;
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
     if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->wakefd, &ev) != 0) return -errno;
-    int rc = pthread_create(&w->thread, NULL, worker_main, w);
+    int rc = resp_worker_init(w);
+    if (rc) return rc;
+    rc = pthread_create(&w->thread, NULL, worker_main, w);
     return rc ? -rc : 0;
 }
 
@@ -230,9 +242,10 @@ static void worker_hand(worker *w, int fd) {
 
 /* ---- accept loop --------------------------------------------------------------------- */
 
-static void accept_all(server *srv, unsigned *next_worker) {
+/* Accept from lfd; `tag` (0 or WORKER_FD_RESP) says which protocol the worker speaks. */
+static void accept_all(server *srv, int lfd, int tag, unsigned *next_worker) {
     for (;;) {
-        int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR) continue;
             if (errno != EAGAIN && errno != EWOULDBLOCK)
@@ -251,7 +264,7 @@ static void accept_all(server *srv, unsigned *next_worker) {
         atomic_fetch_add(&srv->open_conns, 1);
         atomic_fetch_add(&srv->m.conns_open, 1);
         atomic_fetch_add(&srv->m.conns_total, 1);
-        worker_hand(&srv->workers[*next_worker % (unsigned)srv->cfg.threads], fd);
+        worker_hand(&srv->workers[*next_worker % (unsigned)srv->cfg.threads], fd | tag);
         (*next_worker)++;
     }
 }
@@ -272,7 +285,7 @@ int server_run(const server_config *cfg) {
     server *srv = calloc(1, sizeof(*srv));
     if (!srv) return -ENOMEM;
     srv->cfg = *cfg;
-    srv->listen_fd = srv->metrics_fd = srv->metrics_stopfd = -1;
+    srv->listen_fd = srv->metrics_fd = srv->metrics_stopfd = srv->resp_fd = -1;
     int rc = 0, nworkers = 0, sfd = -1, epfd = -1, metrics_started = 0;
     if (srv->cfg.threads < 1) srv->cfg.threads = 1;
     if (srv->cfg.max_value) srv->cfg.store.max_value = srv->cfg.max_value;
@@ -312,6 +325,12 @@ int server_run(const server_config *cfg) {
         metrics_started = 1;
     }
 
+    if (cfg->resp_port > 0) {
+        rc = listen_on(cfg->bind, cfg->resp_port, &srv->resp_port);
+        if (rc < 0) goto out;
+        srv->resp_fd = rc;
+    }
+
     srv->workers = calloc((size_t)srv->cfg.threads, sizeof(worker));
     if (!srv->workers) {
         rc = -ENOMEM;
@@ -327,6 +346,7 @@ int server_run(const server_config *cfg) {
              srv->metrics_fd >= 0 ? "on" : "off", srv->cfg.threads,
              cfg->auth_token[0] ? ", auth token required" : "");
     if (srv->metrics_fd >= 0) LOG_INFO("metrics at http://%s:%d/metrics", cfg->bind, srv->metrics_port);
+    if (srv->resp_fd >= 0) LOG_INFO("RESP (Redis protocol) on %s:%d", cfg->bind, srv->resp_port);
     if (cfg->ready_file) {
         FILE *f = fopen(cfg->ready_file, "w");
         if (f) {
@@ -340,6 +360,10 @@ int server_run(const server_config *cfg) {
     epoll_ctl(epfd, EPOLL_CTL_ADD, srv->listen_fd, &ev);
     ev.data.fd = sfd;
     epoll_ctl(epfd, EPOLL_CTL_ADD, sfd, &ev);
+    if (srv->resp_fd >= 0) {
+        ev.data.fd = srv->resp_fd;
+        epoll_ctl(epfd, EPOLL_CTL_ADD, srv->resp_fd, &ev);
+    }
     unsigned next_worker = 0;
     uint64_t last_summary = now_ns();
     while (!atomic_load(&srv->stopping)) {
@@ -352,8 +376,10 @@ int server_run(const server_config *cfg) {
                 (void)r;
                 LOG_INFO("signal %d: finishing in-flight requests and stopping", si.ssi_signo);
                 atomic_store(&srv->stopping, 1);
+            } else if (e[i].data.fd == srv->resp_fd) {
+                accept_all(srv, srv->resp_fd, WORKER_FD_RESP, &next_worker);
             } else {
-                accept_all(srv, &next_worker);
+                accept_all(srv, srv->listen_fd, 0, &next_worker);
             }
         }
         store_expire(srv->st, now_ns());
@@ -364,6 +390,8 @@ int server_run(const server_config *cfg) {
     }
     close(srv->listen_fd);
     srv->listen_fd = -1;
+    if (srv->resp_fd >= 0) close(srv->resp_fd);
+    srv->resp_fd = -1;
     rc = 0;
 
 out:
@@ -381,6 +409,7 @@ out:
             free(w->incoming);
             if (w->epfd > 0) close(w->epfd);
             if (w->wakefd > 0) close(w->wakefd);
+            resp_worker_fini(w);
             pthread_mutex_destroy(&w->qlock);
         }
     }
@@ -394,6 +423,7 @@ out:
     if (srv->metrics_fd >= 0) close(srv->metrics_fd);
     if (srv->metrics_stopfd >= 0) close(srv->metrics_stopfd);
     if (srv->listen_fd >= 0) close(srv->listen_fd);
+    if (srv->resp_fd >= 0) close(srv->resp_fd);
     if (epfd >= 0) close(epfd);
     if (sfd >= 0) close(sfd);
     free(srv->workers);
