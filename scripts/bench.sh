@@ -1,5 +1,5 @@
 #!/bin/sh
-# bench.sh — run tide's benchmarks (every program under $BUILD/bench/) and write
+# bench.sh — run tide's benchmarks (every program under $BUILD/bench/, then bench/resp.sh) and write
 # bench/RESULTS.md: the machine, the date, each command and what it printed.
 #
 # Called by `make bench` after the build. BUILD defaults to build. Each benchmark prints
@@ -49,6 +49,16 @@ if [ "$found" -eq 0 ]; then
     echo "bench: no benchmark programs under $BUILD/bench (run make first)" >&2
     exit 1
 fi
+# tided's RESP port against redis-server (needs redis-server and redis-tools).
+echo "bench: running bench/resp.sh" >&2
+{
+    echo
+    echo "## resp"
+    echo
+    echo "Command: \`BUILD=$BUILD bench/resp.sh\`"
+    echo
+} >>"$TMP"
+BUILD="$BUILD" bench/resp.sh | tee -a "$TMP"
 mv "$TMP" "$OUT"
 trap - EXIT
 echo "bench: wrote $OUT" >&2
