@@ -1,6 +1,6 @@
 #!/bin/sh
-# bench.sh — run tide's benchmarks (every program under $BUILD/bench/, then bench/resp.sh) and write
-# bench/RESULTS.md: the machine, the date, each command and what it printed.
+# bench.sh — run tide's benchmarks (every program under $BUILD/bench/, then bench/resp.sh)
+# and write bench/RESULTS.md: the machine, the date, each command and what it printed.
 #
 # Called by `make bench` after the build. BUILD defaults to build. Each benchmark prints
 # medians of its own runs and ratios against a baseline it measures in the same run; the
