@@ -14,8 +14,8 @@
  *
  * Receiving. Commands are parsed from `in` (src/proto/resp.h). A SET whose value is large
  * and not yet buffered is streamed: the value bytes are read straight into the store's
- * reservation (readv into pool memory), checksummed there and committed when the last
- * byte and the "\r\n" after it are in. Smaller values are copied from `in` with the
+ * reservation (readv into pool memory), hashed piece by piece as it lands (while the bytes
+ * are still in cache) and committed when the last byte and the "\r\n" after it are in. Smaller values are copied from `in` with the
  * checksum computed on the way.
  *
  * Sending. Replies are queued as segments: small replies are appended to owned chunks,
@@ -89,6 +89,7 @@ struct resp_conn {
     int ok_reply, drop_reply;
     char err[160]; /* the error line of SR_ERR */
     uint64_t body_start_ns;
+    checksum_state *sum; /* of the value's bytes, hashed as they arrive (still in cache) */
     uint8_t *scratch;
 
     out_seg *out;
@@ -326,6 +327,7 @@ static void conn_close(resp_conn *c) {
     free(c->in);
     free(c->argv);
     free(c->scratch);
+    checksum_free(c->sum);
     atomic_fetch_sub(&c->srv->open_conns, 1);
     atomic_fetch_sub(&c->srv->m.conns_open, 1);
     free(c);
@@ -341,6 +343,10 @@ static void set_plan(resp_conn *c, const resp_arg *key, uint64_t vlen, int nx, i
     c->res_id = 0;
     c->ok_reply = setnx ? SR_ONE : SR_OK;
     c->drop_reply = SR_ERR;
+    if (vlen == 0) { /* refused before anything is removed: a failed SET changes nothing */
+        snprintf(c->err, sizeof(c->err), "ERR empty value: tide does not store empty values");
+        return;
+    }
     if (xx && store_exists(st, key->p, key->len) != 1) {
         c->drop_reply = SR_NIL;
         return;
@@ -360,9 +366,6 @@ static void set_plan(resp_conn *c, const resp_arg *key, uint64_t vlen, int nx, i
     case TIDE_EKEYLONG:
         snprintf(c->err, sizeof(c->err), "ERR key of %zu bytes: tide keys are 1..%d bytes",
                  key->len, TIDE_KEY_MAX);
-        return;
-    case TIDE_EVALEMPTY:
-        snprintf(c->err, sizeof(c->err), "ERR empty value: tide does not store empty values");
         return;
     case TIDE_EVALBIG:
         snprintf(c->err, sizeof(c->err), "ERR value of %llu bytes is over the limit of %llu",
@@ -413,8 +416,10 @@ static int set_buffered(resp_conn *c, const resp_arg *key, const resp_arg *val, 
 }
 
 /* A SET (argv: SET key value) or SETNX whose value is still arriving: reserve, take the
- * bytes already buffered, and read the rest in body_read(). */
-static void body_begin(resp_conn *c, const resp_cmd *cmd) {
+ * bytes already buffered, and read the rest in body_read(). 0 or -ENOMEM. */
+static int body_begin(resp_conn *c, const resp_cmd *cmd) {
+    if (!c->sum && !(c->sum = checksum_new())) return -ENOMEM;
+    checksum_reset(c->sum);
     int setnx = resp_arg_is(&cmd->argv[0], "SETNX");
     c->body_start_ns = now_ns();
     c->vlen = cmd->argv[2].len;
@@ -425,11 +430,15 @@ static void body_begin(resp_conn *c, const resp_cmd *cmd) {
     /* The parser stopped at the value's header: every buffered byte belongs to the value
      * and its "\r\n". */
     size_t avail = c->in_len - c->in_off, take = avail < c->vlen ? avail : (size_t)c->vlen;
-    if (c->res_id) memcpy(store_base(c->srv->st) + c->res_off, c->in + c->in_off, take);
+    if (c->res_id) {
+        memcpy(store_base(c->srv->st) + c->res_off, c->in + c->in_off, take);
+        checksum_update(c->sum, c->in + c->in_off, take);
+    }
     c->got = take;
     for (size_t i = take; i < avail && c->crlf_got < 2; i++)
         c->crlf[c->crlf_got++] = c->in[c->in_off + i];
     c->in_off = c->in_len = 0;
+    return 0;
 }
 
 /* Read value bytes straight into place; the bytes after the value's "\r\n" (the next
@@ -465,6 +474,7 @@ static int body_read(resp_conn *c) {
         atomic_fetch_add_explicit(&c->srv->m.bytes_in, (uint64_t)r, memory_order_relaxed);
         c->last_progress_ns = now_ns();
         size_t got = (size_t)r, t = got < vtake ? got : vtake;
+        if (c->res_id && t) checksum_update(c->sum, iov[0].iov_base, t);
         c->got += t;
         got -= t;
         t = got < 2 - c->crlf_got ? got : 2 - c->crlf_got;
@@ -489,9 +499,8 @@ static int body_finish(resp_conn *c) {
         c->res_id = 0;
         rc = proto_error(c, "a bulk string not followed by \\r\\n");
     } else if (c->res_id) {
-        uint64_t sum = checksum_buf(store_base(c->srv->st) + c->res_off, c->vlen);
         ok = 1;
-        rc = set_commit(c, sum);
+        rc = set_commit(c, checksum_digest(c->sum));
     } else {
         ok = c->drop_reply != SR_ERR;
         rc = set_reply(c, c->drop_reply);
@@ -1018,10 +1027,7 @@ static int parse_one(resp_conn *c) {
     }
     c->want = 0;
     c->in_off += (size_t)n;
-    if (cmd.pending) {
-        body_begin(c, &cmd);
-        return 1;
-    }
+    if (cmd.pending) return body_begin(c, &cmd) < 0 ? -ENOMEM : 1;
     if (cmd.argc == 0) return 1;
     int rc = dispatch(c, &cmd);
     return rc < 0 ? rc : 1;

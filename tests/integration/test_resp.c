@@ -194,7 +194,8 @@ TEST_T(resp_commands, 60) {
     expect(fd, "GET k2\r\n", "$8\r\nreplaced\r\n");
     expect_has(fd, "SET k v EX 10\r\n", "-ERR tide does not expire keys");
     expect(fd, "SET k v NX XX\r\n", "-ERR syntax error\r\n");
-    expect_has(fd, "*3\r\n$3\r\nSET\r\n$1\r\ne\r\n$0\r\n\r\n", "-ERR empty value");
+    expect_has(fd, "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$0\r\n\r\n", "-ERR empty value");
+    expect(fd, "GET k\r\n", "$6\r\nsecond\r\n"); /* a refused SET changes nothing */
     char longset[400] = "SET ";
     memset(longset + 4, 'k', 300);
     strcpy(longset + 304, " v\r\n");
