@@ -98,7 +98,11 @@ for size in 65536 262144 1048576; do
                 r=$((r + 1))
             done
             for op in SET GET; do
-                if [ "$op" = SET ]; then t=$(median $ts); x=$(median $rs); else t=$(median $tg); x=$(median $rg); fi
+                if [ "$op" = SET ]; then
+                    t=$(median $ts); x=$(median $rs)
+                else
+                    t=$(median $tg); x=$(median $rg)
+                fi
                 awk -v l="$label" -v c="$c" -v p="$P" -v op="$op" -v t="$t" -v x="$x" -v s="$size" \
                     'BEGIN { tg = t * s / 1e9; rg = x * s / 1e9;
                              printf "| %s | %s | %s | %s | %.2f | %.2f | %s |\n", l, c, p, op,

@@ -15,8 +15,8 @@
  * Receiving. Commands are parsed from `in` (src/proto/resp.h). A SET whose value is large
  * and not yet buffered is streamed: the value bytes are read straight into the store's
  * reservation (readv into pool memory), hashed piece by piece as it lands (while the bytes
- * are still in cache) and committed when the last byte and the "\r\n" after it are in. Smaller values are copied from `in` with the
- * checksum computed on the way.
+ * are still in cache) and committed when the last byte and the "\r\n" after it are in.
+ * Smaller values are copied from `in` with the checksum computed on the way.
  *
  * Sending. Replies are queued as segments: small replies are appended to owned chunks,
  * and a GET's large value is sent with writev straight from pool memory under a pin,
@@ -764,7 +764,8 @@ static int cmd_info(resp_conn *c, const resp_cmd *cmd, int *status) {
     }
     if (want & INFO_KEYSPACE) {
         ADD("%s# Keyspace\r\n", n ? "\r\n" : "");
-        if (st.objects) ADD("db0:keys=%llu,expires=0,avg_ttl=0\r\n", (unsigned long long)st.objects);
+        if (st.objects)
+            ADD("db0:keys=%llu,expires=0,avg_ttl=0\r\n", (unsigned long long)st.objects);
     }
 #undef ADD
     return out_bulk(c, b, n < sizeof(b) ? n : sizeof(b) - 1);

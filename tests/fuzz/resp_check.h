@@ -160,7 +160,8 @@ static const char *resp_check(const uint8_t *data, size_t size) {
         resp_cmd cmd = {argv, RC_MAX_ARGS, 0, 0}, tcmd = {targv, RC_MAX_ARGS, 0, 0};
         ssize_t r = resp_parse(&p, data + off, size - off, &cmd, 0);
         ssize_t tr = resp_parse(&pt, data + off, size - off, &tcmd, 0);
-        if (tr > 0 && tr != r) return rc_fail("tight limits accepted %zd bytes, defaults %zd", tr, r);
+        if (tr > 0 && tr != r)
+            return rc_fail("tight limits accepted %zd bytes, defaults %zd", tr, r);
         if (p.need_args) return rc_fail("need_args %u with room for %u", p.need_args, RC_MAX_ARGS);
         if (first) {
             const char *bad = rc_check_prefixes(data, size, r, &cmd);

@@ -350,7 +350,8 @@ TEST_T(resp_pipelined, 60) {
     off += (size_t)snprintf(buf, cap, "*3\r\n$3\r\nSET\r\n$3\r\nbig\r\n$%zu\r\n", n);
     memcpy(buf + off, v, n);
     off += n;
-    off += (size_t)snprintf(buf + off, cap - off, "\r\nPING\r\n*2\r\n$6\r\nEXISTS\r\n$3\r\nbig\r\n");
+    off += (size_t)snprintf(buf + off, cap - off,
+                            "\r\nPING\r\n*2\r\n$6\r\nEXISTS\r\n$3\r\nbig\r\n");
     for (int i = 0; i < 20; i++)
         off += (size_t)snprintf(buf + off, cap - off, "*2\r\n$4\r\nECHO\r\n$2\r\n%02d\r\n", i);
     send_all(fd, buf, off);
