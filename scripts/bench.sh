@@ -1,7 +1,7 @@
 #!/bin/sh
 # bench.sh — run tide's benchmarks (every program under $BUILD/bench/, then the trace
-# replay of scripts/bench_trace.sh) and write bench/RESULTS.md: the machine, the date, each
-# command and what it printed, and the plot bench/hitrate.svg.
+# replay of scripts/bench_trace.sh and bench/resp.sh) and write bench/RESULTS.md: the
+# machine, the date, each command and what it printed, and the plot bench/hitrate.svg.
 #
 # Called by `make bench` after the build. BUILD defaults to build. Each benchmark prints
 # medians of its own runs and ratios against a baseline it measures in the same run; the
@@ -61,6 +61,16 @@ fi
 echo >>"$TMP"
 tee -a "$TMP" <"$TRACE_MD"
 rm -f "$TRACE_MD"
+# tided's RESP port against redis-server (needs redis-server and redis-tools).
+echo "bench: running bench/resp.sh" >&2
+{
+    echo
+    echo "## resp"
+    echo
+    echo "Command: \`BUILD=$BUILD bench/resp.sh\`"
+    echo
+} >>"$TMP"
+BUILD="$BUILD" bench/resp.sh | tee -a "$TMP"
 mv "$TMP" "$OUT"
 trap - EXIT
 echo "bench: wrote $OUT" >&2
