@@ -407,6 +407,7 @@ int server_run(const server_config *cfg) {
     if (srv->unix_fd >= 0) {
         ev.data.fd = srv->unix_fd;
         epoll_ctl(epfd, EPOLL_CTL_ADD, srv->unix_fd, &ev);
+    }
     if (srv->resp_fd >= 0) {
         ev.data.fd = srv->resp_fd;
         epoll_ctl(epfd, EPOLL_CTL_ADD, srv->resp_fd, &ev);
