@@ -3,6 +3,7 @@
  */
 #include "checksum.h"
 
+#include <stdlib.h>
 #include <string.h>
 #define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
 #include <xxhash.h>
@@ -13,6 +14,35 @@
 
 uint64_t checksum_buf(const void *p, size_t n) {
     return XXH3_64bits_dispatch(p, n);
+}
+
+/* A wrapper, so that XXH3_state_t (which needs XXH_STATIC_LINKING_ONLY) stays in here. */
+struct checksum_stream {
+    XXH3_state_t st;
+};
+
+checksum_stream *checksum_stream_new(void) {
+    /* XXH3_state_t wants 64-byte alignment. */
+    void *p = NULL;
+    if (posix_memalign(&p, 64, sizeof(checksum_stream)) != 0) return NULL;
+    checksum_stream_reset(p);
+    return p;
+}
+
+void checksum_stream_free(checksum_stream *cs) {
+    free(cs);
+}
+
+void checksum_stream_reset(checksum_stream *cs) {
+    XXH3_64bits_reset(&cs->st);
+}
+
+void checksum_stream_update(checksum_stream *cs, const void *p, size_t n) {
+    XXH3_64bits_update_dispatch(&cs->st, p, n);
+}
+
+uint64_t checksum_stream_digest(const checksum_stream *cs) {
+    return XXH3_64bits_digest(&cs->st);
 }
 
 size_t iov_total(const tide_iov *iov, size_t cnt) {

@@ -16,6 +16,17 @@
 /* xxh3-64 of n bytes. */
 uint64_t checksum_buf(const void *p, size_t n);
 
+/* The same checksum over bytes that arrive in pieces: hash each piece as it lands, while
+ * it is still in cache (and while the next piece is still on its way), instead of a second
+ * pass over the whole value. checksum_stream_new returns NULL when out of memory; free the
+ * stream with checksum_stream_free. reset starts a new value; digest does not end it. */
+typedef struct checksum_stream checksum_stream;
+checksum_stream *checksum_stream_new(void);
+void checksum_stream_free(checksum_stream *cs);
+void checksum_stream_reset(checksum_stream *cs);
+void checksum_stream_update(checksum_stream *cs, const void *p, size_t n);
+uint64_t checksum_stream_digest(const checksum_stream *cs);
+
 /* Total length of a scatter list. */
 size_t iov_total(const tide_iov *iov, size_t cnt);
 
