@@ -302,7 +302,9 @@ int server_run(const server_config *cfg) {
     rc = listen_on(cfg->bind, cfg->port, &srv->port);
     if (rc < 0) goto out;
     srv->listen_fd = rc;
-    int mport = cfg->metrics_port < 0 ? srv->port + 1 : cfg->metrics_port;
+    /* Default: the port after the native one; with --port 0, any free port too (port+1 of
+     * a kernel-chosen port may well be taken, by a client's ephemeral port for one). */
+    int mport = cfg->metrics_port >= 0 ? cfg->metrics_port : cfg->port == 0 ? 0 : srv->port + 1;
     if (cfg->metrics_port != 0) {
         rc = listen_on(cfg->bind, mport, &srv->metrics_port);
         if (rc < 0) goto out;
