@@ -353,9 +353,6 @@ static int exchange_once(call *k, exchange *x) {
     int rc = send_all(k, iov, x->nvals + 1);
     free(iov);
     if (rc) return io_fail(k, x->what, rc);
-    /* The reply cannot be there yet (the server has to wake up first): wait for it before
-     * the first read rather than after a read that would only say EAGAIN. */
-    if ((rc = wait_fd(k, POLLIN)) != 0) return io_fail(k, x->what, rc);
     frame_msg m;
     if ((rc = recv_head(k, &m)) != 0) return io_fail(k, x->what, rc);
     if (m.h.req_id != req_id)

@@ -668,11 +668,6 @@ static int dispatch(conn *c, const frame_msg *m) {
 
 /* Decode and run the frames in `in`; returns 0, or negative to close now. */
 static int process_input(conn *c) {
-    /* Set when a recv came back short: the socket had nothing more at that moment, so the
-     * next recv would most likely be an EAGAIN. Level-triggered epoll reports the socket
-     * again if bytes arrive meanwhile, so skipping that recv loses nothing and saves a
-     * system call per request. */
-    int drained = 0;
     while (!c->close_after_flush && c->out_pending < OUT_HIGH) {
         if (!c->in_body && atomic_load(&c->srv->stopping)) return 0;
         if (c->in_body) {
@@ -693,7 +688,6 @@ static int process_input(conn *c) {
             return reply_error(c, op, req_id, (int32_t)n, c->dec.errstr);
         }
         if (n == 0) {
-            if (drained) return 0;
             /* Need more bytes: make room for at least d->need, then read. */
             size_t want = c->in_len + (c->dec.need > 4096 ? c->dec.need : 4096);
             if (want > c->in_cap) {
@@ -704,14 +698,12 @@ static int process_input(conn *c) {
                 c->in = grown;
                 c->in_cap = cap;
             }
-            size_t room = c->in_cap - c->in_len;
-            ssize_t r = recv(c->fd, c->in + c->in_len, room, 0);
+            ssize_t r = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
             if (r < 0) {
                 if (errno == EINTR) continue;
                 return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
             }
             if (r == 0) return c->in_len ? -EPROTO : -ECONNRESET;
-            drained = (size_t)r < room;
             atomic_fetch_add_explicit(&c->srv->m.bytes_in, (uint64_t)r, memory_order_relaxed);
             c->last_progress_ns = now_ns();
             c->in_len += (size_t)r;
