@@ -1,7 +1,8 @@
 #!/bin/sh
-# bench.sh — run tide's benchmarks (every program under $BUILD/bench/, then the trace
-# replay of scripts/bench_trace.sh and bench/resp.sh) and write bench/RESULTS.md: the
-# machine, the date, each command and what it printed, and the plot bench/hitrate.svg.
+# bench.sh — run tide's benchmarks (every program under $BUILD/bench/, then bench/net.sh,
+# the trace replay of scripts/bench_trace.sh, bench/resp.sh and bench/cluster.sh) and write
+# bench/RESULTS.md: the machine, the date, each command and what it printed, and the plot
+# bench/hitrate.svg.
 #
 # Called by `make bench` after the build. BUILD defaults to build. Each benchmark prints
 # medians of its own runs and ratios against a baseline it measures in the same run; the
@@ -12,7 +13,7 @@ cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build}"
 OUT=bench/RESULTS.md
 TMP="$(mktemp)"
-trap 'rm -f "$TMP"' EXIT
+trap 'rm -f "$TMP" "$TMP.net"' EXIT
 
 cpu="$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')"
 l3="$(lscpu 2>/dev/null | sed -n 's/^L3 cache: *//p' | head -n1)"
@@ -71,6 +72,23 @@ echo "bench: running bench/resp.sh" >&2
     echo
 } >>"$TMP"
 BUILD="$BUILD" bench/resp.sh | tee -a "$TMP"
+# The network benchmark: tided against redis-server and raw loopback TCP (a script, since
+# it starts servers; it stops them by PID when it ends).
+echo "bench: running bench/net.sh" >&2
+{
+    echo
+    echo "## net"
+    echo
+    echo "Command: \`bench/net.sh\` (BUILD=$BUILD)"
+    echo
+} >>"$TMP"
+BUILD="$BUILD" bench/net.sh >"$TMP.net" || {
+    echo "bench: bench/net.sh failed" >&2
+    exit 1
+}
+cat "$TMP.net"
+cat "$TMP.net" >>"$TMP"
 mv "$TMP" "$OUT"
+rm -f "$TMP.net"
 trap - EXIT
 echo "bench: wrote $OUT" >&2

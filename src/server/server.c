@@ -352,8 +352,8 @@ int server_run(const server_config *cfg) {
     if (rc < 0) goto out;
     srv->listen_fd = rc;
     if (cfg->unix_path[0] && (rc = uds_listen(srv)) < 0) goto out;
-    /* Default: the port after the native one; with --port 0 (any free port) the metrics
-     * port is any free port too, since port+1 may well be taken. */
+    /* Default: the port after the native one; with --port 0, any free port too (port+1 of
+     * a kernel-chosen port may well be taken, by a client's ephemeral port for one). */
     int mport = cfg->metrics_port >= 0 ? cfg->metrics_port : cfg->port == 0 ? 0 : srv->port + 1;
     if (cfg->metrics_port != 0) {
         rc = listen_on(cfg->bind, mport, &srv->metrics_port);
