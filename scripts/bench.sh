@@ -1,7 +1,8 @@
 #!/bin/sh
 # bench.sh — run tide's benchmarks (every program under $BUILD/bench/, then the trace
-# replay of scripts/bench_trace.sh) and write bench/RESULTS.md: the machine, the date, each
-# command and what it printed, and the plot bench/hitrate.svg.
+# replay of scripts/bench_trace.sh and the cluster benchmark bench/cluster.sh) and write
+# bench/RESULTS.md: the machine, the date, each command and what it printed, and the plot
+# bench/hitrate.svg.
 #
 # Called by `make bench` after the build. BUILD defaults to build. Each benchmark prints
 # medians of its own runs and ratios against a baseline it measures in the same run; the
@@ -61,6 +62,17 @@ fi
 echo >>"$TMP"
 tee -a "$TMP" <"$TRACE_MD"
 rm -f "$TRACE_MD"
+# Cluster: throughput with 1, 2 and 3 tided nodes and the latency of a 64-key batch over
+# 3 nodes against one (bench/cluster.sh; it starts and stops its own nodes).
+CLUSTER_MD="$(mktemp)"
+if ! BUILD="$BUILD" bench/cluster.sh >"$CLUSTER_MD"; then
+    rm -f "$CLUSTER_MD"
+    echo "bench: the cluster benchmark failed" >&2
+    exit 1
+fi
+echo >>"$TMP"
+tee -a "$TMP" <"$CLUSTER_MD"
+rm -f "$CLUSTER_MD"
 mv "$TMP" "$OUT"
 trap - EXIT
 echo "bench: wrote $OUT" >&2
