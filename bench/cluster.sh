@@ -129,6 +129,11 @@ median() {
         awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2];
               else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
+# range NAME FIELD DECIMALS: "min–max" of the runs
+range() {
+    awk -F'\t' -v n="$1" -v f="$2" -v d="$3" '$1 == n { if (!c++ || $f < lo) lo = $f;
+        if (c == 1 || $f > hi) hi = $f } END { printf "%.*f–%.*f", d, lo, d, hi }' "$RAW"
+}
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "—" }'; }
 fmt() { awk -v v="$1" -v d="$2" 'BEGIN { printf "%.*f", d, v }'; }
 
@@ -137,7 +142,7 @@ tp_row() { # label name base_name
     ops="$(median "$2" 2)"
     gb="$(median "$2" 3)"
     base="$(median "$3" 3)"
-    echo "| $1 | $(fmt "$gb" 2) | $(fmt "$ops" 0) | $(ratio "$gb" "$base") |"
+    echo "| $1 | $(fmt "$gb" 2) | $(range "$2" 3 2) | $(fmt "$ops" 0) | $(ratio "$gb" "$base") |"
 }
 lat_row() { # label name base_name
     local p50 p99 gb b50 b99
@@ -146,7 +151,7 @@ lat_row() { # label name base_name
     gb="$(median "$2" 3)"
     b50="$(median "$3" 4)"
     b99="$(median "$3" 5)"
-    echo "| $1 | $(fmt "$p50" 0) us | $(fmt "$p99" 0) us | $(fmt "$gb" 2) | $(ratio "$p50" "$b50") | $(ratio "$p99" "$b99") |"
+    echo "| $1 | $(fmt "$p50" 0) us | $(range "$2" 4 0) | $(fmt "$p99" 0) us | $(fmt "$gb" 2) | $(ratio "$p50" "$b50") | $(ratio "$p99" "$b99") |"
 }
 
 echo "## cluster (bench/cluster.sh)"
@@ -157,7 +162,7 @@ echo "two of them through \`tide://127.0.0.1:P1[,...]?replicas=R\` (the cluster 
 echo "for one node); \"direct\" is plain \`tide://127.0.0.1:P1\` (no cluster layer). Measured"
 echo "with \`$TIDE bench --seconds $SECS --json\`; median of $REPS runs of each configuration,"
 echo "the rounds interleaved. Load average $load_start at the start, $load_end at the end;"
-echo "${elapsed} s in all."
+echo "${elapsed} s in all ($(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git describe --always --dirty 2>/dev/null || echo unknown))."
 echo
 echo "**What this machine limits.** It has $(nproc) cores, and every node and the client"
 echo "share them: adding nodes adds no CPU, memory bandwidth or network, only server threads"
@@ -172,8 +177,8 @@ echo "$TP_KEYS keys (GET); PUT writes fresh keys (the nodes evict once full). GB
 echo "value once (10^9 bytes/s), so with R=2 twice as many bytes cross the sockets. Ratio:"
 echo "GB/s against the 1-node cluster figure of the same operation."
 echo
-echo "| configuration | GB/s | ops/s | vs 1 node |"
-echo "|---|---:|---:|---:|"
+echo "| configuration | GB/s | GB/s, the $REPS runs | ops/s | vs 1 node |"
+echo "|---|---:|---:|---:|---:|"
 tp_row "GET, 1 node, direct" tp-get-direct tp-get-1
 tp_row "GET, 1 node, R=1" tp-get-1 tp-get-1
 tp_row "GET, 2 nodes, R=1" tp-get-2 tp-get-1
@@ -190,8 +195,8 @@ echo "thread, one call in flight, working set $BATCH_KEYS keys. Over 3 nodes the
 echo "into one request per node, run in parallel (the calling thread and the client's"
 echo "fan-out pool). Ratios against the 1-node cluster figure."
 echo
-echo "| configuration | p50 | p99 | GB/s | p50 vs 1 node | p99 vs 1 node |"
-echo "|---|---:|---:|---:|---:|---:|"
+echo "| configuration | p50 | p50, the $REPS runs (us) | p99 | GB/s | p50 vs 1 node | p99 vs 1 node |"
+echo "|---|---:|---:|---:|---:|---:|---:|"
 lat_row "64 x 64 KiB GET, 1 node, direct" b64-direct b64-1
 lat_row "64 x 64 KiB GET, 1 node, R=1" b64-1 b64-1
 lat_row "64 x 64 KiB GET, 3 nodes, R=1" b64-3 b64-1
