@@ -88,6 +88,17 @@ BUILD="$BUILD" bench/net.sh >"$TMP.net" || {
 }
 cat "$TMP.net"
 cat "$TMP.net" >>"$TMP"
+# Cluster: throughput with 1, 2 and 3 tided nodes and the latency of a 64-key batch over
+# 3 nodes against one (bench/cluster.sh; it starts and stops its own nodes).
+CLUSTER_MD="$(mktemp)"
+if ! BUILD="$BUILD" bench/cluster.sh >"$CLUSTER_MD"; then
+    rm -f "$CLUSTER_MD"
+    echo "bench: the cluster benchmark failed" >&2
+    exit 1
+fi
+echo >>"$TMP"
+tee -a "$TMP" <"$CLUSTER_MD"
+rm -f "$CLUSTER_MD"
 mv "$TMP" "$OUT"
 rm -f "$TMP.net"
 trap - EXIT
