@@ -126,18 +126,26 @@ $(BUILD)/fuzz/fuzz_frame: tests/fuzz/fuzz_frame.c tests/fuzz/frame_check.h src/p
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_frame.c $(FRAME_SRCS) -lxxhash
 
-fuzz: $(BUILD)/fuzz/fuzz_frame
-	@mkdir -p $(BUILD)/fuzz/corpus-frame
-	$< -max_total_time=$(FUZZ_TIME) -print_final_stats=1 -artifact_prefix=$(BUILD)/fuzz/ \
-		$(BUILD)/fuzz/corpus-frame tests/fuzz/corpus/frame
+$(BUILD)/fuzz/fuzz_resp: tests/fuzz/fuzz_resp.c tests/fuzz/resp_check.h src/proto/resp.h \
+		src/proto/resp.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_resp.c src/proto/resp.c
 
-# Regenerate the seed corpus written by tests/fuzz/gen_frame_corpus.c.
+fuzz: $(BUILD)/fuzz/fuzz_frame $(BUILD)/fuzz/fuzz_resp
+	@mkdir -p $(BUILD)/fuzz/corpus-frame $(BUILD)/fuzz/corpus-resp
+	$(BUILD)/fuzz/fuzz_frame -max_total_time=$(FUZZ_TIME) -print_final_stats=1 \
+		-artifact_prefix=$(BUILD)/fuzz/ $(BUILD)/fuzz/corpus-frame tests/fuzz/corpus/frame
+	$(BUILD)/fuzz/fuzz_resp -max_total_time=$(FUZZ_TIME) -print_final_stats=1 \
+		-artifact_prefix=$(BUILD)/fuzz/ $(BUILD)/fuzz/corpus-resp tests/fuzz/corpus/resp
+
+# Regenerate the seed corpora written by tests/fuzz/gen_frame_corpus.c and gen_resp_corpus.py.
 $(BUILD)/fuzz/gen_frame_corpus: tests/fuzz/gen_frame_corpus.c $(BUILD)/libtide.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libtide.a $(LDFLAGS) $(LIBS)
 
 fuzz-seeds: $(BUILD)/fuzz/gen_frame_corpus
 	$< tests/fuzz/corpus/frame
+	tests/fuzz/gen_resp_corpus.py tests/fuzz/corpus/resp
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

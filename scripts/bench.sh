@@ -1,7 +1,8 @@
 #!/bin/sh
-# bench.sh — run tide's benchmarks (every program under $BUILD/bench/, then the trace
-# replay of scripts/bench_trace.sh) and write bench/RESULTS.md: the machine, the date, each
-# command and what it printed, and the plot bench/hitrate.svg.
+# bench.sh — run tide's benchmarks (every program under $BUILD/bench/, then bench/net.sh,
+# the trace replay of scripts/bench_trace.sh, bench/resp.sh and bench/cluster.sh) and write
+# bench/RESULTS.md: the machine, the date, each command and what it printed, and the plot
+# bench/hitrate.svg.
 #
 # Called by `make bench` after the build. BUILD defaults to build. Each benchmark prints
 # medians of its own runs and ratios against a baseline it measures in the same run; the
@@ -9,15 +10,16 @@
 # average at the start is recorded for that reason).
 #
 # $BUILD/bench/ttft (bench/ttft.c: the reference engine's time to first token with a
-# prefix from tide vs recomputing it, 2k/8k/16k tokens, mem:// and tide://) finds build/tide
-# beside its directory to start its tided; it computes 16k-token prompts from scratch three
-# times, so it takes minutes. TTFT_ARGS passes options to it (e.g. TTFT_ARGS="--sizes 2048").
+# prefix from tide vs recomputing it, 2k/8k/16k tokens, mem://, unix:// and tide://) finds
+# build/tide beside its directory to start its tided; it computes 16k-token prompts from
+# scratch four times, so it takes minutes. TTFT_ARGS passes options to it
+# (e.g. TTFT_ARGS="--sizes 2048").
 set -e
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build}"
 OUT=bench/RESULTS.md
 TMP="$(mktemp)"
-trap 'rm -f "$TMP"' EXIT
+trap 'rm -f "$TMP" "$TMP.net"' EXIT
 
 cpu="$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')"
 l3="$(lscpu 2>/dev/null | sed -n 's/^L3 cache: *//p' | head -n1)"
@@ -69,6 +71,44 @@ fi
 echo >>"$TMP"
 tee -a "$TMP" <"$TRACE_MD"
 rm -f "$TRACE_MD"
+# tided's RESP port against redis-server (needs redis-server and redis-tools).
+echo "bench: running bench/resp.sh" >&2
+{
+    echo
+    echo "## resp"
+    echo
+    echo "Command: \`BUILD=$BUILD bench/resp.sh\`"
+    echo
+} >>"$TMP"
+BUILD="$BUILD" bench/resp.sh | tee -a "$TMP"
+# The network benchmark: tided against redis-server and raw loopback TCP (a script, since
+# it starts servers; it stops them by PID when it ends).
+echo "bench: running bench/net.sh" >&2
+{
+    echo
+    echo "## net"
+    echo
+    echo "Command: \`bench/net.sh\` (BUILD=$BUILD)"
+    echo
+} >>"$TMP"
+BUILD="$BUILD" bench/net.sh >"$TMP.net" || {
+    echo "bench: bench/net.sh failed" >&2
+    exit 1
+}
+cat "$TMP.net"
+cat "$TMP.net" >>"$TMP"
+# Cluster: throughput with 1, 2 and 3 tided nodes and the latency of a 64-key batch over
+# 3 nodes against one (bench/cluster.sh; it starts and stops its own nodes).
+CLUSTER_MD="$(mktemp)"
+if ! BUILD="$BUILD" bench/cluster.sh >"$CLUSTER_MD"; then
+    rm -f "$CLUSTER_MD"
+    echo "bench: the cluster benchmark failed" >&2
+    exit 1
+fi
+echo >>"$TMP"
+tee -a "$TMP" <"$CLUSTER_MD"
+rm -f "$CLUSTER_MD"
 mv "$TMP" "$OUT"
+rm -f "$TMP.net"
 trap - EXIT
 echo "bench: wrote $OUT" >&2

@@ -19,8 +19,9 @@
  * tide operation is idempotent — a repeated PUT is a no-op — so this is always safe.
  *
  * Large batches are cut to the server's limits (keys per frame, frame bytes) learnt from
- * HELLO. GET values are read straight into the caller's scatter lists and checked against
- * the checksum the server sent; a mismatch is a miss, never wrong data handed back.
+ * HELLO. GET values are read straight into the caller's scatter lists, hashed piece by piece
+ * as they arrive, and checked against the checksum the server sent; a mismatch is a miss,
+ * never wrong data handed back.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -44,6 +45,9 @@
 #define NODE_DEFAULT_TIMEOUT_MS 5000
 #define NODE_DEFAULT_CONNS 8
 #define NODE_IOV_MAX 512
+/* Value bytes taken from the socket per call while hashing them: small enough that the hash
+ * reads them from L2 right after the kernel wrote them there. */
+#define NODE_RECV_PIECE (128 * 1024)
 
 typedef struct node_conn {
     int fd;
@@ -53,6 +57,7 @@ typedef struct node_conn {
     uint8_t *buf; /* reply head buffer */
     size_t buf_cap;
     frame_decoder dec;
+    checksum_state *cs; /* checksum of the GET value being received */
 } node_conn;
 
 typedef struct node_impl {
@@ -139,6 +144,48 @@ static int recv_all(call *k, struct iovec *iov, int cnt) {
         if (r == 0) return -ECONNRESET;
         k->got_reply_bytes = 1;
         iov_advance(&iov, &cnt, (size_t)r);
+    }
+    return 0;
+}
+
+/* Receive exactly the bytes of iov[0..cnt) (the array is consumed) and hash them into cs
+ * piece by piece as they land: at most NODE_RECV_PIECE bytes a call, each piece hashed
+ * while it is still in cache, and while the server keeps sending the rest (one pass over
+ * the value instead of a receive and then a second pass to check it). */
+static int recv_hashed(call *k, struct iovec *iov, int cnt, checksum_state *cs) {
+    while (cnt > 0) {
+        /* A view of the first NODE_RECV_PIECE bytes of what is left. */
+        struct iovec view[64];
+        int nv = 0;
+        size_t room = NODE_RECV_PIECE;
+        for (int i = 0; i < cnt && nv < 64 && room; i++) {
+            size_t take = iov[i].iov_len < room ? iov[i].iov_len : room;
+            view[nv++] = (struct iovec){iov[i].iov_base, take};
+            room -= take;
+        }
+        struct msghdr mh = {.msg_iov = view, .msg_iovlen = (size_t)nv};
+        ssize_t r = recvmsg(k->c->fd, &mh, MSG_DONTWAIT);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK) return -errno;
+            int rc = wait_fd(k, POLLIN);
+            if (rc) return rc;
+            continue;
+        }
+        if (r == 0) return -ECONNRESET;
+        k->got_reply_bytes = 1;
+        size_t left = (size_t)r;
+        while (cnt > 0 && left) {
+            size_t take = iov->iov_len < left ? iov->iov_len : left;
+            checksum_update(cs, iov->iov_base, take);
+            left -= take;
+            iov->iov_base = (uint8_t *)iov->iov_base + take;
+            iov->iov_len -= take;
+            if (iov->iov_len == 0) {
+                iov++;
+                cnt--;
+            }
+        }
     }
     return 0;
 }
@@ -501,7 +548,9 @@ static int on_get_reply(call *k, const frame_msg *m, void *arg) {
         }
     }
     if (total != m->data_len) return TIDE_EPROTO;
-    /* Read each value straight into its key's scatter list, then check it. */
+    /* Read each value straight into its key's scatter list, hashing it as it lands, then
+     * check the hash. */
+    checksum_state *cs = k->c->cs;
     frame_iter_init(&it, m);
     for (size_t i = 0; frame_iter_next(&it, &e); i++) {
         if (e.status != 0) continue;
@@ -509,22 +558,21 @@ static int on_get_reply(call *k, const frame_msg *m, void *arg) {
         const tide_iov *src = a->iovs[i];
         uint64_t left = e.vlen;
         int nv = 0;
+        checksum_reset(cs);
         for (size_t q = 0; q < a->cnts[i] && left; q++) {
             size_t take = src[q].len < left ? src[q].len : (size_t)left;
             if (!take) continue;
             if (nv == NODE_IOV_MAX) { /* a very long scatter list: read in rounds */
-                int rc = recv_all(k, v, nv);
+                int rc = recv_hashed(k, v, nv, cs);
                 if (rc) return rc;
                 nv = 0;
             }
             v[nv++] = (struct iovec){src[q].base, take};
             left -= take;
         }
-        int rc = recv_all(k, v, nv);
+        int rc = recv_hashed(k, v, nv, cs);
         if (rc) return rc;
-        /* Hash what landed in the caller's memory. */
-        uint64_t h = checksum_iov(src, a->cnts[i], e.vlen);
-        if (h != e.sum) {
+        if (checksum_digest(cs) != e.sum) {
             char kb[80];
             client_err(k->s, TIDE_ECHECKSUM, "%s: value of key '%s' failed its checksum; "
                        "reported as a miss", k->n->addr,
@@ -770,6 +818,7 @@ static void node_close(tide_store *s) {
     for (int i = 0; i < n->nconns; i++) {
         conn_close(&n->conns[i]);
         free(n->conns[i].buf);
+        checksum_free(n->conns[i].cs);
     }
     free(n->conns);
     pthread_mutex_destroy(&n->lock);
@@ -824,7 +873,9 @@ static int node_open(tide_store *s, url *u) {
         n->conns[i].fd = -1;
         n->conns[i].buf_cap = 4096;
         n->conns[i].buf = malloc(4096);
-        if (!n->conns[i].buf || frame_decoder_init(&n->conns[i].dec, &lim) != 0) {
+        n->conns[i].cs = checksum_new();
+        if (!n->conns[i].buf || !n->conns[i].cs ||
+            frame_decoder_init(&n->conns[i].dec, &lim) != 0) {
             node_close(s);
             return client_err(s, -ENOMEM, "out of memory");
         }

@@ -12,6 +12,7 @@
  */
 #include "checksum.h"
 
+#include <stdlib.h>
 #include <string.h>
 #define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
 #include <xxhash.h>
@@ -113,4 +114,32 @@ uint64_t copy_scatter(const tide_iov *iov, size_t cnt, const uint8_t *src, size_
     }
     if (stream) stream_fence();
     return want_sum ? XXH3_64bits_digest(&st) : 0;
+}
+
+/* ---- incremental checksum ------------------------------------------------------------ */
+
+struct checksum_state {
+    XXH3_state_t st;
+};
+
+checksum_state *checksum_new(void) {
+    checksum_state *s = malloc(sizeof(*s));
+    if (s) XXH3_64bits_reset(&s->st);
+    return s;
+}
+
+void checksum_reset(checksum_state *s) {
+    XXH3_64bits_reset(&s->st);
+}
+
+void checksum_update(checksum_state *s, const void *p, size_t n) {
+    XXH3_64bits_update_dispatch(&s->st, p, n);
+}
+
+uint64_t checksum_digest(const checksum_state *s) {
+    return XXH3_64bits_digest(&s->st);
+}
+
+void checksum_free(checksum_state *s) {
+    free(s);
 }

@@ -34,4 +34,14 @@ uint64_t copy_gather(uint8_t *dst, const tide_iov *iov, size_t cnt, int want_sum
 uint64_t copy_scatter(const tide_iov *iov, size_t cnt, const uint8_t *src, size_t len,
                       int want_sum);
 
+/* Incremental checksum: bytes given in pieces, in order, digest to the same value as
+ * checksum_buf() of all of them (hash each piece while it is still in cache). Made by
+ * checksum_new() (NULL when out of memory), released by checksum_free(). */
+typedef struct checksum_state checksum_state;
+checksum_state *checksum_new(void);
+void checksum_reset(checksum_state *s);
+void checksum_update(checksum_state *s, const void *p, size_t n);
+uint64_t checksum_digest(const checksum_state *s);
+void checksum_free(checksum_state *s);
+
 #endif

@@ -6,9 +6,10 @@
  * frame limits) and decoded with frame_decode_head. A PUT's value bytes are then read
  * straight into the reservations the store made for them (readv into pool memory, no
  * staging copy); values that will not be stored (a duplicate key, no space) are read into
- * a scratch buffer and dropped. When the last value byte is in, each reservation's bytes
- * are checked against the sender's checksum and committed (or aborted): a half-received
- * value is never visible.
+ * a scratch buffer and dropped. Each piece of a value is hashed as soon as it has landed
+ * (while it is still in cache: one pass over the bytes, not a second one at the end); when
+ * the last value byte is in, each reservation's hash is compared with the sender's checksum
+ * and the value committed (or aborted): a half-received value is never visible.
  *
  * Sending. Replies are queued as segments: encoded headers (owned here) and, for GET,
  * values sent with writev straight from pool memory under a pin, released when the
@@ -43,6 +44,9 @@
 #define OUT_HIGH (64ull << 20) /* stop reading requests while this much reply is queued */
 #define SCRATCH_SIZE (64 * 1024)
 #define IOV_BATCH 64
+/* Value bytes taken from the socket per readv: small enough that hashing them right after
+ * reads them from L2. */
+#define BODY_PIECE (256 * 1024)
 
 /* One piece of queued output: either bytes we own, or pool bytes under a pin. */
 typedef struct out_seg {
@@ -57,6 +61,7 @@ typedef struct put_slot {
     uint64_t res_id; /* the store's reservation, 0 when the value is dropped */
     uint64_t offset; /* pool offset of the reservation */
     uint64_t vlen, sum;
+    uint64_t got; /* checksum of the bytes received, once all are in */
     int32_t status;
 } put_slot;
 
@@ -78,6 +83,7 @@ struct conn {
     uint32_t nslots, slot;   /* all slots; the one being filled */
     uint64_t slot_off;       /* bytes of slots[slot] received */
     uint8_t *scratch;
+    checksum_state *cs;     /* hash of slots[slot]'s bytes so far */
 
     /* Output queue: segments [out_head, nout). */
     out_seg *out;
@@ -174,6 +180,7 @@ void conn_free(conn *c) {
     free(c->out);
     free(c->in);
     free(c->scratch);
+    checksum_free(c->cs);
     free(c);
 }
 
@@ -534,7 +541,6 @@ static int enc_put_reply(void *buf, size_t cap, size_t *len, void *arg) {
 /* Every value byte is in: check, commit, reply. */
 static int put_finish(conn *c) {
     store *st = c->srv->st;
-    uint8_t *base = store_base(st);
     int all = 1;
     uint64_t stored = 0;
     for (uint32_t i = 0; i < c->nslots; i++) {
@@ -543,7 +549,7 @@ static int put_finish(conn *c) {
             all &= s->status == 0;
             continue;
         }
-        if (checksum_buf(base + s->offset, s->vlen) != s->sum) {
+        if (s->got != s->sum) {
             store_abort(st, s->res_id);
             s->status = TIDE_ECHECKSUM;
             all = 0;
@@ -562,38 +568,47 @@ static int put_finish(conn *c) {
 }
 
 /* Where the next value bytes go: pool memory of a reservation, or scratch. Fills up to
- * IOV_BATCH iovecs covering the bytes still expected. */
+ * IOV_BATCH iovecs covering at most BODY_PIECE of the bytes still expected. */
 static int body_iov(conn *c, struct iovec *iov) {
     int n = 0;
     uint64_t off = c->slot_off;
-    for (uint32_t i = c->slot; i < c->nslots && n < IOV_BATCH; i++, off = 0) {
+    size_t room = BODY_PIECE;
+    for (uint32_t i = c->slot; i < c->nslots && n < IOV_BATCH && room; i++, off = 0) {
         put_slot *s = &c->slots[i];
         uint64_t left = s->vlen - off;
-        while (left && n < IOV_BATCH) {
-            size_t take;
+        while (left && n < IOV_BATCH && room) {
+            size_t take = left < room ? (size_t)left : room;
             if (s->res_id) {
-                take = left > (1u << 30) ? (1u << 30) : (size_t)left;
                 iov[n].iov_base = store_base(c->srv->st) + s->offset + off;
             } else {
-                take = left > SCRATCH_SIZE ? SCRATCH_SIZE : (size_t)left;
+                take = take > SCRATCH_SIZE ? SCRATCH_SIZE : take;
                 iov[n].iov_base = c->scratch;
             }
             iov[n++].iov_len = take;
             left -= take;
             off += take;
+            room -= take;
         }
     }
     return n;
 }
 
-/* Account n value bytes as received. */
+/* Account n value bytes as received (they are in place already): hash the ones that belong
+ * to a reservation, and keep each finished value's hash for put_finish. */
 static void body_advance(conn *c, uint64_t n) {
     while (n && c->slot < c->nslots) {
-        uint64_t left = c->slots[c->slot].vlen - c->slot_off;
+        put_slot *s = &c->slots[c->slot];
+        uint64_t left = s->vlen - c->slot_off;
         uint64_t take = n < left ? n : left;
+        if (s->res_id) {
+            if (c->slot_off == 0) checksum_reset(c->cs);
+            checksum_update(c->cs, store_base(c->srv->st) + s->offset + c->slot_off,
+                                   (size_t)take);
+        }
         c->slot_off += take;
         n -= take;
-        if (c->slot_off == c->slots[c->slot].vlen) {
+        if (c->slot_off == s->vlen) {
+            if (s->res_id) s->got = checksum_digest(c->cs);
             c->slot++;
             c->slot_off = 0;
         }
@@ -619,6 +634,7 @@ static void body_from_inbuf(conn *c) {
  * socket has nothing more now, negative on error/EOF. */
 static int body_read(conn *c) {
     if (!c->scratch && !(c->scratch = malloc(SCRATCH_SIZE))) return -ENOMEM;
+    if (!c->cs && !(c->cs = checksum_new())) return -ENOMEM;
     body_from_inbuf(c);
     while (c->slot < c->nslots) {
         struct iovec iov[IOV_BATCH];

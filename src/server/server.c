@@ -25,6 +25,7 @@
 #include "common/util.h"
 #include "server/announce.h"
 #include "server/http.h"
+#include "server/resp_conn.h"
 #include "server/server_int.h"
 
 #define DRAIN_DEADLINE_NS (5ull * 1000000000ull)
@@ -124,9 +125,10 @@ static void worker_adopt(worker *w) {
     int more = w->nincoming > 0;
     pthread_mutex_unlock(&w->qlock);
     for (size_t i = 0; i < n; i++) {
-        if (!conn_new(w, fds[i])) {
+        int resp = (fds[i] & WORKER_FD_RESP) != 0, fd = fds[i] & ~WORKER_FD_RESP;
+        if (resp ? resp_conn_adopt(w, fd) != 0 : !conn_new(w, fd)) {
             LOG_WARN("worker %d: out of memory for a new connection; closing it", w->index);
-            close(fds[i]);
+            close(fd);
             atomic_fetch_sub(&w->srv->open_conns, 1);
             atomic_fetch_sub(&w->srv->m.conns_open, 1);
         }
@@ -163,6 +165,10 @@ static void *worker_main(void *arg) {
                 worker_adopt(w);
                 continue;
             }
+            if (evs[i].data.ptr == &w->resp_epfd) {
+                resp_worker_poll(w);
+                continue;
+            }
             conn *c = evs[i].data.ptr;
             if (conn_on_event(c, evs[i].events) < 0) worker_close(w, c);
         }
@@ -173,6 +179,7 @@ static void *worker_main(void *arg) {
                 next = conn_next(c);
                 if (conn_tick(c, now) < 0) worker_close(w, c);
             }
+            resp_worker_tick(w, now);
         }
         if (atomic_load(&srv->stopping)) {
             if (!drain_start) drain_start = now;
@@ -184,15 +191,18 @@ static void *worker_main(void *arg) {
                 else
                     busy = 1;
             }
+            busy |= resp_worker_drain(w);
             if (!busy) break;
             if (now - drain_start > DRAIN_DEADLINE_NS) {
                 LOG_WARN("worker %d: closing connections still busy after the drain deadline",
                          w->index);
                 while (w->conns) worker_close(w, w->conns);
+                resp_worker_close_all(w);
                 break;
             }
         }
     }
+    resp_worker_close_all(w);
     return NULL;
 }
 
@@ -205,7 +215,9 @@ static int worker_start(server *srv, worker *w, int index) {
     if (w->epfd < 0 || w->wakefd < 0) return -errno;
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
     if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->wakefd, &ev) != 0) return -errno;
-    int rc = pthread_create(&w->thread, NULL, worker_main, w);
+    int rc = resp_worker_init(w);
+    if (rc) return rc;
+    rc = pthread_create(&w->thread, NULL, worker_main, w);
     return rc ? -rc : 0;
 }
 
@@ -233,7 +245,8 @@ static void worker_hand(worker *w, int fd) {
 
 /* ---- accept loop --------------------------------------------------------------------- */
 
-static void accept_all(server *srv, int lfd, unsigned *next_worker) {
+/* Accept from lfd; `tag` (0 or WORKER_FD_RESP) says which protocol the worker speaks. */
+static void accept_all(server *srv, int lfd, int tag, unsigned *next_worker) {
     for (;;) {
         int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
@@ -259,7 +272,7 @@ static void accept_all(server *srv, int lfd, unsigned *next_worker) {
         atomic_fetch_add(&srv->open_conns, 1);
         atomic_fetch_add(&srv->m.conns_open, 1);
         atomic_fetch_add(&srv->m.conns_total, 1);
-        worker_hand(&srv->workers[*next_worker % (unsigned)srv->cfg.threads], fd);
+        worker_hand(&srv->workers[*next_worker % (unsigned)srv->cfg.threads], fd | tag);
         (*next_worker)++;
     }
 }
@@ -297,7 +310,7 @@ int server_run(const server_config *cfg) {
     server *srv = calloc(1, sizeof(*srv));
     if (!srv) return -ENOMEM;
     srv->cfg = *cfg;
-    srv->listen_fd = srv->metrics_fd = srv->metrics_stopfd = srv->unix_fd = -1;
+    srv->listen_fd = srv->metrics_fd = srv->metrics_stopfd = srv->unix_fd = srv->resp_fd = -1;
     int rc = 0, nworkers = 0, sfd = -1, epfd = -1, metrics_started = 0;
     announce *ann = NULL;
     if (srv->cfg.threads < 1) srv->cfg.threads = 1;
@@ -339,8 +352,8 @@ int server_run(const server_config *cfg) {
     if (rc < 0) goto out;
     srv->listen_fd = rc;
     if (cfg->unix_path[0] && (rc = uds_listen(srv)) < 0) goto out;
-    /* Default: the port after the native one; with --port 0 (any free port) the metrics
-     * port is any free port too, since port+1 may well be taken. */
+    /* Default: the port after the native one; with --port 0, any free port too (port+1 of
+     * a kernel-chosen port may well be taken, by a client's ephemeral port for one). */
     int mport = cfg->metrics_port >= 0 ? cfg->metrics_port : cfg->port == 0 ? 0 : srv->port + 1;
     if (cfg->metrics_port != 0) {
         rc = listen_on(cfg->bind, mport, &srv->metrics_port);
@@ -349,6 +362,12 @@ int server_run(const server_config *cfg) {
         srv->metrics_stopfd = eventfd(0, EFD_CLOEXEC);
         if ((rc = -pthread_create(&srv->metrics_thread, NULL, metrics_main, srv)) != 0) goto out;
         metrics_started = 1;
+    }
+
+    if (cfg->resp_port > 0) {
+        rc = listen_on(cfg->bind, cfg->resp_port, &srv->resp_port);
+        if (rc < 0) goto out;
+        srv->resp_fd = rc;
     }
 
     srv->workers = calloc((size_t)srv->cfg.threads, sizeof(worker));
@@ -371,6 +390,7 @@ int server_run(const server_config *cfg) {
         LOG_INFO("same-host clients on unix://%s (mode %04o, %s, leases %u ms)", cfg->unix_path,
                  cfg->unix_mode & 0777, cfg->unix_nallow ? "peer uids checked" : "any peer uid",
                  cfg->unix_lease_ms);
+    if (srv->resp_fd >= 0) LOG_INFO("RESP (Redis protocol) on %s:%d", cfg->bind, srv->resp_port);
     if (cfg->ready_file) {
         FILE *f = fopen(cfg->ready_file, "w");
         if (f) {
@@ -388,6 +408,10 @@ int server_run(const server_config *cfg) {
         ev.data.fd = srv->unix_fd;
         epoll_ctl(epfd, EPOLL_CTL_ADD, srv->unix_fd, &ev);
     }
+    if (srv->resp_fd >= 0) {
+        ev.data.fd = srv->resp_fd;
+        epoll_ctl(epfd, EPOLL_CTL_ADD, srv->resp_fd, &ev);
+    }
     unsigned next_worker = 0;
     uint64_t last_summary = now_ns();
     while (!atomic_load(&srv->stopping)) {
@@ -400,8 +424,10 @@ int server_run(const server_config *cfg) {
                 (void)r;
                 LOG_INFO("signal %d: finishing in-flight requests and stopping", si.ssi_signo);
                 atomic_store(&srv->stopping, 1);
+            } else if (e[i].data.fd == srv->resp_fd) {
+                accept_all(srv, srv->resp_fd, WORKER_FD_RESP, &next_worker);
             } else {
-                accept_all(srv, e[i].data.fd, &next_worker);
+                accept_all(srv, e[i].data.fd, 0, &next_worker); /* native: TCP or unix */
             }
         }
         store_expire(srv->st, now_ns());
@@ -413,6 +439,8 @@ int server_run(const server_config *cfg) {
     close(srv->listen_fd);
     srv->listen_fd = -1;
     uds_close(srv);
+    if (srv->resp_fd >= 0) close(srv->resp_fd);
+    srv->resp_fd = -1;
     rc = 0;
 
 out:
@@ -431,6 +459,7 @@ out:
             free(w->incoming);
             if (w->epfd > 0) close(w->epfd);
             if (w->wakefd > 0) close(w->wakefd);
+            resp_worker_fini(w);
             pthread_mutex_destroy(&w->qlock);
         }
     }
@@ -445,6 +474,7 @@ out:
     if (srv->metrics_stopfd >= 0) close(srv->metrics_stopfd);
     if (srv->listen_fd >= 0) close(srv->listen_fd);
     uds_close(srv);
+    if (srv->resp_fd >= 0) close(srv->resp_fd);
     if (epfd >= 0) close(epfd);
     if (sfd >= 0) close(sfd);
     free(srv->workers);

@@ -2,6 +2,8 @@
  * server.h — tided: one store served over TCP (native protocol) with an HTTP /metrics port,
  * and optionally over a Unix socket to same-host clients that share its pool.
  *
+ * An optional RESP port serves the same store to Redis clients (see resp_conn.h).
+ *
  * Threads: the main thread accepts connections and handles signals; it hands each new
  * connection to one of `threads` I/O workers in turn. A worker owns its connections
  * outright (no locks on connection state); the only shared state is the store (its own
@@ -23,6 +25,7 @@ typedef struct server_config {
     char bind[64];           /* address to listen on; default 127.0.0.1 */
     int port;                /* native protocol port; 0 = pick a free one */
     int metrics_port;        /* HTTP port for /metrics; 0 = off, -1 = port + 1 */
+    int resp_port;           /* RESP2 port for Redis clients (resp_conn.c); 0 = off */
     int threads;             /* I/O worker threads */
     store_config store;      /* pool size and policy */
     char auth_token[256];    /* required from clients when not empty */

@@ -33,7 +33,13 @@ typedef struct worker {
     int *incoming; /* accepted fds waiting to be adopted (under qlock) */
     size_t nincoming, capincoming;
     conn *conns; /* this worker's connections (doubly linked) */
+    int resp_epfd;                /* RESP connections' epoll set, nested in epfd */
+    struct resp_conn *resp_conns; /* this worker's RESP connections (resp_conn.c) */
 } worker;
+
+/* Marks an fd in `incoming` as a RESP connection. fds stay below 2^30 (the kernel's
+ * fs.nr_open cannot go higher), so the bit is free. */
+#define WORKER_FD_RESP (1 << 30)
 
 struct server {
     server_config cfg;
@@ -41,6 +47,7 @@ struct server {
     metrics m;
     int listen_fd, metrics_fd;
     int port, metrics_port;
+    int resp_fd, resp_port; /* the RESP listener (-1 when off) and its port */
     worker *workers;
     atomic_int stopping;
     atomic_int open_conns;

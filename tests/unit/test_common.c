@@ -1,8 +1,9 @@
 /*
- * test_common.c — size strings, URLs and the error table.
+ * test_common.c — size strings, URLs, the error table and the streaming checksum.
  */
 #include <errno.h>
 
+#include "common/checksum.h"
 #include "common/errors.h"
 #include "common/util.h"
 #include "harness.h"
@@ -98,4 +99,25 @@ TEST(common_checksum_iov_equals_flat) {
     uint8_t back[10000];
     CHECK(copy_gather(back, three, 3, 1) == flat);
     CHECK(memcmp(back, buf, sizeof(buf)) == 0);
+}
+
+/* The streaming checksum equals the one-shot checksum however the bytes are cut. */
+TEST(common_checksum_stream_matches_buf) {
+    size_t n = 300 * 1024 + 17;
+    uint8_t *p = malloc(n);
+    CHECK(p);
+    for (size_t i = 0; i < n; i++) p[i] = (uint8_t)(i * 131 + (i >> 11));
+    checksum_state *cs = checksum_new();
+    CHECK(cs);
+    const size_t pieces[] = {1, 7, 64, 1000, 65535, 65536, 128 * 1024, n};
+    for (size_t k = 0; k < sizeof(pieces) / sizeof(pieces[0]); k++) {
+        for (size_t len = 0; len <= n; len += len < 300 ? 1 : n / 3) {
+            checksum_reset(cs);
+            for (size_t off = 0; off < len; off += pieces[k])
+                checksum_update(cs, p + off, len - off < pieces[k] ? len - off : pieces[k]);
+            CHECK_EQ(checksum_digest(cs), checksum_buf(p, len));
+        }
+    }
+    checksum_free(cs);
+    free(p);
 }
