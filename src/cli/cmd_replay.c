@@ -40,6 +40,19 @@
 #define GOLDEN 0x9E3779B97F4A7C15ull
 
 enum verify_mode { VERIFY_ALL = 0, VERIFY_SAMPLE = 1, VERIFY_NONE = 2 };
+/* Whether a URL's query has the option `name` (as a whole name: "disk_capacity" is not
+ * "capacity"). */
+static int url_has_option(const char *u, const char *name) {
+    const char *q = u ? strchr(u, '?') : NULL;
+    size_t n = strlen(name);
+    while (q) {
+        q++;
+        if (strncmp(q, name, n) == 0 && (q[n] == '=' || q[n] == '&' || q[n] == '\0')) return 1;
+        q = strchr(q, '&');
+    }
+    return 0;
+}
+
 static const char *const verify_names[] = {"all", "sample", "none"};
 
 typedef struct replay_opts {
@@ -163,9 +176,9 @@ static int parse_args(int argc, char **argv, replay_opts *o) {
     if (o->capacity_given && !is_mem)
         return cli_usage_error(cmd, "--capacity sizes the embedded mem:// store; a remote store's "
                                     "size is set where it runs");
-    if (o->capacity_given && strstr(o->url ? o->url : "", "capacity="))
+    if (o->capacity_given && url_has_option(o->url, "capacity"))
         return cli_usage_error(cmd, "capacity given twice: in --url and with --capacity");
-    if (is_mem && !strstr(o->url ? o->url : "", "capacity=") && o->blk.block_bytes > o->capacity)
+    if (is_mem && !url_has_option(o->url, "capacity") && o->blk.block_bytes > o->capacity)
         return cli_usage_error(cmd, "--capacity %" PRIu64 " holds no block of %" PRIu64 " bytes",
                                o->capacity, o->blk.block_bytes);
     return 0;
@@ -496,7 +509,7 @@ int cmd_replay(int argc, char **argv) {
     char store_url[1024];
     const char *base = o.url ? o.url : "mem://";
     int is_mem = strncmp(base, "mem://", 6) == 0;
-    if (is_mem && !strstr(base, "capacity="))
+    if (is_mem && !url_has_option(base, "capacity"))
         snprintf(store_url, sizeof(store_url), "%s%scapacity=%" PRIu64, base,
                  strchr(base, '?') ? "&" : "?", o.capacity);
     else

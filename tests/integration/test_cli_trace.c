@@ -319,3 +319,21 @@ TEST(cli_replay_bad_input) {
     CHECK_CONTAINS(r->out, "usage: tide replay");
     CHECK_CONTAINS(r->out, "deepseek-v3");
 }
+
+/* Options of mem:// that merely end in "capacity" (the SSD tier's) are not --capacity:
+ * replay through a small memory tier with disk behind it. */
+TEST(cli_replay_with_ssd_tier_options) {
+    const char *path = write_file(
+        "tier.jsonl",
+        "{\"timestamp\": 0, \"input_length\": 40, \"output_length\": 1, \"hash_ids\": [1, 2, 3]}\n"
+        "{\"timestamp\": 1, \"input_length\": 33, \"output_length\": 1, \"hash_ids\": [1, 2, 9]}\n");
+    char url[600];
+    snprintf(url, sizeof(url), "mem://?disk_dir=%s/disk&disk_capacity=8MiB", test_tmpdir());
+    const char *args[] = {"replay",   path, "--block-tokens", "16",     "--bytes-per-token",
+                          "100",      "--url", url,           "--capacity", "1MiB", NULL};
+    run_result *r = run_argv(args);
+    CHECK_RUN(r, 0);
+    CHECK_CONTAINS(r->out, "hit rate  blocks 33.33% (2 of 6");
+    CHECK_CONTAINS(r->out, "capacity 1.00 MiB");
+    CHECK_CONTAINS(r->out, "PASS");
+}
