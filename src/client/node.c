@@ -34,7 +34,6 @@
 
 #include "client/wire.h"
 
-#define NODE_DEFAULT_TIMEOUT_MS 5000
 #define NODE_DEFAULT_CONNS 8
 #define NODE_IOV_MAX 512
 /* Value bytes taken from the socket per call while hashing them: small enough that the hash
@@ -62,9 +61,7 @@ static int node_recv_hashed(wire_call *k, struct iovec *iov, int cnt, checksum_s
         struct msghdr mh = {.msg_iov = view, .msg_iovlen = (size_t)nv};
         ssize_t r = recvmsg(k->c->fd, &mh, MSG_DONTWAIT);
         if (r < 0) {
-            if (errno == EINTR) continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK) return -errno;
-            int rc = wire_wait(k, POLLIN);
+            int rc = wire_io_again(k, POLLIN);
             if (rc) return rc;
             continue;
         }
@@ -374,19 +371,9 @@ static int node_open(tide_store *s, url *u) {
         return client_err(s, TIDE_EURL, "tide://%s%s: a node URL takes no path", u->authority,
                           u->path);
     uint64_t timeout_ms, conns;
-    int rc;
-    if ((rc = url_opt_uint(u, "timeout_ms", NODE_DEFAULT_TIMEOUT_MS, &timeout_ms, msg,
-                           sizeof(msg))) ||
-        (rc = url_opt_uint(u, "conns", NODE_DEFAULT_CONNS, &conns, msg, sizeof(msg))))
-        return client_err(s, rc, "tide://: %s", msg);
-    if (timeout_ms == 0 || conns == 0 || conns > 1024)
-        return client_err(s, TIDE_EOPTION, "tide://: timeout_ms must be above 0 and conns "
-                                           "1..1024");
-    const char *token = url_get(u, "token");
-    if (!token) token = getenv("TIDE_AUTH_TOKEN");
-    if (token && strlen(token) > FRAME_TOKEN_MAX)
-        return client_err(s, TIDE_EOPTION, "tide://: the auth token is longer than %d bytes",
-                          FRAME_TOKEN_MAX);
+    const char *token;
+    int rc = wire_url_opts(s, u, "tide://", NODE_DEFAULT_CONNS, &timeout_ms, &conns, &token);
+    if (rc) return rc;
     wire *w = calloc(1, sizeof(*w));
     if (!w) return client_err(s, -ENOMEM, "out of memory");
     s->impl = w;

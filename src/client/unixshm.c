@@ -47,7 +47,6 @@
 
 #include "client/wire.h"
 
-#define UX_DEFAULT_TIMEOUT_MS 5000
 #define UX_DEFAULT_CONNS 4
 
 typedef struct ux_impl {
@@ -113,9 +112,12 @@ static int ux_in_pool(const ux_impl *u, uint64_t off, uint64_t len) {
     return off <= u->map_size && len <= u->map_size - off;
 }
 
-/* Exchange a request about n keys on the held call: its reply must answer for all n. */
-static int ux_exchange_n(wire_call *k, uint8_t *head, size_t head_len, const char *what,
-                         size_t n, frame_msg *m) {
+/* Exchange a request about n keys ("PIN of 12 keys") on the held call: its reply must
+ * answer for all n. */
+static int ux_exchange_n(wire_call *k, uint8_t *head, size_t head_len, size_t n,
+                         frame_msg *m) {
+    char what[64];
+    snprintf(what, sizeof(what), "%s of %zu keys", frame_op_name(head[5]), n);
     int rc = wire_exchange(k, head, head_len, NULL, 0, what, m);
     if (rc == 0 && m->h.count != n)
         rc = client_err(k->s, TIDE_EPROTO, "%s: %s answered for %u keys", k->w->addr, what,
@@ -137,7 +139,6 @@ static int ux_put_chunk(wire_call *k, const tide_key *fk, const tide_iov *const 
     uint8_t *head = NULL;
     size_t head_len = 0, nc = 0;
     int rc = -ENOMEM;
-    char what[64];
     if (!ids || !sums || !owner) {
         client_err(s, rc, "%s: out of memory", u->w.addr);
         goto out;
@@ -145,9 +146,8 @@ static int ux_put_chunk(wire_call *k, const tide_key *fk, const tide_iov *const 
     WIRE_ENCODE(s, rc, head, head_len, frame_encode_reserve(NULL, 0, len, 0, fk, vl, n),
                 frame_encode_reserve(buf, cap, len, 0, fk, vl, n));
     if (rc) goto out;
-    snprintf(what, sizeof(what), "RESERVE of %zu keys", n);
     frame_msg m;
-    if ((rc = ux_exchange_n(k, head, head_len, what, n, &m)) != 0) goto out;
+    if ((rc = ux_exchange_n(k, head, head_len, n, &m)) != 0) goto out;
     rc = TIDE_EPROTO;
     frame_iter it;
     frame_entry e;
@@ -174,8 +174,7 @@ static int ux_put_chunk(wire_call *k, const tide_key *fk, const tide_iov *const 
     WIRE_ENCODE(s, rc, head, head_len, frame_encode_commit(NULL, 0, len, 0, ids, sums, nc),
                 frame_encode_commit(buf, cap, len, 0, ids, sums, nc));
     if (rc) goto out;
-    snprintf(what, sizeof(what), "COMMIT of %zu keys", nc);
-    if ((rc = ux_exchange_n(k, head, head_len, what, nc, &m)) != 0) goto out;
+    if ((rc = ux_exchange_n(k, head, head_len, nc, &m)) != 0) goto out;
     frame_iter_init(&it, &m);
     for (size_t q = 0; frame_iter_next(&it, &e); q++)
         res[owner[q]] = e.status;
@@ -253,7 +252,6 @@ static int ux_get_chunk(wire_call *k, const tide_key *fk, const tide_iov *const 
     uint8_t *head = NULL;
     size_t head_len = 0, nr = 0;
     int rc = -ENOMEM;
-    char what[64];
     if (!ids || !outs || !owner) {
         client_err(s, rc, "%s: out of memory", u->w.addr);
         goto out;
@@ -261,9 +259,8 @@ static int ux_get_chunk(wire_call *k, const tide_key *fk, const tide_iov *const 
     WIRE_ENCODE(s, rc, head, head_len, frame_encode_pin(NULL, 0, len, 0, fk, caps, n),
                 frame_encode_pin(buf, cap, len, 0, fk, caps, n));
     if (rc) goto out;
-    snprintf(what, sizeof(what), "PIN of %zu keys", n);
     frame_msg m;
-    if ((rc = ux_exchange_n(k, head, head_len, what, n, &m)) != 0) goto out;
+    if ((rc = ux_exchange_n(k, head, head_len, n, &m)) != 0) goto out;
     rc = TIDE_EPROTO;
     frame_iter it;
     frame_entry e;
@@ -308,8 +305,7 @@ static int ux_get_chunk(wire_call *k, const tide_key *fk, const tide_iov *const 
         wire_send_nowait(k, head, head_len);
         goto out;
     }
-    snprintf(what, sizeof(what), "RELEASE of %zu keys", nr);
-    if ((rc = ux_exchange_n(k, head, head_len, what, nr, &m)) != 0) goto out;
+    if ((rc = ux_exchange_n(k, head, head_len, nr, &m)) != 0) goto out;
     frame_iter_init(&it, &m);
     for (size_t q = 0; frame_iter_next(&it, &e); q++) {
         /* The pin lapsed before the copy was known good: without a checksum, a miss. */
@@ -397,26 +393,18 @@ static int ux_open(tide_store *s, url *uo) {
     if (strlen(uo->path) > path_max)
         return client_err(s, TIDE_EURL, "unix://%s: the socket path is longer than %zu bytes",
                           uo->path, path_max);
+    char name[sizeof(((struct sockaddr_un *)0)->sun_path) + 8];
+    snprintf(name, sizeof(name), "unix://%s", uo->path);
     uint64_t timeout_ms, conns;
-    int verify, populate, rc;
-    if ((rc = url_opt_uint(uo, "timeout_ms", UX_DEFAULT_TIMEOUT_MS, &timeout_ms, msg,
-                           sizeof(msg))) ||
-        (rc = url_opt_uint(uo, "conns", UX_DEFAULT_CONNS, &conns, msg, sizeof(msg))) ||
-        (rc = url_opt_bool(uo, "verify", 1, &verify, msg, sizeof(msg))) ||
+    const char *token;
+    int verify, populate;
+    int rc = wire_url_opts(s, uo, name, UX_DEFAULT_CONNS, &timeout_ms, &conns, &token);
+    if (rc) return rc;
+    if ((rc = url_opt_bool(uo, "verify", 1, &verify, msg, sizeof(msg))) ||
         (rc = url_opt_bool(uo, "populate", 0, &populate, msg, sizeof(msg))))
-        return client_err(s, rc, "unix://%s: %s", uo->path, msg);
-    if (timeout_ms == 0 || conns == 0 || conns > 1024)
-        return client_err(s, TIDE_EOPTION,
-                          "unix://%s: timeout_ms must be above 0 and conns "
-                          "1..1024",
-                          uo->path);
-    const char *token = url_get(uo, "token");
-    if (!token) token = getenv("TIDE_AUTH_TOKEN");
-    if (token && strlen(token) > FRAME_TOKEN_MAX)
-        return client_err(s, TIDE_EOPTION, "unix://%s: the auth token is longer than %d bytes",
-                          uo->path, FRAME_TOKEN_MAX);
+        return client_err(s, rc, "%s: %s", name, msg);
     if ((rc = url_check_unused(uo, msg, sizeof(msg))) != 0)
-        return client_err(s, rc, "unix://%s: %s", uo->path, msg);
+        return client_err(s, rc, "%s: %s", name, msg);
 
     ux_impl *u = calloc(1, sizeof(*u));
     if (!u) return client_err(s, -ENOMEM, "out of memory");
@@ -427,7 +415,7 @@ static int ux_open(tide_store *s, url *uo) {
     sa->sun_family = AF_UNIX;
     memcpy(sa->sun_path, uo->path, strlen(uo->path) + 1);
     u->w.salen = sizeof(*sa);
-    snprintf(u->w.addr, sizeof(u->w.addr), "unix://%s", uo->path);
+    snprintf(u->w.addr, sizeof(u->w.addr), "%s", name);
     u->w.features = FRAME_FEATURE_SHM;
     u->w.heads_only = 1;
     u->w.on_hello = ux_on_hello;

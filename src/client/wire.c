@@ -41,6 +41,12 @@ int wire_wait(wire_call *k, short events) {
     }
 }
 
+int wire_io_again(wire_call *k, short events) {
+    if (errno == EINTR) return 0;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return -errno;
+    return wire_wait(k, events);
+}
+
 /* Drop n bytes from the front of an iovec list. */
 static void wire_iov_advance(struct iovec **iov, int *cnt, size_t n) {
     while (*cnt > 0 && n >= (*iov)->iov_len) {
@@ -59,9 +65,7 @@ int wire_send(wire_call *k, struct iovec *iov, int cnt) {
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)(cnt > 1024 ? 1024 : cnt)};
         ssize_t w = sendmsg(k->c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w < 0) {
-            if (errno == EINTR) continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK) return -errno;
-            int rc = wire_wait(k, POLLOUT);
+            int rc = wire_io_again(k, POLLOUT);
             if (rc) return rc;
             continue;
         }
@@ -102,9 +106,7 @@ int wire_recv(wire_call *k, struct iovec *iov, int cnt, int *fd) {
         }
         ssize_t r = recvmsg(k->c->fd, &mh, MSG_DONTWAIT | (unix_fds ? MSG_CMSG_CLOEXEC : 0));
         if (r < 0) {
-            if (errno == EINTR) continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK) return -errno;
-            int rc = wire_wait(k, POLLIN);
+            int rc = wire_io_again(k, POLLIN);
             if (rc) return rc;
             continue;
         }
@@ -294,6 +296,25 @@ void wire_give(wire_call *k, int broken) {
     pthread_cond_signal(&w->idle);
     pthread_mutex_unlock(&w->lock);
     k->c = NULL;
+}
+
+int wire_url_opts(tide_store *s, url *u, const char *name, uint64_t default_conns,
+                  uint64_t *timeout_ms, uint64_t *conns, const char **token) {
+    char msg[ERR_MSG_MAX];
+    int rc;
+    if ((rc = url_opt_uint(u, "timeout_ms", WIRE_DEFAULT_TIMEOUT_MS, timeout_ms, msg,
+                           sizeof(msg))) ||
+        (rc = url_opt_uint(u, "conns", default_conns, conns, msg, sizeof(msg))))
+        return client_err(s, rc, "%s: %s", name, msg);
+    if (*timeout_ms == 0 || *conns == 0 || *conns > 1024)
+        return client_err(s, TIDE_EOPTION, "%s: timeout_ms must be above 0 and conns 1..1024",
+                          name);
+    *token = url_get(u, "token");
+    if (!*token) *token = getenv("TIDE_AUTH_TOKEN");
+    if (*token && strlen(*token) > FRAME_TOKEN_MAX)
+        return client_err(s, TIDE_EOPTION, "%s: the auth token is longer than %d bytes", name,
+                          FRAME_TOKEN_MAX);
+    return 0;
 }
 
 int wire_connect_now(tide_store *s, wire *w) {

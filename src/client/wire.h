@@ -71,6 +71,14 @@ struct wire_call {
     int got_reply_bytes;
 };
 
+#define WIRE_DEFAULT_TIMEOUT_MS 5000
+
+/* The URL options every tided backend takes, marked read: timeout_ms (default 5000), conns
+ * (default_conns, 1..1024), token (else $TIDE_AUTH_TOKEN; *token may be NULL, and points
+ * into u or the environment). `name` ("tide://", "unix:///run/tide.sock") starts messages. */
+int wire_url_opts(tide_store *s, url *u, const char *name, uint64_t default_conns,
+                  uint64_t *timeout_ms, uint64_t *conns, const char **token);
+
 /* Allocate nconns connections (w's other fields as the backend set them). 0 or -ENOMEM with
  * a message. wire_destroy is safe after any wire_init, failed or not. */
 int wire_init(tide_store *s, wire *w, int nconns, uint64_t timeout_ms, const char *token);
@@ -90,6 +98,9 @@ int wire_connect_now(tide_store *s, wire *w);
  * descriptor that came with the bytes to *fd when fd is not NULL and *fd is -1, and closes
  * any other. Negative errno on failure (no message: see wire_io_fail). */
 int wire_wait(wire_call *k, short events);
+/* After a send or receive that failed with errno: 0 to try again (interrupted, or the
+ * socket is ready for events now), or the error. */
+int wire_io_again(wire_call *k, short events);
 int wire_send(wire_call *k, struct iovec *iov, int cnt);
 int wire_recv(wire_call *k, struct iovec *iov, int cnt, int *fd);
 /* Read one reply's header and key section into the connection's buffer; value bytes stay
