@@ -1,0 +1,618 @@
+/*
+ * wire.c — a connection to a tided: framed exchanges with deadlines, a pool, HELLO, retries.
+ *
+ * What tide:// (node.c) and unix:// (unixshm.c) share; each backend keeps only what differs:
+ * node.c its PUT/GET with values on the wire, unixshm.c its RESERVE/COMMIT/PIN/RELEASE and
+ * the mapped pool. The differences left here are set in the `wire` by the backend: the
+ * address (TCP or AF_UNIX, which also decides whether file descriptors are taken from the
+ * socket), the HELLO features and what to do with the reply (unixshm.c maps the pool's memfd),
+ * whether a stale pooled connection is retried, whether replies may carry value bytes.
+ *
+ * Invariants: a connection is used by the one call that holds it (busy, under lock); a
+ * connection that failed in any way is closed before it is given back, so every open one is
+ * at a frame boundary, except for `unread` replies, which the next exchange reads first.
+ */
+#include "client/wire.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/stats_fields.h"
+
+/* ---- socket I/O with a deadline ------------------------------------------------------- */
+
+int wire_wait(wire_call *k, short events) {
+    for (;;) {
+        uint64_t now = now_ns();
+        if (now >= k->deadline) return -ETIMEDOUT;
+        int ms = (int)((k->deadline - now + 999999) / 1000000);
+        struct pollfd p = {k->c->fd, events, 0};
+        int r = poll(&p, 1, ms);
+        if (r > 0) return 0;
+        if (r == 0) return -ETIMEDOUT;
+        if (errno != EINTR) return -errno;
+    }
+}
+
+int wire_io_again(wire_call *k, short events) {
+    if (errno == EINTR) return 0;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return -errno;
+    return wire_wait(k, events);
+}
+
+/* Drop n bytes from the front of an iovec list. */
+static void wire_iov_advance(struct iovec **iov, int *cnt, size_t n) {
+    while (*cnt > 0 && n >= (*iov)->iov_len) {
+        n -= (*iov)->iov_len;
+        (*iov)++;
+        (*cnt)--;
+    }
+    if (*cnt > 0) {
+        (*iov)->iov_base = (uint8_t *)(*iov)->iov_base + n;
+        (*iov)->iov_len -= n;
+    }
+}
+
+int wire_send(wire_call *k, struct iovec *iov, int cnt) {
+    while (cnt > 0) {
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)(cnt > 1024 ? 1024 : cnt)};
+        ssize_t w = sendmsg(k->c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0) {
+            int rc = wire_io_again(k, POLLOUT);
+            if (rc) return rc;
+            continue;
+        }
+        wire_iov_advance(&iov, &cnt, (size_t)w);
+    }
+    return 0;
+}
+
+/* Keep the first descriptor passed (when asked for one) and close every other: a client
+ * never keeps fds it did not ask for. */
+static void wire_take_fds(struct msghdr *mh, int *fd) {
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < nfd; i++) {
+            int got;
+            memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+            if (fd && *fd < 0)
+                *fd = got;
+            else
+                close(got);
+        }
+    }
+}
+
+int wire_recv(wire_call *k, struct iovec *iov, int cnt, int *fd) {
+    /* Only a Unix socket can pass descriptors; over TCP no control buffer is offered. */
+    int unix_fds = k->w->sa.ss_family == AF_UNIX;
+    while (cnt > 0) {
+        union {
+            struct cmsghdr h;
+            char buf[CMSG_SPACE(4 * sizeof(int))];
+        } ctl;
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)(cnt > 1024 ? 1024 : cnt)};
+        if (unix_fds) {
+            mh.msg_control = ctl.buf;
+            mh.msg_controllen = sizeof(ctl.buf);
+        }
+        ssize_t r = recvmsg(k->c->fd, &mh, MSG_DONTWAIT | (unix_fds ? MSG_CMSG_CLOEXEC : 0));
+        if (r < 0) {
+            int rc = wire_io_again(k, POLLIN);
+            if (rc) return rc;
+            continue;
+        }
+        if (unix_fds) wire_take_fds(&mh, fd);
+        if (r == 0) return -ECONNRESET;
+        k->got_reply_bytes = 1;
+        wire_iov_advance(&iov, &cnt, (size_t)r);
+    }
+    return 0;
+}
+
+int wire_recv_head(wire_call *k, frame_msg *m, int *fd) {
+    wire_conn *c = k->c;
+    const char *addr = k->w->addr;
+    size_t have = 0;
+    for (;;) {
+        ssize_t n = frame_decode_head(&c->dec, c->buf, have, m);
+        if (n < 0) return client_err(k->s, (int)n, "%s: bad reply: %s", addr, c->dec.errstr);
+        if (n > 0) {
+            if (k->w->heads_only && m->data_len)
+                return client_err(k->s, TIDE_EPROTO, "%s: %s reply carries value bytes", addr,
+                                  frame_op_name(m->h.opcode));
+            return 0;
+        }
+        size_t want = have + c->dec.need;
+        if (want > c->buf_cap) {
+            size_t cap = c->buf_cap;
+            while (cap < want) cap *= 2;
+            uint8_t *grown = realloc(c->buf, cap);
+            if (!grown) return client_err(k->s, -ENOMEM, "%s: out of memory", addr);
+            c->buf = grown;
+            c->buf_cap = cap;
+        }
+        /* Read exactly what the decoder asked for, so no byte of the value section (or of
+         * a later frame) is swallowed into the head buffer. */
+        struct iovec v = {c->buf + have, c->dec.need};
+        int rc = wire_recv(k, &v, 1, fd);
+        if (rc) return rc;
+        have = want;
+    }
+}
+
+int wire_io_fail(wire_call *k, const char *what, int rc) {
+    const char *addr = k->w->addr;
+    if (rc == -ETIMEDOUT)
+        return client_err(k->s, rc, "%s: %s timed out after %llu ms", addr, what,
+                          (unsigned long long)(k->w->timeout_ns / 1000000));
+    if (rc == -ECONNRESET || rc == -EPIPE)
+        return client_err(k->s, rc, "%s: %s: tided closed the connection (%s)", addr, what,
+                          strerror(-rc));
+    if (rc > -TIDE_ERRBASE) return client_err(k->s, rc, "%s: %s: %s", addr, what, strerror(-rc));
+    return rc; /* a tide code: the message is already set */
+}
+
+/* ---- connections ---------------------------------------------------------------------- */
+
+static void wire_conn_close(wire_conn *c) {
+    if (c->fd >= 0) close(c->fd);
+    c->fd = -1;
+}
+
+/* HELLO on a new connection: version, token, features; the server's limits; then the
+ * backend's on_hello with the reply and any descriptor that came with it. */
+static int wire_hello(wire_call *k) {
+    wire *w = k->w;
+    frame_hello h = {FRAME_VERSION, FRAME_VERSION, w->features, (const uint8_t *)w->token,
+                     (uint16_t)strlen(w->token)};
+    if (!h.token_len) h.token = NULL;
+    uint8_t buf[FRAME_HDR_SIZE + FRAME_HELLO_META + FRAME_TOKEN_MAX];
+    size_t len;
+    int rc = frame_encode_hello(buf, sizeof(buf), &len, k->c->next_req++, &h);
+    if (rc) return client_err(k->s, rc, "%s: cannot encode HELLO", w->addr);
+    struct iovec v = {buf, len};
+    if ((rc = wire_send(k, &v, 1)) != 0) return wire_io_fail(k, "HELLO", rc);
+    frame_msg m;
+    int fd = -1;
+    rc = wire_recv_head(k, &m, &fd);
+    if (rc)
+        rc = wire_io_fail(k, "HELLO", rc);
+    else if (m.h.status != 0)
+        rc = client_err(k->s, m.h.status, "%s: HELLO refused: %.*s", w->addr, (int)m.errmsg_len,
+                        m.errmsg ? m.errmsg : "");
+    else if (m.h.opcode != (FRAME_OP_HELLO | FRAME_OP_REPLY))
+        rc = client_err(k->s, TIDE_EPROTO, "%s: HELLO answered with %s", w->addr,
+                        frame_op_name(m.h.opcode));
+    if (rc) {
+        if (fd >= 0) close(fd);
+        return rc;
+    }
+    pthread_mutex_lock(&w->lock);
+    w->max_keys = m.hello_reply.max_keys;
+    w->max_frame = m.hello_reply.max_frame;
+    pthread_mutex_unlock(&w->lock);
+    if (w->on_hello) return w->on_hello(k, &m, fd);
+    if (fd >= 0) close(fd);
+    return 0;
+}
+
+/* TCP: a non-blocking connect, waited for against the deadline. */
+static int wire_connect_tcp(wire_call *k) {
+    wire *w = k->w;
+    wire_conn *c = k->c;
+    int one = 1;
+    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (connect(c->fd, (struct sockaddr *)&w->sa, w->salen) != 0 && errno != EINPROGRESS) {
+        int e = errno;
+        wire_conn_close(c);
+        return client_err(k->s, -e, "%s: connect: %s", w->addr, strerror(e));
+    }
+    int rc = wire_wait(k, POLLOUT);
+    int soerr = 0;
+    socklen_t sl = sizeof(soerr);
+    if (rc == 0) getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
+    if (rc || soerr) {
+        wire_conn_close(c);
+        rc = rc ? rc : -soerr;
+        return client_err(k->s, rc, "%s: connect: %s", w->addr, strerror(-rc));
+    }
+    return 0;
+}
+
+/* AF_UNIX: connect completes at once or not at all; a full backlog is tried again. */
+static int wire_connect_unix(wire_call *k) {
+    wire *w = k->w;
+    wire_conn *c = k->c;
+    for (;;) {
+        if (connect(c->fd, (struct sockaddr *)&w->sa, w->salen) == 0) return 0;
+        int e = errno;
+        if ((e == EAGAIN || e == EINTR) && now_ns() < k->deadline) {
+            /* The listener's backlog is full: nothing was started, try again shortly. */
+            struct timespec d = {0, 1000000};
+            nanosleep(&d, NULL);
+            continue;
+        }
+        wire_conn_close(c);
+        const char *hint = e == ENOENT || e == ECONNREFUSED ? " (is tided running with --unix "
+                                                              "on this path?)"
+                           : e == EACCES ? " (the socket's mode does not admit this user; see "
+                                           "tide serve --unix-mode)"
+                                         : "";
+        return client_err(k->s, -e, "%s: connect: %s%s", w->addr, strerror(e), hint);
+    }
+}
+
+static int wire_conn_open(wire_call *k) {
+    wire *w = k->w;
+    wire_conn *c = k->c;
+    c->fd = socket(w->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (c->fd < 0) return client_err(k->s, -errno, "%s: socket: %s", w->addr, strerror(errno));
+    int rc = w->sa.ss_family == AF_UNIX ? wire_connect_unix(k) : wire_connect_tcp(k);
+    if (rc) return rc;
+    frame_decoder_reset(&c->dec);
+    c->fresh = 1;
+    c->unread = 0;
+    if ((rc = wire_hello(k)) != 0) wire_conn_close(c);
+    return rc;
+}
+
+int wire_take(wire_call *k) {
+    wire *w = k->w;
+    pthread_mutex_lock(&w->lock);
+    for (;;) {
+        wire_conn *pick = NULL;
+        for (int i = 0; i < w->nconns && !pick; i++)
+            if (!w->conns[i].busy && w->conns[i].fd >= 0) pick = &w->conns[i];
+        for (int i = 0; i < w->nconns && !pick; i++)
+            if (!w->conns[i].busy) pick = &w->conns[i];
+        if (pick) {
+            pick->busy = 1;
+            k->c = pick;
+            break;
+        }
+        pthread_cond_wait(&w->idle, &w->lock);
+    }
+    pthread_mutex_unlock(&w->lock);
+    k->c->fresh = 0;
+    if (k->c->fd >= 0) return 0;
+    return wire_conn_open(k);
+}
+
+void wire_give(wire_call *k, int broken) {
+    wire *w = k->w;
+    if (!k->c) return;
+    if (broken) wire_conn_close(k->c);
+    pthread_mutex_lock(&w->lock);
+    k->c->busy = 0;
+    pthread_cond_signal(&w->idle);
+    pthread_mutex_unlock(&w->lock);
+    k->c = NULL;
+}
+
+int wire_url_opts(tide_store *s, url *u, const char *name, uint64_t default_conns,
+                  uint64_t *timeout_ms, uint64_t *conns, const char **token) {
+    char msg[ERR_MSG_MAX];
+    int rc;
+    if ((rc = url_opt_uint(u, "timeout_ms", WIRE_DEFAULT_TIMEOUT_MS, timeout_ms, msg,
+                           sizeof(msg))) ||
+        (rc = url_opt_uint(u, "conns", default_conns, conns, msg, sizeof(msg))))
+        return client_err(s, rc, "%s: %s", name, msg);
+    if (*timeout_ms == 0 || *conns == 0 || *conns > 1024)
+        return client_err(s, TIDE_EOPTION, "%s: timeout_ms must be above 0 and conns 1..1024",
+                          name);
+    *token = url_get(u, "token");
+    if (!*token) *token = getenv("TIDE_AUTH_TOKEN");
+    if (*token && strlen(*token) > FRAME_TOKEN_MAX)
+        return client_err(s, TIDE_EOPTION, "%s: the auth token is longer than %d bytes", name,
+                          FRAME_TOKEN_MAX);
+    return 0;
+}
+
+int wire_connect_now(tide_store *s, wire *w) {
+    wire_call k = wire_begin(s, w);
+    int rc = wire_take(&k);
+    wire_give(&k, rc != 0);
+    return rc;
+}
+
+wire_call wire_begin(tide_store *s, wire *w) {
+    return (wire_call){s, w, NULL, now_ns() + w->timeout_ns, 0};
+}
+
+int wire_init(tide_store *s, wire *w, int nconns, uint64_t timeout_ms, const char *token) {
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_cond_init(&w->idle, NULL);
+    w->timeout_ns = timeout_ms * 1000000ull;
+    if (token) snprintf(w->token, sizeof(w->token), "%s", token);
+    w->conns = calloc((size_t)nconns, sizeof(wire_conn));
+    if (!w->conns) return client_err(s, -ENOMEM, "out of memory");
+    w->nconns = nconns;
+    for (int i = 0; i < nconns; i++) w->conns[i].fd = -1;
+    frame_limits lim;
+    frame_limits_default(&lim);
+    lim.max_value = UINT64_MAX >> 16; /* replies: trust sizes, the caller bounded them */
+    lim.max_frame = FRAME_MAX_FRAME_CAP;
+    lim.max_keys = TIDE_BATCH_MAX;
+    for (int i = 0; i < nconns; i++) {
+        wire_conn *c = &w->conns[i];
+        c->buf_cap = 4096;
+        c->buf = malloc(4096);
+        if (w->checksums) c->cs = checksum_new();
+        if (!c->buf || (w->checksums && !c->cs) || frame_decoder_init(&c->dec, &lim) != 0)
+            return client_err(s, -ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+void wire_destroy(wire *w) {
+    for (int i = 0; i < w->nconns; i++) {
+        wire_conn_close(&w->conns[i]);
+        free(w->conns[i].buf);
+        checksum_free(w->conns[i].cs);
+    }
+    free(w->conns);
+    w->conns = NULL;
+    w->nconns = 0;
+    pthread_mutex_destroy(&w->lock);
+    pthread_cond_destroy(&w->idle);
+}
+
+/* ---- exchanges ------------------------------------------------------------------------ */
+
+int wire_exchange(wire_call *k, uint8_t *head, size_t head_len, const struct iovec *vals,
+                  int nvals, const char *what, frame_msg *m) {
+    const char *addr = k->w->addr;
+    unsigned op = head[5]; /* every encoder puts the opcode at offset 5, req_id at 8 */
+    uint64_t req_id = k->c->next_req++;
+    frame_wr64(head + 8, req_id);
+    struct iovec one, *iov = &one;
+    if (nvals) {
+        iov = malloc((size_t)(nvals + 1) * sizeof(*iov));
+        if (!iov) return client_err(k->s, -ENOMEM, "%s: out of memory", addr);
+        memcpy(iov + 1, vals, (size_t)nvals * sizeof(*iov));
+    }
+    iov[0] = (struct iovec){head, head_len};
+    int rc = wire_send(k, iov, nvals + 1);
+    if (iov != &one) free(iov);
+    if (rc) return wire_io_fail(k, what, rc);
+    /* Replies come in order: first those of the requests not waited for. Their statuses
+     * matter to nobody (unixshm.c says why), only that they answer what was sent. */
+    for (; k->c->unread > 0; k->c->unread--) {
+        if ((rc = wire_recv_head(k, m, NULL)) != 0) return wire_io_fail(k, what, rc);
+        if (m->h.opcode != (k->c->unread_op | FRAME_OP_REPLY))
+            return client_err(k->s, TIDE_EPROTO, "%s: %s answered a %s", addr,
+                              frame_op_name(m->h.opcode), frame_op_name(k->c->unread_op));
+    }
+    if ((rc = wire_recv_head(k, m, NULL)) != 0) return wire_io_fail(k, what, rc);
+    if (m->h.req_id != req_id)
+        return client_err(k->s, TIDE_EPROTO, "%s: %s: reply for request %llu, expected %llu",
+                          addr, what, (unsigned long long)m->h.req_id,
+                          (unsigned long long)req_id);
+    if (m->h.status != 0)
+        return client_err(k->s, m->h.status, "%s: %s failed: %.*s", addr, what,
+                          (int)m->errmsg_len, m->errmsg ? m->errmsg : "");
+    if (m->h.opcode != (op | FRAME_OP_REPLY))
+        return client_err(k->s, TIDE_EPROTO, "%s: %s answered with %s", addr, what,
+                          frame_op_name(m->h.opcode));
+    return 0;
+}
+
+void wire_send_nowait(wire_call *k, uint8_t *head, size_t head_len) {
+    frame_wr64(head + 8, k->c->next_req++);
+    struct iovec v = {head, head_len};
+    if (wire_send(k, &v, 1) == 0) {
+        k->c->unread_op = head[5];
+        k->c->unread++;
+    } else {
+        wire_conn_close(k->c);
+    }
+}
+
+int wire_run(tide_store *s, wire *w, wire_request *x) {
+    wire_call k = wire_begin(s, w);
+    for (int attempt = 0;; attempt++) {
+        int rc = wire_take(&k);
+        if (rc) {
+            wire_give(&k, 1);
+            return rc;
+        }
+        int fresh = k.c->fresh;
+        k.got_reply_bytes = 0;
+        frame_msg m;
+        rc = wire_exchange(&k, x->head, x->head_len, x->vals, x->nvals, x->what, &m);
+        if (rc == 0 && (rc = x->on_reply(&k, &m, x->arg)) != 0) rc = wire_io_fail(&k, x->what, rc);
+        wire_give(&k, rc != 0);
+        if (rc == 0) return 0;
+        int io_error = rc > -TIDE_ERRBASE && rc != -ETIMEDOUT;
+        if (w->retry && attempt == 0 && !fresh && !k.got_reply_bytes && io_error) continue;
+        return rc;
+    }
+}
+
+size_t wire_chunk(wire *w, const tide_key *keys, size_t left, size_t per_key) {
+    pthread_mutex_lock(&w->lock);
+    size_t mk = w->max_keys ? w->max_keys : FRAME_DEFAULT_MAX_KEYS;
+    uint64_t mf = w->max_frame ? w->max_frame : FRAME_DEFAULT_MAX_FRAME;
+    pthread_mutex_unlock(&w->lock);
+    size_t take = 0;
+    uint64_t bytes = FRAME_HDR_SIZE;
+    while (take < left && take < mk) {
+        uint64_t b = (keys ? 2 + keys[take].len : 0) + per_key;
+        if (take > 0 && bytes + b > mf / 2) break;
+        bytes += b;
+        take++;
+    }
+    return take;
+}
+
+uint64_t wire_max_frame(wire *w) {
+    pthread_mutex_lock(&w->lock);
+    uint64_t mf = w->max_frame ? w->max_frame : FRAME_DEFAULT_MAX_FRAME;
+    pthread_mutex_unlock(&w->lock);
+    return mf;
+}
+
+/* ---- EXISTS, REMOVE, MATCH_PREFIX ----------------------------------------------------- */
+
+struct wire_keys_arg {
+    const char *what;
+    uint8_t *present;
+    int *results;
+    uint32_t matched;
+    size_t n;
+};
+
+static int wire_on_keys_reply(wire_call *k, const frame_msg *m, void *arg) {
+    struct wire_keys_arg *a = arg;
+    if (m->h.opcode == (FRAME_OP_MATCH_PREFIX | FRAME_OP_REPLY)) {
+        if (m->matched > a->n)
+            return client_err(k->s, TIDE_EPROTO, "%s: %s matched %u", k->w->addr, a->what,
+                              m->matched);
+        a->matched = m->matched;
+        return 0;
+    }
+    if (m->h.count != a->n)
+        return client_err(k->s, TIDE_EPROTO, "%s: %s answered for %u keys", k->w->addr, a->what,
+                          m->h.count);
+    frame_iter it;
+    frame_entry e;
+    frame_iter_init(&it, m);
+    for (size_t i = 0; frame_iter_next(&it, &e); i++) {
+        if (a->present) a->present[i] = e.present;
+        if (a->results) a->results[i] = e.status;
+    }
+    return 0;
+}
+
+/* EXISTS, REMOVE or MATCH_PREFIX over chunks of valid keys. A bad key answers for itself
+ * (never present) and ends the chunk before it; MATCH_PREFIX stops there. present/results
+ * (whichever the op fills) are indexed like keys. Returns the count present, removed or
+ * matched. */
+static int wire_keys(tide_store *s, unsigned op, const tide_key *keys, size_t n,
+                     uint8_t *present, int *results) {
+    wire *w = s->impl;
+    int count = 0;
+    for (size_t done = 0; done < n;) {
+        size_t take = wire_chunk(w, keys + done, n - done, 0);
+        size_t good = 0;
+        while (good < take && client_key_check(&keys[done + good]) == 0) good++;
+        if (good == 0) {
+            if (op == FRAME_OP_MATCH_PREFIX) return count;
+            if (present) present[done] = 0;
+            if (results) results[done] = client_key_check(&keys[done]);
+            done++;
+            continue;
+        }
+        char what[64];
+        snprintf(what, sizeof(what), "%s of %zu keys", frame_op_name(op), good);
+        wire_request x = {.what = what, .on_reply = wire_on_keys_reply};
+        int rc;
+        WIRE_ENCODE(s, rc, x.head, x.head_len,
+                    frame_encode_keys(NULL, 0, len, op, 0, keys + done, good),
+                    frame_encode_keys(buf, cap, len, op, 0, keys + done, good));
+        if (rc) return rc;
+        struct wire_keys_arg a = {what, present ? present + done : NULL,
+                                  results ? results + done : NULL, 0, good};
+        x.arg = &a;
+        rc = wire_run(s, w, &x);
+        free(x.head);
+        if (rc) return rc;
+        if (op == FRAME_OP_MATCH_PREFIX) {
+            count += (int)a.matched;
+            if (a.matched < good) return count;
+        } else {
+            for (size_t j = 0; j < good; j++)
+                count += present ? present[done + j] : results[done + j] == 0;
+        }
+        done += good;
+    }
+    return count;
+}
+
+int wire_exists_many(tide_store *s, const tide_key *keys, size_t n, uint8_t *present) {
+    return wire_keys(s, FRAME_OP_EXISTS, keys, n, present, NULL);
+}
+
+int wire_remove_many(tide_store *s, const tide_key *keys, size_t n, int *results) {
+    return wire_keys(s, FRAME_OP_REMOVE, keys, n, NULL, results);
+}
+
+int wire_match_prefix(tide_store *s, const tide_key *keys, size_t n) {
+    return wire_keys(s, FRAME_OP_MATCH_PREFIX, keys, n, NULL, NULL);
+}
+
+/* ---- CLEAR, STAT ---------------------------------------------------------------------- */
+
+static int wire_on_empty_reply(wire_call *k, const frame_msg *m, void *arg) {
+    return 0;
+}
+
+/* The figures a STAT reply names that are not the SSD tier's (those are in stats_fields.h);
+ * names the client does not know (connections, net_bytes_*) are skipped. */
+static const struct {
+    const char *name;
+    size_t off;
+} wire_stat_fields[] = {
+    {"capacity_bytes", offsetof(tide_stats, capacity_bytes)},
+    {"used_bytes", offsetof(tide_stats, used_bytes)},
+    {"objects", offsetof(tide_stats, objects)},
+    {"puts", offsetof(tide_stats, puts)},
+    {"put_dups", offsetof(tide_stats, put_dups)},
+    {"gets", offsetof(tide_stats, gets)},
+    {"misses", offsetof(tide_stats, misses)},
+    {"evictions", offsetof(tide_stats, evictions)},
+    {"evicted_bytes", offsetof(tide_stats, evicted_bytes)},
+    {"checksum_errors", offsetof(tide_stats, checksum_errors)},
+    {"bytes_in", offsetof(tide_stats, bytes_in)},
+    {"bytes_out", offsetof(tide_stats, bytes_out)},
+    {"meta_bytes", offsetof(tide_stats, meta_bytes)},
+    {"pinned", offsetof(tide_stats, pinned)},
+    {"reserved", offsetof(tide_stats, reserved)},
+};
+
+static int wire_key_is(const frame_entry *e, const char *name) {
+    return e->key.len == strlen(name) && memcmp(e->key.data, name, e->key.len) == 0;
+}
+
+static int wire_on_stat_reply(wire_call *k, const frame_msg *m, void *arg) {
+    tide_stats *st = arg;
+    frame_iter it;
+    frame_entry e;
+    frame_iter_init(&it, m);
+    while (frame_iter_next(&it, &e)) {
+        for (size_t i = 0; i < sizeof(wire_stat_fields) / sizeof(wire_stat_fields[0]); i++)
+            if (wire_key_is(&e, wire_stat_fields[i].name))
+                *(uint64_t *)((char *)st + wire_stat_fields[i].off) = e.figure;
+        for (size_t i = 0; i < stats_disk_nfields; i++)
+            if (wire_key_is(&e, stats_disk_fields[i].name))
+                stats_field_set(st, &stats_disk_fields[i], e.figure);
+    }
+    return 0;
+}
+
+/* A request without keys. */
+static int wire_simple(tide_store *s, unsigned op, const char *what,
+                       int (*on_reply)(wire_call *, const frame_msg *, void *), void *arg) {
+    uint8_t head[FRAME_HDR_SIZE];
+    size_t len;
+    frame_encode_empty(head, sizeof(head), &len, op, 0);
+    wire_request x = {what, head, len, NULL, 0, on_reply, arg};
+    return wire_run(s, s->impl, &x);
+}
+
+int wire_clear(tide_store *s) {
+    return wire_simple(s, FRAME_OP_CLEAR, "CLEAR", wire_on_empty_reply, NULL);
+}
+
+int wire_stats(tide_store *s, tide_stats *st) {
+    return wire_simple(s, FRAME_OP_STAT, "STAT", wire_on_stat_reply, st);
+}
