@@ -86,6 +86,11 @@ static int read_num(resp_parser *p, const uint8_t *buf, size_t len, size_t *pos,
     }
     if (buf[i + 1] != '\n') return fail(p, TIDE_EPROTO, "invalid %s: '\\r' without '\\n'", what);
     if (digits == 0) return fail(p, TIDE_EPROTO, "invalid %s: no digits", what);
+    /* One spelling per number, so that what parses re-encodes to the same bytes: no
+     * leading zeros, no "-0". */
+    if (digits > 1 && buf[i - digits] == '0')
+        return fail(p, TIDE_EPROTO, "invalid %s: leading zero", what);
+    if (neg && v == 0) return fail(p, TIDE_EPROTO, "invalid %s: -0", what);
     if (v > (uint64_t)INT64_MAX) return fail(p, TIDE_EPROTO, "invalid %s: too large", what);
     *out = neg ? -(int64_t)v : (int64_t)v;
     *pos = i + 2;
