@@ -38,23 +38,16 @@
 #include "common/stats_fields.h"
 #include "common/util.h"
 #include "proto/frame.h"
+#include "server/outq.h"
 #include "server/server_int.h"
 
 #define IN_INITIAL (64 * 1024)
 #define OUT_HIGH (64ull << 20) /* stop reading requests while this much reply is queued */
 #define SCRATCH_SIZE (64 * 1024)
-#define IOV_BATCH 64
+#define IOV_BATCH 64 /* iovecs per readv of value bytes */
 /* Value bytes taken from the socket per readv: small enough that hashing them right after
  * reads them from L2. */
 #define BODY_PIECE (256 * 1024)
-
-/* One piece of queued output: either bytes we own, or pool bytes under a pin. */
-typedef struct out_seg {
-    const uint8_t *p;
-    size_t len, off;
-    uint8_t *owned;  /* freed when the segment is done */
-    uint64_t pin_id; /* unpinned when the segment is done (0 = none) */
-} out_seg;
 
 /* One value of the PUT being received. */
 typedef struct put_slot {
@@ -85,10 +78,7 @@ struct conn {
     uint8_t *scratch;
     checksum_state *cs;     /* hash of slots[slot]'s bytes so far */
 
-    /* Output queue: segments [out_head, nout). */
-    out_seg *out;
-    size_t nout, out_head, out_cap;
-    uint64_t out_pending;
+    outq out; /* replies queued (outq.c) */
     int close_after_flush;
 
     uint64_t last_progress_ns;
@@ -110,9 +100,9 @@ static void conn_watch(conn *c) {
     uint32_t want = 0;
     /* A PUT whose values are arriving is finished even while stopping. */
     if (c->in_body ||
-        (!c->close_after_flush && !atomic_load(&c->srv->stopping) && c->out_pending < OUT_HIGH))
+        (!c->close_after_flush && !atomic_load(&c->srv->stopping) && c->out.pending < OUT_HIGH))
         want |= EPOLLIN;
-    if (c->out_head < c->nout) want |= EPOLLOUT;
+    if (outq_busy(&c->out)) want |= EPOLLOUT;
     if (want == c->events) return;
     struct epoll_event ev = {.events = want, .data.ptr = c};
     epoll_ctl(c->w->epfd, EPOLL_CTL_MOD, c->fd, &ev);
@@ -140,6 +130,7 @@ conn *conn_new(worker *w, int fd) {
     socklen_t salen = sizeof(sa);
     c->is_unix = getsockname(fd, (struct sockaddr *)&sa, &salen) == 0 && sa.ss_family == AF_UNIX;
     c->send_fd = -1;
+    outq_init(&c->out, c->srv->st, &c->srv->m, 0);
     c->last_progress_ns = now_ns();
     c->events = EPOLLIN;
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
@@ -173,85 +164,11 @@ void conn_free(conn *c) {
     close(c->fd);
     put_release(c);
     shm_free(c->srv->st, c->shm);
-    for (size_t i = c->out_head; i < c->nout; i++) {
-        if (c->out[i].pin_id) store_unpin(c->srv->st, c->out[i].pin_id);
-        free(c->out[i].owned);
-    }
-    free(c->out);
+    outq_free(&c->out);
     free(c->in);
     free(c->scratch);
     checksum_free(c->cs);
     free(c);
-}
-
-/* ---- output -------------------------------------------------------------------------- */
-
-static int out_push(conn *c, const uint8_t *p, size_t len, uint8_t *owned, uint64_t pin_id) {
-    if (c->nout == c->out_cap) {
-        if (c->out_head > 0) { /* reuse the space of segments already sent */
-            memmove(c->out, c->out + c->out_head, (c->nout - c->out_head) * sizeof(out_seg));
-            c->nout -= c->out_head;
-            c->out_head = 0;
-        }
-        if (c->nout == c->out_cap) {
-            size_t cap = c->out_cap ? c->out_cap * 2 : 16;
-            out_seg *grown = realloc(c->out, cap * sizeof(out_seg));
-            if (!grown) return -ENOMEM;
-            c->out = grown;
-            c->out_cap = cap;
-        }
-    }
-    c->out[c->nout++] = (out_seg){p, len, 0, owned, pin_id};
-    c->out_pending += len;
-    return 0;
-}
-
-/* Queue an encoded frame held in a malloc'd buffer (ownership passes to the queue). */
-static int out_owned(conn *c, uint8_t *buf, size_t len) {
-    int rc = out_push(c, buf, len, buf, 0);
-    if (rc) free(buf);
-    return rc;
-}
-
-static int flush(conn *c) {
-    while (c->out_head < c->nout) {
-        struct iovec iov[IOV_BATCH];
-        int n = 0;
-        for (size_t i = c->out_head; i < c->nout && n < IOV_BATCH; i++, n++) {
-            iov[n].iov_base = (void *)(c->out[i].p + c->out[i].off);
-            iov[n].iov_len = c->out[i].len - c->out[i].off;
-        }
-        ssize_t w =
-            c->send_fd >= 0 ? shm_send_fd(c->fd, iov, n, c->send_fd) : writev(c->fd, iov, n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-            return -errno;
-        }
-        atomic_fetch_add_explicit(&c->srv->m.bytes_out, (uint64_t)w, memory_order_relaxed);
-        if (w > 0) c->send_fd = -1; /* the fd went with these bytes */
-        c->out_pending -= (uint64_t)w;
-        c->last_progress_ns = now_ns();
-        size_t left = (size_t)w;
-        while (left && c->out_head < c->nout) {
-            out_seg *s = &c->out[c->out_head];
-            size_t take = s->len - s->off < left ? s->len - s->off : left;
-            s->off += take;
-            left -= take;
-            if (s->off == s->len) {
-                if (s->pin_id) store_unpin(c->srv->st, s->pin_id);
-                free(s->owned);
-                c->out_head++;
-            }
-        }
-        /* Zero-length segments (an empty key section) complete without bytes. */
-        while (c->out_head < c->nout && c->out[c->out_head].len == 0) {
-            free(c->out[c->out_head].owned);
-            c->out_head++;
-        }
-    }
-    c->out_head = c->nout = 0;
-    return 0;
 }
 
 /* ---- request handlers ---------------------------------------------------------------- */
@@ -269,7 +186,7 @@ static int reply_encoded(conn *c, encode_fn fn, void *arg) {
         free(buf);
         return rc;
     }
-    return out_owned(c, buf, len);
+    return outq_owned(&c->out, buf, len);
 }
 
 int conn_reply(conn *c, conn_encode_fn fn, void *arg) {
@@ -286,7 +203,7 @@ static int reply_error(conn *c, unsigned op, uint64_t req_id, int32_t status, co
         free(buf);
         return rc;
     }
-    return out_owned(c, buf, len);
+    return outq_owned(&c->out, buf, len);
 }
 
 static int reply_empty(conn *c, unsigned op, uint64_t req_id) {
@@ -294,7 +211,7 @@ static int reply_empty(conn *c, unsigned op, uint64_t req_id) {
     size_t len;
     if (!buf) return -ENOMEM;
     frame_encode_empty(buf, FRAME_HDR_SIZE, &len, op | FRAME_OP_REPLY, req_id);
-    return out_owned(c, buf, len);
+    return outq_owned(&c->out, buf, len);
 }
 
 /* Constant-time comparison, so the time a wrong token takes says nothing about it. */
@@ -338,7 +255,7 @@ static int do_hello(conn *c, const frame_msg *m, int *status) {
     size_t len;
     if (!buf) return -ENOMEM;
     frame_encode_hello_reply(buf, FRAME_HDR_SIZE + FRAME_HELLO_REPLY_META, &len, m->h.req_id, &r);
-    return out_owned(c, buf, len);
+    return outq_owned(&c->out, buf, len);
 }
 
 struct get_reply_args {
@@ -383,7 +300,7 @@ static int do_get(conn *c, const frame_msg *m, int *status) {
     for (size_t i = 0; i < n; i++) {
         if (st[i] != 0) continue;
         if (rc == 0) {
-            rc = out_push(c, store_base(c->srv->st) + refs[i].offset, refs[i].len, NULL,
+            rc = outq_push(&c->out, store_base(c->srv->st) + refs[i].offset, refs[i].len, NULL,
                           refs[i].id);
             out_bytes += refs[i].len;
         }
@@ -453,7 +370,7 @@ static int do_match(conn *c, const frame_msg *m, int *status) {
     size_t len;
     if (!buf) return -ENOMEM;
     frame_encode_match_reply(buf, FRAME_HDR_SIZE + 4, &len, m->h.req_id, matched);
-    return out_owned(c, buf, len);
+    return outq_owned(&c->out, buf, len);
 }
 
 struct stat_args {
@@ -726,7 +643,7 @@ static int dispatch(conn *c, const frame_msg *m) {
 
 /* Decode and run the frames in `in`; returns 0, or negative to close now. */
 static int process_input(conn *c) {
-    while (!c->close_after_flush && c->out_pending < OUT_HIGH) {
+    while (!c->close_after_flush && c->out.pending < OUT_HIGH) {
         if (!c->in_body && atomic_load(&c->srv->stopping)) return 0;
         if (c->in_body) {
             int rc = body_read(c);
@@ -787,27 +704,27 @@ int conn_on_event(conn *c, uint32_t events) {
     if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) rc = process_input(c);
     for (;;) {
         if (rc < 0) return rc;
-        int frc = flush(c);
+        int frc = outq_flush(&c->out, c->fd, &c->send_fd, &c->last_progress_ns);
         if (frc) return frc;
         /* Sending may have lifted the backpressure on frames already buffered: level-
          * triggered epoll will not report them again, so run them now. */
-        if (c->out_pending >= OUT_HIGH || c->close_after_flush || c->in_body || !c->in_len)
+        if (c->out.pending >= OUT_HIGH || c->close_after_flush || c->in_body || !c->in_len)
             break;
         size_t before = c->in_len;
         rc = process_input(c);
-        if (rc == 0 && c->in_len == before && c->out_head == c->nout) break;
+        if (rc == 0 && c->in_len == before && !outq_busy(&c->out)) break;
     }
-    if (c->close_after_flush && c->out_head == c->nout) return -ECONNABORTED;
+    if (c->close_after_flush && !outq_busy(&c->out)) return -ECONNABORTED;
     conn_watch(c);
     return 0;
 }
 
 int conn_tick(conn *c, uint64_t now) {
     uint64_t limit = (uint64_t)c->srv->cfg.idle_timeout_s * 1000000000ull;
-    int waiting = c->in_body || c->in_len > 0 || c->out_head < c->nout;
+    int waiting = c->in_body || c->in_len > 0 || outq_busy(&c->out);
     if (waiting && limit && now - c->last_progress_ns > limit) {
         LOG_INFO("closing a connection stalled for %us (%s)", c->srv->cfg.idle_timeout_s,
-                 c->out_head < c->nout ? "reply not read" : "request not finished");
+                 outq_busy(&c->out) ? "reply not read" : "request not finished");
         return -ETIMEDOUT;
     }
     return 0;
@@ -817,10 +734,10 @@ int conn_drain(conn *c) {
     /* Requests already read finish (a PUT's values keep arriving); a partial header is
      * abandoned. */
     if (c->in_body) return 0;
-    if (c->out_head < c->nout) {
-        if (flush(c) < 0) return 1;
+    if (outq_busy(&c->out)) {
+        if (outq_flush(&c->out, c->fd, &c->send_fd, &c->last_progress_ns) < 0) return 1;
         conn_watch(c);
-        return c->out_head == c->nout;
+        return !outq_busy(&c->out);
     }
     return 1;
 }

@@ -40,6 +40,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "proto/resp.h"
+#include "server/outq.h"
 
 #define IN_INITIAL (16 * 1024)
 #define IN_KEEP (1u << 20)     /* an idle input buffer larger than this is given back */
@@ -48,19 +49,9 @@
 #define COPY_MAX (16 * 1024)   /* GET values up to this are copied; larger go by pin */
 #define STREAM_MIN (16 * 1024) /* SET values from this size are read straight into the pool */
 #define SCRATCH_SIZE (64 * 1024)
-#define IOV_BATCH 64
 #define ARGV_INITIAL 16
 
 typedef struct resp_conn resp_conn;
-
-/* One piece of queued output: an owned chunk (appendable while it is the last), or pool
- * bytes under a pin. */
-typedef struct out_seg {
-    const uint8_t *p;
-    size_t len, off, cap;
-    uint8_t *owned;
-    uint64_t pin_id;
-} out_seg;
 
 /* What a SET answers: when its value was stored (ok) and when it was not (drop). */
 enum set_reply { SR_OK, SR_ONE, SR_ZERO, SR_NIL, SR_ERR };
@@ -92,10 +83,7 @@ struct resp_conn {
     checksum_state *sum; /* of the value's bytes, hashed as they arrive (still in cache) */
     uint8_t *scratch;
 
-    out_seg *out;
-    size_t nout, out_head, out_cap;
-    uint64_t out_pending;
-    uint8_t *spare; /* a CHUNK-sized buffer kept for the next reply */
+    outq out; /* replies: CHUNK-sized owned chunks and pinned values (outq.c) */
 
     uint64_t last_progress_ns;
 };
@@ -105,67 +93,20 @@ static atomic_uint_fast64_t start_ns;
 
 /* ---- output -------------------------------------------------------------------------- */
 
-static int out_push(resp_conn *c, out_seg s) {
-    if (c->nout == c->out_cap) {
-        if (c->out_head > 0) { /* reuse the space of segments already sent */
-            memmove(c->out, c->out + c->out_head, (c->nout - c->out_head) * sizeof(out_seg));
-            c->nout -= c->out_head;
-            c->out_head = 0;
-        }
-        if (c->nout == c->out_cap) {
-            size_t cap = c->out_cap ? c->out_cap * 2 : 16;
-            out_seg *grown = realloc(c->out, cap * sizeof(out_seg));
-            if (!grown) return -ENOMEM;
-            c->out = grown;
-            c->out_cap = cap;
-        }
-    }
-    c->out[c->nout++] = s;
-    c->out_pending += s.len;
-    return 0;
-}
-
-/* Room for n bytes at the end of the output; commit them with out_wrote(). NULL when out
- * of memory. */
-static uint8_t *out_room(resp_conn *c, size_t n) {
-    if (c->nout > c->out_head) {
-        out_seg *t = &c->out[c->nout - 1];
-        if (t->owned && t->cap - t->len >= n) return t->owned + t->len;
-    }
-    size_t cap = n > CHUNK ? n : CHUNK;
-    uint8_t *b;
-    if (cap == CHUNK && c->spare) {
-        b = c->spare;
-        c->spare = NULL;
-    } else if (!(b = malloc(cap))) {
-        return NULL;
-    }
-    if (out_push(c, (out_seg){b, 0, 0, cap, b, 0}) != 0) {
-        free(b);
-        return NULL;
-    }
-    return b;
-}
-
-static void out_wrote(resp_conn *c, size_t n) {
-    c->out[c->nout - 1].len += n;
-    c->out_pending += n;
-}
-
 static int out_bytes(resp_conn *c, const void *p, size_t n) {
-    uint8_t *b = out_room(c, n);
+    uint8_t *b = outq_room(&c->out, n);
     if (!b) return -ENOMEM;
     memcpy(b, p, n);
-    out_wrote(c, n);
+    outq_wrote(&c->out, n);
     return 0;
 }
 
 #define OUT_LIT(c, s) out_bytes((c), (s), sizeof(s) - 1)
 
 static int out_num(resp_conn *c, char type, int64_t v) {
-    uint8_t *b = out_room(c, RESP_NUM_MAX);
+    uint8_t *b = outq_room(&c->out, RESP_NUM_MAX);
     if (!b) return -ENOMEM;
-    out_wrote(c, resp_enc_num(b, type, v));
+    outq_wrote(&c->out, resp_enc_num(b, type, v));
     return 0;
 }
 
@@ -181,9 +122,9 @@ static int out_bulk_str(resp_conn *c, const char *s) {
 
 static int out_line(resp_conn *c, char type, const char *s) {
     size_t n = strlen(s);
-    uint8_t *b = out_room(c, n + 3);
+    uint8_t *b = outq_room(&c->out, n + 3);
     if (!b) return -ENOMEM;
-    out_wrote(c, resp_enc_line(b, type, s, n));
+    outq_wrote(&c->out, resp_enc_line(b, type, s, n));
     return 0;
 }
 
@@ -196,55 +137,15 @@ __attribute__((format(printf, 2, 3))) static int out_err(resp_conn *c, const cha
     return out_line(c, '-', msg);
 }
 
-static void seg_done(resp_conn *c, out_seg *s) {
-    if (s->pin_id) store_unpin(c->srv->st, s->pin_id);
-    if (s->owned && s->cap == CHUNK && !c->spare)
-        c->spare = s->owned;
-    else
-        free(s->owned);
-}
-
-static int flush(resp_conn *c) {
-    while (c->out_head < c->nout) {
-        struct iovec iov[IOV_BATCH];
-        int n = 0;
-        for (size_t i = c->out_head; i < c->nout && n < IOV_BATCH; i++, n++) {
-            iov[n].iov_base = (void *)(c->out[i].p + c->out[i].off);
-            iov[n].iov_len = c->out[i].len - c->out[i].off;
-        }
-        ssize_t w = writev(c->fd, iov, n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-            return -errno;
-        }
-        atomic_fetch_add_explicit(&c->srv->m.bytes_out, (uint64_t)w, memory_order_relaxed);
-        c->out_pending -= (uint64_t)w;
-        c->last_progress_ns = now_ns();
-        size_t left = (size_t)w;
-        while (c->out_head < c->nout) {
-            out_seg *s = &c->out[c->out_head];
-            size_t take = s->len - s->off < left ? s->len - s->off : left;
-            s->off += take;
-            left -= take;
-            if (s->off < s->len) break;
-            seg_done(c, s);
-            c->out_head++;
-        }
-    }
-    c->out_head = c->nout = 0;
-    return 0;
-}
-
 /* ---- lifecycle ----------------------------------------------------------------------- */
 
 static void watch(resp_conn *c) {
     uint32_t want = 0;
     /* A SET whose value is arriving is finished even while stopping. */
     if (c->in_body ||
-        (!c->close_after_flush && !atomic_load(&c->srv->stopping) && c->out_pending < OUT_HIGH))
+        (!c->close_after_flush && !atomic_load(&c->srv->stopping) && c->out.pending < OUT_HIGH))
         want |= EPOLLIN;
-    if (c->out_head < c->nout) want |= EPOLLOUT;
+    if (outq_busy(&c->out)) want |= EPOLLOUT;
     if (want == c->events) return;
     struct epoll_event ev = {.events = want, .data.ptr = c};
     epoll_ctl(c->w->resp_epfd, EPOLL_CTL_MOD, c->fd, &ev);
@@ -291,6 +192,7 @@ int resp_conn_adopt(worker *w, int fd) {
     }
     c->authed = srv->cfg.auth_token[0] == '\0';
     c->id = atomic_fetch_add(&next_client_id, 1);
+    outq_init(&c->out, srv->st, &srv->m, CHUNK);
     c->last_progress_ns = now_ns();
     c->events = EPOLLIN;
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
@@ -318,12 +220,7 @@ static void conn_close(resp_conn *c) {
     if (c->next) c->next->prev = c->prev;
     close(c->fd);
     if (c->in_body && c->res_id) store_abort(c->srv->st, c->res_id);
-    for (size_t i = c->out_head; i < c->nout; i++) {
-        if (c->out[i].pin_id) store_unpin(c->srv->st, c->out[i].pin_id);
-        free(c->out[i].owned);
-    }
-    free(c->out);
-    free(c->spare);
+    outq_free(&c->out);
     free(c->in);
     free(c->argv);
     free(c->scratch);
@@ -533,7 +430,7 @@ static int reply_value(resp_conn *c, const resp_arg *key, int *hit) {
         rc = out_bytes(c, v, ref.len);
         store_unpin(st, ref.id);
     } else if (rc == 0) {
-        rc = out_push(c, (out_seg){v, ref.len, 0, 0, NULL, ref.id}); /* the pin goes along */
+        rc = outq_push(&c->out, v, ref.len, NULL, ref.id); /* the pin goes along */
         if (rc) store_unpin(st, ref.id);
     } else {
         store_unpin(st, ref.id);
@@ -1082,7 +979,7 @@ static int read_more(resp_conn *c) {
 
 /* Run the commands in `in`, reading more as needed. 0, or negative to close now. */
 static int process_input(resp_conn *c) {
-    while (!c->close_after_flush && c->out_pending < OUT_HIGH) {
+    while (!c->close_after_flush && c->out.pending < OUT_HIGH) {
         int rc;
         if (c->in_body) {
             if ((rc = body_read(c)) <= 0) return rc;
@@ -1105,18 +1002,18 @@ static int on_event(resp_conn *c, uint32_t events) {
     if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) rc = process_input(c);
     for (;;) {
         if (rc < 0) return rc;
-        int frc = flush(c);
+        int frc = outq_flush(&c->out, c->fd, NULL, &c->last_progress_ns);
         if (frc) return frc;
         /* Sending may have lifted the backpressure on commands already buffered: level-
          * triggered epoll will not report them again, so run them now. */
         size_t avail = c->in_len - c->in_off;
-        if (c->out_pending >= OUT_HIGH || c->close_after_flush || c->in_body || !avail ||
+        if (c->out.pending >= OUT_HIGH || c->close_after_flush || c->in_body || !avail ||
             avail < c->want)
             break;
         rc = process_input(c);
-        if (rc == 0 && c->in_len - c->in_off == avail && c->out_head == c->nout) break;
+        if (rc == 0 && c->in_len - c->in_off == avail && !outq_busy(&c->out)) break;
     }
-    if (c->close_after_flush && c->out_head == c->nout) return -ECONNABORTED;
+    if (c->close_after_flush && !outq_busy(&c->out)) return -ECONNABORTED;
     watch(c);
     return 0;
 }
@@ -1134,11 +1031,11 @@ void resp_worker_tick(worker *w, uint64_t now) {
     for (resp_conn *c = w->resp_conns, *next; c; c = next) {
         next = c->next;
         uint64_t limit = (uint64_t)c->srv->cfg.idle_timeout_s * 1000000000ull;
-        int waiting = c->in_body || c->in_len > c->in_off || c->out_head < c->nout;
+        int waiting = c->in_body || c->in_len > c->in_off || outq_busy(&c->out);
         if (waiting && limit && now - c->last_progress_ns > limit) {
             LOG_INFO("RESP: closing a connection stalled for %us (%s)",
                      c->srv->cfg.idle_timeout_s,
-                     c->out_head < c->nout ? "reply not read" : "command not finished");
+                     outq_busy(&c->out) ? "reply not read" : "command not finished");
             conn_close(c);
         }
     }
@@ -1154,7 +1051,8 @@ int resp_worker_drain(worker *w) {
             busy = 1;
             continue;
         }
-        if (c->out_head < c->nout && flush(c) == 0 && c->out_head < c->nout) {
+        if (outq_busy(&c->out) && outq_flush(&c->out, c->fd, NULL, &c->last_progress_ns) == 0 &&
+            outq_busy(&c->out)) {
             watch(c);
             busy = 1;
             continue;
