@@ -105,8 +105,8 @@ int outq_flush(outq *q, int fd, int *send_fd, uint64_t *progress_ns) {
             iov[n].iov_base = (void *)(q->seg[i].p + q->seg[i].off);
             iov[n].iov_len = q->seg[i].len - q->seg[i].off;
         }
-        ssize_t w = send_fd && *send_fd >= 0 ? shm_send_fd(fd, iov, n, *send_fd)
-                                             : writev(fd, iov, n);
+        ssize_t w =
+            send_fd && *send_fd >= 0 ? shm_send_fd(fd, iov, n, *send_fd) : writev(fd, iov, n);
         if (w < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
