@@ -191,18 +191,10 @@ static int reply_empty(conn *c, unsigned op, uint64_t req_id) {
     return outq_owned(&c->io.out, buf, len);
 }
 
-/* Constant-time comparison, so the time a wrong token takes says nothing about it. */
-static int token_equal(const char *want, const uint8_t *got, size_t got_len) {
-    size_t wl = strlen(want);
-    unsigned diff = (unsigned)(wl ^ got_len);
-    for (size_t i = 0; i < wl; i++) diff |= (unsigned)want[i] ^ (i < got_len ? got[i] : 0u);
-    return diff == 0;
-}
-
 static int do_hello(conn *c, const frame_msg *m, int *status) {
     const frame_hello *h = &m->hello;
     if (c->srv->cfg.auth_token[0] &&
-        !token_equal(c->srv->cfg.auth_token, h->token ? h->token : (const uint8_t *)"",
+        !connio_token_equal(c->srv->cfg.auth_token, h->token ? h->token : (const uint8_t *)"",
                      h->token_len)) {
         atomic_fetch_add(&c->srv->m.auth_failures, 1);
         *status = MST_ERROR;

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -88,6 +89,13 @@ int connio_grow(uint8_t **buf, size_t *cap, size_t need) {
     *buf = grown;
     *cap = c;
     return 0;
+}
+
+int connio_token_equal(const char *want, const uint8_t *got, size_t got_len) {
+    size_t wl = strlen(want);
+    unsigned diff = (unsigned)(wl ^ got_len);
+    for (size_t i = 0; i < wl; i++) diff |= (unsigned)want[i] ^ (i < got_len ? got[i] : 0u);
+    return diff == 0;
 }
 
 int connio_stalled(const connio *io, uint64_t now, int partial, const char *who,

@@ -60,6 +60,10 @@ ssize_t connio_readv(connio *io, const struct iovec *iov, int n);
  * (the buffer is then unchanged). */
 int connio_grow(uint8_t **buf, size_t *cap, size_t need);
 
+/* 1 when got (got_len bytes) is the token want, compared in constant time so that the
+ * time a wrong token takes says nothing about it. */
+int connio_token_equal(const char *want, const uint8_t *got, size_t got_len);
+
 /* 1 when the connection has waited past the idle timeout: a partial request
  * (`partial`, or a body arriving) or queued output that has not moved. Logs why, with
  * `who` ("" or "RESP: ") and `unfinished` ("request not finished", ...). */

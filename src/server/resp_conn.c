@@ -697,14 +697,6 @@ static int cmd_config(resp_conn *c, const resp_cmd *cmd, int *status) {
     return rc;
 }
 
-/* Constant-time comparison, so the time a wrong token takes says nothing about it. */
-static int token_equal(const char *want, const uint8_t *got, size_t got_len) {
-    size_t wl = strlen(want);
-    unsigned diff = (unsigned)(wl ^ got_len);
-    for (size_t i = 0; i < wl; i++) diff |= (unsigned)want[i] ^ (i < got_len ? got[i] : 0u);
-    return diff == 0;
-}
-
 static int cmd_auth(resp_conn *c, const resp_cmd *cmd, int *status) {
     const char *token = c->srv->cfg.auth_token;
     if (cmd->argc > 3) {
@@ -718,7 +710,7 @@ static int cmd_auth(resp_conn *c, const resp_cmd *cmd, int *status) {
     }
     const resp_arg *pw = &cmd->argv[cmd->argc - 1];
     int user_ok = cmd->argc == 2 || resp_arg_is(&cmd->argv[1], "default");
-    if (!token_equal(token, pw->p, pw->len) || !user_ok) {
+    if (!connio_token_equal(token, pw->p, pw->len) || !user_ok) {
         atomic_fetch_add(&c->srv->m.auth_failures, 1);
         *status = MST_ERROR;
         return out_err(c, "WRONGPASS invalid username-password pair or user is disabled.");
