@@ -11,14 +11,18 @@
  * the last value byte is in, each reservation's hash is compared with the sender's checksum
  * and the value committed (or aborted): a half-received value is never visible.
  *
- * Sending. Replies are queued as segments: encoded headers (owned here) and, for GET,
- * values sent with writev straight from pool memory under a pin, released when the
- * segment has left. Requests are pipelined: the next frame is decoded while earlier
- * replies are still queued, up to OUT_HIGH bytes queued; beyond that the connection stops
- * reading until the peer catches up (a slow reader cannot make tided buffer without bound).
+ * Sending. Replies are queued as segments (outq.c): encoded headers (owned there) and,
+ * for GET, values sent with writev straight from pool memory under a pin, released when
+ * the segment has left. Requests are pipelined: the next frame is decoded while earlier
+ * replies are still queued, up to CONNIO_OUT_HIGH bytes queued; beyond that the connection
+ * stops reading until the peer catches up (a slow reader cannot make tided buffer without
+ * bound).
  *
  * Timeouts: a connection whose partial frame or queued reply has not moved for
  * idle_timeout_s is closed, which aborts its reservations and releases its pins.
+ *
+ * The socket side — epoll interest, backpressure, counted reads, the idle clock, drain and
+ * teardown — is connio.c's, shared with the RESP port; this file keeps the protocol.
  *
  * Same-host connections (the Unix listener) may ask HELLO for the shared pool: the reply
  * then carries the pool's memfd (SCM_RIGHTS) and conn_shm.c serves their RESERVE, COMMIT,
@@ -38,23 +42,15 @@
 #include "common/stats_fields.h"
 #include "common/util.h"
 #include "proto/frame.h"
+#include "server/connio.h"
 #include "server/server_int.h"
 
 #define IN_INITIAL (64 * 1024)
-#define OUT_HIGH (64ull << 20) /* stop reading requests while this much reply is queued */
 #define SCRATCH_SIZE (64 * 1024)
-#define IOV_BATCH 64
+#define IOV_BATCH 64 /* iovecs per readv of value bytes */
 /* Value bytes taken from the socket per readv: small enough that hashing them right after
  * reads them from L2. */
 #define BODY_PIECE (256 * 1024)
-
-/* One piece of queued output: either bytes we own, or pool bytes under a pin. */
-typedef struct out_seg {
-    const uint8_t *p;
-    size_t len, off;
-    uint8_t *owned;  /* freed when the segment is done */
-    uint64_t pin_id; /* unpinned when the segment is done (0 = none) */
-} out_seg;
 
 /* One value of the PUT being received. */
 typedef struct put_slot {
@@ -66,32 +62,22 @@ typedef struct put_slot {
 } put_slot;
 
 struct conn {
+    connio io; /* socket, epoll interest, output queue, timeouts (connio.c) */
     worker *w;
     server *srv;
-    int fd;
     conn *prev, *next;
     frame_decoder dec;
     uint8_t *in;
     size_t in_len, in_cap;
     int authed;
-    uint32_t events; /* what epoll watches now */
 
-    /* A PUT whose value bytes are arriving. */
-    int in_body;
+    /* A PUT whose value bytes are arriving (io.in_body). */
     uint64_t put_req_id, put_start_ns;
     put_slot *slots;
     uint32_t nslots, slot;   /* all slots; the one being filled */
     uint64_t slot_off;       /* bytes of slots[slot] received */
     uint8_t *scratch;
     checksum_state *cs;     /* hash of slots[slot]'s bytes so far */
-
-    /* Output queue: segments [out_head, nout). */
-    out_seg *out;
-    size_t nout, out_head, out_cap;
-    uint64_t out_pending;
-    int close_after_flush;
-
-    uint64_t last_progress_ns;
 
     int is_unix;    /* accepted on the Unix listener */
     int send_fd;    /* the pool's memfd, to pass with the next bytes sent; -1 = none */
@@ -106,25 +92,11 @@ server *conn_server(conn *c) {
     return c->srv;
 }
 
-static void conn_watch(conn *c) {
-    uint32_t want = 0;
-    /* A PUT whose values are arriving is finished even while stopping. */
-    if (c->in_body ||
-        (!c->close_after_flush && !atomic_load(&c->srv->stopping) && c->out_pending < OUT_HIGH))
-        want |= EPOLLIN;
-    if (c->out_head < c->nout) want |= EPOLLOUT;
-    if (want == c->events) return;
-    struct epoll_event ev = {.events = want, .data.ptr = c};
-    epoll_ctl(c->w->epfd, EPOLL_CTL_MOD, c->fd, &ev);
-    c->events = want;
-}
-
 conn *conn_new(worker *w, int fd) {
     conn *c = calloc(1, sizeof(*c));
     if (!c) return NULL;
     c->w = w;
     c->srv = w->srv;
-    c->fd = fd;
     c->in_cap = IN_INITIAL;
     c->in = malloc(c->in_cap);
     frame_limits lim = {c->srv->cfg.max_keys, store_capacity(c->srv->st), c->srv->cfg.max_frame};
@@ -140,10 +112,7 @@ conn *conn_new(worker *w, int fd) {
     socklen_t salen = sizeof(sa);
     c->is_unix = getsockname(fd, (struct sockaddr *)&sa, &salen) == 0 && sa.ss_family == AF_UNIX;
     c->send_fd = -1;
-    c->last_progress_ns = now_ns();
-    c->events = EPOLLIN;
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
-    if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    if (connio_init(&c->io, c->srv, w->epfd, fd, c, 0) != 0) {
         free(c->in);
         free(c);
         return NULL;
@@ -160,7 +129,7 @@ static void put_release(conn *c) {
     free(c->slots);
     c->slots = NULL;
     c->nslots = 0;
-    c->in_body = 0;
+    c->io.in_body = 0;
 }
 
 void conn_free(conn *c) {
@@ -170,88 +139,13 @@ void conn_free(conn *c) {
     else
         w->conns = c->next;
     if (c->next) c->next->prev = c->prev;
-    close(c->fd);
+    connio_close(&c->io);
     put_release(c);
     shm_free(c->srv->st, c->shm);
-    for (size_t i = c->out_head; i < c->nout; i++) {
-        if (c->out[i].pin_id) store_unpin(c->srv->st, c->out[i].pin_id);
-        free(c->out[i].owned);
-    }
-    free(c->out);
     free(c->in);
     free(c->scratch);
     checksum_free(c->cs);
     free(c);
-}
-
-/* ---- output -------------------------------------------------------------------------- */
-
-static int out_push(conn *c, const uint8_t *p, size_t len, uint8_t *owned, uint64_t pin_id) {
-    if (c->nout == c->out_cap) {
-        if (c->out_head > 0) { /* reuse the space of segments already sent */
-            memmove(c->out, c->out + c->out_head, (c->nout - c->out_head) * sizeof(out_seg));
-            c->nout -= c->out_head;
-            c->out_head = 0;
-        }
-        if (c->nout == c->out_cap) {
-            size_t cap = c->out_cap ? c->out_cap * 2 : 16;
-            out_seg *grown = realloc(c->out, cap * sizeof(out_seg));
-            if (!grown) return -ENOMEM;
-            c->out = grown;
-            c->out_cap = cap;
-        }
-    }
-    c->out[c->nout++] = (out_seg){p, len, 0, owned, pin_id};
-    c->out_pending += len;
-    return 0;
-}
-
-/* Queue an encoded frame held in a malloc'd buffer (ownership passes to the queue). */
-static int out_owned(conn *c, uint8_t *buf, size_t len) {
-    int rc = out_push(c, buf, len, buf, 0);
-    if (rc) free(buf);
-    return rc;
-}
-
-static int flush(conn *c) {
-    while (c->out_head < c->nout) {
-        struct iovec iov[IOV_BATCH];
-        int n = 0;
-        for (size_t i = c->out_head; i < c->nout && n < IOV_BATCH; i++, n++) {
-            iov[n].iov_base = (void *)(c->out[i].p + c->out[i].off);
-            iov[n].iov_len = c->out[i].len - c->out[i].off;
-        }
-        ssize_t w =
-            c->send_fd >= 0 ? shm_send_fd(c->fd, iov, n, c->send_fd) : writev(c->fd, iov, n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-            return -errno;
-        }
-        atomic_fetch_add_explicit(&c->srv->m.bytes_out, (uint64_t)w, memory_order_relaxed);
-        if (w > 0) c->send_fd = -1; /* the fd went with these bytes */
-        c->out_pending -= (uint64_t)w;
-        c->last_progress_ns = now_ns();
-        size_t left = (size_t)w;
-        while (left && c->out_head < c->nout) {
-            out_seg *s = &c->out[c->out_head];
-            size_t take = s->len - s->off < left ? s->len - s->off : left;
-            s->off += take;
-            left -= take;
-            if (s->off == s->len) {
-                if (s->pin_id) store_unpin(c->srv->st, s->pin_id);
-                free(s->owned);
-                c->out_head++;
-            }
-        }
-        /* Zero-length segments (an empty key section) complete without bytes. */
-        while (c->out_head < c->nout && c->out[c->out_head].len == 0) {
-            free(c->out[c->out_head].owned);
-            c->out_head++;
-        }
-    }
-    c->out_head = c->nout = 0;
-    return 0;
 }
 
 /* ---- request handlers ---------------------------------------------------------------- */
@@ -269,7 +163,7 @@ static int reply_encoded(conn *c, encode_fn fn, void *arg) {
         free(buf);
         return rc;
     }
-    return out_owned(c, buf, len);
+    return outq_owned(&c->io.out, buf, len);
 }
 
 int conn_reply(conn *c, conn_encode_fn fn, void *arg) {
@@ -286,7 +180,7 @@ static int reply_error(conn *c, unsigned op, uint64_t req_id, int32_t status, co
         free(buf);
         return rc;
     }
-    return out_owned(c, buf, len);
+    return outq_owned(&c->io.out, buf, len);
 }
 
 static int reply_empty(conn *c, unsigned op, uint64_t req_id) {
@@ -294,32 +188,24 @@ static int reply_empty(conn *c, unsigned op, uint64_t req_id) {
     size_t len;
     if (!buf) return -ENOMEM;
     frame_encode_empty(buf, FRAME_HDR_SIZE, &len, op | FRAME_OP_REPLY, req_id);
-    return out_owned(c, buf, len);
-}
-
-/* Constant-time comparison, so the time a wrong token takes says nothing about it. */
-static int token_equal(const char *want, const uint8_t *got, size_t got_len) {
-    size_t wl = strlen(want);
-    unsigned diff = (unsigned)(wl ^ got_len);
-    for (size_t i = 0; i < wl; i++) diff |= (unsigned)want[i] ^ (i < got_len ? got[i] : 0u);
-    return diff == 0;
+    return outq_owned(&c->io.out, buf, len);
 }
 
 static int do_hello(conn *c, const frame_msg *m, int *status) {
     const frame_hello *h = &m->hello;
     if (c->srv->cfg.auth_token[0] &&
-        !token_equal(c->srv->cfg.auth_token, h->token ? h->token : (const uint8_t *)"",
+        !connio_token_equal(c->srv->cfg.auth_token, h->token ? h->token : (const uint8_t *)"",
                      h->token_len)) {
         atomic_fetch_add(&c->srv->m.auth_failures, 1);
         *status = MST_ERROR;
-        c->close_after_flush = 1;
+        c->io.close_after_flush = 1;
         return reply_error(c, FRAME_OP_HELLO, m->h.req_id, TIDE_EAUTH,
                            h->token_len ? "authentication failed: wrong token"
                                         : "authentication failed: this server requires a token");
     }
     if (h->min_version > FRAME_VERSION || h->max_version < FRAME_VERSION) {
         *status = MST_ERROR;
-        c->close_after_flush = 1;
+        c->io.close_after_flush = 1;
         char msg[128];
         snprintf(msg, sizeof(msg), "no common protocol version: client speaks %u..%u, "
                  "server speaks %u", h->min_version, h->max_version, FRAME_VERSION);
@@ -338,7 +224,7 @@ static int do_hello(conn *c, const frame_msg *m, int *status) {
     size_t len;
     if (!buf) return -ENOMEM;
     frame_encode_hello_reply(buf, FRAME_HDR_SIZE + FRAME_HELLO_REPLY_META, &len, m->h.req_id, &r);
-    return out_owned(c, buf, len);
+    return outq_owned(&c->io.out, buf, len);
 }
 
 struct get_reply_args {
@@ -383,7 +269,7 @@ static int do_get(conn *c, const frame_msg *m, int *status) {
     for (size_t i = 0; i < n; i++) {
         if (st[i] != 0) continue;
         if (rc == 0) {
-            rc = out_push(c, store_base(c->srv->st) + refs[i].offset, refs[i].len, NULL,
+            rc = outq_push(&c->io.out, store_base(c->srv->st) + refs[i].offset, refs[i].len, NULL,
                           refs[i].id);
             out_bytes += refs[i].len;
         }
@@ -453,7 +339,7 @@ static int do_match(conn *c, const frame_msg *m, int *status) {
     size_t len;
     if (!buf) return -ENOMEM;
     frame_encode_match_reply(buf, FRAME_HDR_SIZE + 4, &len, m->h.req_id, matched);
-    return out_owned(c, buf, len);
+    return outq_owned(&c->io.out, buf, len);
 }
 
 struct stat_args {
@@ -524,7 +410,7 @@ static int put_begin(conn *c, const frame_msg *m) {
             s->status = rc == STORE_DUP ? 0 : rc;
         }
     }
-    c->in_body = 1;
+    c->io.in_body = 1;
     return 0;
 }
 
@@ -639,15 +525,8 @@ static int body_read(conn *c) {
     while (c->slot < c->nslots) {
         struct iovec iov[IOV_BATCH];
         int n = body_iov(c, iov);
-        ssize_t r = readv(c->fd, iov, n);
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-            return -errno;
-        }
-        if (r == 0) return -ECONNRESET;
-        atomic_fetch_add_explicit(&c->srv->m.bytes_in, (uint64_t)r, memory_order_relaxed);
-        c->last_progress_ns = now_ns();
+        ssize_t r = connio_readv(&c->io, iov, n);
+        if (r <= 0) return (int)r;
         body_advance(c, (uint64_t)r);
     }
     return 1;
@@ -680,7 +559,7 @@ static int dispatch(conn *c, const frame_msg *m) {
     int status = MST_OK, rc;
     if (!c->authed && op != FRAME_OP_HELLO) {
         atomic_fetch_add(&c->srv->m.auth_failures, 1);
-        c->close_after_flush = 1;
+        c->io.close_after_flush = 1;
         return reply_error(c, op, m->h.req_id, TIDE_EAUTH,
                            "authentication required: send HELLO with the server's token first");
     }
@@ -715,7 +594,7 @@ static int dispatch(conn *c, const frame_msg *m) {
         rc = reply_encoded(c, enc_put_reply, c);
         break;
     default:
-        c->close_after_flush = 1;
+        c->io.close_after_flush = 1;
         rc = reply_error(c, op, m->h.req_id, TIDE_EPROTO, "a reply opcode sent as a request");
         status = MST_ERROR;
     }
@@ -726,9 +605,9 @@ static int dispatch(conn *c, const frame_msg *m) {
 
 /* Decode and run the frames in `in`; returns 0, or negative to close now. */
 static int process_input(conn *c) {
-    while (!c->close_after_flush && c->out_pending < OUT_HIGH) {
-        if (!c->in_body && atomic_load(&c->srv->stopping)) return 0;
-        if (c->in_body) {
+    while (!connio_held(&c->io)) {
+        if (!c->io.in_body && atomic_load(&c->srv->stopping)) return 0;
+        if (c->io.in_body) {
             int rc = body_read(c);
             if (rc <= 0) return rc;
             if ((rc = put_finish(c)) != 0) return rc;
@@ -739,7 +618,7 @@ static int process_input(conn *c) {
         if (n < 0) {
             atomic_fetch_add(&c->srv->m.proto_errors, 1);
             LOG_DEBUG("closing a connection after a protocol error: %s", c->dec.errstr);
-            c->close_after_flush = 1;
+            c->io.close_after_flush = 1;
             unsigned op = c->in_len >= 6 && frame_op_valid(c->in[5]) ? c->in[5] : FRAME_OP_ERROR;
             if (op & FRAME_OP_REPLY) op = FRAME_OP_ERROR;
             uint64_t req_id = c->in_len >= 16 ? frame_rd64(c->in + 8) : 0;
@@ -748,22 +627,10 @@ static int process_input(conn *c) {
         if (n == 0) {
             /* Need more bytes: make room for at least d->need, then read. */
             size_t want = c->in_len + (c->dec.need > 4096 ? c->dec.need : 4096);
-            if (want > c->in_cap) {
-                size_t cap = c->in_cap;
-                while (cap < want) cap *= 2;
-                uint8_t *grown = realloc(c->in, cap);
-                if (!grown) return -ENOMEM;
-                c->in = grown;
-                c->in_cap = cap;
-            }
-            ssize_t r = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
-            if (r < 0) {
-                if (errno == EINTR) continue;
-                return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
-            }
+            if (connio_grow(&c->in, &c->in_cap, want) != 0) return -ENOMEM;
+            ssize_t r = connio_recv(&c->io, c->in + c->in_len, c->in_cap - c->in_len);
+            if (r < 0) return r == -EAGAIN ? 0 : (int)r;
             if (r == 0) return c->in_len ? -EPROTO : -ECONNRESET;
-            atomic_fetch_add_explicit(&c->srv->m.bytes_in, (uint64_t)r, memory_order_relaxed);
-            c->last_progress_ns = now_ns();
             c->in_len += (size_t)r;
             continue;
         }
@@ -787,40 +654,25 @@ int conn_on_event(conn *c, uint32_t events) {
     if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) rc = process_input(c);
     for (;;) {
         if (rc < 0) return rc;
-        int frc = flush(c);
+        int frc = connio_flush(&c->io, &c->send_fd);
         if (frc) return frc;
         /* Sending may have lifted the backpressure on frames already buffered: level-
          * triggered epoll will not report them again, so run them now. */
-        if (c->out_pending >= OUT_HIGH || c->close_after_flush || c->in_body || !c->in_len)
-            break;
+        if (connio_held(&c->io) || c->io.in_body || !c->in_len) break;
         size_t before = c->in_len;
         rc = process_input(c);
-        if (rc == 0 && c->in_len == before && c->out_head == c->nout) break;
+        if (rc == 0 && c->in_len == before && !outq_busy(&c->io.out)) break;
     }
-    if (c->close_after_flush && c->out_head == c->nout) return -ECONNABORTED;
-    conn_watch(c);
+    if (c->io.close_after_flush && !outq_busy(&c->io.out)) return -ECONNABORTED;
+    connio_watch(&c->io);
     return 0;
 }
 
 int conn_tick(conn *c, uint64_t now) {
-    uint64_t limit = (uint64_t)c->srv->cfg.idle_timeout_s * 1000000000ull;
-    int waiting = c->in_body || c->in_len > 0 || c->out_head < c->nout;
-    if (waiting && limit && now - c->last_progress_ns > limit) {
-        LOG_INFO("closing a connection stalled for %us (%s)", c->srv->cfg.idle_timeout_s,
-                 c->out_head < c->nout ? "reply not read" : "request not finished");
-        return -ETIMEDOUT;
-    }
-    return 0;
+    return connio_stalled(&c->io, now, c->in_len > 0, "", "request not finished") ? -ETIMEDOUT
+                                                                                   : 0;
 }
 
 int conn_drain(conn *c) {
-    /* Requests already read finish (a PUT's values keep arriving); a partial header is
-     * abandoned. */
-    if (c->in_body) return 0;
-    if (c->out_head < c->nout) {
-        if (flush(c) < 0) return 1;
-        conn_watch(c);
-        return c->out_head == c->nout;
-    }
-    return 1;
+    return connio_drain(&c->io, &c->send_fd);
 }

@@ -18,11 +18,13 @@
  * are still in cache) and committed when the last byte and the "\r\n" after it are in.
  * Smaller values are copied from `in` with the checksum computed on the way.
  *
- * Sending. Replies are queued as segments: small replies are appended to owned chunks,
- * and a GET's large value is sent with writev straight from pool memory under a pin,
- * released when its segment has left. The pinned bytes are checked against their checksum
- * first (RESP has no checksum of its own, so the server is the reader that checks). As in
- * conn.c, reading stops while OUT_HIGH bytes of reply are queued.
+ * Sending. Replies are queued as segments (outq.c): small replies are appended to owned
+ * chunks, and a GET's large value is sent with writev straight from pool memory under a
+ * pin, released when its segment has left. The pinned bytes are checked against their
+ * checksum first (RESP has no checksum of its own, so the server is the reader that
+ * checks). As in conn.c, reading stops while CONNIO_OUT_HIGH bytes of reply are queued;
+ * the socket side (epoll interest, counted reads, idle clock, drain, teardown) is
+ * connio.c's, shared with conn.c.
  */
 #include "server/resp_conn.h"
 
@@ -40,35 +42,25 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "proto/resp.h"
+#include "server/connio.h"
 
 #define IN_INITIAL (16 * 1024)
 #define IN_KEEP (1u << 20)     /* an idle input buffer larger than this is given back */
-#define OUT_HIGH (64ull << 20) /* stop reading commands while this much reply is queued */
 #define CHUNK (16 * 1024)      /* owned reply chunks */
 #define COPY_MAX (16 * 1024)   /* GET values up to this are copied; larger go by pin */
 #define STREAM_MIN (16 * 1024) /* SET values from this size are read straight into the pool */
 #define SCRATCH_SIZE (64 * 1024)
-#define IOV_BATCH 64
 #define ARGV_INITIAL 16
 
 typedef struct resp_conn resp_conn;
-
-/* One piece of queued output: an owned chunk (appendable while it is the last), or pool
- * bytes under a pin. */
-typedef struct out_seg {
-    const uint8_t *p;
-    size_t len, off, cap;
-    uint8_t *owned;
-    uint64_t pin_id;
-} out_seg;
 
 /* What a SET answers: when its value was stored (ok) and when it was not (drop). */
 enum set_reply { SR_OK, SR_ONE, SR_ZERO, SR_NIL, SR_ERR };
 
 struct resp_conn {
+    connio io; /* socket, epoll interest, output queue, timeouts (connio.c) */
     worker *w;
     server *srv;
-    int fd;
     resp_conn *prev, *next;
     resp_parser parser;
     resp_arg *argv;
@@ -76,13 +68,11 @@ struct resp_conn {
     uint8_t *in;
     size_t in_off, in_len, in_cap; /* unparsed bytes: in[in_off, in_len) */
     size_t want;                   /* parse again once this many bytes are unparsed */
-    int authed, close_after_flush;
-    uint32_t events;
+    int authed;
     uint64_t id;
     char name[64];
 
-    /* A SET whose value is streaming in. */
-    int in_body;
+    /* A SET whose value is streaming in (io.in_body). */
     uint64_t res_id, res_off, vlen, got; /* reservation (0: the bytes are dropped) */
     uint8_t crlf[2];
     unsigned crlf_got;
@@ -92,12 +82,6 @@ struct resp_conn {
     checksum_state *sum; /* of the value's bytes, hashed as they arrive (still in cache) */
     uint8_t *scratch;
 
-    out_seg *out;
-    size_t nout, out_head, out_cap;
-    uint64_t out_pending;
-    uint8_t *spare; /* a CHUNK-sized buffer kept for the next reply */
-
-    uint64_t last_progress_ns;
 };
 
 static atomic_uint_fast64_t next_client_id = 1;
@@ -105,67 +89,20 @@ static atomic_uint_fast64_t start_ns;
 
 /* ---- output -------------------------------------------------------------------------- */
 
-static int out_push(resp_conn *c, out_seg s) {
-    if (c->nout == c->out_cap) {
-        if (c->out_head > 0) { /* reuse the space of segments already sent */
-            memmove(c->out, c->out + c->out_head, (c->nout - c->out_head) * sizeof(out_seg));
-            c->nout -= c->out_head;
-            c->out_head = 0;
-        }
-        if (c->nout == c->out_cap) {
-            size_t cap = c->out_cap ? c->out_cap * 2 : 16;
-            out_seg *grown = realloc(c->out, cap * sizeof(out_seg));
-            if (!grown) return -ENOMEM;
-            c->out = grown;
-            c->out_cap = cap;
-        }
-    }
-    c->out[c->nout++] = s;
-    c->out_pending += s.len;
-    return 0;
-}
-
-/* Room for n bytes at the end of the output; commit them with out_wrote(). NULL when out
- * of memory. */
-static uint8_t *out_room(resp_conn *c, size_t n) {
-    if (c->nout > c->out_head) {
-        out_seg *t = &c->out[c->nout - 1];
-        if (t->owned && t->cap - t->len >= n) return t->owned + t->len;
-    }
-    size_t cap = n > CHUNK ? n : CHUNK;
-    uint8_t *b;
-    if (cap == CHUNK && c->spare) {
-        b = c->spare;
-        c->spare = NULL;
-    } else if (!(b = malloc(cap))) {
-        return NULL;
-    }
-    if (out_push(c, (out_seg){b, 0, 0, cap, b, 0}) != 0) {
-        free(b);
-        return NULL;
-    }
-    return b;
-}
-
-static void out_wrote(resp_conn *c, size_t n) {
-    c->out[c->nout - 1].len += n;
-    c->out_pending += n;
-}
-
 static int out_bytes(resp_conn *c, const void *p, size_t n) {
-    uint8_t *b = out_room(c, n);
+    uint8_t *b = outq_room(&c->io.out, n);
     if (!b) return -ENOMEM;
     memcpy(b, p, n);
-    out_wrote(c, n);
+    outq_wrote(&c->io.out, n);
     return 0;
 }
 
 #define OUT_LIT(c, s) out_bytes((c), (s), sizeof(s) - 1)
 
 static int out_num(resp_conn *c, char type, int64_t v) {
-    uint8_t *b = out_room(c, RESP_NUM_MAX);
+    uint8_t *b = outq_room(&c->io.out, RESP_NUM_MAX);
     if (!b) return -ENOMEM;
-    out_wrote(c, resp_enc_num(b, type, v));
+    outq_wrote(&c->io.out, resp_enc_num(b, type, v));
     return 0;
 }
 
@@ -181,9 +118,9 @@ static int out_bulk_str(resp_conn *c, const char *s) {
 
 static int out_line(resp_conn *c, char type, const char *s) {
     size_t n = strlen(s);
-    uint8_t *b = out_room(c, n + 3);
+    uint8_t *b = outq_room(&c->io.out, n + 3);
     if (!b) return -ENOMEM;
-    out_wrote(c, resp_enc_line(b, type, s, n));
+    outq_wrote(&c->io.out, resp_enc_line(b, type, s, n));
     return 0;
 }
 
@@ -196,60 +133,7 @@ __attribute__((format(printf, 2, 3))) static int out_err(resp_conn *c, const cha
     return out_line(c, '-', msg);
 }
 
-static void seg_done(resp_conn *c, out_seg *s) {
-    if (s->pin_id) store_unpin(c->srv->st, s->pin_id);
-    if (s->owned && s->cap == CHUNK && !c->spare)
-        c->spare = s->owned;
-    else
-        free(s->owned);
-}
-
-static int flush(resp_conn *c) {
-    while (c->out_head < c->nout) {
-        struct iovec iov[IOV_BATCH];
-        int n = 0;
-        for (size_t i = c->out_head; i < c->nout && n < IOV_BATCH; i++, n++) {
-            iov[n].iov_base = (void *)(c->out[i].p + c->out[i].off);
-            iov[n].iov_len = c->out[i].len - c->out[i].off;
-        }
-        ssize_t w = writev(c->fd, iov, n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-            return -errno;
-        }
-        atomic_fetch_add_explicit(&c->srv->m.bytes_out, (uint64_t)w, memory_order_relaxed);
-        c->out_pending -= (uint64_t)w;
-        c->last_progress_ns = now_ns();
-        size_t left = (size_t)w;
-        while (c->out_head < c->nout) {
-            out_seg *s = &c->out[c->out_head];
-            size_t take = s->len - s->off < left ? s->len - s->off : left;
-            s->off += take;
-            left -= take;
-            if (s->off < s->len) break;
-            seg_done(c, s);
-            c->out_head++;
-        }
-    }
-    c->out_head = c->nout = 0;
-    return 0;
-}
-
 /* ---- lifecycle ----------------------------------------------------------------------- */
-
-static void watch(resp_conn *c) {
-    uint32_t want = 0;
-    /* A SET whose value is arriving is finished even while stopping. */
-    if (c->in_body ||
-        (!c->close_after_flush && !atomic_load(&c->srv->stopping) && c->out_pending < OUT_HIGH))
-        want |= EPOLLIN;
-    if (c->out_head < c->nout) want |= EPOLLOUT;
-    if (want == c->events) return;
-    struct epoll_event ev = {.events = want, .data.ptr = c};
-    epoll_ctl(c->w->resp_epfd, EPOLL_CTL_MOD, c->fd, &ev);
-    c->events = want;
-}
 
 int resp_worker_init(worker *w) {
     uint64_t zero = 0;
@@ -272,7 +156,6 @@ int resp_conn_adopt(worker *w, int fd) {
     if (!c) return -ENOMEM;
     c->w = w;
     c->srv = srv;
-    c->fd = fd;
     c->in_cap = IN_INITIAL;
     c->in = malloc(c->in_cap);
     c->argv_cap = ARGV_INITIAL;
@@ -291,13 +174,8 @@ int resp_conn_adopt(worker *w, int fd) {
     }
     c->authed = srv->cfg.auth_token[0] == '\0';
     c->id = atomic_fetch_add(&next_client_id, 1);
-    c->last_progress_ns = now_ns();
-    c->events = EPOLLIN;
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
-    if (epoll_ctl(w->resp_epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-        rc = -errno;
-        goto fail;
-    }
+    /* Replies go in CHUNK-sized owned chunks; large values go by pin. */
+    if ((rc = connio_init(&c->io, srv, w->resp_epfd, fd, c, CHUNK)) != 0) goto fail;
     c->next = w->resp_conns;
     if (w->resp_conns) w->resp_conns->prev = c;
     w->resp_conns = c;
@@ -316,14 +194,8 @@ static void conn_close(resp_conn *c) {
     else
         w->resp_conns = c->next;
     if (c->next) c->next->prev = c->prev;
-    close(c->fd);
-    if (c->in_body && c->res_id) store_abort(c->srv->st, c->res_id);
-    for (size_t i = c->out_head; i < c->nout; i++) {
-        if (c->out[i].pin_id) store_unpin(c->srv->st, c->out[i].pin_id);
-        free(c->out[i].owned);
-    }
-    free(c->out);
-    free(c->spare);
+    connio_close(&c->io);
+    if (c->io.in_body && c->res_id) store_abort(c->srv->st, c->res_id);
     free(c->in);
     free(c->argv);
     free(c->scratch);
@@ -426,7 +298,7 @@ static int body_begin(resp_conn *c, const resp_cmd *cmd) {
     set_plan(c, &cmd->argv[1], c->vlen, setnx, 0, setnx);
     c->got = 0;
     c->crlf_got = 0;
-    c->in_body = 1;
+    c->io.in_body = 1;
     /* The parser stopped at the value's header: every buffered byte belongs to the value
      * and its "\r\n". */
     size_t avail = c->in_len - c->in_off, take = avail < c->vlen ? avail : (size_t)c->vlen;
@@ -464,15 +336,8 @@ static int body_read(resp_conn *c) {
             iov[n].iov_base = c->in + c->in_len;
             iov[n++].iov_len = c->in_cap - c->in_len;
         }
-        ssize_t r = readv(c->fd, iov, n);
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-            return -errno;
-        }
-        if (r == 0) return -ECONNRESET;
-        atomic_fetch_add_explicit(&c->srv->m.bytes_in, (uint64_t)r, memory_order_relaxed);
-        c->last_progress_ns = now_ns();
+        ssize_t r = connio_readv(&c->io, iov, n);
+        if (r <= 0) return (int)r;
         size_t got = (size_t)r, t = got < vtake ? got : vtake;
         if (c->res_id && t) checksum_update(c->sum, iov[0].iov_base, t);
         c->got += t;
@@ -487,12 +352,12 @@ static int body_read(resp_conn *c) {
 static int proto_error(resp_conn *c, const char *msg) {
     atomic_fetch_add(&c->srv->m.proto_errors, 1);
     LOG_DEBUG("RESP: closing a connection after a protocol error: %s", msg);
-    c->close_after_flush = 1;
+    c->io.close_after_flush = 1;
     return out_err(c, "ERR Protocol error: %s", msg);
 }
 
 static int body_finish(resp_conn *c) {
-    c->in_body = 0;
+    c->io.in_body = 0;
     int rc, ok = 0;
     if (c->crlf[0] != '\r' || c->crlf[1] != '\n') {
         if (c->res_id) store_abort(c->srv->st, c->res_id);
@@ -533,7 +398,7 @@ static int reply_value(resp_conn *c, const resp_arg *key, int *hit) {
         rc = out_bytes(c, v, ref.len);
         store_unpin(st, ref.id);
     } else if (rc == 0) {
-        rc = out_push(c, (out_seg){v, ref.len, 0, 0, NULL, ref.id}); /* the pin goes along */
+        rc = outq_push(&c->io.out, v, ref.len, NULL, ref.id); /* the pin goes along */
         if (rc) store_unpin(st, ref.id);
     } else {
         store_unpin(st, ref.id);
@@ -832,14 +697,6 @@ static int cmd_config(resp_conn *c, const resp_cmd *cmd, int *status) {
     return rc;
 }
 
-/* Constant-time comparison, so the time a wrong token takes says nothing about it. */
-static int token_equal(const char *want, const uint8_t *got, size_t got_len) {
-    size_t wl = strlen(want);
-    unsigned diff = (unsigned)(wl ^ got_len);
-    for (size_t i = 0; i < wl; i++) diff |= (unsigned)want[i] ^ (i < got_len ? got[i] : 0u);
-    return diff == 0;
-}
-
 static int cmd_auth(resp_conn *c, const resp_cmd *cmd, int *status) {
     const char *token = c->srv->cfg.auth_token;
     if (cmd->argc > 3) {
@@ -853,7 +710,7 @@ static int cmd_auth(resp_conn *c, const resp_cmd *cmd, int *status) {
     }
     const resp_arg *pw = &cmd->argv[cmd->argc - 1];
     int user_ok = cmd->argc == 2 || resp_arg_is(&cmd->argv[1], "default");
-    if (!token_equal(token, pw->p, pw->len) || !user_ok) {
+    if (!connio_token_equal(token, pw->p, pw->len) || !user_ok) {
         atomic_fetch_add(&c->srv->m.auth_failures, 1);
         *status = MST_ERROR;
         return out_err(c, "WRONGPASS invalid username-password pair or user is disabled.");
@@ -863,7 +720,7 @@ static int cmd_auth(resp_conn *c, const resp_cmd *cmd, int *status) {
 }
 
 static int cmd_quit(resp_conn *c, const resp_cmd *cmd, int *status) {
-    c->close_after_flush = 1;
+    c->io.close_after_flush = 1;
     return OUT_LIT(c, "+OK\r\n");
 }
 
@@ -1054,37 +911,23 @@ static int read_more(resp_conn *c) {
             c->in_off = 0;
             c->in_len = avail;
         }
-        if (room > c->in_cap) {
-            size_t cap = c->in_cap;
-            while (cap < room) cap *= 2;
-            uint8_t *grown = realloc(c->in, cap);
-            if (!grown) return -ENOMEM;
-            c->in = grown;
-            c->in_cap = cap;
-        }
+        if (connio_grow(&c->in, &c->in_cap, room) != 0) return -ENOMEM;
     }
-    for (;;) {
-        ssize_t r = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
-        }
-        if (r == 0) { /* the peer is done sending: answer what it sent, then close */
-            c->close_after_flush = 1;
-            return 0;
-        }
-        atomic_fetch_add_explicit(&c->srv->m.bytes_in, (uint64_t)r, memory_order_relaxed);
-        c->last_progress_ns = now_ns();
-        c->in_len += (size_t)r;
-        return 1;
+    ssize_t r = connio_recv(&c->io, c->in + c->in_len, c->in_cap - c->in_len);
+    if (r < 0) return r == -EAGAIN ? 0 : (int)r;
+    if (r == 0) { /* the peer is done sending: answer what it sent, then close */
+        c->io.close_after_flush = 1;
+        return 0;
     }
+    c->in_len += (size_t)r;
+    return 1;
 }
 
 /* Run the commands in `in`, reading more as needed. 0, or negative to close now. */
 static int process_input(resp_conn *c) {
-    while (!c->close_after_flush && c->out_pending < OUT_HIGH) {
+    while (!connio_held(&c->io)) {
         int rc;
-        if (c->in_body) {
+        if (c->io.in_body) {
             if ((rc = body_read(c)) <= 0) return rc;
             if ((rc = body_finish(c)) != 0) return rc;
             continue;
@@ -1105,19 +948,17 @@ static int on_event(resp_conn *c, uint32_t events) {
     if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) rc = process_input(c);
     for (;;) {
         if (rc < 0) return rc;
-        int frc = flush(c);
+        int frc = connio_flush(&c->io, NULL);
         if (frc) return frc;
         /* Sending may have lifted the backpressure on commands already buffered: level-
          * triggered epoll will not report them again, so run them now. */
         size_t avail = c->in_len - c->in_off;
-        if (c->out_pending >= OUT_HIGH || c->close_after_flush || c->in_body || !avail ||
-            avail < c->want)
-            break;
+        if (connio_held(&c->io) || c->io.in_body || !avail || avail < c->want) break;
         rc = process_input(c);
-        if (rc == 0 && c->in_len - c->in_off == avail && c->out_head == c->nout) break;
+        if (rc == 0 && c->in_len - c->in_off == avail && !outq_busy(&c->io.out)) break;
     }
-    if (c->close_after_flush && c->out_head == c->nout) return -ECONNABORTED;
-    watch(c);
+    if (c->io.close_after_flush && !outq_busy(&c->io.out)) return -ECONNABORTED;
+    connio_watch(&c->io);
     return 0;
 }
 
@@ -1133,14 +974,8 @@ void resp_worker_poll(worker *w) {
 void resp_worker_tick(worker *w, uint64_t now) {
     for (resp_conn *c = w->resp_conns, *next; c; c = next) {
         next = c->next;
-        uint64_t limit = (uint64_t)c->srv->cfg.idle_timeout_s * 1000000000ull;
-        int waiting = c->in_body || c->in_len > c->in_off || c->out_head < c->nout;
-        if (waiting && limit && now - c->last_progress_ns > limit) {
-            LOG_INFO("RESP: closing a connection stalled for %us (%s)",
-                     c->srv->cfg.idle_timeout_s,
-                     c->out_head < c->nout ? "reply not read" : "command not finished");
+        if (connio_stalled(&c->io, now, c->in_len > c->in_off, "RESP: ", "command not finished"))
             conn_close(c);
-        }
     }
 }
 
@@ -1150,16 +985,10 @@ int resp_worker_drain(worker *w) {
         next = c->next;
         /* Commands already read finish (a SET's value keeps arriving); a partial command
          * is abandoned. */
-        if (c->in_body) {
+        if (connio_drain(&c->io, NULL))
+            conn_close(c);
+        else
             busy = 1;
-            continue;
-        }
-        if (c->out_head < c->nout && flush(c) == 0 && c->out_head < c->nout) {
-            watch(c);
-            busy = 1;
-            continue;
-        }
-        conn_close(c);
     }
     return busy;
 }

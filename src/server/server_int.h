@@ -1,6 +1,7 @@
 /*
  * server_int.h — tided's internal pieces shared by server.c (lifecycle, accept, workers)
- * and conn.c (one connection's protocol state machine).
+ * and conn.c (one connection's protocol state machine). The socket side that native and
+ * RESP connections share has its own headers: connio.h, and outq.h for the output queue.
  *
  * Ownership: a connection belongs to exactly one worker and is touched only by that
  * worker's thread. The worker's `incoming` queue is the one place two threads meet

@@ -1,0 +1,134 @@
+/*
+ * outq.c — a connection's queued output: owned bytes and pinned pool ranges, sent with
+ * writev (see outq.h). The segment array is reused: a push that finds it full first moves
+ * the unsent segments to the front, and grows it only when that frees nothing; a queue
+ * sent to the end restarts at slot 0.
+ */
+#include "server/outq.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "common/util.h"
+#include "server/server_int.h"
+
+#define OUTQ_IOV_BATCH 64
+
+void outq_init(outq *q, store *st, metrics *m, size_t chunk) {
+    *q = (outq){.st = st, .m = m, .chunk = chunk};
+}
+
+void outq_free(outq *q) {
+    for (size_t i = q->head; i < q->n; i++) {
+        if (q->seg[i].pin_id) store_unpin(q->st, q->seg[i].pin_id);
+        free(q->seg[i].owned);
+    }
+    free(q->seg);
+    free(q->spare);
+    q->seg = NULL;
+    q->spare = NULL;
+    q->n = q->head = q->cap = 0;
+    q->pending = 0;
+}
+
+static int outq_add(outq *q, outq_seg s) {
+    if (q->n == q->cap) {
+        if (q->head > 0) { /* reuse the space of segments already sent */
+            memmove(q->seg, q->seg + q->head, (q->n - q->head) * sizeof(outq_seg));
+            q->n -= q->head;
+            q->head = 0;
+        }
+        if (q->n == q->cap) {
+            size_t cap = q->cap ? q->cap * 2 : 16;
+            outq_seg *grown = realloc(q->seg, cap * sizeof(outq_seg));
+            if (!grown) return -ENOMEM;
+            q->seg = grown;
+            q->cap = cap;
+        }
+    }
+    q->seg[q->n++] = s;
+    q->pending += s.len;
+    return 0;
+}
+
+int outq_push(outq *q, const uint8_t *p, size_t len, uint8_t *owned, uint64_t pin_id) {
+    return outq_add(q, (outq_seg){p, len, 0, 0, owned, pin_id});
+}
+
+int outq_owned(outq *q, uint8_t *buf, size_t len) {
+    int rc = outq_push(q, buf, len, buf, 0);
+    if (rc) free(buf);
+    return rc;
+}
+
+uint8_t *outq_room(outq *q, size_t n) {
+    if (q->n > q->head) {
+        outq_seg *t = &q->seg[q->n - 1];
+        if (t->owned && t->cap - t->len >= n) return t->owned + t->len;
+    }
+    size_t cap = n > q->chunk ? n : q->chunk;
+    uint8_t *b;
+    if (cap == q->chunk && q->spare) {
+        b = q->spare;
+        q->spare = NULL;
+    } else if (!(b = malloc(cap))) {
+        return NULL;
+    }
+    if (outq_add(q, (outq_seg){b, 0, 0, cap, b, 0}) != 0) {
+        free(b);
+        return NULL;
+    }
+    return b;
+}
+
+void outq_wrote(outq *q, size_t n) {
+    q->seg[q->n - 1].len += n;
+    q->pending += n;
+}
+
+/* A segment has left: release its pin, and free its buffer or keep it as the spare chunk. */
+static void outq_done(outq *q, outq_seg *s) {
+    if (s->pin_id) store_unpin(q->st, s->pin_id);
+    if (s->owned && q->chunk && s->cap == q->chunk && !q->spare)
+        q->spare = s->owned;
+    else
+        free(s->owned);
+}
+
+int outq_flush(outq *q, int fd, int *send_fd, uint64_t *progress_ns) {
+    while (q->head < q->n) {
+        struct iovec iov[OUTQ_IOV_BATCH];
+        int n = 0;
+        for (size_t i = q->head; i < q->n && n < OUTQ_IOV_BATCH; i++, n++) {
+            iov[n].iov_base = (void *)(q->seg[i].p + q->seg[i].off);
+            iov[n].iov_len = q->seg[i].len - q->seg[i].off;
+        }
+        ssize_t w =
+            send_fd && *send_fd >= 0 ? shm_send_fd(fd, iov, n, *send_fd) : writev(fd, iov, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+            return -errno;
+        }
+        atomic_fetch_add_explicit(&q->m->bytes_out, (uint64_t)w, memory_order_relaxed);
+        if (w > 0 && send_fd) *send_fd = -1; /* the fd went with these bytes */
+        q->pending -= (uint64_t)w;
+        *progress_ns = now_ns();
+        /* Complete the segments the bytes covered; zero-length ones (an empty key section)
+         * complete without bytes. */
+        size_t left = (size_t)w;
+        while (q->head < q->n) {
+            outq_seg *s = &q->seg[q->head];
+            size_t take = s->len - s->off < left ? s->len - s->off : left;
+            s->off += take;
+            left -= take;
+            if (s->off < s->len) break;
+            outq_done(q, s);
+            q->head++;
+        }
+    }
+    q->head = q->n = 0;
+    return 0;
+}
