@@ -17,7 +17,12 @@
  * reading until the peer catches up (a slow reader cannot make tided buffer without bound).
  *
  * Timeouts: a connection whose partial frame or queued reply has not moved for
- * idle_timeout_s is closed, which aborts its reservations and releases its pins.
+ * idle_timeout_s is closed, which aborts its reservations and releases its pins. So is
+ * one that has not authenticated within idle_timeout_s (when the server has a token).
+ *
+ * Before authentication (a server with a token) the only request read is a HELLO: the
+ * input buffer is IN_PREAUTH bytes, and a header announcing any other opcode is refused
+ * as soon as its 40 bytes are in, before its key section is waited for or buffered.
  *
  * Same-host connections (the Unix listener) may ask HELLO for the shared pool: the reply
  * then carries the pool's memfd (SCM_RIGHTS) and conn_shm.c serves their RESERVE, COMMIT,
@@ -39,7 +44,12 @@
 #include "proto/frame.h"
 #include "server/server_int.h"
 
-#define IN_INITIAL (64 * 1024)
+/* The input buffer starts small: a peer that has not authenticated yet can only ever send
+ * a HELLO (at most FRAME_HDR_SIZE + FRAME_HELLO_META + FRAME_TOKEN_MAX bytes), so nothing
+ * sizable is allocated for it before its token is checked. Once authenticated (or at once
+ * when the server has no token) the buffer grows to IN_AUTHED on its first read. */
+#define IN_PREAUTH 512
+#define IN_AUTHED (64 * 1024)
 #define OUT_HIGH (64ull << 20) /* stop reading requests while this much reply is queued */
 #define SCRATCH_SIZE (64 * 1024)
 #define IOV_BATCH 64
@@ -119,7 +129,7 @@ conn *conn_new(worker *w, int fd) {
     c->w = w;
     c->srv = w->srv;
     c->fd = fd;
-    c->in_cap = IN_INITIAL;
+    c->in_cap = IN_PREAUTH;
     c->in = malloc(c->in_cap);
     frame_limits lim = {c->srv->cfg.max_keys, store_capacity(c->srv->st), c->srv->cfg.max_frame};
     if (c->srv->cfg.max_value && c->srv->cfg.max_value < lim.max_value)
@@ -718,6 +728,16 @@ static int process_input(conn *c) {
             if ((rc = put_finish(c)) != 0) return rc;
             continue;
         }
+        if (!c->authed && c->in_len >= FRAME_HDR_SIZE && frame_rd32(c->in) == FRAME_MAGIC &&
+            c->in[5] != FRAME_OP_HELLO && frame_op_valid(c->in[5]) &&
+            !(c->in[5] & FRAME_OP_REPLY)) {
+            /* Refused on its header alone: its key section is never read. */
+            atomic_fetch_add(&c->srv->m.auth_failures, 1);
+            c->close_after_flush = 1;
+            return reply_error(c, c->in[5], frame_rd64(c->in + 8), TIDE_EAUTH,
+                               "authentication required: send HELLO with the server's token "
+                               "first");
+        }
         frame_msg m;
         ssize_t n = frame_decode_head(&c->dec, c->in, c->in_len, &m);
         if (n < 0) {
@@ -732,8 +752,13 @@ static int process_input(conn *c) {
         if (n == 0) {
             /* Need more bytes: make room for at least d->need, then read. */
             size_t want = c->in_len + (c->dec.need > 4096 ? c->dec.need : 4096);
+            if (!c->authed) {
+                /* A HELLO always fits IN_PREAUTH (the decoder bounds its token). */
+                want = c->in_len + c->dec.need;
+                if (want > IN_PREAUTH) return -EPROTO;
+            }
             if (want > c->in_cap) {
-                size_t cap = c->in_cap;
+                size_t cap = c->in_cap < IN_AUTHED ? IN_AUTHED : c->in_cap;
                 while (cap < want) cap *= 2;
                 uint8_t *grown = realloc(c->in, cap);
                 if (!grown) return -ENOMEM;
@@ -788,10 +813,12 @@ int conn_on_event(conn *c, uint32_t events) {
 
 int conn_tick(conn *c, uint64_t now) {
     uint64_t limit = (uint64_t)c->srv->cfg.idle_timeout_s * 1000000000ull;
-    int waiting = c->in_body || c->in_len > 0 || c->out_head < c->nout;
+    int waiting = c->in_body || c->in_len > 0 || c->out_head < c->nout || !c->authed;
     if (waiting && limit && now - c->last_progress_ns > limit) {
         LOG_INFO("closing a connection stalled for %us (%s)", c->srv->cfg.idle_timeout_s,
-                 c->out_head < c->nout ? "reply not read" : "request not finished");
+                 c->out_head < c->nout ? "reply not read"
+                 : c->authed          ? "request not finished"
+                                      : "no HELLO with the token");
         return -ETIMEDOUT;
     }
     return 0;
