@@ -120,10 +120,21 @@ $(BUILD)/fuzz/fuzz_frame: tests/fuzz/fuzz_frame.c tests/fuzz/frame_check.h src/p
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_frame.c $(FRAME_SRCS) -lxxhash
 
-fuzz: $(BUILD)/fuzz/fuzz_frame
-	@mkdir -p $(BUILD)/fuzz/corpus-frame
+CONNCFG_SRCS := src/connector/config.c src/connector/validate.c src/connector/keys.c
+
+$(BUILD)/fuzz/fuzz_conncfg: tests/fuzz/fuzz_conncfg.c tests/fuzz/conncfg_check.h \
+		src/connector/config.h src/connector/keys.h $(CONNCFG_SRCS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_conncfg.c $(CONNCFG_SRCS) \
+		-lcjson -lxxhash -lm
+
+fuzz: $(BUILD)/fuzz/fuzz_frame $(BUILD)/fuzz/fuzz_conncfg
+	@mkdir -p $(BUILD)/fuzz/corpus-frame $(BUILD)/fuzz/corpus-conncfg
 	$< -max_total_time=$(FUZZ_TIME) -print_final_stats=1 -artifact_prefix=$(BUILD)/fuzz/ \
 		$(BUILD)/fuzz/corpus-frame tests/fuzz/corpus/frame
+	$(BUILD)/fuzz/fuzz_conncfg -max_total_time=$(FUZZ_TIME) -print_final_stats=1 \
+		-max_len=16384 -dict=tests/fuzz/conncfg.dict -artifact_prefix=$(BUILD)/fuzz/conncfg- \
+		$(BUILD)/fuzz/corpus-conncfg tests/fuzz/corpus/conncfg
 
 # Regenerate the seed corpus written by tests/fuzz/gen_frame_corpus.c.
 $(BUILD)/fuzz/gen_frame_corpus: tests/fuzz/gen_frame_corpus.c $(BUILD)/libtide.a
