@@ -9,6 +9,7 @@
 #   make bench               run the benchmarks and write bench/RESULTS.md
 #   make demo                the main job: build/tide demo
 #   make fuzz                build the libFuzzer targets with clang and run each FUZZ_TIME s
+#   make soak                a SOAK_SECONDS soak of a 3-node cluster with random faults
 #
 # CI=1 turns warnings into errors. BUILD=dir moves every output under dir.
 
@@ -50,7 +51,7 @@ CLI_OBJS := $(call obj,$(CLI_SRCS))
 TEST_OBJS := $(call obj,$(TEST_SRCS))
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 
-.PHONY: all deps test check bench demo fuzz fuzz-seeds clean format python-test
+.PHONY: all deps test check bench demo fuzz fuzz-seeds clean format python-test soak
 all: $(BUILD)/libtide.so $(BUILD)/libtide.a $(BUILD)/tide $(BUILD)/tided $(BENCH_BINS)
 
 $(BUILD)/obj/%.o: %.c
@@ -102,6 +103,16 @@ check:
 
 bench: all
 	scripts/bench.sh
+
+# The soak (tests/soak/soak.c): a 3-node R=2 cluster under mixed load and random faults,
+# ending in a consistency check; SOAK_SECONDS bounds it. Figures go to $(BUILD)/soak.txt.
+SOAK_SECONDS ?= 110
+$(BUILD)/tests/soak: tests/soak/soak.c $(BUILD)/libtide.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libtide.a $(LDFLAGS) $(LIBS)
+
+soak: $(BUILD)/tide $(BUILD)/tests/soak
+	$(BUILD)/tests/soak --seconds $(SOAK_SECONDS) --tide $(BUILD)/tide --report $(BUILD)/soak.txt
 
 demo: all
 	$(BUILD)/tide demo
