@@ -61,6 +61,8 @@ fi
 echo >>"$TMP"
 tee -a "$TMP" <"$TRACE_MD"
 rm -f "$TRACE_MD"
+# The soak's section (written from `make soak`, not run here) is kept across runs.
+[ -f "$OUT" ] && awk '/^## /{p = ($0 == "## soak")} p' "$OUT" | sed '1s/^/\n/' >>"$TMP"
 mv "$TMP" "$OUT"
 trap - EXIT
 echo "bench: wrote $OUT" >&2
