@@ -276,3 +276,22 @@ TEST(limits_keys_per_batch_key_and_value_sizes) {
     sec_served(ts.url);
     CHECK_EQ(server_stop(&ts, SIGTERM), 0);
 }
+
+/* Past --max-conns a client is told why (TIDE_ELIMIT, naming the flag), not just reset;
+ * the connections already open keep working. */
+TEST(limits_max_conns_is_a_clear_error) {
+    test_server ts;
+    const char *const args[] = {"--max-conns", "1", "--log-level", "error", NULL};
+    server_start(&ts, args);
+    tide_store *a, *b = NULL;
+    CHECK_EQ(tide_open(ts.url, &a), 0);
+    for (int i = 0; i < 20; i++) { /* every refusal says the same, whatever the timing */
+        int rc = tide_open(ts.url, &b);
+        CHECK_MSG(rc == TIDE_ELIMIT, "attempt %d: %d (%s)", i, rc, tide_errmsg(NULL));
+        CHECK_CONTAINS(tide_errmsg(NULL), "--max-conns");
+    }
+    CHECK_EQ(tide_put(a, "k", 1, "v", 1), 0);
+    CHECK_EQ(tide_exists(a, "k", 1), 1);
+    tide_close(a);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
