@@ -812,6 +812,15 @@ int conn_on_event(conn *c, uint32_t events) {
 }
 
 int conn_tick(conn *c, uint64_t now) {
+    /* A large key section grew `in` (up to the frame limits); give the memory back once
+     * the connection is between requests, so idle connections hold IN_AUTHED at most. */
+    if (c->in_len == 0 && !c->in_body && c->in_cap > IN_AUTHED) {
+        uint8_t *shrunk = realloc(c->in, IN_AUTHED);
+        if (shrunk) {
+            c->in = shrunk;
+            c->in_cap = IN_AUTHED;
+        }
+    }
     uint64_t limit = (uint64_t)c->srv->cfg.idle_timeout_s * 1000000000ull;
     int waiting = c->in_body || c->in_len > 0 || c->out_head < c->nout || !c->authed;
     if (waiting && limit && now - c->last_progress_ns > limit) {

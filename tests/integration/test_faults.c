@@ -11,7 +11,8 @@
  *   - RSS: tided's resident memory stays within its pool plus a bounded overhead under a
  *     4x overfill through several connections (the overhead is printed);
  *   - a slow reader that pipelines GETs and never reads neither grows tided's memory nor
- *     keeps its connection past the idle timeout, and its pins are released.
+ *     keeps its connection past the idle timeout, and its pins are released;
+ *   - idle connections give back the input buffer a large key section grew.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -344,5 +345,52 @@ TEST_T(memory_slow_reader_is_bounded_and_cut, 60) {
     CHECK_MSG(cut, "the slow reader was not cut (%llu pins held)", (unsigned long long)st.pinned);
     close(fd);
     tide_close(s);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
+/* Connections that sent a maximal key section (4096 keys of 256 bytes, ~1 MiB) and then
+ * sit idle give that input buffer back: tided's RSS returns near where it started. */
+TEST_T(memory_idle_connections_give_back_their_buffers, 60) {
+    test_server ts;
+    const char *const args[] = {"--capacity", "16MiB", "--log-level", "error", NULL};
+    server_start(&ts, args);
+    enum { NCONN = 40, NKEYS = 4096 };
+    static char names[NKEYS][256];
+    static tide_key keys[NKEYS];
+    for (int i = 0; i < NKEYS; i++) {
+        memset(names[i], 'a' + i % 26, sizeof(names[i]));
+        snprintf(names[i], 16, "%d", i);
+        names[i][strlen(names[i])] = '-';
+        keys[i] = (tide_key){names[i], sizeof(names[i])};
+    }
+    size_t cap = FRAME_HDR_SIZE + (size_t)NKEYS * 258, len;
+    uint8_t *frame = malloc(cap);
+    CHECK_EQ(frame_encode_keys(frame, cap, &len, FRAME_OP_EXISTS, 1, keys, NKEYS), 0);
+    long start = rss_kib(ts.pid);
+    int fds[NCONN];
+    uint8_t reply[FRAME_HDR_SIZE + NKEYS];
+    for (int c = 0; c < NCONN; c++) {
+        fds[c] = server_connect(ts.port, 5);
+        CHECK_EQ(send(fds[c], frame, len, MSG_NOSIGNAL), (ssize_t)len);
+        size_t got = 0;
+        while (got < sizeof(reply)) { /* the reply: a header and one byte a key */
+            ssize_t r = recv(fds[c], reply + got, sizeof(reply) - got, 0);
+            CHECK(r > 0);
+            got += (size_t)r;
+        }
+    }
+    long peak = rss_kib(ts.pid), now = peak;
+    for (int i = 0; i < 150 && now - start > 16 * 1024; i++) { /* bounded: 3 s */
+        pause_ms(20);
+        now = rss_kib(ts.pid);
+    }
+    printf("    %d idle connections after a 1 MiB key section each: RSS %ld -> %ld KiB, then "
+           "%ld KiB once idle\n",
+           NCONN, start, peak, now);
+    if (!SAN_BUILD)
+        CHECK_MSG(now - start <= 16 * 1024, "idle connections still hold %ld KiB", now - start);
+    for (int c = 0; c < NCONN; c++)
+        close(fds[c]);
+    free(frame);
     CHECK_EQ(server_stop(&ts, SIGTERM), 0);
 }
