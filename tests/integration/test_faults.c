@@ -79,7 +79,8 @@ TEST_T(faults_tcp_client_killed_mid_put, 60) {
 
     size_t vlen = 1 << 20;
     uint8_t *val = malloc(vlen);
-    for (size_t i = 0; i < vlen; i++) val[i] = (uint8_t)(i * 31 + 7);
+    for (size_t i = 0; i < vlen; i++)
+        val[i] = (uint8_t)(i * 31 + 7);
     int sync[2];
     CHECK_EQ(pipe(sync), 0);
     pid_t pid = fork();
@@ -162,12 +163,14 @@ TEST_T(faults_cluster_client_killed_mid_put, 60) {
     }
     close(acks[1]);
     int last = -1, i;
-    for (int n = 0; n < 20 && read(acks[0], &i, sizeof(i)) == sizeof(i); n++) last = i;
+    for (int n = 0; n < 20 && read(acks[0], &i, sizeof(i)) == sizeof(i); n++)
+        last = i;
     CHECK_MSG(last >= 0, "the writer acknowledged nothing");
     pause_ms(37); /* land somewhere inside a later put */
     CHECK_EQ(kill(pid, SIGKILL), 0);
     waitpid(pid, NULL, 0);
-    while (read(acks[0], &i, sizeof(i)) == sizeof(i)) last = i; /* acks sent before death */
+    while (read(acks[0], &i, sizeof(i)) == sizeof(i))
+        last = i; /* acks sent before death */
     close(acks[0]);
 
     tide_store *s;
@@ -241,8 +244,8 @@ static void *overfill_main(void *arg) {
 TEST_T(memory_rss_within_pool_plus_overhead_under_overfill, 120) {
     const long cap_kib = 64 * 1024, bound_kib = 48 * 1024;
     test_server ts;
-    const char *const args[] = {"--capacity", "64MiB", "--threads", "2", "--log-level", "warn",
-                                NULL};
+    const char *const args[] = {"--capacity",  "64MiB", "--threads", "2",
+                                "--log-level", "warn",  NULL};
     server_start(&ts, args);
     long start = rss_kib(ts.pid);
     CHECK(start > 0);
@@ -258,7 +261,8 @@ TEST_T(memory_rss_within_pool_plus_overhead_under_overfill, 120) {
         long r = rss_kib(ts.pid);
         if (r > peak) peak = r;
         int done = 1;
-        for (int i = 0; i < 4; i++) done &= atomic_load(&o[i].done);
+        for (int i = 0; i < 4; i++)
+            done &= atomic_load(&o[i].done);
         if (done) break;
         pause_ms(10);
     }
@@ -277,8 +281,8 @@ TEST_T(memory_rss_within_pool_plus_overhead_under_overfill, 120) {
     long overhead = peak - cap_kib;
     printf("    RSS: %ld KiB at start, peak %ld KiB for a %ld KiB pool after 256 MiB of puts "
            "(%llu evictions, %llu objects): overhead %+ld KiB (bound %ld KiB)%s\n",
-           start, peak, cap_kib, (unsigned long long)st.evictions,
-           (unsigned long long)st.objects, overhead, bound_kib,
+           start, peak, cap_kib, (unsigned long long)st.evictions, (unsigned long long)st.objects,
+           overhead, bound_kib,
            SAN_BUILD ? "; sanitizer build: shadow memory included, bound not applied" : "");
     if (!SAN_BUILD)
         CHECK_MSG(overhead <= bound_kib, "tided RSS %ld KiB: %ld KiB over its pool", peak,
@@ -290,7 +294,7 @@ TEST_T(memory_rss_within_pool_plus_overhead_under_overfill, 120) {
 TEST_T(memory_slow_reader_is_bounded_and_cut, 60) {
     test_server ts;
     const char *const args[] = {"--capacity", "64MiB", "--idle-timeout", "2", "--log-level",
-                                "error", NULL};
+                                "error",      NULL};
     server_start(&ts, args);
     tide_store *s;
     CHECK_EQ(tide_open(ts.url, &s), 0);

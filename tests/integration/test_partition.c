@@ -52,7 +52,8 @@ static void start_watchdog(void) {
         setsid();
         close(p[1]);
         char c;
-        while (read(p[0], &c, 1) > 0) {}
+        while (read(p[0], &c, 1) > 0) {
+        }
         struct timespec d = {0, 300000000};
         nanosleep(&d, NULL);
         for (int i = 0; i < PN; i++) {
@@ -116,8 +117,8 @@ static uint64_t timed_get(tide_store *s, int i) {
     uint64_t ms = now_ms() - t0;
     CHECK_MSG(rc == 0, "%s: %s", key, tide_errmsg(s));
     CHECK_MSG(got == len && memcmp(o, v, len) == 0, "%s: wrong bytes", key);
-    CHECK_MSG(ms <= CALL_BOUND_MS, "%s: a get took %llu ms (bound %d)", key,
-              (unsigned long long)ms, CALL_BOUND_MS);
+    CHECK_MSG(ms <= CALL_BOUND_MS, "%s: a get took %llu ms (bound %d)", key, (unsigned long long)ms,
+              CALL_BOUND_MS);
     return ms;
 }
 
@@ -129,8 +130,8 @@ static uint64_t timed_put(tide_store *s, int i) {
     int rc = tide_put(s, key, strlen(key), v, len);
     uint64_t ms = now_ms() - t0;
     CHECK_MSG(rc == 0, "put %s: %s", key, tide_errmsg(s));
-    CHECK_MSG(ms <= CALL_BOUND_MS, "%s: a put took %llu ms (bound %d)", key,
-              (unsigned long long)ms, CALL_BOUND_MS);
+    CHECK_MSG(ms <= CALL_BOUND_MS, "%s: a put took %llu ms (bound %d)", key, (unsigned long long)ms,
+              CALL_BOUND_MS);
     return ms;
 }
 
@@ -159,8 +160,9 @@ TEST_T(partition_one_node_in_a_network_namespace, 120) {
         CHECK_EQ(sh("ip link set %s netns %s", veth_node[i], ns_name[i]), 0);
         CHECK_EQ(sh("ip addr add 10.%d.%d.1/24 dev %s", net_octet, i, veth_root[i]), 0);
         CHECK_EQ(sh("ip link set %s up", veth_root[i]), 0);
-        CHECK_EQ(sh("ip -n %s addr add 10.%d.%d.2/24 dev %s", ns_name[i], net_octet, i,
-                    veth_node[i]), 0);
+        CHECK_EQ(
+            sh("ip -n %s addr add 10.%d.%d.2/24 dev %s", ns_name[i], net_octet, i, veth_node[i]),
+            0);
         CHECK_EQ(sh("ip -n %s link set %s up", ns_name[i], veth_node[i]), 0);
         CHECK_EQ(sh("ip -n %s link set lo up", ns_name[i]), 0);
     }
@@ -195,8 +197,8 @@ TEST_T(partition_one_node_in_a_network_namespace, 120) {
     CHECK_EQ(info.members_down, 1);
     printf("    partitioned: 300 gets (slowest %llu ms) and 100 puts (slowest %llu ms) in "
            "%llu ms, every call within %d ms; %llu failovers\n",
-           (unsigned long long)worst_get, (unsigned long long)worst_put,
-           (unsigned long long)cut_ms, CALL_BOUND_MS, (unsigned long long)info.read_failovers);
+           (unsigned long long)worst_get, (unsigned long long)worst_put, (unsigned long long)cut_ms,
+           CALL_BOUND_MS, (unsigned long long)info.read_failovers);
 
     /* Heal: the node is taken back after the retry back-off and gets new copies again. */
     CHECK_EQ(sh("ip -n %s link set %s up", ns_name[0], veth_node[0]), 0);

@@ -113,9 +113,9 @@ TEST(security_request_before_hello_refused_on_its_header) {
     uint8_t frame[128];
     CHECK_EQ(frame_encode_keys(frame, sizeof(frame), &len, FRAME_OP_EXISTS, 5, &k, 1), 0);
     memcpy(hdr, frame, FRAME_HDR_SIZE);
-    frame_wr32(hdr + 16, 4096);                   /* count */
-    frame_wr32(hdr + 24, 4096 * 258);             /* meta_len: 4096 keys of 256 bytes */
-    frame_wr64(hdr + 32, (uint64_t)4096 * 258);   /* body_len */
+    frame_wr32(hdr + 16, 4096);                 /* count */
+    frame_wr32(hdr + 24, 4096 * 258);           /* meta_len: 4096 keys of 256 bytes */
+    frame_wr64(hdr + 32, (uint64_t)4096 * 258); /* body_len */
     int fd = server_connect(ts.port, 5);
     sec_send(fd, hdr, sizeof(hdr));
     sec_expect_error(fd, TIDE_EAUTH, "authentication required");
@@ -149,8 +149,8 @@ TEST(security_request_before_hello_refused_on_its_header) {
  * connections cannot hold the connection slots of a server with a token. */
 TEST(security_silent_unauthenticated_peer_is_cut) {
     test_server ts;
-    const char *const args[] = {"--auth-token-file", sec_token_file(), "--idle-timeout", "1",
-                                "--log-level", "error", NULL};
+    const char *const args[] = {
+        "--auth-token-file", sec_token_file(), "--idle-timeout", "1", "--log-level", "error", NULL};
     server_start(&ts, args);
     int fd = server_connect(ts.port, 6); /* the bound: 1 s timeout + ticks + slack */
     char c;
@@ -206,8 +206,8 @@ TEST(security_cli_token_from_environment) {
 
 TEST(limits_keys_per_batch_key_and_value_sizes) {
     test_server ts;
-    const char *const args[] = {"--max-keys", "8", "--max-value", "4KiB", "--capacity", "64MiB",
-                                "--log-level", "error", NULL};
+    const char *const args[] = {"--max-keys", "8",           "--max-value", "4KiB", "--capacity",
+                                "64MiB",      "--log-level", "error",       NULL};
     server_start(&ts, args);
     uint8_t frame[8192];
     size_t len;

@@ -46,8 +46,8 @@
 
 /* Shared between the driver and the clients (MAP_SHARED). */
 typedef struct shared {
-    atomic_int phase;                /* 0 run, 1 verify, 2 done */
-    atomic_uint kill_gen[NODES];     /* bumped before each SIGKILL of the node */
+    atomic_int phase;            /* 0 run, 1 verify, 2 done */
+    atomic_uint kill_gen[NODES]; /* bumped before each SIGKILL of the node */
     atomic_int ports[NODES];
     struct {
         atomic_ulong puts, put_keys, gets, get_keys, exists, removes, matches, errors;
@@ -84,7 +84,8 @@ static size_t soak_value(int cl, uint32_t id, uint8_t *v) {
     uint64_t x = 0x9e3779b97f4a7c15ull ^ ((uint64_t)cl << 40) ^ id;
     rng_next(&x);
     size_t len = 64 + (size_t)(rng_next(&x) % (VAL_MAX - 64));
-    for (size_t i = 0; i < len; i++) v[i] = (uint8_t)(rng_next(&x) >> 24);
+    for (size_t i = 0; i < len; i++)
+        v[i] = (uint8_t)(rng_next(&x) >> 24);
     return len;
 }
 
@@ -145,8 +146,8 @@ static void client_verify(int cl, tide_store *s, entry *e, uint32_t n) {
                 atomic_fetch_add(&sh->c[cl].lost_killed, 1);
             } else {
                 atomic_fetch_add(&sh->c[cl].lost_unexplained, 1);
-                client_note(cl, "%s: missing, but a node holding it was never killed (%d %s)",
-                            key, rc);
+                client_note(cl, "%s: missing, but a node holding it was never killed (%d %s)", key,
+                            rc);
             }
         } else {
             atomic_fetch_add(&sh->c[cl].unreadable, 1);
@@ -175,13 +176,14 @@ static int client_main(int cl, const char *cluster_url, uint64_t seed) {
     while (atomic_load(&sh->phase) == 0) {
         unsigned op = (unsigned)(rng_next(&rng) % 100);
         size_t n = 1 + rng_next(&rng) % 8;
-        if (op < 35 && live > LIVE_BUDGET) op = 90; /* over budget: remove the oldest */
+        if (op < 35 && live > LIVE_BUDGET) op = 90;      /* over budget: remove the oldest */
         if (op < 35 && next + n < MAX_KEYS_PER_CLIENT) { /* put (batch) */
             for (size_t i = 0; i < n; i++) {
                 uint32_t id = next + (uint32_t)i;
                 keys[i] = (tide_key){names[i], (size_t)soak_key(cl, id, names[i])};
                 iov[i] = (tide_iov){vals[i], soak_value(cl, id, vals[i])};
-                for (int k = 0; k < NODES; k++) e[id].gen_before[k] = atomic_load(&sh->kill_gen[k]);
+                for (int k = 0; k < NODES; k++)
+                    e[id].gen_before[k] = atomic_load(&sh->kill_gen[k]);
             }
             int rc = n == 1 ? tide_put(s, keys[0].data, keys[0].len, iov[0].base, iov[0].len)
                             : tide_put_many(s, keys, n, iov, NULL, res);
@@ -198,14 +200,16 @@ static int client_main(int cl, const char *cluster_url, uint64_t seed) {
                     if (tide_open(u, &direct[k]) != 0) direct[k] = NULL;
                 }
                 if (direct[k] && tide_exists_many(direct[k], keys, n, present) >= 0)
-                    for (size_t i = 0; i < n; i++) holders[i] |= (uint8_t)(present[i] << k);
+                    for (size_t i = 0; i < n; i++)
+                        holders[i] |= (uint8_t)(present[i] << k);
             }
             for (size_t i = 0; i < n; i++) {
                 uint32_t id = next + (uint32_t)i;
                 if (rc > 0 && res[i] == 0) {
                     e[id].state = 1;
                     e[id].holders = holders[i];
-                    for (int k = 0; k < NODES; k++) e[id].gen[k] = atomic_load(&sh->kill_gen[k]);
+                    for (int k = 0; k < NODES; k++)
+                        e[id].gen[k] = atomic_load(&sh->kill_gen[k]);
                     live += iov[i].len;
                     atomic_fetch_add(&sh->c[cl].put_keys, 1);
                     atomic_fetch_add(&sh->c[cl].put_bytes, iov[i].len);
@@ -253,7 +257,8 @@ static int client_main(int cl, const char *cluster_url, uint64_t seed) {
                 keys[m] = (tide_key){names[m], (size_t)soak_key(cl, first + (uint32_t)m, names[m])};
             int rc = tide_match_prefix(s, keys, m);
             if (rc < 0) atomic_fetch_add(&sh->c[cl].errors, 1);
-            if (rc > (int)m) client_note(cl, "%s: match_prefix beyond its keys (%d %s)", names[0], rc);
+            if (rc > (int)m)
+                client_note(cl, "%s: match_prefix beyond its keys (%d %s)", names[0], rc);
             atomic_fetch_add(&sh->c[cl].matches, 1);
         } else if (next > 0) { /* remove: random keys, and the oldest while over budget */
             size_t m = 0;
@@ -283,7 +288,8 @@ static int client_main(int cl, const char *cluster_url, uint64_t seed) {
     for (int k = 0; k < NODES; k++)
         if (direct[k]) tide_close(direct[k]);
     /* Wait for the driver to bring every node back, then check. */
-    for (int i = 0; i < 600 && atomic_load(&sh->phase) < 1; i++) sleep_ms(50);
+    for (int i = 0; i < 600 && atomic_load(&sh->phase) < 1; i++)
+        sleep_ms(50);
     client_verify(cl, s, e, next);
     atomic_store(&sh->c[cl].finished, 1);
     tide_close(s);
@@ -333,7 +339,8 @@ static int node_start(node *nd, int idx) {
     nd->stopped = 0;
     for (int i = 0; i < 500; i++) { /* up to 10 s */
         int fd = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)nd->port),
+        struct sockaddr_in a = {.sin_family = AF_INET,
+                                .sin_port = htons((uint16_t)nd->port),
                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
         int ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
         close(fd);
@@ -352,7 +359,8 @@ typedef struct figures {
 
 static int raw_connect(int port) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     struct timeval tv = {0, 300000};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
@@ -376,7 +384,8 @@ static unsigned bad_inputs(int port, uint64_t *rng) {
         switch (rng_next(rng) % 4) {
         case 0:
             len = 1 + rng_next(rng) % sizeof(f);
-            for (size_t j = 0; j < len; j++) f[j] = (uint8_t)rng_next(rng);
+            for (size_t j = 0; j < len; j++)
+                f[j] = (uint8_t)rng_next(rng);
             break;
         case 1:
             frame_encode_put(f, sizeof(f), &len, 1, &k, 1, &v, NULL, NULL, NULL);
@@ -462,11 +471,16 @@ int main(int argc, char **argv) {
     const char *report = NULL;
     if (getenv("SOAK_SECONDS")) seconds = atoi(getenv("SOAK_SECONDS"));
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--seconds")) seconds = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--clients")) clients = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--tide")) tide_bin = argv[i + 1];
-        else if (!strcmp(argv[i], "--seed")) seed = strtoull(argv[i + 1], NULL, 10);
-        else if (!strcmp(argv[i], "--report")) report = argv[i + 1];
+        if (!strcmp(argv[i], "--seconds"))
+            seconds = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--clients"))
+            clients = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--tide"))
+            tide_bin = argv[i + 1];
+        else if (!strcmp(argv[i], "--seed"))
+            seed = strtoull(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--report"))
+            report = argv[i + 1];
         else {
             fprintf(stderr, "usage: soak [--seconds N] [--clients N] [--tide PATH] [--seed N] "
                             "[--report FILE]\n");
@@ -549,7 +563,8 @@ int main(int argc, char **argv) {
         }
         reap(nodes, &fg, slow, nslow);
     }
-    while (mono_ns() < end) sleep_ms(100);
+    while (mono_ns() < end)
+        sleep_ms(100);
     for (int i = 0; i < nslow; i++)
         if (slow[i] > 0) kill(slow[i], SIGKILL), waitpid(slow[i], NULL, 0);
     reap(nodes, &fg, slow, 0);
@@ -590,13 +605,14 @@ int main(int argc, char **argv) {
 
     unsigned long tot[20] = {0};
     for (int c = 0; c < clients; c++) {
-        unsigned long v[] = {sh->c[c].puts,     sh->c[c].put_keys,   sh->c[c].gets,
-                             sh->c[c].get_keys, sh->c[c].exists,     sh->c[c].removes,
-                             sh->c[c].matches,  sh->c[c].errors,     sh->c[c].put_bytes,
-                             sh->c[c].get_bytes, sh->c[c].wrong_live, sh->c[c].checked,
-                             sh->c[c].ok,       sh->c[c].lost_killed, sh->c[c].lost_unexplained,
-                             sh->c[c].wrong,    sh->c[c].unreadable, sh->c[c].removed};
-        for (size_t k = 0; k < sizeof(v) / sizeof(v[0]); k++) tot[k] += v[k];
+        unsigned long v[] = {sh->c[c].puts,      sh->c[c].put_keys,    sh->c[c].gets,
+                             sh->c[c].get_keys,  sh->c[c].exists,      sh->c[c].removes,
+                             sh->c[c].matches,   sh->c[c].errors,      sh->c[c].put_bytes,
+                             sh->c[c].get_bytes, sh->c[c].wrong_live,  sh->c[c].checked,
+                             sh->c[c].ok,        sh->c[c].lost_killed, sh->c[c].lost_unexplained,
+                             sh->c[c].wrong,     sh->c[c].unreadable,  sh->c[c].removed};
+        for (size_t k = 0; k < sizeof(v) / sizeof(v[0]); k++)
+            tot[k] += v[k];
         if (sh->c[c].first_problem[0])
             fprintf(stderr, "soak: client %d: %s\n", c, sh->c[c].first_problem);
     }
@@ -613,11 +629,10 @@ int main(int argc, char **argv) {
              "right bytes, %lu lost with every holder SIGKILLed, %lu lost unexplained, %lu "
              "unreadable\n"
              "wrong bytes: %lu at the check, %lu during the run\n",
-             secs, clients, calls, (double)calls / secs, tot[0], tot[1],
-             (double)tot[8] / 1048576.0, tot[2], tot[3], (double)tot[9] / 1048576.0, tot[4],
-             tot[5], tot[6], tot[7], fg.kills, fg.stops, fg.slow_writers, fg.slow_readers,
-             fg.bad_inputs, fg.crashes, tot[11], tot[17], tot[12], tot[13], tot[14], tot[16],
-             tot[15], tot[10]);
+             secs, clients, calls, (double)calls / secs, tot[0], tot[1], (double)tot[8] / 1048576.0,
+             tot[2], tot[3], (double)tot[9] / 1048576.0, tot[4], tot[5], tot[6], tot[7], fg.kills,
+             fg.stops, fg.slow_writers, fg.slow_readers, fg.bad_inputs, fg.crashes, tot[11],
+             tot[17], tot[12], tot[13], tot[14], tot[16], tot[15], tot[10]);
     fputs(text, stdout);
     if (report) {
         FILE *f = fopen(report, "w");
@@ -629,7 +644,8 @@ int main(int argc, char **argv) {
     if (!fail) {
         char cmd[300];
         snprintf(cmd, sizeof(cmd), "rm -rf %s", workdir);
-        if (system(cmd)) {}
+        if (system(cmd)) {
+        }
     } else {
         printf("soak: node logs kept in %s\n", workdir);
     }

@@ -5,7 +5,8 @@
  * sanitizers of `make test SANITIZER=...`. Seeds named example-* are the project's
  * examples/ (each must be accepted, except the one the README lists as rejected);
  * seeds named edge-* are hostile or malformed documents, each of which must be refused;
- * big-* are large but valid documents; crash-* are inputs that once broke a property and were fixed (regressions).
+ * big-* are large but valid documents; crash-* are inputs that once broke a property and were fixed
+ * (regressions).
  */
 #include <dirent.h>
 #include <errno.h>

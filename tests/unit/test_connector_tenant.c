@@ -96,8 +96,7 @@ TEST(connector_tenants_are_isolated) {
         CHECK_EQ(tide_connector_lookup(scheds[t], "load", 65, h, nh, HL, 0, &n), 0);
         CHECK_EQ(n, 64);
         CHECK_EQ(tide_connector_update_after_alloc(scheds[t], "load", ids, &cnt, 1, 64), 0);
-        CHECK_EQ(tide_connector_request_step(scheds[t], "load", 65, 65, h, nh, HL, ids, &cnt, 1,
-                                             1),
+        CHECK_EQ(tide_connector_request_step(scheds[t], "load", 65, 65, h, nh, HL, ids, &cnt, 1, 1),
                  0);
         tenant_step(scheds[t], ranks[t]);
         for (int b = 0; b < 4; b++) {
