@@ -3,12 +3,15 @@
 #   make                     build/libtide.so, build/libtide.a, build/tide
 #   make SANITIZER=address,undefined   the same under sanitizers, in build/san/
 #   make test                unit + integration tests (+ fuzz corpus replay)
-#   make check               test, test again under ASan+UBSan, short fuzz runs (the README's test command)
+#   make check               test, again under ASan+UBSan, valgrind, tsan, short fuzz runs (README's)
 #   make python-test         the Python binding's tests (tests/python) against $(BUILD)/libtide.so
 #   make deps                install missing Debian packages (silent when all are present)
 #   make bench               run the benchmarks and write bench/RESULTS.md
 #   make demo                the main job: build/tide demo
 #   make fuzz                build the libFuzzer targets with clang and run each FUZZ_TIME s
+#   make soak                a SOAK_SECONDS soak of a 3-node cluster with random faults
+#   make valgrind            the unit suite under valgrind memcheck
+#   make tsan                tided and the tests under ThreadSanitizer (build/tsan), integration
 #
 # CI=1 turns warnings into errors. BUILD=dir moves every output under dir.
 
@@ -50,7 +53,8 @@ CLI_OBJS := $(call obj,$(CLI_SRCS))
 TEST_OBJS := $(call obj,$(TEST_SRCS))
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 
-.PHONY: all deps test check bench demo fuzz fuzz-seeds clean format python-test
+.PHONY: all deps test check bench demo fuzz fuzz-seeds clean format python-test soak \
+	valgrind tsan
 all: $(BUILD)/libtide.so $(BUILD)/libtide.a $(BUILD)/tide $(BUILD)/tided $(BENCH_BINS)
 
 $(BUILD)/obj/%.o: %.c
@@ -99,15 +103,51 @@ test: all $(BUILD)/tests/tide-tests
 python-test: $(BUILD)/libtide.so $(BUILD)/tide
 	@BUILD=$(BUILD) scripts/test-extra.sh python
 
-# The README's test command: everything, then everything under sanitizers, then a short,
-# reproducible fuzzing run of every fuzz target (fixed seed and run count).
+# The README's test command: everything, then everything under sanitizers, the unit suite
+# under valgrind, the integration suite against a ThreadSanitizer build, then a short,
+# reproducible fuzzing run of every fuzz target (fixed seed and run count). (`make soak`
+# runs after it in CI: .ci/run.)
 check:
 	$(MAKE) test
 	$(MAKE) test SANITIZER=address,undefined
+	$(MAKE) valgrind
+	$(MAKE) tsan
 	$(MAKE) fuzz FUZZ_FLAGS='-runs=30000 -seed=1'
 
 bench: all
 	scripts/bench.sh
+
+# valgrind memcheck over the unit suite (each test in its own forked child, followed by
+# valgrind): an invalid access, an uninitialised read or a definite leak fails that test.
+# The engine tests are left out: minutes under valgrind, and ASan covers them in `check`.
+VALGRIND_TESTS ?= proto_ common_ hash_ histo_ conncfg_ store_ connector_ mem_ cluster_rank \
+	stats_ trace_
+valgrind: all $(BUILD)/tests/tide-tests
+	TIDE_BIN=$(abspath $(BUILD)/tide) TIDE_BUILD=$(abspath $(BUILD)) valgrind -q \
+		--error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
+		--show-leak-kinds=definite $(BUILD)/tests/tide-tests $(VALGRIND_TESTS)
+
+# ThreadSanitizer: tided, the CLI and the test runner built with -fsanitize=thread in
+# build/tsan, then the integration tests (real tided processes) run against that build. A
+# race reported in tided makes its exit status 66, which fails the test that stops it; one
+# in the client library fails the test itself. Suppressions: tests/tsan.supp (documented).
+TSAN_TESTS ?= server_ cluster_ unix_ security_ limits_ faults_ memory_ partition_ cli_ \
+	connector_round_trip_tided
+tsan:
+	$(MAKE) BUILD=build/tsan SANITIZER=thread all build/tsan/tests/tide-tests
+	TSAN_OPTIONS="exitcode=66 suppressions=$(abspath tests/tsan.supp)" \
+		TIDE_BIN=$(abspath build/tsan/tide) TIDE_BUILD=$(abspath build/tsan) \
+		build/tsan/tests/tide-tests $(TSAN_TESTS)
+
+# The soak (tests/soak/soak.c): a 3-node R=2 cluster under mixed load and random faults,
+# ending in a consistency check; SOAK_SECONDS bounds it. Figures go to $(BUILD)/soak.txt.
+SOAK_SECONDS ?= 110
+$(BUILD)/tests/soak: tests/soak/soak.c $(BUILD)/libtide.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libtide.a $(LDFLAGS) $(LIBS)
+
+soak: $(BUILD)/tide $(BUILD)/tests/soak
+	$(BUILD)/tests/soak --seconds $(SOAK_SECONDS) --tide $(BUILD)/tide --report $(BUILD)/soak.txt
 
 demo: all
 	$(BUILD)/tide demo
@@ -135,12 +175,23 @@ $(BUILD)/fuzz/fuzz_resp: tests/fuzz/fuzz_resp.c tests/fuzz/resp_check.h src/prot
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_resp.c src/proto/resp.c
 
-fuzz: $(BUILD)/fuzz/fuzz_frame $(BUILD)/fuzz/fuzz_resp
-	@mkdir -p $(BUILD)/fuzz/corpus-frame $(BUILD)/fuzz/corpus-resp
+CONNCFG_SRCS := src/connector/config.c src/connector/validate.c src/connector/keys.c
+
+$(BUILD)/fuzz/fuzz_conncfg: tests/fuzz/fuzz_conncfg.c tests/fuzz/conncfg_check.h \
+		src/connector/config.h src/connector/keys.h $(CONNCFG_SRCS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_conncfg.c $(CONNCFG_SRCS) \
+		-lcjson -lxxhash -lm
+
+fuzz: $(BUILD)/fuzz/fuzz_frame $(BUILD)/fuzz/fuzz_resp $(BUILD)/fuzz/fuzz_conncfg
+	@mkdir -p $(BUILD)/fuzz/corpus-frame $(BUILD)/fuzz/corpus-resp $(BUILD)/fuzz/corpus-conncfg
 	$(BUILD)/fuzz/fuzz_frame $(FUZZ_FLAGS) -print_final_stats=1 \
 		-artifact_prefix=$(BUILD)/fuzz/ $(BUILD)/fuzz/corpus-frame tests/fuzz/corpus/frame
 	$(BUILD)/fuzz/fuzz_resp $(FUZZ_FLAGS) -print_final_stats=1 \
 		-artifact_prefix=$(BUILD)/fuzz/ $(BUILD)/fuzz/corpus-resp tests/fuzz/corpus/resp
+	$(BUILD)/fuzz/fuzz_conncfg $(FUZZ_FLAGS) -print_final_stats=1 \
+		-max_len=16384 -dict=tests/fuzz/conncfg.dict -artifact_prefix=$(BUILD)/fuzz/conncfg- \
+		$(BUILD)/fuzz/corpus-conncfg tests/fuzz/corpus/conncfg
 
 # Regenerate the seed corpora written by tests/fuzz/gen_frame_corpus.c and gen_resp_corpus.py.
 $(BUILD)/fuzz/gen_frame_corpus: tests/fuzz/gen_frame_corpus.c $(BUILD)/libtide.a

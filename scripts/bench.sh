@@ -108,6 +108,8 @@ fi
 echo >>"$TMP"
 tee -a "$TMP" <"$CLUSTER_MD"
 rm -f "$CLUSTER_MD"
+# The soak's section (written from `make soak`, not run here) is kept across runs.
+[ -f "$OUT" ] && awk '/^## /{p = ($0 == "## soak")} p' "$OUT" | sed '1s/^/\n/' >>"$TMP"
 mv "$TMP" "$OUT"
 rm -f "$TMP.net"
 trap - EXIT

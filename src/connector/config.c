@@ -646,6 +646,27 @@ static void line_col(const char *text, size_t pos, int *line, int *col) {
     *col = c;
 }
 
+/* The offset of the first "\u0000" escape inside a string of a well-formed document, or
+ * len when none. cJSON turns it into a NUL that ends the C string early, so a name such as
+ * a cache_prefix of "a\u0000b" would silently become "a" (and two tenants could share one
+ * namespace); such strings are refused instead. */
+static size_t nul_escape_at(const char *text, size_t len) {
+    int in_str = 0;
+    for (size_t i = 0; i < len; i++) {
+        char ch = text[i];
+        if (!in_str) {
+            in_str = ch == '"';
+        } else if (ch == '"') {
+            in_str = 0;
+        } else if (ch == '\\' && i + 1 < len) {
+            if (text[i + 1] == 'u' && i + 5 < len && memcmp(text + i + 2, "0000", 4) == 0)
+                return i;
+            i++; /* the escaped character (a quote or a backslash) is not structure */
+        }
+    }
+    return len;
+}
+
 int conncfg_parse_string(const char *json, size_t len, conncfg *cfg, conncfg_errs *errs) {
     set_defaults(cfg);
     /* Copy so the text ends with a NUL. The NUL is handed to cJSON as part of the buffer:
@@ -699,6 +720,17 @@ int conncfg_parse_string(const char *json, size_t len, conncfg *cfg, conncfg_err
             free(text);
             return TIDE_EPARSE;
         }
+    }
+
+    size_t nul = nul_escape_at(text, len);
+    if (nul < len) {
+        int line, col;
+        line_col(text, nul, &line, &col);
+        conncfg_errs_add(errs, "line %d, column %d: a string contains \\u0000 (NUL), which no "
+                         "name or prefix may hold", line, col);
+        cJSON_Delete(root);
+        free(text);
+        return TIDE_EPARSE;
     }
 
     objrd rd;

@@ -19,7 +19,12 @@
  * bound).
  *
  * Timeouts: a connection whose partial frame or queued reply has not moved for
- * idle_timeout_s is closed, which aborts its reservations and releases its pins.
+ * idle_timeout_s is closed, which aborts its reservations and releases its pins. So is
+ * one that has not authenticated within idle_timeout_s (when the server has a token).
+ *
+ * Before authentication (a server with a token) the only request read is a HELLO: the
+ * input buffer is IN_PREAUTH bytes, and a header announcing any other opcode is refused
+ * as soon as its 40 bytes are in, before its key section is waited for or buffered.
  *
  * The socket side — epoll interest, backpressure, counted reads, the idle clock, drain and
  * teardown — is connio.c's, shared with the RESP port; this file keeps the protocol.
@@ -45,7 +50,12 @@
 #include "server/connio.h"
 #include "server/server_int.h"
 
-#define IN_INITIAL (64 * 1024)
+/* The input buffer starts small: a peer that has not authenticated yet can only ever send
+ * a HELLO (at most FRAME_HDR_SIZE + FRAME_HELLO_META + FRAME_TOKEN_MAX bytes), so nothing
+ * sizable is allocated for it before its token is checked. Once authenticated (or at once
+ * when the server has no token) the buffer grows to IN_AUTHED on its first read. */
+#define IN_PREAUTH 512
+#define IN_AUTHED (64 * 1024)
 #define SCRATCH_SIZE (64 * 1024)
 #define IOV_BATCH 64 /* iovecs per readv of value bytes */
 /* Value bytes taken from the socket per readv: small enough that hashing them right after
@@ -97,7 +107,7 @@ conn *conn_new(worker *w, int fd) {
     if (!c) return NULL;
     c->w = w;
     c->srv = w->srv;
-    c->in_cap = IN_INITIAL;
+    c->in_cap = IN_PREAUTH;
     c->in = malloc(c->in_cap);
     frame_limits lim = {c->srv->cfg.max_keys, store_capacity(c->srv->st), c->srv->cfg.max_frame};
     if (c->srv->cfg.max_value && c->srv->cfg.max_value < lim.max_value)
@@ -613,6 +623,16 @@ static int process_input(conn *c) {
             if ((rc = put_finish(c)) != 0) return rc;
             continue;
         }
+        if (!c->authed && c->in_len >= FRAME_HDR_SIZE && frame_rd32(c->in) == FRAME_MAGIC &&
+            c->in[5] != FRAME_OP_HELLO && frame_op_valid(c->in[5]) &&
+            !(c->in[5] & FRAME_OP_REPLY)) {
+            /* Refused on its header alone: its key section is never read. */
+            atomic_fetch_add(&c->srv->m.auth_failures, 1);
+            c->close_after_flush = 1;
+            return reply_error(c, c->in[5], frame_rd64(c->in + 8), TIDE_EAUTH,
+                               "authentication required: send HELLO with the server's token "
+                               "first");
+        }
         frame_msg m;
         ssize_t n = frame_decode_head(&c->dec, c->in, c->in_len, &m);
         if (n < 0) {
@@ -627,6 +647,13 @@ static int process_input(conn *c) {
         if (n == 0) {
             /* Need more bytes: make room for at least d->need, then read. */
             size_t want = c->in_len + (c->dec.need > 4096 ? c->dec.need : 4096);
+            if (!c->authed) {
+                /* A HELLO always fits IN_PREAUTH (the decoder bounds its token). */
+                want = c->in_len + c->dec.need;
+                if (want > IN_PREAUTH) return -EPROTO;
+            } else if (want < IN_AUTHED) {
+                want = IN_AUTHED;
+            }
             if (connio_grow(&c->in, &c->in_cap, want) != 0) return -ENOMEM;
             ssize_t r = connio_recv(&c->io, c->in + c->in_len, c->in_cap - c->in_len);
             if (r < 0) return r == -EAGAIN ? 0 : (int)r;
@@ -669,8 +696,20 @@ int conn_on_event(conn *c, uint32_t events) {
 }
 
 int conn_tick(conn *c, uint64_t now) {
-    return connio_stalled(&c->io, now, c->in_len > 0, "", "request not finished") ? -ETIMEDOUT
-                                                                                   : 0;
+    /* A large key section grew `in` (up to the frame limits); give the memory back once
+     * the connection is between requests, so idle connections hold IN_AUTHED at most. */
+    if (c->in_len == 0 && !c->io.in_body && c->in_cap > IN_AUTHED) {
+        uint8_t *shrunk = realloc(c->in, IN_AUTHED);
+        if (shrunk) {
+            c->in = shrunk;
+            c->in_cap = IN_AUTHED;
+        }
+    }
+    /* A peer that has not authenticated is waited for no longer than a stalled request. */
+    return connio_stalled(&c->io, now, c->in_len > 0 || !c->authed, "",
+                          c->authed ? "request not finished" : "no HELLO with the token")
+               ? -ETIMEDOUT
+               : 0;
 }
 
 int conn_drain(conn *c) {

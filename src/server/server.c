@@ -245,6 +245,27 @@ static void worker_hand(worker *w, int fd) {
 
 /* ---- accept loop --------------------------------------------------------------------- */
 
+/* Tell a peer refused at --max-conns why (an error frame, TIDE_ELIMIT), then close. The
+ * socket is new, so the small frame fits its buffer; what the peer already sent (its
+ * HELLO) is read first so that the close is a FIN after the frame rather than a reset
+ * that could discard it. */
+static void refuse_conn(int fd, int limit) {
+    char msg[128];
+    int n = snprintf(msg, sizeof(msg), "too many connections: the server's limit is %d "
+                     "(--max-conns)", limit);
+    uint8_t frame[FRAME_HDR_SIZE + sizeof(msg)];
+    size_t flen;
+    if (frame_encode_error(frame, sizeof(frame), &flen, FRAME_OP_ERROR, 0, TIDE_ELIMIT, msg,
+                           (size_t)n) == 0) {
+        ssize_t w = send(fd, frame, flen, MSG_NOSIGNAL | MSG_DONTWAIT);
+        (void)w;
+    }
+    shutdown(fd, SHUT_WR);
+    char junk[512];
+    for (int i = 0; i < 8 && recv(fd, junk, sizeof(junk), MSG_DONTWAIT) > 0; i++) {}
+    close(fd);
+}
+
 /* Accept from lfd; `tag` (0 or WORKER_FD_RESP) says which protocol the worker speaks. */
 static void accept_all(server *srv, int lfd, int tag, unsigned *next_worker) {
     for (;;) {
@@ -259,7 +280,7 @@ static void accept_all(server *srv, int lfd, int tag, unsigned *next_worker) {
             atomic_fetch_add(&srv->m.conns_rejected, 1);
             LOG_WARN("refusing a connection: %d open, the limit is %d (--max-conns)",
                      atomic_load(&srv->open_conns), srv->cfg.max_conns);
-            close(fd);
+            refuse_conn(fd, srv->cfg.max_conns);
             continue;
         }
         if (lfd == srv->unix_fd && !uds_peer_allowed(srv, fd)) {

@@ -1,0 +1,90 @@
+/*
+ * conncfg_check.h — the properties the connector configuration pipeline must keep on any
+ * input, shared by the libFuzzer target (fuzz_conncfg.c) and the unit test that replays its
+ * corpus (tests/unit/test_conncfg_corpus.c).
+ *
+ * conncfg_fuzz_one() runs the bytes through conncfg_parse_string, conncfg_check and
+ * connector_validate (both connectors), and builds every lookup namespace's key for one
+ * hash. It returns NULL when every property held, else the first one broken:
+ *   - parse returns 0, TIDE_EPARSE or -ENOMEM; a failure always comes with a message;
+ *   - check returns 0 or TIDE_ECONFIG, again with a message on failure;
+ *   - after a successful check: ngroups >= 1, every parallel size >= 1 and every rank
+ *     within its size, block and hash sizes > 0, each group's page bytes > 0;
+ *   - validate returns 0 or TIDE_EUNSUPPORTED (then with a non-empty message);
+ *   - keys are at most TIDE_KEY_MAX bytes or refused with TIDE_EKEYLONG.
+ * Sanitizers (ASan, UBSan) catch what the properties do not: overflows, leaks, UB.
+ * The outcome (0 = accepted by tide's connector, else the failing code) goes to *outcome.
+ */
+#ifndef TIDE_FUZZ_CONNCFG_CHECK_H
+#define TIDE_FUZZ_CONNCFG_CHECK_H
+
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "connector/config.h"
+#include "connector/keys.h"
+#include "tide.h"
+
+static inline const char *conncfg_props(conncfg *cfg, conncfg_errs *errs, const uint8_t *data,
+                                        size_t size, int *outcome) {
+    int rc = conncfg_parse_string((const char *)data, size, cfg, errs);
+    *outcome = rc;
+    if (rc != 0 && rc != TIDE_EPARSE && rc != -ENOMEM) return "parse: unexpected return code";
+    if (rc == TIDE_EPARSE && errs->n == 0 && !errs->oom) return "parse failed without a message";
+    if (rc != 0) return NULL;
+    rc = conncfg_check(cfg, errs);
+    *outcome = rc;
+    if (rc != 0 && rc != TIDE_ECONFIG) return "check: unexpected return code";
+    if (rc != 0 && errs->n == 0 && !errs->oom) return "check failed without a message";
+    if (rc != 0) return NULL;
+    if (cfg->ngroups < 1 || cfg->ngroups > CONN_MAX_GROUPS) return "checked: ngroups out of range";
+    const int64_t sizes[] = {cfg->tp_size, cfg->pp_size, cfg->pcp_size, cfg->dcp_size};
+    const int64_t ranks[] = {cfg->tp_rank, cfg->pp_rank, cfg->pcp_rank, cfg->dcp_rank};
+    for (int i = 0; i < 4; i++)
+        if (sizes[i] < 1 || ranks[i] < 0 || ranks[i] >= sizes[i])
+            return "checked: a parallel size or rank out of range";
+    if (cfg->block_size < 1 || cfg->scheduler_block_size < 1 || cfg->hash_block_size < 1)
+        return "checked: a block size < 1";
+    for (size_t g = 0; g < cfg->ngroups; g++)
+        if (cfg->groups[g].page_bytes < 1) return "checked: a group with page_bytes < 1";
+    static conn_verdict v;
+    for (int impl = 0; impl < 2; impl++) {
+        memset(&v, 0, sizeof(v));
+        rc = connector_validate(cfg, (conn_impl)impl, &v);
+        if (rc != 0 && rc != TIDE_EUNSUPPORTED) return "validate: unexpected return code";
+        if (rc == TIDE_EUNSUPPORTED && (v.message[0] == '\0' || v.nitems == 0))
+            return "validate refused without a message";
+        if (memchr(v.message, '\0', sizeof(v.message)) == NULL) return "verdict not terminated";
+        if (impl == CONN_IMPL_TIDE) *outcome = rc;
+    }
+    uint8_t hash[32];
+    memset(hash, 0xab, sizeof(hash));
+    size_t hlen = connector_hash_bytes(cfg);
+    if (hlen > sizeof(hash)) return "hash bytes > 32";
+    for (size_t g = 0; g < cfg->ngroups; g++) {
+        conn_ns ns[16];
+        size_t nns = connector_lookup_namespaces(cfg, g, ns, 16);
+        for (size_t i = 0; i < nns && i < 16; i++) {
+            char key[TIDE_KEY_MAX + 64];
+            int kl = connector_key(cfg, g, &ns[i], hash, hlen, key, sizeof(key));
+            if (kl == TIDE_EKEYLONG) continue;
+            if (kl < 0) return "key: unexpected error";
+            if (kl > TIDE_KEY_MAX || strlen(key) != (size_t)kl) return "key: longer than allowed";
+        }
+    }
+    return NULL;
+}
+
+/* One input through the whole pipeline; NULL when every property held. */
+static inline const char *conncfg_fuzz_one(const uint8_t *data, size_t size, int *outcome) {
+    conncfg_errs errs;
+    conncfg_errs_init(&errs);
+    static conncfg cfg; /* large: keep it off the stack */
+    const char *bad = conncfg_props(&cfg, &errs, data, size, outcome);
+    conncfg_free(&cfg);
+    conncfg_errs_free(&errs);
+    return bad;
+}
+
+#endif
