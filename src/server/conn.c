@@ -628,7 +628,7 @@ static int process_input(conn *c) {
             !(c->in[5] & FRAME_OP_REPLY)) {
             /* Refused on its header alone: its key section is never read. */
             atomic_fetch_add(&c->srv->m.auth_failures, 1);
-            c->close_after_flush = 1;
+            c->io.close_after_flush = 1;
             return reply_error(c, c->in[5], frame_rd64(c->in + 8), TIDE_EAUTH,
                                "authentication required: send HELLO with the server's token "
                                "first");
