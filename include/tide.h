@@ -77,7 +77,8 @@ extern "C" {
 #define TIDE_ECLOSED (-1019)      /* the handle or connection is closed */
 #define TIDE_ESERVER (-1020)      /* a server reported an internal failure */
 #define TIDE_EPARSE (-1021)       /* a document (JSON, trace) does not parse */
-#define TIDE_ERRLAST (-1021)
+#define TIDE_EPARTIALTAIL (-1022) /* partial-tail offloads of one request name two boundaries */
+#define TIDE_ERRLAST (-1022)
 
 /* Name of an error code, e.g. "TIDE_ENOTFOUND" or "ENOMEM". Never NULL. */
 TIDE_API const char *tide_errname(int err);
@@ -367,6 +368,7 @@ typedef struct tide_connector_info {
     int load_async;               /* loads complete asynchronously (extra config) */
     int capacity_only;            /* the rank only lends memory: lookups say 0, no saves */
     int saves;                    /* this role saves (producer, kv_both, save_decode_cache) */
+    int partial_hits; /* hits and loads at hash_block_size granularity; partial tails saved */
 } tide_connector_info;
 TIDE_API int tide_connector_get_info(tide_connector *c, tide_connector_info *out);
 
@@ -411,6 +413,26 @@ TIDE_API int tide_connector_request_step(tide_connector *c, const char *req_id,
                                          const uint8_t *hashes, size_t nhashes, size_t hash_len,
                                          const int32_t *new_block_ids, const size_t *counts,
                                          size_t ngroups, int is_new);
+/*
+ * Partial-tail offload (hybrid models, Mamba in align mode, when the configuration has
+ * partial hits — tide_connector_info.partial_hits): the request's prompt ends inside a
+ * block, and the engine copied the Mamba state at the boundary (its last prompt hash
+ * boundary, boundary tokens) into a private block. n entries, one per Mamba group:
+ * groups[i] (a group index), block_ids[i] (the private block; negative: none) and
+ * boundaries[i] (tokens). The next metadata saves, keyed by the boundary's sub-hash, that
+ * state and each attention group's blocks up to the boundary (the last one partial), so a
+ * later lookup can hit at the boundary. Keep the private blocks unchanged until the
+ * request is reported saved. May come before or after tide_connector_request_finished of
+ * the request's last step (then it returns 1 and the request is planned once more).
+ * Returns how many entries were accepted: 0 when the role does not save, the
+ * configuration has no partial hits, the request is unknown, or the boundary is past its
+ * prompt. Errors: TIDE_EPARTIALTAIL with the message "Partial-tail offloads for one
+ * request must share a boundary" when the entries (or an earlier call's pending entries
+ * for the request) name different boundaries; -EINVAL.
+ */
+TIDE_API int tide_connector_request_partial_tail(tide_connector *c, const char *req_id,
+                                                 const int32_t *groups, const int32_t *block_ids,
+                                                 const int64_t *boundaries, size_t n);
 /* The request was preempted: its block table, load spec and save progress are dropped. */
 TIDE_API int tide_connector_request_preempted(tide_connector *c, const char *req_id);
 /*

@@ -125,6 +125,7 @@ class ConnectorInfo(ctypes.Structure):
         ("load_async", ctypes.c_int),
         ("capacity_only", ctypes.c_int),
         ("saves", ctypes.c_int),
+        ("partial_hits", ctypes.c_int),
     ]
 
 
@@ -291,6 +292,10 @@ SIGNATURES = {
             c_size_t,
             c_int,
         ],
+    ),
+    "tide_connector_request_partial_tail": (
+        c_int,
+        [ConnectorPtr, c_char_p, P_int32, P_int32, P_int64, c_size_t],
     ),
     "tide_connector_request_preempted": (c_int, [ConnectorPtr, c_char_p]),
     "tide_connector_request_finished": (c_int, [ConnectorPtr, c_char_p]),

@@ -41,7 +41,8 @@ ELIMIT = -1018
 ECLOSED = -1019
 ESERVER = -1020
 EPARSE = -1021
-ERRLAST = -1021
+EPARTIALTAIL = -1022
+ERRLAST = -1022
 
 #: Every tide code by its header name, e.g. CODES["TIDE_ENOTFOUND"] == -1001.
 CODES = {
@@ -109,6 +110,11 @@ class ConfigError(Error, ValueError):
     TIDE_EOPTION, TIDE_ESIZE, TIDE_ECONFIG, TIDE_EPARSE)."""
 
 
+class PartialTailError(Error, ValueError):
+    """Partial-tail offloads of one request name different boundaries (TIDE_EPARTIALTAIL;
+    vLLM raises ValueError with the same message)."""
+
+
 class NoSpace(Error):
     """No room in the store even after evicting everything evictable (TIDE_ENOSPACE)."""
 
@@ -167,6 +173,7 @@ _BY_CODE = {
     ESIZE: ConfigError,
     ECONFIG: ConfigError,
     EPARSE: ConfigError,
+    EPARTIALTAIL: PartialTailError,
     ENOSPACE: NoSpace,
     ECHECKSUM: ChecksumError,
     EPROTO: ProtocolError,

@@ -811,6 +811,11 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
             self._step(rid, _prompt_len(request), load_to, request, blocks, True)
         self._armed.clear()
 
+        # Partial tails (hybrid, align mode): vLLM hands over, per request, the private
+        # blocks holding the Mamba state at the prompt's last hash boundary.
+        for rid, entries in (getattr(so, "partial_tail_offloads", None) or {}).items():
+            self._partial_tail(rid, entries)
+
         m = _lib.ConnectorMetaPtr()
         self._check(self._lib.tide_connector_build_meta(h, ctypes.byref(m)))
         try:
@@ -823,6 +828,22 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
             return TideConnectorMetadata(buf.raw[: size.value])
         finally:
             self._lib.tide_connector_meta_free(m)
+
+    def _partial_tail(self, rid, entries):
+        """(group, block id, boundary tokens) entries: the C side saves them in the next
+        metadata; entries naming different boundaries raise tide.PartialTailError (a
+        ValueError), with the reference's message."""
+        entries = list(entries)
+        n = len(entries)
+        groups = (ctypes.c_int32 * max(1, n))(*[int(g) for g, _, _ in entries])
+        blocks = (ctypes.c_int32 * max(1, n))(*[(-1 if b == 0 else int(b)) for _, b, _ in entries])
+        bounds = (ctypes.c_int64 * max(1, n))(*[int(q) for _, _, q in entries])
+        rc = self._lib.tide_connector_request_partial_tail(
+            self._handle(), _req_id(rid), groups, blocks, bounds, n
+        )
+        if rc < 0:
+            self._check(rc)
+        return rc
 
     def _forget(self, rid):
         for d in (self._requests, self._prompts, self._computed, self._offered, self._armed):

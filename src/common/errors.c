@@ -37,6 +37,7 @@ static const struct {
     {TIDE_ECLOSED, "TIDE_ECLOSED", "closed"},
     {TIDE_ESERVER, "TIDE_ESERVER", "server error"},
     {TIDE_EPARSE, "TIDE_EPARSE", "document does not parse"},
+    {TIDE_EPARTIALTAIL, "TIDE_EPARTIALTAIL", "partial-tail offloads name different boundaries"},
 };
 
 static int table_index(int err) {

@@ -199,6 +199,7 @@ TIDE_API int tide_connector_get_info(tide_connector *c, tide_connector_info *out
     out->load_async = c->cfg.extra.load_async;
     out->capacity_only = connector_capacity_only(&c->cfg);
     out->saves = c->saves;
+    out->partial_hits = c->cfg.partial_hits;
     return 0;
 }
 

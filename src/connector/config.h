@@ -178,6 +178,10 @@ typedef struct conncfg {
     int checked;
     int64_t scheduler_block_size;
     int64_t hash_block_size;
+    /* Sub-block ("partial") hits and partial-tail offloads: a Mamba group in align mode whose
+     * block is larger than hash_block_size, no sliding-window group, no PCP/DCP. Lookups and
+     * loads then work at hash_block_size granularity. */
+    int partial_hits;
     char model_name[CONN_NAME_MAX * 4]; /* last path component of model */
 } conncfg;
 

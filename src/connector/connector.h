@@ -34,6 +34,8 @@
  * of its candidate objects are present in every lookup namespace. Attention groups have one
  * candidate per block (index i: the block ending at (i + 1) * eff_block_size); Mamba groups
  * one per scheduler-block boundary (index k: the snapshot at (k + 1) * scheduler block).
+ * With partial hits (cfg->partial_hits) every group has one candidate per hash block
+ * (index k: the object ending at (k + 1) * hash_block_size).
  */
 typedef struct conn_presence {
     uint8_t *present[CONN_MAX_GROUPS];
@@ -44,15 +46,19 @@ typedef struct conn_presence {
 int64_t conn_window_blocks(const conn_group *g);
 
 /*
- * The hit search over a presence map: the longest boundary B <= bound, a multiple of the
- * scheduler block size, such that every group can resume at B (full attention: every block
+ * The hit search over a presence map: the longest boundary B <= bound, a multiple of
+ * conn_hit_unit, such that every group can resume at B (full attention: every block
  * before B; sliding window: the window's blocks before B; Mamba: the snapshot exactly at
  * B), iterated to a fixed point. Pure.
  */
 int64_t conn_hit_search(const conncfg *cfg, const conn_presence *p, int64_t bound);
 
+/* The granularity of hits: the scheduler block size, or the hash block size when the
+ * configuration has partial hits. */
+int64_t conn_hit_unit(const conncfg *cfg);
+
 /* The aligned length a lookup considers: num_tokens and the hashes' coverage, aligned
- * down to the scheduler block size. */
+ * down to conn_hit_unit. */
 int64_t conn_lookup_bound(const conncfg *cfg, int64_t num_tokens, size_t nhashes);
 
 /* ---- the handle --------------------------------------------------------------------- */

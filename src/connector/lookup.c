@@ -16,6 +16,13 @@
  * scheduler block size, so a fixed point is reached in at most bound / block + 1 rounds.
  * A hit that would cover the whole prompt is searched again below the last token, which
  * must always be computed (its logits sample the first output token).
+ *
+ * Partial hits (cfg->partial_hits: an align-mode Mamba group whose block is larger than the
+ * hash block, as vLLM's partial_hash_hits_enabled): boundaries are multiples of the hash
+ * block instead. A full-attention group then also accepts, after its whole blocks, the
+ * longest boundary inside the next block whose object is there (only a partial-tail
+ * offload stores those, keyed by the boundary's sub-hash), and a Mamba group looks for a
+ * snapshot at every hash-block boundary (the partial tail's boundary state among them).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -32,55 +39,79 @@ int64_t conn_window_blocks(const conn_group *g) {
     return (w - 1 + b - 1) / b;
 }
 
+/* The granularity of hits: the scheduler block, or the hash block with partial hits. */
+int64_t conn_hit_unit(const conncfg *cfg) {
+    return cfg->partial_hits ? cfg->hash_block_size : cfg->scheduler_block_size;
+}
+
+/* The spacing of group g's candidate objects: a Mamba group's snapshots sit at every hit
+ * boundary; an attention group has one object per block, and with partial hits one per
+ * hash block (the block ends, and the boundaries inside a block that a partial tail may
+ * have stored, keyed by their sub-hash). */
+static int64_t candidate_unit(const conncfg *cfg, size_t g) {
+    const conn_group *gr = &cfg->groups[g];
+    if (gr->kind == CONN_SPEC_MAMBA || cfg->partial_hits) return conn_hit_unit(cfg);
+    return gr->eff_block_size;
+}
+
 /* Candidate objects of group g for a bound of `bound` tokens. */
 static size_t candidates(const conncfg *cfg, size_t g, int64_t bound) {
-    const conn_group *gr = &cfg->groups[g];
-    if (gr->kind == CONN_SPEC_MAMBA) return (size_t)(bound / cfg->scheduler_block_size);
-    return (size_t)(bound / gr->eff_block_size);
+    return (size_t)(bound / candidate_unit(cfg, g));
 }
 
 /* The token position candidate i of group g ends at. */
 static int64_t candidate_end(const conncfg *cfg, size_t g, size_t i) {
-    const conn_group *gr = &cfg->groups[g];
-    int64_t unit = gr->kind == CONN_SPEC_MAMBA ? cfg->scheduler_block_size : gr->eff_block_size;
-    return (int64_t)(i + 1) * unit;
+    return (int64_t)(i + 1) * candidate_unit(cfg, g);
 }
 
-static int present_at(const conn_presence *p, size_t g, int64_t i) {
-    return i >= 0 && (size_t)i < p->n[g] && p->present[g][i];
+/* Is the object of group g ending at token `end` present? */
+static int present_end(const conncfg *cfg, const conn_presence *p, size_t g, int64_t end) {
+    int64_t u = candidate_unit(cfg, g);
+    if (end <= 0 || end % u) return 0;
+    size_t i = (size_t)(end / u - 1);
+    return i < p->n[g] && p->present[g][i];
 }
 
-/* The longest boundary <= bound (a multiple of the scheduler block) group g resumes at. */
+/* The longest hit boundary <= bound group g resumes at. */
 static int64_t group_hit(const conncfg *cfg, const conn_presence *p, size_t g, int64_t bound) {
     const conn_group *gr = &cfg->groups[g];
-    int64_t a = cfg->scheduler_block_size, b = gr->eff_block_size;
+    int64_t a = conn_hit_unit(cfg), b = gr->eff_block_size;
     if (gr->kind == CONN_SPEC_MAMBA) {
         /* Right to left: the first boundary with a snapshot exactly there. */
         for (int64_t end = bound; end > 0; end -= a)
-            if (present_at(p, g, end / a - 1)) return end;
+            if (present_end(cfg, p, g, end)) return end;
         return 0;
     }
     if (gr->kind == CONN_SPEC_SLIDING) {
         int64_t need = conn_window_blocks(gr);
         for (int64_t end = bound; end > 0; end -= a) {
             int64_t last = end / b, first = last - need < 0 ? 0 : last - need, i = first;
-            while (i < last && present_at(p, g, i))
+            while (i < last && present_end(cfg, p, g, (i + 1) * b))
                 i++;
             if (i == last) return end;
         }
         return 0;
     }
-    /* Full attention (and MLA): the contiguous prefix, cut to the bound and aligned. */
+    /* Full attention (and MLA): the contiguous prefix of whole blocks, cut to the bound. */
     int64_t k = 0;
-    while ((k + 1) * b <= bound && present_at(p, g, k))
+    while ((k + 1) * b <= bound && present_end(cfg, p, g, (k + 1) * b))
         k++;
-    return k * b / a * a;
+    int64_t hit = k * b;
+    if (cfg->partial_hits) {
+        /* Then the first block that is not there whole: its boundaries inside, longest
+         * first, each an object only a partial tail stores (keyed by the sub-hash). */
+        int64_t h = cfg->hash_block_size;
+        for (int64_t end = k * b + b - h; end > k * b; end -= h)
+            if (end <= bound && present_end(cfg, p, g, end)) return end;
+        return hit;
+    }
+    return hit / a * a;
 }
 
 int64_t conn_hit_search(const conncfg *cfg, const conn_presence *p, int64_t bound) {
-    int64_t a = cfg->scheduler_block_size;
+    int64_t a = conn_hit_unit(cfg);
     bound = bound < 0 ? 0 : bound / a * a;
-    /* Each round either keeps the bound (done) or lowers it by at least one block. */
+    /* Each round either keeps the bound (done) or lowers it by at least one unit. */
     for (int64_t round = 0; round <= bound / a + 1; round++) {
         int64_t next = bound;
         for (size_t g = 0; g < cfg->ngroups && next > 0; g++) {
@@ -94,7 +125,7 @@ int64_t conn_hit_search(const conncfg *cfg, const conn_presence *p, int64_t boun
 }
 
 int64_t conn_lookup_bound(const conncfg *cfg, int64_t num_tokens, size_t nhashes) {
-    int64_t a = cfg->scheduler_block_size;
+    int64_t a = conn_hit_unit(cfg);
     int64_t covered = (int64_t)nhashes * cfg->hash_block_size;
     int64_t n = num_tokens < covered ? num_tokens : covered;
     return n <= 0 ? 0 : n / a * a;

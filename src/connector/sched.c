@@ -39,6 +39,7 @@
 #include "connector/connector.h"
 
 #define CONN_BUCKETS 1024
+#define PARTIAL_TAIL_MSG "Partial-tail offloads for one request must share a boundary"
 
 typedef struct conn_req {
     struct conn_req *next;
@@ -52,6 +53,11 @@ typedef struct conn_req {
     int64_t load_from, load_to;
     int stepped;      /* a step since the last metadata */
     int saves_issued; /* a save job was planned for it */
+    /* A partial-tail offload waiting for the next metadata: the boundary and, per group,
+     * the private block holding the boundary state (-1: none). */
+    int64_t tail_boundary; /* 0: none */
+    int32_t tail_block[CONN_MAX_GROUPS];
+    int finishing; /* finished with a tail pending: planned once more, then dropped */
 } conn_req;
 
 void conn_sched_init(tide_connector *c) {
@@ -278,6 +284,53 @@ out:
     return rc;
 }
 
+TIDE_API int tide_connector_request_partial_tail(tide_connector *c, const char *req_id,
+                                                 const int32_t *groups, const int32_t *block_ids,
+                                                 const int64_t *boundaries, size_t n) {
+    static const char fn[] = "tide_connector_request_partial_tail";
+    if (!c) return err_set(NULL, NULL, -EINVAL, "%s: connector is NULL", fn);
+    int rc = conn_check_id(c, fn, req_id);
+    if (rc) return rc;
+    if (n && (!groups || !block_ids || !boundaries))
+        return conn_err(c, -EINVAL, "%s: NULL array with %zu entries", fn, n);
+    for (size_t i = 0; i < n; i++)
+        if (groups[i] < 0 || (size_t)groups[i] >= c->cfg.ngroups)
+            return conn_err(c, -EINVAL, "%s: entry %zu: group %" PRId32 " of %zu", fn, i,
+                            groups[i], c->cfg.ngroups);
+    /* vLLM's rule, its words: every entry of one request names the same boundary. */
+    for (size_t i = 1; i < n; i++)
+        if (boundaries[i] != boundaries[0])
+            return conn_err(c, TIDE_EPARTIALTAIL, PARTIAL_TAIL_MSG);
+    if (!n || !c->saves || !c->cfg.partial_hits) return 0;
+    int64_t q = boundaries[0];
+    int accepted = 0;
+    pthread_mutex_lock(&c->sched_lock);
+    conn_req *r = req_find(c, req_id);
+    /* A request that is unknown, finished or preempted has no tail to save (dropped, as
+     * the reference drops it); so is a boundary past its prompt. */
+    if (!r || r->finishing || q <= 0 || q > r->prompt_tokens) goto out;
+    if (r->tail_boundary > 0 && r->tail_boundary != q) {
+        rc = conn_err(c, TIDE_EPARTIALTAIL, PARTIAL_TAIL_MSG);
+        goto out;
+    }
+    int32_t blk[CONN_MAX_GROUPS];
+    for (size_t g = 0; g < c->cfg.ngroups; g++)
+        blk[g] = r->tail_boundary > 0 ? r->tail_block[g] : -1;
+    for (size_t i = 0; i < n; i++) {
+        /* Only Mamba groups have a boundary state; a null block backs nothing. */
+        if (c->cfg.groups[groups[i]].kind != CONN_SPEC_MAMBA || block_ids[i] < 0) continue;
+        blk[groups[i]] = block_ids[i];
+        accepted++;
+    }
+    if (!accepted) goto out;
+    memcpy(r->tail_block, blk, sizeof(blk));
+    r->tail_boundary = q;
+    r->stepped = 1;
+out:
+    pthread_mutex_unlock(&c->sched_lock);
+    return rc ? rc : accepted;
+}
+
 TIDE_API int tide_connector_request_preempted(tide_connector *c, const char *req_id) {
     static const char fn[] = "tide_connector_request_preempted";
     if (!c) return err_set(NULL, NULL, -EINVAL, "%s: connector is NULL", fn);
@@ -290,6 +343,7 @@ TIDE_API int tide_connector_request_preempted(tide_connector *c, const char *req
             r->nblk[g] = 0;
         r->has_load = r->can_load = r->stepped = 0;
         r->saved = r->computed = r->prev_computed = 0;
+        r->tail_boundary = 0; /* its blocks are going away */
     }
     pthread_mutex_unlock(&c->sched_lock);
     return 0;
@@ -302,7 +356,10 @@ TIDE_API int tide_connector_request_finished(tide_connector *c, const char *req_
     if (rc) return rc;
     pthread_mutex_lock(&c->sched_lock);
     conn_req *r = req_find(c, req_id);
-    int delayed = r && r->saves_issued;
+    /* A partial tail registered at finish time is still saved (vLLM's
+     * register_finished_partial_tail): the request is planned once more, then dropped. */
+    int tail = r && r->tail_boundary > 0 && c->saves && !r->finishing;
+    int delayed = r && (r->saves_issued || tail);
     if (delayed) {
         if (c->nfinished == c->cap_finished) {
             size_t cap = c->cap_finished ? c->cap_finished * 2 : 16;
@@ -321,7 +378,11 @@ TIDE_API int tide_connector_request_finished(tide_connector *c, const char *req_
         }
         c->finished[c->nfinished++] = id;
     }
-    if (r) req_remove(c, r);
+    if (tail) {
+        r->finishing = r->stepped = 1;
+    } else if (r) {
+        req_remove(c, r);
+    }
     pthread_mutex_unlock(&c->sched_lock);
     return delayed;
 }
@@ -342,15 +403,18 @@ static int plan_load(const tide_connector *c, const conn_req *r, conn_mjob *j) {
     for (size_t g = 0; g < cfg->ngroups && !rc; g++) {
         const conn_group *gr = &cfg->groups[g];
         int64_t b = gr->eff_block_size;
+        /* A hit inside a block (partial hits) ends in the block that holds it: the state
+         * at h in align mode, or the attention block's first h % b tokens. */
+        int64_t last = (h + b - 1) / b;
         if (gr->kind == CONN_SPEC_MAMBA) {
-            rc = plan_block(j, r, g, h / b - 1, h, hb);
+            rc = plan_block(j, r, g, last - 1, h, hb);
             continue;
         }
-        int64_t first = v / b, last = h / b;
+        int64_t first = v / b;
         if (gr->kind == CONN_SPEC_SLIDING && last - conn_window_blocks(gr) > first)
             first = last - conn_window_blocks(gr);
         for (int64_t i = first; i < last && !rc; i++)
-            rc = plan_block(j, r, g, i, (i + 1) * b, hb);
+            rc = plan_block(j, r, g, i, (i + 1) * b < h ? (i + 1) * b : h, hb);
     }
     return rc;
 }
@@ -400,12 +464,50 @@ static int plan_save(const tide_connector *c, const conn_req *r, conn_mjob *j, i
     return rc;
 }
 
+/* Is (group, end) in the job already? */
+static int job_has(const conn_mjob *j, size_t g, int64_t end) {
+    for (size_t i = 0; i < j->nblocks; i++)
+        if (j->blocks[i].group == (int)g && j->blocks[i].end_token == end) return 1;
+    return 0;
+}
+
+/*
+ * The partial-tail offload at boundary Q (vLLM's worker _maybe_offload_partial_tail): for
+ * each attention group, its blocks from where saves stopped to the one holding Q, the last
+ * keyed by Q's sub-hash (the save floors to the scheduler block, so a smaller block in the
+ * gap is stored nowhere else); for each Mamba group named, the boundary state from its
+ * private block, keyed by Q's sub-hash.
+ */
+static int plan_tail(const tide_connector *c, const conn_req *r, conn_mjob *j) {
+    const conncfg *cfg = &c->cfg;
+    int64_t q = r->tail_boundary, hb = cfg->hash_block_size;
+    if (q <= 0 || q % hb || (size_t)(q / hb) > r->nhashes) return 0;
+    const uint8_t *qh = r->hashes + (size_t)(q / hb - 1) * r->hash_len;
+    int rc = 0;
+    for (size_t g = 0; g < cfg->ngroups && !rc; g++) {
+        const conn_group *gr = &cfg->groups[g];
+        int64_t b = gr->eff_block_size, last = (q + b - 1) / b - 1;
+        if (gr->kind == CONN_SPEC_MAMBA) {
+            if (r->tail_block[g] >= 0 && !job_has(j, g, q))
+                rc = conn_meta_add_block(j, (int)g, r->tail_block[g], q, qh);
+            continue;
+        }
+        if (gr->kind == CONN_SPEC_SLIDING) continue; /* no partial hits with one */
+        int64_t first = r->saved / b < last ? r->saved / b : last;
+        for (int64_t i = first; i <= last && !rc; i++) {
+            int64_t end = (i + 1) * b < q ? (i + 1) * b : q;
+            if (!job_has(j, g, end)) rc = plan_block(j, r, g, i, end, hb);
+        }
+    }
+    return rc;
+}
+
 /* The step's job for one request (none, a load, or a save). */
 static int plan_request(tide_connector *c, conn_req *r, tide_connector_meta *m) {
     const conncfg *cfg = &c->cfg;
     int64_t a = cfg->scheduler_block_size;
     int rc = 0;
-    if (r->has_load && r->can_load) {
+    if (r->has_load && r->can_load && !r->finishing) {
         conn_mjob *j =
             conn_meta_add_job(m, TIDE_CONNECTOR_LOAD, r->id, r->load_from, r->load_to, r->hash_len);
         if (!j) return -ENOMEM;
@@ -434,6 +536,26 @@ static int plan_request(tide_connector *c, conn_req *r, tide_connector_meta *m) 
             }
             r->saved = e;
         }
+        if (!rc && r->tail_boundary > 0) {
+            /* The partial tail rides this step's save, or a save job of its own. */
+            conn_mjob *j = m->njobs ? &m->jobs[m->njobs - 1] : NULL;
+            if (!j || j->kind != TIDE_CONNECTOR_SAVE || strcmp(j->req_id, r->id) != 0) {
+                int64_t from = r->saved < r->tail_boundary ? r->saved : r->tail_boundary;
+                j = conn_meta_add_job(m, TIDE_CONNECTOR_SAVE, r->id, from, r->tail_boundary,
+                                      r->hash_len);
+                if (!j) return -ENOMEM;
+            }
+            rc = plan_tail(c, r, j);
+            if (j->end < r->tail_boundary) j->end = r->tail_boundary;
+            if (j->nblocks == 0) {
+                free(j->req_id);
+                free(j->blocks);
+                m->njobs--;
+            } else {
+                r->saves_issued = 1;
+            }
+            r->tail_boundary = 0;
+        }
     }
     r->has_load = r->can_load = 0;
     r->prev_computed = r->computed;
@@ -449,11 +571,14 @@ TIDE_API int tide_connector_build_meta(tide_connector *c, tide_connector_meta **
     int rc = 0;
     pthread_mutex_lock(&c->sched_lock);
     for (size_t b = 0; b < c->nbuckets && !rc; b++)
-        for (conn_req *r = c->buckets[b]; r && !rc; r = r->next)
+        for (conn_req *r = c->buckets[b], *next; r && !rc; r = next) {
+            next = r->next;
             if (r->stepped) {
                 r->stepped = 0;
                 rc = plan_request(c, r, m);
             }
+            if (r->finishing) req_remove(c, r);
+        }
     if (!rc) {
         /* The finished list moves into the metadata. */
         m->finished = c->finished;

@@ -181,6 +181,7 @@ static int derive_pages(conncfg *c, conncfg_errs *e) {
 static int derive_block_sizes(conncfg *c, conncfg_errs *e) {
     if (c->ngroups == 1) {
         c->scheduler_block_size = c->hash_block_size = c->block_size * c->dcp_size;
+        c->partial_hits = 0;
         return 0;
     }
     int64_t lcm = 1, gcd = 0;
@@ -204,6 +205,18 @@ static int derive_block_sizes(conncfg *c, conncfg_errs *e) {
         c->hash_block_size = lcm;
     else
         c->hash_block_size = c->prefix_match_unit > 0 ? c->prefix_match_unit : gcd;
+    /* vLLM enables partial hash hits when an align-mode Mamba group's block is larger than
+     * the hash block (and DCP is off); its sliding-window manager has no sub-block hits, so
+     * tide keeps them off with a sliding-window group, and off under PCP too. */
+    int mamba_partial = 0, sliding = 0;
+    for (size_t i = 0; i < c->ngroups; i++) {
+        const conn_group *g = &c->groups[i];
+        if (g->kind == CONN_SPEC_MAMBA && g->mamba_mode == CONN_MAMBA_ALIGN &&
+            g->block_size > c->hash_block_size)
+            mamba_partial = 1;
+        if (g->kind == CONN_SPEC_SLIDING) sliding = 1;
+    }
+    c->partial_hits = mamba_partial && !sliding && c->dcp_size == 1 && c->pcp_size == 1;
     int bad = 0;
     for (size_t i = 0; i < c->ngroups; i++) {
         int64_t b = c->groups[i].eff_block_size;

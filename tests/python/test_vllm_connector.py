@@ -468,6 +468,53 @@ def test_hybrid_attention_and_mamba_align(mem_store):
     assert cs.get_num_new_matched_tokens(q, 0) == (0, False)
 
 
+def test_hybrid_partial_tail(mem_store):
+    cfg = hybrid_config()
+    pk, praw = hybrid_caches(cfg, seed=31)
+    ck, craw = hybrid_caches(cfg)
+    ps, pw = make_side(cfg, store=mem_store, caches=pk)
+    cs, cw = make_side(cfg, store=mem_store, caches=ck)
+    assert ps.info.partial_hits == 1
+    prod, cons = Engine(ps, [pw]), Engine(cs, [cw])
+
+    # 90 tokens: the last hash boundary 80 is inside Mamba block 1. Prefill to the replay
+    # boundary 64, then to the end; the engine copies the state at 80 into private block 5.
+    p = Request("p", tokens(200, seed=6)[:90], unit=16)
+    atable, mtable = [1, 2], [3, 4]
+    ps.get_num_new_matched_tokens(p, 0)
+    ps.update_state_after_alloc(p, Blocks(atable, mtable), 0)
+    prod.step(sched_out(new=[new_req(p, [atable, mtable], 0)], num_sched={"p": 64}))
+    prod.step(sched_out(cached=[("p", None, 64)], num_sched={"p": 26}))
+    pw.wait()  # the saves run on the worker's threads
+    c = Request("c", tokens(200, seed=6)[:120], unit=16)
+    assert cs.get_num_new_matched_tokens(c, 0) == (64, True)  # no tail yet
+
+    so = sched_out()
+    so.partial_tail_offloads = {"p": [(1, 5, 80), (1, 5, 64)]}
+    with pytest.raises(tide.PartialTailError) as e:
+        prod.step(so)
+    assert str(e.value.message) == "Partial-tail offloads for one request must share a boundary"
+    assert isinstance(e.value, ValueError)
+    so.partial_tail_offloads = {"p": [(1, 5, 80)]}
+    prod.step(so)
+    assert ps.request_finished_all_groups(p, (atable, mtable)) == (True, None)
+    prod.step(sched_out(finished={"p"}))
+    prod.idle_until(lambda: "p" in prod.sent)
+    # attention 0..64 and the state at 64; attention 64..80 and the state at 80
+    assert mem_store.stats()["objects"] == 4
+
+    assert cs.get_num_new_matched_tokens(c, 0) == (80, True)
+    catable, cmtable = [6, 7], [0, 2]
+    cs.update_state_after_alloc(c, Blocks(catable, cmtable), 80)
+    cons.step(sched_out())
+    cons.idle_until(lambda: "c" in cons.recvd)
+    assert cons.invalid == set()
+    attn = "model.layers.3.self_attn.attn"
+    for i in range(2):
+        assert ck[attn][catable[i]].tobytes() == pk[attn][atable[i]].tobytes()
+    assert craw[2].tobytes() == praw[5].tobytes()  # the boundary state, every state
+
+
 # ---------------------------------------------------------------------------------------
 # Load errors, completions, synchronous loads
 # ---------------------------------------------------------------------------------------

@@ -724,3 +724,214 @@ TEST(connector_mamba_all_mode_dense_retention) {
     tide_connector_destroy(s);
     tide_close(st);
 }
+
+/*
+ * vLLM: the partial-tail offload (worker _maybe_offload_partial_tail). Attention blocks of
+ * 32, Mamba blocks of 64 in align mode, hashes every 16 tokens: partial hits. A 90-token
+ * prompt's last hash boundary is 80, inside a block: the engine copied the state at 80
+ * into private block 7; the offload stores it and attention block 2 (tokens 64..80), both
+ * under the sub-hash of 80. A consumer whose prompt extends the producer's then resumes at
+ * 80 instead of 64, bit-exact.
+ */
+TEST(connector_partial_tail_round_trip) {
+    tide_store *st = NULL;
+    CHECK_EQ(tide_open("mem://?capacity=16MiB", &st), 0);
+    const char *json = rig_doc(32, "\"mamba_cache_mode\":\"align\",\"prefix_match_unit\":16", "",
+                               "kv_both", "", R_FULL(32) "," R_MAMBA(64));
+    tide_connector *s = rig_open(json, st, TIDE_CONNECTOR_SCHEDULER);
+    tide_connector_info info;
+    CHECK_EQ(tide_connector_get_info(s, &info), 0);
+    CHECK_EQ(info.hash_block_size, 16);
+    CHECK_EQ(info.scheduler_block_size, 64);
+    CHECK_EQ(info.partial_hits, 1);
+    rig_rank p, c;
+    rig_rank_open(&p, json, st, 16, 1);
+    rig_rank_open(&c, json, st, 16, 1);
+    rig_rank *rp = &p, *rc = &c;
+    size_t nh, nh2;
+    uint8_t *h = prompt_hashes(5, 90, 16, &nh);
+    uint8_t *h2 = prompt_hashes(5, 120, 16, &nh2); /* the consumer's: the same 90, then more */
+    CHECK_EQ(nh, 5);
+    CHECK_EQ(memcmp(h, h2, nh * HL), 0);
+    /* Attention blocks 0..2, Mamba slots 0..1; the private block 7 holds the state at 80. */
+    int32_t ids[5] = {0, 1, 2, /* mamba */ 0, 1};
+    size_t counts[2] = {3, 2};
+    for (int b = 0; b < 3; b++)
+        rig_fill(rp, 0, b, 21);
+    rig_fill(rp, 1, 0, 22);
+    rig_fill(rp, 1, 1, 23);
+    rig_fill(rp, 1, 7, 24);
+    /* Prefill to the replay boundary 64, then to the end. */
+    CHECK_EQ(tide_connector_request_step(s, "p", 90, 64, h, nh, HL, ids, counts, 2, 1), 0);
+    tide_connector_meta *m = step(s, &rp, 1);
+    CHECK_EQ(tide_connector_meta_num_jobs(m), 1);
+    CHECK_EQ(job_blocks(m, 0, TIDE_CONNECTOR_SAVE), 3); /* attention 0, 1; state at 64 */
+    tide_connector_meta_free(m);
+    counts[0] = counts[1] = 0;
+    CHECK_EQ(tide_connector_request_step(s, "p", 90, 90, h, nh, HL, ids, counts, 2, 0), 0);
+    m = step(s, &rp, 1);
+    CHECK_EQ(tide_connector_meta_num_jobs(m), 0); /* nothing new below 64 */
+    tide_connector_meta_free(m);
+    int64_t n = -1;
+    CHECK_EQ(tide_connector_lookup(s, "before", 120, h2, nh2, HL, 0, &n), 0);
+    CHECK_EQ(n, 64); /* without the tail: the last snapshot */
+
+    /* The tail, handed over as the engine does: (group, private block, boundary). */
+    int32_t g1[1] = {1}, b7[1] = {7};
+    int64_t q80[1] = {80};
+    CHECK_EQ(tide_connector_request_partial_tail(s, "p", g1, b7, q80, 1), 1);
+    m = step(s, &rp, 1);
+    CHECK_EQ(tide_connector_meta_num_jobs(m), 1);
+    tide_connector_job job;
+    CHECK_EQ(tide_connector_meta_job(m, 0, &job), 0);
+    CHECK_EQ(job.kind, TIDE_CONNECTOR_SAVE);
+    CHECK_EQ(job.end_tokens, 80);
+    CHECK_EQ(job.nblocks, 2);
+    for (size_t k = 0; k < job.nblocks; k++) {
+        tide_connector_block blk;
+        CHECK_EQ(tide_connector_meta_block(m, 0, k, &blk), 0);
+        CHECK_EQ(blk.end_token, 80);
+        CHECK_EQ(blk.block_id, blk.group == 0 ? 2 : 7);
+    }
+    tide_connector_meta_free(m);
+    CHECK_EQ(tide_connector_request_finished(s, "p"), 1);
+    tide_stats ss;
+    tide_stats_get(st, &ss);
+    CHECK_EQ(ss.objects, 3 + 2);
+
+    /* The consumer resumes at the boundary inside the block. */
+    CHECK_EQ(tide_connector_lookup(s, "c", 120, h2, nh2, HL, 0, &n), 0);
+    CHECK_EQ(n, 80);
+    int32_t cids[6] = {8, 9, 10, 11, /* mamba */ 8, 9};
+    size_t cc[2] = {4, 2};
+    CHECK_EQ(tide_connector_update_after_alloc(s, "c", cids, cc, 2, 80), 0);
+    CHECK_EQ(tide_connector_request_step(s, "c", 120, 120, h2, nh2, HL, cids, cc, 2, 1), 0);
+    m = step(s, &rc, 1);
+    CHECK_EQ(tide_connector_meta_job(m, 0, &job), 0);
+    CHECK_EQ(job.kind, TIDE_CONNECTOR_LOAD);
+    CHECK_EQ(job.end_tokens, 80);
+    CHECK_EQ(job.nblocks, 4); /* attention 0, 1, 2 (its first 16 tokens); the state at 80 */
+    tide_connector_meta_free(m);
+    int32_t errs[4];
+    CHECK_EQ(tide_connector_get_load_errors(c.w, errs, 4), 0);
+    for (int b = 0; b < 3; b++)
+        CHECK(rig_same(rp, b, rc, 8 + b, 0));
+    CHECK(rig_same(rp, 7, rc, 9, 1)); /* the boundary state, in the slot holding 80 */
+    CHECK(rig_zero(rc, 8, 1) && rig_zero(rc, 11, 0));
+    free(h);
+    free(h2);
+    rig_rank_close(&p);
+    rig_rank_close(&c);
+    tide_connector_destroy(s);
+    tide_close(st);
+}
+
+/* vLLM: the single-boundary rule, its words; and a tail registered after the request's
+ * finish is still saved (register_finished_partial_tail). */
+TEST(connector_partial_tail_one_boundary) {
+    static const char msg[] = "Partial-tail offloads for one request must share a boundary";
+    tide_store *st = NULL;
+    CHECK_EQ(tide_open("mem://?capacity=16MiB", &st), 0);
+    const char *json = rig_doc(16, "\"mamba_cache_mode\":\"align\"", "", "kv_producer", "",
+                               R_FULL(16) "," R_MAMBA(32) "," R_MAMBA(32));
+    tide_connector *s = rig_open(json, st, TIDE_CONNECTOR_SCHEDULER);
+    CHECK_EQ(s->cfg.partial_hits, 1);
+    size_t nh;
+    uint8_t *h = prompt_hashes(6, 50, 16, &nh);
+    int32_t ids[6] = {0, 1, 2, 3, 0, 0};
+    size_t counts[3] = {4, 1, 1};
+    CHECK_EQ(tide_connector_request_step(s, "p", 50, 50, h, nh, HL, ids, counts, 3, 1), 0);
+    tide_connector_meta *m = NULL;
+    CHECK_EQ(tide_connector_build_meta(s, &m), 0);
+    tide_connector_meta_free(m);
+    int32_t groups[2] = {1, 2}, blocks[2] = {5, 6};
+    int64_t two[2] = {48, 32};
+    CHECK_EQ(tide_connector_request_partial_tail(s, "p", groups, blocks, two, 2),
+             TIDE_EPARTIALTAIL);
+    CHECK_STR(tide_connector_errmsg(s), msg);
+    CHECK_STR(tide_errname(TIDE_EPARTIALTAIL), "TIDE_EPARTIALTAIL");
+    /* One boundary for both groups: accepted; a later call naming another is refused. */
+    int64_t same[2] = {48, 48};
+    CHECK_EQ(tide_connector_request_partial_tail(s, "p", groups, blocks, same, 2), 2);
+    int64_t other[1] = {32};
+    CHECK_EQ(tide_connector_request_partial_tail(s, "p", groups, blocks, other, 1),
+             TIDE_EPARTIALTAIL);
+    CHECK_STR(tide_connector_errmsg(s), msg);
+    /* Past the prompt, an attention group, a null block: nothing is taken. */
+    int64_t past[1] = {64};
+    CHECK_EQ(tide_connector_request_partial_tail(s, "q", groups, blocks, past, 1), 0);
+    int32_t attn[1] = {0}, null_blk[1] = {-1};
+    CHECK_EQ(tide_connector_request_partial_tail(s, "p", attn, blocks, same, 1), 0);
+    CHECK_EQ(tide_connector_request_partial_tail(s, "p", groups, null_blk, same, 1), 0);
+    CHECK_EQ(tide_connector_request_partial_tail(s, "p", (int32_t[]){9}, blocks, same, 1),
+             -EINVAL);
+    /* Finished before the next metadata: kept for it, then reported. */
+    CHECK_EQ(tide_connector_request_finished(s, "p"), 1);
+    CHECK_EQ(tide_connector_build_meta(s, &m), 0);
+    CHECK_EQ(tide_connector_meta_num_jobs(m), 1);
+    /* The attention block 32..48 (saves stopped at 32) and the two states at 48. */
+    CHECK_EQ(m->jobs[0].nblocks, 3);
+    for (size_t k = 0; k < 3; k++) {
+        int grp = m->jobs[0].blocks[k].group;
+        CHECK_EQ(m->jobs[0].blocks[k].end_token, 48);
+        CHECK_EQ(m->jobs[0].blocks[k].block_id, grp == 0 ? 2 : grp == 1 ? 5 : 6);
+        CHECK_EQ(memcmp(m->jobs[0].blocks[k].hash, h + 2 * HL, HL), 0);
+    }
+    CHECK_EQ(tide_connector_meta_num_finished(m), 1);
+    tide_connector_meta_free(m);
+    CHECK_EQ(tide_connector_build_meta(s, &m), 0);
+    CHECK_EQ(tide_connector_meta_num_jobs(m), 0);
+    tide_connector_meta_free(m);
+    CHECK_EQ(s->nreqs, 0);
+    free(h);
+    tide_connector_destroy(s);
+    tide_close(st);
+}
+
+/* Without partial hits — one group; Mamba outside align mode; a sliding-window group; a
+ * consumer — a partial tail is not taken and lookups keep scheduler-block boundaries. */
+TEST(connector_partial_tail_only_hybrid_align) {
+    struct {
+        const char *cache, *role, *groups;
+        int ngroups;
+    } cases[] = {
+        {"", "kv_both", R_FULL(16), 1},
+        {"\"mamba_cache_mode\":\"all\"", "kv_both", R_FULL(16) "," R_MAMBA(16), 2},
+        {"\"mamba_cache_mode\":\"align\"", "kv_both",
+         R_FULL(16) "," R_SWA(16, 32) "," R_MAMBA(32), 3},
+        {"\"mamba_cache_mode\":\"align\"", "kv_consumer", R_FULL(16) "," R_MAMBA(32), 2},
+    };
+    for (size_t t = 0; t < sizeof(cases) / sizeof(cases[0]); t++) {
+        tide_store *st = NULL;
+        CHECK_EQ(tide_open("mem://?capacity=16MiB", &st), 0);
+        tide_connector *s = rig_open(rig_doc(16, cases[t].cache, "", cases[t].role, "",
+                                             cases[t].groups),
+                                     st, TIDE_CONNECTOR_SCHEDULER);
+        CHECK_EQ(s->cfg.partial_hits, t == 3 ? 1 : 0);
+        size_t nh;
+        uint8_t *h = prompt_hashes(7, 50, 16, &nh);
+        int32_t ids[12] = {0};
+        size_t counts[3] = {0, 0, 0};
+        CHECK_EQ(tide_connector_request_step(s, "p", 50, 50, h, nh, HL, ids, counts,
+                                             (size_t)cases[t].ngroups, 1),
+                 0);
+        int32_t g[1] = {cases[t].ngroups - 1}, b[1] = {5};
+        int64_t q[1] = {48};
+        CHECK_EQ(tide_connector_request_partial_tail(s, "p", g, b, q, 1), 0);
+        int64_t two[2] = {48, 32};
+        int32_t gg[2] = {0, 0}, bb[2] = {1, 2};
+        /* The rule holds whatever the configuration. */
+        CHECK_EQ(tide_connector_request_partial_tail(s, "p", gg, bb, two, 2), TIDE_EPARTIALTAIL);
+        tide_connector_meta *m = NULL;
+        CHECK_EQ(tide_connector_build_meta(s, &m), 0);
+        CHECK_EQ(tide_connector_meta_num_jobs(m), 0);
+        tide_connector_meta_free(m);
+        /* A lookup stays on scheduler-block boundaries: every object up to 48 present. */
+        rig_store_prefix(st, s, h, HL, 48, -1, 7u);
+        int64_t a = s->cfg.scheduler_block_size;
+        CHECK_EQ(rig_hit(s, 50, h, nh, HL), t == 3 ? 32 : 48 / a * a);
+        free(h);
+        tide_connector_destroy(s);
+        tide_close(st);
+    }
+}

@@ -198,14 +198,20 @@ TEST(connector_lookup_mamba_block_differs_from_cache_block) {
     uint8_t *h = rig_hashes(5, 12, HL);
     rig_store_prefix(st, c, h, HL, 192, -1, 1); /* 12 attention blocks */
     conn_ns ns = connector_own_ns(&c->cfg, 1);
-    /* A snapshot keyed by the wrong hash unit (the one after 128) is no hit. */
-    rig_put_key(st, c, 1, &ns, h + (128 / 16) * HL, HL);
+    /* Mamba blocks larger than the hash block: partial hits, at every hash boundary. */
+    CHECK_EQ(c->cfg.partial_hits, 1);
     CHECK_EQ(rig_hit(c, 200, h, 12, HL), 0);
     /* The snapshot at 128 is keyed by the hash of tokens [0, 128): unit 128/16 - 1. */
     rig_put_key(st, c, 1, &ns, h + (128 / 16 - 1) * HL, HL);
     CHECK_EQ(rig_hit(c, 200, h, 12, HL), 128);
     CHECK_EQ(rig_hit(c, 191, h, 11, HL), 128);
-    CHECK_EQ(rig_hit(c, 127, h, 7, HL), 0); /* aligned to 64: only 64 is below 127 */
+    CHECK_EQ(rig_hit(c, 127, h, 7, HL), 0); /* no snapshot below 127 */
+    /* A state at 144, inside Mamba block 2 (what a partial tail stores, keyed by the
+     * hash unit after 128), is a hit there; below it, 128 again. */
+    rig_put_key(st, c, 1, &ns, h + (144 / 16 - 1) * HL, HL);
+    CHECK_EQ(rig_hit(c, 200, h, 12, HL), 144);
+    CHECK_EQ(rig_hit(c, 150, h, 9, HL), 144);
+    CHECK_EQ(rig_hit(c, 144, h, 9, HL), 128); /* the whole prompt: the last token computed */
     free(h);
     tide_connector_destroy(c);
     tide_close(st);
