@@ -107,7 +107,11 @@ void errbuf_destroy(errbuf *e) {
 }
 
 int err_vset(const void *owner, errbuf *eb, int code, const char *fmt, va_list ap) {
-    vsnprintf(tls_err.msg, sizeof(tls_err.msg), fmt, ap);
+    /* Format into a local buffer first: an argument may be a message this thread holds
+     * (tide_errmsg() of a store under a connector, say), which lives in tls_err.msg. */
+    char msg[ERR_MSG_MAX];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    memcpy(tls_err.msg, msg, sizeof(msg));
     tls_err.owner = owner;
     if (eb) {
         pthread_mutex_lock(&eb->lock);

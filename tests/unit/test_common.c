@@ -121,3 +121,14 @@ TEST(common_checksum_stream_matches_buf) {
     checksum_free(cs);
     free(p);
 }
+
+/* A new message may quote the thread's previous one (a connector quoting its store's). */
+TEST(common_errmsg_may_quote_the_last_message) {
+    errbuf eb;
+    errbuf_init(&eb);
+    int a, b;
+    err_set(&a, NULL, TIDE_ENOTFOUND, "inner detail %d", 7);
+    err_set(&b, &eb, TIDE_ECONFIG, "outer: %s", err_get(&a, NULL));
+    CHECK_STR(err_get(&b, &eb), "outer: inner detail 7");
+    errbuf_destroy(&eb);
+}
