@@ -36,9 +36,20 @@ endif
 CPPFLAGS += -Iinclude -Isrc -Itests -I. -D_GNU_SOURCE
 CFLAGS += -std=c11 $(OPT) -g -fPIC -fvisibility=hidden -pthread $(WARN) $(SANFLAGS) -MMD -MP
 LDFLAGS += -pthread $(SANFLAGS)
-LIBS := -lxxhash -lcrypto -lcjson -luring -lcurl -lm
+LIBS := -lxxhash -lcrypto -lcjson -luring -lcurl -lm -ldl
 
-LIB_DIRS := src/common src/proto src/transport src/store src/client src/connector src/trace
+LIB_DIRS := src/common src/proto src/transport src/store src/client src/connector src/trace \
+	src/device
+
+# The CUDA kind (src/device/device_cuda.c) loads the runtime with dlopen at run time and links
+# nothing of CUDA. When the toolkit's headers are here it is compiled against them (its
+# declarations checked against the real prototypes); without them it uses its own.
+CUDA_HOME ?= /usr/local/cuda
+ifneq ($(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),)
+CUDA_CPPFLAGS := -DTIDE_HAVE_CUDA_H -isystem $(CUDA_HOME)/include
+endif
+$(BUILD)/obj/src/device/device_cuda.o: CPPFLAGS += $(CUDA_CPPFLAGS) \
+	-DTIDE_CUDA_LIBDIR='"$(CUDA_HOME)/lib64"'
 LIB_SRCS := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 SERVER_SRCS := $(wildcard src/server/*.c)
 CLI_SRCS := $(wildcard src/cli/*.c)

@@ -78,7 +78,8 @@ extern "C" {
 #define TIDE_ESERVER (-1020)      /* a server reported an internal failure */
 #define TIDE_EPARSE (-1021)       /* a document (JSON, trace) does not parse */
 #define TIDE_EPARTIALTAIL (-1022) /* partial-tail offloads of one request name two boundaries */
-#define TIDE_ERRLAST (-1022)
+#define TIDE_EDEVICE (-1023)      /* device memory: no runtime, not device memory, a copy failed */
+#define TIDE_ERRLAST (-1023)
 
 /* Name of an error code, e.g. "TIDE_ENOTFOUND" or "ENOMEM". Never NULL. */
 TIDE_API const char *tide_errname(int err);
@@ -229,9 +230,9 @@ TIDE_API int tide_stats_get(tide_store *s, tide_stats *st);
 
 /* What a cluster handle has seen since it was opened (this handle only). */
 typedef struct tide_cluster_info {
-    uint32_t members;        /* members in the current view */
-    uint32_t members_down;   /* of which backing off after a failure right now */
-    uint32_t replicas;       /* R: copies a put writes */
+    uint32_t members;      /* members in the current view */
+    uint32_t members_down; /* of which backing off after a failure right now */
+    uint32_t replicas;     /* R: copies a put writes */
     uint32_t reserved0;
     uint64_t view_changes;   /* membership changes seen (etcd) */
     uint64_t copies_written; /* copies stored by puts */
@@ -351,8 +352,8 @@ TIDE_API int tide_connector_create_file(const char *config_path, const char *sto
                                         tide_connector **out);
 /* The same over a store the caller opened; the connector borrows it, and the caller closes
  * it after tide_connector_destroy(). */
-TIDE_API int tide_connector_create_with_store(const char *config_json, tide_store *store,
-                                              int role, tide_connector **out);
+TIDE_API int tide_connector_create_with_store(const char *config_json, tide_store *store, int role,
+                                              tide_connector **out);
 /* Wait for every queued job, stop the threads, free everything. NULL is ignored. */
 TIDE_API void tide_connector_destroy(tide_connector *c);
 /* The last detailed message of this handle on this thread (see tide_errmsg). */
@@ -381,9 +382,8 @@ TIDE_API int tide_connector_get_info(tide_connector *c, tide_connector_info *out
  * request state is kept. One batched existence query per call. hash_len is 1..64.
  * Errors: -EINVAL, TIDE_EKEYLONG, -ENOMEM, the store's errors.
  */
-TIDE_API int tide_connector_hit_tokens(tide_connector *c, int64_t num_tokens,
-                                       const uint8_t *hashes, size_t nhashes, size_t hash_len,
-                                       int64_t *hit_tokens);
+TIDE_API int tide_connector_hit_tokens(tide_connector *c, int64_t num_tokens, const uint8_t *hashes,
+                                       size_t nhashes, size_t hash_len, int64_t *hit_tokens);
 /*
  * vLLM's get_num_new_matched_tokens: *num_new = tokens beyond num_computed that can be
  * loaded (0 if none). When > 0 the request gets a load spec that
@@ -462,10 +462,10 @@ typedef struct tide_connector_job {
 } tide_connector_job;
 
 typedef struct tide_connector_block {
-    int group;            /* KV-cache group */
-    int32_t block_id;     /* the block (page) in the group's registered regions */
-    int64_t end_token;    /* the object covers tokens up to this position */
-    const uint8_t *hash;  /* its block hash (hash_len bytes; lives as long as the metadata) */
+    int group;           /* KV-cache group */
+    int32_t block_id;    /* the block (page) in the group's registered regions */
+    int64_t end_token;   /* the object covers tokens up to this position */
+    const uint8_t *hash; /* its block hash (hash_len bytes; lives as long as the metadata) */
     size_t hash_len;
 } tide_connector_block;
 
@@ -502,6 +502,32 @@ TIDE_API int tide_connector_register_region(tide_connector *c, int group, void *
                                             uint64_t nbytes, int64_t num_blocks, size_t ndim,
                                             const int64_t *shape, const int64_t *strides,
                                             size_t elem_size);
+/* Memory kinds of a region (tide_connector_register_device_region). */
+#define TIDE_MEM_HOST 0 /* host memory, read and written by the CPU */
+#define TIDE_MEM_CUDA 1 /* memory of a CUDA device, moved by its copy engine */
+
+/*
+ * Register one paged KV tensor as tide_connector_register_region does (same layout rules,
+ * same -EINVAL errors), in memory of the given kind: TIDE_MEM_HOST (device must be 0; the
+ * same as tide_connector_register_region) or TIDE_MEM_CUDA with the CUDA device ordinal
+ * (torch's tensor.device.index); base is the device pointer (tensor.data_ptr()). Every
+ * region of a connector is on the same memory. The first CUDA region loads the CUDA
+ * runtime (dlopen of libcudart, docs/CONNECTOR.md "GPU memory"; libtide links nothing of
+ * CUDA) and registers the store's pool with it once as pinned host memory (the mem://
+ * pool, or the pool a unix:// handle mapped from tided; other backends are staged through
+ * host buffers). Then saves and loads move the bytes with the device's copy engine, on
+ * streams of tide's own: see tide_connector_start_jobs_stream. The region's memory must
+ * stay allocated until the connector is destroyed.
+ * Errors: -EINVAL (the layout; a kind that is neither; a host device other than 0; memory
+ * other than that of the connector's earlier regions), TIDE_EDEVICE (no CUDA runtime can
+ * be loaded; no such device; [base, base + nbytes) is not that device's memory; the pool
+ * cannot be registered), -ENOMEM.
+ */
+TIDE_API int tide_connector_register_device_region(tide_connector *c, int group, int kind,
+                                                   int device, void *base, uint64_t nbytes,
+                                                   int64_t num_blocks, size_t ndim,
+                                                   const int64_t *shape, const int64_t *strides,
+                                                   size_t elem_size);
 /*
  * Queue the jobs of one step's metadata whose kind is in `kinds` (a mask of
  * TIDE_CONNECTOR_LOAD and TIDE_CONNECTOR_SAVE) on the background threads, and record the
@@ -511,6 +537,20 @@ TIDE_API int tide_connector_register_region(tide_connector *c, int group, void *
  * them. Returns the number of jobs queued. Errors: -EINVAL (a scheduler handle).
  */
 TIDE_API int tide_connector_start_jobs(tide_connector *c, const tide_connector_meta *m, int kinds);
+/*
+ * tide_connector_start_jobs for a connector whose regions are device memory: `stream` is
+ * the engine's stream (a cudaStream_t as an integer, torch's
+ * torch.cuda.current_stream().cuda_stream; 0 = the legacy default stream). One event is
+ * recorded on it now, after the step's forward pass was queued there, and the step's saves
+ * copy only after the device reached it (the CPU does not wait). Loads return from their
+ * job only once their bytes are in the pages, so get_finished(LOAD) names a request whose
+ * blocks are ready; a copy that fails makes its blocks load errors. With host regions (or
+ * none yet) stream is ignored. tide_connector_start_jobs is this call with stream 0.
+ * Errors: those of tide_connector_start_jobs; TIDE_EDEVICE (the event could not be
+ * recorded: nothing was queued).
+ */
+TIDE_API int tide_connector_start_jobs_stream(tide_connector *c, const tide_connector_meta *m,
+                                              int kinds, uint64_t stream);
 /*
  * Request ids whose loads completed (kind TIDE_CONNECTOR_LOAD) or which finished and whose
  * saves all completed (TIDE_CONNECTOR_SAVE), each reported once: written to buf as

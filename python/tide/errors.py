@@ -42,7 +42,8 @@ ECLOSED = -1019
 ESERVER = -1020
 EPARSE = -1021
 EPARTIALTAIL = -1022
-ERRLAST = -1022
+EDEVICE = -1023
+ERRLAST = -1023
 
 #: Every tide code by its header name, e.g. CODES["TIDE_ENOTFOUND"] == -1001.
 CODES = {
@@ -115,6 +116,11 @@ class PartialTailError(Error, ValueError):
     vLLM raises ValueError with the same message)."""
 
 
+class DeviceError(Error):
+    """Device memory (a GPU KV cache) could not be used: no CUDA runtime, memory that is not
+    the device's, a failed copy (TIDE_EDEVICE)."""
+
+
 class NoSpace(Error):
     """No room in the store even after evicting everything evictable (TIDE_ENOSPACE)."""
 
@@ -174,6 +180,7 @@ _BY_CODE = {
     ECONFIG: ConfigError,
     EPARSE: ConfigError,
     EPARTIALTAIL: PartialTailError,
+    EDEVICE: DeviceError,
     ENOSPACE: NoSpace,
     ECHECKSUM: ChecksumError,
     EPROTO: ProtocolError,

@@ -14,6 +14,7 @@
 
 #include "common/errors.h"
 #include "common/util.h"
+#include "device/device.h"
 #include "tide.h"
 
 typedef struct backend_ops {
@@ -34,6 +35,16 @@ typedef struct backend_ops {
     int (*match_prefix)(tide_store *s, const tide_key *keys, size_t n);
     int (*clear)(tide_store *s);
     int (*stats)(tide_store *s, tide_stats *st);
+    /* May be NULL (then no pool: device copies are staged through a host buffer, devio.c).
+     * The host memory values live in, for registering it with a device once. */
+    int (*pool)(tide_store *s, void **base, uint64_t *len);
+    /* May be NULL (then staged). put_many / get_many whose scatter lists are in the memory
+     * of q's device: the bytes move between it and the pool by q's copies, checksums are
+     * computed on the pool's bytes (after a put's copies landed, before a get's start). */
+    int (*put_many_dev)(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
+                        const size_t *iovcnt, int *results, dev_queue *q);
+    int (*get_many_dev)(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
+                        const size_t *iovcnt, int *results, size_t *vlens, dev_queue *q);
 } backend_ops;
 
 struct tide_store {
@@ -51,6 +62,26 @@ int client_key_check(const tide_key *k);
 /* A printable rendering of a key for messages: at most 64 characters, non-printable bytes
  * as \xNN, "..." when cut. Returns buf. */
 const char *client_key_repr(const void *key, size_t klen, char *buf, size_t len);
+
+/* ---- device transfers (devio.c) ------------------------------------------------------ */
+
+/* Value bytes a device put or get copies before it waits for them: the copies of one chunk
+ * land while the host hashes the previous one. */
+#define DEVIO_CHUNK (8u << 20)
+
+/* The store's pool (*base, *len) when its backend has one; TIDE_EUNSUPPORTED otherwise. */
+int client_pool(tide_store *s, void **base, uint64_t *len);
+/* tide_put_many / tide_get_many for scatter lists in the memory of q's device, with the same
+ * checks, results and return values; a key whose copies failed gets TIDE_EDEVICE. Backends
+ * with a pool copy straight between it and the device; the others go through a host buffer. */
+int client_put_many_dev(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
+                        const size_t *iovcnt, int *results, dev_queue *q);
+int client_get_many_dev(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
+                        const size_t *iovcnt, int *results, size_t *vlens, dev_queue *q);
+/* Collect the copies of a scatter list into dst (put), or of len bytes of src across a
+ * scatter list (get). */
+int devio_gather(dev_queue *q, uint8_t *dst, const tide_iov *iov, size_t cnt);
+int devio_scatter(dev_queue *q, const tide_iov *iov, size_t cnt, const uint8_t *src, size_t len);
 
 extern const backend_ops mem_backend;
 extern const backend_ops node_backend;

@@ -12,6 +12,12 @@
  * with that checksum. Gets pin the object, copy it out while hashing what the caller
  * received, and compare with the stored checksum (verify=1, the default): a mismatch
  * removes the object and reports a miss, so a damaged block is never handed out as good.
+ *
+ * Device values (put_many_dev / get_many_dev): a put reserves, queues the device-to-pool
+ * copies a chunk (DEVIO_CHUNK) at a time, and as each chunk lands hashes the bytes in the
+ * pool and commits (a chunk whose copies failed is aborted: TIDE_EDEVICE); a get pins,
+ * checks each value's checksum in the pool, queues its pool-to-device copies, and unpins
+ * once they landed (a value whose copies failed is TIDE_EDEVICE, never claimed).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -158,12 +164,165 @@ static int mem_get_many(tide_store *s, const tide_key *keys, size_t n, const tid
     return ok;
 }
 
+/* A value queued for device copies: which key, and the ticket its copies end at. */
+typedef struct mem_dev_item {
+    size_t i;
+    store_ref ref;
+    uint64_t ticket;
+} mem_dev_item;
+
+/* Flush the copies collected for items [from, to) and give them the ticket. */
+static int mem_dev_flush(dev_queue *q, mem_dev_item *it, size_t from, size_t to, char *msg,
+                         size_t mlen) {
+    uint64_t t = 0;
+    int rc = dev_queue_flush(q, &t, msg, mlen);
+    for (size_t k = from; k < to; k++)
+        it[k].ticket = t;
+    return rc;
+}
+
+static int mem_put_many_dev(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
+                            const size_t *iovcnt, int *results, dev_queue *q) {
+    char msg[ERR_MSG_MAX] = "";
+    store *st = mem_store(s);
+    uint8_t *base = store_base(st);
+    mem_dev_item *it = malloc(n * sizeof(*it));
+    if (!it) return client_err(s, -ENOMEM, "mem://: out of memory");
+    size_t nit = 0, flushed = 0, pending = 0;
+    int ok = 0, failed = 0;
+    uint64_t in = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t cnt = iovcnt ? iovcnt[i] : 1;
+        const tide_iov *v = iov;
+        iov += cnt;
+        int rc = client_key_check(&keys[i]);
+        size_t vlen = iov_total(v, cnt);
+        if (rc == 0 && vlen == 0) rc = TIDE_EVALEMPTY;
+        store_ref ref;
+        if (rc == 0) rc = store_reserve(st, keys[i].data, keys[i].len, vlen, 0, &ref);
+        if (rc == STORE_DUP)
+            rc = 0;
+        else if (rc == 0) {
+            it[nit] = (mem_dev_item){i, ref, 0};
+            if (!failed && devio_gather(q, base + ref.offset, v, cnt) < 0) failed = -ENOMEM;
+            nit++;
+            if ((pending += vlen) >= DEVIO_CHUNK) {
+                if (!failed) failed = mem_dev_flush(q, it, flushed, nit, msg, sizeof(msg));
+                flushed = nit;
+                pending = 0;
+            }
+        }
+        results[i] = rc;
+    }
+    if (!failed && flushed < nit) failed = mem_dev_flush(q, it, flushed, nit, msg, sizeof(msg));
+    if (failed) dev_queue_discard(q);
+    /* As each chunk lands: hash what is in the pool, commit. After a failure, abort (the
+     * waits still wait, so nothing is copying into the space when it is freed). */
+    uint64_t waited = 0;
+    int wrc = failed;
+    for (size_t k = 0; k < nit; k++) {
+        if (it[k].ticket != waited) {
+            int r = dev_queue_wait(q, it[k].ticket, msg, sizeof(msg));
+            if (!wrc) wrc = r;
+            waited = it[k].ticket;
+        }
+        if (wrc) {
+            store_abort(st, it[k].ref.id);
+            results[it[k].i] = TIDE_EDEVICE;
+            continue;
+        }
+        uint64_t sum = checksum_buf(base + it[k].ref.offset, it[k].ref.len);
+        results[it[k].i] = store_commit(st, it[k].ref.id, sum);
+        in += it[k].ref.len;
+    }
+    if (wrc) client_err(s, TIDE_EDEVICE, "mem://: copies from the device failed: %s", msg);
+    for (size_t i = 0; i < n; i++)
+        ok += results[i] == 0;
+    store_count_io(st, in, 0);
+    free(it);
+    return ok;
+}
+
+static int mem_get_many_dev(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
+                            const size_t *iovcnt, int *results, size_t *vlens, dev_queue *q) {
+    char msg[ERR_MSG_MAX] = "";
+    mem_impl *m = s->impl;
+    uint8_t *base = store_base(m->st);
+    mem_dev_item *it = malloc(n * sizeof(*it));
+    if (!it) return client_err(s, -ENOMEM, "mem://: out of memory");
+    size_t nit = 0, flushed = 0, pending = 0;
+    int ok = 0, failed = 0;
+    uint64_t out = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t cnt = iovcnt ? iovcnt[i] : 1;
+        const tide_iov *v = iov;
+        iov += cnt;
+        store_ref ref;
+        int rc = client_key_check(&keys[i]);
+        if (vlens) vlens[i] = 0;
+        if (rc == 0) rc = store_pin(m->st, keys[i].data, keys[i].len, 0, &ref);
+        if (rc == 0 && ref.len > iov_total(v, cnt)) {
+            if (vlens) vlens[i] = ref.len;
+            store_unpin(m->st, ref.id);
+            rc = TIDE_EBUFSMALL;
+        } else if (rc == 0 && m->verify &&
+                   checksum_buf(base + ref.offset, ref.len) != ref.checksum) {
+            /* Checked before any byte moves: a damaged value never reaches the device. */
+            store_verify_failed(m->st, ref.id);
+            store_unpin(m->st, ref.id);
+            rc = TIDE_ENOTFOUND;
+        } else if (rc == 0) {
+            it[nit] = (mem_dev_item){i, ref, 0};
+            if (!failed && devio_scatter(q, v, cnt, base + ref.offset, ref.len) < 0)
+                failed = -ENOMEM;
+            nit++;
+            if ((pending += ref.len) >= DEVIO_CHUNK) {
+                if (!failed) failed = mem_dev_flush(q, it, flushed, nit, msg, sizeof(msg));
+                flushed = nit;
+                pending = 0;
+            }
+        }
+        results[i] = rc;
+    }
+    if (!failed && flushed < nit) failed = mem_dev_flush(q, it, flushed, nit, msg, sizeof(msg));
+    if (failed) dev_queue_discard(q);
+    uint64_t waited = 0;
+    int wrc = failed;
+    for (size_t k = 0; k < nit; k++) {
+        if (it[k].ticket != waited) {
+            int r = dev_queue_wait(q, it[k].ticket, msg, sizeof(msg));
+            if (!wrc) wrc = r;
+            waited = it[k].ticket;
+        }
+        if (wrc) {
+            results[it[k].i] = TIDE_EDEVICE;
+        } else {
+            if (vlens) vlens[it[k].i] = it[k].ref.len;
+            out += it[k].ref.len;
+        }
+        store_unpin(m->st, it[k].ref.id);
+    }
+    if (wrc) client_err(s, TIDE_EDEVICE, "mem://: copies to the device failed: %s", msg);
+    for (size_t i = 0; i < n; i++)
+        ok += results[i] == 0;
+    store_count_io(m->st, 0, out);
+    free(it);
+    return ok;
+}
+
+static int mem_pool(tide_store *s, void **base, uint64_t *len) {
+    store *st = mem_store(s);
+    *base = store_base(st);
+    *len = store_capacity(st);
+    return 0;
+}
+
 static int mem_exists_many(tide_store *s, const tide_key *keys, size_t n, uint8_t *present) {
     store *st = mem_store(s);
     int count = 0;
     for (size_t i = 0; i < n; i++) {
-        present[i] = client_key_check(&keys[i]) == 0 &&
-                     store_exists(st, keys[i].data, keys[i].len) == 1;
+        present[i] =
+            client_key_check(&keys[i]) == 0 && store_exists(st, keys[i].data, keys[i].len) == 1;
         count += present[i];
     }
     return count;
@@ -210,4 +369,7 @@ const backend_ops mem_backend = {
     .match_prefix = mem_match_prefix,
     .clear = mem_clear,
     .stats = mem_stats,
+    .pool = mem_pool,
+    .put_many_dev = mem_put_many_dev,
+    .get_many_dev = mem_get_many_dev,
 };

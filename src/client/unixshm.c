@@ -34,6 +34,15 @@
  *
  * Offsets from tided are checked against the mapping before any copy: a bad one fails the
  * call with TIDE_EPROTO instead of touching memory outside the pool.
+ *
+ * Device values (put_many_dev / get_many_dev, the same exchanges): the copies between the
+ * device and the mapped pool go through the caller's device queue, a chunk (DEVIO_CHUNK) at
+ * a time. A put hashes each value in the pool once its chunk landed, then COMMITs. A get
+ * checks each value's checksum in the pool before its copies are queued (verify=1), waits
+ * for them, and always waits for the RELEASE reply: a pin that lapsed while the device was
+ * copying makes the key a miss. A failed copy fails the call (TIDE_EDEVICE) after every
+ * queued copy has landed or failed, and the connection is closed, which makes tided abort
+ * the reservations or drop the pins: nothing is committed or claimed.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -67,8 +76,8 @@ static int ux_adopt_pool(wire_call *k, int fd) {
     struct stat sb;
     int rc = 0;
     if (fstat(fd, &sb) != 0) {
-        rc =
-            client_err(k->s, -errno, "%s: fstat of the pool's memfd: %s", u->w.addr, strerror(errno));
+        rc = client_err(k->s, -errno, "%s: fstat of the pool's memfd: %s", u->w.addr,
+                        strerror(errno));
     } else if (u->base) {
         if ((uint64_t)sb.st_dev != u->pool_dev || (uint64_t)sb.st_ino != u->pool_ino)
             rc = client_err(k->s, TIDE_ECLOSED,
@@ -114,8 +123,7 @@ static int ux_in_pool(const ux_impl *u, uint64_t off, uint64_t len) {
 
 /* Exchange a request about n keys ("PIN of 12 keys") on the held call: its reply must
  * answer for all n. */
-static int ux_exchange_n(wire_call *k, uint8_t *head, size_t head_len, size_t n,
-                         frame_msg *m) {
+static int ux_exchange_n(wire_call *k, uint8_t *head, size_t head_len, size_t n, frame_msg *m) {
     char what[64];
     snprintf(what, sizeof(what), "%s of %zu keys", frame_op_name(head[5]), n);
     int rc = wire_exchange(k, head, head_len, NULL, 0, what, m);
@@ -130,8 +138,46 @@ static int ux_exchange_n(wire_call *k, uint8_t *head, size_t head_len, size_t n,
 /* One RESERVE + copies + COMMIT for keys fk[0..n) on connection k. res[j] gets key j's
  * result. Returns 0, or a code that failed the whole exchange (the connection is then
  * broken). */
+/* With a device queue: collect value j's copies into the pool at dst and flush every
+ * DEVIO_CHUNK bytes; tickets[nc] = the ticket of the chunk holding it (set at the flush). */
+typedef struct ux_dev {
+    dev_queue *q;
+    uint64_t *tickets;
+    size_t flushed, pending;
+    int rc;
+    char msg[ERR_MSG_MAX];
+} ux_dev;
+
+static void ux_dev_flush(ux_dev *d, size_t upto) {
+    uint64_t t = 0;
+    if (d->rc == 0) d->rc = dev_queue_flush(d->q, &t, d->msg, sizeof(d->msg));
+    for (size_t i = d->flushed; i < upto; i++)
+        d->tickets[i] = t;
+    d->flushed = upto;
+    d->pending = 0;
+}
+
+static void ux_dev_add(ux_dev *d, size_t nc, uint64_t len) {
+    if ((d->pending += len) >= DEVIO_CHUNK) ux_dev_flush(d, nc + 1);
+}
+
+/* Wait for every chunk (all of them, even after a failure, so no copy is still moving when
+ * the caller lets go of the space); returns the first failure. */
+static int ux_dev_wait_all(ux_dev *d, size_t n) {
+    uint64_t waited = 0;
+    if (d->flushed < n) ux_dev_flush(d, n);
+    if (d->rc) dev_queue_discard(d->q);
+    for (size_t i = 0; i < n; i++) {
+        if (d->tickets[i] == waited) continue;
+        waited = d->tickets[i];
+        int r = dev_queue_wait(d->q, waited, d->rc ? (char[ERR_MSG_MAX]){0} : d->msg, ERR_MSG_MAX);
+        if (!d->rc) d->rc = r;
+    }
+    return d->rc;
+}
+
 static int ux_put_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv,
-                        const size_t *fcnt, const uint64_t *vl, size_t n, int *res) {
+                        const size_t *fcnt, const uint64_t *vl, size_t n, int *res, dev_queue *q) {
     tide_store *s = k->s;
     ux_impl *u = k->w->owner;
     uint64_t *ids = malloc(n * sizeof(*ids)), *sums = malloc(n * sizeof(*sums));
@@ -139,7 +185,9 @@ static int ux_put_chunk(wire_call *k, const tide_key *fk, const tide_iov *const 
     uint8_t *head = NULL;
     size_t head_len = 0, nc = 0;
     int rc = -ENOMEM;
-    if (!ids || !sums || !owner) {
+    ux_dev d = {.q = q, .tickets = q ? calloc(n, sizeof(uint64_t)) : NULL};
+    uint64_t *offs = q ? malloc(n * sizeof(*offs)) : NULL;
+    if (!ids || !sums || !owner || (q && (!d.tickets || !offs))) {
         client_err(s, rc, "%s: out of memory", u->w.addr);
         goto out;
     }
@@ -164,10 +212,22 @@ static int ux_put_chunk(wire_call *k, const tide_key *fk, const tide_iov *const 
                        (unsigned long long)u->map_size);
             goto out;
         }
-        sums[nc] = copy_gather(u->base + e.offset, fv[j], fcnt[j], 1);
+        if (q) {
+            if (d.rc == 0) d.rc = devio_gather(q, u->base + e.offset, fv[j], fcnt[j]);
+            offs[nc] = e.offset;
+            ux_dev_add(&d, nc, vl[j]);
+        } else {
+            sums[nc] = copy_gather(u->base + e.offset, fv[j], fcnt[j], 1);
+        }
         ids[nc] = e.id;
         owner[nc++] = j;
     }
+    if (q && ux_dev_wait_all(&d, nc)) {
+        rc = client_err(s, TIDE_EDEVICE, "%s: copies from the device failed: %s", u->w.addr, d.msg);
+        goto out;
+    }
+    for (size_t i = 0; q && i < nc; i++)
+        sums[i] = checksum_buf(u->base + offs[i], vl[owner[i]]);
     rc = 0;
     if (nc == 0) goto out;
     free(head);
@@ -176,18 +236,20 @@ static int ux_put_chunk(wire_call *k, const tide_key *fk, const tide_iov *const 
     if (rc) goto out;
     if ((rc = ux_exchange_n(k, head, head_len, nc, &m)) != 0) goto out;
     frame_iter_init(&it, &m);
-    for (size_t q = 0; frame_iter_next(&it, &e); q++)
-        res[owner[q]] = e.status;
+    for (size_t i = 0; frame_iter_next(&it, &e); i++)
+        res[owner[i]] = e.status;
 out:
     free(head);
     free(ids);
     free(sums);
     free(owner);
+    free(d.tickets);
+    free(offs);
     return rc;
 }
 
-static int ux_put_many(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
-                       const size_t *iovcnt, int *results) {
+static int ux_put(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
+                  const size_t *iovcnt, int *results, dev_queue *q) {
     ux_impl *u = s->impl;
     tide_key *fk = malloc(n * sizeof(*fk));
     const tide_iov **fv = malloc(n * sizeof(*fv));
@@ -224,7 +286,7 @@ static int ux_put_many(tide_store *s, const tide_key *keys, size_t n, const tide
             wire_give(&k, 1);
             goto out;
         }
-        rc = ux_put_chunk(&k, fk + done, fv + done, fcnt + done, vl + done, take, res);
+        rc = ux_put_chunk(&k, fk + done, fv + done, fcnt + done, vl + done, take, res, q);
         wire_give(&k, rc != 0);
         if (rc) goto out;
         for (size_t j = 0; j < take; j++)
@@ -238,12 +300,22 @@ out:
     return rc ? rc : ok;
 }
 
+static int ux_put_many(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
+                       const size_t *iovcnt, int *results) {
+    return ux_put(s, keys, n, iov, iovcnt, results, NULL);
+}
+
+static int ux_put_many_dev(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
+                           const size_t *iovcnt, int *results, dev_queue *q) {
+    return ux_put(s, keys, n, iov, iovcnt, results, q);
+}
+
 /* ---- get ------------------------------------------------------------------------------ */
 
 /* One PIN + copies + RELEASE for keys fk[0..n). res[j] and lens[j] get key j's result. */
 static int ux_get_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv,
-                        const size_t *fcnt, const uint64_t *caps, size_t n, int *res,
-                        size_t *lens) {
+                        const size_t *fcnt, const uint64_t *caps, size_t n, int *res, size_t *lens,
+                        dev_queue *q) {
     tide_store *s = k->s;
     ux_impl *u = k->w->owner;
     uint64_t *ids = malloc(n * sizeof(*ids));
@@ -252,7 +324,8 @@ static int ux_get_chunk(wire_call *k, const tide_key *fk, const tide_iov *const 
     uint8_t *head = NULL;
     size_t head_len = 0, nr = 0;
     int rc = -ENOMEM;
-    if (!ids || !outs || !owner) {
+    ux_dev d = {.q = q, .tickets = q ? calloc(n, sizeof(uint64_t)) : NULL};
+    if (!ids || !outs || !owner || (q && !d.tickets)) {
         client_err(s, rc, "%s: out of memory", u->w.addr);
         goto out;
     }
@@ -281,7 +354,17 @@ static int ux_get_chunk(wire_call *k, const tide_key *fk, const tide_iov *const 
                        (unsigned long long)u->map_size, (unsigned long long)caps[j]);
             goto out;
         }
-        uint64_t h = copy_scatter(fv[j], fcnt[j], u->base + e.offset, e.vlen, u->verify);
+        uint64_t h = 0;
+        if (q) {
+            /* Checked before any byte moves: a damaged value never reaches the device. */
+            h = u->verify ? checksum_buf(u->base + e.offset, e.vlen) : 0;
+            if (!u->verify || h == e.sum) {
+                if (d.rc == 0) d.rc = devio_scatter(q, fv[j], fcnt[j], u->base + e.offset, e.vlen);
+                ux_dev_add(&d, nr - 1, e.vlen);
+            }
+        } else {
+            h = copy_scatter(fv[j], fcnt[j], u->base + e.offset, e.vlen, u->verify);
+        }
         if (u->verify && h != e.sum) {
             char kb[80];
             client_err(s, TIDE_ECHECKSUM,
@@ -293,13 +376,17 @@ static int ux_get_chunk(wire_call *k, const tide_key *fk, const tide_iov *const 
             lens[j] = 0;
         }
     }
+    if (q && ux_dev_wait_all(&d, nr)) {
+        rc = client_err(s, TIDE_EDEVICE, "%s: copies to the device failed: %s", u->w.addr, d.msg);
+        goto out;
+    }
     rc = 0;
     if (nr == 0) goto out;
     free(head);
     WIRE_ENCODE(s, rc, head, head_len, frame_encode_release(NULL, 0, len, 0, ids, outs, nr),
                 frame_encode_release(buf, cap, len, 0, ids, outs, nr));
     if (rc) goto out;
-    if (u->verify) {
+    if (u->verify && !q) {
         /* Every copy was checked: send and go; a connection that cannot send is closed,
          * which releases the pins just as well. */
         wire_send_nowait(k, head, head_len);
@@ -307,11 +394,12 @@ static int ux_get_chunk(wire_call *k, const tide_key *fk, const tide_iov *const 
     }
     if ((rc = ux_exchange_n(k, head, head_len, nr, &m)) != 0) goto out;
     frame_iter_init(&it, &m);
-    for (size_t q = 0; frame_iter_next(&it, &e); q++) {
-        /* The pin lapsed before the copy was known good: without a checksum, a miss. */
-        if (e.status != 0 && !u->verify && res[owner[q]] == 0) {
-            res[owner[q]] = TIDE_ENOTFOUND;
-            lens[owner[q]] = 0;
+    for (size_t i = 0; frame_iter_next(&it, &e); i++) {
+        /* The pin lapsed before the copy was known good (without a checksum, or with a
+         * device copy that read the pool after the check): a miss. */
+        if (e.status != 0 && (!u->verify || q) && res[owner[i]] == 0) {
+            res[owner[i]] = TIDE_ENOTFOUND;
+            lens[owner[i]] = 0;
         }
     }
 out:
@@ -319,11 +407,12 @@ out:
     free(ids);
     free(outs);
     free(owner);
+    free(d.tickets);
     return rc;
 }
 
-static int ux_get_many(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
-                       const size_t *iovcnt, int *results, size_t *vlens) {
+static int ux_get(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
+                  const size_t *iovcnt, int *results, size_t *vlens, dev_queue *q) {
     ux_impl *u = s->impl;
     tide_key *fk = malloc(n * sizeof(*fk));
     const tide_iov **fv = malloc(n * sizeof(*fv));
@@ -357,7 +446,7 @@ static int ux_get_many(tide_store *s, const tide_key *keys, size_t n, const tide
             wire_give(&k, 1);
             goto out;
         }
-        rc = ux_get_chunk(&k, fk + done, fv + done, fcnt + done, caps + done, take, res, fl);
+        rc = ux_get_chunk(&k, fk + done, fv + done, fcnt + done, caps + done, take, res, fl, q);
         wire_give(&k, rc != 0);
         if (rc) goto out;
         for (size_t j = 0; j < take; j++) {
@@ -371,6 +460,23 @@ static int ux_get_many(tide_store *s, const tide_key *keys, size_t n, const tide
 out:
     free(fk), free(fv), free(fcnt), free(fidx), free(lens), free(fl), free(caps), free(res);
     return rc ? rc : ok;
+}
+
+static int ux_get_many(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
+                       const size_t *iovcnt, int *results, size_t *vlens) {
+    return ux_get(s, keys, n, iov, iovcnt, results, vlens, NULL);
+}
+
+static int ux_get_many_dev(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
+                           const size_t *iovcnt, int *results, size_t *vlens, dev_queue *q) {
+    return ux_get(s, keys, n, iov, iovcnt, results, vlens, q);
+}
+
+static int ux_pool(tide_store *s, void **base, uint64_t *len) {
+    ux_impl *u = s->impl;
+    *base = u->base;
+    *len = u->map_size;
+    return 0;
 }
 
 /* ---- open / close -------------------------------------------------------------------- */
@@ -438,4 +544,7 @@ const backend_ops unix_backend = {
     .match_prefix = wire_match_prefix,
     .clear = wire_clear,
     .stats = wire_stats,
+    .pool = ux_pool,
+    .put_many_dev = ux_put_many_dev,
+    .get_many_dev = ux_get_many_dev,
 };

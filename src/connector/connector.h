@@ -76,6 +76,22 @@ typedef struct conn_region {
 
 struct conn_req;
 struct conn_job;
+struct dev;
+struct dev_queue;
+struct dev_event;
+
+/* A job thread's argument: which thread it is (its device queue is dq[idx]). */
+typedef struct conn_wthread {
+    struct tide_connector *c;
+    size_t idx;
+} conn_wthread;
+
+/* One step's forward-pass event (devmem.c), shared by that step's save jobs; refs under
+ * wlock. */
+typedef struct conn_event {
+    struct dev_event *ev;
+    size_t refs;
+} conn_event;
 
 struct tide_connector {
     int role;
@@ -113,11 +129,44 @@ struct tide_connector {
     int32_t *load_errors;
     size_t nload_errors, cap_load_errors;
     int pressure; /* a put ran out of space; skip the marked requests' saves */
+    conn_wthread targs[CONN_THREADS];
+
+    /* Memory of the regions (devmem.c). Every region of a connector is on the same memory,
+     * set by the first one (kind TIDE_MEM_HOST or TIDE_MEM_CUDA, device); written under
+     * wlock before any job can use them. */
+    int nmem, mem_kind, mem_device;
+    struct dev *dev;                    /* opened with the first device region */
+    void *pool_base;                    /* the store's pool, registered with dev... */
+    int pool_owned;                     /* ...by this connector: unregistered when it stops */
+    struct dev_queue *dq[CONN_THREADS]; /* job thread i's queue: made, used, closed by it */
 
     /* Figures (stats_lock). */
     pthread_mutex_t stats_lock;
     tide_connector_stats stats;
 };
+
+/* ---- device memory (devmem.c) ---------------------------------------------------------- */
+
+/* A region of kind/device at [base, base + nbytes) may join the connector's regions: the
+ * same memory as the earlier ones; the first device region opens the device and registers
+ * the store's pool with it. 0, -EINVAL or TIDE_EDEVICE with a message. */
+int conn_mem_claim(tide_connector *c, const char *fn, int kind, int device, void *base,
+                   uint64_t nbytes);
+/* The event a step's saves wait for: recorded on the engine's stream now. NULL in *out for
+ * host regions. */
+int conn_mem_event(tide_connector *c, const char *fn, uint64_t stream, conn_event **out);
+/* Drop a reference to an event (wlock held). */
+void do_conn_event_unref(conn_event *e);
+/* The store calls of job thread t: host regions use the plain calls; device regions go
+ * through the thread's queue (a save's copies after ev). */
+int conn_store_put(tide_connector *c, size_t t, const conn_event *ev, const tide_key *keys,
+                   size_t n, const tide_iov *iov, const size_t *iovcnt, int *results);
+int conn_store_get(tide_connector *c, size_t t, const tide_key *keys, size_t n, const tide_iov *iov,
+                   const size_t *iovcnt, int *results, size_t *vlens);
+/* Job thread t ends: close its queue (in that thread). */
+void conn_mem_thread_exit(tide_connector *c, size_t t);
+/* After the threads stopped: unregister the pool, close the device. */
+void conn_mem_stop(tide_connector *c);
 
 /* Record a message on the handle and return code. */
 int conn_err(tide_connector *c, int code, const char *fmt, ...)

@@ -20,8 +20,13 @@
  * again clears the pressure and every mark.
  *
  * A load succeeds for an object only when the store returned exactly the object's size on
- * this rank; anything else (missing, evicted, failed checksum, wrong size) makes that
- * block a load error — the pages may hold partial bytes, and the engine must recompute it.
+ * this rank; anything else (missing, evicted, failed checksum, wrong size, a failed device
+ * copy) makes that block a load error — the pages may hold partial bytes, and the engine
+ * must recompute it.
+ *
+ * Device regions (devmem.c): the same jobs, with the store calls going through the job
+ * thread's device queue; a step's save jobs share the forward-pass event recorded when
+ * they were queued, and their copies wait for it on the device.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -39,7 +44,8 @@
 
 typedef struct conn_job {
     struct conn_job *next;
-    conn_mjob j; /* owned copy */
+    conn_mjob j;    /* owned copy */
+    conn_event *ev; /* a save of device regions: the step's forward pass (a reference) */
 } conn_job;
 
 typedef struct conn_wreq {
@@ -109,11 +115,9 @@ static void do_wreq_settle(tide_connector *c, conn_wreq *w) {
 
 /* ---- regions ---------------------------------------------------------------------------- */
 
-TIDE_API int tide_connector_register_region(tide_connector *c, int group, void *base,
-                                            uint64_t nbytes, int64_t num_blocks, size_t ndim,
-                                            const int64_t *shape, const int64_t *strides,
-                                            size_t elem_size) {
-    static const char fn[] = "tide_connector_register_region";
+static int add_region(tide_connector *c, const char *fn, int group, int kind, int device,
+                      void *base, uint64_t nbytes, int64_t num_blocks, size_t ndim,
+                      const int64_t *shape, const int64_t *strides, size_t elem_size) {
     if (!c) return err_set(NULL, NULL, -EINVAL, "%s: connector is NULL", fn);
     if (c->role != TIDE_CONNECTOR_WORKER)
         return conn_err(c, -EINVAL, "%s: not a worker connector", fn);
@@ -195,6 +199,11 @@ TIDE_API int tide_connector_register_region(tide_connector *c, int group, void *
             idx[d] = 0;
         }
     }
+    int mrc = conn_mem_claim(c, fn, kind, device, base, nbytes);
+    if (mrc) {
+        free(r.seg_base);
+        return mrc;
+    }
     pthread_mutex_lock(&c->wlock);
     conn_region *p = c->nregions < CONN_MAX_REGIONS
                          ? realloc(c->regions, (c->nregions + 1) * sizeof(conn_region))
@@ -214,6 +223,23 @@ TIDE_API int tide_connector_register_region(tide_connector *c, int group, void *
         c->min_blocks[group] = num_blocks;
     pthread_mutex_unlock(&c->wlock);
     return 0;
+}
+
+TIDE_API int tide_connector_register_region(tide_connector *c, int group, void *base,
+                                            uint64_t nbytes, int64_t num_blocks, size_t ndim,
+                                            const int64_t *shape, const int64_t *strides,
+                                            size_t elem_size) {
+    return add_region(c, "tide_connector_register_region", group, TIDE_MEM_HOST, 0, base, nbytes,
+                      num_blocks, ndim, shape, strides, elem_size);
+}
+
+TIDE_API int tide_connector_register_device_region(tide_connector *c, int group, int kind,
+                                                   int device, void *base, uint64_t nbytes,
+                                                   int64_t num_blocks, size_t ndim,
+                                                   const int64_t *shape, const int64_t *strides,
+                                                   size_t elem_size) {
+    return add_region(c, "tide_connector_register_device_region", group, kind, device, base, nbytes,
+                      num_blocks, ndim, shape, strides, elem_size);
 }
 
 /* The scatter list of block `id` of group g into iov; returns the entries written. */
@@ -320,7 +346,7 @@ static void add_load_errors(tide_connector *c, const int32_t *ids, size_t n) {
     pthread_mutex_unlock(&c->stats_lock);
 }
 
-static void run_load(tide_connector *c, const conn_mjob *j) {
+static void run_load(tide_connector *c, size_t t, const conn_mjob *j) {
     batch b;
     int32_t *failed = calloc(j->nblocks ? j->nblocks : 1, sizeof(int32_t));
     size_t nfailed = 0, iov_used = 0, ok = 0;
@@ -339,7 +365,7 @@ static void run_load(tide_connector *c, const conn_mjob *j) {
         }
     }
     uint64_t t0 = now_ns();
-    int rc = b.n ? tide_get_many(c->store, b.keys, b.n, b.iov, b.iovcnt, b.results, b.vlens) : 0;
+    int rc = b.n ? conn_store_get(c, t, b.keys, b.n, b.iov, b.iovcnt, b.results, b.vlens) : 0;
     for (size_t i = 0; i < b.n; i++) {
         const conn_mblock *blk = &j->blocks[b.which[i]];
         if (rc >= 0 && b.results[i] == 0 && b.vlens[i] == c->obj_bytes[blk->group]) {
@@ -385,7 +411,7 @@ static void set_pressure(tide_connector *c, const char *req_id, int on) {
     }
 }
 
-static void run_save(tide_connector *c, const conn_mjob *j) {
+static void run_save(tide_connector *c, size_t t, const conn_mjob *j, const conn_event *ev) {
     pthread_mutex_lock(&c->wlock);
     conn_wreq *w = do_wreq_find(c, j->req_id);
     int skip = c->pressure && w && w->pressure_skip;
@@ -431,7 +457,7 @@ static void run_save(tide_connector *c, const conn_mjob *j) {
     size_t dups = b.n - m, stored = 0, nospace = 0;
     uint64_t bytes = 0;
     t0 = now_ns();
-    rc = m ? tide_put_many(c->store, b.keys, m, b.iov, b.iovcnt, b.results) : 0;
+    rc = m ? conn_store_put(c, t, ev, b.keys, m, b.iov, b.iovcnt, b.results) : 0;
     for (size_t i = 0; i < m; i++) {
         if (rc < 0) break;
         if (b.results[i] == 0) {
@@ -456,13 +482,15 @@ static void run_save(tide_connector *c, const conn_mjob *j) {
 }
 
 static void *job_thread(void *arg) {
-    tide_connector *c = arg;
+    tide_connector *c = ((conn_wthread *)arg)->c;
+    size_t t = ((conn_wthread *)arg)->idx;
     for (;;) {
         pthread_mutex_lock(&c->wlock);
         while (!c->qhead && !c->stopping)
             pthread_cond_wait(&c->wcond, &c->wlock);
         if (!c->qhead) {
             pthread_mutex_unlock(&c->wlock);
+            conn_mem_thread_exit(c, t);
             return NULL;
         }
         conn_job *job = c->qhead;
@@ -472,9 +500,9 @@ static void *job_thread(void *arg) {
         pthread_mutex_unlock(&c->wlock);
 
         if (job->j.kind == TIDE_CONNECTOR_LOAD)
-            run_load(c, &job->j);
+            run_load(c, t, &job->j);
         else
-            run_save(c, &job->j);
+            run_save(c, t, &job->j, job->ev);
 
         pthread_mutex_lock(&c->wlock);
         conn_wreq *w = do_wreq_find(c, job->j.req_id);
@@ -485,6 +513,7 @@ static void *job_thread(void *arg) {
             w->pending_saves--;
         }
         if (w) do_wreq_settle(c, w);
+        do_conn_event_unref(job->ev);
         c->running--;
         c->queued--;
         pthread_cond_broadcast(&c->donecond);
@@ -499,7 +528,8 @@ int conn_worker_start(tide_connector *c) {
     c->wbuckets = calloc(WBUCKETS, sizeof(conn_wreq *));
     if (!c->wbuckets) return conn_err(c, -ENOMEM, "connector: out of memory");
     for (size_t i = 0; i < CONN_THREADS; i++) {
-        int e = pthread_create(&c->threads[i], NULL, job_thread, c);
+        c->targs[i] = (conn_wthread){c, i};
+        int e = pthread_create(&c->threads[i], NULL, job_thread, &c->targs[i]);
         if (e) {
             conn_worker_stop(c);
             return conn_err(c, -e, "connector: cannot start job thread %zu: %s", i, strerror(e));
@@ -544,6 +574,7 @@ void conn_worker_stop(tide_connector *c) {
     free(c->regions);
     c->regions = NULL;
     c->nregions = 0;
+    conn_mem_stop(c);
     free(c->wbuckets);
     c->wbuckets = NULL;
 }
@@ -584,27 +615,43 @@ static conn_job *job_copy(const conn_mjob *src) {
     return job;
 }
 
+static int start_jobs(tide_connector *c, const char *fn, const tide_connector_meta *m, int kinds,
+                      uint64_t stream);
+
 TIDE_API int tide_connector_start_jobs(tide_connector *c, const tide_connector_meta *m, int kinds) {
-    static const char fn[] = "tide_connector_start_jobs";
+    return start_jobs(c, "tide_connector_start_jobs", m, kinds, 0);
+}
+
+TIDE_API int tide_connector_start_jobs_stream(tide_connector *c, const tide_connector_meta *m,
+                                              int kinds, uint64_t stream) {
+    return start_jobs(c, "tide_connector_start_jobs_stream", m, kinds, stream);
+}
+
+static void free_jobs(conn_job *head) {
+    while (head) {
+        conn_job *nx = head->next;
+        free(head->j.req_id);
+        free(head->j.blocks);
+        free(head);
+        head = nx;
+    }
+}
+
+static int start_jobs(tide_connector *c, const char *fn, const tide_connector_meta *m, int kinds,
+                      uint64_t stream) {
     if (!c || !m) return err_set(c, c ? &c->err : NULL, -EINVAL, "%s: NULL argument", fn);
     if (c->role != TIDE_CONNECTOR_WORKER)
         return conn_err(c, -EINVAL, "%s: not a worker connector", fn);
     /* Copy first, so that running out of memory queues nothing rather than half a step. */
     conn_job *head = NULL, *tail = NULL;
-    size_t n = 0;
+    size_t n = 0, nsaves = 0;
     for (size_t i = 0; i < m->njobs; i++) {
         const conn_mjob *mj = &m->jobs[i];
         if (!(mj->kind & kinds)) continue;
         if (mj->hash_len == 0 || mj->hash_len > CONN_HASH_MAX) continue;
         conn_job *job = job_copy(mj);
         if (!job) {
-            while (head) {
-                conn_job *nx = head->next;
-                free(head->j.req_id);
-                free(head->j.blocks);
-                free(head);
-                head = nx;
-            }
+            free_jobs(head);
             return conn_err(c, -ENOMEM, "%s: out of memory", fn);
         }
         if (tail)
@@ -613,8 +660,21 @@ TIDE_API int tide_connector_start_jobs(tide_connector *c, const tide_connector_m
             head = job;
         tail = job;
         n++;
+        nsaves += mj->kind == TIDE_CONNECTOR_SAVE;
     }
-    int rc = 0;
+    /* Device regions: the saves' copies wait for what the engine queued on its stream so
+     * far (the step's forward pass). Without the event nothing is queued. */
+    conn_event *ev = NULL;
+    int rc = nsaves ? conn_mem_event(c, fn, stream, &ev) : 0;
+    if (rc) {
+        free_jobs(head);
+        return rc;
+    }
+    for (conn_job *u = head; ev && u; u = u->next)
+        if (u->j.kind == TIDE_CONNECTOR_SAVE) {
+            u->ev = ev;
+            ev->refs++;
+        }
     pthread_mutex_lock(&c->wlock);
     conn_job *job = head;
     for (; job; job = job->next) {
@@ -656,14 +716,12 @@ TIDE_API int tide_connector_start_jobs(tide_connector *c, const tide_connector_m
         w->finished = 1;
         do_wreq_settle(c, w);
     }
+    /* Jobs not queued (out of memory) drop their references; then the caller's. */
+    for (conn_job *u = head; u; u = u->next)
+        do_conn_event_unref(u->ev);
+    do_conn_event_unref(ev);
     pthread_mutex_unlock(&c->wlock);
-    while (head) {
-        conn_job *nx = head->next;
-        free(head->j.req_id);
-        free(head->j.blocks);
-        free(head);
-        head = nx;
-    }
+    free_jobs(head);
     if (rc) return conn_err(c, rc, "%s: out of memory", fn);
     return (int)n;
 }

@@ -1,0 +1,192 @@
+/*
+ * devio.c — puts and gets whose scatter lists are in device memory (GPU KV pages).
+ *
+ * A backend with a pool (mem://, unix://) implements put_many_dev / get_many_dev: the
+ * device's copy engine moves the bytes straight between the pages and the pool, which the
+ * connector registered with the device once. The other backends (tide://, clusters) get the
+ * staged form here: the pages are copied into a host buffer and put from it, or got into
+ * one and copied out to the pages — at most DEVIO_STAGE bytes of values at a time.
+ *
+ * In both, a key whose copies failed gets TIDE_EDEVICE and is never stored (a put) or
+ * claimed (a get). Checksums are those of the host bytes: the pool's after a put's copies
+ * landed, the staging buffer's as the backend fills or reads it.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/client.h"
+#include "common/checksum.h"
+
+#define DEVIO_STAGE (64u << 20)
+
+int devio_gather(dev_queue *q, uint8_t *dst, const tide_iov *iov, size_t cnt) {
+    for (size_t k = 0; k < cnt; k++) {
+        int rc = dev_queue_add(q, dst, iov[k].base, iov[k].len);
+        if (rc) return rc;
+        dst += iov[k].len;
+    }
+    return 0;
+}
+
+int devio_scatter(dev_queue *q, const tide_iov *iov, size_t cnt, const uint8_t *src, size_t len) {
+    for (size_t k = 0; k < cnt && len; k++) {
+        size_t take = iov[k].len < len ? iov[k].len : len;
+        int rc = dev_queue_add(q, iov[k].base, src, take);
+        if (rc) return rc;
+        src += take;
+        len -= take;
+    }
+    return 0;
+}
+
+int client_pool(tide_store *s, void **base, uint64_t *len) {
+    if (!s->ops->pool)
+        return client_err(s, TIDE_EUNSUPPORTED, "the %s:// backend has no pool in this process",
+                          s->ops->scheme);
+    return s->ops->pool(s, base, len);
+}
+
+static int dev_args(tide_store *s, const char *fn, const tide_key *keys, size_t n,
+                    const tide_iov *iov, const void *out, dev_queue *q) {
+    if (!s) return err_set(NULL, NULL, -EINVAL, "%s: store is NULL", fn);
+    if (n > TIDE_BATCH_MAX)
+        return client_err(s, TIDE_ELIMIT, "%s: %zu keys in one call, the limit is %d", fn, n,
+                          TIDE_BATCH_MAX);
+    if (n && (!keys || !out || !iov || !q)) return client_err(s, -EINVAL, "%s: NULL array", fn);
+    return 0;
+}
+
+/* The keys [i, j) of a staged call: as many as fit DEVIO_STAGE bytes (at least one). */
+static size_t stage_span(const tide_iov *iov, const size_t *iovcnt, size_t i, size_t n,
+                         size_t *bytes) {
+    size_t j = i, total = 0;
+    for (const tide_iov *v = iov; j < n; j++) {
+        size_t cnt = iovcnt ? iovcnt[j] : 1, len = iov_total(v, cnt);
+        if (j > i && total + len > DEVIO_STAGE) break;
+        total += len;
+        v += cnt;
+    }
+    *bytes = total;
+    return j;
+}
+
+static int staged_put(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
+                      const size_t *iovcnt, int *results, dev_queue *q) {
+    char msg[ERR_MSG_MAX];
+    int ok = 0;
+    for (size_t i = 0; i < n;) {
+        size_t bytes;
+        size_t j = stage_span(iov, iovcnt, i, n, &bytes);
+        uint8_t *buf = malloc(bytes ? bytes : 1);
+        tide_iov *one = malloc((j - i) * sizeof(*one));
+        if (!buf || !one) {
+            free(buf);
+            free(one);
+            return client_err(s, -ENOMEM, "out of memory staging device values");
+        }
+        const tide_iov *v = iov;
+        uint8_t *p = buf;
+        int rc = 0;
+        for (size_t k = i; k < j; k++) {
+            size_t cnt = iovcnt ? iovcnt[k] : 1, len = iov_total(v, cnt);
+            if (rc == 0) rc = devio_gather(q, p, v, cnt);
+            one[k - i] = (tide_iov){p, len};
+            p += len;
+            v += cnt;
+        }
+        uint64_t t = 0;
+        if (rc == 0) rc = dev_queue_flush(q, &t, msg, sizeof(msg));
+        if (rc == 0) rc = dev_queue_wait(q, t, msg, sizeof(msg));
+        if (rc) {
+            dev_queue_discard(q);
+            for (size_t k = i; k < j; k++)
+                results[k] = TIDE_EDEVICE;
+            client_err(s, rc, "copying values from the device: %s", msg);
+        } else {
+            int r = s->ops->put_many(s, keys + i, j - i, one, NULL, results + i);
+            if (r < 0) {
+                free(buf);
+                free(one);
+                return r;
+            }
+            ok += r;
+        }
+        free(buf);
+        free(one);
+        iov = v;
+        i = j;
+    }
+    return ok;
+}
+
+static int staged_get(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
+                      const size_t *iovcnt, int *results, size_t *vlens, dev_queue *q) {
+    char msg[ERR_MSG_MAX];
+    int ok = 0;
+    for (size_t i = 0; i < n;) {
+        size_t bytes;
+        size_t j = stage_span(iov, iovcnt, i, n, &bytes);
+        uint8_t *buf = malloc(bytes ? bytes : 1);
+        tide_iov *one = malloc((j - i) * sizeof(*one));
+        size_t *lens = calloc(j - i, sizeof(*lens));
+        if (!buf || !one || !lens) {
+            free(buf), free(one), free(lens);
+            return client_err(s, -ENOMEM, "out of memory staging device values");
+        }
+        const tide_iov *v = iov;
+        uint8_t *p = buf;
+        for (size_t k = i; k < j; k++) {
+            size_t cnt = iovcnt ? iovcnt[k] : 1, len = iov_total(v, cnt);
+            one[k - i] = (tide_iov){p, len};
+            p += len;
+            v += cnt;
+        }
+        int r = s->ops->get_many(s, keys + i, j - i, one, NULL, results + i, lens);
+        if (r < 0) {
+            free(buf), free(one), free(lens);
+            return r;
+        }
+        int rc = 0;
+        v = iov;
+        for (size_t k = i; k < j; k++) {
+            size_t cnt = iovcnt ? iovcnt[k] : 1;
+            if (rc == 0 && results[k] == 0)
+                rc = devio_scatter(q, v, cnt, one[k - i].base, lens[k - i]);
+            v += cnt;
+        }
+        uint64_t t = 0;
+        if (rc == 0) rc = dev_queue_flush(q, &t, msg, sizeof(msg));
+        if (rc == 0) rc = dev_queue_wait(q, t, msg, sizeof(msg));
+        if (rc) {
+            dev_queue_discard(q);
+            client_err(s, rc, "copying values to the device: %s", msg);
+        }
+        for (size_t k = i; k < j; k++) {
+            if (rc && results[k] == 0) results[k] = TIDE_EDEVICE;
+            if (vlens) vlens[k] = results[k] == 0 ? lens[k - i] : 0;
+            ok += results[k] == 0;
+        }
+        free(buf), free(one), free(lens);
+        iov = v;
+        i = j;
+    }
+    return ok;
+}
+
+int client_put_many_dev(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
+                        const size_t *iovcnt, int *results, dev_queue *q) {
+    int rc = dev_args(s, "tide_put_many (device)", keys, n, iov, results, q);
+    if (rc || n == 0) return rc;
+    if (s->ops->put_many_dev) return s->ops->put_many_dev(s, keys, n, iov, iovcnt, results, q);
+    return staged_put(s, keys, n, iov, iovcnt, results, q);
+}
+
+int client_get_many_dev(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
+                        const size_t *iovcnt, int *results, size_t *vlens, dev_queue *q) {
+    int rc = dev_args(s, "tide_get_many (device)", keys, n, iov, results, q);
+    if (rc || n == 0) return rc;
+    if (s->ops->get_many_dev)
+        return s->ops->get_many_dev(s, keys, n, iov, iovcnt, results, vlens, q);
+    return staged_get(s, keys, n, iov, iovcnt, results, vlens, q);
+}

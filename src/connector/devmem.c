@@ -1,0 +1,169 @@
+/*
+ * devmem.c — the memory a worker's regions live in: host memory (the store calls copy with
+ * the CPU) or one CUDA device (the device's copy engine moves the bytes between the pages
+ * and the store's pool; src/device/).
+ *
+ * A device connector opens the device with its first device region and registers the
+ * store's pool with it once (cudaHostRegister: the embedded pool of mem://, or the pool a
+ * unix:// client mapped from tided); a backend without a pool in this process (tide://, a
+ * cluster) is staged through host buffers instead (src/client/devio.c). Each job thread
+ * makes its own queue (a CUDA stream of tide's) on its first device job. A save job's
+ * copies wait, on the device, for the event tide_connector_start_jobs_stream recorded on
+ * the engine's stream after the step's forward pass; a load job returns only once its
+ * copies landed, so get_finished(LOAD) never reports a load whose bytes are still moving.
+ * A queue on which a copy failed is closed after its job and made again by the next.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "client/client.h"
+#include "connector/connector.h"
+#include "device/device.h"
+
+int conn_mem_claim(tide_connector *c, const char *fn, int kind, int device, void *base,
+                   uint64_t nbytes) {
+    char msg[ERR_MSG_MAX];
+    const char *name = dev_kind_name(kind);
+    if (!name)
+        return conn_err(c, -EINVAL, "%s: memory kind %d is neither TIDE_MEM_HOST nor TIDE_MEM_CUDA",
+                        fn, kind);
+    if (kind == TIDE_MEM_HOST && device != 0)
+        return conn_err(c, -EINVAL, "%s: host memory is device 0 (got %d)", fn, device);
+    pthread_mutex_lock(&c->wlock);
+    int nmem = c->nmem, mkind = c->mem_kind, mdev = c->mem_device;
+    dev *d = c->dev;
+    pthread_mutex_unlock(&c->wlock);
+    if (nmem && (mkind != kind || mdev != device))
+        return conn_err(c, -EINVAL,
+                        "%s: a region in %s memory (device %d) after regions in %s memory "
+                        "(device %d): every region of a connector is on the same memory",
+                        fn, name, device, dev_kind_name(mkind), mdev);
+    if (kind == TIDE_MEM_HOST) {
+        pthread_mutex_lock(&c->wlock);
+        c->nmem++;
+        pthread_mutex_unlock(&c->wlock);
+        return 0;
+    }
+    void *pool = NULL;
+    int owned = 0, rc;
+    if (!d) {
+        if ((rc = dev_open(kind, device, &d, msg, sizeof(msg))) != 0)
+            return conn_err(c, rc, "%s: %s", fn, msg);
+        uint64_t plen = 0;
+        if (client_pool(c->store, &pool, &plen) == 0) {
+            if ((rc = dev_host_register(d, pool, plen, msg, sizeof(msg))) < 0) {
+                dev_close(d);
+                return conn_err(c, rc, "%s: registering the store's %llu-byte pool: %s", fn,
+                                (unsigned long long)plen, msg);
+            }
+            owned = rc == 0;
+        } else {
+            pool = NULL; /* staged through host buffers */
+        }
+    }
+    rc = dev_check(d, base, nbytes, msg, sizeof(msg));
+    if (rc) {
+        if (!c->dev) {
+            if (owned) dev_host_unregister(d, pool);
+            dev_close(d);
+        }
+        return conn_err(c, rc, "%s: %s", fn, msg);
+    }
+    pthread_mutex_lock(&c->wlock);
+    if (!c->dev) {
+        c->dev = d;
+        c->pool_base = pool;
+        c->pool_owned = owned;
+        c->mem_kind = kind;
+        c->mem_device = device;
+    }
+    c->nmem++;
+    pthread_mutex_unlock(&c->wlock);
+    return 0;
+}
+
+int conn_mem_event(tide_connector *c, const char *fn, uint64_t stream, conn_event **out) {
+    char msg[ERR_MSG_MAX];
+    *out = NULL;
+    pthread_mutex_lock(&c->wlock);
+    dev *d = c->dev;
+    pthread_mutex_unlock(&c->wlock);
+    if (!d) return 0;
+    conn_event *e = calloc(1, sizeof(*e));
+    if (!e) return conn_err(c, -ENOMEM, "%s: out of memory", fn);
+    int rc = dev_event_record(d, (uintptr_t)stream, &e->ev, msg, sizeof(msg));
+    if (rc) {
+        free(e);
+        return conn_err(c, rc, "%s: %s", fn, msg);
+    }
+    e->refs = 1;
+    *out = e;
+    return 0;
+}
+
+void do_conn_event_unref(conn_event *e) {
+    if (e && --e->refs == 0) {
+        dev_event_free(e->ev);
+        free(e);
+    }
+}
+
+/* Thread t's queue, made on first use; NULL with a message on the handle when it cannot be. */
+static dev_queue *thread_queue(tide_connector *c, size_t t) {
+    if (c->dq[t]) return c->dq[t];
+    char msg[ERR_MSG_MAX];
+    int rc = dev_queue_open(c->dev, &c->dq[t], msg, sizeof(msg));
+    if (rc) conn_err(c, rc, "connector: a queue of copies for job thread %zu: %s", t, msg);
+    return c->dq[t];
+}
+
+/* After a job: a queue on which a copy failed is replaced by the next job. */
+static void settle_queue(tide_connector *c, size_t t) {
+    if (c->dq[t] && c->dq[t]->failed) {
+        dev_queue_close(c->dq[t]);
+        c->dq[t] = NULL;
+    }
+}
+
+int conn_store_put(tide_connector *c, size_t t, const conn_event *ev, const tide_key *keys,
+                   size_t n, const tide_iov *iov, const size_t *iovcnt, int *results) {
+    if (!c->dev) return tide_put_many(c->store, keys, n, iov, iovcnt, results);
+    dev_queue *q = thread_queue(c, t);
+    if (!q) return TIDE_EDEVICE;
+    char msg[ERR_MSG_MAX];
+    int rc = ev ? dev_queue_wait_event(q, ev->ev, msg, sizeof(msg)) : 0;
+    if (rc) {
+        q->failed = 1;
+        conn_err(c, rc, "connector: waiting for the forward pass: %s", msg);
+    } else {
+        rc = client_put_many_dev(c->store, keys, n, iov, iovcnt, results, q);
+    }
+    settle_queue(c, t);
+    return rc;
+}
+
+int conn_store_get(tide_connector *c, size_t t, const tide_key *keys, size_t n, const tide_iov *iov,
+                   const size_t *iovcnt, int *results, size_t *vlens) {
+    if (!c->dev) return tide_get_many(c->store, keys, n, iov, iovcnt, results, vlens);
+    dev_queue *q = thread_queue(c, t);
+    if (!q) return TIDE_EDEVICE;
+    int rc = client_get_many_dev(c->store, keys, n, iov, iovcnt, results, vlens, q);
+    settle_queue(c, t);
+    return rc;
+}
+
+void conn_mem_thread_exit(tide_connector *c, size_t t) {
+    if (c->dq[t]) dev_queue_close(c->dq[t]);
+    c->dq[t] = NULL;
+}
+
+void conn_mem_stop(tide_connector *c) {
+    if (!c->dev) return;
+    if (c->pool_owned) dev_host_unregister(c->dev, c->pool_base);
+    dev_close(c->dev);
+    c->dev = NULL;
+    c->pool_base = NULL;
+    c->pool_owned = 0;
+    c->nmem = 0;
+}
