@@ -230,9 +230,9 @@ TIDE_API int tide_stats_get(tide_store *s, tide_stats *st);
 
 /* What a cluster handle has seen since it was opened (this handle only). */
 typedef struct tide_cluster_info {
-    uint32_t members;      /* members in the current view */
-    uint32_t members_down; /* of which backing off after a failure right now */
-    uint32_t replicas;     /* R: copies a put writes */
+    uint32_t members;        /* members in the current view */
+    uint32_t members_down;   /* of which backing off after a failure right now */
+    uint32_t replicas;       /* R: copies a put writes */
     uint32_t reserved0;
     uint64_t view_changes;   /* membership changes seen (etcd) */
     uint64_t copies_written; /* copies stored by puts */
@@ -352,8 +352,8 @@ TIDE_API int tide_connector_create_file(const char *config_path, const char *sto
                                         tide_connector **out);
 /* The same over a store the caller opened; the connector borrows it, and the caller closes
  * it after tide_connector_destroy(). */
-TIDE_API int tide_connector_create_with_store(const char *config_json, tide_store *store, int role,
-                                              tide_connector **out);
+TIDE_API int tide_connector_create_with_store(const char *config_json, tide_store *store,
+                                              int role, tide_connector **out);
 /* Wait for every queued job, stop the threads, free everything. NULL is ignored. */
 TIDE_API void tide_connector_destroy(tide_connector *c);
 /* The last detailed message of this handle on this thread (see tide_errmsg). */
@@ -382,8 +382,9 @@ TIDE_API int tide_connector_get_info(tide_connector *c, tide_connector_info *out
  * request state is kept. One batched existence query per call. hash_len is 1..64.
  * Errors: -EINVAL, TIDE_EKEYLONG, -ENOMEM, the store's errors.
  */
-TIDE_API int tide_connector_hit_tokens(tide_connector *c, int64_t num_tokens, const uint8_t *hashes,
-                                       size_t nhashes, size_t hash_len, int64_t *hit_tokens);
+TIDE_API int tide_connector_hit_tokens(tide_connector *c, int64_t num_tokens,
+                                       const uint8_t *hashes, size_t nhashes, size_t hash_len,
+                                       int64_t *hit_tokens);
 /*
  * vLLM's get_num_new_matched_tokens: *num_new = tokens beyond num_computed that can be
  * loaded (0 if none). When > 0 the request gets a load spec that
@@ -462,10 +463,10 @@ typedef struct tide_connector_job {
 } tide_connector_job;
 
 typedef struct tide_connector_block {
-    int group;           /* KV-cache group */
-    int32_t block_id;    /* the block (page) in the group's registered regions */
-    int64_t end_token;   /* the object covers tokens up to this position */
-    const uint8_t *hash; /* its block hash (hash_len bytes; lives as long as the metadata) */
+    int group;            /* KV-cache group */
+    int32_t block_id;     /* the block (page) in the group's registered regions */
+    int64_t end_token;    /* the object covers tokens up to this position */
+    const uint8_t *hash;  /* its block hash (hash_len bytes; lives as long as the metadata) */
     size_t hash_len;
 } tide_connector_block;
 

@@ -50,50 +50,28 @@ static int table_index(int err) {
 /* errno names for the values a store call can pass through. */
 static const char *errno_name(int e) {
     switch (e) {
-    case ENOMEM:
-        return "ENOMEM";
-    case EINVAL:
-        return "EINVAL";
-    case ENOENT:
-        return "ENOENT";
-    case EIO:
-        return "EIO";
-    case EAGAIN:
-        return "EAGAIN";
-    case EINTR:
-        return "EINTR";
-    case EPIPE:
-        return "EPIPE";
-    case ETIMEDOUT:
-        return "ETIMEDOUT";
-    case ECONNREFUSED:
-        return "ECONNREFUSED";
-    case ECONNRESET:
-        return "ECONNRESET";
-    case EHOSTUNREACH:
-        return "EHOSTUNREACH";
-    case ENETUNREACH:
-        return "ENETUNREACH";
-    case EADDRINUSE:
-        return "EADDRINUSE";
-    case EACCES:
-        return "EACCES";
-    case EPERM:
-        return "EPERM";
-    case ENOSPC:
-        return "ENOSPC";
-    case EMFILE:
-        return "EMFILE";
-    case ENFILE:
-        return "ENFILE";
-    case EBADF:
-        return "EBADF";
-    case ENOTCONN:
-        return "ENOTCONN";
-    case ENOSYS:
-        return "ENOSYS";
-    default:
-        return NULL;
+    case ENOMEM: return "ENOMEM";
+    case EINVAL: return "EINVAL";
+    case ENOENT: return "ENOENT";
+    case EIO: return "EIO";
+    case EAGAIN: return "EAGAIN";
+    case EINTR: return "EINTR";
+    case EPIPE: return "EPIPE";
+    case ETIMEDOUT: return "ETIMEDOUT";
+    case ECONNREFUSED: return "ECONNREFUSED";
+    case ECONNRESET: return "ECONNRESET";
+    case EHOSTUNREACH: return "EHOSTUNREACH";
+    case ENETUNREACH: return "ENETUNREACH";
+    case EADDRINUSE: return "EADDRINUSE";
+    case EACCES: return "EACCES";
+    case EPERM: return "EPERM";
+    case ENOSPC: return "ENOSPC";
+    case EMFILE: return "EMFILE";
+    case ENFILE: return "ENFILE";
+    case EBADF: return "EBADF";
+    case ENOTCONN: return "ENOTCONN";
+    case ENOSYS: return "ENOSYS";
+    default: return NULL;
     }
 }
 
