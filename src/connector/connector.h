@@ -136,8 +136,8 @@ struct tide_connector {
      * wlock before any job can use them. */
     int nmem, mem_kind, mem_device;
     struct dev *dev;                    /* opened with the first device region */
-    void *pool_base;                    /* the store's pool, registered with dev... */
-    int pool_owned;                     /* ...by this connector: unregistered when it stops */
+    void *pool_base;                    /* the store's pool, registered with dev(counted)... */
+    int pool_owned;                     /* ...for this connector: released at stop */
     struct dev_queue *dq[CONN_THREADS]; /* job thread i's queue: made, used, closed by it */
 
     /* Figures (stats_lock). */

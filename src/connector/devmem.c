@@ -12,6 +12,9 @@
  * the engine's stream after the step's forward pass; a load job returns only once its
  * copies landed, so get_finished(LOAD) never reports a load whose bytes are still moving.
  * A queue on which a copy failed is closed after its job and made again by the next.
+ *
+ * Pool registrations are counted per pool and memory (regs, under reg_lock): connectors
+ * sharing a store handle register its pool once, and the last of them to stop unregisters it.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -20,6 +23,56 @@
 #include "client/client.h"
 #include "connector/connector.h"
 #include "device/device.h"
+
+#define MAX_POOL_REGS 16
+
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    void *base;
+    int kind, device;
+    size_t refs;
+    int owned; /* registered by tide (not found registered already) */
+} regs[MAX_POOL_REGS];
+
+/* Register [base, base + len) with d, or count one more user of an earlier registration. */
+static int pool_ref(dev *d, void *base, uint64_t len, char *msg, size_t mlen) {
+    int rc = 0;
+    pthread_mutex_lock(&reg_lock);
+    size_t i, free_slot = MAX_POOL_REGS;
+    for (i = 0; i < MAX_POOL_REGS; i++) {
+        if (regs[i].refs && regs[i].base == base && regs[i].kind == d->kind &&
+            regs[i].device == d->device)
+            break;
+        if (!regs[i].refs && free_slot == MAX_POOL_REGS) free_slot = i;
+    }
+    if (i < MAX_POOL_REGS) {
+        regs[i].refs++;
+    } else if (free_slot == MAX_POOL_REGS) {
+        snprintf(msg, mlen, "more than %d pools registered with devices", MAX_POOL_REGS);
+        rc = TIDE_EDEVICE;
+    } else if ((rc = dev_host_register(d, base, len, msg, mlen)) >= 0) {
+        regs[free_slot].base = base;
+        regs[free_slot].kind = d->kind;
+        regs[free_slot].device = d->device;
+        regs[free_slot].refs = 1;
+        regs[free_slot].owned = rc == 0;
+        rc = 0;
+    }
+    pthread_mutex_unlock(&reg_lock);
+    return rc;
+}
+
+static void pool_unref(dev *d, void *base) {
+    pthread_mutex_lock(&reg_lock);
+    for (size_t i = 0; i < MAX_POOL_REGS; i++) {
+        if (regs[i].refs && regs[i].base == base && regs[i].kind == d->kind &&
+            regs[i].device == d->device) {
+            if (--regs[i].refs == 0 && regs[i].owned) dev_host_unregister(d, base);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&reg_lock);
+}
 
 int conn_mem_claim(tide_connector *c, const char *fn, int kind, int device, void *base,
                    uint64_t nbytes) {
@@ -46,35 +99,28 @@ int conn_mem_claim(tide_connector *c, const char *fn, int kind, int device, void
         return 0;
     }
     void *pool = NULL;
-    int owned = 0, rc;
+    int rc;
     if (!d) {
         if ((rc = dev_open(kind, device, &d, msg, sizeof(msg))) != 0)
             return conn_err(c, rc, "%s: %s", fn, msg);
-        uint64_t plen = 0;
-        if (client_pool(c->store, &pool, &plen) == 0) {
-            if ((rc = dev_host_register(d, pool, plen, msg, sizeof(msg))) < 0) {
-                dev_close(d);
-                return conn_err(c, rc, "%s: registering the store's %llu-byte pool: %s", fn,
-                                (unsigned long long)plen, msg);
-            }
-            owned = rc == 0;
-        } else {
-            pool = NULL; /* staged through host buffers */
-        }
     }
     rc = dev_check(d, base, nbytes, msg, sizeof(msg));
     if (rc) {
-        if (!c->dev) {
-            if (owned) dev_host_unregister(d, pool);
-            dev_close(d);
-        }
+        if (d != c->dev) dev_close(d);
         return conn_err(c, rc, "%s: %s", fn, msg);
+    }
+    uint64_t plen = 0;
+    if (d != c->dev && client_pool(c->store, &pool, &plen) == 0 &&
+        (rc = pool_ref(d, pool, plen, msg, sizeof(msg))) != 0) {
+        dev_close(d);
+        return conn_err(c, rc, "%s: registering the store's %llu-byte pool: %s", fn,
+                        (unsigned long long)plen, msg);
     }
     pthread_mutex_lock(&c->wlock);
     if (!c->dev) {
         c->dev = d;
-        c->pool_base = pool;
-        c->pool_owned = owned;
+        c->pool_base = pool; /* NULL: no pool here, staged through host buffers */
+        c->pool_owned = pool != NULL;
         c->mem_kind = kind;
         c->mem_device = device;
     }
@@ -160,7 +206,7 @@ void conn_mem_thread_exit(tide_connector *c, size_t t) {
 
 void conn_mem_stop(tide_connector *c) {
     if (!c->dev) return;
-    if (c->pool_owned) dev_host_unregister(c->dev, c->pool_base);
+    if (c->pool_owned) pool_unref(c->dev, c->pool_base);
     dev_close(c->dev);
     c->dev = NULL;
     c->pool_base = NULL;
