@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# gpu-check.sh — the GPU check of issue 16, for one machine with a CUDA GPU, PyTorch and the
+# CUDA toolkit, and no network. Sized to finish in well under 5 minutes on one H200.
+#
+#   scripts/gpu-check.sh            (PYTHON=/path/to/python3-with-torch to pick the interpreter)
+#
+# 1. Says what the machine has (GPU, driver, nvcc, the Python that imports torch) and which
+#    of the build's Debian libraries are missing (libxxhash, libssl, libcjson, liburing,
+#    libcurl): nothing is installed or downloaded. With one missing it uses a prebuilt
+#    build/libtide.so and build/tide if their libraries all resolve here, else it stops and
+#    says what to install.
+# 2. Builds libtide and tided (make), runs the device unit tests (the test device kind, and
+#    the CUDA kind opening the real GPU), and checks that `ldd build/libtide.so` names no
+#    CUDA library.
+# 3. scripts/gpu_check.py through mem:// (the embedded pool), again with
+#    TIDE_CUDA_BATCH=0 (one cudaMemcpyAsync per run instead of cudaMemcpyBatchAsync, to see
+#    which is faster), and through unix:// against a tided it starts here and stops by PID:
+#    paged KV caches allocated with torch on the GPU, prefixes saved and loaded, every byte
+#    compared, save and load GB/s against cudaMemcpyAsync of the same bytes between device
+#    and pinned host memory in the same run (target: 0.8x, objects of 2 MiB made of 64
+#    pages).
+#
+# Writes its log and figures under $OUT (default build/gpu-check). Exit status: 0 when all
+# ran and compared equal; 1 on a failure; 2 when the machine lacks a GPU or torch; 3 when
+# the build's libraries are missing and no usable prebuilt library is here.
+set -uo pipefail
+
+cd "$(dirname "$0")/.." || exit 1
+ROOT=$PWD
+OUT=${OUT:-$ROOT/build/gpu-check}
+mkdir -p "$OUT"
+exec > >(tee "$OUT/gpu-check.log") 2>&1
+
+say() { printf '== %s\n' "$*"; }
+T0=$(date +%s)
+status=0
+TIDED_PID=""
+TMPD=$(mktemp -d)
+# shellcheck disable=SC2317  # called by the EXIT trap
+cleanup() {
+    if [ -n "$TIDED_PID" ] && kill -0 "$TIDED_PID" 2>/dev/null; then
+        kill "$TIDED_PID" 2>/dev/null
+        wait "$TIDED_PID" 2>/dev/null
+    fi
+    rm -rf "$TMPD"
+}
+trap cleanup EXIT
+
+# ---- 1. the machine ------------------------------------------------------------------
+say "machine: $(uname -srm), $(nproc) CPUs"
+if command -v nvidia-smi >/dev/null 2>&1; then
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader |
+        sed 's/^/== GPU: /'
+else
+    say "no nvidia-smi on PATH"
+fi
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+if [ -x "$NVCC" ]; then
+    say "nvcc: $("$NVCC" --version | tail -1)"
+else
+    say "no nvcc (the CUDA kind then builds with its own declarations)"
+fi
+
+PY=""
+for cand in ${PYTHON:-} python3 python /usr/bin/python3; do
+    if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import torch' 2>/dev/null; then
+        PY=$(command -v "$cand")
+        break
+    fi
+done
+if [ -z "$PY" ]; then
+    say "MISSING: no Python here imports torch (set PYTHON=/path/to/python3)"
+    exit 2
+fi
+say "python: $PY ($("$PY" -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())'))"
+if ! "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)'; then
+    say "MISSING: torch sees no CUDA device"
+    exit 2
+fi
+
+# The build's libraries: header, library, Debian package.
+CC=${CC:-cc}
+missing=""
+check_dep() {
+    if ! printf '#include <%s>\nint main(void) { return 0; }\n' "$1" |
+        "$CC" -x c - -o "$TMPD/dep" "-l$2" 2>/dev/null; then
+        missing="$missing $3"
+        say "MISSING: $3 (<$1>, -l$2)"
+    fi
+}
+check_dep xxhash.h xxhash libxxhash-dev
+check_dep openssl/sha.h crypto libssl-dev
+check_dep cjson/cJSON.h cjson libcjson-dev
+check_dep liburing.h uring liburing-dev
+check_dep curl/curl.h curl libcurl4-openssl-dev
+
+# ---- 2. build ------------------------------------------------------------------------
+LIB=$ROOT/build/libtide.so
+TIDE=$ROOT/build/tide
+if [ -z "$missing" ]; then
+    say "building (make -j$(nproc))"
+    if ! make -j"$(nproc)" build/libtide.so build/tide build/tided build/tests/tide-tests \
+        >"$OUT/build.log" 2>&1; then
+        tail -30 "$OUT/build.log"
+        say "FAIL: the build failed (log: $OUT/build.log)"
+        exit 1
+    fi
+    say "device unit tests (test kind; the CUDA kind on this GPU)"
+    if ! TIDE_BIN=$TIDE TIDE_BUILD=$ROOT/build build/tests/tide-tests device_ connector_device_ \
+        >"$OUT/unit.log" 2>&1; then
+        status=1
+        say "FAIL: device unit tests"
+    fi
+    tail -1 "$OUT/unit.log"
+else
+    say "cannot build here: install$missing (Debian), or bring a build/ made elsewhere"
+    if [ -f "$LIB" ] && [ -x "$TIDE" ] && ! ldd "$LIB" "$TIDE" | grep -q 'not found'; then
+        say "using the prebuilt build/libtide.so and build/tide: their libraries resolve"
+    else
+        [ -f "$LIB" ] && ldd "$LIB" | grep 'not found'
+        say "no usable prebuilt library either: stopping"
+        exit 3
+    fi
+fi
+if ldd "$LIB" | grep -Ei 'cuda|libnv'; then
+    say "FAIL: libtide.so links a CUDA library"
+    status=1
+else
+    say "ldd build/libtide.so names no CUDA library"
+fi
+
+# ---- 3. saves and loads --------------------------------------------------------------
+run_py() { # label url [extra args]
+    local label=$1 url=$2
+    shift 2
+    say "$label: $url"
+    if ! timeout 180 "$PY" scripts/gpu_check.py --lib "$LIB" --url "$url" --label "$label" \
+        --json "$OUT/$label.json" "$@"; then
+        say "FAIL: $label"
+        status=1
+    fi
+}
+
+run_py mem 'mem://?capacity=6GiB&prefault=1' --bad-input
+TIDE_CUDA_BATCH=0 run_py mem-nobatch 'mem://?capacity=6GiB&prefault=1' --reps 2
+
+SOCK=$TMPD/tide.sock
+"$TIDE" serve --port 0 --metrics-port 0 --capacity 6GiB --prefault --unix "$SOCK" \
+    --ready-file "$TMPD/ready" --log-level warn 2>"$OUT/tided.log" &
+TIDED_PID=$!
+for _ in $(seq 1 600); do
+    [ -s "$TMPD/ready" ] && break
+    kill -0 "$TIDED_PID" 2>/dev/null || break
+    sleep 0.1
+done
+if [ -s "$TMPD/ready" ]; then
+    say "tided pid $TIDED_PID on unix://$SOCK"
+    run_py unix "unix://$SOCK"
+    kill "$TIDED_PID"
+    if wait "$TIDED_PID"; then
+        say "tided stopped (exit 0)"
+    else
+        say "FAIL: tided exited with status $?"
+        status=1
+    fi
+    TIDED_PID=""
+else
+    say "FAIL: tided did not start (log: $OUT/tided.log)"
+    cat "$OUT/tided.log"
+    status=1
+fi
+
+# ---- summary -------------------------------------------------------------------------
+say "summary (GB/s; ratio = tide / cudaMemcpyAsync of the same bytes, target 0.8)"
+for f in "$OUT"/mem.json "$OUT"/mem-nobatch.json "$OUT"/unix.json; do
+    [ -f "$f" ] || continue
+    "$PY" - "$f" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(f"== {r['label']:12s} save {r['save_GBps']:6.1f} ({r['save_ratio']:.2f}x of d2h "
+      f"{r['memcpy_d2h_GBps']:.1f})  load {r['load_GBps']:6.1f} ({r['load_ratio']:.2f}x of h2d "
+      f"{r['memcpy_h2d_GBps']:.1f})  {r['bytes'] / 2**30:.2f} GiB, {r['object_bytes'] >> 20} MiB objects")
+EOF
+done
+say "took $(($(date +%s) - T0)) s; $([ "$status" -eq 0 ] && echo PASSED || echo FAILED)"
+exit "$status"

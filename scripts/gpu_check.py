@@ -1,0 +1,359 @@
+#!/usr/bin/env python3
+"""gpu_check.py — the GPU part of scripts/gpu-check.sh: paged KV caches allocated with torch
+on a CUDA device, saved and loaded through libtide's connector (device regions: the GPU's copy
+engine moves the bytes between the pages and tide's pool), compared byte for byte, and timed
+against cudaMemcpyAsync of the same bytes between device memory and pinned host memory in the
+same run.
+
+Layout: LAYERS tensors of shape (2, NUM_BLOCKS, 16, 8, 128) bfloat16 (vLLM's K/V planes), so
+one block is 2 x 32 KiB per layer and one object (a block across every layer) is 64 pages,
+2 MiB. It talks to libtide.so with ctypes directly (prototypes below), so it needs nothing of
+the tide Python package.
+
+    gpu_check.py --lib build/libtide.so --url mem://?capacity=6GiB [--label mem] [--json out]
+
+Exit status: 0 when every byte compared equal and every error case answered as it should
+(the speed verdict is printed, not turned into a failure); 1 on a correctness failure; 2 when
+torch or a GPU is missing.
+"""
+
+import argparse
+import ctypes as C
+import json
+import statistics
+import sys
+import time
+
+LAYERS = 32
+BLOCK_TOKENS = 16
+KV_HEADS = 8
+HEAD_SIZE = 128
+HASH_LEN = 16
+TIDE_CONNECTOR_SCHEDULER, TIDE_CONNECTOR_WORKER = 0, 1
+LOAD, SAVE = 1, 2
+TIDE_MEM_CUDA = 1
+TIDE_EDEVICE = -1023
+
+
+def fail(msg):
+    print(f"FAIL: {msg}", flush=True)
+    sys.exit(1)
+
+
+def load_lib(path):
+    lib = C.CDLL(path)
+    p, i32, i64, u64, sz = C.c_void_p, C.c_int, C.c_int64, C.c_uint64, C.c_size_t
+    protos = {
+        "tide_open": (i32, [C.c_char_p, C.POINTER(p)]),
+        "tide_close": (None, [p]),
+        "tide_errmsg": (C.c_char_p, [p]),
+        "tide_strerror": (C.c_char_p, [i32]),
+        "tide_prefix_hashes": (i32, [i32, C.POINTER(C.c_uint32), sz, sz, p, sz, p, sz]),
+        "tide_connector_create_with_store": (i32, [C.c_char_p, p, i32, C.POINTER(p)]),
+        "tide_connector_destroy": (None, [p]),
+        "tide_connector_errmsg": (C.c_char_p, [p]),
+        "tide_connector_register_device_region": (
+            i32,
+            [p, i32, i32, i32, p, u64, i64, sz, C.POINTER(i64), C.POINTER(i64), sz],
+        ),
+        "tide_connector_lookup": (
+            i32,
+            [p, C.c_char_p, i64, p, sz, sz, i64, C.POINTER(i64)],
+        ),
+        "tide_connector_update_after_alloc": (
+            i32,
+            [p, C.c_char_p, C.POINTER(C.c_int32), C.POINTER(sz), sz, i64],
+        ),
+        "tide_connector_request_step": (
+            i32,
+            [p, C.c_char_p, i64, i64, p, sz, sz, C.POINTER(C.c_int32), C.POINTER(sz), sz, i32],
+        ),
+        "tide_connector_request_finished": (i32, [p, C.c_char_p]),
+        "tide_connector_build_meta": (i32, [p, C.POINTER(p)]),
+        "tide_connector_meta_free": (None, [p]),
+        "tide_connector_start_jobs_stream": (i32, [p, p, i32, u64]),
+        "tide_connector_wait": (i32, [p]),
+        "tide_connector_get_finished": (i32, [p, i32, C.c_char_p, sz]),
+        "tide_connector_get_load_errors": (i32, [p, C.POINTER(C.c_int32), sz]),
+    }
+    for name, (res, args) in protos.items():
+        f = getattr(lib, name)
+        f.restype, f.argtypes = res, args
+    return lib
+
+
+class Tide:
+    def __init__(self, lib, url):
+        self.lib = lib
+        self.store = C.c_void_p()
+        rc = lib.tide_open(url.encode(), C.byref(self.store))
+        if rc:
+            fail(f"tide_open({url}): {rc} {lib.tide_errmsg(None).decode()}")
+        self.doc = json.dumps(
+            {
+                "model_config": {"model": "org/GpuCheck-8B", "total_num_kv_heads": KV_HEADS},
+                "cache_config": {"block_size": BLOCK_TOKENS},
+                "parallel_config": {},
+                "kv_transfer_config": {
+                    "kv_role": "kv_both",
+                    "kv_connector_extra_config": {},
+                },
+                "kv_cache_config": {
+                    "kv_cache_groups": [
+                        {
+                            "kv_cache_spec": {
+                                "type": "FullAttentionSpec",
+                                "block_size": BLOCK_TOKENS,
+                                "num_kv_heads": KV_HEADS,
+                                "head_size": HEAD_SIZE,
+                                "dtype": "bfloat16",
+                            },
+                            "layer_names": [f"model.layers.{i}.attn" for i in range(LAYERS)],
+                        }
+                    ]
+                },
+            }
+        ).encode()
+
+    def connector(self, role):
+        c = C.c_void_p()
+        rc = self.lib.tide_connector_create_with_store(self.doc, self.store, role, C.byref(c))
+        if rc:
+            fail(f"connector create: {rc} {self.lib.tide_connector_errmsg(None).decode()}")
+        return c
+
+    def check(self, c, rc, what):
+        if rc < 0:
+            fail(f"{what}: {rc} {self.lib.tide_connector_errmsg(c).decode()}")
+        return rc
+
+
+def register(t, w, caches, expect=0):
+    """Register every layer's tensor as a device region: pointer, size and layout from the
+    tensor, as tide.vllm does."""
+    for x in caches:
+        shape = (C.c_int64 * x.dim())(*x.shape)
+        strides = (C.c_int64 * x.dim())(*x.stride())
+        rc = t.lib.tide_connector_register_device_region(
+            w,
+            0,
+            TIDE_MEM_CUDA,
+            x.device.index or 0,
+            C.c_void_p(x.data_ptr()),
+            x.untyped_storage().nbytes(),
+            x.shape[1],
+            x.dim(),
+            shape,
+            strides,
+            x.element_size(),
+        )
+        if expect == 0:
+            t.check(w, rc, "register_device_region")
+        elif rc != expect:
+            fail(f"register_device_region answered {rc}, expected {expect}")
+        else:
+            return rc
+    return 0
+
+
+def hashes(t, seed, ntok):
+    toks = (C.c_uint32 * ntok)(*[(seed * 7919 + i * 31) & 0xFFFFFFFF for i in range(ntok)])
+    n = ntok // BLOCK_TOKENS
+    out = (C.c_uint8 * (n * HASH_LEN))()
+    k = t.lib.tide_prefix_hashes(0, toks, ntok, BLOCK_TOKENS, None, 0, out, n)
+    if k != n:
+        fail(f"tide_prefix_hashes gave {k}")
+    return out, n
+
+
+def step(t, s, w, stream):
+    m = C.c_void_p()
+    t.check(s, t.lib.tide_connector_build_meta(s, C.byref(m)), "build_meta")
+    n = t.check(w, t.lib.tide_connector_start_jobs_stream(w, m, LOAD | SAVE, stream), "start_jobs")
+    t.lib.tide_connector_meta_free(m)
+    return n
+
+
+def schedule(t, s, rid, h, nh, ntok, ids, ext):
+    arr = (C.c_int32 * len(ids))(*ids)
+    cnt = (C.c_size_t * 1)(len(ids))
+    new = C.c_int64(-1)
+    t.check(s, t.lib.tide_connector_lookup(s, rid, ntok, h, nh, HASH_LEN, 0, C.byref(new)), "lookup")
+    if ext is None:
+        ext = new.value
+    t.check(s, t.lib.tide_connector_update_after_alloc(s, rid, arr, cnt, 1, ext), "update_after_alloc")
+    t.check(
+        s,
+        t.lib.tide_connector_request_step(s, rid, ntok, ntok, h, nh, HASH_LEN, arr, cnt, 1, 1),
+        "request_step",
+    )
+    return new.value
+
+
+def finished(t, w, kind):
+    buf = C.create_string_buffer(1 << 16)
+    n = t.lib.tide_connector_get_finished(w, kind, buf, len(buf))
+    return [x.decode() for x in buf.raw.split(b"\0")[:n]]
+
+
+def load_errors(t, w):
+    arr = (C.c_int32 * 4096)()
+    n = t.lib.tide_connector_get_load_errors(w, arr, 4096)
+    return list(arr[:n])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--url", required=True)
+    ap.add_argument("--label", default="mem")
+    ap.add_argument("--blocks", type=int, default=512, help="blocks of one saved prefix (2 MiB each)")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--requests", type=int, default=2, help="requests the prefix is split over")
+    ap.add_argument("--json")
+    ap.add_argument("--bad-input", action="store_true", help="also check the error cases")
+    a = ap.parse_args()
+    try:
+        import torch
+    except ImportError as e:
+        print(f"MISSING: torch does not import ({e})")
+        sys.exit(2)
+    if not torch.cuda.is_available():
+        print("MISSING: torch sees no CUDA device")
+        sys.exit(2)
+    dev = torch.device("cuda", 0)
+    torch.cuda.set_device(dev)
+    lib = load_lib(a.lib)
+    t = Tide(lib, a.url)
+    per_req = a.blocks // a.requests
+    nb = a.blocks * (a.reps + 1) + 64  # blocks per rank: every rep's prefix, and spares
+    shape = (2, nb, BLOCK_TOKENS, KV_HEADS, HEAD_SIZE)
+    gen = torch.Generator(device=dev).manual_seed(1)
+    prod = [torch.randn(shape, dtype=torch.bfloat16, device=dev, generator=gen) for _ in range(LAYERS)]
+    cons = [torch.zeros(shape, dtype=torch.bfloat16, device=dev) for _ in range(LAYERS)]
+    obj = 2 * BLOCK_TOKENS * KV_HEADS * HEAD_SIZE * 2 * LAYERS
+    print(
+        f"[{a.label}] {torch.cuda.get_device_name(dev)}; {LAYERS} layers x (2, {nb}, 16, 8, 128) "
+        f"bf16 per rank; objects of {obj >> 20} MiB ({2 * LAYERS} pages); prefix {a.blocks} blocks "
+        f"= {a.blocks * obj / 2**30:.2f} GiB over {a.requests} requests",
+        flush=True,
+    )
+    s = t.connector(TIDE_CONNECTOR_SCHEDULER)
+    wp = t.connector(TIDE_CONNECTOR_WORKER)
+    wc = t.connector(TIDE_CONNECTOR_WORKER)
+    t0 = time.perf_counter()
+    register(t, wp, prod)
+    reg_s = time.perf_counter() - t0
+    register(t, wc, cons)
+    print(f"[{a.label}] registered (the pool pinned once): {reg_s:.2f} s", flush=True)
+    stream = torch.cuda.current_stream(dev).cuda_stream
+    ntok = per_req * BLOCK_TOKENS + 5
+    save_s, load_s = [], []
+    for rep in range(a.reps):
+        reqs = []
+        for r in range(a.requests):
+            h, nh = hashes(t, 1000 * rep + r, ntok)
+            src = list(range(rep * a.blocks + r * per_req, rep * a.blocks + (r + 1) * per_req + 1))
+            reqs.append((f"p{rep}.{r}".encode(), h, nh, src))
+        # Save: the "forward pass" (a kernel on the engine's stream writing the pages) is
+        # queued right before the jobs; the saves must copy what it wrote.
+        for _, _, _, src in reqs:
+            idx = torch.tensor(src[:-1], device=dev)
+            for x in prod:
+                x.index_fill_(1, idx[:1], 0.5)  # touches the pages on the stream
+        for rid, h, nh, src in reqs:
+            schedule(t, s, rid, h, nh, ntok, src, 0)
+        t0 = time.perf_counter()
+        step(t, s, wp, stream)
+        lib.tide_connector_wait(wp)
+        save_s.append(time.perf_counter() - t0)
+        for rid, _, _, _ in reqs:
+            lib.tide_connector_request_finished(s, rid)
+        step(t, s, wp, stream)
+        lib.tide_connector_wait(wp)
+        done = finished(t, wp, SAVE)
+        if sorted(done) != sorted(r[0].decode() for r in reqs):
+            fail(f"saves reported {done}")
+        # Load into other block ids of another rank.
+        loads = []
+        for r, (rid, h, nh, src) in enumerate(reqs):
+            dst = [nb - 1 - i for i in range(r * per_req, (r + 1) * per_req + 1)]
+            crid = rid.replace(b"p", b"c", 1)
+            hit = schedule(t, s, crid, h, nh, ntok, dst, None)
+            if hit != per_req * BLOCK_TOKENS:
+                fail(f"{crid}: lookup hit {hit} tokens, expected {per_req * BLOCK_TOKENS}")
+            loads.append((crid, src, dst))
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        step(t, s, wc, stream)
+        lib.tide_connector_wait(wc)
+        load_s.append(time.perf_counter() - t0)
+        got = finished(t, wc, LOAD)
+        errs = load_errors(t, wc)
+        if errs or sorted(got) != sorted(x[0].decode() for x in loads):
+            fail(f"loads: finished {got}, load errors {errs[:8]}")
+        for crid, src, dst in loads:
+            lib.tide_connector_request_finished(s, crid)
+            si = torch.tensor(src[:-1], device=dev)
+            di = torch.tensor(dst[:-1], device=dev)
+            for li, (x, y) in enumerate(zip(prod, cons)):
+                if not torch.equal(x.index_select(1, si), y.index_select(1, di)):
+                    fail(f"{crid.decode()}: layer {li} differs after the round trip")
+        step(t, s, wc, stream)  # the finished list
+        lib.tide_connector_wait(wc)
+        finished(t, wc, SAVE)
+    moved = a.blocks * obj
+    # Baseline: cudaMemcpyAsync of the same bytes, device <-> pinned host, one copy each way.
+    dbuf = torch.empty(moved, dtype=torch.uint8, device=dev)
+    hbuf = torch.empty(moved, dtype=torch.uint8, pin_memory=True)
+    d2h, h2d = [], []
+    for _ in range(a.reps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        hbuf.copy_(dbuf, non_blocking=True)
+        torch.cuda.synchronize()
+        d2h.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        dbuf.copy_(hbuf, non_blocking=True)
+        torch.cuda.synchronize()
+        h2d.append(time.perf_counter() - t0)
+    gb = moved / 1e9
+    res = {
+        "label": a.label,
+        "bytes": moved,
+        "object_bytes": obj,
+        "save_GBps": gb / statistics.median(save_s),
+        "load_GBps": gb / statistics.median(load_s),
+        "memcpy_d2h_GBps": gb / statistics.median(d2h),
+        "memcpy_h2d_GBps": gb / statistics.median(h2d),
+    }
+    res["save_ratio"] = res["save_GBps"] / res["memcpy_d2h_GBps"]
+    res["load_ratio"] = res["load_GBps"] / res["memcpy_h2d_GBps"]
+    for k in ("save", "load"):
+        base = "d2h" if k == "save" else "h2d"
+        verdict = "meets" if res[f"{k}_ratio"] >= 0.8 else "BELOW"
+        print(
+            f"[{a.label}] {k}: {res[f'{k}_GBps']:.1f} GB/s vs cudaMemcpyAsync {base} "
+            f"{res[f'memcpy_{base}_GBps']:.1f} GB/s = {res[f'{k}_ratio']:.2f}x "
+            f"({verdict} the 0.8x target); medians of {a.reps}",
+            flush=True,
+        )
+    if a.bad_input:
+        # Host memory named as device memory, and a CPU tensor: TIDE_EDEVICE at registration.
+        wb = t.connector(TIDE_CONNECTOR_WORKER)
+        cpu = [torch.zeros((2, 8, BLOCK_TOKENS, KV_HEADS, HEAD_SIZE), dtype=torch.bfloat16)]
+        rc = register(t, wb, cpu, expect=TIDE_EDEVICE)
+        print(f"[{a.label}] a host tensor registered as CUDA memory: {rc} "
+              f"({lib.tide_connector_errmsg(wb).decode()})")
+        lib.tide_connector_destroy(wb)
+    for c in (wp, wc, s):
+        lib.tide_connector_destroy(c)
+    lib.tide_close(t.store)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(res, f, indent=1)
+    print(f"[{a.label}] OK: every byte of {a.reps} round trips compared equal", flush=True)
+
+
+if __name__ == "__main__":
+    main()
