@@ -34,6 +34,8 @@ BATCH_MAX = 65536  # TIDE_BATCH_MAX
 HASH_BYTES = 16  # TIDE_HASH_BYTES
 HASH_XXH3 = 0  # TIDE_HASH_XXH3
 HASH_SHA256 = 1  # TIDE_HASH_SHA256
+MEM_HOST = 0  # TIDE_MEM_HOST: a region in host memory
+MEM_CUDA = 1  # TIDE_MEM_CUDA: a region in a CUDA device's memory
 
 
 class StoreHandle(ctypes.Structure):
@@ -326,7 +328,16 @@ SIGNATURES = {
         [ConnectorPtr, c_int, c_void_p, ctypes.c_uint64, c_int64, c_size_t, P_int64, P_int64,
          c_size_t],
     ),
+    "tide_connector_register_device_region": (
+        c_int,
+        [ConnectorPtr, c_int, c_int, c_int, c_void_p, ctypes.c_uint64, c_int64, c_size_t, P_int64,
+         P_int64, c_size_t],
+    ),
     "tide_connector_start_jobs": (c_int, [ConnectorPtr, ConnectorMetaPtr, c_int]),
+    "tide_connector_start_jobs_stream": (
+        c_int,
+        [ConnectorPtr, ConnectorMetaPtr, c_int, ctypes.c_uint64],
+    ),
     "tide_connector_get_finished": (c_int, [ConnectorPtr, c_int, c_char_p, c_size_t]),
     "tide_connector_get_load_errors": (c_int, [ConnectorPtr, P_int32, c_size_t]),
     "tide_connector_wait": (c_int, [ConnectorPtr]),
