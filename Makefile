@@ -132,7 +132,7 @@ bench: all
 # valgrind): an invalid access, an uninitialised read or a definite leak fails that test.
 # The engine tests are left out: minutes under valgrind, and ASan covers them in `check`.
 VALGRIND_TESTS ?= proto_ common_ hash_ histo_ conncfg_ store_ connector_ mem_ cluster_rank \
-	stats_ trace_
+	stats_ trace_ device_
 valgrind: all $(BUILD)/tests/tide-tests
 	TIDE_BIN=$(abspath $(BUILD)/tide) TIDE_BUILD=$(abspath $(BUILD)) valgrind -q \
 		--error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
@@ -143,7 +143,7 @@ valgrind: all $(BUILD)/tests/tide-tests
 # race reported in tided makes its exit status 66, which fails the test that stops it; one
 # in the client library fails the test itself. Suppressions: tests/tsan.supp (documented).
 TSAN_TESTS ?= server_ cluster_ unix_ security_ limits_ faults_ memory_ partition_ cli_ \
-	connector_round_trip_tided
+	connector_round_trip_tided device_ connector_device_
 tsan:
 	$(MAKE) BUILD=build/tsan SANITIZER=thread all build/tsan/tests/tide-tests
 	TSAN_OPTIONS="exitcode=66 suppressions=$(abspath tests/tsan.supp)" \
