@@ -313,7 +313,7 @@ static int mem_get_many_dev(tide_store *s, const tide_key *keys, size_t n, const
 static int mem_pool(tide_store *s, void **base, uint64_t *len) {
     store *st = mem_store(s);
     *base = store_base(st);
-    *len = store_capacity(st);
+    *len = (store_capacity(st) + 4095) & ~(uint64_t)4095; /* whole pages: the mapping's */
     return 0;
 }
 

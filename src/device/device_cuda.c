@@ -88,6 +88,7 @@ typedef cudaError_t (*fn_host_register)(void *, size_t, unsigned int);
 typedef cudaError_t (*fn_host_unregister)(void *);
 typedef cudaError_t (*fn_stream_create)(cudaStream_t *, unsigned int);
 typedef cudaError_t (*fn_stream_destroy)(cudaStream_t);
+typedef cudaError_t (*fn_stream_sync)(cudaStream_t);
 typedef cudaError_t (*fn_stream_wait_event)(cudaStream_t, cudaEvent_t, unsigned int);
 typedef cudaError_t (*fn_event_create)(cudaEvent_t *, unsigned int);
 typedef cudaError_t (*fn_event_destroy)(cudaEvent_t);
@@ -114,6 +115,7 @@ SAME(cudaHostRegister, fn_host_register);
 SAME(cudaHostUnregister, fn_host_unregister);
 SAME(cudaStreamCreateWithFlags, fn_stream_create);
 SAME(cudaStreamDestroy, fn_stream_destroy);
+SAME(cudaStreamSynchronize, fn_stream_sync);
 SAME(cudaStreamWaitEvent, fn_stream_wait_event);
 SAME(cudaEventCreateWithFlags, fn_event_create);
 SAME(cudaEventDestroy, fn_event_destroy);
@@ -141,6 +143,7 @@ typedef struct cuda_rt {
     fn_host_unregister host_unregister;
     fn_stream_create stream_create;
     fn_stream_destroy stream_destroy;
+    fn_stream_sync stream_sync;
     fn_stream_wait_event stream_wait_event;
     fn_event_create event_create;
     fn_event_destroy event_destroy;
@@ -240,6 +243,7 @@ static int cuda_open(int device, void **impl, char *msg, size_t mlen) {
     SYM(host_unregister, "cudaHostUnregister");
     SYM(stream_create, "cudaStreamCreateWithFlags");
     SYM(stream_destroy, "cudaStreamDestroy");
+    SYM(stream_sync, "cudaStreamSynchronize");
     SYM(stream_wait_event, "cudaStreamWaitEvent");
     SYM(event_create, "cudaEventCreateWithFlags");
     SYM(event_destroy, "cudaEventDestroy");
@@ -439,7 +443,9 @@ static int cuda_copy(void *impl, void *qv, const dev_copy *c, size_t n, uint64_t
     int rc = 0;
     if (n > 1 && (rt->batch13 || rt->batch12)) {
         rc = cuda_batch(rt, q, c, n, msg, mlen);
-        /* A batch the runtime refuses as a whole enqueued nothing: fall back for good. */
+        /* A batch the runtime refuses: fall back to one copy per run, for good. Should part
+         * of it have been queued, issuing those runs again copies the same bytes to the
+         * same places, which changes nothing. */
         if (rc == TIDE_EDEVICE) {
             rt->batch13 = NULL;
             rt->batch12 = NULL;
@@ -453,12 +459,24 @@ static int cuda_copy(void *impl, void *qv, const dev_copy *c, size_t n, uint64_t
     for (size_t i = 0; i < n; i++) {
         cudaError_t e =
             rt->memcpy_async(c[i].dst, c[i].src, c[i].len, cudaMemcpyDefault, q->stream);
-        if (e != cudaSuccess) return cuda_fail(rt, e, "cudaMemcpyAsync", msg, mlen);
+        if (e != cudaSuccess) {
+            /* The runs before it are queued: let them finish before the caller frees or
+             * reuses what they touch. */
+            rc = cuda_fail(rt, e, "cudaMemcpyAsync", msg, mlen);
+            rt->stream_sync(q->stream);
+            rt->get_last_error();
+            return rc;
+        }
     }
 record:;
     uint64_t t = q->ticket + 1;
     cudaError_t e = rt->event_record(q->ring[t % DEV_CUDA_RING], q->stream);
-    if (e != cudaSuccess) return cuda_fail(rt, e, "cudaEventRecord", msg, mlen);
+    if (e != cudaSuccess) {
+        rc = cuda_fail(rt, e, "cudaEventRecord", msg, mlen);
+        rt->stream_sync(q->stream);
+        rt->get_last_error();
+        return rc;
+    }
     q->ticket = t;
     *ticket = t;
     return rc;
