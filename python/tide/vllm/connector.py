@@ -383,21 +383,16 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
                 continue  # layers sharing one tensor: its pages count once
             seen.add((g, r.base, r.nbytes))
             nb = int(num_blocks) if num_blocks else r.num_blocks_guess()
-            # As vLLM's store connector: the pages run from the tensor's start to its
-            # storage's end (page = that / num_blocks, padding included); the tensor's
-            # own extent when the storage's does not split into pages.
-            nbytes = r.nbytes
-            if nb > 0 and nbytes % nb and r._span() % nb == 0:
-                nbytes = r._span()
-            if r.shape:
-                nd = len(r.shape)
+            base, nbytes, shape, strides = r.for_c(nb)
+            if shape:
+                nd = len(shape)
                 rc = self._lib.tide_connector_register_region(
-                    h, g, r.base, nbytes, nb, nd, (ctypes.c_int64 * nd)(*r.shape),
-                    (ctypes.c_int64 * nd)(*r.strides), r.elem,
+                    h, g, base, nbytes, nb, nd, (ctypes.c_int64 * nd)(*shape),
+                    (ctypes.c_int64 * nd)(*strides), r.elem,
                 )
             else:
                 rc = self._lib.tide_connector_register_region(
-                    h, g, r.base, nbytes, nb, 0, None, None, 0
+                    h, g, base, nbytes, nb, 0, None, None, 0
                 )
             if rc < 0:
                 raw = self._lib.tide_connector_errmsg(h)

@@ -94,3 +94,35 @@ class _Region:
         if len(s) >= 2 and s[0] == 2 and st[0] >= s[1] * st[1]:
             return s[1]
         return s[0] if s else 0
+
+    def for_c(self, num_blocks):
+        """``(base, nbytes, shape, strides)`` as ``tide_connector_register_region`` reads
+        them, for a tensor whose blocks are ``num_blocks``.
+
+        Dimensions are put in memory order (largest stride first, size-1 dimensions
+        dropped), so the C side finds the dimensions outside the block dimension (K/V
+        planes; heads laid out outside the blocks) ahead of it whatever order the tensor's
+        logical shape has; a block dimension split into kernel blocks (vLLM's
+        ``num_blocks * ratio`` first dimension) is regrouped. The extent is the tensor's
+        own when it splits into ``num_blocks`` pages (vLLM >= 0.32 views every layer of
+        one shared allocation, so the storage's end says nothing about one layer), else
+        the storage's end from the tensor's start (each block's padding included, as
+        vLLM's store connector reads older layouts)."""
+        shape, strides = list(self.shape), list(self.strides)
+        if not shape:
+            return self.base, self.nbytes, (), ()
+        if num_blocks > 0 and shape[0] != num_blocks and shape[0] % num_blocks == 0:
+            ratio = shape[0] // num_blocks
+            shape[0:1] = [num_blocks, ratio]
+            strides[0:1] = [strides[0] * ratio, strides[0]]
+        dims = sorted(
+            (d for d in range(len(shape)) if shape[d] > 1 or len(shape) == 1),
+            key=lambda d: -strides[d],
+        )
+        shape = tuple(shape[d] for d in dims)
+        strides = tuple(strides[d] for d in dims)
+        span = self.elem * (1 + sum((n - 1) * st for n, st in zip(shape, strides)))
+        nbytes = self.nbytes
+        if num_blocks > 0 and span % num_blocks == 0:
+            nbytes = span
+        return self.base, nbytes, shape, strides
