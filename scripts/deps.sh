@@ -3,7 +3,7 @@
 # is missing. Idempotent; prints nothing when everything is already installed.
 set -e
 PKGS="build-essential clang libclang-rt-14-dev pkg-config libxxhash-dev libssl-dev \
-libcjson-dev liburing-dev libcurl4-openssl-dev python3 python3-numpy python3-pytest \
+libcjson-dev liburing-dev libcurl4-openssl-dev python3 python3-numpy python3-pytest python3-venv \
 redis-server redis-tools etcd-server etcd-client iproute2 valgrind jq"
 missing=""
 for p in $PKGS; do

@@ -1,0 +1,220 @@
+"""The connector configuration (docs/CONNECTOR_CONFIG.md) from vLLM's config objects, a dict
+or JSON text; the error for configurations tide's rules reject."""
+
+import enum
+import json
+import logging
+
+from .. import _lib, errors
+
+logger = logging.getLogger("tide.vllm")
+
+class UnsupportedConfiguration(errors.UnsupportedError, ValueError):
+    """The configuration is one tide's connector does not support (TIDE_EUNSUPPORTED at
+    creation). A ``ValueError``, as vLLM's own connector raises, whose text is exactly the
+    C message: ``TideStoreConnector does not support: <item>; <item>...``."""
+
+    def __str__(self):
+        return self.message
+
+
+# ---------------------------------------------------------------------------------------
+# Configuration
+# ---------------------------------------------------------------------------------------
+
+#: kv_connector_extra_config keys this module reads itself (never passed to C).
+PYTHON_EXTRA_KEYS = ("url",)
+
+_SPEC_FIELDS = {
+    "FullAttentionSpec": (
+        "block_size", "page_size_padded", "num_kv_heads", "head_size", "head_size_v",
+        "dtype", "sliding_window", "attention_chunk_size",
+    ),
+    "SlidingWindowSpec": (
+        "block_size", "page_size_padded", "num_kv_heads", "head_size", "head_size_v",
+        "dtype", "sliding_window", "extra_retained_tokens",
+    ),
+    "CrossAttentionSpec": (
+        "block_size", "page_size_padded", "num_kv_heads", "head_size", "head_size_v", "dtype",
+    ),
+    "MLAAttentionSpec": (
+        "block_size", "page_size_padded", "num_kv_heads", "head_size", "head_size_v",
+        "dtype", "sliding_window", "attention_chunk_size", "cache_dtype_str",
+        "compress_ratio",
+    ),
+    "MambaSpec": (
+        "block_size", "page_size_padded", "shapes", "dtypes", "mamba_cache_mode",
+        "mamba_type", "num_speculative_blocks",
+    ),
+}
+_MISSING = object()
+
+
+def _plain(value):
+    """A config value as JSON: torch dtypes and enums as their names, tuples as lists."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, enum.Enum):
+        v = value.value
+        return v if isinstance(v, str) else value.name.lower()
+    return str(value)  # torch.bfloat16 -> "torch.bfloat16", which the C side accepts
+
+
+def _spec_dict(spec):
+    """One vLLM KVCacheSpec as the JSON object of docs/CONNECTOR_CONFIG.md. The class name
+    is passed as it is: a class tide does not know is reported by the C side."""
+    name = type(spec).__name__
+    out = {"type": name}
+    for field in _SPEC_FIELDS.get(name, ("block_size",)):
+        v = getattr(spec, field, None)
+        if v is not None:  # None: the schema's default
+            out[field] = _plain(v)
+    return out
+
+
+def _copy_attrs(obj, names):
+    out = {}
+    for n in names:
+        v = getattr(obj, n, _MISSING)
+        if v is not _MISSING:
+            out[n] = _plain(v)
+    return out
+
+
+def _worker_ranks(parallel_config, tp):
+    """This worker's TP, PP, PCP and DCP ranks from vLLM's process groups (as vLLM's own
+    store connector finds them)."""
+    ranks = {}
+    try:  # pragma: no cover - needs vLLM's initialised process groups
+        from vllm.distributed import (
+            get_dcp_group,
+            get_pcp_group,
+            get_tensor_model_parallel_rank,
+        )
+
+        ranks["tp_rank"] = get_tensor_model_parallel_rank()
+        pp = getattr(parallel_config, "pipeline_parallel_size", 1) or 1
+        ranks["pp_rank"] = (getattr(parallel_config, "rank", 0) // max(1, tp)) % pp
+        if get_pcp_group().world_size > 1:
+            ranks["pcp_rank"] = get_pcp_group().rank_in_group
+        if get_dcp_group().world_size > 1:
+            ranks["dcp_rank"] = get_dcp_group().rank_in_group
+    except Exception as e:  # not inside an initialised vLLM worker
+        logger.debug("tide.vllm: worker ranks default to 0: %s", e)
+    return ranks
+
+
+def config_from_vllm(vllm_config, kv_cache_config, role):
+    """The connector configuration (docs/CONNECTOR_CONFIG.md) of one engine rank, from
+    vLLM's VllmConfig and KVCacheConfig. Returns ``(config dict, url or None)``; the URL is
+    taken out of ``kv_connector_extra_config``. The scheduler's ranks are 0; a worker's
+    come from vLLM's process groups."""
+    mc, cc, pc = vllm_config.model_config, vllm_config.cache_config, vllm_config.parallel_config
+    kt = vllm_config.kv_transfer_config
+    model = {"model": str(mc.model)}
+    try:
+        model["total_num_kv_heads"] = int(mc.get_total_num_kv_heads())
+    except Exception:  # attention-free models and the like: factor 1, keys stay correct
+        pass
+    if getattr(mc, "max_model_len", None) is not None:
+        model["max_model_len"] = int(mc.max_model_len)
+    if getattr(mc, "dtype", None) is not None:
+        model["dtype"] = _plain(mc.dtype)
+
+    cache = _copy_attrs(
+        cc,
+        (
+            "block_size", "cache_dtype", "mamba_cache_mode", "prefix_match_unit",
+            "mamba_block_size", "enable_prefix_caching", "prefix_caching_hash_algo",
+            "prefix_cache_retention_interval", "use_replayssm",
+        ),
+    )
+    tp = getattr(pc, "tensor_parallel_size", 1) or 1
+    parallel = _copy_attrs(
+        pc,
+        (
+            "tensor_parallel_size", "pipeline_parallel_size", "prefill_context_parallel_size",
+            "decode_context_parallel_size", "data_parallel_size", "data_parallel_rank",
+        ),
+    )
+    if _role_value(role) == _lib.CONNECTOR_WORKER:
+        parallel.update(_worker_ranks(pc, tp))
+
+    extra = dict(getattr(kt, "kv_connector_extra_config", None) or {})
+    url = extra.pop("url", None)
+    transfer = {"kv_role": kt.kv_role, "kv_connector_extra_config": _plain_dict(extra)}
+    if getattr(kt, "kv_connector", None):
+        transfer["kv_connector"] = kt.kv_connector
+    if getattr(kt, "kv_load_failure_policy", None):
+        transfer["kv_load_failure_policy"] = kt.kv_load_failure_policy
+
+    groups = []
+    for g in kv_cache_config.kv_cache_groups:
+        group = {"kv_cache_spec": _spec_dict(g.kv_cache_spec),
+                 "layer_names": [str(n) for n in g.layer_names]}
+        if getattr(g, "is_eagle_group", False):
+            group["is_eagle_group"] = True
+        groups.append(group)
+    kvc = {"kv_cache_groups": groups}
+    if getattr(kv_cache_config, "num_blocks", None) is not None:
+        kvc["num_blocks"] = int(kv_cache_config.num_blocks)
+    if getattr(kv_cache_config, "prefix_cache_retention_interval", None) is not None:
+        kvc["prefix_cache_retention_interval"] = int(
+            kv_cache_config.prefix_cache_retention_interval
+        )
+    return (
+        {
+            "model_config": model,
+            "cache_config": cache,
+            "parallel_config": parallel,
+            "kv_transfer_config": transfer,
+            "kv_cache_config": kvc,
+        },
+        url,
+    )
+
+
+def _plain_dict(d):
+    return {str(k): (_plain_dict(v) if isinstance(v, dict) else _plain(v)) for k, v in d.items()}
+
+
+def _split_config(config):
+    """A dict or JSON text -> (document for C as bytes, parsed dict or None, url or None).
+    JSON that Python cannot parse goes to C unchanged, which names the line and column."""
+    if isinstance(config, (bytes, bytearray)):
+        config = bytes(config).decode("utf-8")
+    if isinstance(config, str):
+        try:
+            config = json.loads(config)
+        except ValueError:
+            return config.encode("utf-8"), None, None
+    if not isinstance(config, dict):
+        raise TypeError(
+            f"TideStoreConnector: expected a VllmConfig, a dict or JSON text, got "
+            f"{type(config).__name__}"
+        )
+    config = json.loads(json.dumps(config))  # a private deep copy
+    url = None
+    extra = config.get("kv_transfer_config", {}).get("kv_connector_extra_config")
+    if isinstance(extra, dict):
+        for key in PYTHON_EXTRA_KEYS:
+            if key in extra:
+                value = extra.pop(key)
+                if key == "url":
+                    url = value
+    return json.dumps(config).encode("utf-8"), config, url
+
+
+def _role_value(role):
+    """KVConnectorRole (vLLM's or the stand-in), "scheduler"/"worker" or 0/1 -> 0 or 1."""
+    name = getattr(role, "name", role)
+    if isinstance(name, str):
+        if name.lower() == "scheduler":
+            return _lib.CONNECTOR_SCHEDULER
+        if name.lower() == "worker":
+            return _lib.CONNECTOR_WORKER
+    if role in (0, 1) and not isinstance(role, bool):
+        return int(role)
+    raise ValueError(f"TideStoreConnector: unknown role {role!r} (scheduler or worker)")

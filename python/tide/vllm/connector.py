@@ -1,0 +1,478 @@
+"""TideStoreConnector: vLLM's KVConnectorBase_V1 over libtide's connector, scheduler and
+worker roles; every decision is the C side's (docs/CONNECTOR.md)."""
+
+import ctypes
+import errno
+import json
+import logging
+import os
+
+from .. import _lib, errors
+from ._base import HAVE_VLLM, KVConnectorBase_V1, KVConnectorRole, SupportsHMA
+from .config import UnsupportedConfiguration, _role_value, _split_config, config_from_vllm
+from .marshal import _block_table, _groups, _hash_bytes, _prompt_len, _req_id
+from .metadata import TideConnectorMetadata, _parse_meta
+from .regions import _Region
+
+logger = logging.getLogger("tide.vllm")
+
+class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
+    """vLLM's KV connector over tide: scheduler role (lookups, per-step jobs) or worker
+    role (paged KV caches, background saves and loads).
+
+    ``TideStoreConnector(vllm_config, role, kv_cache_config)`` is how vLLM builds it.
+    Without vLLM, ``vllm_config`` may be the configuration itself (a dict or JSON text,
+    docs/CONNECTOR_CONFIG.md) and ``role`` ``"scheduler"``/``"worker"``; ``url`` overrides
+    the store URL and ``store`` (a ``tide.Store``) makes the connector use that open store
+    instead (borrowed: keep it open until ``shutdown()``).
+
+    Raises ``UnsupportedConfiguration`` (a ``ValueError``) when tide's rules reject the
+    configuration, ``tide.ConfigError`` (also a ``ValueError``) when it is malformed, and
+    the store's errors when the store cannot be opened.
+    """
+
+    def __init__(self, vllm_config, role, kv_cache_config=None, *, url=None, store=None):
+        self._h = None
+        self._store = store
+        role_value = _role_value(role)
+        if isinstance(vllm_config, (dict, str, bytes, bytearray)):
+            doc, self.config, cfg_url = _split_config(vllm_config)
+            if HAVE_VLLM:
+                role = KVConnectorRole.SCHEDULER if role_value == 0 else KVConnectorRole.WORKER
+            else:
+                role = KVConnectorRole(role_value)
+            # vLLM's base __init__ wants a VllmConfig; set what it would set.
+            self._connector_metadata = None
+            self._vllm_config = None
+            self._kv_transfer_config = None
+            self._kv_cache_config = kv_cache_config
+            self._role = role
+        else:
+            if kv_cache_config is None:
+                raise ValueError("TideStoreConnector: kv_cache_config is required")
+            super().__init__(vllm_config=vllm_config, role=role, kv_cache_config=kv_cache_config)
+            self.config, cfg_url = config_from_vllm(vllm_config, kv_cache_config, role_value)
+            doc = json.dumps(self.config).encode("utf-8")
+        self.url = url or cfg_url or os.environ.get("TIDE_URL") or "mem://"
+        self._lib = _lib.lib()
+        self._create(doc, role_value)
+
+        info = _lib.ConnectorInfo()
+        self._check(self._lib.tide_connector_get_info(self._h, ctypes.byref(info)))
+        self.info = info
+        self.ngroups = info.ngroups
+        self.load_async = bool(info.load_async)
+        # Scheduler bookkeeping: what vLLM's SchedulerOutput does not repeat each step.
+        self._requests = {}  # req_id -> the Request (its block_hashes grow as it decodes)
+        self._prompts = {}  # req_id -> prompt tokens, for requests C tracks
+        self._computed = {}  # req_id -> computed tokens last passed to C
+        self._offered = {}  # req_id -> num_computed_tokens of its lookup
+        self._armed = {}  # req_id -> (block table, tokens after the load) this step
+        self._awaiting_save = set()  # finished, blocks kept until the workers report
+        # Worker state.
+        self._kv_caches = None
+        self._started = None  # (metadata object, kinds already started)
+
+    def _create(self, doc, role_value):
+        h = _lib.ConnectorPtr()
+        if self._store is not None:
+            sh = self._store._enter()
+            try:
+                rc = self._lib.tide_connector_create_with_store(
+                    doc, sh, role_value, ctypes.byref(h)
+                )
+            finally:
+                self._store._leave()
+        else:
+            if self.url.startswith("mem://") and HAVE_VLLM:
+                logger.warning(
+                    "TideStoreConnector: store %s is private to this process; vLLM's "
+                    "scheduler and workers will not share it (set "
+                    "kv_connector_extra_config.url to a tided: tide://host:port)",
+                    self.url,
+                )
+            rc = self._lib.tide_connector_create(
+                doc, self.url.encode("utf-8"), role_value, ctypes.byref(h)
+            )
+        if rc < 0:
+            raw = self._lib.tide_connector_errmsg(None)
+            msg = raw.decode("utf-8", "replace") if raw else errors.strerror(rc)
+            if rc == errors.EUNSUPPORTED:
+                raise UnsupportedConfiguration(rc, msg)
+            raise errors.make_error(rc, msg)
+        self._h = h
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    def _check(self, rc):
+        """Raise the tide.Error for a negative return, with the connector's message."""
+        if rc < 0:
+            raw = self._lib.tide_connector_errmsg(self._h) if self._h else None
+            raise errors.make_error(rc, raw.decode("utf-8", "replace") if raw else "")
+        return rc
+
+    def _handle(self):
+        if not self._h:
+            raise errors.ClosedError(errors.ECLOSED, "TideStoreConnector is shut down")
+        return self._h
+
+    def shutdown(self):
+        """Wait for queued saves and loads, then free the C connector. Idempotent."""
+        h, self._h = self._h, None
+        if h:
+            self._lib.tide_connector_destroy(h)
+
+    def __del__(self):
+        try:
+            self.shutdown()
+        except Exception:  # interpreter shutdown
+            pass
+
+    def stats(self):
+        """libtide's figures for this connector: per operation (lookup_exists,
+        save_exists, save_put, load_get) a dict of calls, keys, bytes, failed_keys,
+        errors, ns; and the counters (lookups, saved_objects, load_errors, ...)."""
+        s = _lib.ConnectorStats()
+        self._check(self._lib.tide_connector_get_stats(self._handle(), ctypes.byref(s)))
+        out = {}
+        for name, ctype in _lib.ConnectorStats._fields_:
+            v = getattr(s, name)
+            if ctype is _lib.ConnectorOpStats:
+                v = {f: getattr(v, f) for f, _ in _lib.ConnectorOpStats._fields_}
+            out[name] = v
+        return out
+
+    # -- scheduler role ------------------------------------------------------------------
+
+    def get_num_new_matched_tokens(self, request, num_computed_tokens):
+        """Tokens beyond ``num_computed_tokens`` the store can supply for this request,
+        and whether they load asynchronously: ``(n, load_async)``, or ``(0, False)``.
+        Lookups are synchronous: never ``None``."""
+        rid = _req_id(request.request_id)
+        hashes, nh, hlen = _hash_bytes(request.block_hashes)
+        new = ctypes.c_int64(0)
+        self._check(
+            self._lib.tide_connector_lookup(
+                self._handle(), rid, int(request.num_tokens), hashes, nh, hlen,
+                int(num_computed_tokens), ctypes.byref(new),
+            )
+        )
+        if new.value <= 0:
+            self._offered.pop(request.request_id, None)
+            return 0, False
+        self._offered[request.request_id] = int(num_computed_tokens)
+        return new.value, self.load_async
+
+    def update_state_after_alloc(self, request, blocks, num_external_tokens):
+        """The blocks vLLM allocated for a request it is about to schedule (or, for an
+        asynchronous load, to load into); the load is armed when ``num_external_tokens``
+        is what the lookup offered (the C side checks)."""
+        rid = request.request_id
+        self._requests[rid] = request
+        ids, counts, ng = _block_table(blocks, self.ngroups)
+        self._check(
+            self._lib.tide_connector_update_after_alloc(
+                self._handle(), _req_id(rid), ids, counts, ng, int(num_external_tokens)
+            )
+        )
+        offered = self._offered.pop(rid, None)
+        if num_external_tokens > 0 and offered is not None:
+            self._armed[rid] = (_groups(blocks), offered + int(num_external_tokens))
+
+    def _step(self, rid, prompt, computed, request, blocks, is_new):
+        hashes, nh, hlen = _hash_bytes(getattr(request, "block_hashes", None))
+        ids, counts, ng = _block_table(blocks, self.ngroups)
+        self._check(
+            self._lib.tide_connector_request_step(
+                self._handle(), _req_id(rid), int(prompt), int(computed), hashes, nh, hlen,
+                ids, counts, ng, 1 if is_new else 0,
+            )
+        )
+        self._prompts[rid] = int(prompt)
+        self._computed[rid] = int(computed)
+
+    def build_connector_meta(self, scheduler_output):
+        """This step's jobs for the workers. Each scheduled request is passed to the C
+        side (new and resumed ones with their whole block table, running ones with their
+        new blocks), preempted ones are dropped, and a request whose asynchronous load was
+        armed but which is not scheduled yet gets its load job."""
+        so = scheduler_output
+        h = self._handle()
+        for rid in getattr(so, "finished_req_ids", None) or ():
+            self._forget(rid)
+        for rid in getattr(so, "preempted_req_ids", None) or ():
+            self._check(self._lib.tide_connector_request_preempted(h, _req_id(rid)))
+            self._computed.pop(rid, None)
+        num_sched = so.num_scheduled_tokens
+        scheduled = set()
+
+        for new in so.scheduled_new_reqs:
+            rid = new.req_id
+            scheduled.add(rid)
+            request = self._requests.get(rid)
+            computed = int(new.num_computed_tokens) + int(num_sched.get(rid, 0))
+            self._step(rid, _prompt_len(new), computed, request, new.block_ids, True)
+
+        cached = so.scheduled_cached_reqs
+        resumed = getattr(cached, "resumed_req_ids", None) or set()
+        for i, rid in enumerate(getattr(cached, "req_ids", ()) or ()):
+            scheduled.add(rid)
+            request = self._requests.get(rid)
+            computed = int(cached.num_computed_tokens[i]) + int(num_sched.get(rid, 0))
+            new_blocks = cached.new_block_ids[i]
+            if rid in resumed:
+                # Resumed after preemption: it re-prefills everything it had, and
+                # new_block_ids is its whole table.
+                prompt = int(getattr(request, "num_tokens", computed))
+                self._step(rid, prompt, computed, request, new_blocks, True)
+            elif rid in self._prompts:
+                # Running. vLLM's count can go back when speculative tokens are
+                # rejected; the hashes cover accepted tokens only, so the C side's
+                # monotonic count is kept and nothing unaccepted is ever saved.
+                computed = max(computed, self._computed.get(rid, 0))
+                self._step(rid, self._prompts[rid], computed, request, new_blocks, False)
+
+        for rid, (blocks, load_to) in self._armed.items():
+            if rid in scheduled:
+                continue  # loads in this step (load_async false)
+            request = self._requests.get(rid)
+            self._step(rid, _prompt_len(request), load_to, request, blocks, True)
+        self._armed.clear()
+
+        # Partial tails (hybrid, align mode): vLLM hands over, per request, the private
+        # blocks holding the Mamba state at the prompt's last hash boundary.
+        for rid, entries in (getattr(so, "partial_tail_offloads", None) or {}).items():
+            self._partial_tail(rid, entries)
+
+        m = _lib.ConnectorMetaPtr()
+        self._check(self._lib.tide_connector_build_meta(h, ctypes.byref(m)))
+        try:
+            size = ctypes.c_size_t(0)
+            self._lib.tide_connector_meta_serialize(m, None, 0, ctypes.byref(size))
+            buf = ctypes.create_string_buffer(max(1, size.value))
+            self._check(
+                self._lib.tide_connector_meta_serialize(m, buf, size.value, ctypes.byref(size))
+            )
+            return TideConnectorMetadata(buf.raw[: size.value])
+        finally:
+            self._lib.tide_connector_meta_free(m)
+
+    def _partial_tail(self, rid, entries):
+        """(group, block id, boundary tokens) entries: the C side saves them in the next
+        metadata; entries naming different boundaries raise tide.PartialTailError (a
+        ValueError), with the reference's message."""
+        entries = list(entries)
+        n = len(entries)
+        groups = (ctypes.c_int32 * max(1, n))(*[int(g) for g, _, _ in entries])
+        blocks = (ctypes.c_int32 * max(1, n))(*[(-1 if b == 0 else int(b)) for _, b, _ in entries])
+        bounds = (ctypes.c_int64 * max(1, n))(*[int(q) for _, _, q in entries])
+        rc = self._lib.tide_connector_request_partial_tail(
+            self._handle(), _req_id(rid), groups, blocks, bounds, n
+        )
+        if rc < 0:
+            self._check(rc)
+        return rc
+
+    def _forget(self, rid):
+        for d in (self._requests, self._prompts, self._computed, self._offered, self._armed):
+            d.pop(rid, None)
+
+    def update_connector_output(self, connector_output):
+        """Requests every worker reported saved (``finished_sending``, which vLLM
+        aggregates over the ranks) no longer wait on tide; vLLM frees their blocks."""
+        for rid in getattr(connector_output, "finished_sending", None) or ():
+            self._awaiting_save.discard(rid)
+
+    def request_finished(self, request, block_ids):
+        """``(True, None)`` while saves of the request are queued: vLLM keeps its blocks
+        until every worker reports it through ``get_finished``; else ``(False, None)``."""
+        rid = request.request_id
+        rc = self._check(self._lib.tide_connector_request_finished(self._handle(), _req_id(rid)))
+        self._forget(rid)
+        if rc == 1:
+            self._awaiting_save.add(rid)
+            return True, None
+        return False, None
+
+    def request_finished_all_groups(self, request, block_ids):
+        """``request_finished`` for hybrid models (one block list per group)."""
+        return self.request_finished(request, block_ids)
+
+    @property
+    def pending_saves(self):
+        """Ids that request_finished kept alive and no report has released yet."""
+        return frozenset(self._awaiting_save)
+
+    def reset_cache(self):
+        """Scheduler: drop every request's state and empty the store (vLLM's prefix-cache
+        reset with reset_connector); True on success, False (logged) when the store could
+        not be cleared. Worker: None (its queued jobs finish and report as usual)."""
+        if _role_value(self._role) != _lib.CONNECTOR_SCHEDULER:
+            return None
+        for d in (self._requests, self._prompts, self._computed, self._offered, self._armed):
+            d.clear()
+        try:
+            self._check(self._lib.tide_connector_reset(self._handle(), 1))
+        except errors.Error as e:
+            logger.error("TideStoreConnector: reset_cache failed: %s", e)
+            return False
+        return True
+
+    def take_events(self):
+        """KV-cache events: tide's connector produces none."""
+        return ()
+
+    def has_pending_push_work(self):
+        """False: tide pushes nothing to other engines. Requests whose saves are pending
+        keep the engine stepping through vLLM's own delayed-free accounting."""
+        return False
+
+    # -- worker role ---------------------------------------------------------------------
+
+    def _group_of_layers(self):
+        groups = (self.config or {}).get("kv_cache_config", {}).get("kv_cache_groups", [])
+        out = {}
+        for g, group in enumerate(groups):
+            for name in group.get("layer_names", []) or []:
+                out[name] = g
+        return out
+
+    def register_kv_caches(self, kv_caches):
+        """Register the paged KV caches: a dict of layer name -> tensor (torch or numpy),
+        or -> list of tensors sharing one storage (a Mamba layer's states). Each goes to
+        its layer's KV-cache group (the configuration's ``layer_names``; with one group,
+        every layer), in the configuration's layer order, so every rank builds the same
+        objects. The tensors are kept alive by the connector."""
+        h = self._handle()
+        kvc = (self.config or {}).get("kv_cache_config", {})
+        num_blocks = kvc.get("num_blocks")
+        layer_group = self._group_of_layers()
+        order = {name: i for i, name in enumerate(layer_group)}
+        items, strays = [], []
+        for pos, (name, value) in enumerate(kv_caches.items()):
+            if isinstance(value, (list, tuple)) and not value:
+                continue
+            if name in layer_group:
+                items.append((layer_group[name], order[name], name, value))
+            elif self.ngroups == 1 and not layer_group:
+                items.append((0, pos, name, value))
+            else:
+                strays.append((name, value))
+        items.sort(key=lambda it: (it[0], it[1]))
+        regions = []
+        for g, _, name, value in items:
+            if isinstance(value, (list, tuple)):
+                regions.append((g, name, _Region(name, value[0], whole_storage=True)))
+            else:
+                regions.append((g, name, _Region(name, value)))
+        # A layer outside every group's layer_names is accepted only when it reuses a
+        # registered layer's tensor (vLLM's cross-layer KV sharing lists such layers).
+        known = {(r.base, r.nbytes) for _, _, r in regions}
+        for name, value in strays:
+            r = _Region(name, value[0] if isinstance(value, (list, tuple)) else value,
+                        whole_storage=isinstance(value, (list, tuple)))
+            if (r.base, r.nbytes) not in known:
+                raise errors.InvalidArgument(
+                    -errno.EINVAL,
+                    f"TideStoreConnector: KV cache layer {name!r} is in no group's "
+                    f"layer_names",
+                )
+        seen = set()
+        for g, name, r in regions:
+            if (g, r.base, r.nbytes) in seen:
+                continue  # layers sharing one tensor: its pages count once
+            seen.add((g, r.base, r.nbytes))
+            nb = int(num_blocks) if num_blocks else r.num_blocks_guess()
+            base, nbytes, shape, strides = r.for_c(nb)
+            if shape:
+                nd = len(shape)
+                rc = self._lib.tide_connector_register_region(
+                    h, g, base, nbytes, nb, nd, (ctypes.c_int64 * nd)(*shape),
+                    (ctypes.c_int64 * nd)(*strides), r.elem,
+                )
+            else:
+                rc = self._lib.tide_connector_register_region(
+                    h, g, base, nbytes, nb, 0, None, None, 0
+                )
+            if rc < 0:
+                raw = self._lib.tide_connector_errmsg(h)
+                msg = raw.decode("utf-8", "replace") if raw else ""
+                raise errors.make_error(rc, f"KV cache {name!r}: {msg}")
+        self._kv_caches = kv_caches  # libtide holds raw pointers into these
+
+    def _start(self, kinds):
+        """Queue this step's jobs of `kinds` that are not queued yet."""
+        meta = self._connector_metadata
+        if meta is None:
+            return 0
+        if self._started is None or self._started[0] is not meta:
+            self._started = (meta, 0)
+        kinds &= ~self._started[1]
+        if not kinds:
+            return 0
+        data = meta.data if isinstance(meta, TideConnectorMetadata) else bytes(meta)
+        m = _parse_meta(self._lib, data)
+        try:
+            n = self._check(self._lib.tide_connector_start_jobs(self._handle(), m, kinds))
+        finally:
+            self._lib.tide_connector_meta_free(m)
+        self._started = (meta, self._started[1] | kinds)
+        return n
+
+    def _drain(self, kind):
+        out = set()
+        cap = 1 << 16
+        buf = ctypes.create_string_buffer(cap)
+        while True:
+            n = self._check(self._lib.tide_connector_get_finished(self._handle(), kind, buf, cap))
+            if n <= 0:
+                return out
+            ids = buf.raw.split(b"\0")[:n]
+            out.update(i.decode("utf-8") for i in ids)
+
+    def start_load_kv(self, forward_context=None, **kwargs):
+        """Nothing with asynchronous loads (they are queued in get_finished). With
+        ``load_async: false`` the requests run in this very step, so their loads are
+        queued and waited for here, before the forward pass."""
+        if self.load_async or not self._h:
+            return
+        if self._start(_lib.CONNECTOR_LOAD):
+            self._check(self._lib.tide_connector_wait(self._h))
+        self._drain(_lib.CONNECTOR_LOAD)  # vLLM expects no recving ids for these
+
+    def wait_for_layer_load(self, layer_name):
+        """Nothing: no layer-wise loading."""
+
+    def save_kv_layer(self, layer_name, kv_layer, attn_metadata, **kwargs):
+        """Nothing: saves are queued in get_finished, after the forward pass."""
+
+    def wait_for_save(self):
+        """Nothing: saves run on libtide's threads; the blocks of a finished request stay
+        allocated until its save is reported."""
+
+    def get_finished(self, finished_req_ids):
+        """Queue this step's loads and saves (the forward pass has written the pages the
+        saves read), then report ``(saved ids, loaded ids)``: finished requests whose saves
+        all ran on this rank, and requests whose loads ran; each id once, ``None`` for
+        none. Blocks that failed to load are reported by get_block_ids_with_load_errors
+        no later than their request."""
+        self._start(_lib.CONNECTOR_LOAD | _lib.CONNECTOR_SAVE)
+        recving = self._drain(_lib.CONNECTOR_LOAD)
+        sending = self._drain(_lib.CONNECTOR_SAVE)
+        return (sending or None), (recving or None)
+
+    def get_block_ids_with_load_errors(self):
+        """Block ids whose load failed since the last call: vLLM recomputes or fails
+        their requests (kv_load_failure_policy)."""
+        out = set()
+        cap = 4096
+        arr = (ctypes.c_int32 * cap)()
+        while True:
+            n = self._check(self._lib.tide_connector_get_load_errors(self._handle(), arr, cap))
+            out.update(arr[i] for i in range(n))
+            if n < cap:
+                return out
+
+    def wait(self):
+        """Block until every queued job has run (tests, shutdown)."""
+        self._check(self._lib.tide_connector_wait(self._handle()))

@@ -1,0 +1,60 @@
+"""vLLM's request and block-table objects as the C calls' arguments (ids, hashes, tables)."""
+
+import ctypes
+import errno
+
+from .. import errors
+
+def _req_id(request_id):
+    return request_id.encode("utf-8") if isinstance(request_id, str) else bytes(request_id)
+
+
+def _hash_bytes(block_hashes):
+    """vLLM's request.block_hashes (a list of bytes-like hashes) -> (one byte string,
+    count, length of one hash)."""
+    hs = [bytes(h) for h in (block_hashes or ())]
+    if not hs:
+        return None, 0, 0
+    hlen = len(hs[0])
+    for i, h in enumerate(hs):
+        if len(h) != hlen:
+            raise errors.InvalidArgument(
+                -errno.EINVAL,
+                f"TideStoreConnector: block hash {i} has {len(h)} bytes, hash 0 has {hlen}",
+            )
+    return b"".join(hs), len(hs), hlen
+
+
+def _groups(blocks):
+    """A block table — vLLM's KVCacheBlocks (get_block_ids()), a tuple of per-group lists,
+    one flat list (one group), or None — as a list of per-group lists of ints."""
+    if blocks is None:
+        return []
+    if hasattr(blocks, "get_block_ids"):
+        blocks = blocks.get_block_ids()
+    groups = list(blocks)
+    if groups and not isinstance(groups[0], (list, tuple)):
+        groups = [groups]  # one group's flat list
+    return [[int(b) for b in g] for g in groups]
+
+
+def _block_table(blocks, ngroups):
+    """A block table (see _groups) as (int32 array, size_t counts, groups). vLLM's null
+    block (id 0) becomes -1, tide's "no block"; no table at all is ngroups empty lists."""
+    groups = _groups(blocks) or [[] for _ in range(ngroups)]
+    flat = [(-1 if b == 0 else b) for g in groups for b in g]
+    ids = (ctypes.c_int32 * max(1, len(flat)))(*flat)
+    counts = (ctypes.c_size_t * max(1, len(groups)))(*[len(g) for g in groups])
+    return ids, counts, len(groups)
+
+
+def _prompt_len(request):
+    """Tokens of a request's prompt (vLLM's Request or NewRequestData)."""
+    for attr in ("prefill_token_ids", "prompt_token_ids"):
+        toks = getattr(request, attr, None)
+        if toks is not None:
+            return len(toks)
+    n = getattr(request, "num_prompt_tokens", None)
+    if n is not None:
+        return int(n)
+    return int(getattr(request, "num_tokens", 0))

@@ -1,0 +1,70 @@
+"""The scheduler's per-step jobs as they travel to the workers: the bytes of
+``tide_connector_meta_serialize``, parsed back through libtide."""
+
+import ctypes
+
+from .. import _lib, errors
+from ._base import KVConnectorMetadata
+
+class TideConnectorMetadata(KVConnectorMetadata):
+    """One step's jobs from the scheduler to every worker: the bytes of
+    ``tide_connector_meta_serialize``, parsed by each worker. Picklable (vLLM sends it to
+    worker processes with the scheduler output)."""
+
+    def __init__(self, data=b""):
+        self.data = bytes(data)
+
+    def __repr__(self):
+        return f"TideConnectorMetadata({len(self.data)} bytes)"
+
+    def __reduce__(self):
+        return (TideConnectorMetadata, (self.data,))
+
+    def describe(self):
+        """The jobs and finished ids, read back through libtide: ``{"jobs": [{"kind":
+        "load"|"save", "req_id", "start_tokens", "end_tokens", "blocks": [(group,
+        block_id, end_token, hash), ...]}], "finished": [ids]}`` (for logs and tests)."""
+        L = _lib.lib()
+        m = _parse_meta(L, self.data)
+        try:
+            jobs = []
+            for i in range(L.tide_connector_meta_num_jobs(m)):
+                job = _lib.ConnectorJob()
+                _check_meta(L.tide_connector_meta_job(m, i, ctypes.byref(job)))
+                blocks = []
+                for k in range(job.nblocks):
+                    b = _lib.ConnectorBlock()
+                    _check_meta(L.tide_connector_meta_block(m, i, k, ctypes.byref(b)))
+                    blocks.append(
+                        (b.group, b.block_id, b.end_token, ctypes.string_at(b.hash, b.hash_len))
+                    )
+                jobs.append(
+                    {
+                        "kind": "load" if job.kind == _lib.CONNECTOR_LOAD else "save",
+                        "req_id": job.req_id.decode("utf-8"),
+                        "start_tokens": job.start_tokens,
+                        "end_tokens": job.end_tokens,
+                        "blocks": blocks,
+                    }
+                )
+            finished = [
+                L.tide_connector_meta_finished(m, i).decode("utf-8")
+                for i in range(L.tide_connector_meta_num_finished(m))
+            ]
+            return {"jobs": jobs, "finished": finished}
+        finally:
+            L.tide_connector_meta_free(m)
+
+
+def _check_meta(rc):
+    if rc < 0:
+        raise errors.make_error(rc, errors.last_message(None) or errors.strerror(rc))
+
+
+def _parse_meta(L, data):
+    m = _lib.ConnectorMetaPtr()
+    buf = ctypes.create_string_buffer(data, len(data)) if data else None
+    rc = L.tide_connector_meta_parse(buf, len(data), ctypes.byref(m))
+    if rc < 0:
+        raise errors.make_error(rc, errors.last_message(None) or "malformed connector metadata")
+    return m

@@ -1,0 +1,146 @@
+"""engine_run.py — one vLLM engine in its own process, for tide's end-to-end tests and bench.
+
+    .venv-vllm/bin/python tests/vllm/engine_run.py SPEC.json OUT.json
+
+SPEC (JSON): ``model`` (a directory holding only a config.json: weights are vLLM's
+``load_format="dummy"``, seeded, so every engine built from the same directory and seed has
+the same weights), ``prompts`` (lists of token ids), ``max_tokens``, ``block_size``,
+``connector`` (null: no connector; else ``{"url", "kv_role", "extra", "policy",
+"module"}``), and optional engine settings: ``max_num_seqs``, ``max_model_len``,
+``num_gpu_blocks``, ``kv_space_gib``, ``batch`` (true: every prompt in one generate call,
+so they run concurrently; false: one call per prompt, in order), ``prefix_caching``,
+``mamba_cache_mode``, ``dtype``, ``seed``, ``timeout_s``, ``engine_args``.
+
+OUT (JSON): per prompt the greedy tokens, their logprobs and ``num_cached_tokens``; the
+engine's Prometheus counters (``vllm:*``: external prefix-cache queries and hits, tide's
+connector figures); seconds spent in start-up and in generation; each prompt's time to
+first token when ``ttft`` is set (one prompt at a time, max_tokens 1).
+Errors: the script exits non-zero with the exception in OUT["error"].
+"""
+
+import json
+import os
+import sys
+import time
+import traceback
+
+
+def _metrics(llm):
+    out = {}
+    try:
+        for m in llm.get_metrics():
+            value = getattr(m, "value", None)
+            if value is None:
+                continue
+            out[m.name] = out.get(m.name, 0) + value
+    except Exception as e:  # metrics are figures for the test, not the engine's job
+        out["error"] = repr(e)
+    return out
+
+
+def build_llm(spec):
+    from vllm import LLM
+    from vllm.config import KVTransferConfig
+
+    kt = None
+    conn = spec.get("connector")
+    if conn is not None:
+        extra = dict(conn.get("extra") or {})
+        if conn.get("url") is not None:
+            extra["url"] = conn["url"]
+        kt = KVTransferConfig(
+            kv_connector="TideStoreConnector",
+            kv_connector_module_path=conn.get("module", "tide.vllm"),
+            kv_role=conn.get("kv_role", "kv_both"),
+            kv_connector_extra_config=extra,
+            kv_load_failure_policy=conn.get("policy", "recompute"),
+        )
+    args = dict(
+        model=spec["model"],
+        load_format="dummy",
+        skip_tokenizer_init=True,
+        enforce_eager=True,
+        dtype=spec.get("dtype", "float32"),
+        max_model_len=spec.get("max_model_len", 2048),
+        block_size=spec.get("block_size", 32),
+        seed=spec.get("seed", 0),
+        max_num_seqs=spec.get("max_num_seqs", 4),
+        enable_prefix_caching=spec.get("prefix_caching", True),
+        disable_log_stats=False,
+        kv_transfer_config=kt,
+    )
+    if spec.get("num_gpu_blocks"):
+        args["num_gpu_blocks_override"] = int(spec["num_gpu_blocks"])
+    if spec.get("mamba_cache_mode"):
+        args["mamba_cache_mode"] = spec["mamba_cache_mode"]
+    args.update(spec.get("engine_args") or {})
+    return LLM(**args)
+
+
+def run(spec):
+    from vllm import SamplingParams
+
+    t0 = time.monotonic()
+    llm = build_llm(spec)
+    t1 = time.monotonic()
+    ttft = bool(spec.get("ttft"))
+    sp = SamplingParams(
+        max_tokens=1 if ttft else int(spec.get("max_tokens", 8)),
+        temperature=0.0,
+        logprobs=1,
+        detokenize=False,
+        ignore_eos=True,
+    )
+    prompts = [{"prompt_token_ids": list(p)} for p in spec["prompts"]]
+    results, times = [], []
+    if spec.get("batch", False):
+        outs = llm.generate(prompts, sp, use_tqdm=False)
+    else:
+        outs = []
+        for p in prompts:
+            s = time.monotonic()
+            outs.extend(llm.generate([p], sp, use_tqdm=False))
+            times.append(time.monotonic() - s)
+    for o in outs:
+        c = o.outputs[0]
+        lps = []
+        for tok, lp in zip(c.token_ids, c.logprobs or []):
+            lps.append(float(lp[tok].logprob) if tok in lp else None)
+        results.append(
+            {"tokens": list(c.token_ids), "logprobs": lps,
+             "num_cached_tokens": int(o.num_cached_tokens or 0)}
+        )
+    t2 = time.monotonic()
+    metrics = _metrics(llm)
+    # Stop the engine-core and worker processes now (their connectors drain and close).
+    llm.llm_engine.engine_core.shutdown()
+    return {
+        "results": results,
+        "metrics": metrics,
+        "startup_s": t1 - t0,
+        "generate_s": t2 - t1,
+        "prompt_s": times,
+    }
+
+
+def main():
+    spec_path, out_path = sys.argv[1], sys.argv[2]
+    with open(spec_path) as f:
+        spec = json.load(f)
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(spec.get("kv_space_gib", 1)))
+    try:
+        out = run(spec)
+        rc = 0
+    except BaseException as e:  # the test reads the cause from OUT
+        out = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
+        rc = 1
+    with open(out_path, "w") as f:
+        json.dump(out, f)
+    sys.stdout.flush()
+    # The engine was shut down in run(); leave without interpreter teardown, which can
+    # wait on vLLM's daemon threads.
+    os._exit(rc)
+
+
+if __name__ == "__main__":
+    main()
