@@ -18,7 +18,11 @@
  *   and host memory.
  *
  * One mutex (tlock) covers the devices, the counters and every event; each thread's
- * operation list has its own mutex and condition variable. Events are reference-counted
+ * operation list has its own mutex and condition variable. memlock is held by every access
+ * to the backing of device memory (copies, writes, peek, poke), as a GPU's memory is
+ * coherent for its own accesses: a test may peek while a copy is in flight. Host memory
+ * gets no such lock, so ThreadSanitizer still sees tide touching host bytes that a copy
+ * is writing. Events are reference-counted
  * (owner + each queued operation naming one), freed when the count reaches 0.
  */
 #include <errno.h>
@@ -73,6 +77,7 @@ struct dev_test_stream {
 };
 
 static pthread_mutex_t tlock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t memlock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t tcond = PTHREAD_COND_INITIALIZER; /* an event was reached */
 static test_dev devs[TEST_DEVICES];
 static dev_test_stream *default_stream[TEST_DEVICES];
@@ -154,14 +159,15 @@ static int run_copy(const test_op *op) {
         (sd == -1 && do_registered(op->src, op->len)))
         counts.copies_registered++;
     pthread_mutex_unlock(&tlock);
-    if (fail) {
-        if (dst)
-            for (size_t i = 0; i < op->len; i++)
-                dst[i] = (uint8_t)(0xA5 ^ i);
-        return -1;
-    }
-    memcpy(dst, src, op->len);
-    return 0;
+    int dev_side = dd >= 0 || sd >= 0;
+    if (dev_side) pthread_mutex_lock(&memlock);
+    if (fail && dst)
+        for (size_t i = 0; i < op->len; i++)
+            dst[i] = (uint8_t)(0xA5 ^ i);
+    else if (!fail)
+        memcpy(dst, src, op->len);
+    if (dev_side) pthread_mutex_unlock(&memlock);
+    return fail ? -1 : 0;
 }
 
 static void *worker_main(void *arg) {
@@ -187,7 +193,9 @@ static void *worker_main(void *arg) {
             pthread_mutex_lock(&tlock);
             int d = do_which(op->dst, op->len);
             pthread_mutex_unlock(&tlock);
+            pthread_mutex_lock(&memlock);
             if (d >= 0) memcpy(do_back(d, op->dst), op->owned, op->len);
+            pthread_mutex_unlock(&memlock);
             break;
         case OP_SIGNAL:
             pthread_mutex_lock(&tlock);
@@ -486,7 +494,9 @@ void dev_test_poke(void *dst_dev, const void *src, size_t n) {
     int d = do_which(dst_dev, n);
     pthread_mutex_unlock(&tlock);
     if (d < 0) abort(); /* a test's own mistake */
+    pthread_mutex_lock(&memlock);
     memcpy(do_back(d, dst_dev), src, n);
+    pthread_mutex_unlock(&memlock);
 }
 
 void dev_test_peek(void *dst, const void *src_dev, size_t n) {
@@ -494,7 +504,9 @@ void dev_test_peek(void *dst, const void *src_dev, size_t n) {
     int d = do_which(src_dev, n);
     pthread_mutex_unlock(&tlock);
     if (d < 0) abort();
+    pthread_mutex_lock(&memlock);
     memcpy(dst, do_back(d, src_dev), n);
+    pthread_mutex_unlock(&memlock);
 }
 
 dev_test_stream *dev_test_stream_new(void) {
