@@ -778,9 +778,13 @@ def test_torch_like_tensors(mem_store):
     cons.idle_until(lambda: "c" in cons.recvd)
     assert np.array_equal(ck["layer.1"][:, 4:6], pk["layer.1"][:, 1:3])
 
+    # A CUDA tensor goes to libtide as a device region (kind, device, the tensor's pointer);
+    # this machine has no GPU, so libtide answers TIDE_EDEVICE with the CUDA kind's reason.
     gw = tv.TideStoreConnector(cfg, "worker", store=mem_store)
-    with pytest.raises(tide.InvalidArgument, match="is on cuda:0.*host memory"):
+    with pytest.raises(tide.DeviceError, match="KV cache 'layer.0': .*cuda"):
         gw.register_kv_caches({"layer.0": FakeTensor(kv_cache("kv_first"), "cuda:0")})
+    with pytest.raises(tide.InvalidArgument, match="is on xpu:0: .*CUDA devices only"):
+        gw.register_kv_caches({"layer.0": FakeTensor(kv_cache("kv_first"), "xpu:0")})
 
 
 def test_metadata_pickles_and_parses():

@@ -71,6 +71,7 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         self._awaiting_save = set()  # finished, blocks kept until the workers report
         # Worker state.
         self._kv_caches = None
+        self._cuda_device = None  # the device of the KV caches when they are CUDA tensors
         self._started = None  # (metadata object, kinds already started)
 
     def _create(self, doc, role_value):
@@ -384,16 +385,20 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
             seen.add((g, r.base, r.nbytes))
             nb = int(num_blocks) if num_blocks else r.num_blocks_guess()
             base, nbytes, shape, strides = r.for_c(nb)
-            if shape:
-                nd = len(shape)
-                rc = self._lib.tide_connector_register_region(
-                    h, g, base, nbytes, nb, nd, (ctypes.c_int64 * nd)(*shape),
-                    (ctypes.c_int64 * nd)(*strides), r.elem,
+            nd = len(shape)
+            dims = (
+                ((ctypes.c_int64 * nd)(*shape), (ctypes.c_int64 * nd)(*strides), r.elem)
+                if shape
+                else (None, None, 0)
+            )
+            if r.kind == _lib.MEM_HOST:
+                rc = self._lib.tide_connector_register_region(h, g, base, nbytes, nb, nd, *dims)
+            else:  # GPU memory: libtide loads the CUDA runtime and pins its pool once
+                rc = self._lib.tide_connector_register_device_region(
+                    h, g, r.kind, r.device, base, nbytes, nb, nd, *dims
                 )
-            else:
-                rc = self._lib.tide_connector_register_region(
-                    h, g, base, nbytes, nb, 0, None, None, 0
-                )
+                if rc == 0:
+                    self._cuda_device = r.device
             if rc < 0:
                 raw = self._lib.tide_connector_errmsg(h)
                 msg = raw.decode("utf-8", "replace") if raw else ""
@@ -413,11 +418,26 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         data = meta.data if isinstance(meta, TideConnectorMetadata) else bytes(meta)
         m = _parse_meta(self._lib, data)
         try:
-            n = self._check(self._lib.tide_connector_start_jobs(self._handle(), m, kinds))
+            if self._cuda_device is None:
+                rc = self._lib.tide_connector_start_jobs(self._handle(), m, kinds)
+            else:  # the saves' copies wait, on the GPU, for what this stream has queued
+                rc = self._lib.tide_connector_start_jobs_stream(
+                    self._handle(), m, kinds, self._cuda_stream()
+                )
+            n = self._check(rc)
         finally:
             self._lib.tide_connector_meta_free(m)
         self._started = (meta, self._started[1] | kinds)
         return n
+
+    def _cuda_stream(self):
+        """The engine's current CUDA stream on the KV caches' device (its forward pass was
+        queued there), as an integer; 0, the legacy default stream, without torch."""
+        try:
+            import torch
+        except ImportError:
+            return 0
+        return int(torch.cuda.current_stream(self._cuda_device).cuda_stream)
 
     def _drain(self, kind):
         out = set()

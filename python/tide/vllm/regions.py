@@ -1,9 +1,12 @@
-"""Where a paged KV tensor lives (base address, extent, shape, strides, element size), read
-from a torch tensor or a numpy array, for ``tide_connector_register_region``."""
+"""Where a paged KV tensor lives (memory kind and device, base address, extent, shape,
+strides, element size), read from a torch tensor or a numpy array, for
+``tide_connector_register_region`` (host memory) or ``tide_connector_register_device_region``
+(a CUDA device: the pointer is the device's, and libtide moves the pages with the GPU's copy
+engine)."""
 
 import errno
 
-from .. import errors
+from .. import _lib, errors
 
 
 class _Region:
@@ -14,6 +17,7 @@ class _Region:
 
     def __init__(self, name, t, whole_storage=False):
         self.name = name
+        self.kind, self.device = _lib.MEM_HOST, 0
         if callable(getattr(t, "data_ptr", None)):
             self._from_torch(t)
         elif hasattr(t, "__array_interface__"):
@@ -30,12 +34,15 @@ class _Region:
 
     def _from_torch(self, t):
         device = getattr(t, "device", None)
-        if device is not None and getattr(device, "type", "cpu") != "cpu":
+        dtype = getattr(device, "type", "cpu") if device is not None else "cpu"
+        if dtype == "cuda":
+            index = getattr(device, "index", None)
+            self.kind, self.device = _lib.MEM_CUDA, int(index) if index is not None else 0
+        elif dtype != "cpu":
             raise errors.InvalidArgument(
                 -errno.EINVAL,
                 f"TideStoreConnector: KV cache {self.name!r} is on {device}: libtide moves "
-                f"block pages with the CPU, so the KV caches must be in host memory "
-                f"(vLLM's CPU backend)",
+                f"block pages in host memory or on CUDA devices only",
             )
         self.base = int(t.data_ptr())
         self.elem = int(t.element_size())
