@@ -18,7 +18,8 @@
 #    paged KV caches allocated with torch on the GPU, prefixes saved and loaded, every byte
 #    compared, save and load GB/s against cudaMemcpyAsync of the same bytes between device
 #    and pinned host memory in the same run (target: 0.8x, objects of 2 MiB made of 64
-#    pages).
+#    pages). The mem:// run also checks tide.vllm's tensor -> region code on CUDA tensors in
+#    vLLM's layouts (K/V planes per layer, blocks-first, MLA, Mamba state views).
 #
 # Writes its log and figures under $OUT (default build/gpu-check). Exit status: 0 when all
 # ran and compared equal; 1 on a failure; 2 when the machine lacks a GPU or torch; 3 when
@@ -141,7 +142,7 @@ run_py() { # label url [extra args]
     fi
 }
 
-run_py mem 'mem://?capacity=6GiB&prefault=1' --bad-input
+run_py mem 'mem://?capacity=6GiB&prefault=1' --bad-input --vllm-layouts
 TIDE_CUDA_BATCH=0 run_py mem-nobatch 'mem://?capacity=6GiB&prefault=1' --reps 2
 
 SOCK=$TMPD/tide.sock

@@ -12,6 +12,11 @@ the tide Python package.
 
     gpu_check.py --lib build/libtide.so --url mem://?capacity=6GiB [--label mem] [--json out]
 
+With --vllm-layouts it also registers CUDA tensors through tide.vllm (python/tide, the
+tensor -> region code vLLM's workers run) in vLLM's layouts — FlashAttention's (2, blocks,
+...) K/V planes per layer, FlashInfer's blocks-first, MLA's latent, a hybrid model's Mamba
+state views into one raw buffer — and round-trips the attention ones bit-exact.
+
 Exit status: 0 when every byte compared equal and every error case answered as it should
 (the speed verdict is printed, not turned into a failure); 1 on a correctness failure; 2 when
 torch or a GPU is missing.
@@ -20,9 +25,12 @@ torch or a GPU is missing.
 import argparse
 import ctypes as C
 import json
+import os
 import statistics
 import sys
 import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 LAYERS = 32
 BLOCK_TOKENS = 16
@@ -202,6 +210,113 @@ def load_errors(t, w):
     return list(arr[:n])
 
 
+class _Shim:
+    """What schedule()/step() need, over handles made by tide.vllm."""
+
+    def __init__(self, lib):
+        self.lib = lib
+
+    def check(self, c, rc, what):
+        if rc < 0:
+            fail(f"{what}: {rc} {self.lib.tide_connector_errmsg(c).decode()}")
+        return rc
+
+
+def vllm_layouts(lib, url, dev):
+    """CUDA tensors through tide.vllm's region code, in vLLM's layouts."""
+    import torch
+
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    os.environ.setdefault("TIDE_LIB", os.path.abspath(lib._name))
+    import tide
+    import tide.vllm as tv
+
+    store = tide.Store(url)
+    nb, bt = 64, 16
+    attn = {"block_size": bt, "num_kv_heads": KV_HEADS, "head_size": HEAD_SIZE, "dtype": "bfloat16"}
+    layouts = {
+        "kv_first": ({"type": "FullAttentionSpec", **attn}, (2, nb, bt, KV_HEADS, HEAD_SIZE),
+                     lambda x, ids: x[:, ids]),
+        "blocks_first": ({"type": "FullAttentionSpec", **attn}, (nb, 2, bt, KV_HEADS, HEAD_SIZE),
+                         lambda x, ids: x[ids]),
+        "mla": ({"type": "MLAAttentionSpec", "block_size": bt, "num_kv_heads": 1, "head_size": 576,
+                 "dtype": "bfloat16"}, (nb, bt, 576), lambda x, ids: x[ids]),
+    }
+    sh = _Shim(lib)
+    layers = [f"model.layers.{i}.attn" for i in range(4)]
+    for name, (spec, shape, page) in layouts.items():
+        cfg = {
+            "model_config": {"model": f"org/GpuCheck-{name}", "total_num_kv_heads": KV_HEADS},
+            "cache_config": {"block_size": bt},
+            "parallel_config": {},
+            "kv_transfer_config": {"kv_connector": "TideStoreConnector", "kv_role": "kv_both",
+                                   "kv_connector_extra_config": {}},
+            "kv_cache_config": {"num_blocks": nb,
+                                "kv_cache_groups": [{"layer_names": layers, "kv_cache_spec": spec}]},
+        }
+        s = tv.TideStoreConnector(cfg, "scheduler", store=store)
+        wp = tv.TideStoreConnector(cfg, "worker", store=store)
+        wc = tv.TideStoreConnector(cfg, "worker", store=store)
+        prod = {ln: torch.randn(shape, dtype=torch.bfloat16, device=dev) for ln in layers}
+        cons = {ln: torch.zeros(shape, dtype=torch.bfloat16, device=dev) for ln in layers}
+        wp.register_kv_caches(prod)
+        wc.register_kv_caches(cons)
+        S, WP, WC = (C.c_void_p(C.cast(x._handle(), C.c_void_p).value) for x in (s, wp, wc))
+        ntok = 20 * bt + 3
+        h, nh = hashes(sh, 77, ntok)
+        src, dst = list(range(2, 23)), list(range(40, 61))
+        stream = torch.cuda.current_stream(dev).cuda_stream
+        schedule(sh, S, b"p", h, nh, ntok, src, 0)
+        step(sh, S, WP, stream)
+        lib.tide_connector_wait(WP)
+        if schedule(sh, S, b"c", h, nh, ntok, dst, None) != 20 * bt:
+            fail(f"tide.vllm {name}: the saved prefix is not found")
+        step(sh, S, WC, stream)
+        lib.tide_connector_wait(WC)
+        if load_errors(sh, WC):
+            fail(f"tide.vllm {name}: load errors")
+        for ln in layers:
+            if not torch.equal(page(prod[ln], src[:-1]), page(cons[ln], dst[:-1])):
+                fail(f"tide.vllm {name}: layer {ln} differs after the round trip")
+        print(f"[vllm] {name}: CUDA tensors {tuple(shape)} registered through tide.vllm, "
+              f"20 blocks saved and loaded bit-exact", flush=True)
+        del wp, wc, s
+    # A hybrid model: attention plus Mamba states viewed into one raw CUDA buffer per block.
+    with open(os.path.join(ROOT, "examples", "qwen3-next-hybrid-align.json")) as f:
+        cfg = json.load(f)
+    cfg["parallel_config"] = {"tensor_parallel_size": 1}
+    cfg["kv_transfer_config"]["kv_role"] = "kv_both"
+    groups = cfg["kv_cache_config"]["kv_cache_groups"]
+    groups[0]["layer_names"] = ["model.layers.3.self_attn.attn"]
+    groups[1]["layer_names"] = ["model.layers.0.linear_attn"]
+    cfg["kv_cache_config"]["num_blocks"] = 8
+    conv_b, ssm_b = 3 * 2048 * 2, 8 * 128 * 128 * 4
+    raw = torch.zeros((8, conv_b + ssm_b), dtype=torch.uint8, device=dev)
+    conv = raw[:, :conv_b].view(torch.bfloat16).view(8, 3, 2048)
+    ssm = raw[:, conv_b:].view(torch.float32).view(8, 8, 128, 128)
+    if conv.untyped_storage().data_ptr() != raw.data_ptr():
+        fail("torch made a copy of the Mamba state views")
+    w = tv.TideStoreConnector(cfg, "worker", store=store)
+    w.register_kv_caches({
+        "model.layers.3.self_attn.attn": torch.zeros((8, 2, 64, 1, 256), dtype=torch.bfloat16,
+                                                      device=dev),
+        "model.layers.0.linear_attn": [conv, ssm],
+    })
+    print("[vllm] hybrid: attention + Mamba state views (one raw CUDA buffer) registered",
+          flush=True)
+    # Mixed memory is refused: a CPU tensor after CUDA ones.
+    w2 = tv.TideStoreConnector(cfg, "worker", store=store)
+    try:
+        w2.register_kv_caches({
+            "model.layers.3.self_attn.attn": torch.zeros((8, 2, 64, 1, 256), dtype=torch.bfloat16,
+                                                          device=dev),
+            "model.layers.0.linear_attn": [conv.cpu(), ssm.cpu()],
+        })
+        fail("tide.vllm accepted CUDA and CPU tensors in one connector")
+    except tide.InvalidArgument as e:
+        print(f"[vllm] CUDA and CPU tensors mixed: refused ({str(e)[:100]})", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
@@ -212,6 +327,7 @@ def main():
     ap.add_argument("--requests", type=int, default=2, help="requests the prefix is split over")
     ap.add_argument("--json")
     ap.add_argument("--bad-input", action="store_true", help="also check the error cases")
+    ap.add_argument("--vllm-layouts", action="store_true", help="also check tide.vllm's regions")
     a = ap.parse_args()
     try:
         import torch
@@ -353,6 +469,9 @@ def main():
         with open(a.json, "w") as f:
             json.dump(res, f, indent=1)
     print(f"[{a.label}] OK: every byte of {a.reps} round trips compared equal", flush=True)
+    if a.vllm_layouts:
+        vllm_layouts(lib, "mem://?capacity=512MiB", dev)
+        print("[vllm] OK", flush=True)
 
 
 if __name__ == "__main__":
