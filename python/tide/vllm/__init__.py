@@ -46,8 +46,14 @@ store is private to its process: a deployment needs ``tide://host:port`` or
 ``unix:///path`` to a tided that every process (and every engine sharing the cache)
 reaches. mem:// is for tests that pass one ``tide.Store`` to every connector.
 
-KV caches must be in host memory: libtide reads and writes block pages with the CPU, so a
-tensor on a GPU is refused at ``register_kv_caches`` with a message saying so.
+KV caches in host memory (vLLM's CPU backend) are read and written by the CPU; CUDA
+tensors (vLLM's GPU workers) are registered as device regions, and the GPU's copy engine
+moves their pages straight between GPU memory and tide's pool (registered once as pinned
+memory: use ``unix://`` to a tided on the same host). The saves of a step wait, on the GPU,
+for the forward pass queued on the current CUDA stream; a load is reported only once its
+bytes are in the pages. libtide loads the CUDA runtime itself; without one (or without a
+GPU) a CUDA tensor fails at ``register_kv_caches`` with ``tide.DeviceError`` saying why.
+Tensors on other devices are refused.
 
 The package's modules, one job each: ``_base`` (vLLM's base classes or stand-ins, the
 version check), ``config`` (vLLM's config objects -> the C configuration), ``metadata``
