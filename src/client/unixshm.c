@@ -144,7 +144,7 @@ typedef struct ux_dev {
     dev_queue *q;
     uint64_t *tickets;
     size_t flushed, pending;
-    int rc;
+    int rc, waited;
     char msg[ERR_MSG_MAX];
 } ux_dev;
 
@@ -161,10 +161,21 @@ static void ux_dev_add(ux_dev *d, size_t nc, uint64_t len) {
     if ((d->pending += len) >= DEVIO_CHUNK) ux_dev_flush(d, nc + 1);
 }
 
+/* On a way out before ux_dev_wait_all (a bad offset from tided): drop what was collected
+ * and wait for what was issued, so no copy still moves when the pins or reservations go. */
+static void ux_dev_drain(ux_dev *d) {
+    char scratch[ERR_MSG_MAX];
+    if (!d->q || d->waited) return;
+    dev_queue_discard(d->q);
+    dev_queue_wait(d->q, d->q->ticket, scratch, sizeof(scratch));
+    d->waited = 1;
+}
+
 /* Wait for every chunk (all of them, even after a failure, so no copy is still moving when
  * the caller lets go of the space); returns the first failure. */
 static int ux_dev_wait_all(ux_dev *d, size_t n) {
     uint64_t waited = 0;
+    d->waited = 1;
     if (d->flushed < n) ux_dev_flush(d, n);
     if (d->rc) dev_queue_discard(d->q);
     for (size_t i = 0; i < n; i++) {
@@ -239,6 +250,7 @@ static int ux_put_chunk(wire_call *k, const tide_key *fk, const tide_iov *const 
     for (size_t i = 0; frame_iter_next(&it, &e); i++)
         res[owner[i]] = e.status;
 out:
+    ux_dev_drain(&d);
     free(head);
     free(ids);
     free(sums);
@@ -403,6 +415,7 @@ static int ux_get_chunk(wire_call *k, const tide_key *fk, const tide_iov *const 
         }
     }
 out:
+    ux_dev_drain(&d);
     free(head);
     free(ids);
     free(outs);
