@@ -78,6 +78,27 @@ int client_put_many_dev(tide_store *s, const tide_key *keys, size_t n, const tid
                         const size_t *iovcnt, int *results, dev_queue *q);
 int client_get_many_dev(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
                         const size_t *iovcnt, int *results, size_t *vlens, dev_queue *q);
+/*
+ * Checksums of a call's values by several threads: one host thread hashing pool memory is
+ * slower than a GPU's copy engine fills or drains it. The caller releases values in order
+ * (devio_hash_release: values [0, upto) may be hashed now, e.g. their copies landed),
+ * helper threads and the caller hash released values, devio_hash_wait(h, k) returns once
+ * sum[k] is set (the caller hashes released values itself meanwhile). Helper threads are
+ * started only for calls of at least devio_hash_min bytes (at most DEVIO_HASH_THREADS);
+ * below that, or when they cannot be started, the caller does all of it. devio_hash_end
+ * stops the helpers after the value each is hashing (values released and not yet taken
+ * are left alone) and frees h: call it before the values' memory is released. NULL from
+ * devio_hash_start: out of memory.
+ */
+#define DEVIO_HASH_THREADS 3
+extern size_t devio_hash_min; /* default 32 MiB; tests lower it */
+typedef struct devio_hasher devio_hasher;
+devio_hasher *devio_hash_start(const uint8_t *const *ptr, const size_t *len, uint64_t *sum,
+                               size_t n);
+void devio_hash_release(devio_hasher *h, size_t upto);
+void devio_hash_wait(devio_hasher *h, size_t k);
+void devio_hash_end(devio_hasher *h);
+
 /* Collect the copies of a scatter list into dst (put), or of len bytes of src across a
  * scatter list (get). */
 int devio_gather(dev_queue *q, uint8_t *dst, const tide_iov *iov, size_t cnt);

@@ -12,6 +12,7 @@
  * landed, the staging buffer's as the backend fills or reads it.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +20,107 @@
 #include "common/checksum.h"
 
 #define DEVIO_STAGE (64u << 20)
+
+/* ---- hashing on several threads ------------------------------------------------------- */
+
+size_t devio_hash_min = 32u << 20;
+
+/* Lock rules: everything below `lock` is under it, except the values and sums themselves:
+ * sum[k] is written by the one thread that took k (next++) and read after done[k]. */
+struct devio_hasher {
+    const uint8_t *const *ptr;
+    const size_t *len;
+    uint64_t *sum;
+    size_t n;
+    pthread_mutex_t lock;
+    pthread_cond_t cond; /* released grew, a value was done, or stop */
+    uint8_t *done;
+    size_t released, next;
+    int stop;
+    size_t nthreads;
+    pthread_t th[DEVIO_HASH_THREADS];
+};
+
+/* Hash one value taken by this thread; lock held on entry and on return. */
+static void do_hash_one(devio_hasher *h, size_t k) {
+    pthread_mutex_unlock(&h->lock);
+    uint64_t v = checksum_buf(h->ptr[k], h->len[k]);
+    pthread_mutex_lock(&h->lock);
+    h->sum[k] = v;
+    h->done[k] = 1;
+    pthread_cond_broadcast(&h->cond);
+}
+
+static void *hash_helper(void *arg) {
+    devio_hasher *h = arg;
+    pthread_mutex_lock(&h->lock);
+    for (;;) {
+        while (!h->stop && h->next >= h->released)
+            pthread_cond_wait(&h->cond, &h->lock);
+        if (h->stop) break;
+        do_hash_one(h, h->next++);
+    }
+    pthread_mutex_unlock(&h->lock);
+    return NULL;
+}
+
+devio_hasher *devio_hash_start(const uint8_t *const *ptr, const size_t *len, uint64_t *sum,
+                               size_t n) {
+    devio_hasher *h = calloc(1, sizeof(*h));
+    if (!h || !(h->done = calloc(n ? n : 1, 1))) {
+        free(h);
+        return NULL;
+    }
+    h->ptr = ptr;
+    h->len = len;
+    h->sum = sum;
+    h->n = n;
+    pthread_mutex_init(&h->lock, NULL);
+    pthread_cond_init(&h->cond, NULL);
+    size_t total = 0;
+    for (size_t k = 0; k < n; k++)
+        total += len[k];
+    size_t want = total >= devio_hash_min ? DEVIO_HASH_THREADS : 0;
+    while (h->nthreads < want && h->nthreads + 1 < n &&
+           pthread_create(&h->th[h->nthreads], NULL, hash_helper, h) == 0)
+        h->nthreads++;
+    return h;
+}
+
+void devio_hash_release(devio_hasher *h, size_t upto) {
+    pthread_mutex_lock(&h->lock);
+    if (upto > h->n) upto = h->n;
+    if (upto > h->released) h->released = upto;
+    pthread_cond_broadcast(&h->cond);
+    pthread_mutex_unlock(&h->lock);
+}
+
+void devio_hash_wait(devio_hasher *h, size_t k) {
+    pthread_mutex_lock(&h->lock);
+    while (!h->done[k]) {
+        if (h->next < h->released)
+            do_hash_one(h, h->next++);
+        else
+            pthread_cond_wait(&h->cond, &h->lock);
+    }
+    pthread_mutex_unlock(&h->lock);
+}
+
+void devio_hash_end(devio_hasher *h) {
+    if (!h) return;
+    pthread_mutex_lock(&h->lock);
+    h->stop = 1;
+    pthread_cond_broadcast(&h->cond);
+    pthread_mutex_unlock(&h->lock);
+    for (size_t i = 0; i < h->nthreads; i++)
+        pthread_join(h->th[i], NULL);
+    pthread_mutex_destroy(&h->lock);
+    pthread_cond_destroy(&h->cond);
+    free(h->done);
+    free(h);
+}
+
+/* ---- copies ---------------------------------------------------------------------------- */
 
 int devio_gather(dev_queue *q, uint8_t *dst, const tide_iov *iov, size_t cnt) {
     for (size_t k = 0; k < cnt; k++) {

@@ -181,13 +181,37 @@ static int mem_dev_flush(dev_queue *q, mem_dev_item *it, size_t from, size_t to,
     return rc;
 }
 
+/* The items, their pool addresses and lengths, and their sums: one allocation. */
+typedef struct mem_dev_batch {
+    mem_dev_item *it;
+    const uint8_t **ptr;
+    size_t *len;
+    uint64_t *sum;
+} mem_dev_batch;
+
+static int mem_dev_batch_alloc(mem_dev_batch *b, size_t n) {
+    b->it = malloc(n * sizeof(*b->it));
+    b->ptr = malloc(n * sizeof(*b->ptr));
+    b->len = malloc(n * sizeof(*b->len));
+    b->sum = malloc(n * sizeof(*b->sum));
+    return b->it && b->ptr && b->len && b->sum ? 0 : -ENOMEM;
+}
+
+static void mem_dev_batch_free(mem_dev_batch *b) {
+    free(b->it), free(b->ptr), free(b->len), free(b->sum);
+}
+
 static int mem_put_many_dev(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
                             const size_t *iovcnt, int *results, dev_queue *q) {
     char msg[ERR_MSG_MAX] = "";
     store *st = mem_store(s);
     uint8_t *base = store_base(st);
-    mem_dev_item *it = malloc(n * sizeof(*it));
-    if (!it) return client_err(s, -ENOMEM, "mem://: out of memory");
+    mem_dev_batch b;
+    if (mem_dev_batch_alloc(&b, n) < 0) {
+        mem_dev_batch_free(&b);
+        return client_err(s, -ENOMEM, "mem://: out of memory");
+    }
+    mem_dev_item *it = b.it;
     size_t nit = 0, flushed = 0, pending = 0;
     int ok = 0, failed = 0;
     uint64_t in = 0;
@@ -204,6 +228,8 @@ static int mem_put_many_dev(tide_store *s, const tide_key *keys, size_t n, const
             rc = 0;
         else if (rc == 0) {
             it[nit] = (mem_dev_item){i, ref, 0};
+            b.ptr[nit] = base + ref.offset;
+            b.len[nit] = vlen;
             if (!failed && devio_gather(q, base + ref.offset, v, cnt) < 0) failed = -ENOMEM;
             nit++;
             if ((pending += vlen) >= DEVIO_CHUNK) {
@@ -216,30 +242,39 @@ static int mem_put_many_dev(tide_store *s, const tide_key *keys, size_t n, const
     }
     if (!failed && flushed < nit) failed = mem_dev_flush(q, it, flushed, nit, msg, sizeof(msg));
     if (failed) dev_queue_discard(q);
-    /* As each chunk lands: hash what is in the pool, commit. After a failure, abort (the
-     * waits still wait, so nothing is copying into the space when it is freed). */
+    /* As each chunk lands, its values are released for hashing in the pool (on several
+     * threads) while the next chunk is still copying. The waits go on after a failure, so
+     * that nothing is copying into space when it is aborted. */
+    devio_hasher *h = devio_hash_start(b.ptr, b.len, b.sum, nit);
     uint64_t waited = 0;
-    int wrc = failed;
+    int wrc = failed ? failed : h ? 0 : -ENOMEM;
+    size_t good = 0; /* items [0, good) landed */
     for (size_t k = 0; k < nit; k++) {
-        if (it[k].ticket != waited) {
-            int r = dev_queue_wait(q, it[k].ticket, msg, sizeof(msg));
-            if (!wrc) wrc = r;
-            waited = it[k].ticket;
-        }
-        if (wrc) {
+        if (it[k].ticket == waited) continue;
+        int r = dev_queue_wait(q, it[k].ticket, msg, sizeof(msg));
+        if (!wrc) wrc = r;
+        waited = it[k].ticket;
+        if (wrc) continue;
+        while (good < nit && it[good].ticket == waited)
+            good++;
+        devio_hash_release(h, good);
+    }
+    for (size_t k = 0; k < nit; k++) {
+        if (k >= good) {
             store_abort(st, it[k].ref.id);
             results[it[k].i] = TIDE_EDEVICE;
             continue;
         }
-        uint64_t sum = checksum_buf(base + it[k].ref.offset, it[k].ref.len);
-        results[it[k].i] = store_commit(st, it[k].ref.id, sum);
+        devio_hash_wait(h, k);
+        results[it[k].i] = store_commit(st, it[k].ref.id, b.sum[k]);
         in += it[k].ref.len;
     }
+    devio_hash_end(h);
     if (wrc) client_err(s, TIDE_EDEVICE, "mem://: copies from the device failed: %s", msg);
     for (size_t i = 0; i < n; i++)
         ok += results[i] == 0;
     store_count_io(st, in, 0);
-    free(it);
+    mem_dev_batch_free(&b);
     return ok;
 }
 
@@ -248,11 +283,19 @@ static int mem_get_many_dev(tide_store *s, const tide_key *keys, size_t n, const
     char msg[ERR_MSG_MAX] = "";
     mem_impl *m = s->impl;
     uint8_t *base = store_base(m->st);
-    mem_dev_item *it = malloc(n * sizeof(*it));
-    if (!it) return client_err(s, -ENOMEM, "mem://: out of memory");
+    mem_dev_batch b;
+    const tide_iov **fv = malloc(n * sizeof(*fv));
+    size_t *fcnt = malloc(n * sizeof(*fcnt));
+    if (mem_dev_batch_alloc(&b, n) < 0 || !fv || !fcnt) {
+        mem_dev_batch_free(&b);
+        free(fv), free(fcnt);
+        return client_err(s, -ENOMEM, "mem://: out of memory");
+    }
+    mem_dev_item *it = b.it;
     size_t nit = 0, flushed = 0, pending = 0;
     int ok = 0, failed = 0;
     uint64_t out = 0;
+    /* Pin everything first, so that the checksums can be computed on several threads. */
     for (size_t i = 0; i < n; i++) {
         size_t cnt = iovcnt ? iovcnt[i] : 1;
         const tide_iov *v = iov;
@@ -265,25 +308,36 @@ static int mem_get_many_dev(tide_store *s, const tide_key *keys, size_t n, const
             if (vlens) vlens[i] = ref.len;
             store_unpin(m->st, ref.id);
             rc = TIDE_EBUFSMALL;
-        } else if (rc == 0 && m->verify &&
-                   checksum_buf(base + ref.offset, ref.len) != ref.checksum) {
-            /* Checked before any byte moves: a damaged value never reaches the device. */
-            store_verify_failed(m->st, ref.id);
-            store_unpin(m->st, ref.id);
-            rc = TIDE_ENOTFOUND;
         } else if (rc == 0) {
             it[nit] = (mem_dev_item){i, ref, 0};
-            if (!failed && devio_scatter(q, v, cnt, base + ref.offset, ref.len) < 0)
-                failed = -ENOMEM;
-            nit++;
-            if ((pending += ref.len) >= DEVIO_CHUNK) {
-                if (!failed) failed = mem_dev_flush(q, it, flushed, nit, msg, sizeof(msg));
-                flushed = nit;
-                pending = 0;
-            }
+            b.ptr[nit] = base + ref.offset;
+            b.len[nit] = ref.len;
+            fv[nit] = v;
+            fcnt[nit++] = cnt;
         }
         results[i] = rc;
     }
+    devio_hasher *h = m->verify ? devio_hash_start(b.ptr, b.len, b.sum, nit) : NULL;
+    if (m->verify && !h) failed = -ENOMEM;
+    if (h) devio_hash_release(h, nit);
+    /* In order: a value's checksum is checked before its copies are queued, so a damaged
+     * value never reaches the device; chunks of copies go out as they fill. */
+    for (size_t k = 0; k < nit; k++) {
+        if (h) devio_hash_wait(h, k);
+        if (h && b.sum[k] != it[k].ref.checksum) {
+            store_verify_failed(m->st, it[k].ref.id);
+            results[it[k].i] = TIDE_ENOTFOUND;
+            it[k].ref.len = 0; /* nothing queued for it */
+        } else if (!failed && devio_scatter(q, fv[k], fcnt[k], b.ptr[k], it[k].ref.len) < 0) {
+            failed = -ENOMEM;
+        }
+        if ((pending += it[k].ref.len) >= DEVIO_CHUNK) {
+            if (!failed) failed = mem_dev_flush(q, it, flushed, k + 1, msg, sizeof(msg));
+            flushed = k + 1;
+            pending = 0;
+        }
+    }
+    devio_hash_end(h);
     if (!failed && flushed < nit) failed = mem_dev_flush(q, it, flushed, nit, msg, sizeof(msg));
     if (failed) dev_queue_discard(q);
     uint64_t waited = 0;
@@ -294,7 +348,9 @@ static int mem_get_many_dev(tide_store *s, const tide_key *keys, size_t n, const
             if (!wrc) wrc = r;
             waited = it[k].ticket;
         }
-        if (wrc) {
+        if (results[it[k].i] != 0) {
+            /* failed its checksum */
+        } else if (wrc) {
             results[it[k].i] = TIDE_EDEVICE;
         } else {
             if (vlens) vlens[it[k].i] = it[k].ref.len;
@@ -306,7 +362,8 @@ static int mem_get_many_dev(tide_store *s, const tide_key *keys, size_t n, const
     for (size_t i = 0; i < n; i++)
         ok += results[i] == 0;
     store_count_io(m->st, 0, out);
-    free(it);
+    mem_dev_batch_free(&b);
+    free(fv), free(fcnt);
     return ok;
 }
 

@@ -172,9 +172,11 @@ static void ux_dev_drain(ux_dev *d) {
 }
 
 /* Wait for every chunk (all of them, even after a failure, so no copy is still moving when
- * the caller lets go of the space); returns the first failure. */
-static int ux_dev_wait_all(ux_dev *d, size_t n) {
+ * the caller lets go of the space); returns the first failure. With h, the values of each
+ * chunk that landed are released for hashing while the next chunks are still copying. */
+static int ux_dev_wait_all(ux_dev *d, size_t n, devio_hasher *h) {
     uint64_t waited = 0;
+    size_t good = 0;
     d->waited = 1;
     if (d->flushed < n) ux_dev_flush(d, n);
     if (d->rc) dev_queue_discard(d->q);
@@ -183,6 +185,10 @@ static int ux_dev_wait_all(ux_dev *d, size_t n) {
         waited = d->tickets[i];
         int r = dev_queue_wait(d->q, waited, d->rc ? (char[ERR_MSG_MAX]){0} : d->msg, ERR_MSG_MAX);
         if (!d->rc) d->rc = r;
+        if (d->rc || !h) continue;
+        while (good < n && d->tickets[good] == waited)
+            good++;
+        devio_hash_release(h, good);
     }
     return d->rc;
 }
@@ -198,7 +204,9 @@ static int ux_put_chunk(wire_call *k, const tide_key *fk, const tide_iov *const 
     int rc = -ENOMEM;
     ux_dev d = {.q = q, .tickets = q ? calloc(n, sizeof(uint64_t)) : NULL};
     uint64_t *offs = q ? malloc(n * sizeof(*offs)) : NULL;
-    if (!ids || !sums || !owner || (q && (!d.tickets || !offs))) {
+    const uint8_t **pptr = q ? malloc(n * sizeof(*pptr)) : NULL;
+    size_t *plen = q ? malloc(n * sizeof(*plen)) : NULL;
+    if (!ids || !sums || !owner || (q && (!d.tickets || !offs || !pptr || !plen))) {
         client_err(s, rc, "%s: out of memory", u->w.addr);
         goto out;
     }
@@ -233,12 +241,23 @@ static int ux_put_chunk(wire_call *k, const tide_key *fk, const tide_iov *const 
         ids[nc] = e.id;
         owner[nc++] = j;
     }
-    if (q && ux_dev_wait_all(&d, nc)) {
-        rc = client_err(s, TIDE_EDEVICE, "%s: copies from the device failed: %s", u->w.addr, d.msg);
-        goto out;
+    if (q) {
+        /* Hash each value in the pool once its chunk landed, on several threads. */
+        for (size_t i = 0; i < nc; i++) {
+            pptr[i] = u->base + offs[i];
+            plen[i] = vl[owner[i]];
+        }
+        devio_hasher *h = devio_hash_start(pptr, plen, sums, nc);
+        int wr = ux_dev_wait_all(&d, nc, h);
+        for (size_t i = 0; h && wr == 0 && i < nc; i++)
+            devio_hash_wait(h, i);
+        devio_hash_end(h);
+        if (wr || !h) {
+            rc = client_err(s, wr ? TIDE_EDEVICE : -ENOMEM, "%s: copies from the device: %s",
+                            u->w.addr, wr ? d.msg : "out of memory");
+            goto out;
+        }
     }
-    for (size_t i = 0; q && i < nc; i++)
-        sums[i] = checksum_buf(u->base + offs[i], vl[owner[i]]);
     rc = 0;
     if (nc == 0) goto out;
     free(head);
@@ -257,6 +276,8 @@ out:
     free(owner);
     free(d.tickets);
     free(offs);
+    free(pptr);
+    free(plen);
     return rc;
 }
 
@@ -337,7 +358,12 @@ static int ux_get_chunk(wire_call *k, const tide_key *fk, const tide_iov *const 
     size_t head_len = 0, nr = 0;
     int rc = -ENOMEM;
     ux_dev d = {.q = q, .tickets = q ? calloc(n, sizeof(uint64_t)) : NULL};
-    if (!ids || !outs || !owner || (q && !d.tickets)) {
+    /* Device copies: each pinned value's place, length, stored and computed checksum. */
+    const uint8_t **gptr = q ? malloc(n * sizeof(*gptr)) : NULL;
+    size_t *glen = q ? malloc(n * sizeof(*glen)) : NULL;
+    uint64_t *gwant = q ? malloc(n * sizeof(*gwant)) : NULL;
+    uint64_t *gsum = q ? malloc(n * sizeof(*gsum)) : NULL;
+    if (!ids || !outs || !owner || (q && (!d.tickets || !gptr || !glen || !gwant || !gsum))) {
         client_err(s, rc, "%s: out of memory", u->w.addr);
         goto out;
     }
@@ -366,17 +392,13 @@ static int ux_get_chunk(wire_call *k, const tide_key *fk, const tide_iov *const 
                        (unsigned long long)u->map_size, (unsigned long long)caps[j]);
             goto out;
         }
-        uint64_t h = 0;
-        if (q) {
-            /* Checked before any byte moves: a damaged value never reaches the device. */
-            h = u->verify ? checksum_buf(u->base + e.offset, e.vlen) : 0;
-            if (!u->verify || h == e.sum) {
-                if (d.rc == 0) d.rc = devio_scatter(q, fv[j], fcnt[j], u->base + e.offset, e.vlen);
-                ux_dev_add(&d, nr - 1, e.vlen);
-            }
-        } else {
-            h = copy_scatter(fv[j], fcnt[j], u->base + e.offset, e.vlen, u->verify);
+        if (q) { /* checked and copied below, once every value is pinned */
+            gptr[nr - 1] = u->base + e.offset;
+            glen[nr - 1] = e.vlen;
+            gwant[nr - 1] = e.sum;
+            continue;
         }
+        uint64_t h = copy_scatter(fv[j], fcnt[j], u->base + e.offset, e.vlen, u->verify);
         if (u->verify && h != e.sum) {
             char kb[80];
             client_err(s, TIDE_ECHECKSUM,
@@ -388,9 +410,34 @@ static int ux_get_chunk(wire_call *k, const tide_key *fk, const tide_iov *const 
             lens[j] = 0;
         }
     }
-    if (q && ux_dev_wait_all(&d, nr)) {
-        rc = client_err(s, TIDE_EDEVICE, "%s: copies to the device failed: %s", u->w.addr, d.msg);
-        goto out;
+    if (q) {
+        /* Checksums on several threads; each value checked before its copies are queued, so
+         * a damaged value never reaches the device. */
+        devio_hasher *h = u->verify ? devio_hash_start(gptr, glen, gsum, nr) : NULL;
+        if (u->verify && !h) d.rc = -ENOMEM;
+        if (h) devio_hash_release(h, nr);
+        for (size_t i = 0; i < nr && d.rc == 0; i++) {
+            size_t j = owner[i];
+            if (h) devio_hash_wait(h, i);
+            if (h && gsum[i] != gwant[i]) {
+                char kb[80];
+                client_err(s, TIDE_ECHECKSUM,
+                           "%s: value of key '%s' failed its checksum; reported as a miss",
+                           u->w.addr, client_key_repr(fk[j].data, fk[j].len, kb, sizeof(kb)));
+                outs[i] = TIDE_ECHECKSUM;
+                res[j] = TIDE_ENOTFOUND;
+                lens[j] = 0;
+                continue;
+            }
+            d.rc = devio_scatter(q, fv[j], fcnt[j], gptr[i], glen[i]);
+            ux_dev_add(&d, i, glen[i]);
+        }
+        devio_hash_end(h);
+        if (ux_dev_wait_all(&d, nr, NULL)) {
+            rc = client_err(s, TIDE_EDEVICE, "%s: copies to the device failed: %s", u->w.addr,
+                            d.msg);
+            goto out;
+        }
     }
     rc = 0;
     if (nr == 0) goto out;
@@ -421,6 +468,7 @@ out:
     free(outs);
     free(owner);
     free(d.tickets);
+    free(gptr), free(glen), free(gwant), free(gsum);
     return rc;
 }
 

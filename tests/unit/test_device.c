@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "client/client.h"
+#include "common/checksum.h"
 #include "device/device.h"
 #include "harness.h"
 #include "server_util.h"
@@ -399,6 +400,65 @@ TEST_T(device_unix_store_copies_through_the_mapped_pool, 60) {
                           path,         "--metrics-port", "0",           NULL};
     test_server ts;
     server_start(&ts, args);
+    device_store_cycle(uurl, 1);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
+/* Checksums on several threads: every value's sum is the one checksum_buf gives, whether
+ * it was hashed by a helper or by the caller, released in pieces or all at once; ending
+ * with values released and never waited for is fine. */
+TEST(device_hashing_on_several_threads) {
+    enum { N = 64, LEN = 65536 + 17 };
+    uint8_t *buf = malloc((size_t)N * LEN);
+    const uint8_t *ptr[N];
+    size_t len[N];
+    uint64_t sum[N];
+    for (int i = 0; i < N; i++) {
+        fill(buf + (size_t)i * LEN, LEN, (unsigned)i);
+        ptr[i] = buf + (size_t)i * LEN;
+        len[i] = LEN - (size_t)i;
+    }
+    devio_hash_min = 1;
+    devio_hasher *h = devio_hash_start(ptr, len, sum, N);
+    CHECK(h != NULL);
+    for (int i = 0; i < N; i++) {
+        if (i % 5 == 0) devio_hash_release(h, (size_t)i + 5);
+        devio_hash_wait(h, (size_t)i);
+        CHECK_MSG(sum[i] == checksum_buf(ptr[i], len[i]), "value %d", i);
+    }
+    devio_hash_end(h);
+    memset(sum, 0, sizeof(sum));
+    h = devio_hash_start(ptr, len, sum, N);
+    devio_hash_release(h, N / 2);
+    devio_hash_wait(h, 3);
+    CHECK(sum[3] == checksum_buf(ptr[3], len[3]));
+    devio_hash_end(h); /* the rest abandoned */
+    /* Small calls start no helper and still give every sum. */
+    devio_hash_min = 1u << 30;
+    h = devio_hash_start(ptr, len, sum, 3);
+    devio_hash_release(h, 3);
+    for (int i = 0; i < 3; i++) {
+        devio_hash_wait(h, (size_t)i);
+        CHECK(sum[i] == checksum_buf(ptr[i], len[i]));
+    }
+    devio_hash_end(h);
+    free(buf);
+}
+
+TEST(device_mem_store_hashes_on_several_threads) {
+    devio_hash_min = 1;
+    device_store_cycle("mem://?capacity=8MiB", 1);
+}
+
+TEST_T(device_unix_store_hashes_on_several_threads, 60) {
+    char path[300], uurl[320];
+    snprintf(path, sizeof(path), "%s/tide.sock", test_tmpdir());
+    snprintf(uurl, sizeof(uurl), "unix://%s", path);
+    const char *args[] = {"--capacity", "16MiB",          "--log-level", "warn", "--unix",
+                          path,         "--metrics-port", "0",           NULL};
+    test_server ts;
+    server_start(&ts, args);
+    devio_hash_min = 1;
     device_store_cycle(uurl, 1);
     CHECK_EQ(server_stop(&ts, SIGTERM), 0);
 }
