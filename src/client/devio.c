@@ -10,6 +10,9 @@
  * In both, a key whose copies failed gets TIDE_EDEVICE and is never stored (a put) or
  * claimed (a get). Checksums are those of the host bytes: the pool's after a put's copies
  * landed, the staging buffer's as the backend fills or reads it.
+ *
+ * Also here: devio_hasher, the checksums of one call's values on several threads (helpers
+ * started per call and joined at its end), for the pool backends' device paths.
  */
 #include <errno.h>
 #include <pthread.h>
