@@ -6,15 +6,34 @@ import errno
 import json
 import logging
 import os
+import time
 
 from .. import _lib, errors
 from ._base import HAVE_VLLM, KVConnectorBase_V1, KVConnectorRole, SupportsHMA
-from .config import UnsupportedConfiguration, _role_value, _split_config, config_from_vllm
+from .config import (
+    UnsupportedConfiguration,
+    _role_value,
+    _split_config,
+    config_from_vllm,
+    python_option,
+)
 from .marshal import _block_table, _groups, _hash_bytes, _prompt_len, _req_id
 from .metadata import TideConnectorMetadata, _parse_meta
 from .regions import _Region
 
 logger = logging.getLogger("tide.vllm")
+
+#: Store errors that mean "the store cannot be reached now" (not a wrong configuration):
+#: the connector then runs over a placeholder that misses, and retries (see _go_offline).
+_UNREACHABLE = (errors.TransportError, errors.ServerError, errors.ProtocolError)
+_UNREACHABLE_CODES = (-errno.ENOENT, -errno.ECONNREFUSED, -errno.ETIMEDOUT,
+                      -errno.EHOSTUNREACH, -errno.ENETUNREACH, -errno.ECONNRESET)
+#: The placeholder store while the real one cannot be reached: private, always empty to
+#: lookups, and small, so saves to it cost little (puts beyond it fail, and the saver
+#: skips saves until one succeeds).
+_PLACEHOLDER_URL = "mem://?capacity=1MiB"
+#: Seconds between attempts to reach the store (kv_connector_extra_config.reconnect_s).
+RECONNECT_S = 10.0
 
 class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
     """vLLM's KV connector over tide: scheduler role (lookups, per-step jobs) or worker
@@ -55,7 +74,28 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
             doc = json.dumps(self.config).encode("utf-8")
         self.url = url or cfg_url or os.environ.get("TIDE_URL") or "mem://"
         self._lib = _lib.lib()
-        self._create(doc, role_value)
+        self._doc, self._role_value = doc, role_value
+        self.reconnect_s = float(python_option(vllm_config, "reconnect_s", RECONNECT_S))
+        self.offline = None  # why the store cannot be reached, while it cannot
+        self._next_try = 0.0
+        self._carry = {_lib.CONNECTOR_LOAD: set(), _lib.CONNECTOR_SAVE: set()}
+        self._carry_errors = set()
+        self._regions = []  # (group, name, region) registered, for a reconnection
+        if store is None and self.url.startswith("mem://") and self._vllm_config is not None:
+            raise errors.ConfigError(
+                errors.ECONFIG,
+                f"TideStoreConnector: store {self.url} is private to one connector, and "
+                f"vLLM builds one in its scheduler and one in every worker, so nothing saved "
+                f"would ever be found. Set kv_connector_extra_config.url (or $TIDE_URL) to a "
+                f"tided that every vLLM process reaches: unix:///path/tide.sock (same host, "
+                f"tided --unix PATH) or tide://host:port",
+            )
+        try:
+            self._h = self._create(doc, role_value, self.url)
+        except errors.Error as e:
+            if not self._unreachable(e):
+                raise
+            self._go_offline(e)
 
         info = _lib.ConnectorInfo()
         self._check(self._lib.tide_connector_get_info(self._h, ctypes.byref(info)))
@@ -73,7 +113,53 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         self._kv_caches = None
         self._started = None  # (metadata object, kinds already started)
 
-    def _create(self, doc, role_value):
+    @staticmethod
+    def _unreachable(e):
+        return isinstance(e, _UNREACHABLE) or getattr(e, "code", 0) in _UNREACHABLE_CODES
+
+    def _go_offline(self, e):
+        """The store cannot be reached: warn, and run over the placeholder (every lookup a
+        miss, so vLLM computes every prompt) until a retry reaches it."""
+        self.offline = str(e)
+        self._next_try = time.monotonic() + self.reconnect_s
+        logger.warning(
+            "TideStoreConnector (%s): store %s cannot be reached (%s); this engine computes "
+            "every prompt without the cache and tries again every %.0f s",
+            "scheduler" if self._role_value == _lib.CONNECTOR_SCHEDULER else "worker",
+            self.url, e, self.reconnect_s,
+        )
+        self._h = self._create(self._doc, self._role_value, _PLACEHOLDER_URL)
+
+    def _maybe_reconnect(self):
+        """While offline, every reconnect_s: open the real store; on success the connector
+        moves to it (a worker hands over what the placeholder finished and registers its
+        KV caches again). Requests already running stay on the placeholder's books."""
+        if self.offline is None or time.monotonic() < self._next_try:
+            return
+        try:
+            h = self._create(self._doc, self._role_value, self.url)
+        except errors.Error as e:
+            self._next_try = time.monotonic() + self.reconnect_s
+            logger.debug("TideStoreConnector: store %s still unreachable: %s", self.url, e)
+            return
+        old, self._h = self._h, h
+        if self._role_value == _lib.CONNECTOR_WORKER:
+            self._lib.tide_connector_wait(old)
+            self._carry[_lib.CONNECTOR_LOAD] |= self._drain(_lib.CONNECTOR_LOAD, old)
+            self._carry[_lib.CONNECTOR_SAVE] |= self._drain(_lib.CONNECTOR_SAVE, old)
+            self._carry_errors |= self._load_errors(old)
+            regions, self._regions = self._regions, []
+            for g, name, r in regions:
+                self._register(g, name, r)
+        else:
+            self._prompts.clear()  # running requests are unknown to the new handle
+            self._computed.clear()
+        self._lib.tide_connector_destroy(old)
+        logger.warning("TideStoreConnector: store %s reached; the cache is in use again",
+                       self.url)
+        self.offline = None
+
+    def _create(self, doc, role_value, url):
         h = _lib.ConnectorPtr()
         if self._store is not None:
             sh = self._store._enter()
@@ -84,15 +170,8 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
             finally:
                 self._store._leave()
         else:
-            if self.url.startswith("mem://") and HAVE_VLLM:
-                logger.warning(
-                    "TideStoreConnector: store %s is private to this process; vLLM's "
-                    "scheduler and workers will not share it (set "
-                    "kv_connector_extra_config.url to a tided: tide://host:port)",
-                    self.url,
-                )
             rc = self._lib.tide_connector_create(
-                doc, self.url.encode("utf-8"), role_value, ctypes.byref(h)
+                doc, url.encode("utf-8"), role_value, ctypes.byref(h)
             )
         if rc < 0:
             raw = self._lib.tide_connector_errmsg(None)
@@ -100,7 +179,7 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
             if rc == errors.EUNSUPPORTED:
                 raise UnsupportedConfiguration(rc, msg)
             raise errors.make_error(rc, msg)
-        self._h = h
+        return h
 
     # -- plumbing ------------------------------------------------------------------------
 
@@ -151,17 +230,35 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         rid = _req_id(request.request_id)
         hashes, nh, hlen = _hash_bytes(request.block_hashes)
         new = ctypes.c_int64(0)
-        self._check(
-            self._lib.tide_connector_lookup(
-                self._handle(), rid, int(request.num_tokens), hashes, nh, hlen,
-                int(num_computed_tokens), ctypes.byref(new),
+        h = self._handle()
+        try:
+            self._check(
+                self._lib.tide_connector_lookup(
+                    h, rid, int(request.num_tokens), hashes, nh, hlen,
+                    int(num_computed_tokens), ctypes.byref(new),
+                )
             )
-        )
+        except errors.Error as e:
+            if not self._unreachable(e):
+                raise
+            # The store went away under a running engine: a miss (vLLM computes the
+            # prompt); tide:// reconnects by itself on a later call.
+            self._warn_lookup(e)
+            new.value = 0
         if new.value <= 0:
             self._offered.pop(request.request_id, None)
             return 0, False
         self._offered[request.request_id] = int(num_computed_tokens)
         return new.value, self.load_async
+
+    def _warn_lookup(self, e):
+        now = time.monotonic()
+        if now >= getattr(self, "_lookup_warned", 0.0):
+            self._lookup_warned = now + self.reconnect_s
+            logger.warning(
+                "TideStoreConnector: lookup in %s failed (%s): a miss, the prompt is computed",
+                self.url, e,
+            )
 
     def update_state_after_alloc(self, request, blocks, num_external_tokens):
         """The blocks vLLM allocated for a request it is about to schedule (or, for an
@@ -196,6 +293,7 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         side (new and resumed ones with their whole block table, running ones with their
         new blocks), preempted ones are dropped, and a request whose asynchronous load was
         armed but which is not scheduled yet gets its load job."""
+        self._maybe_reconnect()
         so = scheduler_output
         h = self._handle()
         for rid in getattr(so, "finished_req_ids", None) or ():
@@ -382,23 +480,26 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
             if (g, r.base, r.nbytes) in seen:
                 continue  # layers sharing one tensor: its pages count once
             seen.add((g, r.base, r.nbytes))
-            nb = int(num_blocks) if num_blocks else r.num_blocks_guess()
-            base, nbytes, shape, strides = r.for_c(nb)
-            if shape:
-                nd = len(shape)
-                rc = self._lib.tide_connector_register_region(
-                    h, g, base, nbytes, nb, nd, (ctypes.c_int64 * nd)(*shape),
-                    (ctypes.c_int64 * nd)(*strides), r.elem,
-                )
-            else:
-                rc = self._lib.tide_connector_register_region(
-                    h, g, base, nbytes, nb, 0, None, None, 0
-                )
-            if rc < 0:
-                raw = self._lib.tide_connector_errmsg(h)
-                msg = raw.decode("utf-8", "replace") if raw else ""
-                raise errors.make_error(rc, f"KV cache {name!r}: {msg}")
+            self._register(g, name, r)
         self._kv_caches = kv_caches  # libtide holds raw pointers into these
+
+    def _register(self, g, name, r):
+        """One region with the C connector (kept, to register again on a reconnection)."""
+        h = self._handle()
+        kvc = (self.config or {}).get("kv_cache_config", {})
+        nb = int(kvc["num_blocks"]) if kvc.get("num_blocks") else r.num_blocks_guess()
+        base, nbytes, shape, strides = r.for_c(nb)
+        nd = len(shape)
+        rc = self._lib.tide_connector_register_region(
+            h, g, base, nbytes, nb, nd,
+            (ctypes.c_int64 * nd)(*shape) if nd else None,
+            (ctypes.c_int64 * nd)(*strides) if nd else None, r.elem if nd else 0,
+        )
+        if rc < 0:
+            raw = self._lib.tide_connector_errmsg(h)
+            msg = raw.decode("utf-8", "replace") if raw else ""
+            raise errors.make_error(rc, f"KV cache {name!r}: {msg}")
+        self._regions.append((g, name, r))
 
     def _start(self, kinds):
         """Queue this step's jobs of `kinds` that are not queued yet."""
@@ -419,12 +520,15 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         self._started = (meta, self._started[1] | kinds)
         return n
 
-    def _drain(self, kind):
-        out = set()
+    def _drain(self, kind, h=None):
+        """Every id the C worker reports finished for `kind` (LOAD or SAVE), and what a
+        placeholder handed over on a reconnection."""
+        h = h or self._handle()
+        out, self._carry[kind] = self._carry[kind], set()
         cap = 1 << 16
         buf = ctypes.create_string_buffer(cap)
         while True:
-            n = self._check(self._lib.tide_connector_get_finished(self._handle(), kind, buf, cap))
+            n = self._check(self._lib.tide_connector_get_finished(h, kind, buf, cap))
             if n <= 0:
                 return out
             ids = buf.raw.split(b"\0")[:n]
@@ -456,6 +560,7 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         all ran on this rank, and requests whose loads ran; each id once, ``None`` for
         none. Blocks that failed to load are reported by get_block_ids_with_load_errors
         no later than their request."""
+        self._maybe_reconnect()
         self._start(_lib.CONNECTOR_LOAD | _lib.CONNECTOR_SAVE)
         recving = self._drain(_lib.CONNECTOR_LOAD)
         sending = self._drain(_lib.CONNECTOR_SAVE)
@@ -464,11 +569,15 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
     def get_block_ids_with_load_errors(self):
         """Block ids whose load failed since the last call: vLLM recomputes or fails
         their requests (kv_load_failure_policy)."""
-        out = set()
+        return self._load_errors()
+
+    def _load_errors(self, h=None):
+        h = h or self._handle()
+        out, self._carry_errors = self._carry_errors, set()
         cap = 4096
         arr = (ctypes.c_int32 * cap)()
         while True:
-            n = self._check(self._lib.tide_connector_get_load_errors(self._handle(), arr, cap))
+            n = self._check(self._lib.tide_connector_get_load_errors(h, arr, cap))
             out.update(arr[i] for i in range(n))
             if n < cap:
                 return out
