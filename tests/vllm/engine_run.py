@@ -108,7 +108,8 @@ def run(spec):
             lps.append(float(lp[tok].logprob) if tok in lp else None)
         results.append(
             {"tokens": list(c.token_ids), "logprobs": lps,
-             "num_cached_tokens": int(o.num_cached_tokens or 0)}
+             "num_cached_tokens": int(o.num_cached_tokens or 0),
+             "finish_reason": None if c.finish_reason is None else str(c.finish_reason)}
         )
     t2 = time.monotonic()
     metrics = _metrics(llm)

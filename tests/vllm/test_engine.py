@@ -7,6 +7,7 @@ model is a tiny Llama from a local config.json with seeded dummy weights, so eve
 has the same weights.
 """
 
+import os
 import random
 
 import pytest
@@ -116,3 +117,107 @@ def test_tided_killed_between_engines(models, tided, engine, baseline):
     same_output(warm, baseline(ps))
     assert hits(warm) == 0
     assert "cannot be reached" in warm["log"], warm["log"][-3000:]
+
+
+def test_roles_and_tenants(models, tided, engine, baseline):
+    """kv_producer saves, kv_consumer loads and never saves; cache_prefix tenants do not
+    see each other's blocks."""
+    t = tided()
+    ps = prompts(4)
+    base = baseline(ps)
+    prod = engine(spec(models, ps, tide_conn(t.tcp, kv_role="kv_producer",
+                                           extra={"cache_prefix": "tenant-a"})), "producer")
+    same_output(prod, base)
+    saved = t.stats()["objects"]
+    assert saved > 0
+    other = engine(spec(models, ps, tide_conn(t.unix, kv_role="kv_consumer",
+                                            extra={"cache_prefix": "tenant-b"})), "tenant-b")
+    same_output(other, base)
+    assert hits(other) == 0  # another tenant's blocks are not its own
+    assert t.stats()["objects"] == saved  # a consumer computes, but saves nothing
+    mine = engine(spec(models, ps, tide_conn(t.unix, kv_role="kv_consumer",
+                                           extra={"cache_prefix": "tenant-a"})), "tenant-a")
+    same_output(mine, base)
+    assert hits(mine) == sum(loadable(n) for n in LENGTHS)
+    assert t.stats()["objects"] == saved
+
+
+def damage_spilled_blocks(t, disk_dir, want_on_disk):
+    """Push every stored block out of tided's memory tier onto its SSD tier (filler puts),
+    then flip one byte in every 4 KiB of the segment files: each block read back fails its
+    checksum."""
+    import glob
+    import time
+
+    with t.store() as s:
+        filler = bytes(512 * 1024)
+        for i in range(24):
+            s.put(f"filler-{i}", filler)
+        deadline = time.monotonic() + 30
+        while s.stats()["disk_objects"] < want_on_disk and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert s.stats()["disk_objects"] >= want_on_disk, s.stats()
+    files = [f for f in glob.glob(os.path.join(disk_dir, "*")) if os.path.isfile(f)]
+    assert files, disk_dir
+    for f in files:
+        with open(f, "r+b") as fh:
+            data = bytearray(fh.read())
+            for off in range(2048, len(data), 4096):
+                data[off] ^= 0x5A
+            fh.seek(0)
+            fh.write(data)
+
+
+@pytest.mark.parametrize("policy", ["recompute", "fail"])
+def test_damaged_block_load_failure_policy(models, tided, engine, baseline, tmp_path, policy):
+    disk = tmp_path / "ssd"
+    disk.mkdir()
+    t = tided("--capacity", "4MiB", "--disk-dir", str(disk), "--disk-capacity", "64MiB")
+    ps = prompts(5)
+    base = baseline(ps)
+    engine(spec(models, ps, tide_conn(t.tcp)), "cold")
+    saved = t.stats()["objects"]
+    damage_spilled_blocks(t, str(disk), saved)
+    warm = engine(spec(models, ps, tide_conn(t.tcp, policy=policy)), f"warm-{policy}")
+    if policy == "recompute":
+        same_output(warm, base)  # every damaged block recomputed: still the right output
+        assert "Recovered from KV load failure" in warm["log"]
+    else:
+        assert "Failing" in warm["log"] and "KV load failure" in warm["log"]
+        # A failed request ends with an error, never with tokens computed on wrong KV.
+        for r, b in zip(warm["results"], base["results"]):
+            assert r["finish_reason"] == "error" or r["tokens"] == b["tokens"], r
+        assert any(r["finish_reason"] == "error" for r in warm["results"])
+    assert t.stats()["disk_checksum_errors"] > 0
+
+
+def test_sliding_window_and_full_attention_groups(models, tided, engine):
+    """A Gemma-3-style model: sliding-window and full-attention layers, two KV-cache
+    groups; the warm engine loads both and computes the same tokens."""
+    t = tided()
+    ps = prompts(6, lengths=(300, 160))
+    s = lambda conn: {"model": models["gemma3"], "prompts": ps, "max_tokens": 6,  # noqa: E731
+                      "block_size": BLOCK, "connector": conn}
+    base = engine(s(None), "baseline-gemma3")
+    cold = engine(s(tide_conn(t.tcp)), "cold-gemma3")
+    same_output(cold, base)
+    warm = engine(s(tide_conn(t.unix)), "warm-gemma3")
+    same_output(warm, base)
+    assert hits(warm) > 0, warm["metrics"]
+    for r, n in zip(warm["results"], (300, 160)):
+        assert r["num_cached_tokens"] > 0 and r["num_cached_tokens"] <= loadable(n)
+
+
+def test_preemption_and_resume(models, tided, engine, baseline):
+    """Four prompts at once in a KV cache that holds about half of them: vLLM preempts and
+    resumes requests while tide saves and loads; outputs stay right."""
+    t = tided()
+    ps = prompts(7, lengths=(200, 200, 190, 210))
+    kw = dict(batch=True, num_gpu_blocks=20, max_tokens=24)
+    base = baseline(ps, **kw)
+    cold = engine(spec(models, ps, tide_conn(t.tcp), **kw), "cold-preempt")
+    same_output(cold, base)
+    assert cold["metrics"].get("vllm:num_preemptions", 0) > 0, cold["metrics"]
+    warm = engine(spec(models, ps, tide_conn(t.tcp), **kw), "warm-preempt")
+    same_output(warm, base)
+    assert hits(warm) > 0

@@ -19,6 +19,7 @@ from .config import (
 )
 from .marshal import _block_table, _groups, _hash_bytes, _prompt_len, _req_id
 from .metadata import TideConnectorMetadata, _parse_meta
+from .metrics import TideConnectorStats, TidePromMetrics, delta
 from .regions import _Region
 
 logger = logging.getLogger("tide.vllm")
@@ -34,6 +35,18 @@ _UNREACHABLE_CODES = (-errno.ENOENT, -errno.ECONNREFUSED, -errno.ETIMEDOUT,
 _PLACEHOLDER_URL = "mem://?capacity=1MiB"
 #: Seconds between attempts to reach the store (kv_connector_extra_config.reconnect_s).
 RECONNECT_S = 10.0
+
+def _hit_source(url):
+    """vLLM's label for where tide's hits come from: host memory for a same-host pool
+    (unix://, mem://), vLLM's "external" otherwise (tided over TCP, clusters)."""
+    try:
+        from vllm.v1.metrics.cache_hit_source import CacheHitSource
+    except ImportError:
+        return None
+    if url.startswith(("unix://", "mem://")):
+        return CacheHitSource.HOST
+    return CacheHitSource.EXTERNAL_UNSPECIFIED
+
 
 class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
     """vLLM's KV connector over tide: scheduler role (lookups, per-step jobs) or worker
@@ -75,6 +88,7 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         self.url = url or cfg_url or os.environ.get("TIDE_URL") or "mem://"
         self._lib = _lib.lib()
         self._doc, self._role_value = doc, role_value
+        self._cache_hit_source = _hit_source(self.url)
         self.reconnect_s = float(python_option(vllm_config, "reconnect_s", RECONNECT_S))
         self.offline = None  # why the store cannot be reached, while it cannot
         self._next_try = 0.0
@@ -220,6 +234,35 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
                 v = {f: getattr(v, f) for f, _ in _lib.ConnectorOpStats._fields_}
             out[name] = v
         return out
+
+    # -- figures -------------------------------------------------------------------------
+
+    def get_kv_connector_stats(self):
+        """This process's connector figures since the last call (vLLM sums them over the
+        scheduler and every worker into its log line and /metrics), or None when nothing
+        happened."""
+        if not self._h:
+            return None
+        now = self.stats()
+        d = delta(now, getattr(self, "_reported", None))
+        self._reported = now
+        if not d["ops"] and not d["counters"]:
+            return None
+        return TideConnectorStats(data=d)
+
+    @classmethod
+    def build_kv_connector_stats(cls, data=None):
+        return TideConnectorStats(data=dict(data) if data else {})
+
+    @classmethod
+    def build_prom_metrics(cls, vllm_config, metric_types, labelnames, per_engine_labelvalues):
+        return TidePromMetrics(vllm_config, metric_types, labelnames, per_engine_labelvalues)
+
+    @property
+    def requires_kv_delivery(self):
+        """False: tide is a best-effort cache. A preempted request need not wait for its
+        saves (a save that does not happen is a later miss, never wrong data)."""
+        return False
 
     # -- scheduler role ------------------------------------------------------------------
 
@@ -370,6 +413,15 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         if rc < 0:
             self._check(rc)
         return rc
+
+    def register_finished_partial_tail(self, request, block_ids, partial_tail_offloads):
+        """vLLM (>= 0.32) hands a finishing producer request's partial tails here, before
+        request_finished: (group, private block, boundary) entries saved by the next
+        metadata. request_finished then keeps the blocks until the save is reported, so
+        this returns False."""
+        if partial_tail_offloads:
+            self._partial_tail(request.request_id, partial_tail_offloads)
+        return False
 
     def _forget(self, rid):
         for d in (self._requests, self._prompts, self._computed, self._offered, self._armed):
