@@ -138,7 +138,7 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         self._next_try = time.monotonic() + self.reconnect_s
         logger.warning(
             "TideStoreConnector (%s): store %s cannot be reached (%s); this engine computes "
-            "every prompt without the cache and tries again every %.0f s",
+            "every prompt without the cache and tries again every %g s",
             "scheduler" if self._role_value == _lib.CONNECTOR_SCHEDULER else "worker",
             self.url, e, self.reconnect_s,
         )

@@ -33,7 +33,7 @@ except ImportError:
         """Stand-in for vLLM's KVConnectorPromMetrics."""
 
         def __init__(self, vllm_config, metric_types, labelnames, per_engine_labelvalues):
-            self._gauge_cls, self._counter_cls = None, None
+            self._counter_cls = metric_types["Counter"]
             self._labelnames = labelnames
             self.per_engine_labelvalues = per_engine_labelvalues
 
