@@ -14,6 +14,7 @@
 
 #include "cli/cli.h"
 #include "common/log.h"
+#include "proto/frame.h"
 #include "server/server.h"
 #include "tide.h"
 
@@ -33,11 +34,13 @@ static const char serve_help[] =
     "  --prefault            touch the whole pool at start (slower start, no first-touch cost)\n"
     "  --hugepages           back the pool with hugepages when the system has them reserved\n"
     "  --auth-token-file F   require clients to present the token in file F\n"
-    "  --max-conns N         connections beyond N are refused (default 1024)\n"
+    "  --max-conns N         connections beyond N are refused (default 1024; at least 1)\n"
     "  --max-keys N          keys in one request (default 4096)\n"
-    "  --max-frame SIZE      bytes in one request, values included (default 4GiB)\n"
-    "  --max-value SIZE      largest value (default: the pool size)\n"
-    "  --idle-timeout S      close connections stalled mid-request for S seconds (default 60)\n"
+    "  --max-frame SIZE      bytes in one request, values included (default 4GiB; at least\n"
+    "                        4KiB)\n"
+    "  --max-value SIZE      largest value (default: the pool size; at least 1)\n"
+    "  --idle-timeout S      close connections stalled mid-request for S seconds (default 60;\n"
+    "                        0 = never)\n"
     "  --log-level L         error, warn, info (default) or debug\n"
     "  --ready-file F        write \"PORT METRICS_PORT\" to F once listening (for scripts)\n"
     "  --etcd URLS           register in etcd (http://host:2379[,...]) so that clients of\n"
@@ -197,6 +200,10 @@ static int set_value(server_config *cfg, const char *name, const char *val, char
     } else if (!strcmp(name, "auth_token_file")) {
         snprintf(tokfile, toklen, "%s", val);
     } else if (!strcmp(name, "max_conns")) {
+        if (iv < 1) {
+            snprintf(err, errlen, "max_conns: must be at least 1 (0 would refuse every client)");
+            return -1;
+        }
         cfg->max_conns = (int)iv;
     } else if (!strcmp(name, "max_keys")) {
         if (iv < 1 || iv > TIDE_BATCH_MAX) {
@@ -205,8 +212,20 @@ static int set_value(server_config *cfg, const char *name, const char *val, char
         }
         cfg->max_keys = (uint32_t)iv;
     } else if (!strcmp(name, "max_frame")) {
+        if (sv < SERVER_MIN_MAX_FRAME || sv > FRAME_MAX_FRAME_CAP) {
+            snprintf(err, errlen,
+                     "max_frame: expected %u bytes .. 256TiB, got '%s' (a request must hold a "
+                     "HELLO and a %d-byte key)",
+                     SERVER_MIN_MAX_FRAME, val, TIDE_KEY_MAX);
+            return -1;
+        }
         cfg->max_frame = sv;
     } else if (!strcmp(name, "max_value")) {
+        if (sv == 0) {
+            snprintf(err, errlen,
+                     "max_value: must be at least 1 byte (leave it out for the pool's size)");
+            return -1;
+        }
         cfg->max_value = sv;
     } else if (!strcmp(name, "idle_timeout")) {
         cfg->idle_timeout_s = (uint32_t)iv;

@@ -146,7 +146,7 @@ int resp_worker_init(worker *w) {
 }
 
 void resp_worker_fini(worker *w) {
-    if (w->resp_epfd > 0) close(w->resp_epfd);
+    if (w->resp_epfd >= 0) close(w->resp_epfd);
     w->resp_epfd = -1;
 }
 

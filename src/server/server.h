@@ -15,11 +15,15 @@
 #ifndef TIDE_SERVER_H
 #define TIDE_SERVER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "store/store.h"
 
 #define SERVER_DEFAULT_PORT 7474
+/* The smallest --max-frame: a request must hold a HELLO with the longest token and a key
+ * of TIDE_KEY_MAX bytes with a value. */
+#define SERVER_MIN_MAX_FRAME 4096u
 
 typedef struct server_config {
     char bind[64];           /* address to listen on; default 127.0.0.1 */
@@ -50,6 +54,10 @@ typedef struct server_config {
 
 /* Defaults for everything (port SERVER_DEFAULT_PORT, 1 GiB pool, 2 threads...). */
 void server_config_defaults(server_config *cfg);
+
+/* 0 when cfg can serve clients, else TIDE_ECONFIG (or the frame limits' error) with the
+ * setting named in err: max_conns below 1, max_frame below SERVER_MIN_MAX_FRAME, ... */
+int server_config_check(const server_config *cfg, char *err, size_t errlen);
 
 /*
  * Run until SIGTERM/SIGINT. Logs through src/common/log.h. Returns 0 after a clean stop,

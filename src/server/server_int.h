@@ -34,6 +34,7 @@ typedef struct worker {
     int *incoming; /* accepted fds waiting to be adopted (under qlock) */
     size_t nincoming, capincoming;
     conn *conns; /* this worker's connections (doubly linked) */
+    int started; /* its thread runs (server_teardown joins it) */
     int resp_epfd;                /* RESP connections' epoll set, nested in epfd */
     struct resp_conn *resp_conns; /* this worker's RESP connections (resp_conn.c) */
 } worker;
@@ -50,6 +51,11 @@ struct server {
     int port, metrics_port;
     int resp_fd, resp_port; /* the RESP listener (-1 when off) and its port */
     worker *workers;
+    int nworkers; /* workers allocated (their fds -1 until made) */
+    int sfd;      /* signalfd for SIGTERM and SIGINT, -1 until made */
+    int epfd;     /* the accept loop's epoll set, -1 until made */
+    int metrics_started;
+    struct announce *ann; /* etcd registration (announce.c), NULL when none */
     atomic_int stopping;
     atomic_int open_conns;
     pthread_t metrics_thread;
