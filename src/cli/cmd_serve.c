@@ -34,7 +34,11 @@ static const char serve_help[] =
     "  --prefault            touch the whole pool at start (slower start, no first-touch cost)\n"
     "  --hugepages           back the pool with hugepages when the system has them reserved\n"
     "  --auth-token-file F   require clients to present the token in file F\n"
-    "  --max-conns N         connections beyond N are refused (default 1024; at least 1)\n"
+    "  --max-conns N         connections beyond N are refused (default 1024; at least 1); with\n"
+    "                        a token, authenticated ones only\n"
+    "  --max-preauth-conns N with a token: connections that have not authenticated yet (default\n"
+    "                        64); when all N are taken the oldest is cut for a new one, so\n"
+    "                        they never take a slot of --max-conns\n"
     "  --max-keys N          keys in one request (default 4096)\n"
     "  --max-frame SIZE      bytes in one request, values included (default 4GiB; at least\n"
     "                        4KiB)\n"
@@ -125,16 +129,16 @@ static int set_value(server_config *cfg, const char *name, const char *val, char
         const char *name;
         setting_type type;
     } table[] = {
-        {"port", T_INT}, {"bind", T_STR}, {"metrics_port", T_INT},
-        {"capacity", T_SIZE}, {"threads", T_INT}, {"policy", T_STR},
-        {"prefault", T_BOOL}, {"hugepages", T_BOOL}, {"auth_token_file", T_STR},
-        {"max_conns", T_INT}, {"max_keys", T_INT}, {"max_frame", T_SIZE},
-        {"max_value", T_SIZE}, {"idle_timeout", T_INT}, {"log_level", T_STR},
-        {"ready_file", T_STR}, {"etcd", T_STR}, {"cluster", T_STR},
-        {"advertise", T_STR}, {"etcd_ttl", T_INT}, {"unix", T_STR},
-        {"unix_mode", T_STR}, {"unix_allow_uid", T_STR}, {"unix_lease_ms", T_INT},
-        {"disk_dir", T_STR}, {"disk_capacity", T_SIZE}, {"disk_segment", T_SIZE},
-        {"disk_io", T_STR}, {"resp_port", T_INT},
+        {"port", T_INT},       {"bind", T_STR},           {"metrics_port", T_INT},
+        {"capacity", T_SIZE},  {"threads", T_INT},        {"policy", T_STR},
+        {"prefault", T_BOOL},  {"hugepages", T_BOOL},     {"auth_token_file", T_STR},
+        {"max_conns", T_INT},  {"max_keys", T_INT},       {"max_frame", T_SIZE},
+        {"max_value", T_SIZE}, {"idle_timeout", T_INT},   {"log_level", T_STR},
+        {"ready_file", T_STR}, {"etcd", T_STR},           {"cluster", T_STR},
+        {"advertise", T_STR},  {"etcd_ttl", T_INT},       {"unix", T_STR},
+        {"unix_mode", T_STR},  {"unix_allow_uid", T_STR}, {"unix_lease_ms", T_INT},
+        {"disk_dir", T_STR},   {"disk_capacity", T_SIZE}, {"disk_segment", T_SIZE},
+        {"disk_io", T_STR},    {"resp_port", T_INT},      {"max_preauth_conns", T_INT},
     };
     int found = -1;
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
@@ -205,6 +209,12 @@ static int set_value(server_config *cfg, const char *name, const char *val, char
             return -1;
         }
         cfg->max_conns = (int)iv;
+    } else if (!strcmp(name, "max_preauth_conns")) {
+        if (iv < 1 || iv > 65536) {
+            snprintf(err, errlen, "max_preauth_conns: expected 1..65536, got %lld", iv);
+            return -1;
+        }
+        cfg->max_preauth_conns = (int)iv;
     } else if (!strcmp(name, "max_keys")) {
         if (iv < 1 || iv > TIDE_BATCH_MAX) {
             snprintf(err, errlen, "max_keys: expected 1..%d, got %lld", TIDE_BATCH_MAX, iv);

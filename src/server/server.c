@@ -52,6 +52,7 @@ void server_config_defaults(server_config *cfg) {
     cfg->store.capacity = 1ull << 30;
     cfg->store.policy = STORE_POLICY_LRU; /* as mem://: chosen from the trace replay (README) */
     cfg->max_conns = 1024;
+    cfg->max_preauth_conns = SERVER_DEFAULT_PREAUTH_CONNS;
     cfg->max_keys = 4096;
     cfg->max_frame = 4ull << 30;
     cfg->idle_timeout_s = 60;
@@ -150,6 +151,7 @@ static void worker_adopt(worker *w) {
         int resp = (fds[i] & WORKER_FD_RESP) != 0, fd = fds[i] & ~WORKER_FD_RESP;
         if (resp ? resp_conn_adopt(w, fd) != 0 : !conn_new(w, fd)) {
             LOG_WARN("worker %d: out of memory for a new connection; closing it", w->index);
+            preauth_release(w->srv, fd, 0);
             close(fd);
             atomic_fetch_sub(&w->srv->open_conns, 1);
             atomic_fetch_sub(&w->srv->m.conns_open, 1);
@@ -259,7 +261,8 @@ static void worker_hand(worker *w, int fd) {
         int *grown = realloc(w->incoming, cap * sizeof(int));
         if (!grown) {
             pthread_mutex_unlock(&w->qlock);
-            close(fd);
+            preauth_release(w->srv, fd & ~WORKER_FD_RESP, 0);
+            close(fd & ~WORKER_FD_RESP);
             atomic_fetch_sub(&w->srv->open_conns, 1);
             atomic_fetch_sub(&w->srv->m.conns_open, 1);
             return;
@@ -300,8 +303,12 @@ static void refuse_conn(int fd, int limit) {
     close(fd);
 }
 
-/* Accept from lfd; `tag` (0 or WORKER_FD_RESP) says which protocol the worker speaks. */
+/* Accept from lfd; `tag` (0 or WORKER_FD_RESP) says which protocol the worker speaks.
+ * Without a token --max-conns is checked here; with one, a new connection takes a pre-auth
+ * slot (the oldest pre-auth connection is cut when none is free) and --max-conns is
+ * checked when it authenticates (preauth.c). */
 static void accept_all(server *srv, int lfd, int tag, unsigned *next_worker) {
+    int token = srv->cfg.auth_token[0] != '\0';
     for (;;) {
         int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
@@ -309,18 +316,22 @@ static void accept_all(server *srv, int lfd, int tag, unsigned *next_worker) {
             if (errno != EAGAIN && errno != EWOULDBLOCK) LOG_WARN("accept: %s", strerror(errno));
             return;
         }
-        if (atomic_load(&srv->open_conns) >= srv->cfg.max_conns) {
+        if (lfd == srv->unix_fd && !uds_peer_allowed(srv, fd)) {
+            atomic_fetch_add(&srv->m.conns_rejected, 1);
+            close(fd);
+            continue;
+        }
+        if (!token && atomic_load(&srv->open_conns) >= srv->cfg.max_conns) {
             atomic_fetch_add(&srv->m.conns_rejected, 1);
             LOG_WARN("refusing a connection: %d open, the limit is %d (--max-conns)",
                      atomic_load(&srv->open_conns), srv->cfg.max_conns);
             refuse_conn(fd, srv->cfg.max_conns);
             continue;
         }
-        if (lfd == srv->unix_fd && !uds_peer_allowed(srv, fd)) {
-            atomic_fetch_add(&srv->m.conns_rejected, 1);
-            close(fd);
-            continue;
-        }
+        if (token && preauth_admit(srv, fd))
+            LOG_DEBUG("cut the oldest unauthenticated connection: all %d pre-auth slots were "
+                      "taken (--max-preauth-conns)",
+                      srv->cfg.max_preauth_conns);
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         atomic_fetch_add(&srv->open_conns, 1);
@@ -363,6 +374,11 @@ static void log_summary(server *srv) {
 int server_config_check(const server_config *cfg, char *err, size_t errlen) {
     if (cfg->max_conns < 1) {
         snprintf(err, errlen, "max_conns is %d: at least 1 is needed", cfg->max_conns);
+        return TIDE_ECONFIG;
+    }
+    if (cfg->max_preauth_conns < 1) {
+        snprintf(err, errlen, "max_preauth_conns is %d: at least 1 is needed",
+                 cfg->max_preauth_conns);
         return TIDE_ECONFIG;
     }
     if (cfg->max_frame < SERVER_MIN_MAX_FRAME) {
@@ -475,9 +491,12 @@ static int server_workers(server *srv) {
 /* Announce the node (etcd), say where it listens, write the ready file. */
 static int server_announce(server *srv) {
     const server_config *cfg = &srv->cfg;
+    char authbuf[96] = "";
+    if (cfg->auth_token[0])
+        snprintf(authbuf, sizeof(authbuf), ", auth token required (%d pre-auth slots)",
+                 cfg->max_preauth_conns);
     LOG_INFO("tided listening on %s:%d (metrics %s), %d I/O threads%s", cfg->bind, srv->port,
-             srv->metrics_fd >= 0 ? "on" : "off", cfg->threads,
-             cfg->auth_token[0] ? ", auth token required" : "");
+             srv->metrics_fd >= 0 ? "on" : "off", cfg->threads, authbuf);
     if (srv->metrics_fd >= 0)
         LOG_INFO("metrics at http://%s:%d/metrics", cfg->bind, srv->metrics_port);
     if (cfg->etcd[0]) {
@@ -571,8 +590,10 @@ static void server_teardown(server *srv) {
     }
     for (int i = 0; i < srv->nworkers; i++) {
         worker *w = &srv->workers[i];
-        for (size_t j = 0; j < w->nincoming; j++)
+        for (size_t j = 0; j < w->nincoming; j++) {
+            preauth_release(srv, w->incoming[j] & ~WORKER_FD_RESP, 0);
             close(w->incoming[j] & ~WORKER_FD_RESP);
+        }
         free(w->incoming);
         if (w->epfd >= 0) close(w->epfd);
         if (w->wakefd >= 0) close(w->wakefd);
@@ -595,6 +616,7 @@ static void server_teardown(server *srv) {
     if (srv->sfd >= 0) close(srv->sfd);
     free(srv->workers);
     if (srv->st) store_destroy(srv->st);
+    preauth_fini(&srv->pre);
 }
 
 int server_run(const server_config *cfg) {
@@ -611,6 +633,12 @@ int server_run(const server_config *cfg) {
     srv->sfd = srv->epfd = -1;
     if (srv->cfg.threads < 1) srv->cfg.threads = 1;
     if (srv->cfg.max_value) srv->cfg.store.max_value = srv->cfg.max_value;
+    if (srv->cfg.auth_token[0] && preauth_init(&srv->pre, srv->cfg.max_preauth_conns) != 0) {
+        LOG_ERROR("cannot start tided: out of memory for %d pre-auth slots",
+                  srv->cfg.max_preauth_conns);
+        free(srv);
+        return -ENOMEM;
+    }
 
     if ((rc = server_signals(srv)) == 0 && (rc = server_store(srv)) == 0 &&
         (rc = server_listeners(srv)) == 0 && (rc = server_workers(srv)) == 0 &&
