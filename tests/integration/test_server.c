@@ -1,7 +1,7 @@
 /*
  * test_server.c — tided started for real: the backend suite over tide://, malformed input,
  * limits, auth, metrics, SIGTERM and SIGKILL with restart, settings refused at start, and
- * starts that run out of file descriptors.
+ * starts that run out of file descriptors; `tide put` with input that fails.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -565,4 +566,52 @@ TEST_T(server_start_with_few_fds_fails_clearly_or_serves, 120) {
     printf("    fd limits 4..24: %d refused with a clear error, %d started and stopped cleanly\n",
            refused, served);
     CHECK(refused > 0 && served > 0);
+}
+
+/* `tide put` whose input fails part-way (a pty whose other end closed: the reader gets the
+ * bytes written, then EIO) stores nothing and says why, rather than storing what it got. */
+TEST(cli_put_stores_nothing_when_its_input_fails) {
+    test_server ts;
+    server_start(&ts, quiet);
+    int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    CHECK(master >= 0);
+    CHECK_EQ(grantpt(master), 0);
+    CHECK_EQ(unlockpt(master), 0);
+    int slave = open(ptsname(master), O_RDWR | O_NOCTTY | O_CLOEXEC);
+    CHECK(slave >= 0);
+    struct termios tio;
+    CHECK_EQ(tcgetattr(slave, &tio), 0);
+    cfmakeraw(&tio);
+    CHECK_EQ(tcsetattr(slave, TCSANOW, &tio), 0);
+    static char part[3000];
+    memset(part, 'p', sizeof(part));
+    CHECK_EQ(write(slave, part, sizeof(part)), (ssize_t)sizeof(part));
+    close(slave); /* the reader now gets the 3000 bytes, then EIO */
+    char errpath[300];
+    snprintf(errpath, sizeof(errpath), "%s/put.err", test_tmpdir());
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        dup2(master, 0);
+        int e = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (e >= 0) dup2(e, 2);
+        execl(test_tide_bin(), test_tide_bin(), "put", ts.url, "partial", "-", (char *)NULL);
+        _exit(127);
+    }
+    close(master);
+    int st;
+    CHECK_EQ(waitpid(pid, &st, 0), pid);
+    char err[1024] = {0};
+    FILE *f = fopen(errpath, "r");
+    CHECK(f != NULL);
+    CHECK(fread(err, 1, sizeof(err) - 1, f) > 0);
+    fclose(f);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 1, "tide put: status %d, stderr: %s", st, err);
+    CHECK_CONTAINS(err, "cannot read -");
+    CHECK_CONTAINS(err, strerror(EIO));
+    tide_store *s;
+    CHECK_EQ(tide_open(ts.url, &s), 0);
+    CHECK_EQ(tide_exists(s, "partial", 7), 0);
+    tide_close(s);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
 }
