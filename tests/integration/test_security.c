@@ -486,3 +486,49 @@ TEST_T(security_preauth_flood_never_locks_out_token_holders, 60) {
     CHECK(sessions >= 5);
     CHECK_EQ(server_stop(&ts, SIGTERM), 0);
 }
+
+/* The RESP port shares the budget: silent RESP connections are cut oldest first too, and a
+ * Redis client with the token (AUTH) is served past them; so is a native token holder. */
+TEST(security_preauth_budget_covers_the_resp_port) {
+    int rport = test_free_port();
+    char rp[16];
+    snprintf(rp, sizeof(rp), "%d", rport);
+    test_server ts;
+    const char *const args[] = {"--auth-token-file",
+                                sec_token_file(),
+                                "--resp-port",
+                                rp,
+                                "--max-conns",
+                                "4",
+                                "--max-preauth-conns",
+                                "4",
+                                "--log-level",
+                                "error",
+                                NULL};
+    server_start(&ts, args);
+    int silent[40];
+    for (int i = 0; i < 40; i++) {
+        silent[i] = sec_dial(i % 2 ? rport : ts.port);
+        CHECK(silent[i] >= 0);
+    }
+    int fd = server_connect(rport, 5);
+    static const char auth[] = "*2\r\n$4\r\nAUTH\r\n$7\r\nt0k-sec\r\n*1\r\n$4\r\nPING\r\n";
+    sec_send(fd, auth, sizeof(auth) - 1);
+    char got[64] = {0};
+    size_t have = 0;
+    while (have < 12) {
+        ssize_t r = recv(fd, got + have, sizeof(got) - 1 - have, 0);
+        CHECK_MSG(r > 0, "RESP client cut after %zu bytes: '%s'", have, got);
+        have += (size_t)r;
+    }
+    CHECK_STR(got, "+OK\r\n+PONG\r\n");
+    char url[128];
+    snprintf(url, sizeof(url), "%s?token=t0k-sec", ts.url);
+    CHECK_EQ(sec_token_session(url, 1), 0);
+    CHECK(sec_metric(ts.metrics_port, "tide_connections_preauth") <= 4);
+    CHECK(sec_metric(ts.metrics_port, "tide_connections_preauth_cut_total") >= 36);
+    close(fd);
+    for (int i = 0; i < 40; i++)
+        close(silent[i]);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
