@@ -180,9 +180,21 @@ static int wire_hello(wire_call *k) {
     int rc = frame_encode_hello(buf, sizeof(buf), &len, k->c->next_req++, &h);
     if (rc) return client_err(k->s, rc, "%s: cannot encode HELLO", w->addr);
     struct iovec v = {buf, len};
-    if ((rc = wire_send(k, &v, 1)) != 0) return wire_io_fail(k, "HELLO", rc);
     frame_msg m;
     int fd = -1;
+    if ((rc = wire_send(k, &v, 1)) != 0) {
+        /* A tided that refuses the connection at once (--unix-allow-uid, --max-conns) says
+         * why and closes, maybe before the HELLO was sent; on a Unix socket its reason is
+         * still there to read, and it is the error to report. */
+        if ((rc == -EPIPE || rc == -ECONNRESET) && wire_recv_head(k, &m, &fd) == 0 &&
+            m.h.status != 0) {
+            if (fd >= 0) close(fd);
+            return client_err(k->s, m.h.status, "%s: HELLO refused: %.*s", w->addr,
+                              (int)m.errmsg_len, m.errmsg ? m.errmsg : "");
+        }
+        if (fd >= 0) close(fd);
+        return wire_io_fail(k, "HELLO", rc);
+    }
     rc = wire_recv_head(k, &m, &fd);
     if (rc)
         rc = wire_io_fail(k, "HELLO", rc);
