@@ -146,7 +146,7 @@ int resp_worker_init(worker *w) {
 }
 
 void resp_worker_fini(worker *w) {
-    if (w->resp_epfd > 0) close(w->resp_epfd);
+    if (w->resp_epfd >= 0) close(w->resp_epfd);
     w->resp_epfd = -1;
 }
 
@@ -194,6 +194,7 @@ static void conn_close(resp_conn *c) {
     else
         w->resp_conns = c->next;
     if (c->next) c->next->prev = c->prev;
+    preauth_release(c->srv, c->io.fd, c->authed); /* before its fd is closed: preauth.c */
     connio_close(&c->io);
     if (c->io.in_body && c->res_id) store_abort(c->srv->st, c->res_id);
     free(c->in);
@@ -714,6 +715,16 @@ static int cmd_auth(resp_conn *c, const resp_cmd *cmd, int *status) {
         atomic_fetch_add(&c->srv->m.auth_failures, 1);
         *status = MST_ERROR;
         return out_err(c, "WRONGPASS invalid username-password pair or user is disabled.");
+    }
+    if (!c->authed) { /* out of its pre-auth slot (preauth.c) */
+        int rc = preauth_promote(c->srv, c->io.fd);
+        if (rc == -ECONNABORTED) return rc;
+        if (rc == TIDE_ELIMIT) {
+            *status = MST_ERROR;
+            c->io.close_after_flush = 1;
+            return out_err(c, "ERR max number of clients reached (--max-conns %d)",
+                           c->srv->cfg.max_conns);
+        }
     }
     c->authed = 1;
     return OUT_LIT(c, "+OK\r\n");
