@@ -9,12 +9,19 @@ has the same weights.
 
 import os
 import random
+import socket
 
 import pytest
 
 BLOCK = 32
 # 200 tokens: 6 full blocks and a partial tail; 256: exactly 8 blocks; 100: 3 and a tail.
 LENGTHS = (200, 256, 100)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def prompts(seed, lengths=LENGTHS, vocab=512):
@@ -82,11 +89,13 @@ def test_cold_saves_warm_loads(models, tided, engine, baseline, transport):
     url = t.tcp if transport == "tcp" else t.unix
     ps = prompts(1)
     base = baseline(ps)
-    cold = engine(spec(models, ps, tide_conn(url)), "cold")
+    cold = engine(spec(models, ps, tide_conn(url), kv_events_port=free_port()), "cold")
     same_output(cold, base)
     assert hits(cold) == 0
     st = t.stats()
     assert st["objects"] > 0, st
+    # vLLM published tide's tier with its own KV events: every block tide saved.
+    assert cold["kv_events"]["BlockStored/CPU"]["hashes"] == st["objects"], cold["kv_events"]
 
     warm = engine(spec(models, ps, tide_conn(url)), "warm")
     same_output(warm, base)
@@ -209,8 +218,10 @@ def test_preemption_and_resume(models, tided, engine, baseline):
     """Four prompts at once in a KV cache that holds about half of them: vLLM preempts and
     resumes requests while tide saves and loads; outputs stay right."""
     t = tided()
-    ps = prompts(7, lengths=(200, 200, 190, 210))
-    kw = dict(batch=True, num_gpu_blocks=20, max_tokens=24, max_model_len=512)
+    # Prompts of 6 blocks that grow past 7 while decoding: three fit at first, then the
+    # running ones need blocks the cache no longer has.
+    ps = prompts(7, lengths=(190, 185, 180, 188))
+    kw = dict(batch=True, num_gpu_blocks=20, max_tokens=48, max_model_len=512)
     base = baseline(ps, **kw)
     cold = engine(spec(models, ps, tide_conn(t.tcp), **kw), "cold-preempt")
     same_output(cold, base)
@@ -224,9 +235,11 @@ def test_mamba_hybrid_align_mode(models, tided, engine):
     """A Qwen3-Next-style hybrid (gated delta net state + full attention) in
     mamba_cache_mode="align": the warm engine loads attention blocks and the state snapshot
     at the boundary, and computes the tokens the baseline computes (bfloat16, so logprobs
-    within a looser tolerance). The prompt ends inside a block: a partial tail."""
+    within a looser tolerance). The prompts end inside a block: partial tails."""
     t = tided()
-    ps = prompts(8, lengths=(200, 130))
+    # vLLM raises the attention block to the state's page size in align mode (544 tokens
+    # for this model): prompts of one and two blocks and a partial tail.
+    ps = prompts(8, lengths=(1200, 700))
     s = lambda conn: {"model": models["qwen3next"], "prompts": ps, "max_tokens": 6,  # noqa
                       "block_size": BLOCK, "connector": conn, "dtype": "bfloat16",
                       "mamba_cache_mode": "align"}

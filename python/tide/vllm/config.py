@@ -23,7 +23,7 @@ class UnsupportedConfiguration(errors.UnsupportedError, ValueError):
 # ---------------------------------------------------------------------------------------
 
 #: kv_connector_extra_config keys this module reads itself (never passed to C).
-PYTHON_EXTRA_KEYS = ("url", "reconnect_s")
+PYTHON_EXTRA_KEYS = ("url", "reconnect_s", "kv_events")
 
 _SPEC_FIELDS = {
     "FullAttentionSpec": (

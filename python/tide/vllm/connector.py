@@ -18,6 +18,7 @@ from .config import (
     python_option,
 )
 from .marshal import _block_table, _groups, _hash_bytes, _prompt_len, _req_id
+from .events import StoreEvents
 from .metadata import TideConnectorMetadata, _parse_meta
 from .metrics import TideConnectorStats, TidePromMetrics, delta
 from .regions import _Region
@@ -123,6 +124,7 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         self._offered = {}  # req_id -> num_computed_tokens of its lookup
         self._armed = {}  # req_id -> (block table, tokens after the load) this step
         self._awaiting_save = set()  # finished, blocks kept until the workers report
+        self._events = self._events_if_enabled(vllm_config)
         # Worker state.
         self._kv_caches = None
         self._started = None  # (metadata object, kinds already started)
@@ -172,6 +174,21 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         logger.warning("TideStoreConnector: store %s reached; the cache is in use again",
                        self.url)
         self.offline = None
+
+    def _events_if_enabled(self, vllm_config):
+        """The scheduler's KV-cache events (events.py) when vLLM publishes KV events
+        (kv_events_config.enable_kv_cache_events), or kv_connector_extra_config.kv_events
+        asks for them; else None."""
+        if self._role_value != _lib.CONNECTOR_SCHEDULER:
+            return None
+        ev = getattr(vllm_config, "kv_events_config", None)
+        on = bool(getattr(ev, "enable_kv_cache_events", False))
+        if not (on or python_option(vllm_config, "kv_events", False)):
+            return None
+        groups = (self.config or {}).get("kv_cache_config", {}).get("kv_cache_groups", [])
+        sizes = [int(g.get("kv_cache_spec", {}).get("block_size") or self.info.hash_block_size)
+                 for g in groups]
+        return StoreEvents(sizes, self.info.hash_block_size)
 
     def _create(self, doc, role_value, url):
         h = _lib.ConnectorPtr()
@@ -394,9 +411,12 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
             self._check(
                 self._lib.tide_connector_meta_serialize(m, buf, size.value, ctypes.byref(size))
             )
-            return TideConnectorMetadata(buf.raw[: size.value])
+            meta = TideConnectorMetadata(buf.raw[: size.value])
         finally:
             self._lib.tide_connector_meta_free(m)
+        if self._events is not None:
+            self._events.plan(meta.describe(), self._requests)
+        return meta
 
     def _partial_tail(self, rid, entries):
         """(group, block id, boundary tokens) entries: the C side saves them in the next
@@ -432,6 +452,8 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         aggregates over the ranks) no longer wait on tide; vLLM frees their blocks."""
         for rid in getattr(connector_output, "finished_sending", None) or ():
             self._awaiting_save.discard(rid)
+            if self._events is not None:
+                self._events.saved(rid)
 
     def request_finished(self, request, block_ids):
         """``(True, None)`` while saves of the request are queued: vLLM keeps its blocks
@@ -442,6 +464,8 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         if rc == 1:
             self._awaiting_save.add(rid)
             return True, None
+        if self._events is not None:
+            self._events.dropped(rid)
         return False, None
 
     def request_finished_all_groups(self, request, block_ids):
@@ -461,6 +485,8 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
             return None
         for d in (self._requests, self._prompts, self._computed, self._offered, self._armed):
             d.clear()
+        if self._events is not None:
+            self._events.cleared()
         try:
             self._check(self._lib.tide_connector_reset(self._handle(), 1))
         except errors.Error as e:
@@ -469,8 +495,10 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         return True
 
     def take_events(self):
-        """KV-cache events: tide's connector produces none."""
-        return ()
+        """KV-cache events of tide's tier since the last call (events.py): BlockStored for
+        blocks of requests every worker reported saved, AllBlocksCleared after a reset.
+        Empty unless KV events are enabled."""
+        return self._events.take() if self._events is not None else ()
 
     def has_pending_push_work(self):
         """False: tide pushes nothing to other engines. Requests whose saves are pending
