@@ -29,7 +29,7 @@ static const char serve_help[] =
     "  --resp-port P         also speak RESP2 (Redis protocol) on port P (default 0 = off)\n"
     "  --capacity SIZE       memory pool size, e.g. 4GiB (default 1GiB)\n"
     "  --threads N           I/O worker threads (default 2)\n"
-    "  --policy lru|s3fifo   eviction policy (default lru)\n"
+    "  --policy NAME         eviction policy: chain (the default), lru or s3fifo\n"
     "  --prefault            touch the whole pool at start (slower start, no first-touch cost)\n"
     "  --hugepages           back the pool with hugepages when the system has them reserved\n"
     "  --auth-token-file F   require clients to present the token in file F\n"
@@ -122,16 +122,16 @@ static int set_value(server_config *cfg, const char *name, const char *val, char
         const char *name;
         setting_type type;
     } table[] = {
-        {"port", T_INT}, {"bind", T_STR}, {"metrics_port", T_INT},
-        {"capacity", T_SIZE}, {"threads", T_INT}, {"policy", T_STR},
-        {"prefault", T_BOOL}, {"hugepages", T_BOOL}, {"auth_token_file", T_STR},
-        {"max_conns", T_INT}, {"max_keys", T_INT}, {"max_frame", T_SIZE},
-        {"max_value", T_SIZE}, {"idle_timeout", T_INT}, {"log_level", T_STR},
-        {"ready_file", T_STR}, {"etcd", T_STR}, {"cluster", T_STR},
-        {"advertise", T_STR}, {"etcd_ttl", T_INT}, {"unix", T_STR},
-        {"unix_mode", T_STR}, {"unix_allow_uid", T_STR}, {"unix_lease_ms", T_INT},
-        {"disk_dir", T_STR}, {"disk_capacity", T_SIZE}, {"disk_segment", T_SIZE},
-        {"disk_io", T_STR}, {"resp_port", T_INT},
+        {"port", T_INT},       {"bind", T_STR},           {"metrics_port", T_INT},
+        {"capacity", T_SIZE},  {"threads", T_INT},        {"policy", T_STR},
+        {"prefault", T_BOOL},  {"hugepages", T_BOOL},     {"auth_token_file", T_STR},
+        {"max_conns", T_INT},  {"max_keys", T_INT},       {"max_frame", T_SIZE},
+        {"max_value", T_SIZE}, {"idle_timeout", T_INT},   {"log_level", T_STR},
+        {"ready_file", T_STR}, {"etcd", T_STR},           {"cluster", T_STR},
+        {"advertise", T_STR},  {"etcd_ttl", T_INT},       {"unix", T_STR},
+        {"unix_mode", T_STR},  {"unix_allow_uid", T_STR}, {"unix_lease_ms", T_INT},
+        {"disk_dir", T_STR},   {"disk_capacity", T_SIZE}, {"disk_segment", T_SIZE},
+        {"disk_io", T_STR},    {"resp_port", T_INT},
     };
     int found = -1;
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
@@ -162,8 +162,9 @@ static int set_value(server_config *cfg, const char *name, const char *val, char
             snprintf(err, errlen, "%s: %lld is not a TCP port", name, iv);
             return -1;
         }
-        *(!strcmp(name, "port") ? &cfg->port
-          : !strcmp(name, "metrics_port") ? &cfg->metrics_port : &cfg->resp_port) = (int)iv;
+        *(!strcmp(name, "port")           ? &cfg->port
+          : !strcmp(name, "metrics_port") ? &cfg->metrics_port
+                                          : &cfg->resp_port) = (int)iv;
     } else if (!strcmp(name, "bind")) {
         snprintf(cfg->bind, sizeof(cfg->bind), "%s", val);
     } else if (!strcmp(name, "capacity")) {
@@ -179,14 +180,12 @@ static int set_value(server_config *cfg, const char *name, const char *val, char
         }
         cfg->threads = (int)iv;
     } else if (!strcmp(name, "policy")) {
-        if (!strcmp(val, "lru"))
-            cfg->store.policy = STORE_POLICY_LRU;
-        else if (!strcmp(val, "s3fifo"))
-            cfg->store.policy = STORE_POLICY_S3FIFO;
-        else {
-            snprintf(err, errlen, "policy: expected lru or s3fifo, got '%s'", val);
+        int pol = store_policy_parse(val);
+        if (pol < 0) {
+            snprintf(err, errlen, "policy: expected " STORE_POLICY_NAMES ", got '%s'", val);
             return -1;
         }
+        cfg->store.policy = pol;
     } else if (!strcmp(name, "prefault") || !strcmp(name, "hugepages")) {
         int b = !strcmp(val, "true") || !strcmp(val, "1");
         if (!b && strcmp(val, "false") && strcmp(val, "0")) {
