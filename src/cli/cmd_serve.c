@@ -122,16 +122,16 @@ static int set_value(server_config *cfg, const char *name, const char *val, char
         const char *name;
         setting_type type;
     } table[] = {
-        {"port", T_INT},       {"bind", T_STR},           {"metrics_port", T_INT},
-        {"capacity", T_SIZE},  {"threads", T_INT},        {"policy", T_STR},
-        {"prefault", T_BOOL},  {"hugepages", T_BOOL},     {"auth_token_file", T_STR},
-        {"max_conns", T_INT},  {"max_keys", T_INT},       {"max_frame", T_SIZE},
-        {"max_value", T_SIZE}, {"idle_timeout", T_INT},   {"log_level", T_STR},
-        {"ready_file", T_STR}, {"etcd", T_STR},           {"cluster", T_STR},
-        {"advertise", T_STR},  {"etcd_ttl", T_INT},       {"unix", T_STR},
-        {"unix_mode", T_STR},  {"unix_allow_uid", T_STR}, {"unix_lease_ms", T_INT},
-        {"disk_dir", T_STR},   {"disk_capacity", T_SIZE}, {"disk_segment", T_SIZE},
-        {"disk_io", T_STR},    {"resp_port", T_INT},
+        {"port", T_INT}, {"bind", T_STR}, {"metrics_port", T_INT},
+        {"capacity", T_SIZE}, {"threads", T_INT}, {"policy", T_STR},
+        {"prefault", T_BOOL}, {"hugepages", T_BOOL}, {"auth_token_file", T_STR},
+        {"max_conns", T_INT}, {"max_keys", T_INT}, {"max_frame", T_SIZE},
+        {"max_value", T_SIZE}, {"idle_timeout", T_INT}, {"log_level", T_STR},
+        {"ready_file", T_STR}, {"etcd", T_STR}, {"cluster", T_STR},
+        {"advertise", T_STR}, {"etcd_ttl", T_INT}, {"unix", T_STR},
+        {"unix_mode", T_STR}, {"unix_allow_uid", T_STR}, {"unix_lease_ms", T_INT},
+        {"disk_dir", T_STR}, {"disk_capacity", T_SIZE}, {"disk_segment", T_SIZE},
+        {"disk_io", T_STR}, {"resp_port", T_INT},
     };
     int found = -1;
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
@@ -162,9 +162,8 @@ static int set_value(server_config *cfg, const char *name, const char *val, char
             snprintf(err, errlen, "%s: %lld is not a TCP port", name, iv);
             return -1;
         }
-        *(!strcmp(name, "port")           ? &cfg->port
-          : !strcmp(name, "metrics_port") ? &cfg->metrics_port
-                                          : &cfg->resp_port) = (int)iv;
+        *(!strcmp(name, "port") ? &cfg->port
+          : !strcmp(name, "metrics_port") ? &cfg->metrics_port : &cfg->resp_port) = (int)iv;
     } else if (!strcmp(name, "bind")) {
         snprintf(cfg->bind, sizeof(cfg->bind), "%s", val);
     } else if (!strcmp(name, "capacity")) {

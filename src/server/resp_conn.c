@@ -81,6 +81,7 @@ struct resp_conn {
     uint64_t body_start_ns;
     checksum_state *sum; /* of the value's bytes, hashed as they arrive (still in cache) */
     uint8_t *scratch;
+
 };
 
 static atomic_uint_fast64_t next_client_id = 1;
@@ -208,7 +209,8 @@ static void conn_close(resp_conn *c) {
 
 /* Decide what a SET of key (vlen bytes) does: reserve room for the value (c->res_id set),
  * or drop the value and answer c->drop_reply. nx: only when absent; xx: only when present. */
-static void set_plan(resp_conn *c, const resp_arg *key, uint64_t vlen, int nx, int xx, int setnx) {
+static void set_plan(resp_conn *c, const resp_arg *key, uint64_t vlen, int nx, int xx,
+                     int setnx) {
     store *st = c->srv->st;
     c->res_id = 0;
     c->ok_reply = setnx ? SR_ONE : SR_OK;
@@ -253,16 +255,11 @@ static void set_plan(resp_conn *c, const resp_arg *key, uint64_t vlen, int nx, i
 
 static int set_reply(resp_conn *c, int kind) {
     switch (kind) {
-    case SR_OK:
-        return OUT_LIT(c, "+OK\r\n");
-    case SR_ONE:
-        return OUT_LIT(c, ":1\r\n");
-    case SR_ZERO:
-        return OUT_LIT(c, ":0\r\n");
-    case SR_NIL:
-        return OUT_LIT(c, "$-1\r\n");
-    default:
-        return out_line(c, '-', c->err);
+    case SR_OK: return OUT_LIT(c, "+OK\r\n");
+    case SR_ONE: return OUT_LIT(c, ":1\r\n");
+    case SR_ZERO: return OUT_LIT(c, ":0\r\n");
+    case SR_NIL: return OUT_LIT(c, "$-1\r\n");
+    default: return out_line(c, '-', c->err);
     }
 }
 
@@ -329,7 +326,8 @@ static int body_read(resp_conn *c) {
         if (left) {
             size_t lim = c->res_id ? (1u << 30) : SCRATCH_SIZE;
             vtake = left > lim ? lim : (size_t)left;
-            iov[n].iov_base = c->res_id ? store_base(c->srv->st) + c->res_off + c->got : c->scratch;
+            iov[n].iov_base = c->res_id ? store_base(c->srv->st) + c->res_off + c->got
+                                        : c->scratch;
             iov[n++].iov_len = vtake;
         }
         if (vtake == left) {
@@ -372,7 +370,8 @@ static int body_finish(resp_conn *c) {
         ok = c->drop_reply != SR_ERR;
         rc = set_reply(c, c->drop_reply);
     }
-    metrics_op_done(&c->srv->m, MOP_PUT, ok ? MST_OK : MST_ERROR, 1, now_ns() - c->body_start_ns);
+    metrics_op_done(&c->srv->m, MOP_PUT, ok ? MST_OK : MST_ERROR, 1,
+                    now_ns() - c->body_start_ns);
     return rc;
 }
 
@@ -439,10 +438,8 @@ static int cmd_set(resp_conn *c, const resp_cmd *cmd, int *status) {
         } else if (resp_arg_is(o, "EX") || resp_arg_is(o, "PX") || resp_arg_is(o, "EXAT") ||
                    resp_arg_is(o, "PXAT") || resp_arg_is(o, "KEEPTTL")) {
             *status = MST_ERROR;
-            return out_err(c,
-                           "ERR tide does not expire keys: SET %.*s is not supported "
-                           "(values leave by eviction or DEL)",
-                           (int)o->len, o->p);
+            return out_err(c, "ERR tide does not expire keys: SET %.*s is not supported "
+                              "(values leave by eviction or DEL)", (int)o->len, o->p);
         } else if (resp_arg_is(o, "GET")) {
             *status = MST_ERROR;
             return out_err(c, "ERR SET ... GET is not supported by tide");
@@ -592,8 +589,8 @@ static int cmd_info(resp_conn *c, const resp_cmd *cmd, int *status) {
         ADD("# Server\r\nredis_version:7.0.0\r\ntide_version:%s\r\nredis_mode:standalone\r\n"
             "process_id:%d\r\ntcp_port:%d\r\nio_threads_active:%d\r\nuptime_in_seconds:%llu\r\n"
             "uptime_in_days:%llu\r\n",
-            tide_version(), (int)getpid(), srv->resp_port, srv->cfg.threads, (unsigned long long)up,
-            (unsigned long long)(up / 86400));
+            tide_version(), (int)getpid(), srv->resp_port, srv->cfg.threads,
+            (unsigned long long)up, (unsigned long long)(up / 86400));
     }
     if (want & INFO_CLIENTS) {
         ADD("%s# Clients\r\nconnected_clients:%d\r\nmaxclients:%d\r\n", n ? "\r\n" : "",
@@ -606,15 +603,14 @@ static int cmd_info(resp_conn *c, const resp_cmd *cmd, int *status) {
             n ? "\r\n" : "", (unsigned long long)st.used_bytes, human(st.used_bytes, h1, 32),
             (unsigned long long)st.capacity_bytes, human(st.capacity_bytes, h2, 32),
             srv->cfg.store.policy == STORE_POLICY_LRU ? "allkeys-lru"
-                                                      : store_policy_name(srv->cfg.store.policy),
+                : store_policy_name(srv->cfg.store.policy),
             (unsigned long long)st.meta_bytes, (unsigned long long)st.pinned,
             (unsigned long long)st.reserved);
     }
     if (want & INFO_STATS) {
         uint64_t cmds = 0;
         for (int op = 0; op < MOP_COUNT; op++)
-            for (int s = 0; s < MST_COUNT; s++)
-                cmds += atomic_load(&srv->m.ops[op][s]);
+            for (int s = 0; s < MST_COUNT; s++) cmds += atomic_load(&srv->m.ops[op][s]);
         ADD("%s# Stats\r\ntotal_connections_received:%llu\r\ntotal_commands_processed:%llu\r\n"
             "total_net_input_bytes:%llu\r\ntotal_net_output_bytes:%llu\r\n"
             "rejected_connections:%llu\r\nevicted_keys:%llu\r\nkeyspace_hits:%llu\r\n"
@@ -665,9 +661,8 @@ static int cmd_client(resp_conn *c, const resp_cmd *cmd, int *status) {
     if (resp_arg_is(sub, "ID") && cmd->argc == 2) return out_num(c, ':', (int64_t)c->id);
     if (resp_arg_is(sub, "SETINFO") && cmd->argc == 4) return OUT_LIT(c, "+OK\r\n");
     *status = MST_ERROR;
-    return out_err(c,
-                   "ERR unknown subcommand or wrong number of arguments for CLIENT %.*s "
-                   "(tide answers SETNAME, GETNAME, ID, SETINFO)",
+    return out_err(c, "ERR unknown subcommand or wrong number of arguments for CLIENT %.*s "
+                      "(tide answers SETNAME, GETNAME, ID, SETINFO)",
                    (int)(sub->len > 32 ? 32 : sub->len), sub->p);
 }
 
@@ -679,14 +674,10 @@ static int cmd_config(resp_conn *c, const resp_cmd *cmd, int *status) {
     /* The settings clients and redis-benchmark ask about, as tided has them. */
     char maxmem[32];
     snprintf(maxmem, sizeof(maxmem), "%llu", (unsigned long long)store_capacity(c->srv->st));
-    const char *const kv[][2] = {
-        {"save", ""},
-        {"appendonly", "no"},
-        {"databases", "1"},
-        {"maxmemory", maxmem},
-        {"maxmemory-policy", c->srv->cfg.store.policy == STORE_POLICY_LRU
-                                 ? "allkeys-lru"
-                                 : store_policy_name(c->srv->cfg.store.policy)}};
+    const char *const kv[][2] = {{"save", ""},         {"appendonly", "no"},
+                                 {"databases", "1"},   {"maxmemory", maxmem},
+                                 {"maxmemory-policy", c->srv->cfg.store.policy == STORE_POLICY_LRU
+                                  ? "allkeys-lru" : store_policy_name(c->srv->cfg.store.policy)}};
     size_t nkv = sizeof(kv) / sizeof(kv[0]);
     int match[sizeof(kv) / sizeof(kv[0])] = {0}, count = 0;
     for (uint32_t i = 2; i < cmd->argc; i++) {
@@ -778,14 +769,12 @@ static const struct rcmd *cmd_find(const resp_arg *name) {
 /* One entry of a COMMAND reply: name, arity, flags, first key, last key, step. */
 static int command_entry(resp_conn *c, const struct rcmd *d) {
     int nf = 0;
-    while (nf < 3 && d->flags[nf])
-        nf++;
+    while (nf < 3 && d->flags[nf]) nf++;
     int rc = out_num(c, '*', 6);
     if (rc == 0) rc = out_bulk_str(c, d->name);
     if (rc == 0) rc = out_num(c, ':', d->arity);
     if (rc == 0) rc = out_num(c, '*', nf);
-    for (int i = 0; i < nf && rc == 0; i++)
-        rc = out_line(c, '+', d->flags[i]);
+    for (int i = 0; i < nf && rc == 0; i++) rc = out_line(c, '+', d->flags[i]);
     if (rc == 0) rc = out_num(c, ':', d->first);
     if (rc == 0) rc = out_num(c, ':', d->last);
     if (rc == 0) rc = out_num(c, ':', d->step);
@@ -795,8 +784,7 @@ static int command_entry(resp_conn *c, const struct rcmd *d) {
 static int cmd_command(resp_conn *c, const resp_cmd *cmd, int *status) {
     if (cmd->argc == 1) {
         int rc = out_num(c, '*', (int64_t)NCMDS);
-        for (size_t i = 0; i < NCMDS && rc == 0; i++)
-            rc = command_entry(c, &cmds[i]);
+        for (size_t i = 0; i < NCMDS && rc == 0; i++) rc = command_entry(c, &cmds[i]);
         return rc;
     }
     const resp_arg *sub = &cmd->argv[1];
@@ -805,8 +793,7 @@ static int cmd_command(resp_conn *c, const resp_cmd *cmd, int *status) {
         return OUT_LIT(c, "*0\r\n");
     if (resp_arg_is(sub, "LIST")) {
         int rc = out_num(c, '*', (int64_t)NCMDS);
-        for (size_t i = 0; i < NCMDS && rc == 0; i++)
-            rc = out_bulk_str(c, cmds[i].name);
+        for (size_t i = 0; i < NCMDS && rc == 0; i++) rc = out_bulk_str(c, cmds[i].name);
         return rc;
     }
     if (resp_arg_is(sub, "INFO")) {
@@ -818,10 +805,8 @@ static int cmd_command(resp_conn *c, const resp_cmd *cmd, int *status) {
         return rc;
     }
     *status = MST_ERROR;
-    return out_err(c,
-                   "ERR unknown subcommand '%.*s' (tide answers COMMAND, COMMAND COUNT, "
-                   "DOCS, LIST, INFO)",
-                   (int)(sub->len > 32 ? 32 : sub->len), sub->p);
+    return out_err(c, "ERR unknown subcommand '%.*s' (tide answers COMMAND, COMMAND COUNT, "
+                      "DOCS, LIST, INFO)", (int)(sub->len > 32 ? 32 : sub->len), sub->p);
 }
 
 /* An argument as it may appear in an error message: printable, at most 64 bytes. */
@@ -1010,6 +995,5 @@ int resp_worker_drain(worker *w) {
 }
 
 void resp_worker_close_all(worker *w) {
-    while (w->resp_conns)
-        conn_close(w->resp_conns);
+    while (w->resp_conns) conn_close(w->resp_conns);
 }

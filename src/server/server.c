@@ -196,8 +196,7 @@ static void *worker_main(void *arg) {
             if (now - drain_start > DRAIN_DEADLINE_NS) {
                 LOG_WARN("worker %d: closing connections still busy after the drain deadline",
                          w->index);
-                while (w->conns)
-                    worker_close(w, w->conns);
+                while (w->conns) worker_close(w, w->conns);
                 resp_worker_close_all(w);
                 break;
             }
@@ -252,10 +251,8 @@ static void worker_hand(worker *w, int fd) {
  * that could discard it. */
 static void refuse_conn(int fd, int limit) {
     char msg[128];
-    int n = snprintf(msg, sizeof(msg),
-                     "too many connections: the server's limit is %d "
-                     "(--max-conns)",
-                     limit);
+    int n = snprintf(msg, sizeof(msg), "too many connections: the server's limit is %d "
+                     "(--max-conns)", limit);
     uint8_t frame[FRAME_HDR_SIZE + sizeof(msg)];
     size_t flen;
     if (frame_encode_error(frame, sizeof(frame), &flen, FRAME_OP_ERROR, 0, TIDE_ELIMIT, msg,
@@ -265,8 +262,7 @@ static void refuse_conn(int fd, int limit) {
     }
     shutdown(fd, SHUT_WR);
     char junk[512];
-    for (int i = 0; i < 8 && recv(fd, junk, sizeof(junk), MSG_DONTWAIT) > 0; i++) {
-    }
+    for (int i = 0; i < 8 && recv(fd, junk, sizeof(junk), MSG_DONTWAIT) > 0; i++) {}
     close(fd);
 }
 
@@ -276,7 +272,8 @@ static void accept_all(server *srv, int lfd, int tag, unsigned *next_worker) {
         int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR) continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK) LOG_WARN("accept: %s", strerror(errno));
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                LOG_WARN("accept: %s", strerror(errno));
             return;
         }
         if (atomic_load(&srv->open_conns) >= srv->cfg.max_conns) {
@@ -354,8 +351,7 @@ int server_run(const server_config *cfg) {
     uint64_t t0 = now_ns();
     if (cfg->store.prefault)
         LOG_INFO("pre-faulting the %s pool (first touch of fresh memory is slow; this pays "
-                 "it now)",
-                 size_format(cfg->store.capacity, capbuf, sizeof(capbuf)));
+                 "it now)", size_format(cfg->store.capacity, capbuf, sizeof(capbuf)));
     srv->cfg.store.log = store_log;
     rc = store_create(&srv->cfg.store, &srv->st, err, sizeof(err));
     if (rc) {
@@ -409,8 +405,7 @@ int server_run(const server_config *cfg) {
     LOG_INFO("tided listening on %s:%d (metrics %s), %d I/O threads%s", cfg->bind, srv->port,
              srv->metrics_fd >= 0 ? "on" : "off", srv->cfg.threads,
              cfg->auth_token[0] ? ", auth token required" : "");
-    if (srv->metrics_fd >= 0)
-        LOG_INFO("metrics at http://%s:%d/metrics", cfg->bind, srv->metrics_port);
+    if (srv->metrics_fd >= 0) LOG_INFO("metrics at http://%s:%d/metrics", cfg->bind, srv->metrics_port);
     if (cfg->etcd[0] && (rc = announce_start(cfg, srv->port, &ann)) != 0) goto out;
     if (srv->unix_fd >= 0)
         LOG_INFO("same-host clients on unix://%s (mode %04o, %s, leases %u ms)", cfg->unix_path,
@@ -481,8 +476,7 @@ out:
     if (srv->workers) {
         for (int i = 0; i < srv->cfg.threads; i++) {
             worker *w = &srv->workers[i];
-            for (size_t j = 0; j < w->nincoming; j++)
-                close(w->incoming[j]);
+            for (size_t j = 0; j < w->nincoming; j++) close(w->incoming[j]);
             free(w->incoming);
             if (w->epfd > 0) close(w->epfd);
             if (w->wakefd > 0) close(w->wakefd);
