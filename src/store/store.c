@@ -107,20 +107,23 @@ static void do_remove_live(store *st, obj *o) {
     }
 }
 
-/* The object a chain cursor names, if it is still that object and in the policy. The node
- * is looked at only when the allocator has it in use, so its owner is a live record. */
-static const obj *do_chain_obj(store *st, const store_chain *c) {
+/* The object a chain cursor names, if it is still that object, in the policy, and not
+ * `self` (the object being inserted: a batch may name the same key twice). The node is
+ * looked at only when the allocator has it in use, so its owner is a live record; a LIVE
+ * object without pins is in the policy. */
+static const obj *do_chain_obj(store *st, const store_chain *c, const obj *self) {
     if (!c || c->node == ALLOC_NIL || c->node >= st->al.nchunks << ALLOC_CHUNK_SHIFT) return NULL;
     if (!(alloc_node_at(&st->al, c->node)->size & ALLOC_USED_BIT)) return NULL;
     const obj *o = alloc_owner(&st->al, c->node);
-    if (!o || o->node != c->node || o->hash != c->hash || OBJ_STATE(o) != OBJ_LIVE || o->pins)
+    if (!o || o == self || o->node != c->node || o->hash != c->hash || OBJ_STATE(o) != OBJ_LIVE ||
+        o->pins)
         return NULL;
     return o;
 }
 
 /* o becomes evictable as the next key of chain c's batch (c may be NULL). */
 static void do_insert(store *st, obj *o, int reused, store_chain *c, int last) {
-    policy_hint h = {.after = do_chain_obj(st, c), .tail = last};
+    policy_hint h = {.after = do_chain_obj(st, c, o), .tail = last};
     st->pol.ops->insert(&st->pol, o, reused, &h);
     if (c) *c = (store_chain){o->node, o->hash};
 }
