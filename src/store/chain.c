@@ -22,8 +22,10 @@
  * list 2 (head2/tail2) is protected, where an object goes when a read of it ends (its last
  * pin released), in chain order again (a batch of reads is a prefix hit). Protected holds
  * at most PROTECT_NUM/PROTECT_DEN of the pool's units; its least recent objects are moved
- * to probation's head when it is over. Victims come from probation's tail, or from
- * protected's when probation is empty. Every operation is O(1): no scan, no ghost.
+ * to probation's head when it is over, and once a batch's read has been moved so, the
+ * batch's later (deeper) reads follow it to probation instead of pushing out its head. Victims come
+ * from probation's tail, or from protected's when probation is empty. Every operation is O(1): no
+ * scan, no ghost.
  *
  * Measured on Mooncake's synthetic trace (README, "Trace replay"): this is the default.
  * src/trace/sim.c simulates exactly these rules (SIM_CHAIN); the tests replay traces
@@ -118,6 +120,13 @@ static void chain_insert(policy *p, obj *o, int reused, const policy_hint *h) {
     if (!reused) {
         o->state = (uint8_t)(o->state & ~IN_PROT);
         link_obj(p, o, after, h && h->tail);
+        return;
+    }
+    if (after && !on_prot(after)) {
+        /* The batch's previous read was moved back to probation (protected overflowed):
+         * this deeper block follows it there, so the batch's head keeps its place. */
+        o->state = (uint8_t)(o->state & ~IN_PROT);
+        link_obj(p, o, after, 0);
         return;
     }
     o->state |= IN_PROT;

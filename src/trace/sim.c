@@ -39,7 +39,8 @@
  *             the blocks). Writes go to probation right behind the previous write of the
  *             same batch (at the head for a batch's first), the batch's last block to
  *             probation's eviction end; a use moves a block to protected, behind the
- *             previous use of the batch, and protected's overflow goes to probation's head.
+ *             previous use of the batch, and protected's overflow goes to probation's head;
+ *             once a batch's use has gone back so, its later uses follow it into probation.
  *             Victims: probation's tail, else protected's.
  *   chainarc  ARC with chain's placement: a batch's blocks follow each other in T1 or T2,
  *             the last block of a write batch at T1's eviction end.
@@ -309,6 +310,10 @@ static void arc_insert(sim *s, uint32_t b, int chain, int last) {
 /* chain: a use moves b to protected, whose overflow goes back to probation's head. */
 static void chain_use(sim *s, uint32_t b) {
     unlink_block(s, b);
+    if (s->cur != NIL && s->where[s->cur] == 1) { /* the batch's previous use went back */
+        place(s, 1, b);
+        return;
+    }
     place(s, 2, b);
     while (s->q[2].count > s->prot_max) {
         uint32_t v = s->q[2].tail;
