@@ -10,6 +10,7 @@
  * clear messages and exit 2. No test here asserts a speed.
  */
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <sys/wait.h>
@@ -238,6 +239,12 @@ TEST(cli_analyze_textbook) {
     CHECK_EQ(num(cJSON_GetObjectItemCaseSensitive(three, "belady"), "hit_blocks"), 11);
     CHECK_EQ(num(cJSON_GetObjectItemCaseSensitive(three, "lru"), "hit_blocks"), 8);
     CHECK_EQ(num(cJSON_GetObjectItemCaseSensitive(three, "infinite"), "hit_blocks"), 14);
+    /* How far from Belady: LRU's 8 hits of Belady's 11. */
+    CHECK(fabs(num(cJSON_GetObjectItemCaseSensitive(three, "lru"), "of_belady") - 8.0 / 11.0) <
+          1e-9);
+    for (int p = 0; p < SIM_NPOLICIES; p++)
+        CHECK_MSG(cJSON_GetObjectItemCaseSensitive(three, sim_policy_name(p)) != NULL,
+                  "no \"%s\" in the JSON", sim_policy_name(p));
     cJSON_Delete(j);
     /* The table for people names every policy. */
     const char *args2[] = {
@@ -246,7 +253,9 @@ TEST(cli_analyze_textbook) {
     CHECK_RUN(r, 0);
     CHECK_CONTAINS(r->out, "belady");
     CHECK_CONTAINS(r->out, "s3fifo");
+    CHECK_CONTAINS(r->out, "chainarc");
     CHECK_CONTAINS(r->out, "token hit rate");
+    CHECK_CONTAINS(r->out, "fraction of Belady's");
 }
 
 /* --speed paces requests by their timestamps; the output is the same as back to back. */
