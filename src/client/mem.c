@@ -14,8 +14,9 @@
  * removes the object and reports a miss, so a damaged block is never handed out as good.
  *
  * Batch order is chain order (store.h, store_chain): a put_many commits its keys, and a
- * get_many releases its pins, through one chain cursor, the last key of a put_many marked
- * as the chain's tail, so the chain-aware policy keeps each batch in prefix order.
+ * get_many releases its pins, through one chain cursor, the last key of a put_many of two
+ * or more keys marked as the chain's tail (one key alone says nothing about a chain), so
+ * the chain-aware policy keeps each batch in prefix order.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -109,7 +110,7 @@ static int mem_put_many(tide_store *s, const tide_key *keys, size_t n, const tid
         if (rc == 0) rc = store_reserve(st, keys[i].data, keys[i].len, vlen, 0, &ref);
         if (rc == 0) {
             uint64_t sum = copy_gather(base + ref.offset, v, cnt, 1);
-            rc = store_commit_chain(st, ref.id, sum, &chain, i + 1 == n);
+            rc = store_commit_chain(st, ref.id, sum, &chain, n > 1 && i + 1 == n);
             in += vlen;
         } else if (rc == STORE_DUP) {
             rc = 0;

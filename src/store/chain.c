@@ -15,7 +15,8 @@
  *     (a hit is a prefix), so this order evicts such blocks first instead of stranding a
  *     whole chain behind its evicted head, which is what LRU does (it evicts a chain's
  *     first block first, because it was touched first).
- *   - tail: the batch's last key. A new object so marked goes to the eviction end of
+ *   - tail: the batch's last key, when the batch has two keys or more (a key put alone is
+ *     not known to end a chain). A new object so marked goes to the eviction end of
  *     probation: it is evicted next unless read before.
  *
  * Reuse shown protects a chain: list 1 (head/tail) is probation, where new objects start;

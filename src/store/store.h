@@ -118,7 +118,8 @@ int store_reserve(store *st, const void *key, size_t klen, uint64_t vlen, uint64
  * expired reservation id). */
 int store_commit(store *st, uint64_t id, uint64_t checksum);
 /* The same as one key of a chain batch: chain is the batch's cursor (may be NULL), last is
- * nonzero for the batch's last key. */
+ * nonzero for the batch's last key (callers set it only for batches of two keys or more:
+ * a key put alone is not known to end a chain). */
 int store_commit_chain(store *st, uint64_t id, uint64_t checksum, store_chain *chain, int last);
 /* Drop a reservation and free its space. Errors: TIDE_ENOTFOUND. */
 int store_abort(store *st, uint64_t id);

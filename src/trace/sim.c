@@ -37,8 +37,8 @@
  *             otherwise the write is refused and the block enters the ghost.
  *   chain     src/store/chain.c: probation (list 1) and protected (list 2, at most 2/5 of
  *             the blocks). Writes go to probation right behind the previous write of the
- *             same batch (at the head for a batch's first), the batch's last block to
- *             probation's eviction end; a use moves a block to protected, behind the
+ *             same batch (at the head for a batch's first), the last block of a batch of
+ *             two or more to probation's eviction end; a use moves a block to protected, behind the
  *             previous use of the batch, and protected's overflow goes to probation's head;
  *             once a batch's use has gone back so, its later uses follow it into probation.
  *             Victims: probation's tail, else protected's.
@@ -524,7 +524,10 @@ int sim_run(const trace *t, int policy, uint64_t capacity, sim_result *out) {
                 if (policy == SIM_BELADY) use(&s, b, rq->first + i);
                 continue;
             }
-            if (insert(&s, b, rq->first + i, i + 1 == rq->nblocks))
+            /* The write batch is blocks [hit, nblocks); its last block is marked as the
+             * chain's tail when the batch has two or more (as mem.c marks it). */
+            int last = rq->nblocks - hit > 1 && i + 1 == rq->nblocks;
+            if (insert(&s, b, rq->first + i, last))
                 r.inserts++;
             else
                 r.refused++;

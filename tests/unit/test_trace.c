@@ -104,10 +104,12 @@ TEST(trace_sim_admission_by_hand) {
  *   [1 2 3]  written in order, 3 (the batch's last) at probation's eviction end
  *   [4 5]    4 at the head; 5 evicts 3 and waits at the end
  *   [1 2 6]  1 and 2 hit: 1 to protected, 2 behind it and back to probation (over the
- *            limit) at the head; 6 evicts 5                                     (2 hits)
- *   [1 2 3]  1 and 2 hit again the same way; 3 evicts 6                         (2 hits)
- *   [4 5]    4 hits and takes protected, 1 goes back to probation; 5 evicts 3   (1 hit)
- * 5 hits of 13. LRU evicts each prompt's first block first and hits only [1 2] once (2).
+ *            limit) at the head; 6, a batch of one (not known to end a chain), goes to
+ *            the head and evicts 5                                              (2 hits)
+ *   [1 2 3]  1 and 2 hit again the same way; 3 evicts 4                         (2 hits)
+ *   [4 5]    a miss: 4 evicts 6, 5 evicts 2 and waits at the end
+ * 4 hits of 13, 5 evictions. LRU evicts each prompt's first block first and hits only
+ * [1 2] once (2).
  */
 TEST(trace_sim_chain_by_hand) {
     trace t;
@@ -122,8 +124,8 @@ TEST(trace_sim_chain_by_hand) {
     sim_result r;
     CHECK_EQ(sim_run(&t, SIM_CHAIN, 4, &r), 0);
     CHECK_EQ(r.blocks, 13);
-    CHECK_EQ(r.hit_blocks, 5);
-    CHECK_EQ(r.evictions, 4);
+    CHECK_EQ(r.hit_blocks, 4);
+    CHECK_EQ(r.evictions, 5);
     CHECK_EQ(sim_run(&t, SIM_LRU, 4, &r), 0);
     CHECK_EQ(r.hit_blocks, 2);
     trace_free(&t);
