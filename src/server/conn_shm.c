@@ -244,7 +244,8 @@ int shm_dispatch(conn *c, shm_state *s, const frame_msg *m, int *status) {
     frame_iter_init(&it, m);
     store_chain chain = STORE_CHAIN_INIT; /* one frame's COMMITs or RELEASEs: one batch */
     for (size_t i = 0; frame_iter_next(&it, &e); i++) {
-        r.status[i] = shm_one(srv, s, m->h.opcode, &e, &r, i, deadline, &chain, n > 1 && i + 1 == n);
+        int last = n > 1 && i + 1 == n;
+        r.status[i] = shm_one(srv, s, m->h.opcode, &e, &r, i, deadline, &chain, last);
         all &= r.status[i] == 0;
     }
     *status = all ? MST_OK : m->h.opcode == FRAME_OP_PIN ? MST_MISS : MST_ERROR;

@@ -24,9 +24,10 @@
  * pin released), in chain order again (a batch of reads is a prefix hit). Protected holds
  * at most PROTECT_NUM/PROTECT_DEN of the pool's units; its least recent objects are moved
  * to probation's head when it is over, and once a batch's read has been moved so, the
- * batch's later (deeper) reads follow it to probation instead of pushing out its head. Victims come
- * from probation's tail, or from protected's when probation is empty. Every operation is O(1): no
- * scan, no ghost.
+ * batch's later (deeper) reads follow it to probation instead of pushing out its head.
+ * Victims come from probation's tail, or from protected's when probation is empty. Every
+ * operation is O(1), the overflow loop amortised (an object leaves protected at most once
+ * for each time it entered): no scan, no ghost.
  *
  * Measured on Mooncake's synthetic trace (README, "Trace replay"): this is the default.
  * src/trace/sim.c simulates exactly these rules (SIM_CHAIN); the tests replay traces
