@@ -30,7 +30,7 @@ static const char serve_help[] =
     "  --resp-port P         also speak RESP2 (Redis protocol) on port P (default 0 = off)\n"
     "  --capacity SIZE       memory pool size, e.g. 4GiB (default 1GiB)\n"
     "  --threads N           I/O worker threads (default 2)\n"
-    "  --policy lru|s3fifo   eviction policy (default lru)\n"
+    "  --policy NAME         eviction policy: chain (the default), lru or s3fifo\n"
     "  --prefault            touch the whole pool at start (slower start, no first-touch cost)\n"
     "  --hugepages           back the pool with hugepages when the system has them reserved\n"
     "  --auth-token-file F   require clients to present the token in file F\n"
@@ -188,14 +188,12 @@ static int set_value(server_config *cfg, const char *name, const char *val, char
         }
         cfg->threads = (int)iv;
     } else if (!strcmp(name, "policy")) {
-        if (!strcmp(val, "lru"))
-            cfg->store.policy = STORE_POLICY_LRU;
-        else if (!strcmp(val, "s3fifo"))
-            cfg->store.policy = STORE_POLICY_S3FIFO;
-        else {
-            snprintf(err, errlen, "policy: expected lru or s3fifo, got '%s'", val);
+        int pol = store_policy_parse(val);
+        if (pol < 0) {
+            snprintf(err, errlen, "policy: expected " STORE_POLICY_NAMES ", got '%s'", val);
             return -1;
         }
+        cfg->store.policy = pol;
     } else if (!strcmp(name, "prefault") || !strcmp(name, "hugepages")) {
         int b = !strcmp(val, "true") || !strcmp(val, "1");
         if (!b && strcmp(val, "false") && strcmp(val, "0")) {

@@ -456,6 +456,7 @@ static int put_finish(conn *c) {
     store *st = c->srv->st;
     int all = 1;
     uint64_t stored = 0;
+    store_chain chain = STORE_CHAIN_INIT; /* batch order is chain order (store.h) */
     for (uint32_t i = 0; i < c->nslots; i++) {
         put_slot *s = &c->slots[i];
         if (!s->res_id) {
@@ -467,7 +468,8 @@ static int put_finish(conn *c) {
             s->status = TIDE_ECHECKSUM;
             all = 0;
         } else {
-            s->status = store_commit(st, s->res_id, s->sum);
+            s->status = store_commit_chain(st, s->res_id, s->sum, &chain,
+                                           c->nslots > 1 && i + 1 == c->nslots);
             stored += s->vlen;
         }
         s->res_id = 0;

@@ -567,6 +567,13 @@ static const char *human(uint64_t v, char *buf, size_t cap) {
 
 enum { INFO_SERVER = 1, INFO_CLIENTS = 2, INFO_MEMORY = 4, INFO_STATS = 8, INFO_KEYSPACE = 16 };
 
+/* The eviction policy as INFO and CONFIG GET name it: Redis's name for LRU, tide's own for
+ * the others. */
+static const char *maxmemory_policy(const server *srv) {
+    return srv->cfg.store.policy == STORE_POLICY_LRU ? "allkeys-lru"
+                                                     : store_policy_name(srv->cfg.store.policy);
+}
+
 static int cmd_info(resp_conn *c, const resp_cmd *cmd, int *status) {
     static const char *const names[] = {"server", "clients", "memory", "stats", "keyspace"};
     unsigned want = cmd->argc == 1 ? 0x1f : 0;
@@ -603,7 +610,7 @@ static int cmd_info(resp_conn *c, const resp_cmd *cmd, int *status) {
             "tide_pinned_objects:%llu\r\ntide_reserved_objects:%llu\r\n",
             n ? "\r\n" : "", (unsigned long long)st.used_bytes, human(st.used_bytes, h1, 32),
             (unsigned long long)st.capacity_bytes, human(st.capacity_bytes, h2, 32),
-            srv->cfg.store.policy == STORE_POLICY_S3FIFO ? "s3fifo" : "allkeys-lru",
+            maxmemory_policy(srv),
             (unsigned long long)st.meta_bytes, (unsigned long long)st.pinned,
             (unsigned long long)st.reserved);
     }
@@ -676,8 +683,7 @@ static int cmd_config(resp_conn *c, const resp_cmd *cmd, int *status) {
     snprintf(maxmem, sizeof(maxmem), "%llu", (unsigned long long)store_capacity(c->srv->st));
     const char *const kv[][2] = {{"save", ""},         {"appendonly", "no"},
                                  {"databases", "1"},   {"maxmemory", maxmem},
-                                 {"maxmemory-policy", c->srv->cfg.store.policy ==
-                                  STORE_POLICY_S3FIFO ? "s3fifo" : "allkeys-lru"}};
+                                 {"maxmemory-policy", maxmemory_policy(c->srv)}};
     size_t nkv = sizeof(kv) / sizeof(kv[0]);
     int match[sizeof(kv) / sizeof(kv[0])] = {0}, count = 0;
     for (uint32_t i = 2; i < cmd->argc; i++) {

@@ -50,7 +50,7 @@ void server_config_defaults(server_config *cfg) {
     cfg->metrics_port = -1;
     cfg->threads = 2;
     cfg->store.capacity = 1ull << 30;
-    cfg->store.policy = STORE_POLICY_LRU; /* as mem://: chosen from the trace replay (README) */
+    cfg->store.policy = STORE_POLICY_DEFAULT; /* as mem://: chosen by trace replay (README) */
     cfg->max_conns = 1024;
     cfg->max_preauth_conns = SERVER_DEFAULT_PREAUTH_CONNS;
     cfg->max_keys = 4096;

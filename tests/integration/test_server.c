@@ -415,6 +415,14 @@ TEST(server_bad_flags) {
     st = pclose(p);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
     CHECK_CONTAINS(out, "capacty");
+    /* An unknown policy is refused with the names of those there are. */
+    snprintf(cmd, sizeof(cmd), "%s serve --policy fifo 2>&1", test_tide_bin());
+    p = popen(cmd, "r");
+    memset(out, 0, sizeof(out));
+    CHECK(fread(out, 1, sizeof(out) - 1, p) > 0);
+    st = pclose(p);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+    CHECK_CONTAINS(out, "lru, s3fifo or chain");
 }
 
 TEST(server_tided_name_runs_the_daemon) {

@@ -48,6 +48,7 @@ static const char *disk_dir(void) {
 
 static store *mk_disk(uint64_t cap, uint64_t disk_cap, uint64_t seg, int io) {
     store_config c = {.capacity = cap,
+                      .policy = STORE_POLICY_DEFAULT, /* the tier under the policy users get */
                       .disk_dir = disk_dir(),
                       .disk_capacity = disk_cap,
                       .disk_segment = seg,
