@@ -324,3 +324,18 @@ def test_a_wrong_configuration_is_not_taken_for_an_unreachable_store():
     cfg["cache_config"]["block_size"] = 0
     with pytest.raises(tide.ConfigError):
         tv.TideStoreConnector(cfg, "scheduler", url=f"tide://127.0.0.1:{free_port()}")
+
+
+def test_padded_state_pages_of_one_shared_allocation():
+    """vLLM >= 0.32 hybrid: a Mamba layer's view is [blocks, 1, 1, state bytes] with a block
+    stride padded to the group's page; two layers share one allocation. A page is the
+    stride, and the first layer's region ends where the second's begins."""
+    nb, page, state = 5, 4096, 3000
+    buf = np.zeros(2 * nb * page, np.uint8)
+    for layer in range(2):
+        v = np.lib.stride_tricks.as_strided(
+            buf[layer * nb * page:], shape=(nb, 1, 1, state), strides=(page, state, state, 1))
+        base, nbytes, shape, strides = _Region("m", v).for_c(nb)
+        assert base == buf.ctypes.data + layer * nb * page
+        assert nbytes == nb * page, nbytes
+        assert shape == (nb, state) and strides == (page, 1)
