@@ -1,29 +1,37 @@
 # plot_hitrate.awk — draw hit rate against cache capacity as an SVG, from a table.
 #
-# Input: tab-separated lines "blocks label infinite belady lru s3fifo tide_lru tide_s3fifo"
-# (hit rates as fractions; label is the capacity's second name, e.g. "16 GiB"), capacities
-# ascending. A header line starting with '#' may carry the title after "# ". Output: an SVG
-# on stdout with a log2 capacity axis, one line per policy and markers for the store's
-# measured figures. Plain SVG 1.1, no scripts, no external fonts.
+# Input: tab-separated lines "blocks label infinite belady lru s3fifo arc admit chain
+# chainarc tide_lru tide_s3fifo tide_chain" (hit rates as fractions: eight simulated series,
+# then three measured through the store; label is the capacity's second name, e.g.
+# "16 GiB"), capacities ascending. A header line starting with '#' may carry the title after
+# "# ". Output: an SVG on stdout with a log2 capacity axis, one line per simulated policy
+# (the store's default, chain, drawn heavier) and markers for the store's measured figures.
+# Plain SVG 1.1, no scripts, no external fonts.
 #
 #   awk -F'\t' -f scripts/plot_hitrate.awk table.tsv > bench/hitrate.svg
 
 BEGIN {
-    W = 760; H = 470; L = 70; R = 190; T = 50; B = 80
+    W = 800; H = 540; L = 70; R = 230; T = 50; B = 80
     n = 0; ymax = 0; title = "Block hit rate against capacity"
+    FIRST = 3; LAST = 13
     name[3] = "infinite cache"; color[3] = "#888888"; dash[3] = "6,4"
     name[4] = "Belady (optimum)"; color[4] = "#000000"; dash[4] = ""
-    name[5] = "LRU (simulated)"; color[5] = "#1f77b4"; dash[5] = ""
-    name[6] = "S3-FIFO (simulated)"; color[6] = "#ff7f0e"; dash[6] = ""
-    name[7] = "tide store, lru"; color[7] = "#1f77b4"; dash[7] = "2,3"
-    name[8] = "tide store, s3fifo"; color[8] = "#ff7f0e"; dash[8] = "2,3"
+    name[5] = "LRU"; color[5] = "#1f77b4"; dash[5] = ""
+    name[6] = "S3-FIFO, exact ghost"; color[6] = "#ff7f0e"; dash[6] = ""
+    name[7] = "ARC"; color[7] = "#2ca02c"; dash[7] = ""
+    name[8] = "reuse-count admission"; color[8] = "#9467bd"; dash[8] = "4,2"
+    name[9] = "chain (the default)"; color[9] = "#d62728"; dash[9] = ""
+    name[10] = "chain-ordered ARC"; color[10] = "#8c564b"; dash[10] = "4,2"
+    name[11] = "store: lru"; color[11] = "#1f77b4"; mark[11] = "circle"
+    name[12] = "store: s3fifo (hashed ghost)"; color[12] = "#ff7f0e"; mark[12] = "square"
+    name[13] = "store: chain"; color[13] = "#d62728"; mark[13] = "diamond"
 }
 
 /^#/ { sub(/^# */, ""); if ($0 != "") title = $0; next }
-NF >= 8 {
+NF >= LAST {
     n++
     blocks[n] = $1; label[n] = $2
-    for (c = 3; c <= 8; c++) {
+    for (c = FIRST; c <= LAST; c++) {
         v[n, c] = $c + 0
         if (v[n, c] > ymax) ymax = v[n, c]
     }
@@ -32,6 +40,14 @@ NF >= 8 {
 function xof(b) { return L + (log(b) - lo) / (hi - lo) * (W - L - R) }
 function yof(r) { return T + (1 - r / ytop) * (H - T - B) }
 function esc(s) { gsub(/&/, "\\&amp;", s); gsub(/</, "\\&lt;", s); return s }
+function marker(kind, x, y, col) {
+    if (kind == "circle")
+        printf "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"white\" stroke=\"%s\" stroke-width=\"2\"/>\n", x, y, col
+    else if (kind == "square")
+        printf "<rect x=\"%.1f\" y=\"%.1f\" width=\"7\" height=\"7\" fill=\"white\" stroke=\"%s\" stroke-width=\"2\"/>\n", x - 3.5, y - 3.5, col
+    else
+        printf "<polygon points=\"%.1f,%.1f %.1f,%.1f %.1f,%.1f %.1f,%.1f\" fill=\"%s\"/>\n", x, y - 5, x + 5, y, x, y + 5, x - 5, y, col
+}
 
 END {
     if (n < 2) { print "plot_hitrate.awk: need at least two capacities" > "/dev/stderr"; exit 1 }
@@ -59,27 +75,26 @@ END {
     printf "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#333\"/>\n", L, T, W - L - R, H - T - B
     printf "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">capacity in blocks (and at llama-3-8b bf16, 64 MiB a block)</text>\n", L + (W - L - R) / 2, H - 22
     printf "<text transform=\"translate(18,%d) rotate(-90)\" text-anchor=\"middle\">block hit rate</text>\n", T + (H - T - B) / 2
-    # one polyline per series, markers for the store's measured ones
-    for (c = 3; c <= 8; c++) {
-        pts = ""
-        for (i = 1; i <= n; i++) pts = pts sprintf("%.1f,%.1f ", xof(blocks[i]), yof(v[i, c]))
-        width = (c == 4) ? 2.5 : 2
-        printf "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"%s\"", color[c], width
-        if (dash[c] != "") printf " stroke-dasharray=\"%s\"", dash[c]
-        printf " points=\"%s\"/>\n", pts
-        if (c >= 7)
-            for (i = 1; i <= n; i++) {
-                x = xof(blocks[i]); y = yof(v[i, c])
-                if (c == 7) printf "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"white\" stroke=\"%s\" stroke-width=\"2\"/>\n", x, y, color[c]
-                else printf "<rect x=\"%.1f\" y=\"%.1f\" width=\"7\" height=\"7\" fill=\"white\" stroke=\"%s\" stroke-width=\"2\"/>\n", x - 3.5, y - 3.5, color[c]
-            }
-        ly = T + 10 + (c - 3) * 22; lx = W - R + 16
-        printf "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"%s\"", lx, ly, lx + 28, ly, color[c], width
-        if (dash[c] != "") printf " stroke-dasharray=\"%s\"", dash[c]
-        printf "/>\n"
-        if (c == 7) printf "<circle cx=\"%d\" cy=\"%d\" r=\"4\" fill=\"white\" stroke=\"%s\" stroke-width=\"2\"/>\n", lx + 14, ly, color[c]
-        if (c == 8) printf "<rect x=\"%.1f\" y=\"%.1f\" width=\"7\" height=\"7\" fill=\"white\" stroke=\"%s\" stroke-width=\"2\"/>\n", lx + 10.5, ly - 3.5, color[c]
-        printf "<text x=\"%d\" y=\"%d\">%s</text>\n", lx + 36, ly + 4, name[c]
+    printf "<text x=\"%d\" y=\"%d\" fill=\"#444\">simulated (tide analyze)</text>\n", W - R + 16, T + 2
+    # one polyline per simulated series, markers for the store's measured ones
+    for (c = FIRST; c <= LAST; c++) {
+        ly = T + 22 + (c - FIRST) * 22 + (c >= 11 ? 22 : 0); lx = W - R + 16
+        if (c == 11) printf "<text x=\"%d\" y=\"%d\" fill=\"#444\">through the store (tide replay)</text>\n", lx, ly - 18
+        if (c <= 10) {
+            pts = ""
+            for (i = 1; i <= n; i++) pts = pts sprintf("%.1f,%.1f ", xof(blocks[i]), yof(v[i, c]))
+            width = (c == 4 || c == 9) ? 2.5 : 1.6
+            printf "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"%s\"", color[c], width
+            if (dash[c] != "") printf " stroke-dasharray=\"%s\"", dash[c]
+            printf " points=\"%s\"/>\n", pts
+            printf "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"%s\"", lx, ly, lx + 28, ly, color[c], width
+            if (dash[c] != "") printf " stroke-dasharray=\"%s\"", dash[c]
+            printf "/>\n"
+        } else {
+            for (i = 1; i <= n; i++) marker(mark[c], xof(blocks[i]), yof(v[i, c]), color[c])
+            marker(mark[c], lx + 14, ly, color[c])
+        }
+        printf "<text x=\"%d\" y=\"%d\">%s</text>\n", lx + 36, ly + 4, esc(name[c])
     }
     printf "</svg>\n"
 }

@@ -1,12 +1,14 @@
 /*
  * cmd_analyze.c — `tide analyze`: a trace's hit rates under an infinite cache, Belady's
- * optimum, LRU and S3-FIFO, for one or more capacities, by simulation (src/trace/sim.c).
+ * optimum and every simulated policy (LRU, S3-FIFO, ARC, reuse-count admission, chain,
+ * chain-ordered ARC), for one or more capacities, by simulation (src/trace/sim.c), and
+ * how far each policy is from Belady.
  *
  * Blocks are all block_tokens x bytes_per_token bytes, so a capacity in bytes is a number
  * of blocks, floor(capacity / block bytes), and the simulation counts blocks. The figures
  * are those of the protocol `tide replay` runs (trace.h): a hit is a block of a request's
- * longest cached prefix. `tide replay` against mem://?policy=lru at the same number of
- * blocks gives exactly the LRU figures (tested in tests/integration/test_cli_trace.c).
+ * longest cached prefix. `tide replay` against mem://?policy=lru or policy=chain at the
+ * same number of blocks gives exactly those figures (tests/integration/test_cli_trace.c).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -39,8 +41,11 @@ static void usage(FILE *f) {
                "Simulates a Mooncake-format trace (JSON lines: timestamp, input_length,\n"
                "output_length, hash_ids) through caches of the given capacities and prints the\n"
                "hit rate (blocks and tokens) of an infinite cache, of Belady's optimum (evict the\n"
-               "block used again farthest in the future), of LRU and of S3-FIFO. A hit is a\n"
-               "block of a request's longest cached prefix, as in `tide replay`; every block is\n"
+               "block used again farthest in the future) and of the policies: lru, s3fifo, arc,\n"
+               "admit (LRU storing a block only on its second put when full), chain (the store's\n"
+               "default: chain-ordered segmented LRU) and chainarc (ARC in chain order), then\n"
+               "each policy's block hits as a fraction of Belady's. A hit is a block of a\n"
+               "request's longest cached prefix, as in `tide replay`; every block is\n"
                "block-tokens x bytes-per-token bytes, so a capacity holds a whole number of them.\n"
                "\n"
                "Options:\n"
@@ -144,14 +149,18 @@ static double rate(uint64_t part, uint64_t whole) {
     return whole ? (double)part / (double)whole : 0.0;
 }
 
-static cJSON *result_json(const sim_result *r) {
+static cJSON *result_json(const sim_result *r, const sim_result *belady) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddNumberToObject(j, "block_hit_rate", rate(r->hit_blocks, r->blocks));
     cJSON_AddNumberToObject(j, "token_hit_rate", rate(r->hit_tokens, r->tokens));
     cJSON_AddNumberToObject(j, "hit_blocks", (double)r->hit_blocks);
     cJSON_AddNumberToObject(j, "hit_tokens", (double)r->hit_tokens);
     cJSON_AddNumberToObject(j, "inserts", (double)r->inserts);
+    cJSON_AddNumberToObject(j, "refused", (double)r->refused);
     cJSON_AddNumberToObject(j, "evictions", (double)r->evictions);
+    /* Block hits as a fraction of Belady's at the same capacity (above 1 only for the
+     * infinite cache once Belady runs out of room). */
+    cJSON_AddNumberToObject(j, "of_belady", rate(r->hit_blocks, belady->hit_blocks));
     return j;
 }
 
@@ -199,7 +208,8 @@ int cmd_analyze(int argc, char **argv) {
             cJSON_AddNumberToObject(c, "capacity_bytes", (double)o.cap_bytes[k]);
             cJSON_AddNumberToObject(c, "capacity_blocks", (double)o.caps[k]);
             for (int p = 0; p < SIM_NPOLICIES; p++)
-                cJSON_AddItemToObject(c, sim_policy_name(p), result_json(&res[k][p]));
+                cJSON_AddItemToObject(c, sim_policy_name(p),
+                                      result_json(&res[k][p], &res[k][SIM_BELADY]));
             cJSON_AddItemToArray(arr, c);
         }
         char *s = cJSON_PrintUnformatted(doc);
@@ -215,8 +225,10 @@ int cmd_analyze(int argc, char **argv) {
                o.path, t.nreqs, t.nrefs, t.ndistinct, t.tokens, o.blk.block_tokens,
                o.blk.bytes_per_token, size_format(o.blk.block_bytes, bb, sizeof(bb)),
                o.blk.model ? o.blk.model : "--bytes-per-token", (double)(t1 - t0) / 1e9, secs);
-        for (int tok = 0; tok < 2; tok++) {
-            printf("\n%s hit rate\n%-12s %10s", tok ? "token" : "block", "capacity", "blocks");
+        static const char *const what[] = {"block hit rate", "token hit rate",
+                                           "block hits as a fraction of Belady's"};
+        for (int tab = 0; tab < 3; tab++) {
+            printf("\n%s\n%-12s %10s", what[tab], "capacity", "blocks");
             for (int p = 0; p < SIM_NPOLICIES; p++)
                 printf(" %9s", sim_policy_name(p));
             printf("\n");
@@ -225,8 +237,11 @@ int cmd_analyze(int argc, char **argv) {
                 printf("%-12s %10" PRIu64, size_format(o.cap_bytes[k], cs, sizeof(cs)), o.caps[k]);
                 for (int p = 0; p < SIM_NPOLICIES; p++) {
                     const sim_result *r = &res[k][p];
-                    printf(" %8.2f%%", 100.0 * (tok ? rate(r->hit_tokens, r->tokens)
-                                                    : rate(r->hit_blocks, r->blocks)));
+                    if (tab == 2)
+                        printf(" %9.3f", rate(r->hit_blocks, res[k][SIM_BELADY].hit_blocks));
+                    else
+                        printf(" %8.2f%%", 100.0 * (tab ? rate(r->hit_tokens, r->tokens)
+                                                        : rate(r->hit_blocks, r->blocks)));
                 }
                 printf("\n");
             }

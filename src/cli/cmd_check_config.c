@@ -2,11 +2,14 @@
  * cmd_check_config.c — `tide check-config FILE.json`: would vLLM's MooncakeStoreConnector
  * take this deployment, would tide's connector, and what to change when not.
  *
- * Output (stdout): two verdict lines, one per connector; then the fixes for each item
- * either connector rejects; then what tide derives (block sizes, per-group replication
- * factors and key prefixes). Problems that stop the file from being read or parsed go to
- * stderr. Exit: 0 tide supports it, 1 it does not (or the values are invalid), 2 the file
- * cannot be read or parsed, or a usage error.
+ * Output (stdout): two verdict lines, the reference's first; then the fixes for each item
+ * either connector rejects; then tide's own problems with their fixes, or, when there are
+ * none, what tide derives (block sizes, per-group replication factors and key prefixes).
+ * vLLM builds its connector before its KV-cache manager checks block sizes, so the
+ * reference's line is the connector's own verdict whenever the configuration gets that far
+ * (conncfg.reached_connector), even if tide's block-size checks then fail. Problems that
+ * stop the file from being read or parsed go to stderr. Exit: 0 tide supports it, 1 it does
+ * not (or the values are invalid), 2 the file cannot be read or parsed, or a usage error.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -23,19 +26,27 @@ static void help(void) {
            "\n"
            "Reads a connector configuration (the JSON schema of docs/CONNECTOR_CONFIG.md:\n"
            "model_config, cache_config, parallel_config, kv_transfer_config, kv_cache_config)\n"
-           "and prints two verdicts, each on its own line:\n"
-           "  - whether vLLM's built-in MooncakeStoreConnector accepts it (its own message\n"
-           "    when not), and\n"
-           "  - whether tide's TideStoreConnector accepts it,\n"
-           "then, for every unsupported item, the fixes that apply, and the block sizes,\n"
-           "replication factors and key prefixes tide derives.\n"
+           "and prints two verdicts, each on its own line, the reference's first:\n"
+           "  - whether vLLM's built-in MooncakeStoreConnector accepts it: \"accepted\", or\n"
+           "    \"rejected: \" and its own message (\"MooncakeStoreConnector does not support:\n"
+           "    <item>; <item>\"). vLLM builds the connector before its KV-cache manager checks\n"
+           "    block sizes, so this is the connector's verdict even when those checks fail;\n"
+           "    only a problem vLLM meets before building the connector makes it \"rejected:\n"
+           "    the configuration is invalid\";\n"
+           "  - whether tide's TideStoreConnector accepts it (\"rejected: the configuration is\n"
+           "    invalid\" when any check fails),\n"
+           "then, for every unsupported item, the fixes that apply; then tide's own problems\n"
+           "with their fixes, or, when there are none, the block sizes, replication factors\n"
+           "and key prefixes tide derives.\n"
            "\n"
            "Options:\n"
            "  -q, --quiet   print only the two verdict lines\n"
            "\n"
-           "Exit status: 0 tide supports the configuration, 1 it does not (or a value is\n"
-           "invalid), 2 the file cannot be read or parsed (errors name the line and column,\n"
-           "or the JSON path of an unknown or mistyped key).\n");
+           "Exit status (tide's verdict; the reference's never changes it):\n"
+           "  0  tide's connector supports the configuration\n"
+           "  1  it does not, or a value is invalid (the problems are listed on stdout)\n"
+           "  2  the file cannot be read or parsed (errors on stderr name the line and column,\n"
+           "     or the JSON path of an unknown or mistyped key), or a usage error\n");
 }
 
 /* Does verdict v hold an item of this kind about this group? */
@@ -100,6 +111,66 @@ static void print_fixes(const conncfg *c, const conn_item *it, conn_impl impl,
             "shorter name (the key uses the last path component of model_config.model)");
         break;
     }
+}
+
+static int64_t gcd64(int64_t a, int64_t b) {
+    while (b) {
+        int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* Fixes for the problems vLLM's KV-cache manager would stop at once the connector is built
+ * (conncfg_check sets the derived block sizes it could compute). */
+static void print_problem_fixes(const conncfg *c) {
+    char buf[512];
+    int any = 0;
+#define FIX(...)                                                                                   \
+    do {                                                                                           \
+        if (!any++) printf("  to fix:\n");                                                         \
+        snprintf(buf, sizeof(buf), __VA_ARGS__);                                                   \
+        fix(buf);                                                                                  \
+    } while (0)
+    if (c->scheduler_block_size <= 0) {
+        FIX("give the groups block sizes with a smaller least common multiple (vLLM's "
+            "scheduler block size; tide's limit is 2^48 tokens)");
+        return;
+    }
+    int64_t gcd = 0;
+    int misfit = 0, unaligned = 0;
+    for (size_t i = 0; i < c->ngroups; i++) {
+        const conn_group *g = &c->groups[i];
+        gcd = gcd64(gcd, g->eff_block_size);
+        misfit |= g->eff_block_size % c->hash_block_size != 0;
+        unaligned |= g->kind == CONN_SPEC_MAMBA && g->mamba_mode != CONN_MAMBA_ALIGN;
+    }
+    if (misfit && unaligned) {
+        if (c->prefix_match_unit > 0)
+            FIX("set cache_config.mamba_cache_mode to \"align\": outside align mode vLLM hashes "
+                "in scheduler blocks (%" PRId64 " tokens, the least common multiple of the group "
+                "block sizes); in align mode the hash block size is "
+                "cache_config.prefix_match_unit (%" PRId64 ")",
+                c->scheduler_block_size, c->prefix_match_unit);
+        else
+            FIX("set cache_config.mamba_cache_mode to \"align\": outside align mode vLLM hashes "
+                "in scheduler blocks (%" PRId64 " tokens, the least common multiple of the group "
+                "block sizes); in align mode the hash block size is their greatest common "
+                "divisor (%" PRId64 ")",
+                c->scheduler_block_size, gcd);
+        FIX("or make every group's block size a multiple of %" PRId64, c->hash_block_size);
+    } else if (misfit) {
+        FIX("set cache_config.prefix_match_unit to a divisor of every group's block size "
+            "(their greatest common divisor is %" PRId64 "), or to null",
+            gcd);
+        FIX("or make every group's block size a multiple of %" PRId64, c->hash_block_size);
+    }
+    if (c->retention_interval > 0 && c->retention_interval % c->scheduler_block_size)
+        FIX("set prefix_cache_retention_interval to a multiple of the scheduler block size "
+            "(%" PRId64 "), to 0 (only the replay boundary) or to null (every block)",
+            c->scheduler_block_size);
+#undef FIX
 }
 
 static void print_verdict(const conn_verdict *v, const char *label) {
@@ -170,25 +241,20 @@ int cmd_check_config(int argc, char **argv) {
 
     const char *ref_label = "vLLM MooncakeStoreConnector";
     const char *tide_label = "tide TideStoreConnector";
-    rc = conncfg_check(&cfg, &errs);
-    if (rc != 0) {
-        printf("%s: rejected: the configuration is invalid\n", ref_label);
-        printf("%s: rejected: the configuration is invalid\n", tide_label);
-        if (!quiet) {
-            printf("\nproblems:\n");
-            for (size_t i = 0; i < errs.n; i++)
-                printf("  %s\n", errs.msg[i]);
-        }
-        conncfg_free(&cfg);
-        conncfg_errs_free(&errs);
-        return 1;
-    }
-
+    int crc = conncfg_check(&cfg, &errs);
+    /* The reference's verdict whenever vLLM would build its connector; tide's only for a
+     * configuration every check passed (TIDE_ECONFIG otherwise, with no items). */
     conn_verdict ref, tide;
-    connector_validate(&cfg, CONN_IMPL_REFERENCE, &ref);
+    int rrc = connector_validate(&cfg, CONN_IMPL_REFERENCE, &ref);
     int trc = connector_validate(&cfg, CONN_IMPL_TIDE, &tide);
-    print_verdict(&ref, ref_label);
-    print_verdict(&tide, tide_label);
+    if (rrc == TIDE_ECONFIG)
+        printf("%s: rejected: the configuration is invalid\n", ref_label);
+    else
+        print_verdict(&ref, ref_label);
+    if (trc == TIDE_ECONFIG)
+        printf("%s: rejected: the configuration is invalid\n", tide_label);
+    else
+        print_verdict(&tide, tide_label);
     if (!quiet) {
         if (ref.nitems || tide.nitems) {
             printf("\nfixes:\n");
@@ -203,9 +269,20 @@ int cmd_check_config(int argc, char **argv) {
                 print_fixes(&cfg, it, CONN_IMPL_TIDE, &tide);
             }
         }
-        print_derived(&cfg);
+        if (crc != 0) {
+            printf("\nproblems:\n");
+            for (size_t i = 0; i < errs.n; i++)
+                printf("  %s\n", errs.msg[i]);
+            if (cfg.reached_connector) print_problem_fixes(&cfg);
+        } else {
+            print_derived(&cfg);
+        }
     }
     conncfg_free(&cfg);
     conncfg_errs_free(&errs);
+    if (crc == -ENOMEM) {
+        fprintf(stderr, "tide check-config: out of memory\n");
+        return 2;
+    }
     return trc == 0 ? 0 : 1;
 }

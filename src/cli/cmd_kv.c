@@ -30,28 +30,39 @@ static int want_help(int argc, char **argv, const char *text) {
     return 0;
 }
 
-/* Read a whole file (or stdin for "-") into a malloc'd buffer. */
+/* Read a whole file (or stdin for "-") into a malloc'd buffer. NULL, with errno set, when
+ * it cannot be opened or read to its end: a read that fails part-way is an error, never a
+ * shorter value. */
 static uint8_t *slurp(const char *path, size_t *len) {
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
     if (!f) return NULL;
     uint8_t *buf = NULL;
     size_t n = 0, cap = 0;
+    int e = 0;
     for (;;) {
         if (n == cap) {
             cap = cap ? cap * 2 : 1 << 16;
             uint8_t *grown = realloc(buf, cap);
             if (!grown) {
-                free(buf);
-                buf = NULL;
+                e = ENOMEM;
                 break;
             }
             buf = grown;
         }
+        errno = 0;
         size_t r = fread(buf + n, 1, cap - n, f);
         n += r;
-        if (r == 0) break;
+        if (r == 0 || ferror(f)) {
+            if (ferror(f)) e = errno ? errno : EIO;
+            break;
+        }
     }
     if (f != stdin) fclose(f);
+    if (e) {
+        free(buf);
+        errno = e;
+        return NULL;
+    }
     *len = n;
     return buf;
 }

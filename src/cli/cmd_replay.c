@@ -19,7 +19,7 @@
  * With --speed X requests are issued at X times the trace's pace (timestamps are
  * milliseconds); 0, the default, issues them back to back. One request is in flight at a
  * time, so the protocol is exactly the one tide analyze simulates (sim.c), and against
- * mem://?policy=lru the hit counts equal its LRU figures.
+ * mem://?policy=lru or policy=chain the hit counts equal its figures for that policy.
  */
 #include <errno.h>
 #include <inttypes.h>

@@ -14,6 +14,7 @@
 
 #include "cli/cli.h"
 #include "common/log.h"
+#include "proto/frame.h"
 #include "server/server.h"
 #include "tide.h"
 
@@ -29,15 +30,21 @@ static const char serve_help[] =
     "  --resp-port P         also speak RESP2 (Redis protocol) on port P (default 0 = off)\n"
     "  --capacity SIZE       memory pool size, e.g. 4GiB (default 1GiB)\n"
     "  --threads N           I/O worker threads (default 2)\n"
-    "  --policy lru|s3fifo   eviction policy (default lru)\n"
+    "  --policy NAME         eviction policy: chain (the default), lru or s3fifo\n"
     "  --prefault            touch the whole pool at start (slower start, no first-touch cost)\n"
     "  --hugepages           back the pool with hugepages when the system has them reserved\n"
     "  --auth-token-file F   require clients to present the token in file F\n"
-    "  --max-conns N         connections beyond N are refused (default 1024)\n"
+    "  --max-conns N         connections beyond N are refused (default 1024; at least 1); with\n"
+    "                        a token, authenticated ones only\n"
+    "  --max-preauth-conns N with a token: connections that have not authenticated yet (default\n"
+    "                        64); when all N are taken the oldest is cut for a new one, so\n"
+    "                        they never take a slot of --max-conns\n"
     "  --max-keys N          keys in one request (default 4096)\n"
-    "  --max-frame SIZE      bytes in one request, values included (default 4GiB)\n"
-    "  --max-value SIZE      largest value (default: the pool size)\n"
-    "  --idle-timeout S      close connections stalled mid-request for S seconds (default 60)\n"
+    "  --max-frame SIZE      bytes in one request, values included (default 4GiB; at least\n"
+    "                        4KiB)\n"
+    "  --max-value SIZE      largest value (default: the pool size; at least 1)\n"
+    "  --idle-timeout S      close connections stalled mid-request for S seconds (default 60;\n"
+    "                        0 = never)\n"
     "  --log-level L         error, warn, info (default) or debug\n"
     "  --ready-file F        write \"PORT METRICS_PORT\" to F once listening (for scripts)\n"
     "  --etcd URLS           register in etcd (http://host:2379[,...]) so that clients of\n"
@@ -53,7 +60,9 @@ static const char serve_help[] =
     "  --unix-allow-uid LIST only these peer uids (comma-separated) may connect to it\n"
     "  --unix-lease-ms MS    lease on its pins and reservations (default 30000)\n"
     "  --disk-dir DIR        SSD tier: evicted objects spill to segment files in DIR, gets\n"
-    "                        read them back, a restart finds them again (needs --disk-capacity)\n"
+    "                        read them back, a restart finds them again (needs --disk-capacity;\n"
+    "                        DIR must be a writable directory, made 0700 if missing; segment\n"
+    "                        files are 0600)\n"
     "  --disk-capacity SIZE  SSD tier: bytes of segment files at most; the oldest segment\n"
     "                        goes first when full\n"
     "  --disk-segment SIZE   SSD tier: segment file size (default capacity/8, 1..64 MiB)\n"
@@ -122,16 +131,16 @@ static int set_value(server_config *cfg, const char *name, const char *val, char
         const char *name;
         setting_type type;
     } table[] = {
-        {"port", T_INT}, {"bind", T_STR}, {"metrics_port", T_INT},
-        {"capacity", T_SIZE}, {"threads", T_INT}, {"policy", T_STR},
-        {"prefault", T_BOOL}, {"hugepages", T_BOOL}, {"auth_token_file", T_STR},
-        {"max_conns", T_INT}, {"max_keys", T_INT}, {"max_frame", T_SIZE},
-        {"max_value", T_SIZE}, {"idle_timeout", T_INT}, {"log_level", T_STR},
-        {"ready_file", T_STR}, {"etcd", T_STR}, {"cluster", T_STR},
-        {"advertise", T_STR}, {"etcd_ttl", T_INT}, {"unix", T_STR},
-        {"unix_mode", T_STR}, {"unix_allow_uid", T_STR}, {"unix_lease_ms", T_INT},
-        {"disk_dir", T_STR}, {"disk_capacity", T_SIZE}, {"disk_segment", T_SIZE},
-        {"disk_io", T_STR}, {"resp_port", T_INT},
+        {"port", T_INT},       {"bind", T_STR},           {"metrics_port", T_INT},
+        {"capacity", T_SIZE},  {"threads", T_INT},        {"policy", T_STR},
+        {"prefault", T_BOOL},  {"hugepages", T_BOOL},     {"auth_token_file", T_STR},
+        {"max_conns", T_INT},  {"max_keys", T_INT},       {"max_frame", T_SIZE},
+        {"max_value", T_SIZE}, {"idle_timeout", T_INT},   {"log_level", T_STR},
+        {"ready_file", T_STR}, {"etcd", T_STR},           {"cluster", T_STR},
+        {"advertise", T_STR},  {"etcd_ttl", T_INT},       {"unix", T_STR},
+        {"unix_mode", T_STR},  {"unix_allow_uid", T_STR}, {"unix_lease_ms", T_INT},
+        {"disk_dir", T_STR},   {"disk_capacity", T_SIZE}, {"disk_segment", T_SIZE},
+        {"disk_io", T_STR},    {"resp_port", T_INT},      {"max_preauth_conns", T_INT},
     };
     int found = -1;
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
@@ -179,14 +188,12 @@ static int set_value(server_config *cfg, const char *name, const char *val, char
         }
         cfg->threads = (int)iv;
     } else if (!strcmp(name, "policy")) {
-        if (!strcmp(val, "lru"))
-            cfg->store.policy = STORE_POLICY_LRU;
-        else if (!strcmp(val, "s3fifo"))
-            cfg->store.policy = STORE_POLICY_S3FIFO;
-        else {
-            snprintf(err, errlen, "policy: expected lru or s3fifo, got '%s'", val);
+        int pol = store_policy_parse(val);
+        if (pol < 0) {
+            snprintf(err, errlen, "policy: expected " STORE_POLICY_NAMES ", got '%s'", val);
             return -1;
         }
+        cfg->store.policy = pol;
     } else if (!strcmp(name, "prefault") || !strcmp(name, "hugepages")) {
         int b = !strcmp(val, "true") || !strcmp(val, "1");
         if (!b && strcmp(val, "false") && strcmp(val, "0")) {
@@ -197,7 +204,17 @@ static int set_value(server_config *cfg, const char *name, const char *val, char
     } else if (!strcmp(name, "auth_token_file")) {
         snprintf(tokfile, toklen, "%s", val);
     } else if (!strcmp(name, "max_conns")) {
+        if (iv < 1) {
+            snprintf(err, errlen, "max_conns: must be at least 1 (0 would refuse every client)");
+            return -1;
+        }
         cfg->max_conns = (int)iv;
+    } else if (!strcmp(name, "max_preauth_conns")) {
+        if (iv < 1 || iv > 65536) {
+            snprintf(err, errlen, "max_preauth_conns: expected 1..65536, got %lld", iv);
+            return -1;
+        }
+        cfg->max_preauth_conns = (int)iv;
     } else if (!strcmp(name, "max_keys")) {
         if (iv < 1 || iv > TIDE_BATCH_MAX) {
             snprintf(err, errlen, "max_keys: expected 1..%d, got %lld", TIDE_BATCH_MAX, iv);
@@ -205,8 +222,20 @@ static int set_value(server_config *cfg, const char *name, const char *val, char
         }
         cfg->max_keys = (uint32_t)iv;
     } else if (!strcmp(name, "max_frame")) {
+        if (sv < SERVER_MIN_MAX_FRAME || sv > FRAME_MAX_FRAME_CAP) {
+            snprintf(err, errlen,
+                     "max_frame: expected %u bytes .. 256TiB, got '%s' (a request must hold a "
+                     "HELLO and a %d-byte key)",
+                     SERVER_MIN_MAX_FRAME, val, TIDE_KEY_MAX);
+            return -1;
+        }
         cfg->max_frame = sv;
     } else if (!strcmp(name, "max_value")) {
+        if (sv == 0) {
+            snprintf(err, errlen,
+                     "max_value: must be at least 1 byte (leave it out for the pool's size)");
+            return -1;
+        }
         cfg->max_value = sv;
     } else if (!strcmp(name, "idle_timeout")) {
         cfg->idle_timeout_s = (uint32_t)iv;

@@ -1,7 +1,7 @@
 /*
  * mem.c — the embedded backend, mem://: a store in this process's memory.
  *
- *   mem://?capacity=1GiB&max_value=SIZE&prefault=0&hugepages=0&verify=1&policy=lru
+ *   mem://?capacity=1GiB&max_value=SIZE&prefault=0&hugepages=0&verify=1&policy=chain
  *         &disk_dir=DIR&disk_capacity=SIZE&disk_segment=SIZE&disk_io=auto|io_uring|pwritev
  *
  * disk_dir turns on the SSD tier (src/store/tier.c): evicted objects spill to segment
@@ -12,6 +12,11 @@
  * with that checksum. Gets pin the object, copy it out while hashing what the caller
  * received, and compare with the stored checksum (verify=1, the default): a mismatch
  * removes the object and reports a miss, so a damaged block is never handed out as good.
+ *
+ * Batch order is chain order (store.h, store_chain): a put_many commits its keys, and a
+ * get_many releases its pins, through one chain cursor, the last key of a put_many of two
+ * or more keys marked as the chain's tail (one key alone says nothing about a chain), so
+ * the chain-aware policy keeps each batch in prefix order.
  *
  * Device values (put_many_dev / get_many_dev): a put reserves, queues the device-to-pool
  * copies a chunk (DEVIO_CHUNK) at a time, and as each chunk lands hashes the bytes in the
@@ -51,16 +56,12 @@ static int mem_open(tide_store *s, url *u) {
         (rc = url_opt_bool(u, "hugepages", 0, &cfg.hugepages, msg, sizeof(msg))) ||
         (rc = url_opt_bool(u, "verify", 1, &verify, msg, sizeof(msg))))
         return client_err(s, rc, "mem://: %s", msg);
-    /* LRU is the default: replaying Mooncake's synthetic trace through the store, it beats
-     * S3-FIFO at 6 of 8 capacities from 256 to 32768 blocks (README, "Trace replay"). The
-     * same default is in server_config_defaults(). */
+    /* The default (chain) is chosen by replaying traces through the store (README, "Trace
+     * replay"); the same default is in server_config_defaults(). */
     const char *policy = url_get(u, "policy");
-    if (!policy || strcmp(policy, "lru") == 0)
-        cfg.policy = STORE_POLICY_LRU;
-    else if (strcmp(policy, "s3fifo") == 0)
-        cfg.policy = STORE_POLICY_S3FIFO;
-    else
-        return client_err(s, TIDE_EOPTION, "mem://: option policy=%s: expected lru or s3fifo",
+    cfg.policy = policy ? store_policy_parse(policy) : STORE_POLICY_DEFAULT;
+    if (cfg.policy < 0)
+        return client_err(s, TIDE_EOPTION, "mem://: option policy=%s: expected " STORE_POLICY_NAMES,
                           policy);
     if (cfg.capacity == 0)
         return client_err(s, TIDE_EOPTION, "mem://: option capacity must be above 0");
@@ -103,6 +104,7 @@ static int mem_put_many(tide_store *s, const tide_key *keys, size_t n, const tid
     uint8_t *base = store_base(st);
     int ok = 0;
     uint64_t in = 0;
+    store_chain chain = STORE_CHAIN_INIT;
     for (size_t i = 0; i < n; i++) {
         size_t cnt = iovcnt ? iovcnt[i] : 1;
         const tide_iov *v = iov;
@@ -114,7 +116,7 @@ static int mem_put_many(tide_store *s, const tide_key *keys, size_t n, const tid
         if (rc == 0) rc = store_reserve(st, keys[i].data, keys[i].len, vlen, 0, &ref);
         if (rc == 0) {
             uint64_t sum = copy_gather(base + ref.offset, v, cnt, 1);
-            rc = store_commit(st, ref.id, sum);
+            rc = store_commit_chain(st, ref.id, sum, &chain, n > 1 && i + 1 == n);
             in += vlen;
         } else if (rc == STORE_DUP) {
             rc = 0;
@@ -132,6 +134,7 @@ static int mem_get_many(tide_store *s, const tide_key *keys, size_t n, const tid
     uint8_t *base = store_base(m->st);
     int ok = 0;
     uint64_t out = 0;
+    store_chain chain = STORE_CHAIN_INIT;
     for (size_t i = 0; i < n; i++) {
         size_t cnt = iovcnt ? iovcnt[i] : 1;
         const tide_iov *v = iov;
@@ -154,7 +157,7 @@ static int mem_get_many(tide_store *s, const tide_key *keys, size_t n, const tid
                     out += ref.len;
                 }
             }
-            store_unpin(m->st, ref.id);
+            store_unpin_chain(m->st, ref.id, &chain);
         }
         if (vlens) vlens[i] = len;
         results[i] = rc;
@@ -246,6 +249,7 @@ static int mem_put_many_dev(tide_store *s, const tide_key *keys, size_t n, const
      * threads) while the next chunk is still copying. The waits go on after a failure, so
      * that nothing is copying into space when it is aborted. */
     devio_hasher *h = devio_hash_start(b.ptr, b.len, b.sum, nit);
+    store_chain chain = STORE_CHAIN_INIT;
     uint64_t waited = 0;
     int wrc = failed ? failed : h ? 0 : -ENOMEM;
     size_t good = 0; /* items [0, good) landed */
@@ -266,7 +270,8 @@ static int mem_put_many_dev(tide_store *s, const tide_key *keys, size_t n, const
             continue;
         }
         devio_hash_wait(h, k);
-        results[it[k].i] = store_commit(st, it[k].ref.id, b.sum[k]);
+        results[it[k].i] =
+            store_commit_chain(st, it[k].ref.id, b.sum[k], &chain, n > 1 && it[k].i + 1 == n);
         in += it[k].ref.len;
     }
     devio_hash_end(h);
@@ -295,6 +300,7 @@ static int mem_get_many_dev(tide_store *s, const tide_key *keys, size_t n, const
     size_t nit = 0, flushed = 0, pending = 0;
     int ok = 0, failed = 0;
     uint64_t out = 0;
+    store_chain chain = STORE_CHAIN_INIT; /* pins released in batch order, as mem_get_many */
     /* Pin everything first, so that the checksums can be computed on several threads. */
     for (size_t i = 0; i < n; i++) {
         size_t cnt = iovcnt ? iovcnt[i] : 1;
@@ -306,7 +312,7 @@ static int mem_get_many_dev(tide_store *s, const tide_key *keys, size_t n, const
         if (rc == 0) rc = store_pin(m->st, keys[i].data, keys[i].len, 0, &ref);
         if (rc == 0 && ref.len > iov_total(v, cnt)) {
             if (vlens) vlens[i] = ref.len;
-            store_unpin(m->st, ref.id);
+            store_unpin_chain(m->st, ref.id, &chain);
             rc = TIDE_EBUFSMALL;
         } else if (rc == 0) {
             it[nit] = (mem_dev_item){i, ref, 0};
@@ -356,7 +362,7 @@ static int mem_get_many_dev(tide_store *s, const tide_key *keys, size_t n, const
             if (vlens) vlens[it[k].i] = it[k].ref.len;
             out += it[k].ref.len;
         }
-        store_unpin(m->st, it[k].ref.id);
+        store_unpin_chain(m->st, it[k].ref.id, &chain);
     }
     if (wrc) client_err(s, TIDE_EDEVICE, "mem://: copies to the device failed: %s", msg);
     for (size_t i = 0; i < n; i++)

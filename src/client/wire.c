@@ -180,9 +180,21 @@ static int wire_hello(wire_call *k) {
     int rc = frame_encode_hello(buf, sizeof(buf), &len, k->c->next_req++, &h);
     if (rc) return client_err(k->s, rc, "%s: cannot encode HELLO", w->addr);
     struct iovec v = {buf, len};
-    if ((rc = wire_send(k, &v, 1)) != 0) return wire_io_fail(k, "HELLO", rc);
     frame_msg m;
     int fd = -1;
+    if ((rc = wire_send(k, &v, 1)) != 0) {
+        /* A tided that refuses the connection at once (--unix-allow-uid, --max-conns) says
+         * why and closes, maybe before the HELLO was sent; on a Unix socket its reason is
+         * still there to read, and it is the error to report. */
+        if ((rc == -EPIPE || rc == -ECONNRESET) && wire_recv_head(k, &m, &fd) == 0 &&
+            m.h.status != 0) {
+            if (fd >= 0) close(fd);
+            return client_err(k->s, m.h.status, "%s: HELLO refused: %.*s", w->addr,
+                              (int)m.errmsg_len, m.errmsg ? m.errmsg : "");
+        }
+        if (fd >= 0) close(fd);
+        return wire_io_fail(k, "HELLO", rc);
+    }
     rc = wire_recv_head(k, &m, &fd);
     if (rc)
         rc = wire_io_fail(k, "HELLO", rc);
@@ -251,17 +263,31 @@ static int wire_connect_unix(wire_call *k) {
     }
 }
 
+/* A TCP connection that tided closes before answering its HELLO is opened again, up to
+ * WIRE_HELLO_TRIES times within the deadline: a tided with a token sheds the oldest of its
+ * unauthenticated connections under a flood of them (--max-preauth-conns), and a new
+ * connection is briefly one of those. Nothing has been asked on it yet, so trying again
+ * is safe. */
+#define WIRE_HELLO_TRIES 3
+
 static int wire_conn_open(wire_call *k) {
     wire *w = k->w;
     wire_conn *c = k->c;
-    c->fd = socket(w->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (c->fd < 0) return client_err(k->s, -errno, "%s: socket: %s", w->addr, strerror(errno));
-    int rc = w->sa.ss_family == AF_UNIX ? wire_connect_unix(k) : wire_connect_tcp(k);
-    if (rc) return rc;
-    frame_decoder_reset(&c->dec);
-    c->fresh = 1;
-    c->unread = 0;
-    if ((rc = wire_hello(k)) != 0) wire_conn_close(c);
+    int rc = 0;
+    for (int tries = 0; tries < WIRE_HELLO_TRIES; tries++) {
+        c->fd = socket(w->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (c->fd < 0) return client_err(k->s, -errno, "%s: socket: %s", w->addr, strerror(errno));
+        rc = w->sa.ss_family == AF_UNIX ? wire_connect_unix(k) : wire_connect_tcp(k);
+        if (rc) return rc;
+        frame_decoder_reset(&c->dec);
+        c->fresh = 1;
+        c->unread = 0;
+        if ((rc = wire_hello(k)) == 0) return 0;
+        wire_conn_close(c);
+        if (w->sa.ss_family == AF_UNIX || (rc != -ECONNRESET && rc != -EPIPE) ||
+            now_ns() >= k->deadline)
+            break;
+    }
     return rc;
 }
 

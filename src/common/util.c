@@ -190,6 +190,16 @@ int url_parse(const char *text, url *u, char *err, size_t errlen) {
                     url_free(u);
                     return TIDE_EURL;
                 }
+                /* Twice is refused, whatever the values: which one was meant is a guess. The
+                 * values are not quoted (one may be a token). */
+                for (size_t i = 0; i + 1 < u->nopts; i++) {
+                    if (strcmp(u->opts[i].name, op->name) == 0) {
+                        snprintf(err, errlen, "option '%s' given twice in a %s:// URL", op->name,
+                                 u->scheme);
+                        url_free(u);
+                        return TIDE_EOPTION;
+                    }
+                }
             }
             o = amp ? amp + 1 : oe;
         }
@@ -206,7 +216,7 @@ const char *url_get(url *u, const char *name) {
     for (size_t i = 0; i < u->nopts; i++) {
         if (strcmp(u->opts[i].name, name) == 0) {
             u->opts[i].used = 1;
-            v = u->opts[i].value; /* the last one wins */
+            v = u->opts[i].value; /* url_parse admits each name once */
         }
     }
     return v;

@@ -30,7 +30,8 @@ typedef struct url {
     size_t nopts;
 } url;
 
-/* Parse text. Errors: TIDE_EURL (message in err). */
+/* Parse text. Errors: TIDE_EURL (message in err), TIDE_EOPTION when an option is given twice
+ * (after %-decoding its name; the message names it). */
 int url_parse(const char *text, url *u, char *err, size_t errlen);
 void url_free(url *u);
 /* The value of an option, marking it read; NULL if absent. */

@@ -9,7 +9,8 @@
  *   conncfg_parse_string / conncfg_parse_file   JSON -> conncfg; syntax and schema errors
  *                                               (unknown keys, wrong types, missing keys)
  *   conncfg_check                               value rules (sizes, ranks, block/hash
- *                                               sizes, replay-SSM) and the derived values
+ *                                               sizes, replay-SSM) and the derived values,
+ *                                               in vLLM's order (see reached_connector)
  *   connector_validate                          the verdict of one connector implementation
  *                                               (vLLM's MooncakeStoreConnector, or tide's)
  *   conncfg_free
@@ -175,8 +176,12 @@ typedef struct conncfg {
     size_t ngroups;
 
     /* Derived by conncfg_check. */
-    int checked;
-    int64_t scheduler_block_size;
+    int checked; /* every check passed */
+    /* The checks vLLM makes before it builds a connector passed (configuration values, page
+     * sizes): the reference's verdict is defined, even when what vLLM's KV-cache manager
+     * checks afterwards (block sizes against hash_block_size, the retention interval) fails. */
+    int reached_connector;
+    int64_t scheduler_block_size; /* 0 when the LCM of the group block sizes is too large */
     int64_t hash_block_size;
     /* Sub-block ("partial") hits and partial-tail offloads: a Mamba group in align mode whose
      * block is larger than hash_block_size, no sliding-window group, no PCP/DCP. Lookups and
@@ -208,7 +213,9 @@ void conncfg_free(conncfg *cfg);
 /*
  * Check the values (sizes > 0, ranks in range, DCP dividing TP, block sizes multiple of
  * the hash block size, retention interval, replay-SSM, Mamba modes agreeing) and compute
- * the derived fields. Every problem is appended to errs. Returns 0 or TIDE_ECONFIG.
+ * the derived fields. Every problem is appended to errs. Returns 0 or TIDE_ECONFIG; on
+ * TIDE_ECONFIG, cfg->reached_connector tells whether only the block-size checks vLLM makes
+ * after building its connector failed (the derived block sizes are then set where known).
  */
 int conncfg_check(conncfg *cfg, conncfg_errs *errs);
 
@@ -256,10 +263,12 @@ const char *connector_impl_name(conn_impl impl);
 int connector_capacity_only(const conncfg *cfg);
 
 /*
- * Apply one connector's rules to a checked configuration (conncfg_check returned 0;
- * TIDE_ECONFIG otherwise). Fills *v. Returns 0 when the connector accepts it (or skips validation because the rank
- * is capacity-only), TIDE_EUNSUPPORTED when not (v->message then holds the one message
- * listing every item, in the reference's order).
+ * Apply one connector's rules to a checked configuration: tide's need conncfg_check to have
+ * returned 0, the reference's only cfg->reached_connector (vLLM builds its connector before
+ * its KV-cache manager checks block sizes); TIDE_ECONFIG otherwise. Fills *v. Returns 0
+ * when the connector accepts it (or skips validation because the rank is capacity-only),
+ * TIDE_EUNSUPPORTED when not (v->message then holds the one message listing every item, in
+ * the reference's order).
  */
 int connector_validate(const conncfg *cfg, conn_impl impl, conn_verdict *v);
 

@@ -76,6 +76,8 @@ typedef struct conn_region {
 
 struct conn_req;
 struct conn_job;
+struct conn_done;
+struct conn_errs;
 struct dev;
 struct dev_queue;
 struct dev_event;
@@ -124,10 +126,11 @@ struct tide_connector {
     size_t nthreads;
     struct conn_wreq **wbuckets; /* worker's view of requests: pending jobs, finished mark */
     size_t nwreqs;
-    char **done_ids[3]; /* [TIDE_CONNECTOR_LOAD], [TIDE_CONNECTOR_SAVE]: ids to report */
-    size_t ndone[3], capdone[3];
-    int32_t *load_errors;
-    size_t nload_errors, cap_load_errors;
+    /* Reports waiting for get_finished, oldest first, [TIDE_CONNECTOR_LOAD] and
+     * [TIDE_CONNECTOR_SAVE]; and load errors waiting for get_load_errors. Each was
+     * allocated when its work was accepted, so reporting never allocates (worker.c). */
+    struct conn_done *done_head[3], *done_tail[3];
+    struct conn_errs *errs_head, *errs_tail;
     int pressure; /* a put ran out of space; skip the marked requests' saves */
     conn_wthread targs[CONN_THREADS];
 

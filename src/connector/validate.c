@@ -14,6 +14,13 @@
  *                        rule function below that decides tide's answer; supporting a
  *                        combination later means changing that one function (and the
  *                        README table), nothing else.
+ *
+ * The checks run in vLLM's order. vLLM checks its configuration and computes the page
+ * sizes (to size the KV cache) before it builds a connector; its KV-cache manager checks
+ * the block sizes against the hash block size and the retention interval after. So once
+ * the first part passes (cfg->reached_connector), the reference's verdict is defined even
+ * when the block-size checks fail: it is what vLLM would say. tide's own verdict needs the
+ * whole check (cfg->checked).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -192,7 +199,7 @@ static int derive_block_sizes(conncfg *c, conncfg_errs *e) {
         if (lcm < 0) {
             conncfg_errs_add(e, "kv_cache_config.kv_cache_groups: the least common multiple of "
                                 "the group block sizes is too large");
-            return -1;
+            return -1; /* scheduler and hash block sizes stay 0: unknown */
         }
         gcd = gcd64(gcd, b);
         if (c->groups[i].kind == CONN_SPEC_MAMBA && c->groups[i].mamba_mode != CONN_MAMBA_ALIGN)
@@ -247,7 +254,8 @@ static int blank(const char *s) {
 
 int conncfg_check(conncfg *c, conncfg_errs *e) {
     size_t before = e->n;
-    c->checked = 0;
+    c->checked = c->reached_connector = 0;
+    c->scheduler_block_size = c->hash_block_size = 0;
 
     /* model_config */
     c->model_name[0] = '\0';
@@ -346,8 +354,13 @@ int conncfg_check(conncfg *c, conncfg_errs *e) {
 
     /* Derived values need coherent inputs. */
     if (e->n > before || e->oom) return TIDE_ECONFIG;
-    if (derive_pages(c, e) < 0 || derive_block_sizes(c, e) < 0) return TIDE_ECONFIG;
-    if (c->retention_interval > 0 && c->retention_interval % c->scheduler_block_size)
+    if (derive_pages(c, e) < 0) return TIDE_ECONFIG;
+    /* vLLM has checked all of the above before it builds a connector; what follows is its
+     * KV-cache manager's, after the connector's own rules have run. */
+    c->reached_connector = 1;
+    derive_block_sizes(c, e);
+    if (c->retention_interval > 0 && c->scheduler_block_size > 0 &&
+        c->retention_interval % c->scheduler_block_size)
         conncfg_errs_add(e,
                          "cache_config.prefix_cache_retention_interval: %" PRId64
                          " is not a multiple of the scheduler block size (%" PRId64 ")",
@@ -454,7 +467,8 @@ static void tide_rules(const conncfg *c, conn_verdict *v) {
 int connector_validate(const conncfg *cfg, conn_impl impl, conn_verdict *v) {
     memset(v, 0, sizeof(*v));
     v->impl = impl;
-    if (!cfg->checked) return TIDE_ECONFIG; /* conncfg_check() first */
+    /* conncfg_check() first; the reference needs only what vLLM checks before it. */
+    if (!(impl == CONN_IMPL_REFERENCE ? cfg->reached_connector : cfg->checked)) return TIDE_ECONFIG;
     if (connector_capacity_only(cfg)) {
         v->capacity_only = 1;
         return 0;

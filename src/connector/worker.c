@@ -8,8 +8,8 @@
  * scatter-list put); a load gets every object in one batched scatter-list get straight into
  * the block pages.
  *
- * State under wlock: the queue, the per-request view (jobs pending, finished mark), the ids
- * to report, the load errors, the pressure mark. Store calls run without it.
+ * State under wlock: the queue, the per-request view (jobs pending, finished mark), the
+ * reports, the load errors, the pressure mark. Store calls run without it.
  *
  * Save striping: TP ranks that hold byte-identical blocks of a group (its replication
  * factor f > 1) share keys; of a job's objects of that group, rank r puts those whose index
@@ -18,6 +18,13 @@
  * Pressure: a put that finds no space (TIDE_ENOSPACE) marks its request; while pressure is
  * on, the marked requests' later saves are skipped; the first save that stores objects
  * again clears the pressure and every mark.
+ *
+ * Reports cannot be lost. A request waits for its completion (get_finished) and trusts
+ * every block not listed by get_load_errors, so neither may ever be dropped for want of
+ * memory. Everything a report needs is allocated when its work is accepted
+ * (start_jobs, which refuses the whole step with -ENOMEM otherwise): a load job carries its
+ * completion node and room for a load error per block, a request record carries the node
+ * of its SAVE completion. Finishing a job only links those nodes onto the lists.
  *
  * A load succeeds for an object only when the store returned exactly the object's size on
  * this rank; anything else (missing, evicted, failed checksum, wrong size, a failed device
@@ -35,6 +42,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "common/fault.h"
 #include "common/util.h"
 #include "connector/connector.h"
 
@@ -42,10 +50,25 @@
 #define REGION_MAX_SEGMENTS 4096
 #define REGION_MAX_DIMS 16
 
+/* A report ready to be handed out by get_finished. */
+typedef struct conn_done {
+    struct conn_done *next;
+    char id[];
+} conn_done;
+
+/* The load errors of one load job: room for one per block, `n` used, `off` handed out. */
+typedef struct conn_errs {
+    struct conn_errs *next;
+    size_t n, off;
+    int32_t ids[];
+} conn_errs;
+
 typedef struct conn_job {
     struct conn_job *next;
-    conn_mjob j;    /* owned copy */
-    conn_event *ev; /* a save of device regions: the step's forward pass (a reference) */
+    conn_mjob j;     /* owned copy */
+    conn_done *done; /* LOAD: its completion, made with the job */
+    conn_errs *errs; /* LOAD: its load errors, room made with the job */
+    conn_event *ev;  /* a save of device regions: the step's forward pass (a reference) */
 } conn_job;
 
 typedef struct conn_wreq {
@@ -54,7 +77,25 @@ typedef struct conn_wreq {
     size_t pending_loads, pending_saves;
     int finished;      /* the scheduler keeps it alive for its saves */
     int pressure_skip; /* a save of it ran out of space */
+    conn_done *done;   /* its SAVE completion, made with the record; NULL once reported */
 } conn_wreq;
+
+static conn_done *done_new(const char *id) {
+    size_t n = strlen(id) + 1;
+    conn_done *d = fault_malloc(sizeof(*d) + n);
+    if (!d) return NULL;
+    d->next = NULL;
+    memcpy(d->id, id, n);
+    return d;
+}
+
+static void job_free(conn_job *job) {
+    free(job->j.req_id);
+    free(job->j.blocks);
+    free(job->done);
+    free(job->errs);
+    free(job);
+}
 
 /* ---- per-request view (caller holds wlock) ---------------------------------------------- */
 
@@ -71,8 +112,12 @@ static conn_wreq *do_wreq_find(tide_connector *c, const char *id) {
 static conn_wreq *do_wreq_get(tide_connector *c, const char *id) {
     conn_wreq *w = do_wreq_find(c, id);
     if (w) return w;
-    w = calloc(1, sizeof(*w));
+    w = fault_calloc(1, sizeof(*w));
     if (!w) return NULL;
+    if (!(w->done = done_new(id))) {
+        free(w);
+        return NULL;
+    }
     snprintf(w->id, sizeof(w->id), "%s", id);
     size_t b = wbucket(id);
     w->next = c->wbuckets[b];
@@ -87,29 +132,27 @@ static void do_wreq_remove(tide_connector *c, conn_wreq *w) {
         pp = &(*pp)->next;
     if (*pp) *pp = w->next;
     c->nwreqs--;
+    free(w->done);
     free(w);
 }
 
-/* Queue an id for get_finished(kind). On out of memory the id is lost and the caller's
- * request would wait forever, so the slot array grows before anything is promised. */
-static int do_report(tide_connector *c, int kind, const char *id) {
-    if (c->ndone[kind] == c->capdone[kind]) {
-        size_t cap = c->capdone[kind] ? c->capdone[kind] * 2 : 16;
-        char **p = realloc(c->done_ids[kind], cap * sizeof(char *));
-        if (!p) return -ENOMEM;
-        c->done_ids[kind] = p;
-        c->capdone[kind] = cap;
-    }
-    char *s = strdup(id);
-    if (!s) return -ENOMEM;
-    c->done_ids[kind][c->ndone[kind]++] = s;
-    return 0;
+/* Hand a completion made in advance to get_finished(kind). Cannot fail. */
+static void do_report(tide_connector *c, int kind, conn_done *d) {
+    d->next = NULL;
+    if (c->done_tail[kind])
+        c->done_tail[kind]->next = d;
+    else
+        c->done_head[kind] = d;
+    c->done_tail[kind] = d;
 }
 
 /* A request with nothing pending: report it saved when it finished, then forget it. */
 static void do_wreq_settle(tide_connector *c, conn_wreq *w) {
     if (w->pending_loads || w->pending_saves) return;
-    if (w->finished) do_report(c, TIDE_CONNECTOR_SAVE, w->id);
+    if (w->finished && w->done) {
+        do_report(c, TIDE_CONNECTOR_SAVE, w->done);
+        w->done = NULL;
+    }
     if (w->finished || !w->pressure_skip) do_wreq_remove(c, w);
 }
 
@@ -177,7 +220,7 @@ static int add_region(tide_connector *c, const char *fn, int group, int kind, in
                      .seg_len = page / nseg,
                      .block_stride = block_stride,
                      .num_blocks = num_blocks};
-    r.seg_base = calloc(nseg, sizeof(uint8_t *));
+    r.seg_base = fault_calloc(nseg, sizeof(uint8_t *));
     if (!r.seg_base) return conn_err(c, -ENOMEM, "%s: out of memory", fn);
     uint8_t *lo = base, *hi = (uint8_t *)base + nbytes;
     for (size_t s = 0; s < nseg; s++) {
@@ -206,7 +249,7 @@ static int add_region(tide_connector *c, const char *fn, int group, int kind, in
     }
     pthread_mutex_lock(&c->wlock);
     conn_region *p = c->nregions < CONN_MAX_REGIONS
-                         ? realloc(c->regions, (c->nregions + 1) * sizeof(conn_region))
+                         ? fault_realloc(c->regions, (c->nregions + 1) * sizeof(conn_region))
                          : NULL;
     if (!p) {
         pthread_mutex_unlock(&c->wlock);
@@ -293,14 +336,14 @@ static int batch_alloc(const tide_connector *c, const conn_mjob *j, batch *b) {
     size_t n = j->nblocks ? j->nblocks : 1, niov = 0;
     for (size_t k = 0; k < j->nblocks; k++)
         if (block_ok(c, &j->blocks[k])) niov += c->obj_iovs[j->blocks[k].group];
-    b->keys = calloc(n, sizeof(tide_key));
-    b->text = malloc(n * (TIDE_KEY_MAX + 1));
-    b->iov = calloc(niov ? niov : 1, sizeof(tide_iov));
-    b->iovcnt = calloc(n, sizeof(size_t));
-    b->results = calloc(n, sizeof(int));
-    b->vlens = calloc(n, sizeof(size_t));
-    b->present = calloc(n, 1);
-    b->which = calloc(n, sizeof(size_t));
+    b->keys = fault_calloc(n, sizeof(tide_key));
+    b->text = fault_malloc(n * (TIDE_KEY_MAX + 1));
+    b->iov = fault_calloc(niov ? niov : 1, sizeof(tide_iov));
+    b->iovcnt = fault_calloc(n, sizeof(size_t));
+    b->results = fault_calloc(n, sizeof(int));
+    b->vlens = fault_calloc(n, sizeof(size_t));
+    b->present = fault_calloc(n, 1);
+    b->which = fault_calloc(n, sizeof(size_t));
     if (!b->keys || !b->text || !b->iov || !b->iovcnt || !b->results || !b->vlens || !b->present ||
         !b->which) {
         batch_free(b);
@@ -325,45 +368,25 @@ static int batch_add(const tide_connector *c, const conn_mjob *j, size_t k, batc
     return 0;
 }
 
-static void add_load_errors(tide_connector *c, const int32_t *ids, size_t n) {
-    if (!n) return;
-    pthread_mutex_lock(&c->wlock);
-    if (c->nload_errors + n > c->cap_load_errors) {
-        size_t cap = c->cap_load_errors ? c->cap_load_errors : 64;
-        while (cap < c->nload_errors + n)
-            cap *= 2;
-        int32_t *p = realloc(c->load_errors, cap * sizeof(int32_t));
-        if (p) {
-            c->load_errors = p;
-            c->cap_load_errors = cap;
-        }
-    }
-    for (size_t i = 0; i < n && c->nload_errors < c->cap_load_errors; i++)
-        c->load_errors[c->nload_errors++] = ids[i];
-    pthread_mutex_unlock(&c->wlock);
-    pthread_mutex_lock(&c->stats_lock);
-    c->stats.load_errors += n;
-    pthread_mutex_unlock(&c->stats_lock);
+/* Block k of a load job failed: note it in the job's own room (one per block). */
+static void load_failed(conn_job *job, size_t k) {
+    if (job->j.blocks[k].block_id >= 0) job->errs->ids[job->errs->n++] = job->j.blocks[k].block_id;
 }
 
-static void run_load(tide_connector *c, size_t t, const conn_mjob *j) {
+static void run_load(tide_connector *c, size_t t, conn_job *job) {
+    const conn_mjob *j = &job->j;
     batch b;
-    int32_t *failed = calloc(j->nblocks ? j->nblocks : 1, sizeof(int32_t));
-    size_t nfailed = 0, iov_used = 0, ok = 0;
+    size_t iov_used = 0, ok = 0;
     uint64_t bytes = 0;
-    if (!failed || batch_alloc(c, j, &b) < 0) {
+    if (batch_alloc(c, j, &b) < 0) {
         /* Out of memory: every block of the load failed. */
-        for (size_t k = 0; failed && k < j->nblocks; k++)
-            if (j->blocks[k].block_id >= 0) failed[nfailed++] = j->blocks[k].block_id;
-        add_load_errors(c, failed, nfailed);
-        free(failed);
+        for (size_t k = 0; k < j->nblocks; k++)
+            load_failed(job, k);
         return;
     }
-    for (size_t k = 0; k < j->nblocks; k++) {
-        if (!block_ok(c, &j->blocks[k]) || batch_add(c, j, k, &b, &iov_used) < 0) {
-            if (j->blocks[k].block_id >= 0) failed[nfailed++] = j->blocks[k].block_id;
-        }
-    }
+    for (size_t k = 0; k < j->nblocks; k++)
+        if (!block_ok(c, &j->blocks[k]) || batch_add(c, j, k, &b, &iov_used) < 0)
+            load_failed(job, k);
     uint64_t t0 = now_ns();
     int rc = b.n ? conn_store_get(c, t, b.keys, b.n, b.iov, b.iovcnt, b.results, b.vlens) : 0;
     for (size_t i = 0; i < b.n; i++) {
@@ -372,7 +395,7 @@ static void run_load(tide_connector *c, size_t t, const conn_mjob *j) {
             ok++;
             bytes += b.vlens[i];
         } else {
-            failed[nfailed++] = blk->block_id;
+            load_failed(job, b.which[i]);
         }
     }
     if (b.n) conn_count_op(c, &c->stats.load_get, b.n, bytes, b.n - ok, rc < 0, now_ns() - t0);
@@ -380,8 +403,6 @@ static void run_load(tide_connector *c, size_t t, const conn_mjob *j) {
     c->stats.load_jobs++;
     c->stats.loaded_objects += ok;
     pthread_mutex_unlock(&c->stats_lock);
-    add_load_errors(c, failed, nfailed);
-    free(failed);
     batch_free(&b);
 }
 
@@ -500,14 +521,25 @@ static void *job_thread(void *arg) {
         pthread_mutex_unlock(&c->wlock);
 
         if (job->j.kind == TIDE_CONNECTOR_LOAD)
-            run_load(c, t, &job->j);
+            run_load(c, t, job);
         else
             run_save(c, t, &job->j, job->ev);
 
+        size_t nerr = job->errs ? job->errs->n : 0;
         pthread_mutex_lock(&c->wlock);
         conn_wreq *w = do_wreq_find(c, job->j.req_id);
         if (job->j.kind == TIDE_CONNECTOR_LOAD) {
-            do_report(c, TIDE_CONNECTOR_LOAD, job->j.req_id);
+            /* Its load errors first, then its completion: both were made with the job. */
+            if (nerr) {
+                if (c->errs_tail)
+                    c->errs_tail->next = job->errs;
+                else
+                    c->errs_head = job->errs;
+                c->errs_tail = job->errs;
+                job->errs = NULL;
+            }
+            do_report(c, TIDE_CONNECTOR_LOAD, job->done);
+            job->done = NULL;
             if (w && w->pending_loads) w->pending_loads--;
         } else if (w && w->pending_saves) {
             w->pending_saves--;
@@ -518,14 +550,17 @@ static void *job_thread(void *arg) {
         c->queued--;
         pthread_cond_broadcast(&c->donecond);
         pthread_mutex_unlock(&c->wlock);
-        free(job->j.req_id);
-        free(job->j.blocks);
-        free(job);
+        if (nerr) {
+            pthread_mutex_lock(&c->stats_lock);
+            c->stats.load_errors += nerr;
+            pthread_mutex_unlock(&c->stats_lock);
+        }
+        job_free(job);
     }
 }
 
 int conn_worker_start(tide_connector *c) {
-    c->wbuckets = calloc(WBUCKETS, sizeof(conn_wreq *));
+    c->wbuckets = fault_calloc(WBUCKETS, sizeof(conn_wreq *));
     if (!c->wbuckets) return conn_err(c, -ENOMEM, "connector: out of memory");
     for (size_t i = 0; i < CONN_THREADS; i++) {
         c->targs[i] = (conn_wthread){c, i};
@@ -541,11 +576,19 @@ int conn_worker_start(tide_connector *c) {
 
 static void do_clear_reports(tide_connector *c) {
     for (int k = 0; k < 3; k++) {
-        for (size_t i = 0; i < c->ndone[k]; i++)
-            free(c->done_ids[k][i]);
-        c->ndone[k] = 0;
+        while (c->done_head[k]) {
+            conn_done *d = c->done_head[k];
+            c->done_head[k] = d->next;
+            free(d);
+        }
+        c->done_tail[k] = NULL;
     }
-    c->nload_errors = 0;
+    while (c->errs_head) {
+        conn_errs *e = c->errs_head;
+        c->errs_head = e->next;
+        free(e);
+    }
+    c->errs_tail = NULL;
     c->pressure = 0;
     for (size_t i = 0; c->wbuckets && i < WBUCKETS; i++) {
         while (c->wbuckets[i])
@@ -562,13 +605,6 @@ void conn_worker_stop(tide_connector *c) {
         pthread_join(c->threads[i], NULL);
     c->nthreads = 0;
     do_clear_reports(c);
-    for (int k = 0; k < 3; k++) {
-        free(c->done_ids[k]);
-        c->done_ids[k] = NULL;
-        c->capdone[k] = 0;
-    }
-    free(c->load_errors);
-    c->load_errors = NULL;
     for (size_t i = 0; i < c->nregions; i++)
         free(c->regions[i].seg_base);
     free(c->regions);
@@ -597,17 +633,30 @@ int conn_worker_reset(tide_connector *c) {
     return 0;
 }
 
-/* A deep copy of a metadata job. */
+static void job_list_free(conn_job *head) {
+    while (head) {
+        conn_job *nx = head->next;
+        job_free(head);
+        head = nx;
+    }
+}
+
+/* A deep copy of a metadata job, with what reporting it will need: for a load, its
+ * completion and room for a load error per block. */
 static conn_job *job_copy(const conn_mjob *src) {
-    conn_job *job = calloc(1, sizeof(*job));
+    conn_job *job = fault_calloc(1, sizeof(*job));
     if (!job) return NULL;
     job->j = *src;
-    job->j.req_id = strdup(src->req_id);
-    job->j.blocks = malloc((src->nblocks ? src->nblocks : 1) * sizeof(conn_mblock));
-    if (!job->j.req_id || !job->j.blocks) {
-        free(job->j.req_id);
-        free(job->j.blocks);
-        free(job);
+    job->j.req_id = fault_strdup(src->req_id);
+    job->j.blocks = fault_malloc((src->nblocks ? src->nblocks : 1) * sizeof(conn_mblock));
+    int ok = job->j.req_id && job->j.blocks;
+    if (ok && src->kind == TIDE_CONNECTOR_LOAD) {
+        job->done = done_new(src->req_id);
+        job->errs = fault_calloc(1, sizeof(conn_errs) + src->nblocks * sizeof(int32_t));
+        ok = job->done && job->errs;
+    }
+    if (!ok) {
+        job_free(job);
         return NULL;
     }
     if (src->nblocks) memcpy(job->j.blocks, src->blocks, src->nblocks * sizeof(conn_mblock));
@@ -627,16 +676,6 @@ TIDE_API int tide_connector_start_jobs_stream(tide_connector *c, const tide_conn
     return start_jobs(c, "tide_connector_start_jobs_stream", m, kinds, stream);
 }
 
-static void free_jobs(conn_job *head) {
-    while (head) {
-        conn_job *nx = head->next;
-        free(head->j.req_id);
-        free(head->j.blocks);
-        free(head);
-        head = nx;
-    }
-}
-
 static int start_jobs(tide_connector *c, const char *fn, const tide_connector_meta *m, int kinds,
                       uint64_t stream) {
     if (!c || !m) return err_set(c, c ? &c->err : NULL, -EINVAL, "%s: NULL argument", fn);
@@ -651,7 +690,7 @@ static int start_jobs(tide_connector *c, const char *fn, const tide_connector_me
         if (mj->hash_len == 0 || mj->hash_len > CONN_HASH_MAX) continue;
         conn_job *job = job_copy(mj);
         if (!job) {
-            free_jobs(head);
+            job_list_free(head);
             return conn_err(c, -ENOMEM, "%s: out of memory", fn);
         }
         if (tail)
@@ -667,7 +706,7 @@ static int start_jobs(tide_connector *c, const char *fn, const tide_connector_me
     conn_event *ev = NULL;
     int rc = nsaves ? conn_mem_event(c, fn, stream, &ev) : 0;
     if (rc) {
-        free_jobs(head);
+        job_list_free(head);
         return rc;
     }
     for (conn_job *u = head; ev && u; u = u->next)
@@ -675,6 +714,9 @@ static int start_jobs(tide_connector *c, const char *fn, const tide_connector_me
             u->ev = ev;
             ev->refs++;
         }
+    /* Every request record the step needs is made before anything is queued or marked, so
+     * that running out of memory leaves the step wholly undone. */
+    size_t nfin = (kinds & TIDE_CONNECTOR_SAVE) ? m->nfinished : 0, fin_made = 0;
     pthread_mutex_lock(&c->wlock);
     conn_job *job = head;
     for (; job; job = job->next) {
@@ -685,8 +727,11 @@ static int start_jobs(tide_connector *c, const char *fn, const tide_connector_me
         else
             w->pending_saves++;
     }
-    if (job) {
-        /* Out of memory: take back what was counted, queue nothing. */
+    if (!job)
+        for (; fin_made < nfin && do_wreq_get(c, m->finished[fin_made]); fin_made++) {
+        }
+    if (job || fin_made < nfin) {
+        /* Out of memory: take back what was counted and made, queue nothing. */
         for (conn_job *u = head; u != job; u = u->next) {
             conn_wreq *w = do_wreq_find(c, u->j.req_id);
             if (u->j.kind == TIDE_CONNECTOR_LOAD)
@@ -695,33 +740,35 @@ static int start_jobs(tide_connector *c, const char *fn, const tide_connector_me
                 w->pending_saves--;
             do_wreq_settle(c, w);
         }
-        rc = -ENOMEM;
-    } else if (tail) {
-        if (c->qtail)
-            c->qtail->next = head;
-        else
-            c->qhead = head;
-        c->qtail = tail;
-        c->queued += n;
-        head = NULL; /* the queue owns the jobs now */
-        pthread_cond_broadcast(&c->wcond);
-    }
-    /* Finished requests: report once nothing of theirs is pending. */
-    for (size_t i = 0; rc == 0 && (kinds & TIDE_CONNECTOR_SAVE) && i < m->nfinished; i++) {
-        conn_wreq *w = do_wreq_get(c, m->finished[i]);
-        if (!w) {
-            rc = -ENOMEM;
-            break;
+        for (size_t i = 0; i < fin_made; i++) {
+            conn_wreq *w = do_wreq_find(c, m->finished[i]);
+            if (w) do_wreq_settle(c, w);
         }
-        w->finished = 1;
-        do_wreq_settle(c, w);
+        rc = -ENOMEM;
+    } else {
+        if (tail) {
+            if (c->qtail)
+                c->qtail->next = head;
+            else
+                c->qhead = head;
+            c->qtail = tail;
+            c->queued += n;
+            head = NULL; /* the queue owns the jobs now */
+            pthread_cond_broadcast(&c->wcond);
+        }
+        /* Finished requests: reported once nothing of theirs is pending. */
+        for (size_t i = 0; i < nfin; i++) {
+            conn_wreq *w = do_wreq_find(c, m->finished[i]);
+            w->finished = 1;
+            do_wreq_settle(c, w);
+        }
     }
     /* Jobs not queued (out of memory) drop their references; then the caller's. */
     for (conn_job *u = head; u; u = u->next)
         do_conn_event_unref(u->ev);
     do_conn_event_unref(ev);
     pthread_mutex_unlock(&c->wlock);
-    free_jobs(head);
+    job_list_free(head);
     if (rc) return conn_err(c, rc, "%s: out of memory", fn);
     return (int)n;
 }
@@ -735,17 +782,17 @@ TIDE_API int tide_connector_get_finished(tide_connector *c, int kind, char *buf,
     if (c->role != TIDE_CONNECTOR_WORKER) return 0;
     pthread_mutex_lock(&c->wlock);
     size_t used = 0, n = 0;
-    while (n < c->ndone[kind]) {
-        size_t len = strlen(c->done_ids[kind][n]) + 1;
+    while (c->done_head[kind]) {
+        conn_done *d = c->done_head[kind];
+        size_t len = strlen(d->id) + 1;
         if (used + len > cap) break;
-        memcpy(buf + used, c->done_ids[kind][n], len);
+        memcpy(buf + used, d->id, len);
         used += len;
-        free(c->done_ids[kind][n]);
+        c->done_head[kind] = d->next;
+        free(d);
         n++;
     }
-    if (c->ndone[kind] > n)
-        memmove(c->done_ids[kind], c->done_ids[kind] + n, (c->ndone[kind] - n) * sizeof(char *));
-    c->ndone[kind] -= n;
+    if (!c->done_head[kind]) c->done_tail[kind] = NULL;
     pthread_mutex_unlock(&c->wlock);
     return (int)n;
 }
@@ -756,11 +803,19 @@ TIDE_API int tide_connector_get_load_errors(tide_connector *c, int32_t *block_id
         return conn_err(c, -EINVAL, "tide_connector_get_load_errors: block_ids is NULL");
     if (c->role != TIDE_CONNECTOR_WORKER) return 0;
     pthread_mutex_lock(&c->wlock);
-    size_t n = c->nload_errors < cap ? c->nload_errors : cap;
-    if (n) memcpy(block_ids, c->load_errors, n * sizeof(int32_t));
-    if (c->nload_errors > n)
-        memmove(c->load_errors, c->load_errors + n, (c->nload_errors - n) * sizeof(int32_t));
-    c->nload_errors -= n;
+    size_t n = 0;
+    while (c->errs_head && n < cap) {
+        conn_errs *e = c->errs_head;
+        size_t take = e->n - e->off < cap - n ? e->n - e->off : cap - n;
+        memcpy(block_ids + n, e->ids + e->off, take * sizeof(int32_t));
+        n += take;
+        e->off += take;
+        if (e->off == e->n) {
+            c->errs_head = e->next;
+            free(e);
+        }
+    }
+    if (!c->errs_head) c->errs_tail = NULL;
     pthread_mutex_unlock(&c->wlock);
     return (int)n;
 }

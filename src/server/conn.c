@@ -24,7 +24,9 @@
  *
  * Before authentication (a server with a token) the only request read is a HELLO: the
  * input buffer is IN_PREAUTH bytes, and a header announcing any other opcode is refused
- * as soon as its 40 bytes are in, before its key section is waited for or buffered.
+ * as soon as its 40 bytes are in, before its key section is waited for or buffered. Such a
+ * connection holds one of the server's pre-auth slots until its HELLO succeeds, and may be
+ * cut for a newer one meanwhile (preauth.c); --max-conns counts it only from then on.
  *
  * The socket side — epoll interest, backpressure, counted reads, the idle clock, drain and
  * teardown — is connio.c's, shared with the RESP port; this file keeps the protocol.
@@ -149,6 +151,7 @@ void conn_free(conn *c) {
     else
         w->conns = c->next;
     if (c->next) c->next->prev = c->prev;
+    preauth_release(c->srv, c->io.fd, c->authed); /* before its fd is closed: preauth.c */
     connio_close(&c->io);
     put_release(c);
     shm_free(c->srv->st, c->shm);
@@ -220,6 +223,20 @@ static int do_hello(conn *c, const frame_msg *m, int *status) {
         snprintf(msg, sizeof(msg), "no common protocol version: client speaks %u..%u, "
                  "server speaks %u", h->min_version, h->max_version, FRAME_VERSION);
         return reply_error(c, FRAME_OP_HELLO, m->h.req_id, TIDE_EUNSUPPORTED, msg);
+    }
+    if (!c->authed) {
+        /* Out of its pre-auth slot, into an authenticated one (preauth.c). */
+        int rc = preauth_promote(c->srv, c->io.fd);
+        if (rc == -ECONNABORTED) return rc;
+        if (rc == TIDE_ELIMIT) {
+            *status = MST_ERROR;
+            c->io.close_after_flush = 1;
+            char msg[128];
+            snprintf(msg, sizeof(msg),
+                     "too many connections: the server's limit is %d (--max-conns)",
+                     c->srv->cfg.max_conns);
+            return reply_error(c, FRAME_OP_HELLO, m->h.req_id, TIDE_ELIMIT, msg);
+        }
     }
     c->authed = 1;
     uint64_t features = 0;
@@ -439,6 +456,7 @@ static int put_finish(conn *c) {
     store *st = c->srv->st;
     int all = 1;
     uint64_t stored = 0;
+    store_chain chain = STORE_CHAIN_INIT; /* batch order is chain order (store.h) */
     for (uint32_t i = 0; i < c->nslots; i++) {
         put_slot *s = &c->slots[i];
         if (!s->res_id) {
@@ -450,7 +468,8 @@ static int put_finish(conn *c) {
             s->status = TIDE_ECHECKSUM;
             all = 0;
         } else {
-            s->status = store_commit(st, s->res_id, s->sum);
+            s->status = store_commit_chain(st, s->res_id, s->sum, &chain,
+                                           c->nslots > 1 && i + 1 == c->nslots);
             stored += s->vlen;
         }
         s->res_id = 0;

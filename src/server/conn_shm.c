@@ -171,7 +171,7 @@ static int shm_encode(void *buf, size_t cap, size_t *len, void *arg) {
 
 /* One entry of a request; returns its status and fills the reply's arrays at i. */
 static int32_t shm_one(server *srv, shm_state *s, unsigned op, const frame_entry *e, shm_reply *r,
-                       size_t i, uint64_t deadline) {
+                       size_t i, uint64_t deadline, store_chain *chain, int last) {
     store *st = srv->st;
     store_ref ref;
     int rc;
@@ -212,7 +212,7 @@ static int32_t shm_one(server *srv, shm_state *s, unsigned op, const frame_entry
     case FRAME_OP_COMMIT:
         l = shm_find(s, e->id);
         if (!l || l->kind != SHM_RESV) return TIDE_ENOTFOUND;
-        rc = store_commit(st, e->id, e->sum);
+        rc = store_commit_chain(st, e->id, e->sum, chain, last);
         if (rc == 0) store_count_io(st, l->len, 0);
         shm_del(s, l);
         return rc;
@@ -223,7 +223,7 @@ static int32_t shm_one(server *srv, shm_state *s, unsigned op, const frame_entry
             rc = store_abort(st, e->id);
         } else {
             if (e->status == TIDE_ECHECKSUM) store_verify_failed(st, e->id);
-            rc = store_unpin(st, e->id);
+            rc = store_unpin_chain(st, e->id, chain);
         }
         shm_del(s, l);
         return rc;
@@ -242,8 +242,10 @@ int shm_dispatch(conn *c, shm_state *s, const frame_msg *m, int *status) {
     frame_iter it;
     frame_entry e;
     frame_iter_init(&it, m);
+    store_chain chain = STORE_CHAIN_INIT; /* one frame's COMMITs or RELEASEs: one batch */
     for (size_t i = 0; frame_iter_next(&it, &e); i++) {
-        r.status[i] = shm_one(srv, s, m->h.opcode, &e, &r, i, deadline);
+        int last = n > 1 && i + 1 == n;
+        r.status[i] = shm_one(srv, s, m->h.opcode, &e, &r, i, deadline, &chain, last);
         all &= r.status[i] == 0;
     }
     *status = all ? MST_OK : m->h.opcode == FRAME_OP_PIN ? MST_MISS : MST_ERROR;

@@ -96,8 +96,15 @@ size_t metrics_render(const metrics *m, const tide_stats *st, char *buf, size_t 
     gauge(&o, "tide_connections_total", "Connections accepted.", "counter", ld(&m->conns_total));
     gauge(&o, "tide_connections_open", "Connections open now.", "gauge", ld(&m->conns_open));
     gauge(&o, "tide_connections_rejected_total",
-          "Connections refused at the connection limit or by the Unix socket's uid check.",
+          "Connections refused at the connection limit (at accept, or at HELLO with a "
+          "token) or by the Unix socket's uid check.",
           "counter", ld(&m->conns_rejected));
+    gauge(&o, "tide_connections_preauth", "Connections open that have not authenticated yet.",
+          "gauge", ld(&m->conns_preauth));
+    gauge(&o, "tide_connections_preauth_cut_total",
+          "Unauthenticated connections cut, oldest first, to make room for new ones "
+          "(--max-preauth-conns).",
+          "counter", ld(&m->conns_preauth_cut));
     gauge(&o, "tide_protocol_errors_total", "Malformed frames received.", "counter",
           ld(&m->proto_errors));
     gauge(&o, "tide_auth_failures_total", "Connections that failed authentication.", "counter",

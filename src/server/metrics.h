@@ -45,6 +45,8 @@ typedef struct metrics {
     metrics_hist latency[MOP_COUNT];
     atomic_uint_fast64_t bytes_in, bytes_out;       /* bytes read from and written to sockets */
     atomic_uint_fast64_t conns_total, conns_open, conns_rejected;
+    atomic_uint_fast64_t conns_preauth;     /* open and not authenticated yet (with a token) */
+    atomic_uint_fast64_t conns_preauth_cut; /* cut as the oldest pre-auth one when all were taken */
     atomic_uint_fast64_t proto_errors, auth_failures;
 } metrics;
 

@@ -17,7 +17,7 @@
 #define OUTQ_IOV_BATCH 64
 
 void outq_init(outq *q, store *st, metrics *m, size_t chunk) {
-    *q = (outq){.st = st, .m = m, .chunk = chunk};
+    *q = (outq){.st = st, .m = m, .chunk = chunk, .chain = STORE_CHAIN_INIT};
 }
 
 void outq_free(outq *q) {
@@ -90,7 +90,10 @@ void outq_wrote(outq *q, size_t n) {
 
 /* A segment has left: release its pin, and free its buffer or keep it as the spare chunk. */
 static void outq_done(outq *q, outq_seg *s) {
-    if (s->pin_id) store_unpin(q->st, s->pin_id);
+    if (s->pin_id)
+        store_unpin_chain(q->st, s->pin_id, &q->chain);
+    else
+        q->chain = STORE_CHAIN_INIT;
     if (s->owned && q->chunk && s->cap == q->chunk && !q->spare)
         q->spare = s->owned;
     else

@@ -33,8 +33,10 @@ typedef struct outq {
     size_t chunk;  /* the size of the chunks outq_room makes (0: outq_room unused) */
     outq_seg *seg; /* segments [head, n) are still to send */
     size_t n, head, cap;
-    uint64_t pending; /* bytes queued and not yet sent */
-    uint8_t *spare;   /* a chunk kept for the next outq_room, or NULL */
+    uint64_t pending;  /* bytes queued and not yet sent */
+    uint8_t *spare;    /* a chunk kept for the next outq_room, or NULL */
+    store_chain chain; /* the pins of one reply are released as one chain batch (store.h);
+                          an owned segment (the next reply's header) starts a new one */
 } outq;
 
 /* An empty queue releasing pins in st and counting bytes sent in m. chunk: the size of

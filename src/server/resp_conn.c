@@ -146,7 +146,7 @@ int resp_worker_init(worker *w) {
 }
 
 void resp_worker_fini(worker *w) {
-    if (w->resp_epfd > 0) close(w->resp_epfd);
+    if (w->resp_epfd >= 0) close(w->resp_epfd);
     w->resp_epfd = -1;
 }
 
@@ -194,6 +194,7 @@ static void conn_close(resp_conn *c) {
     else
         w->resp_conns = c->next;
     if (c->next) c->next->prev = c->prev;
+    preauth_release(c->srv, c->io.fd, c->authed); /* before its fd is closed: preauth.c */
     connio_close(&c->io);
     if (c->io.in_body && c->res_id) store_abort(c->srv->st, c->res_id);
     free(c->in);
@@ -566,6 +567,13 @@ static const char *human(uint64_t v, char *buf, size_t cap) {
 
 enum { INFO_SERVER = 1, INFO_CLIENTS = 2, INFO_MEMORY = 4, INFO_STATS = 8, INFO_KEYSPACE = 16 };
 
+/* The eviction policy as INFO and CONFIG GET name it: Redis's name for LRU, tide's own for
+ * the others. */
+static const char *maxmemory_policy(const server *srv) {
+    return srv->cfg.store.policy == STORE_POLICY_LRU ? "allkeys-lru"
+                                                     : store_policy_name(srv->cfg.store.policy);
+}
+
 static int cmd_info(resp_conn *c, const resp_cmd *cmd, int *status) {
     static const char *const names[] = {"server", "clients", "memory", "stats", "keyspace"};
     unsigned want = cmd->argc == 1 ? 0x1f : 0;
@@ -602,7 +610,7 @@ static int cmd_info(resp_conn *c, const resp_cmd *cmd, int *status) {
             "tide_pinned_objects:%llu\r\ntide_reserved_objects:%llu\r\n",
             n ? "\r\n" : "", (unsigned long long)st.used_bytes, human(st.used_bytes, h1, 32),
             (unsigned long long)st.capacity_bytes, human(st.capacity_bytes, h2, 32),
-            srv->cfg.store.policy == STORE_POLICY_S3FIFO ? "s3fifo" : "allkeys-lru",
+            maxmemory_policy(srv),
             (unsigned long long)st.meta_bytes, (unsigned long long)st.pinned,
             (unsigned long long)st.reserved);
     }
@@ -675,8 +683,7 @@ static int cmd_config(resp_conn *c, const resp_cmd *cmd, int *status) {
     snprintf(maxmem, sizeof(maxmem), "%llu", (unsigned long long)store_capacity(c->srv->st));
     const char *const kv[][2] = {{"save", ""},         {"appendonly", "no"},
                                  {"databases", "1"},   {"maxmemory", maxmem},
-                                 {"maxmemory-policy", c->srv->cfg.store.policy ==
-                                  STORE_POLICY_S3FIFO ? "s3fifo" : "allkeys-lru"}};
+                                 {"maxmemory-policy", maxmemory_policy(c->srv)}};
     size_t nkv = sizeof(kv) / sizeof(kv[0]);
     int match[sizeof(kv) / sizeof(kv[0])] = {0}, count = 0;
     for (uint32_t i = 2; i < cmd->argc; i++) {
@@ -714,6 +721,16 @@ static int cmd_auth(resp_conn *c, const resp_cmd *cmd, int *status) {
         atomic_fetch_add(&c->srv->m.auth_failures, 1);
         *status = MST_ERROR;
         return out_err(c, "WRONGPASS invalid username-password pair or user is disabled.");
+    }
+    if (!c->authed) { /* out of its pre-auth slot (preauth.c) */
+        int rc = preauth_promote(c->srv, c->io.fd);
+        if (rc == -ECONNABORTED) return rc;
+        if (rc == TIDE_ELIMIT) {
+            *status = MST_ERROR;
+            c->io.close_after_flush = 1;
+            return out_err(c, "ERR max number of clients reached (--max-conns %d)",
+                           c->srv->cfg.max_conns);
+        }
     }
     c->authed = 1;
     return OUT_LIT(c, "+OK\r\n");

@@ -12,6 +12,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,18 @@
 
 #define DRAIN_DEADLINE_NS (5ull * 1000000000ull)
 
+/* Log "cannot start tided: WHAT: strerror(errno)" and return -errno. */
+__attribute__((format(printf, 1, 2))) static int log_errno(const char *fmt, ...) {
+    int e = errno ? errno : EIO;
+    char what[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    LOG_ERROR("cannot start tided: %s: %s", what, strerror(e));
+    return -e;
+}
+
 void server_config_defaults(server_config *cfg) {
     memset(cfg, 0, sizeof(*cfg));
     snprintf(cfg->bind, sizeof(cfg->bind), "127.0.0.1");
@@ -37,8 +50,9 @@ void server_config_defaults(server_config *cfg) {
     cfg->metrics_port = -1;
     cfg->threads = 2;
     cfg->store.capacity = 1ull << 30;
-    cfg->store.policy = STORE_POLICY_LRU; /* as mem://: chosen from the trace replay (README) */
+    cfg->store.policy = STORE_POLICY_DEFAULT; /* as mem://: chosen by trace replay (README) */
     cfg->max_conns = 1024;
+    cfg->max_preauth_conns = SERVER_DEFAULT_PREAUTH_CONNS;
     cfg->max_keys = 4096;
     cfg->max_frame = 4ull << 30;
     cfg->idle_timeout_s = 60;
@@ -53,7 +67,11 @@ static int listen_on(const char *bind_addr, int port, int *bound_port) {
         return -EINVAL;
     }
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -errno;
+    if (fd < 0) {
+        int e = errno;
+        LOG_ERROR("cannot listen on %s:%d: socket: %s", bind_addr, port, strerror(e));
+        return -e;
+    }
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(fd, 512) != 0) {
@@ -63,7 +81,12 @@ static int listen_on(const char *bind_addr, int port, int *bound_port) {
         return -e;
     }
     socklen_t len = sizeof(a);
-    getsockname(fd, (struct sockaddr *)&a, &len);
+    if (getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+        int e = errno;
+        LOG_ERROR("cannot listen on %s:%d: getsockname: %s", bind_addr, port, strerror(e));
+        close(fd);
+        return -e;
+    }
     *bound_port = ntohs(a.sin_port);
     return fd;
 }
@@ -128,6 +151,7 @@ static void worker_adopt(worker *w) {
         int resp = (fds[i] & WORKER_FD_RESP) != 0, fd = fds[i] & ~WORKER_FD_RESP;
         if (resp ? resp_conn_adopt(w, fd) != 0 : !conn_new(w, fd)) {
             LOG_WARN("worker %d: out of memory for a new connection; closing it", w->index);
+            preauth_release(w->srv, fd, 0);
             close(fd);
             atomic_fetch_sub(&w->srv->open_conns, 1);
             atomic_fetch_sub(&w->srv->m.conns_open, 1);
@@ -196,7 +220,8 @@ static void *worker_main(void *arg) {
             if (now - drain_start > DRAIN_DEADLINE_NS) {
                 LOG_WARN("worker %d: closing connections still busy after the drain deadline",
                          w->index);
-                while (w->conns) worker_close(w, w->conns);
+                while (w->conns)
+                    worker_close(w, w->conns);
                 resp_worker_close_all(w);
                 break;
             }
@@ -206,19 +231,27 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
-static int worker_start(server *srv, worker *w, int index) {
-    w->srv = srv;
-    w->index = index;
-    pthread_mutex_init(&w->qlock, NULL);
+/* Make worker w's epoll set and wake-up eventfd and start its thread. Its fds start at -1
+ * (server_workers); whatever this made is closed by server_teardown on a failure. */
+static int worker_start(worker *w) {
     w->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (w->epfd < 0) return log_errno("worker %d: epoll_create1", w->index);
     w->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (w->epfd < 0 || w->wakefd < 0) return -errno;
+    if (w->wakefd < 0) return log_errno("worker %d: eventfd", w->index);
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
-    if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->wakefd, &ev) != 0) return -errno;
+    if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->wakefd, &ev) != 0)
+        return log_errno("worker %d: epoll_ctl", w->index);
     int rc = resp_worker_init(w);
-    if (rc) return rc;
-    rc = pthread_create(&w->thread, NULL, worker_main, w);
-    return rc ? -rc : 0;
+    if (rc) {
+        errno = -rc;
+        return log_errno("worker %d: its RESP epoll set", w->index);
+    }
+    if ((rc = pthread_create(&w->thread, NULL, worker_main, w)) != 0) {
+        errno = rc;
+        return log_errno("worker %d: pthread_create", w->index);
+    }
+    w->started = 1;
+    return 0;
 }
 
 static void worker_hand(worker *w, int fd) {
@@ -228,7 +261,8 @@ static void worker_hand(worker *w, int fd) {
         int *grown = realloc(w->incoming, cap * sizeof(int));
         if (!grown) {
             pthread_mutex_unlock(&w->qlock);
-            close(fd);
+            preauth_release(w->srv, fd & ~WORKER_FD_RESP, 0);
+            close(fd & ~WORKER_FD_RESP);
             atomic_fetch_sub(&w->srv->open_conns, 1);
             atomic_fetch_sub(&w->srv->m.conns_open, 1);
             return;
@@ -251,8 +285,10 @@ static void worker_hand(worker *w, int fd) {
  * that could discard it. */
 static void refuse_conn(int fd, int limit) {
     char msg[128];
-    int n = snprintf(msg, sizeof(msg), "too many connections: the server's limit is %d "
-                     "(--max-conns)", limit);
+    int n = snprintf(msg, sizeof(msg),
+                     "too many connections: the server's limit is %d "
+                     "(--max-conns)",
+                     limit);
     uint8_t frame[FRAME_HDR_SIZE + sizeof(msg)];
     size_t flen;
     if (frame_encode_error(frame, sizeof(frame), &flen, FRAME_OP_ERROR, 0, TIDE_ELIMIT, msg,
@@ -262,32 +298,40 @@ static void refuse_conn(int fd, int limit) {
     }
     shutdown(fd, SHUT_WR);
     char junk[512];
-    for (int i = 0; i < 8 && recv(fd, junk, sizeof(junk), MSG_DONTWAIT) > 0; i++) {}
+    for (int i = 0; i < 8 && recv(fd, junk, sizeof(junk), MSG_DONTWAIT) > 0; i++) {
+    }
     close(fd);
 }
 
-/* Accept from lfd; `tag` (0 or WORKER_FD_RESP) says which protocol the worker speaks. */
+/* Accept from lfd; `tag` (0 or WORKER_FD_RESP) says which protocol the worker speaks.
+ * Without a token --max-conns is checked here; with one, a new connection takes a pre-auth
+ * slot (the oldest pre-auth connection is cut when none is free) and --max-conns is
+ * checked when it authenticates (preauth.c). */
 static void accept_all(server *srv, int lfd, int tag, unsigned *next_worker) {
+    int token = srv->cfg.auth_token[0] != '\0';
     for (;;) {
         int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR) continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
-                LOG_WARN("accept: %s", strerror(errno));
+            if (errno != EAGAIN && errno != EWOULDBLOCK) LOG_WARN("accept: %s", strerror(errno));
             return;
-        }
-        if (atomic_load(&srv->open_conns) >= srv->cfg.max_conns) {
-            atomic_fetch_add(&srv->m.conns_rejected, 1);
-            LOG_WARN("refusing a connection: %d open, the limit is %d (--max-conns)",
-                     atomic_load(&srv->open_conns), srv->cfg.max_conns);
-            refuse_conn(fd, srv->cfg.max_conns);
-            continue;
         }
         if (lfd == srv->unix_fd && !uds_peer_allowed(srv, fd)) {
             atomic_fetch_add(&srv->m.conns_rejected, 1);
             close(fd);
             continue;
         }
+        if (!token && atomic_load(&srv->open_conns) >= srv->cfg.max_conns) {
+            atomic_fetch_add(&srv->m.conns_rejected, 1);
+            LOG_WARN("refusing a connection: %d open, the limit is %d (--max-conns)",
+                     atomic_load(&srv->open_conns), srv->cfg.max_conns);
+            refuse_conn(fd, srv->cfg.max_conns);
+            continue;
+        }
+        if (token && preauth_admit(srv, fd))
+            LOG_DEBUG("cut the oldest unauthenticated connection: all %d pre-auth slots were "
+                      "taken (--max-preauth-conns)",
+                      srv->cfg.max_preauth_conns);
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         atomic_fetch_add(&srv->open_conns, 1);
@@ -327,36 +371,59 @@ static void log_summary(server *srv) {
     }
 }
 
-int server_run(const server_config *cfg) {
-    server *srv = calloc(1, sizeof(*srv));
-    if (!srv) return -ENOMEM;
-    srv->cfg = *cfg;
-    srv->listen_fd = srv->metrics_fd = srv->metrics_stopfd = srv->unix_fd = srv->resp_fd = -1;
-    int rc = 0, nworkers = 0, sfd = -1, epfd = -1, metrics_started = 0;
-    announce *ann = NULL;
-    if (srv->cfg.threads < 1) srv->cfg.threads = 1;
-    if (srv->cfg.max_value) srv->cfg.store.max_value = srv->cfg.max_value;
+int server_config_check(const server_config *cfg, char *err, size_t errlen) {
+    if (cfg->max_conns < 1) {
+        snprintf(err, errlen, "max_conns is %d: at least 1 is needed", cfg->max_conns);
+        return TIDE_ECONFIG;
+    }
+    if (cfg->max_preauth_conns < 1) {
+        snprintf(err, errlen, "max_preauth_conns is %d: at least 1 is needed",
+                 cfg->max_preauth_conns);
+        return TIDE_ECONFIG;
+    }
+    if (cfg->max_frame < SERVER_MIN_MAX_FRAME) {
+        snprintf(err, errlen, "max_frame is %llu bytes: at least %u are needed",
+                 (unsigned long long)cfg->max_frame, SERVER_MIN_MAX_FRAME);
+        return TIDE_ECONFIG;
+    }
+    frame_limits lim = {cfg->max_keys, cfg->max_value ? cfg->max_value : 1, cfg->max_frame};
+    return frame_limits_check(&lim, err, errlen);
+}
 
-    /* Signals arrive through a signalfd in the accept loop, never as handlers. */
+/* Signals arrive through a signalfd in the accept loop, never as handlers. SIGTERM and
+ * SIGINT are blocked only once the signalfd exists to read them; on failure the mask is
+ * left as it was, so the signals keep their default action. */
+static int server_signals(server *srv) {
     sigset_t mask;
     sigemptyset(&mask);
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &mask, NULL);
+    srv->sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+    if (srv->sfd < 0) return log_errno("signalfd");
+    int e = pthread_sigmask(SIG_BLOCK, &mask, NULL);
+    if (e != 0) {
+        errno = e;
+        return log_errno("pthread_sigmask");
+    }
     signal(SIGPIPE, SIG_IGN);
     signal(SIGXFSZ, SIG_IGN); /* a file size limit fails the disk tier's write, not tided */
-    sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+    return 0;
+}
 
+/* The store: the pool (pre-faulted when asked) and the SSD tier. */
+static int server_store(server *srv) {
+    const server_config *cfg = &srv->cfg;
     char err[256], capbuf[32];
     uint64_t t0 = now_ns();
     if (cfg->store.prefault)
         LOG_INFO("pre-faulting the %s pool (first touch of fresh memory is slow; this pays "
-                 "it now)", size_format(cfg->store.capacity, capbuf, sizeof(capbuf)));
+                 "it now)",
+                 size_format(cfg->store.capacity, capbuf, sizeof(capbuf)));
     srv->cfg.store.log = store_log;
-    rc = store_create(&srv->cfg.store, &srv->st, err, sizeof(err));
+    int rc = store_create(&srv->cfg.store, &srv->st, err, sizeof(err));
     if (rc) {
         LOG_ERROR("cannot create the store: %s", err);
-        goto out;
+        return rc;
     }
     if (cfg->store.disk_dir && cfg->store.disk_dir[0]) {
         char line[1024];
@@ -368,81 +435,122 @@ int server_run(const server_config *cfg) {
              cfg->store.prefault ? ", pre-faulted"
                                  : " (not pre-faulted: first writes to each page pay the "
                                    "first-touch cost; --prefault pays it now)");
+    return 0;
+}
 
-    rc = listen_on(cfg->bind, cfg->port, &srv->port);
-    if (rc < 0) goto out;
+/* Every listener (native TCP, Unix socket, metrics with its thread, RESP). The Unix socket
+ * comes before any thread starts (uds.c narrows the umask around its bind). */
+static int server_listeners(server *srv) {
+    const server_config *cfg = &srv->cfg;
+    int rc = listen_on(cfg->bind, cfg->port, &srv->port);
+    if (rc < 0) return rc;
     srv->listen_fd = rc;
-    if (cfg->unix_path[0] && (rc = uds_listen(srv)) < 0) goto out;
+    if (cfg->unix_path[0] && (rc = uds_listen(srv)) < 0) return rc;
+    if (cfg->resp_port > 0) {
+        if ((rc = listen_on(cfg->bind, cfg->resp_port, &srv->resp_port)) < 0) return rc;
+        srv->resp_fd = rc;
+    }
     /* Default: the port after the native one; with --port 0, any free port too (port+1 of
      * a kernel-chosen port may well be taken, by a client's ephemeral port for one). */
     int mport = cfg->metrics_port >= 0 ? cfg->metrics_port : cfg->port == 0 ? 0 : srv->port + 1;
     if (cfg->metrics_port != 0) {
-        rc = listen_on(cfg->bind, mport, &srv->metrics_port);
-        if (rc < 0) goto out;
+        if ((rc = listen_on(cfg->bind, mport, &srv->metrics_port)) < 0) return rc;
         srv->metrics_fd = rc;
         srv->metrics_stopfd = eventfd(0, EFD_CLOEXEC);
-        if ((rc = -pthread_create(&srv->metrics_thread, NULL, metrics_main, srv)) != 0) goto out;
-        metrics_started = 1;
+        if (srv->metrics_stopfd < 0) return log_errno("eventfd for the metrics thread");
+        if ((rc = pthread_create(&srv->metrics_thread, NULL, metrics_main, srv)) != 0) {
+            LOG_ERROR("cannot start tided: the metrics thread: %s", strerror(rc));
+            return -rc;
+        }
+        srv->metrics_started = 1;
     }
+    return 0;
+}
 
-    if (cfg->resp_port > 0) {
-        rc = listen_on(cfg->bind, cfg->resp_port, &srv->resp_port);
-        if (rc < 0) goto out;
-        srv->resp_fd = rc;
-    }
-
+static int server_workers(server *srv) {
     srv->workers = calloc((size_t)srv->cfg.threads, sizeof(worker));
     if (!srv->workers) {
-        rc = -ENOMEM;
-        goto out;
+        LOG_ERROR("cannot start tided: out of memory for %d I/O workers", srv->cfg.threads);
+        return -ENOMEM;
     }
-    for (; nworkers < srv->cfg.threads; nworkers++) {
-        if ((rc = worker_start(srv, &srv->workers[nworkers], nworkers)) != 0) {
-            LOG_ERROR("cannot start I/O worker %d: %s", nworkers, strerror(-rc));
-            goto out;
-        }
+    srv->nworkers = srv->cfg.threads;
+    for (int i = 0; i < srv->nworkers; i++) {
+        worker *w = &srv->workers[i];
+        w->srv = srv;
+        w->index = i;
+        w->epfd = w->wakefd = w->resp_epfd = -1;
+        pthread_mutex_init(&w->qlock, NULL);
     }
+    for (int i = 0; i < srv->nworkers; i++) {
+        int rc = worker_start(&srv->workers[i]);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* Announce the node (etcd), say where it listens, write the ready file. */
+static int server_announce(server *srv) {
+    const server_config *cfg = &srv->cfg;
+    char authbuf[96] = "";
+    if (cfg->auth_token[0])
+        snprintf(authbuf, sizeof(authbuf), ", auth token required (%d pre-auth slots)",
+                 cfg->max_preauth_conns);
     LOG_INFO("tided listening on %s:%d (metrics %s), %d I/O threads%s", cfg->bind, srv->port,
-             srv->metrics_fd >= 0 ? "on" : "off", srv->cfg.threads,
-             cfg->auth_token[0] ? ", auth token required" : "");
-    if (srv->metrics_fd >= 0) LOG_INFO("metrics at http://%s:%d/metrics", cfg->bind, srv->metrics_port);
-    if (cfg->etcd[0] && (rc = announce_start(cfg, srv->port, &ann)) != 0) goto out;
+             srv->metrics_fd >= 0 ? "on" : "off", cfg->threads, authbuf);
+    if (srv->metrics_fd >= 0)
+        LOG_INFO("metrics at http://%s:%d/metrics", cfg->bind, srv->metrics_port);
+    if (cfg->etcd[0]) {
+        int rc = announce_start(cfg, srv->port, &srv->ann);
+        if (rc) return rc;
+    }
     if (srv->unix_fd >= 0)
         LOG_INFO("same-host clients on unix://%s (mode %04o, %s, leases %u ms)", cfg->unix_path,
                  cfg->unix_mode & 0777, cfg->unix_nallow ? "peer uids checked" : "any peer uid",
                  cfg->unix_lease_ms);
     if (srv->resp_fd >= 0) LOG_INFO("RESP (Redis protocol) on %s:%d", cfg->bind, srv->resp_port);
     if (cfg->ready_file) {
+        /* Whoever waits for this file would wait for ever: not writing it fails the start. */
         FILE *f = fopen(cfg->ready_file, "w");
-        if (f) {
-            fprintf(f, "%d %d\n", srv->port, srv->metrics_fd >= 0 ? srv->metrics_port : 0);
-            fclose(f);
-        }
+        int ok =
+            f && fprintf(f, "%d %d\n", srv->port, srv->metrics_fd >= 0 ? srv->metrics_port : 0) > 0;
+        if (f && fclose(f) != 0) ok = 0;
+        if (!ok) return log_errno("writing the ready file %s", cfg->ready_file);
     }
+    return 0;
+}
 
-    epfd = epoll_create1(EPOLL_CLOEXEC);
-    struct epoll_event ev = {.events = EPOLLIN, .data.fd = srv->listen_fd};
-    epoll_ctl(epfd, EPOLL_CTL_ADD, srv->listen_fd, &ev);
-    ev.data.fd = sfd;
-    epoll_ctl(epfd, EPOLL_CTL_ADD, sfd, &ev);
-    if (srv->unix_fd >= 0) {
-        ev.data.fd = srv->unix_fd;
-        epoll_ctl(epfd, EPOLL_CTL_ADD, srv->unix_fd, &ev);
+/* The accept loop's epoll set: the signalfd and every listener. */
+static int server_accept_set(server *srv) {
+    srv->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (srv->epfd < 0) return log_errno("epoll_create1");
+    int fds[] = {srv->sfd, srv->listen_fd, srv->unix_fd, srv->resp_fd};
+    for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
+        if (fds[i] < 0) continue;
+        struct epoll_event ev = {.events = EPOLLIN, .data.fd = fds[i]};
+        if (epoll_ctl(srv->epfd, EPOLL_CTL_ADD, fds[i], &ev) != 0)
+            return log_errno("epoll_ctl on the accept loop's set");
     }
-    if (srv->resp_fd >= 0) {
-        ev.data.fd = srv->resp_fd;
-        epoll_ctl(epfd, EPOLL_CTL_ADD, srv->resp_fd, &ev);
-    }
+    return 0;
+}
+
+/* Accept and hand out connections until SIGTERM or SIGINT. 0, or -errno when epoll_wait
+ * fails (logged). */
+static int server_loop(server *srv) {
     unsigned next_worker = 0;
     uint64_t last_summary = now_ns();
+    int rc = 0;
     while (!atomic_load(&srv->stopping)) {
         struct epoll_event e[4];
-        int n = epoll_wait(epfd, e, 4, 1000);
+        int n = epoll_wait(srv->epfd, e, 4, 1000);
+        if (n < 0 && errno != EINTR) {
+            rc = -errno;
+            LOG_ERROR("accept loop: epoll_wait: %s; stopping", strerror(errno));
+            break;
+        }
         for (int i = 0; i < n; i++) {
-            if (e[i].data.fd == sfd) {
+            if (e[i].data.fd == srv->sfd) {
                 struct signalfd_siginfo si;
-                ssize_t r = read(sfd, &si, sizeof(si));
-                (void)r;
+                if (read(srv->sfd, &si, sizeof(si)) != (ssize_t)sizeof(si)) continue;
                 LOG_INFO("signal %d: finishing in-flight requests and stopping", si.ssi_signo);
                 atomic_store(&srv->stopping, 1);
             } else if (e[i].data.fd == srv->resp_fd) {
@@ -457,34 +565,42 @@ int server_run(const server_config *cfg) {
             log_summary(srv);
         }
     }
+    /* Accept nothing more while the workers drain. */
     close(srv->listen_fd);
     srv->listen_fd = -1;
     uds_close(srv);
     if (srv->resp_fd >= 0) close(srv->resp_fd);
     srv->resp_fd = -1;
-    rc = 0;
+    return rc;
+}
 
-out:
-    announce_stop(ann); /* leave the cluster before draining */
+/* Undo whatever the set-up made, in reverse: leave the cluster, drain and join the
+ * workers, stop the metrics thread, close every fd. Safe on a
+ * half-made server: every fd starts at -1 and every thread has its started flag. */
+static void server_teardown(server *srv) {
+    announce_stop(srv->ann); /* leave the cluster before draining */
     atomic_store(&srv->stopping, 1);
-    for (int i = 0; i < nworkers; i++) {
+    for (int i = 0; i < srv->nworkers; i++) {
+        worker *w = &srv->workers[i];
+        if (!w->started) continue;
         uint64_t one = 1;
-        ssize_t r = write(srv->workers[i].wakefd, &one, sizeof(one));
+        ssize_t r = write(w->wakefd, &one, sizeof(one));
         (void)r;
-        pthread_join(srv->workers[i].thread, NULL);
+        pthread_join(w->thread, NULL);
     }
-    if (srv->workers) {
-        for (int i = 0; i < srv->cfg.threads; i++) {
-            worker *w = &srv->workers[i];
-            for (size_t j = 0; j < w->nincoming; j++) close(w->incoming[j]);
-            free(w->incoming);
-            if (w->epfd > 0) close(w->epfd);
-            if (w->wakefd > 0) close(w->wakefd);
-            resp_worker_fini(w);
-            pthread_mutex_destroy(&w->qlock);
+    for (int i = 0; i < srv->nworkers; i++) {
+        worker *w = &srv->workers[i];
+        for (size_t j = 0; j < w->nincoming; j++) {
+            preauth_release(srv, w->incoming[j] & ~WORKER_FD_RESP, 0);
+            close(w->incoming[j] & ~WORKER_FD_RESP);
         }
+        free(w->incoming);
+        if (w->epfd >= 0) close(w->epfd);
+        if (w->wakefd >= 0) close(w->wakefd);
+        resp_worker_fini(w);
+        pthread_mutex_destroy(&w->qlock);
     }
-    if (metrics_started) {
+    if (srv->metrics_started) {
         uint64_t one = 1;
         ssize_t r = write(srv->metrics_stopfd, &one, sizeof(one));
         (void)r;
@@ -496,10 +612,39 @@ out:
     if (srv->listen_fd >= 0) close(srv->listen_fd);
     uds_close(srv);
     if (srv->resp_fd >= 0) close(srv->resp_fd);
-    if (epfd >= 0) close(epfd);
-    if (sfd >= 0) close(sfd);
+    if (srv->epfd >= 0) close(srv->epfd);
+    if (srv->sfd >= 0) close(srv->sfd);
     free(srv->workers);
     if (srv->st) store_destroy(srv->st);
+    preauth_fini(&srv->pre);
+}
+
+int server_run(const server_config *cfg) {
+    char err[256];
+    int rc = server_config_check(cfg, err, sizeof(err));
+    if (rc) {
+        LOG_ERROR("cannot start tided: %s", err);
+        return rc;
+    }
+    server *srv = calloc(1, sizeof(*srv));
+    if (!srv) return -ENOMEM;
+    srv->cfg = *cfg;
+    srv->listen_fd = srv->metrics_fd = srv->metrics_stopfd = srv->unix_fd = srv->resp_fd = -1;
+    srv->sfd = srv->epfd = -1;
+    if (srv->cfg.threads < 1) srv->cfg.threads = 1;
+    if (srv->cfg.max_value) srv->cfg.store.max_value = srv->cfg.max_value;
+    if (srv->cfg.auth_token[0] && preauth_init(&srv->pre, srv->cfg.max_preauth_conns) != 0) {
+        LOG_ERROR("cannot start tided: out of memory for %d pre-auth slots",
+                  srv->cfg.max_preauth_conns);
+        free(srv);
+        return -ENOMEM;
+    }
+
+    if ((rc = server_signals(srv)) == 0 && (rc = server_store(srv)) == 0 &&
+        (rc = server_listeners(srv)) == 0 && (rc = server_workers(srv)) == 0 &&
+        (rc = server_accept_set(srv)) == 0 && (rc = server_announce(srv)) == 0)
+        rc = server_loop(srv);
+    server_teardown(srv);
     free(srv);
     if (rc == 0) LOG_INFO("tided stopped cleanly");
     return rc;

@@ -15,11 +15,18 @@
 #ifndef TIDE_SERVER_H
 #define TIDE_SERVER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "store/store.h"
 
 #define SERVER_DEFAULT_PORT 7474
+/* The smallest --max-frame: a request must hold a HELLO with the longest token and a key
+ * of TIDE_KEY_MAX bytes with a value. */
+#define SERVER_MIN_MAX_FRAME 4096u
+/* Pre-auth slots by default (--max-preauth-conns): room for a burst of clients connecting
+ * at once, small next to --max-conns. */
+#define SERVER_DEFAULT_PREAUTH_CONNS 64
 
 typedef struct server_config {
     char bind[64];           /* address to listen on; default 127.0.0.1 */
@@ -29,7 +36,10 @@ typedef struct server_config {
     int threads;             /* I/O worker threads */
     store_config store;      /* pool size and policy */
     char auth_token[256];    /* required from clients when not empty */
-    int max_conns;           /* connections beyond this are refused */
+    int max_conns;           /* connections beyond this are refused (with a token: those
+                                past HELLO; see max_preauth_conns) */
+    int max_preauth_conns;   /* with a token: connections not authenticated yet; when all
+                                are taken the oldest is cut for a new one (preauth.c) */
     uint32_t max_keys;       /* keys in one frame */
     uint64_t max_frame;      /* bytes in one frame, values included */
     uint64_t max_value;      /* largest value; 0 = the pool's limit */
@@ -50,6 +60,10 @@ typedef struct server_config {
 
 /* Defaults for everything (port SERVER_DEFAULT_PORT, 1 GiB pool, 2 threads...). */
 void server_config_defaults(server_config *cfg);
+
+/* 0 when cfg can serve clients, else TIDE_ECONFIG (or the frame limits' error) with the
+ * setting named in err: max_conns below 1, max_frame below SERVER_MIN_MAX_FRAME, ... */
+int server_config_check(const server_config *cfg, char *err, size_t errlen);
 
 /*
  * Run until SIGTERM/SIGINT. Logs through src/common/log.h. Returns 0 after a clean stop,

@@ -34,6 +34,7 @@ typedef struct worker {
     int *incoming; /* accepted fds waiting to be adopted (under qlock) */
     size_t nincoming, capincoming;
     conn *conns; /* this worker's connections (doubly linked) */
+    int started; /* its thread runs (server_teardown joins it) */
     int resp_epfd;                /* RESP connections' epoll set, nested in epfd */
     struct resp_conn *resp_conns; /* this worker's RESP connections (resp_conn.c) */
 } worker;
@@ -41,6 +42,18 @@ typedef struct worker {
 /* Marks an fd in `incoming` as a RESP connection. fds stay below 2^30 (the kernel's
  * fs.nr_open cannot go higher), so the bit is free. */
 #define WORKER_FD_RESP (1 << 30)
+
+/* preauth.c: the pre-auth slots of a server with a token (see there). */
+typedef struct preauth {
+    pthread_mutex_t mu;
+    struct preauth_slot {
+        int fd;
+        uint64_t seq; /* admission order: the lowest is the oldest */
+    } * slots;
+    int cap, n;
+    uint64_t seq;
+    int ready; /* initialised (preauth_fini does nothing otherwise) */
+} preauth;
 
 struct server {
     server_config cfg;
@@ -50,8 +63,15 @@ struct server {
     int port, metrics_port;
     int resp_fd, resp_port; /* the RESP listener (-1 when off) and its port */
     worker *workers;
+    int nworkers; /* workers allocated (their fds -1 until made) */
+    int sfd;      /* signalfd for SIGTERM and SIGINT, -1 until made */
+    int epfd;     /* the accept loop's epoll set, -1 until made */
+    int metrics_started;
+    struct announce *ann; /* etcd registration (announce.c), NULL when none */
     atomic_int stopping;
-    atomic_int open_conns;
+    atomic_int open_conns;   /* every connection open, authenticated or not */
+    atomic_int authed_conns; /* with a token: those past HELLO/AUTH (<= max_conns) */
+    preauth pre;             /* with a token: those not yet authenticated */
     pthread_t metrics_thread;
     int metrics_stopfd;
     int unix_fd;                 /* Unix socket listener, -1 when none (uds.c) */
@@ -83,6 +103,20 @@ void shm_free(store *st, shm_state *s);
 int shm_dispatch(conn *c, shm_state *s, const frame_msg *m, int *status);
 /* writev() that also passes `fd` (SCM_RIGHTS) with the first byte sent. */
 ssize_t shm_send_fd(int sock, const struct iovec *iov, int n, int fd);
+
+/* preauth.c: connection budgets on a server with a token. */
+int preauth_init(preauth *p, int cap);
+void preauth_fini(preauth *p);
+/* Accept thread: count a new connection in, cutting the oldest pre-auth one first when
+ * every slot is taken. Returns 1 when one was cut. */
+int preauth_admit(server *srv, int fd);
+/* Worker: the connection on fd passed HELLO/AUTH. 0: it now holds an authenticated slot;
+ * TIDE_ELIMIT: max_conns are open (logged, counted); -ECONNABORTED: it was cut meanwhile.
+ * Always 0 on a server without a token. */
+int preauth_promote(server *srv, int fd);
+/* Worker: the connection on fd closes (before its fd is closed): give back its slot,
+ * authenticated (authed) or pre-auth. Nothing on a server without a token. */
+void preauth_release(server *srv, int fd, int authed);
 
 /* uds.c: the Unix socket listener. */
 /* Create, bind (mode cfg.unix_mode) and listen; sets srv->unix_fd. Negative on failure

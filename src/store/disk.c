@@ -13,6 +13,11 @@
  * an append-only log can keep without compaction: a segment's records are all older than
  * the next one's). A record larger than the capacity is refused.
  *
+ * Permissions: the directory is made 0700 and segment files 0600 (the umask may narrow them
+ * further); segments found at open with wider bits are narrowed to 0600. A directory that
+ * exists keeps its mode. disk_open refuses a path that is not a directory or in which a
+ * file cannot be created.
+ *
  * Durability: a write is reported (indexed) once the kernel has completed it, which is
  * what survives the death of the process. A sealed segment is fdatasync'ed when it is
  * sealed; the active one is not, so a power loss can lose the unsealed tail (the scan then
@@ -46,6 +51,9 @@
 #define WRITE_CHUNK_MAX 256 /* records in one batch of writes */
 #define DISK_DIR_MAX 512    /* longest directory path */
 #define DISK_PATH_MAX (DISK_DIR_MAX + 32)
+/* Segment files hold KV blocks: readable by tided's user only (the directory, when tide
+ * makes it, is 0700). The umask can narrow these further, never widen them. */
+#define DISK_FILE_MODE 0600
 
 typedef struct dent dent;
 
@@ -441,6 +449,16 @@ static int scan_dir(disk *d, char *err, size_t errlen) {
             rc = -e;
             break;
         }
+        /* A segment left with wider bits (by a tide before 0600) is narrowed: it holds KV
+         * blocks. */
+        if ((sb.st_mode & 07777 & ~(mode_t)DISK_FILE_MODE) && fchmod(fd, DISK_FILE_MODE) != 0) {
+            int e = errno;
+            snprintf(err, errlen, "%s is mode %04o and cannot be narrowed to %04o: %s", path,
+                     (unsigned)(sb.st_mode & 07777), DISK_FILE_MODE, strerror(e));
+            close(fd);
+            rc = -e;
+            break;
+        }
         uint8_t h[SEG_HDR];
         if (pread(fd, h, SEG_HDR, 0) != SEG_HDR || !seg_header_ok(h, seqs[i])) {
             set_aside(d, path, fd, sb.st_size);
@@ -467,6 +485,43 @@ static int scan_dir(disk *d, char *err, size_t errlen) {
 }
 
 /* ---- open / close ------------------------------------------------------------------ */
+
+/* The directory exists (made 0700 when it did not), is a directory and takes new files:
+ * checked by creating and removing a probe file, the only test that also holds for root
+ * and for read-only mounts. An existing directory keeps its mode; the files tide puts in
+ * it are 0600 whatever that mode is. */
+static int disk_dir_ready(const char *dir, char *err, size_t errlen) {
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        int e = errno;
+        snprintf(err, errlen, "disk_dir %s: cannot create it: %s", dir, strerror(e));
+        return -e;
+    }
+    struct stat sb;
+    if (stat(dir, &sb) != 0) {
+        int e = errno;
+        snprintf(err, errlen, "disk_dir %s: %s", dir, strerror(e));
+        return -e;
+    }
+    if (!S_ISDIR(sb.st_mode)) {
+        snprintf(err, errlen, "disk_dir %s is not a directory", dir);
+        return -ENOTDIR;
+    }
+    char probe[DISK_PATH_MAX];
+    snprintf(probe, sizeof(probe), "%s/.tide-probe-%d", dir, (int)getpid());
+    int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == EEXIST) { /* left by a process of this pid that died: retry once */
+        unlink(probe);
+        fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    }
+    if (fd < 0) {
+        int e = errno;
+        snprintf(err, errlen, "disk_dir %s is not writable: %s", dir, strerror(e));
+        return -e;
+    }
+    close(fd);
+    unlink(probe);
+    return 0;
+}
 
 int disk_open(const disk_config *cfg, disk **out, char *err, size_t errlen) {
     *out = NULL;
@@ -496,13 +551,12 @@ int disk_open(const disk_config *cfg, disk **out, char *err, size_t errlen) {
     if (seg < 4096) seg = 4096;
     d->seg_size = seg;
     d->next_seq = 1;
-    if (mkdir(d->dir, 0755) != 0 && errno != EEXIST) {
-        int e = errno;
-        snprintf(err, errlen, "mkdir %s: %s", d->dir, strerror(e));
+    int rc = disk_dir_ready(d->dir, err, errlen);
+    if (rc < 0) {
         free(d);
-        return -e;
+        return rc;
     }
-    int rc = disk_io_init(&d->io, cfg->io, err, errlen);
+    rc = disk_io_init(&d->io, cfg->io, err, errlen);
     if (rc < 0) {
         free(d);
         return rc;
@@ -702,7 +756,7 @@ static int seg_create(disk *d, disk_seg **out, char *err, size_t errlen) {
     uint64_t seq = d->next_seq++;
     char path[DISK_PATH_MAX];
     seg_path(d, seq, path, sizeof(path));
-    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, DISK_FILE_MODE);
     if (fd < 0) {
         int e = errno;
         snprintf(err, errlen, "creating %s: %s", path, strerror(e));

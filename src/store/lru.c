@@ -28,8 +28,9 @@ static uint64_t lru_meta_bytes(const policy *p) {
     return 0;
 }
 
-static void lru_insert(policy *p, obj *o, int reused) {
+static void lru_insert(policy *p, obj *o, int reused, const policy_hint *h) {
     (void)reused;
+    (void)h;
     o->lprev = ALLOC_NIL;
     o->lnext = p->head;
     if (p->head != ALLOC_NIL)
@@ -62,6 +63,11 @@ static obj *lru_victim(policy *p) {
     return p->tail == ALLOC_NIL ? NULL : at(p, p->tail);
 }
 
+static int lru_list_of(const obj *o) {
+    (void)o;
+    return 1;
+}
+
 const policy_ops policy_lru = {
     .name = "lru",
     .init = lru_init,
@@ -71,4 +77,5 @@ const policy_ops policy_lru = {
     .access = lru_access,
     .victim = lru_victim,
     .meta_bytes = lru_meta_bytes,
+    .list_of = lru_list_of,
 };

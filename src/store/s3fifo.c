@@ -103,7 +103,8 @@ static int ghost_take(policy *p, uint32_t h) {
     return 1;
 }
 
-static void s3_insert(policy *p, obj *o, int reused) {
+static void s3_insert(policy *p, obj *o, int reused, const policy_hint *h) {
+    (void)h;
     if (!reused) {
         o->state = (uint8_t)(o->state & 3);
         if (ghost_take(p, o->hash)) o->state |= IN_MAIN;
@@ -153,6 +154,10 @@ static uint64_t s3_meta_bytes(const policy *p) {
     return ((uint64_t)p->ghost_mask + 1) * sizeof(uint32_t);
 }
 
+static int s3_list_of(const obj *o) {
+    return (o->state & IN_MAIN) ? 2 : 1;
+}
+
 const policy_ops policy_s3fifo = {
     .name = "s3fifo",
     .init = s3_init,
@@ -162,4 +167,6 @@ const policy_ops policy_s3fifo = {
     .access = s3_access,
     .victim = s3_victim,
     .meta_bytes = s3_meta_bytes,
+    .list_of = s3_list_of,
+    .keeps_units = 1,
 };

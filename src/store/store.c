@@ -107,13 +107,34 @@ static void do_remove_live(store *st, obj *o) {
     }
 }
 
-static void do_release_pin(store *st, obj *o) {
+/* The object a chain cursor names, if it is still that object, in the policy, and not
+ * `self` (the object being inserted: a batch may name the same key twice). The node is
+ * looked at only when the allocator has it in use, so its owner is a live record; a LIVE
+ * object without pins is in the policy. */
+static const obj *do_chain_obj(store *st, const store_chain *c, const obj *self) {
+    if (!c || c->node == ALLOC_NIL || c->node >= st->al.nchunks << ALLOC_CHUNK_SHIFT) return NULL;
+    if (!(alloc_node_at(&st->al, c->node)->size & ALLOC_USED_BIT)) return NULL;
+    const obj *o = alloc_owner(&st->al, c->node);
+    if (!o || o == self || o->node != c->node || o->hash != c->hash || OBJ_STATE(o) != OBJ_LIVE ||
+        o->pins)
+        return NULL;
+    return o;
+}
+
+/* o becomes evictable as the next key of chain c's batch (c may be NULL). */
+static void do_insert(store *st, obj *o, int reused, store_chain *c, int last) {
+    policy_hint h = {.after = do_chain_obj(st, c, o), .tail = last};
+    st->pol.ops->insert(&st->pol, o, reused, &h);
+    if (c) *c = (store_chain){o->node, o->hash};
+}
+
+static void do_release_pin(store *st, obj *o, store_chain *c) {
     if (--o->pins > 0) return;
     st->pinned--;
     if (OBJ_STATE(o) == OBJ_HIDDEN)
         do_free_obj(st, o);
     else
-        st->pol.ops->insert(&st->pol, o, 1);
+        do_insert(st, o, 1, c, 0);
 }
 
 static void do_drop_reservation(store *st, obj *o) {
@@ -137,6 +158,9 @@ int store_create(const store_config *cfg, store **out, char *err, size_t errlen)
         break;
     case STORE_POLICY_S3FIFO:
         ops = &policy_s3fifo;
+        break;
+    case STORE_POLICY_CHAIN:
+        ops = &policy_chain;
         break;
     default:
         snprintf(err, errlen, "unknown eviction policy %d", cfg->policy);
@@ -247,8 +271,7 @@ int store_reserve(store *st, const void *key, size_t klen, uint64_t vlen, uint64
     keyref kr = {key, klen};
     obj *o = NULL;
     for (;;) { /* again after each wait for the disk writer: the key may have come in */
-        if (htab_find(&st->index, h, obj_eq, &kr) ||
-            (st->dk && disk_contains(st->dk, key, klen))) {
+        if (htab_find(&st->index, h, obj_eq, &kr) || (st->dk && disk_contains(st->dk, key, klen))) {
             st->put_dups++;
             rc = STORE_DUP;
             goto out;
@@ -289,7 +312,24 @@ out:
     return rc;
 }
 
+static const char *const policy_names[] = {"lru", "s3fifo", "chain"};
+
+int store_policy_parse(const char *name) {
+    for (int i = 0; i < (int)(sizeof(policy_names) / sizeof(policy_names[0])); i++)
+        if (name && strcmp(name, policy_names[i]) == 0) return i;
+    return -1;
+}
+
+const char *store_policy_name(int which) {
+    if (which < 0 || which >= (int)(sizeof(policy_names) / sizeof(policy_names[0]))) return "?";
+    return policy_names[which];
+}
+
 int store_commit(store *st, uint64_t id, uint64_t checksum) {
+    return store_commit_chain(st, id, checksum, NULL, 0);
+}
+
+int store_commit_chain(store *st, uint64_t id, uint64_t checksum, store_chain *chain, int last) {
     pthread_mutex_lock(&st->mu);
     lease *e = leases_find(&st->ls, id, LEASE_RESV);
     if (!e) {
@@ -302,7 +342,7 @@ int store_commit(store *st, uint64_t id, uint64_t checksum) {
     OBJ_SET_STATE(o, OBJ_LIVE);
     st->objects++;
     st->puts++;
-    st->pol.ops->insert(&st->pol, o, 0);
+    do_insert(st, o, 0, chain, last);
     pthread_mutex_unlock(&st->mu);
     return 0;
 }
@@ -383,7 +423,7 @@ static int do_promote(store *st, const void *key, size_t klen, uint32_t h, obj *
         OBJ_SET_STATE(o, OBJ_LIVE);
         st->objects++;
         st->promotions++;
-        st->pol.ops->insert(&st->pol, o, 0);
+        do_insert(st, o, 0, NULL, 0);
         *out = o;
         return 0;
     }
@@ -435,6 +475,10 @@ out:
 }
 
 int store_unpin(store *st, uint64_t id) {
+    return store_unpin_chain(st, id, NULL);
+}
+
+int store_unpin_chain(store *st, uint64_t id, store_chain *chain) {
     pthread_mutex_lock(&st->mu);
     lease *e = leases_find(&st->ls, id, LEASE_PIN);
     if (!e) {
@@ -443,7 +487,7 @@ int store_unpin(store *st, uint64_t id) {
     }
     obj *o = e->o;
     leases_drop(&st->ls, e);
-    do_release_pin(st, o);
+    do_release_pin(st, o, chain);
     pthread_mutex_unlock(&st->mu);
     return 0;
 }
@@ -524,7 +568,7 @@ int store_expire(store *st, uint64_t now) {
         int kind = e->kind;
         leases_drop(&st->ls, e);
         if (kind == LEASE_PIN)
-            do_release_pin(st, o);
+            do_release_pin(st, o, NULL);
         else
             do_drop_reservation(st, o);
         n++;
@@ -631,7 +675,7 @@ int store_check(store *st) {
     CHECK_OR(live == st->objects && resv == st->ls.nresv && promo == st->promoting);
     CHECK_OR(evictable == st->pol.count + st->pol.count2);
     /* Walk the policy's lists: linked both ways, LIVE and unpinned, counts and (for a
-     * policy that keeps them) bytes right, and for S3-FIFO on the list the object names. */
+     * policy that keeps them) bytes right, each object on the list the policy names. */
     for (int l = 0; l < 2; l++) {
         uint32_t n = l ? st->pol.head2 : st->pol.head, prev = ALLOC_NIL;
         uint64_t cnt = 0, bytes = 0;
@@ -639,7 +683,7 @@ int store_check(store *st) {
             obj *o = alloc_owner(&st->al, n);
             CHECK_OR(o && o->node == n && o->lprev == prev && cnt < evictable);
             CHECK_OR(OBJ_STATE(o) == OBJ_LIVE && o->pins == 0);
-            if (st->pol.ops == &policy_s3fifo) CHECK_OR(((o->state & 4) != 0) == l);
+            CHECK_OR(st->pol.ops->list_of(o) == l + 1);
             cnt++;
             bytes += alloc_units(&st->al, n);
             prev = n;
@@ -647,7 +691,7 @@ int store_check(store *st) {
         }
         CHECK_OR(prev == (l ? st->pol.tail2 : st->pol.tail));
         CHECK_OR(cnt == (l ? st->pol.count2 : st->pol.count));
-        if (st->pol.ops == &policy_s3fifo) CHECK_OR(bytes == (l ? st->pol.bytes2 : st->pol.bytes));
+        if (st->pol.ops->keeps_units) CHECK_OR(bytes == (l ? st->pol.bytes2 : st->pol.bytes));
     }
     hidden = malloc((st->ls.npin + st->spill_held + 1) * sizeof(*hidden));
     CHECK_OR(hidden);

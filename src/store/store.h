@@ -33,7 +33,16 @@
 
 typedef struct store store;
 
-enum store_policy { STORE_POLICY_LRU = 0, STORE_POLICY_S3FIFO = 1 };
+enum store_policy { STORE_POLICY_LRU = 0, STORE_POLICY_S3FIFO = 1, STORE_POLICY_CHAIN = 2 };
+
+/* The default policy (chosen by replaying traces, README "Trace replay"). */
+#define STORE_POLICY_DEFAULT STORE_POLICY_CHAIN
+
+/* "lru", "s3fifo" or "chain" as enum store_policy, or -1; and back ("?" when unknown). */
+int store_policy_parse(const char *name);
+const char *store_policy_name(int policy);
+/* The names for messages: "lru, s3fifo or chain". */
+#define STORE_POLICY_NAMES "lru, s3fifo or chain"
 
 typedef struct store_config {
     uint64_t capacity;  /* pool bytes (rounded up to the allocator's 256-byte unit; at most
@@ -41,7 +50,7 @@ typedef struct store_config {
     uint64_t max_value; /* largest value accepted; 0 = capacity */
     int prefault;       /* touch every pool page at creation (slow start, fast first use) */
     int hugepages;      /* try MFD_HUGETLB first, fall back to normal pages */
-    int policy;         /* enum store_policy */
+    int policy;         /* enum store_policy (0 = LRU; callers take STORE_POLICY_DEFAULT) */
 
     /* SSD tier, on when disk_dir is set and not empty (see tier.c and disk.h). */
     const char *disk_dir;
@@ -54,6 +63,22 @@ typedef struct store_config {
     void (*log)(void *ctx, int level, const char *msg);
     void *log_ctx;
 } store_config;
+
+/*
+ * A caller's place in one batch of keys that is a prefix chain in batch order (each key's
+ * block the parent of the next: what a connector saves or loads for one prompt). The
+ * caller starts each batch with STORE_CHAIN_INIT and passes the same cursor to every
+ * store_commit_chain() (saves) or store_unpin_chain() (loads) of the batch, in order; the
+ * store remembers the last object placed, so a chain-aware policy (chain.c) can keep the
+ * batch in chain order. The cursor names its object by allocator node and key hash and is
+ * checked before use, so a stale one (the object evicted or removed since) costs only the
+ * hint. Policies without chain order ignore it.
+ */
+typedef struct store_chain {
+    uint32_t node;
+    uint32_t hash;
+} store_chain;
+#define STORE_CHAIN_INIT ((store_chain){UINT32_MAX, 0})
 
 /* Result of store_reserve() when the key exists or is being written: nothing to do. */
 #define STORE_DUP 1
@@ -92,6 +117,10 @@ int store_reserve(store *st, const void *key, size_t klen, uint64_t vlen, uint64
 /* Make a reservation visible with the given checksum. Errors: TIDE_ENOTFOUND (unknown or
  * expired reservation id). */
 int store_commit(store *st, uint64_t id, uint64_t checksum);
+/* The same as one key of a chain batch: chain is the batch's cursor (may be NULL), last is
+ * nonzero for the batch's last key (callers set it only for batches of two keys or more:
+ * a key put alone is not known to end a chain). */
+int store_commit_chain(store *st, uint64_t id, uint64_t checksum, store_chain *chain, int last);
 /* Drop a reservation and free its space. Errors: TIDE_ENOTFOUND. */
 int store_abort(store *st, uint64_t id);
 
@@ -103,6 +132,8 @@ int store_abort(store *st, uint64_t id);
 int store_pin(store *st, const void *key, size_t klen, uint64_t deadline_ns, store_ref *ref);
 /* Release a pin. Errors: TIDE_ENOTFOUND (unknown or expired pin id). */
 int store_unpin(store *st, uint64_t id);
+/* The same as one key of a chain batch of reads (chain may be NULL). */
+int store_unpin_chain(store *st, uint64_t id, store_chain *chain);
 
 /* A reader found that the pinned bytes do not match their checksum: count it and remove
  * the object so no later reader sees it (its space is freed at the last unpin). The pin's

@@ -7,6 +7,7 @@
  *   htab.c    an open-addressing table of pointers (the key index and the lease table)
  *   lru.c     the LRU eviction policy (behind policy_ops)
  *   s3fifo.c  the S3-FIFO eviction policy (the same interface)
+ *   chain.c   chain-aware segmented LRU for prefix chains (the same interface; the default)
  *   lease.c   pins and reservations: ids, the id table and the deadline heap
  *   store.c   store.h on top of the above, under one mutex
  *   tier.c    the SSD tier's side of the store: spill writer thread, promotion from disk
@@ -200,9 +201,18 @@ _Static_assert(sizeof(obj) == 32, "an object record is 32 bytes before its key")
 #define OBJ_SET_STATE(o, s) ((o)->state = (uint8_t)(((o)->state & ~3) | (s)))
 
 /* ---------------------------------------------------------------------------------------
- * Eviction policy (lru.c; others as more files). A policy holds exactly the evictable
+ * Eviction policy (lru.c, s3fifo.c, chain.c). A policy holds exactly the evictable
  * objects: committed, in the index, not pinned.
  * ------------------------------------------------------------------------------------- */
+
+/* Where a caller's batch says an insert belongs (store.h, store_chain): `after` is the
+ * object of the same batch inserted just before (LIVE and in the policy, or NULL); `tail`
+ * is set for the batch's last key. Policies that do not use chain order ignore it. */
+typedef struct policy_hint {
+    const obj *after;
+    int tail;
+} policy_hint;
+
 typedef struct policy {
     const struct policy_ops *ops;
     const alloc *al;        /* maps a link (a node index) to its object */
@@ -219,8 +229,9 @@ typedef struct policy_ops {
     /* Set up for a pool of al->total units. Errors: -ENOMEM. */
     int (*init)(policy *p);
     void (*fini)(policy *p);
-    /* o becomes evictable: reused = 0 after commit, 1 when its last pin is released. */
-    void (*insert)(policy *p, obj *o, int reused);
+    /* o becomes evictable: reused = 0 after commit, 1 when its last pin is released; h is
+     * the caller's chain hint or NULL. */
+    void (*insert)(policy *p, obj *o, int reused, const policy_hint *h);
     /* o stops being evictable (pinned, removed or evicted). */
     void (*erase)(policy *p, obj *o);
     /* o was read (called at every pin, while o is out of the policy). */
@@ -230,10 +241,15 @@ typedef struct policy_ops {
     obj *(*victim)(policy *p);
     /* Heap bytes the policy holds beyond the records. */
     uint64_t (*meta_bytes)(const policy *p);
+    /* For store_check(): the list (1 or 2) an evictable object must be on, and whether the
+     * policy keeps bytes/bytes2 (allocator units per list). */
+    int (*list_of)(const obj *o);
+    int keeps_units;
 } policy_ops;
 
 extern const policy_ops policy_lru;
 extern const policy_ops policy_s3fifo;
+extern const policy_ops policy_chain;
 
 /* ---------------------------------------------------------------------------------------
  * Leases (lease.c): pins and reservations, named by ids unique for the store's life,
@@ -307,7 +323,8 @@ int64_t disk_pwritev_all(int fd, struct iovec *iov, int iovcnt, uint64_t off);
  * The store itself (store.c), with the SSD tier's state (tier.c)
  * ------------------------------------------------------------------------------------- */
 
-/* Flag bits of obj.state used by the tier (S3-FIFO uses bits 2..4, the state bits 0..1). */
+/* Flag bits of obj.state used by the tier (S3-FIFO uses bits 2..4, chain bit 2, the state
+ * bits 0..1). */
 #define OBJ_SPILL 0x80   /* held for the disk writer (queued or being written); one of pins */
 #define OBJ_PROMOTE 0x40 /* RESERVED by a read-back from disk (no lease): readers wait */
 #define OBJ_GONE 0x20    /* removed while being promoted: the promotion must not commit */
@@ -316,7 +333,7 @@ int64_t disk_pwritev_all(int fd, struct iovec *iov, int iovcnt, uint64_t off);
  * tier_cv and try again. */
 #define STORE_WAIT 2
 
-#define TIER_BATCH 64                  /* objects in one batch of the disk writer */
+#define TIER_BATCH 64                 /* objects in one batch of the disk writer */
 #define TIER_BATCH_BYTES (8ull << 20) /* bytes in one batch (a larger object goes alone) */
 
 struct store {
@@ -359,7 +376,7 @@ struct store {
     uint64_t spill_bytes;            /* their allocator bytes */
     obj *batch[TIER_BATCH];          /* the writer's batch being written */
     uint32_t nbatch;
-    uint64_t promoting;       /* RESERVED|OBJ_PROMOTE records in the index */
+    uint64_t promoting; /* RESERVED|OBJ_PROMOTE records in the index */
     uint64_t promotions, disk_dropped;
     uint64_t disk_backoff_until; /* now_ns() before which evictions skip the disk (it failed) */
     void (*log)(void *ctx, int level, const char *msg);

@@ -80,7 +80,7 @@ static void do_release(store *st, obj *o) {
             store_do_free_obj(st, o);
         } else { /* only when the writer stops with objects still queued: keep them */
             o->lprev = o->lnext = ALLOC_NIL;
-            st->pol.ops->insert(&st->pol, o, 1);
+            st->pol.ops->insert(&st->pol, o, 1, NULL);
         }
     }
 }

@@ -27,6 +27,26 @@
  *             where the store keeps a hashed approximation, and FIFO order kept on a use
  *             where the store (which takes a block off its queue while a reader pins it)
  *             puts the block back at its queue's head.
+ *   arc       ARC: T1 (blocks used once since they came in) and T2 (used again), with
+ *             exact ghost lists B1 and B2 of blocks evicted from each; a write of a block
+ *             in B1 grows T1's target p, one in B2 shrinks it (the paper's rules, in
+ *             blocks, with integer steps).
+ *   admit     LRU with reuse-count admission (as vLLM's offloading filters blocks by how
+ *             often they were seen): while the cache is full, a block is stored only if
+ *             the exact ghost of the last `capacity` blocks refused or evicted holds it;
+ *             otherwise the write is refused and the block enters the ghost.
+ *   chain     src/store/chain.c: probation (list 1) and protected (list 2, at most 2/5 of
+ *             the blocks). Writes go to probation right behind the previous write of the
+ *             same batch (at the head for a batch's first), the last block of a batch of
+ *             two or more to probation's eviction end; a use moves a block to protected, behind the
+ *             previous use of the batch, and protected's overflow goes to probation's head;
+ *             once a batch's use has gone back so, its later uses follow it into probation.
+ *             Victims: probation's tail, else protected's.
+ *   chainarc  ARC with chain's placement: a batch's blocks follow each other in T1 or T2,
+ *             the last block of a write batch at T1's eviction end.
+ *
+ * The chain-aware rules keep a cursor, the block the batch placed last: it is used only
+ * while that block is still on the list being placed into, as the store checks it.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -37,7 +57,8 @@
 #define NIL UINT32_MAX
 #define NEVER SIZE_MAX /* next reference of a block that is not referenced again */
 
-static const char *const names[SIM_NPOLICIES] = {"infinite", "belady", "lru", "s3fifo"};
+static const char *const names[SIM_NPOLICIES] = {"infinite", "belady", "lru",   "s3fifo",
+                                                 "arc",      "admit",  "chain", "chainarc"};
 
 const char *sim_policy_name(int policy) {
     return policy >= 0 && policy < SIM_NPOLICIES ? names[policy] : "unknown";
@@ -53,10 +74,15 @@ typedef struct sim {
     int policy;
     uint64_t cap;
     uint64_t held;
-    uint8_t *where; /* per block: 0 = not held, 1 = held (S for s3fifo), 2 = in M */
-    /* lru, s3fifo */
+    uint8_t *where; /* per block: 0 = not held, 1 = held (S, T1, probation), 2 = in M (T2,
+                       protected); 3 and 4 = not held, in ARC's ghost B1 or B2 */
+    /* lru, s3fifo, arc, admit, chain, chainarc */
     uint32_t *prev, *next;
-    list q[3]; /* [1] = the LRU list or S, [2] = M */
+    list q[5];      /* [1] = the LRU list, S, T1 or probation, [2] = M, T2 or protected, [3] = B1,
+                       [4] = B2 */
+    uint32_t cur;   /* chain cursor: the block this batch placed last, or NIL */
+    uint64_t arc_p; /* ARC's target size of T1 */
+    uint64_t prot_max;
     uint8_t *freq;
     uint64_t s_target;
     uint64_t *ghost_seq; /* 0, or the ghost insertion number of the block's eviction */
@@ -66,8 +92,12 @@ typedef struct sim {
     size_t *key;      /* per block: the next reference of a held block */
     uint32_t *heap, *hpos;
     size_t hlen;
-    uint64_t evictions;
+    uint64_t evictions, refused;
 } sim;
+
+static inline int held(const sim *s, uint32_t b) {
+    return s->where[b] == 1 || s->where[b] == 2;
+}
 
 /* ---- lists ---------------------------------------------------------------------------- */
 
@@ -82,6 +112,37 @@ static void push_head(sim *s, int qi, uint32_t b) {
     q->head = b;
     q->count++;
     s->where[b] = (uint8_t)qi;
+}
+
+/* b goes right behind a (on list qi). */
+static void insert_after(sim *s, int qi, uint32_t a, uint32_t b) {
+    list *q = &s->q[qi];
+    s->prev[b] = a;
+    s->next[b] = s->next[a];
+    if (s->next[a] != NIL)
+        s->prev[s->next[a]] = b;
+    else
+        q->tail = b;
+    s->next[a] = b;
+    q->count++;
+    s->where[b] = (uint8_t)qi;
+}
+
+static void push_tail(sim *s, int qi, uint32_t b) {
+    if (s->q[qi].tail == NIL)
+        push_head(s, qi, b);
+    else
+        insert_after(s, qi, s->q[qi].tail, b);
+}
+
+/* Chain placement: behind the batch's previous block when it is still on list qi, else at
+ * the head; b becomes the cursor. */
+static void place(sim *s, int qi, uint32_t b) {
+    if (s->cur != NIL && s->where[s->cur] == qi)
+        insert_after(s, qi, s->cur, b);
+    else
+        push_head(s, qi, b);
+    s->cur = b;
 }
 
 static void unlink_block(sim *s, uint32_t b) {
@@ -180,6 +241,87 @@ static void s3_evict(sim *s) {
     }
 }
 
+/* ARC's REPLACE: evict from T1 into B1 or from T2 into B2. */
+static void arc_replace(sim *s, int in_b2) {
+    list *T1 = &s->q[1];
+    uint32_t b;
+    int ghost;
+    if (T1->count > 0 && (T1->count > s->arc_p || (in_b2 && T1->count == s->arc_p))) {
+        b = T1->tail;
+        ghost = 3;
+    } else {
+        b = s->q[2].tail;
+        ghost = 4;
+    }
+    unlink_block(s, b);
+    push_head(s, ghost, b);
+    s->held--;
+    s->evictions++;
+}
+
+static uint64_t max1(uint64_t a, uint64_t b) {
+    uint64_t d = b ? a / b : a;
+    return d ? d : 1;
+}
+
+/* ARC on a write of b (not held); chain placement when `chain`. */
+static void arc_insert(sim *s, uint32_t b, int chain, int last) {
+    uint64_t c = s->cap;
+    list *T1 = &s->q[1], *T2 = &s->q[2], *B1 = &s->q[3], *B2 = &s->q[4];
+    if (s->where[b] == 3 || s->where[b] == 4) {
+        if (s->where[b] == 3) {
+            uint64_t d = max1(B2->count, B1->count);
+            s->arc_p = s->arc_p + d < c ? s->arc_p + d : c;
+        } else {
+            uint64_t d = max1(B1->count, B2->count);
+            s->arc_p = s->arc_p > d ? s->arc_p - d : 0;
+        }
+        int in_b2 = s->where[b] == 4;
+        unlink_block(s, b);
+        if (s->held >= c) arc_replace(s, in_b2);
+        if (chain)
+            place(s, 2, b);
+        else
+            push_head(s, 2, b);
+        return;
+    }
+    uint64_t total = T1->count + T2->count + B1->count + B2->count;
+    if (T1->count + B1->count >= c) {
+        if (T1->count < c) {
+            unlink_block(s, B1->tail);
+            if (s->held >= c) arc_replace(s, 0);
+        } else {
+            unlink_block(s, T1->tail);
+            s->held--;
+            s->evictions++;
+        }
+    } else if (total >= c) {
+        if (total >= 2 * c) unlink_block(s, B2->tail);
+        if (s->held >= c) arc_replace(s, 0);
+    }
+    if (chain && last)
+        push_tail(s, 1, b);
+    else if (chain)
+        place(s, 1, b);
+    else
+        push_head(s, 1, b);
+}
+
+/* chain: a use moves b to protected, whose overflow goes back to probation's head. */
+static void chain_use(sim *s, uint32_t b) {
+    unlink_block(s, b);
+    if (s->cur != NIL && s->where[s->cur] == 1) { /* the batch's previous use went back */
+        place(s, 1, b);
+        return;
+    }
+    place(s, 2, b);
+    while (s->q[2].count > s->prot_max) {
+        uint32_t v = s->q[2].tail;
+        unlink_block(s, v);
+        push_head(s, 1, v);
+    }
+}
+
 /* A use of held block b at reference position k. */
 static void use(sim *s, uint32_t b, size_t k) {
     switch (s->policy) {
@@ -195,13 +337,29 @@ static void use(sim *s, uint32_t b, size_t k) {
     case SIM_S3FIFO:
         if (s->freq[b] < 3) s->freq[b]++;
         break;
+    case SIM_ARC:
+        unlink_block(s, b);
+        push_head(s, 2, b);
+        break;
+    case SIM_CHAINARC:
+        unlink_block(s, b);
+        place(s, 2, b);
+        break;
+    case SIM_CHAIN:
+        chain_use(s, b);
+        break;
+    case SIM_ADMIT:
+        unlink_block(s, b);
+        push_head(s, 1, b);
+        break;
     default:
         break;
     }
 }
 
-/* A write of block b at reference position k (b is not held). */
-static void insert(sim *s, uint32_t b, size_t k) {
+/* A write of block b at reference position k (b is not held); last: the write batch's
+ * last block. Returns 1 when b is now held, 0 when the policy refused it. */
+static int insert(sim *s, uint32_t b, size_t k, int last) {
     switch (s->policy) {
     case SIM_BELADY:
         if (s->held >= s->cap) {
@@ -235,11 +393,44 @@ static void insert(sim *s, uint32_t b, size_t k) {
             push_head(s, 1, b);
         }
         break;
+    case SIM_ARC:
+    case SIM_CHAINARC:
+        arc_insert(s, b, s->policy == SIM_CHAINARC, last);
+        break;
+    case SIM_ADMIT:
+        if (s->held >= s->cap) {
+            if (!ghost_has(s, b)) {
+                s->ghost_seq[b] = ++s->ghost_next;
+                s->refused++;
+                return 0;
+            }
+            uint32_t v = s->q[1].tail;
+            unlink_block(s, v);
+            s->ghost_seq[v] = ++s->ghost_next;
+            s->held--;
+            s->evictions++;
+        }
+        s->ghost_seq[b] = 0;
+        push_head(s, 1, b);
+        break;
+    case SIM_CHAIN:
+        if (s->held >= s->cap) {
+            uint32_t v = s->q[1].count ? s->q[1].tail : s->q[2].tail;
+            unlink_block(s, v);
+            s->held--;
+            s->evictions++;
+        }
+        if (last)
+            push_tail(s, 1, b);
+        else
+            place(s, 1, b);
+        break;
     default:
         s->where[b] = 1;
         break;
     }
     s->held++;
+    return 1;
 }
 
 static void sim_free(sim *s) {
@@ -262,9 +453,11 @@ static int sim_init(sim *s, const trace *t, int policy, uint64_t cap) {
     size_t nb = t->ndistinct ? t->ndistinct : 1;
     s->where = calloc(nb, 1);
     if (!s->where) return -ENOMEM;
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 5; i++)
         s->q[i] = (list){NIL, NIL, 0};
-    if (policy == SIM_LRU || policy == SIM_S3FIFO) {
+    s->cur = NIL;
+    s->prot_max = cap * 2 / 5; /* chain.c's PROTECT_NUM / PROTECT_DEN */
+    if (policy != SIM_INFINITE && policy != SIM_BELADY) {
         s->prev = malloc(nb * sizeof(*s->prev));
         s->next = malloc(nb * sizeof(*s->next));
         if (!s->prev || !s->next) return -ENOMEM;
@@ -275,6 +468,11 @@ static int sim_init(sim *s, const trace *t, int policy, uint64_t cap) {
         if (!s->freq || !s->ghost_seq) return -ENOMEM;
         s->s_target = cap / 10;
         s->ghost_cap = cap - s->s_target ? cap - s->s_target : 1;
+    }
+    if (policy == SIM_ADMIT) {
+        s->ghost_seq = calloc(nb, sizeof(*s->ghost_seq));
+        if (!s->ghost_seq) return -ENOMEM;
+        s->ghost_cap = cap;
     }
     if (policy == SIM_BELADY) {
         size_t nr = t->nrefs ? t->nrefs : 1;
@@ -310,22 +508,29 @@ int sim_run(const trace *t, int policy, uint64_t capacity, sim_result *out) {
         const trace_req *rq = &t->reqs[q];
         const uint32_t *ids = t->ids + rq->first;
         uint32_t hit = 0;
-        while (hit < rq->nblocks && s.where[ids[hit]])
+        while (hit < rq->nblocks && held(&s, ids[hit]))
             hit++;
+        s.cur = NIL; /* the batch of reads */
         for (uint32_t i = 0; i < hit; i++) {
             use(&s, ids[i], rq->first + i);
             r.hit_tokens += trace_block_tokens(t, rq, i);
         }
+        s.cur = NIL; /* the batch of writes */
         for (uint32_t i = hit; i < rq->nblocks; i++) {
             uint32_t b = ids[i];
-            if (s.where[b]) {
+            if (held(&s, b)) {
                 /* Held but past the prefix: the write is a duplicate and no use, but the
                  * reference is spent, so Belady's view of its next use moves on. */
                 if (policy == SIM_BELADY) use(&s, b, rq->first + i);
                 continue;
             }
-            insert(&s, b, rq->first + i);
-            r.inserts++;
+            /* The write batch is blocks [hit, nblocks); its last block is marked as the
+             * chain's tail when the batch has two or more (as mem.c marks it). */
+            int last = rq->nblocks - hit > 1 && i + 1 == rq->nblocks;
+            if (insert(&s, b, rq->first + i, last))
+                r.inserts++;
+            else
+                r.refused++;
         }
         r.blocks += rq->nblocks;
         r.hit_blocks += hit;

@@ -94,11 +94,17 @@ enum sim_policy {
     SIM_INFINITE = 0, /* never evicts: only compulsory misses */
     SIM_BELADY = 1,   /* evict the block whose next use is farthest in the future */
     SIM_LRU = 2,      /* evict the least recently used block */
-    SIM_S3FIFO = 3,   /* S3-FIFO (Yang et al., SOSP 2023), counted in blocks */
-    SIM_NPOLICIES = 4
+    SIM_S3FIFO = 3,   /* S3-FIFO (Yang et al., SOSP 2023), counted in blocks, exact ghost */
+    SIM_ARC = 4,      /* ARC (Megiddo and Modha, FAST 2003), exact ghosts */
+    SIM_ADMIT = 5,    /* LRU with reuse-count admission: a full cache stores a block only on
+                         its second put (an exact ghost of the last `capacity` blocks seen) */
+    SIM_CHAIN = 6,    /* src/store/chain.c: chain-ordered segmented LRU (batch hints) */
+    SIM_CHAINARC = 7, /* ARC with the same chain hints: chain order in T1/T2, tails last */
+    SIM_NPOLICIES = 8
 };
 
-/* The name of a policy ("infinite", "belady", "lru", "s3fifo"). */
+/* The name of a policy ("infinite", "belady", "lru", "s3fifo", "arc", "admit", "chain",
+ * "chainarc"). */
 const char *sim_policy_name(int policy);
 
 typedef struct sim_result {
@@ -108,11 +114,17 @@ typedef struct sim_result {
     uint64_t tokens;     /* prompt tokens */
     uint64_t hit_tokens; /* tokens in matched prefixes */
     uint64_t inserts;    /* blocks written (misses that were not already held) */
+    uint64_t refused;    /* writes a policy declined to store (SIM_ADMIT only) */
     uint64_t evictions;  /* blocks evicted */
     uint64_t compulsory; /* distinct blocks: the misses no cache avoids */
 } sim_result;
 
 /*
+ * The chain-aware policies see what a store sees from `tide replay`: per request, one batch
+ * of reads (the hit prefix, in order) and one batch of writes (the rest, in order, the last
+ * one marked as the chain's tail), nothing more about the keys. They match the store's
+ * policy of the same name when the replay sends each request in one batch.
+ *
  * Play trace t through a cache of `capacity` blocks (ignored for SIM_INFINITE; at least 1
  * otherwise) under `policy`. Returns 0, -EINVAL for a bad policy or a capacity of 0, or
  * -ENOMEM.

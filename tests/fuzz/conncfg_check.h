@@ -7,7 +7,9 @@
  * connector_validate (both connectors), and builds every lookup namespace's key for one
  * hash. It returns NULL when every property held, else the first one broken:
  *   - parse returns 0, TIDE_EPARSE or -ENOMEM; a failure always comes with a message;
- *   - check returns 0 or TIDE_ECONFIG, again with a message on failure;
+ *   - check returns 0 or TIDE_ECONFIG, again with a message on failure; a failure after the
+ *     point where vLLM builds its connector (reached_connector) still gets the reference's
+ *     verdict, and never tide's;
  *   - after a successful check: ngroups >= 1, every parallel size >= 1 and every rank
  *     within its size, block and hash sizes > 0, each group's page bytes > 0;
  *   - validate returns 0 or TIDE_EUNSUPPORTED (then with a non-empty message);
@@ -37,6 +39,15 @@ static inline const char *conncfg_props(conncfg *cfg, conncfg_errs *errs, const 
     *outcome = rc;
     if (rc != 0 && rc != TIDE_ECONFIG) return "check: unexpected return code";
     if (rc != 0 && errs->n == 0 && !errs->oom) return "check failed without a message";
+    if (rc != 0 && cfg->reached_connector) {
+        static conn_verdict rv;
+        int vr = connector_validate(cfg, CONN_IMPL_REFERENCE, &rv);
+        if (vr != 0 && vr != TIDE_EUNSUPPORTED) return "reference verdict lost to a later check";
+        if (vr == TIDE_EUNSUPPORTED && (rv.message[0] == '\0' || rv.nitems == 0))
+            return "validate refused without a message";
+        if (connector_validate(cfg, CONN_IMPL_TIDE, &rv) != TIDE_ECONFIG)
+            return "tide's verdict on an invalid configuration";
+    }
     if (rc != 0) return NULL;
     if (cfg->ngroups < 1 || cfg->ngroups > CONN_MAX_GROUPS) return "checked: ngroups out of range";
     const int64_t sizes[] = {cfg->tp_size, cfg->pp_size, cfg->pcp_size, cfg->dcp_size};

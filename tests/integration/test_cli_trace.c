@@ -1,14 +1,16 @@
 /*
  * test_cli_trace.c — `tide replay` and `tide analyze` run as a user runs them ($TIDE_BIN).
  *
- * The central check: replaying a trace against mem://?policy=lru of N blocks gives exactly
- * the hit counts of the simulator's LRU with N blocks (blocks of 256 bytes, the store's
- * allocation unit, so its byte budget is exactly N blocks). Also: S3-FIFO through the
+ * The central check: replaying a trace against mem://?policy=lru or policy=chain of N
+ * blocks gives exactly the hit counts, puts and evictions of the simulator's policy of the
+ * same name with N blocks (blocks of 256 bytes, the store's allocation unit, so its byte
+ * budget is exactly N blocks). Also: the default policy is chain; S3-FIFO through the
  * store stays within the infinite cache's bound and reaches it when everything fits, a
  * wrong byte served by a real tided fails the run, and bad traces and bad arguments give
  * clear messages and exit 2. No test here asserts a speed.
  */
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <sys/wait.h>
@@ -119,39 +121,84 @@ static double num(const cJSON *j, const char *name) {
     return v->valuedouble;
 }
 
+/* Replay the tree trace against mem://?policy=POLICY at each capacity and check every
+ * figure against the simulator's policy sim, block for block. */
+static void replay_matches(const char *policy, int sim) {
+    const char *path = tree_trace(400);
+    trace t;
+    char err[256];
+    CHECK_EQ(trace_load(path, 16, 0, &t, err, sizeof(err)), 0);
+    const uint64_t caps[] = {1, 3, 8, 20, 50, 120, 100000};
+    char url[64], ctx[96];
+    snprintf(url, sizeof(url), "mem://?policy=%s", policy);
+    for (size_t k = 0; k < sizeof(caps) / sizeof(caps[0]); k++) {
+        sim_result r;
+        CHECK_EQ(sim_run(&t, sim, caps[k], &r), 0);
+        char cap[32];
+        snprintf(cap, sizeof(cap), "%llu", (unsigned long long)caps[k] * 256);
+        snprintf(ctx, sizeof(ctx), "%s, %s bytes", policy, cap);
+        test_context = ctx;
+        const char *args[] = {
+            "replay",     path, "--block-tokens", "16", "--bytes-per-token", "16", "--url", url,
+            "--capacity", cap,  "--json",         NULL};
+        cJSON *j = run_json(args);
+        CHECK_EQ(num(j, "hit_blocks"), r.hit_blocks);
+        CHECK_EQ(num(j, "hit_tokens"), r.hit_tokens);
+        CHECK_EQ(num(j, "blocks"), r.blocks);
+        CHECK_EQ(num(j, "tokens"), r.tokens);
+        CHECK_EQ(num(j, "wrong_blocks"), 0);
+        CHECK_EQ(num(j, "loaded_bytes"), r.hit_blocks * 256);
+        const cJSON *st = cJSON_GetObjectItemCaseSensitive(j, "store");
+        CHECK(st != NULL);
+        CHECK_EQ(num(st, "puts"), r.inserts);
+        CHECK_EQ(num(st, "evictions"), r.evictions);
+        CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "pass")));
+        cJSON_Delete(j);
+    }
+    test_context = NULL;
+    trace_free(&t);
+}
+
+/* The chain policy through the store is the simulator's chain, block for block: the store
+ * sees only batch order (mem.c's chain cursors), as the simulator assumes. The policies
+ * differ on this trace, so the check is not LRU's in disguise. */
+TEST_T(cli_replay_chain_matches_simulation, 120) {
+    replay_matches("chain", SIM_CHAIN);
+    const char *path = tree_trace(400);
+    trace t;
+    char err[256];
+    CHECK_EQ(trace_load(path, 16, 0, &t, err, sizeof(err)), 0);
+    sim_result lru, chain;
+    CHECK_EQ(sim_run(&t, SIM_LRU, 20, &lru), 0);
+    CHECK_EQ(sim_run(&t, SIM_CHAIN, 20, &chain), 0);
+    CHECK(lru.hit_blocks != chain.hit_blocks);
+    trace_free(&t);
+}
+
+/* The default (no policy= in the URL) is chain. */
+TEST_T(cli_replay_default_policy_is_chain, 60) {
+    const char *path = tree_trace(400);
+    trace t;
+    char err[256];
+    CHECK_EQ(trace_load(path, 16, 0, &t, err, sizeof(err)), 0);
+    sim_result r;
+    CHECK_EQ(sim_run(&t, SIM_CHAIN, 20, &r), 0);
+    const char *args[] = {"replay", path,         "--block-tokens", "16",     "--bytes-per-token",
+                          "16",     "--capacity", "5120",           "--json", NULL};
+    cJSON *j = run_json(args);
+    CHECK_EQ(num(j, "hit_blocks"), r.hit_blocks);
+    cJSON_Delete(j);
+    trace_free(&t);
+}
+
 TEST_T(cli_replay_lru_matches_simulation, 120) {
+    replay_matches("lru", SIM_LRU);
     const char *path = tree_trace(400);
     trace t;
     char err[256];
     CHECK_EQ(trace_load(path, 16, 0, &t, err, sizeof(err)), 0);
     sim_result inf;
     CHECK_EQ(sim_run(&t, SIM_INFINITE, 0, &inf), 0);
-    const uint64_t caps[] = {1, 3, 8, 20, 50, 120, 100000};
-    for (size_t k = 0; k < sizeof(caps) / sizeof(caps[0]); k++) {
-        sim_result sim;
-        CHECK_EQ(sim_run(&t, SIM_LRU, caps[k], &sim), 0);
-        char cap[32];
-        snprintf(cap, sizeof(cap), "%llu", (unsigned long long)caps[k] * 256);
-        test_context = cap;
-        const char *args[] = {
-            "replay", path,    "--block-tokens",    "16",         "--bytes-per-token",
-            "16",     "--url", "mem://?policy=lru", "--capacity", cap,
-            "--json", NULL};
-        cJSON *j = run_json(args);
-        CHECK_EQ(num(j, "hit_blocks"), sim.hit_blocks);
-        CHECK_EQ(num(j, "hit_tokens"), sim.hit_tokens);
-        CHECK_EQ(num(j, "blocks"), sim.blocks);
-        CHECK_EQ(num(j, "tokens"), sim.tokens);
-        CHECK_EQ(num(j, "wrong_blocks"), 0);
-        CHECK_EQ(num(j, "loaded_bytes"), sim.hit_blocks * 256);
-        const cJSON *st = cJSON_GetObjectItemCaseSensitive(j, "store");
-        CHECK(st != NULL);
-        CHECK_EQ(num(st, "puts"), sim.inserts);
-        CHECK_EQ(num(st, "evictions"), sim.evictions);
-        CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "pass")));
-        cJSON_Delete(j);
-    }
-    test_context = NULL;
     /* The store's S3-FIFO keeps a hashed ghost (src/store/s3fifo.c), so it is not expected
      * to match the simulator block for block; it must stay within the infinite cache and
      * reach it when everything fits. */
@@ -192,6 +239,12 @@ TEST(cli_analyze_textbook) {
     CHECK_EQ(num(cJSON_GetObjectItemCaseSensitive(three, "belady"), "hit_blocks"), 11);
     CHECK_EQ(num(cJSON_GetObjectItemCaseSensitive(three, "lru"), "hit_blocks"), 8);
     CHECK_EQ(num(cJSON_GetObjectItemCaseSensitive(three, "infinite"), "hit_blocks"), 14);
+    /* How far from Belady: LRU's 8 hits of Belady's 11. */
+    CHECK(fabs(num(cJSON_GetObjectItemCaseSensitive(three, "lru"), "of_belady") - 8.0 / 11.0) <
+          1e-9);
+    for (int p = 0; p < SIM_NPOLICIES; p++)
+        CHECK_MSG(cJSON_GetObjectItemCaseSensitive(three, sim_policy_name(p)) != NULL,
+                  "no \"%s\" in the JSON", sim_policy_name(p));
     cJSON_Delete(j);
     /* The table for people names every policy. */
     const char *args2[] = {
@@ -200,7 +253,9 @@ TEST(cli_analyze_textbook) {
     CHECK_RUN(r, 0);
     CHECK_CONTAINS(r->out, "belady");
     CHECK_CONTAINS(r->out, "s3fifo");
+    CHECK_CONTAINS(r->out, "chainarc");
     CHECK_CONTAINS(r->out, "token hit rate");
+    CHECK_CONTAINS(r->out, "fraction of Belady's");
 }
 
 /* --speed paces requests by their timestamps; the output is the same as back to back. */
@@ -326,11 +381,13 @@ TEST(cli_replay_with_ssd_tier_options) {
     const char *path = write_file(
         "tier.jsonl",
         "{\"timestamp\": 0, \"input_length\": 40, \"output_length\": 1, \"hash_ids\": [1, 2, 3]}\n"
-        "{\"timestamp\": 1, \"input_length\": 33, \"output_length\": 1, \"hash_ids\": [1, 2, 9]}\n");
+        "{\"timestamp\": 1, \"input_length\": 33, \"output_length\": 1, \"hash_ids\": [1, 2, "
+        "9]}\n");
     char url[600];
     snprintf(url, sizeof(url), "mem://?disk_dir=%s/disk&disk_capacity=8MiB", test_tmpdir());
-    const char *args[] = {"replay",   path, "--block-tokens", "16",     "--bytes-per-token",
-                          "100",      "--url", url,           "--capacity", "1MiB", NULL};
+    const char *args[] = {
+        "replay", path,         "--block-tokens", "16", "--bytes-per-token", "100", "--url",
+        url,      "--capacity", "1MiB",           NULL};
     run_result *r = run_argv(args);
     CHECK_RUN(r, 0);
     CHECK_CONTAINS(r->out, "hit rate  blocks 33.33% (2 of 6");

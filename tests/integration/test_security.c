@@ -4,9 +4,13 @@
  * (requests refused on their header, HELLO bounded, unauthenticated peers cut at the idle
  * timeout), the token through TIDE_AUTH_TOKEN for the CLI, and per-request limits (keys
  * per batch, key length, value size) each answered with a clear error while the server
- * keeps serving. Complements test_server.c (bad frames, auth via the library, max conns).
+ * keeps serving; a flood of peers without the token never locks token holders out (they
+ * have their own pre-auth budget, oldest cut first). Complements test_server.c (bad
+ * frames, auth via the library, max conns).
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -293,5 +297,238 @@ TEST(limits_max_conns_is_a_clear_error) {
     CHECK_EQ(tide_put(a, "k", 1, "v", 1), 0);
     CHECK_EQ(tide_exists(a, "k", 1), 1);
     tide_close(a);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
+/* ---- pre-auth flood ------------------------------------------------------------------ */
+
+/* A figure from tided's /metrics (the first sample of `name`), or -1. */
+static long long sec_metric(int port, const char *name) {
+    int fd = server_connect(port, 5);
+    static const char req[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+    sec_send(fd, req, sizeof(req) - 1);
+    static char buf[1 << 20];
+    size_t have = 0;
+    for (ssize_t r;
+         have < sizeof(buf) - 1 && (r = recv(fd, buf + have, sizeof(buf) - 1 - have, 0)) > 0;)
+        have += (size_t)r;
+    buf[have] = '\0';
+    close(fd);
+    char pat[128];
+    snprintf(pat, sizeof(pat), "\n%s ", name);
+    const char *p = strstr(buf, pat);
+    return p ? atoll(p + strlen(pat)) : -1;
+}
+
+/* Connect to 127.0.0.1:port without waiting for anything; -1 when connect fails. */
+static int sec_dial(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+static double sec_ms(const struct timespec *a, const struct timespec *b) {
+    return (double)(b->tv_sec - a->tv_sec) * 1e3 + (double)(b->tv_nsec - a->tv_nsec) / 1e6;
+}
+
+/* One token holder's session: open, put, read back, close. 0 or the failing call's code. */
+static int sec_token_session(const char *url, int i) {
+    tide_store *s;
+    int rc = tide_open(url, &s);
+    if (rc) return rc;
+    char key[32], val[32], got[32];
+    snprintf(key, sizeof(key), "holder-%d", i);
+    int vn = snprintf(val, sizeof(val), "value-%d", i);
+    size_t len = 0;
+    if ((rc = tide_put(s, key, strlen(key), val, (size_t)vn)) == 0 &&
+        (rc = tide_get(s, key, strlen(key), got, sizeof(got), &len)) == 0 &&
+        (len != (size_t)vn || memcmp(got, val, len) != 0))
+        rc = TIDE_ECHECKSUM; /* wrong bytes: cannot happen, but would fail the test */
+    tide_close(s);
+    return rc;
+}
+
+/* Peers without the token cannot lock token holders out. tided runs with --max-conns 16 and
+ * 16 pre-auth slots; first 300 silent connections are held open (more than both limits
+ * together), then a flooder process reconnects as fast as it can for 3 s, keeping 64
+ * connections open and replacing each one cut. Throughout, token holders open sessions and
+ * are served, the 8 authenticated connections opened before the flood keep working, a 17th
+ * authenticated one is refused naming --max-conns, and no more than 16 unauthenticated
+ * connections are ever open. */
+TEST_T(security_preauth_flood_never_locks_out_token_holders, 60) {
+    test_server ts;
+    const char *const args[] = {"--auth-token-file",
+                                sec_token_file(),
+                                "--max-conns",
+                                "16",
+                                "--max-preauth-conns",
+                                "16",
+                                "--idle-timeout",
+                                "30",
+                                "--threads",
+                                "2",
+                                "--log-level",
+                                "error",
+                                NULL};
+    server_start(&ts, args);
+    char url[128];
+    snprintf(url, sizeof(url), "%s?token=t0k-sec&timeout_ms=5000", ts.url);
+
+    /* Eight token holders stay connected through everything (the other 8 slots are for the
+     * sessions below: a closed session's slot is free once tided has seen the close). */
+    tide_store *held[8];
+    for (int i = 0; i < 8; i++) {
+        CHECK_MSG(tide_open(url, &held[i]) == 0, "holder %d: %s", i, tide_errmsg(NULL));
+        CHECK_EQ(tide_put(held[i], "held", 4, "h", 1), 0);
+    }
+
+    /* 300 silent connections, held. */
+    enum { NSILENT = 300 };
+    static int silent[NSILENT];
+    for (int i = 0; i < NSILENT; i++) {
+        silent[i] = sec_dial(ts.port);
+        CHECK_MSG(silent[i] >= 0, "connect %d: %s", i, strerror(errno));
+    }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 0; i < 20; i++) {
+        int rc = sec_token_session(url, i);
+        CHECK_MSG(rc == 0, "session %d after %d silent connections: %s (%s)", i, NSILENT,
+                  tide_errname(rc), tide_errmsg(NULL));
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double held_ms = sec_ms(&t0, &t1) / 20;
+    long long pre = sec_metric(ts.metrics_port, "tide_connections_preauth");
+    CHECK_MSG(pre >= 0 && pre <= 16, "%lld unauthenticated connections open (budget 16)", pre);
+    long long cut_held = sec_metric(ts.metrics_port, "tide_connections_preauth_cut_total");
+    CHECK_MSG(cut_held >= NSILENT - 16, "only %lld cut", cut_held);
+
+    /* The reconnecting flood, from another process, bounded to 3 s. */
+    int pfd[2];
+    CHECK_EQ(pipe(pfd), 0);
+    pid_t flooder = fork();
+    CHECK(flooder >= 0);
+    if (flooder == 0) {
+        close(pfd[0]);
+        int ring[64];
+        for (int i = 0; i < 64; i++)
+            ring[i] = -1;
+        long made = 0;
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        do {
+            int k = (int)(made % 64);
+            if (ring[k] >= 0) close(ring[k]);
+            ring[k] = sec_dial(ts.port);
+            made += ring[k] >= 0;
+            clock_gettime(CLOCK_MONOTONIC, &b);
+        } while (sec_ms(&a, &b) < 3000);
+        ssize_t w = write(pfd[1], &made, sizeof(made));
+        (void)w;
+        _exit(0);
+    }
+    close(pfd[1]);
+    int sessions = 0, failed = 0, st = 0;
+    double worst = 0;
+    while (waitpid(flooder, &st, WNOHANG) == 0) {
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        int rc = sec_token_session(url, 100 + sessions);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if (sec_ms(&t0, &t1) > worst) worst = sec_ms(&t0, &t1);
+        sessions++;
+        if (rc) {
+            failed++;
+            printf("    session %d during the flood: %s (%s)\n", sessions, tide_errname(rc),
+                   tide_errmsg(NULL));
+        }
+        pre = sec_metric(ts.metrics_port, "tide_connections_preauth");
+        CHECK_MSG(pre <= 16, "%lld unauthenticated connections open (budget 16)", pre);
+    }
+    long made = 0;
+    CHECK_EQ(read(pfd[0], &made, sizeof(made)), (ssize_t)sizeof(made));
+    close(pfd[0]);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    long long cut = sec_metric(ts.metrics_port, "tide_connections_preauth_cut_total");
+
+    /* The held token holders still work; 8 more fill --max-conns (once tided has seen the
+     * sessions' closes), and one more is refused with the limit named. */
+    for (int i = 0; i < 8; i++)
+        CHECK_EQ(tide_exists(held[i], "held", 4), 1);
+    struct timespec settle = {0, 300000000};
+    nanosleep(&settle, NULL);
+    tide_store *more[8], *extra = NULL;
+    for (int i = 0; i < 8; i++)
+        CHECK_MSG(tide_open(url, &more[i]) == 0, "authenticated connection %d: %s", 9 + i,
+                  tide_errmsg(NULL));
+    int rc = tide_open(url, &extra);
+    CHECK_MSG(rc == TIDE_ELIMIT, "17th authenticated connection: %d (%s)", rc, tide_errmsg(NULL));
+    CHECK_CONTAINS(tide_errmsg(NULL), "--max-conns");
+    /* No token: refused as ever. */
+    CHECK_EQ(tide_open(ts.url, &extra), TIDE_EAUTH);
+    for (int i = 0; i < 8; i++)
+        tide_close(more[i]);
+    for (int i = 0; i < 8; i++)
+        tide_close(held[i]);
+    for (int i = 0; i < NSILENT; i++)
+        close(silent[i]);
+    printf("    %d silent connections held: 20 sessions served (%.1f ms each), %lld cut; "
+           "flood of %ld connections in 3 s: %d of %d sessions served (slowest %.1f ms), "
+           "%lld cut in all; pre-auth connections never above 16\n",
+           NSILENT, held_ms, cut_held, made, sessions - failed, sessions, worst, cut);
+    CHECK_MSG(failed == 0, "%d of %d token-holder sessions failed during the flood", failed,
+              sessions);
+    CHECK(sessions >= 5);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
+/* The RESP port shares the budget: silent RESP connections are cut oldest first too, and a
+ * Redis client with the token (AUTH) is served past them; so is a native token holder. */
+TEST(security_preauth_budget_covers_the_resp_port) {
+    int rport = test_free_port();
+    char rp[16];
+    snprintf(rp, sizeof(rp), "%d", rport);
+    test_server ts;
+    const char *const args[] = {"--auth-token-file",
+                                sec_token_file(),
+                                "--resp-port",
+                                rp,
+                                "--max-conns",
+                                "4",
+                                "--max-preauth-conns",
+                                "4",
+                                "--log-level",
+                                "error",
+                                NULL};
+    server_start(&ts, args);
+    int silent[40];
+    for (int i = 0; i < 40; i++) {
+        silent[i] = sec_dial(i % 2 ? rport : ts.port);
+        CHECK(silent[i] >= 0);
+    }
+    int fd = server_connect(rport, 5);
+    static const char auth[] = "*2\r\n$4\r\nAUTH\r\n$7\r\nt0k-sec\r\n*1\r\n$4\r\nPING\r\n";
+    sec_send(fd, auth, sizeof(auth) - 1);
+    char got[64] = {0};
+    size_t have = 0;
+    while (have < 12) {
+        ssize_t r = recv(fd, got + have, sizeof(got) - 1 - have, 0);
+        CHECK_MSG(r > 0, "RESP client cut after %zu bytes: '%s'", have, got);
+        have += (size_t)r;
+    }
+    CHECK_STR(got, "+OK\r\n+PONG\r\n");
+    char url[128];
+    snprintf(url, sizeof(url), "%s?token=t0k-sec", ts.url);
+    CHECK_EQ(sec_token_session(url, 1), 0);
+    CHECK(sec_metric(ts.metrics_port, "tide_connections_preauth") <= 4);
+    CHECK(sec_metric(ts.metrics_port, "tide_connections_preauth_cut_total") >= 36);
+    close(fd);
+    for (int i = 0; i < 40; i++)
+        close(silent[i]);
     CHECK_EQ(server_stop(&ts, SIGTERM), 0);
 }

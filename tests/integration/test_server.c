@@ -1,11 +1,15 @@
 /*
  * test_server.c — tided started for real: the backend suite over tide://, malformed input,
- * limits, auth, metrics, SIGTERM and SIGKILL with restart.
+ * limits, auth, metrics, SIGTERM and SIGKILL with restart, settings refused at start, and
+ * starts that run out of file descriptors; `tide put` with input that fails.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -411,6 +415,14 @@ TEST(server_bad_flags) {
     st = pclose(p);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
     CHECK_CONTAINS(out, "capacty");
+    /* An unknown policy is refused with the names of those there are. */
+    snprintf(cmd, sizeof(cmd), "%s serve --policy fifo 2>&1", test_tide_bin());
+    p = popen(cmd, "r");
+    memset(out, 0, sizeof(out));
+    CHECK(fread(out, 1, sizeof(out) - 1, p) > 0);
+    st = pclose(p);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+    CHECK_CONTAINS(out, "lru, s3fifo or chain");
 }
 
 TEST(server_tided_name_runs_the_daemon) {
@@ -421,4 +433,193 @@ TEST(server_tided_name_runs_the_daemon) {
     snprintf(cmd, sizeof(cmd), "%s/tided --port notaport 2>/dev/null", test_build_dir());
     int st = system(cmd);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+}
+
+/* Run `tide serve --port 0 --metrics-port 0 ARGS` (bounded by `timeout`): its exit status
+ * and, in out, what it printed. A refused start exits at once; a start that should have
+ * been refused runs until the timeout (status 124). */
+static int serve_status(const char *args, char *out, size_t cap) {
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "timeout 5 %s serve --port 0 --metrics-port 0 %s 2>&1",
+             test_tide_bin(), args);
+    FILE *p = popen(cmd, "r");
+    CHECK(p != NULL);
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Numeric settings that would start a tided that serves nobody are refused at start, each
+ * with a message naming the setting — as flags and in a --config file alike. */
+TEST(server_useless_numeric_settings_refused) {
+    static const struct {
+        const char *args, *words;
+    } cases[] = {
+        {"--max-frame 1", "max_frame"},
+        {"--max-frame 4095", "max_frame"},
+        {"--max-frame 300TiB", "max_frame"},
+        {"--max-conns 0", "max_conns"},
+        {"--max-keys 0", "max_keys"},
+        {"--max-value 0", "max_value"},
+        {"--max-preauth-conns 0", "max_preauth_conns"},
+        {"--threads 0", "threads"},
+        {"--capacity 0", "capacity"},
+        {"--unix-lease-ms 0", "unix_lease_ms"},
+        {"--etcd-ttl 0", "etcd_ttl"},
+        {"--port 70000", "port"},
+        {"--max-conns -1", "max_conns"},
+    };
+    char out[2048];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        test_context = cases[i].args;
+        int st = serve_status(cases[i].args, out, sizeof(out));
+        CHECK_MSG(st == 2, "%s: exit status %d (2 expected), output: %s", cases[i].args, st, out);
+        CHECK_CONTAINS(out, cases[i].words);
+    }
+    /* The same through a config file. */
+    char conf[300], args[400];
+    snprintf(conf, sizeof(conf), "%s/zero.json", test_tmpdir());
+    FILE *f = fopen(conf, "w");
+    CHECK(f != NULL);
+    fputs("{\"max_frame\": 1, \"max_conns\": 0}", f);
+    fclose(f);
+    snprintf(args, sizeof(args), "--config %s", conf);
+    test_context = args;
+    int st = serve_status(args, out, sizeof(out));
+    CHECK_MSG(st == 2, "config file: exit status %d, output: %s", st, out);
+    CHECK_CONTAINS(out, "max_frame");
+    /* The smallest accepted values still serve. */
+    test_context = "smallest limits";
+    test_server ts;
+    const char *const small[] = {"--max-frame", "4KiB",        "--max-conns", "1", "--max-value",
+                                 "1",           "--log-level", "error",       NULL};
+    server_start(&ts, small);
+    tide_store *s;
+    CHECK_MSG(tide_open(ts.url, &s) == 0, "%s", tide_errmsg(NULL));
+    CHECK_EQ(tide_put(s, "k", 1, "v", 1), 0);
+    CHECK_EQ(tide_exists(s, "k", 1), 1);
+    tide_close(s);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
+/* With too few file descriptors every fd tided makes at start (store memfd, sockets,
+ * signalfd, eventfds, epoll sets) fails in turn: at each limit tided either refuses to
+ * start with a message naming the call, or starts and then stops cleanly on SIGTERM —
+ * never a tided that runs without reading its signals or accepting. */
+TEST_T(server_start_with_few_fds_fails_clearly_or_serves, 120) {
+    char ready[300], log[300];
+    snprintf(ready, sizeof(ready), "%s/ready-fds", test_tmpdir());
+    snprintf(log, sizeof(log), "%s/fds.log", test_tmpdir());
+    int refused = 0, served = 0;
+    for (int lim = 4; lim <= 24; lim++) {
+        char ctx[64];
+        snprintf(ctx, sizeof(ctx), "ulimit -n %d", lim);
+        test_context = ctx;
+        unlink(ready);
+        pid_t pid = fork();
+        CHECK(pid >= 0);
+        if (pid == 0) {
+            int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+            if (fd >= 0) dup2(fd, 2);
+            if (fd > 2) close(fd);
+            struct rlimit rl = {(rlim_t)lim, (rlim_t)lim};
+            setrlimit(RLIMIT_NOFILE, &rl);
+            execl(test_tide_bin(), test_tide_bin(), "serve", "--port", "0", "--threads", "2",
+                  "--capacity", "16MiB", "--log-level", "warn", "--ready-file", ready,
+                  (char *)NULL);
+            _exit(127);
+        }
+        int st = -1, done = 0, up = 0;
+        for (int t = 0; t < 500 && !done && !up; t++) { /* up to 5 s */
+            done = waitpid(pid, &st, WNOHANG) == pid;
+            up = access(ready, F_OK) == 0;
+            struct timespec d = {0, 10000000};
+            if (!done && !up) nanosleep(&d, NULL);
+        }
+        CHECK_MSG(done || up, "tided neither started nor exited within 5 s");
+        if (!done) {
+            kill(pid, SIGTERM);
+            for (int t = 0; t < 500 && !done; t++) {
+                done = waitpid(pid, &st, WNOHANG) == pid;
+                struct timespec d = {0, 10000000};
+                if (!done) nanosleep(&d, NULL);
+            }
+            if (!done) {
+                kill(pid, SIGKILL);
+                waitpid(pid, &st, 0);
+                test_fail(__FILE__, __LINE__, "%s: tided started but did not stop on SIGTERM", ctx);
+            }
+        }
+        char text[4096] = {0};
+        FILE *f = fopen(log, "r");
+        if (f) {
+            size_t n = fread(text, 1, sizeof(text) - 1, f);
+            text[n] = '\0';
+            fclose(f);
+        }
+        CHECK_MSG(WIFEXITED(st), "%s: tided died of signal %d; log: %s", ctx,
+                  WIFSIGNALED(st) ? WTERMSIG(st) : 0, text);
+        if (WEXITSTATUS(st) == 0) {
+            CHECK_MSG(up, "%s: exit 0 without having started; log: %s", ctx, text);
+            served++;
+        } else {
+            CHECK_MSG(WEXITSTATUS(st) == 1, "%s: exit status %d; log: %s", ctx, WEXITSTATUS(st),
+                      text);
+            CHECK_MSG(strstr(text, "cannot") && strstr(text, "Too many open files"),
+                      "%s: refused without naming the failure; log: %s", ctx, text);
+            refused++;
+        }
+    }
+    printf("    fd limits 4..24: %d refused with a clear error, %d started and stopped cleanly\n",
+           refused, served);
+    CHECK(refused > 0 && served > 0);
+}
+
+/* `tide put` whose input fails part-way (a pty whose other end closed: the reader gets the
+ * bytes written, then EIO) stores nothing and says why, rather than storing what it got. */
+TEST(cli_put_stores_nothing_when_its_input_fails) {
+    test_server ts;
+    server_start(&ts, quiet);
+    int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    CHECK(master >= 0);
+    CHECK_EQ(grantpt(master), 0);
+    CHECK_EQ(unlockpt(master), 0);
+    int slave = open(ptsname(master), O_RDWR | O_NOCTTY | O_CLOEXEC);
+    CHECK(slave >= 0);
+    struct termios tio;
+    CHECK_EQ(tcgetattr(slave, &tio), 0);
+    cfmakeraw(&tio);
+    CHECK_EQ(tcsetattr(slave, TCSANOW, &tio), 0);
+    static char part[3000];
+    memset(part, 'p', sizeof(part));
+    CHECK_EQ(write(slave, part, sizeof(part)), (ssize_t)sizeof(part));
+    close(slave); /* the reader now gets the 3000 bytes, then EIO */
+    char errpath[300];
+    snprintf(errpath, sizeof(errpath), "%s/put.err", test_tmpdir());
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        dup2(master, 0);
+        int e = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (e >= 0) dup2(e, 2);
+        execl(test_tide_bin(), test_tide_bin(), "put", ts.url, "partial", "-", (char *)NULL);
+        _exit(127);
+    }
+    close(master);
+    int st;
+    CHECK_EQ(waitpid(pid, &st, 0), pid);
+    char err[1024] = {0};
+    FILE *f = fopen(errpath, "r");
+    CHECK(f != NULL);
+    CHECK(fread(err, 1, sizeof(err) - 1, f) > 0);
+    fclose(f);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 1, "tide put: status %d, stderr: %s", st, err);
+    CHECK_CONTAINS(err, "cannot read -");
+    CHECK_CONTAINS(err, strerror(EIO));
+    tide_store *s;
+    CHECK_EQ(tide_open(ts.url, &s), 0);
+    CHECK_EQ(tide_exists(s, "partial", 7), 0);
+    tide_close(s);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
 }

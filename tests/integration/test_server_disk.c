@@ -264,4 +264,21 @@ TEST(server_disk_flags) {
     st = pclose(p);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1);
     CHECK_CONTAINS(out, "/proc/no/such");
+    /* Not a directory, and not writable: refused at start, saying which (bounded by
+     * `timeout`: a tided that started anyway would run on). */
+    static const struct {
+        const char *dir, *words;
+    } bad[] = {{"/etc/passwd", "is not a directory"}, {"/sys", "is not writable"}};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof(cmd),
+                 "timeout 5 %s serve --port 0 --metrics-port 0 --disk-dir %s "
+                 "--disk-capacity 1GiB 2>&1",
+                 test_tide_bin(), bad[i].dir);
+        p = popen(cmd, "r");
+        memset(out, 0, sizeof(out));
+        CHECK(fread(out, 1, sizeof(out) - 1, p) > 0);
+        st = pclose(p);
+        CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 1, "%s: status %d: %s", bad[i].dir, st, out);
+        CHECK_CONTAINS(out, bad[i].words);
+    }
 }

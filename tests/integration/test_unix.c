@@ -511,7 +511,10 @@ TEST_T(unix_kill_mid_get, 60) {
     sock_path(path, sizeof(path));
     unix_url(url, sizeof(url), path);
     test_server ts;
-    start_unix(&ts, path, "64MiB", NULL);
+    /* LRU, so that "newer values leave no room for any old one" below holds: the default
+     * policy (chain) would keep the old values, which were read, in its protected list. */
+    const char *const lru[] = {"--policy", "lru", NULL};
+    start_unix(&ts, path, "64MiB", lru);
     tide_store *u, *t;
     CHECK_MSG(tide_open(url, &u) == 0, "%s", tide_errmsg(NULL));
     CHECK_MSG(tide_open(ts.url, &t) == 0, "%s", tide_errmsg(NULL));

@@ -53,37 +53,43 @@ TEST(mem_value_bigger_than_capacity) {
     tide_close(s);
 }
 
+/* By bytes, keeping what is read: LRU, and the default (chain, whose probation is LRU for
+ * keys put one at a time and whose protected list keeps what was read). */
 TEST(mem_evicts_by_bytes_lru) {
-    tide_store *s;
-    CHECK_EQ(tide_open("mem://?capacity=4MiB", &s), 0);
-    static uint8_t v[256 * 1024];
-    char k[16];
-    /* 32 × 256 KiB = 8 MiB through a 4 MiB store. */
-    for (int i = 0; i < 32; i++) {
-        memset(v, i, sizeof(v));
-        snprintf(k, sizeof(k), "e%d", i);
-        CHECK_EQ(tide_put(s, k, strlen(k), v, sizeof(v)), 0);
-        if (i >= 4) { /* keep e0 recently used */
-            size_t len;
-            CHECK_EQ(tide_get(s, "e0", 2, v, sizeof(v), &len), 0);
-            CHECK_EQ(v[100], 0);
+    for (int which = 0; which < 2; which++) {
+        tide_store *s;
+        CHECK_EQ(tide_open(which ? "mem://?capacity=4MiB" : "mem://?capacity=4MiB&policy=lru", &s),
+                 0);
+        static uint8_t v[256 * 1024];
+        char k[16];
+        /* 32 × 256 KiB = 8 MiB through a 4 MiB store. */
+        for (int i = 0; i < 32; i++) {
+            memset(v, i, sizeof(v));
+            snprintf(k, sizeof(k), "e%d", i);
+            CHECK_EQ(tide_put(s, k, strlen(k), v, sizeof(v)), 0);
+            if (i >= 4) { /* keep e0 recently used */
+                size_t len;
+                CHECK_EQ(tide_get(s, "e0", 2, v, sizeof(v), &len), 0);
+                CHECK_EQ(v[100], 0);
+            }
         }
+        tide_stats st;
+        CHECK_EQ(tide_stats_get(s, &st), 0);
+        CHECK(st.used_bytes <= st.capacity_bytes);
+        CHECK(st.evictions >= 16);
+        CHECK_EQ(tide_exists(s, "e0", 2), 1);  /* used all along */
+        CHECK_EQ(tide_exists(s, "e1", 2), 0);  /* oldest unused */
+        CHECK_EQ(tide_exists(s, "e31", 3), 1); /* newest */
+        tide_close(s);
     }
-    tide_stats st;
-    CHECK_EQ(tide_stats_get(s, &st), 0);
-    CHECK(st.used_bytes <= st.capacity_bytes);
-    CHECK(st.evictions >= 16);
-    CHECK_EQ(tide_exists(s, "e0", 2), 1);  /* used all along */
-    CHECK_EQ(tide_exists(s, "e1", 2), 0);  /* oldest unused */
-    CHECK_EQ(tide_exists(s, "e31", 3), 1); /* newest */
-    tide_close(s);
 }
 
 TEST(mem_checksum_failure_is_a_miss) {
     tide_store *s;
     CHECK_EQ(tide_open("mem://?capacity=16MiB", &s), 0);
     uint8_t v[65536], o[65536];
-    for (size_t i = 0; i < sizeof(v); i++) v[i] = (uint8_t)(i * 31);
+    for (size_t i = 0; i < sizeof(v); i++)
+        v[i] = (uint8_t)(i * 31);
     CHECK_EQ(tide_put(s, "blk", 3, v, sizeof(v)), 0);
     /* Flip one byte inside the pool, behind the store's back. */
     store *st = *(store **)s->impl;

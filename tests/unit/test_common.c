@@ -132,3 +132,62 @@ TEST(common_errmsg_may_quote_the_last_message) {
     CHECK_STR(err_get(&b, &eb), "outer: inner detail 7");
     errbuf_destroy(&eb);
 }
+
+/* An option given twice is refused before anything is opened, naming the option — for
+ * every option of every scheme, whatever the two values, and also when the second
+ * spelling differs only by %-escapes. */
+TEST(common_url_option_twice_refused_everywhere) {
+    static const struct {
+        const char *base;
+        const char *opts[12];
+    } schemes[] = {
+        {"mem://",
+         {"capacity=1GiB", "max_value=1MiB", "verify=1", "policy=lru", "prefault=0", "hugepages=0",
+          "disk_dir=/tmp/x", "disk_capacity=1GiB", "disk_segment=1MiB", "disk_io=auto", NULL}},
+        {"tide://127.0.0.1:1", {"timeout_ms=100", "conns=2", "token=secret", NULL}},
+        {"tide://127.0.0.1:1,127.0.0.1:2",
+         {"replicas=2", "fallback=1", "timeout_ms=100", "conns=2", "retry_ms=10", "threads=2",
+          "token=secret", NULL}},
+        {"etcd://127.0.0.1:1/c",
+         {"replicas=2", "fallback=1", "timeout_ms=100", "conns=2", "retry_ms=10", "threads=2",
+          "token=secret", "poll_ms=100", NULL}},
+        {"unix:///tmp/no-such-tided.sock",
+         {"timeout_ms=100", "conns=2", "token=secret", "verify=1", "populate=0", NULL}},
+    };
+    int n = 0;
+    for (size_t s = 0; s < sizeof(schemes) / sizeof(schemes[0]); s++) {
+        for (size_t o = 0; schemes[s].opts[o]; o++) {
+            const char *opt = schemes[s].opts[o];
+            char name[32], text[256], want[64];
+            snprintf(name, sizeof(name), "%.*s", (int)(strchr(opt, '=') - opt), opt);
+            snprintf(want, sizeof(want), "'%s' given twice", name);
+            /* Same value, another value, and an option in between. */
+            const char *forms[] = {"%s?%s&%s", "%s?%s&%s9", "%s?%s&conns=1&%s"};
+            for (size_t f = 0; f < 3; f++) {
+                if (f == 2 && strcmp(name, "conns") == 0) continue;
+                snprintf(text, sizeof(text), forms[f], schemes[s].base, opt, opt);
+                if (strstr(schemes[s].base, "mem") && f == 2)
+                    snprintf(text, sizeof(text), "%s?%s&verify=1&%s", schemes[s].base, opt, opt);
+                if (f == 2 && strcmp(name, "verify") == 0) continue;
+                test_context = text;
+                tide_store *st = NULL;
+                int rc = tide_open(text, &st);
+                CHECK_MSG(rc == TIDE_EOPTION, "%s: %d (%s)", text, rc, tide_errmsg(NULL));
+                CHECK_CONTAINS(tide_errmsg(NULL), want);
+                CHECK(st == NULL);
+                n++;
+            }
+        }
+    }
+    test_context = "escaped name";
+    tide_store *st = NULL;
+    CHECK_EQ(tide_open("mem://?capacity=1GiB&capac%69ty=2GiB", &st), TIDE_EOPTION);
+    CHECK_CONTAINS(tide_errmsg(NULL), "'capacity' given twice");
+    /* The token's value is not repeated in the message. */
+    CHECK_EQ(tide_open("tide://127.0.0.1:1?token=hunter2&token=hunter3", &st), TIDE_EOPTION);
+    CHECK(strstr(tide_errmsg(NULL), "hunter") == NULL);
+    /* Once each is fine. */
+    CHECK_EQ(tide_open("mem://?capacity=16MiB&verify=1", &st), 0);
+    tide_close(st);
+    CHECK(n > 90);
+}

@@ -150,6 +150,96 @@ TEST(connector_cli_verdict_lines_and_fixes) {
     CHECK_EQ(lines, 2);
 }
 
+/* The issue's example: a Mamba group outside align mode whose block the hash block size (the
+ * LCM, 64) makes the 16-token attention block miss. vLLM would stop at the connector's
+ * message; the reference's verdict comes first, then tide's problem and its fixes. */
+TEST(connector_cli_reference_verdict_before_derived_problems) {
+    const char *p = write_tmp(
+        "mamba-all.json", doc("\"mamba_cache_mode\":\"all\"", "", "", G_FULL(16) "," G_MAMBA(64)));
+    char args[1024];
+    snprintf(args, sizeof(args), "'%s'", p);
+    CHECK_EQ(run_check(args), 1);
+    CHECK_STR(out_text,
+              "vLLM MooncakeStoreConnector: rejected: MooncakeStoreConnector does not support: "
+              "group 1: MambaSpec with block_size=64 != cache_config.block_size=16 "
+              "(mamba_cache_mode != 'align')\n"
+              "tide TideStoreConnector: rejected: the configuration is invalid\n"
+              "\n"
+              "fixes:\n"
+              "  MooncakeStoreConnector: group 1: MambaSpec with block_size=64 != "
+              "cache_config.block_size=16 (mamba_cache_mode != 'align')\n"
+              "    - set cache_config.mamba_cache_mode to \"align\" so that Mamba blocks take the "
+              "attention block size\n"
+              "    - make the MambaSpec block_size (64) match cache_config.block_size (16)\n"
+              "    - or use tide (kv_connector \"TideStoreConnector\"), which supports Mamba "
+              "groups in align mode whatever their block size\n"
+              "\n"
+              "problems:\n"
+              "  kv_cache_config.kv_cache_groups[0].kv_cache_spec.block_size: block_size (16) "
+              "must be a multiple of hash_block_size (64)\n"
+              "  to fix:\n"
+              "    - set cache_config.mamba_cache_mode to \"align\": outside align mode vLLM "
+              "hashes in scheduler blocks (64 tokens, the least common multiple of the group "
+              "block sizes); in align mode the hash block size is their greatest common divisor "
+              "(16)\n"
+              "    - or make every group's block size a multiple of 64\n");
+    CHECK_STR(err_text, "");
+
+    snprintf(args, sizeof(args), "--quiet '%s'", p);
+    CHECK_EQ(run_check(args), 1);
+    CHECK_STR(out_text,
+              "vLLM MooncakeStoreConnector: rejected: MooncakeStoreConnector does not support: "
+              "group 1: MambaSpec with block_size=64 != cache_config.block_size=16 "
+              "(mamba_cache_mode != 'align')\n"
+              "tide TideStoreConnector: rejected: the configuration is invalid\n");
+}
+
+/* Every reference rule with every derived check that can fire with it (connector_testutil.h):
+ * the reference's verdict is the first line, tide's problems follow with fixes. */
+TEST(connector_cli_reference_verdict_with_every_derived_problem) {
+    static char want[4096];
+    for (size_t i = 0; i < N_DERIVED_CASES; i++) {
+        const derived_case *t = &derived_cases[i];
+        const char *p = write_tmp("derived.json", doc(t->cache, t->parallel, "", t->groups));
+        char args[1024];
+        snprintf(args, sizeof(args), "'%s'", p);
+        CHECK_MSG(run_check(args) == 1, "%s: exit status", t->name);
+        snprintf(want, sizeof(want),
+                 "vLLM MooncakeStoreConnector: %s%s\n"
+                 "tide TideStoreConnector: rejected: the configuration is invalid\n",
+                 t->ref[0] ? "rejected: " : "accepted", t->ref);
+        CHECK_MSG(strncmp(out_text, want, strlen(want)) == 0, "%s: output starts\n%s", t->name,
+                  out_text);
+        snprintf(want, sizeof(want), "\nproblems:\n");
+        const char *probs = strstr(out_text, want);
+        CHECK_MSG(probs != NULL, "%s: no problems section", t->name);
+        snprintf(want, sizeof(want), "\n  %s\n", t->problem);
+        CHECK_MSG(strstr(probs, want), "%s: no problem \"%s\"", t->name, t->problem);
+        if (t->problem2) {
+            snprintf(want, sizeof(want), "\n  %s\n", t->problem2);
+            CHECK_MSG(strstr(probs, want), "%s: no problem \"%s\"", t->name, t->problem2);
+        }
+        CHECK_MSG(strstr(probs, "\n  to fix:\n    - "), "%s: no fixes for tide's problems",
+                  t->name);
+    }
+
+    /* Capacity-only: the reference skips its rules, and says so first. */
+    const char *p =
+        write_tmp("capacity.json",
+                  "{\"model_config\":{\"model\":\"m\"},"
+                  "\"cache_config\":{\"block_size\":16,\"mamba_cache_mode\":\"all\"},"
+                  "\"kv_transfer_config\":{\"kv_role\":\"kv_consumer\","
+                  "\"kv_connector_extra_config\":{\"enable_lookup\":false}},"
+                  "\"kv_cache_config\":{\"kv_cache_groups\":[" G_CROSS(16) "," G_MAMBA(64) "]}}");
+    char args[1024];
+    snprintf(args, sizeof(args), "'%s'", p);
+    CHECK_EQ(run_check(args), 1);
+    CHECK(strncmp(out_text, "vLLM MooncakeStoreConnector: accepted (capacity-only",
+                  strlen("vLLM MooncakeStoreConnector: accepted (capacity-only")) == 0);
+    CHECK_CONTAINS(out_text, "\ntide TideStoreConnector: rejected: the configuration is invalid\n");
+    CHECK_CONTAINS(out_text, "\n  " HASH_LINE(0, 16, 64) "\n");
+}
+
 /* The README's table of examples: file, the reference's verdict, tide's verdict. */
 static const struct {
     const char *file;

@@ -4,7 +4,8 @@
  * mem:// and through a real tided over tide:// — with hybrid Mamba snapshots by the
  * retention rule, sliding windows, per-block load errors (a block removed or replaced
  * between lookup and load), deduplication, striping across replicated TP ranks, pressure
- * mode on out-of-space, region layouts and the metadata's byte form.
+ * mode on out-of-space, region layouts, the metadata's byte form, and completions that
+ * survive out-of-memory failures (common/fault.h).
  *
  * Cases following vLLM's tests/v1/kv_connector/unit/test_mooncake_store_*.py are marked
  * "vLLM:" with the test they follow.
@@ -14,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/fault.h"
 #include "connector_rig.h"
 #include "proto/frame.h"
 #include "server_util.h"
@@ -934,4 +936,109 @@ TEST(connector_partial_tail_only_hybrid_align) {
         tide_connector_destroy(s);
         tide_close(st);
     }
+}
+
+/* A finished job's report can never be lost to an out-of-memory failure: the n-th
+ * allocation of the worker's own code (common/fault.h) fails, for n = 1, 2, ... until no
+ * allocation is left to fail. Each step either starts (and then its load and its finished
+ * request are reported, every block loaded or listed as a load error) or is refused with
+ * -ENOMEM having changed nothing, and succeeds when started again. */
+TEST_T(connector_completions_survive_out_of_memory, 120) {
+    tide_store *st = NULL;
+    CHECK_EQ(tide_open("mem://?capacity=16MiB", &st), 0);
+    const char *json = rig_doc(16, "", "", "kv_both", "", R_FULL(16));
+    tide_connector *s = rig_open(json, st, TIDE_CONNECTOR_SCHEDULER);
+    rig_rank p, c;
+    rig_rank_open(&p, json, st, 16, 2);
+    rig_rank_open(&c, json, st, 16, 2);
+    rig_rank *rp = &p, *rc = &c;
+    int n, refused = 0;
+    for (n = 1; n <= 400; n++) {
+        char pid[32], cid[32], qid[32];
+        snprintf(pid, sizeof(pid), "p%d", n);
+        snprintf(cid, sizeof(cid), "c%d", n);
+        snprintf(qid, sizeof(qid), "q%d", n);
+        size_t nh, nq, five = 5;
+        uint8_t *h = prompt_hashes((uint32_t)n, 80, 16, &nh);
+        uint8_t *hq = prompt_hashes((uint32_t)(5000 + n), 80, 16, &nq);
+        int32_t ids[5] = {0, 1, 2, 3, 4}, cids[5] = {10, 11, 12, 13, 14};
+        /* Without faults: the producer saves the prompt the consumer will load. */
+        for (int b = 0; b < 5; b++) {
+            rig_fill(rp, 0, b, (uint64_t)n);
+            rig_fill(rc, 0, 10 + b, 777);
+        }
+        CHECK_EQ(tide_connector_request_step(s, pid, 80, 80, h, nh, HL, ids, &five, 1, 1), 0);
+        tide_connector_meta_free(step(s, &rp, 1));
+        int64_t hit;
+        CHECK_EQ(tide_connector_lookup(s, cid, 81, h, nh, HL, 0, &hit), 0);
+        CHECK_EQ(hit, 80);
+        CHECK_EQ(tide_connector_update_after_alloc(s, cid, cids, &five, 1, 80), 0);
+        CHECK_EQ(tide_connector_request_step(s, cid, 81, 81, h, nh, HL, cids, &five, 1, 1), 0);
+        tide_connector_meta *ml = NULL, *ms = NULL, *mf = NULL;
+        CHECK_EQ(tide_connector_build_meta(s, &ml), 0); /* c's load */
+        CHECK_EQ(tide_connector_request_step(s, qid, 80, 80, hq, nq, HL, ids, &five, 1, 1), 0);
+        CHECK_EQ(tide_connector_build_meta(s, &ms), 0); /* q's save */
+        CHECK_EQ(tide_connector_request_finished(s, qid), 1);
+        CHECK_EQ(tide_connector_build_meta(s, &mf), 0); /* q finished */
+
+        /* With the n-th allocation failing. */
+        fault_arm(n);
+        int r1 = tide_connector_start_jobs(c.w, ml, TIDE_CONNECTOR_LOAD | TIDE_CONNECTOR_SAVE);
+        int r2 = tide_connector_start_jobs(p.w, ms, TIDE_CONNECTOR_LOAD | TIDE_CONNECTOR_SAVE);
+        int r3 =
+            r2 < 0 ? -ENOMEM
+                   : tide_connector_start_jobs(p.w, mf, TIDE_CONNECTOR_LOAD | TIDE_CONNECTOR_SAVE);
+        CHECK_EQ(tide_connector_wait(c.w), 0);
+        CHECK_EQ(tide_connector_wait(p.w), 0);
+        int fired = fault_fired();
+        fault_arm(0);
+        char ctx[64];
+        snprintf(ctx, sizeof(ctx), "allocation %d fails (%d %d %d)", n, r1, r2, r3);
+        test_context = ctx;
+        CHECK(r1 >= 0 || r1 == -ENOMEM);
+        CHECK(r2 >= 0 || r2 == -ENOMEM);
+        CHECK(r3 >= 0 || r3 == -ENOMEM);
+        refused += (r1 < 0) + (r2 < 0) + (r3 < 0);
+        /* A refused start changed nothing: the caller starts it again. */
+        if (r1 < 0) CHECK(tide_connector_start_jobs(c.w, ml, TIDE_CONNECTOR_LOAD) >= 0);
+        if (r2 < 0) CHECK(tide_connector_start_jobs(p.w, ms, TIDE_CONNECTOR_SAVE) >= 0);
+        if (r3 < 0) CHECK(tide_connector_start_jobs(p.w, mf, TIDE_CONNECTOR_SAVE) >= 0);
+        CHECK_EQ(tide_connector_wait(c.w), 0);
+        CHECK_EQ(tide_connector_wait(p.w), 0);
+        CHECK_STR(rig_finished(c.w, TIDE_CONNECTOR_LOAD), cid);
+        CHECK_STR(rig_finished(p.w, TIDE_CONNECTOR_SAVE), qid);
+        CHECK_STR(rig_finished(p.w, TIDE_CONNECTOR_SAVE), "");
+        /* Every block is either loaded right or reported as a load error. */
+        int32_t errs[16];
+        int ne = tide_connector_get_load_errors(c.w, errs, 16);
+        CHECK(ne >= 0 && ne <= 5);
+        for (int b = 0; b < 5; b++) {
+            int listed = 0;
+            for (int e = 0; e < ne; e++)
+                listed |= errs[e] == 10 + b;
+            CHECK_MSG(listed || rig_same(rp, b, rc, 10 + b, 0),
+                      "block %d neither loaded nor reported", 10 + b);
+        }
+        CHECK(tide_connector_request_finished(s, cid) >= 0);
+        CHECK(tide_connector_request_finished(s, pid) >= 0);
+        tide_connector_meta_free(ml);
+        tide_connector_meta_free(ms);
+        tide_connector_meta_free(mf);
+        tide_connector_meta_free(step(s, &rp, 1)); /* anything the scheduler still sends */
+        rig_finished(p.w, TIDE_CONNECTOR_SAVE);
+        rig_finished(c.w, TIDE_CONNECTOR_LOAD);
+        free(h);
+        free(hq);
+        if (!fired) break; /* the path makes fewer than n allocations: all were failed */
+    }
+    test_context = NULL;
+    printf("    %d allocations failed in turn: %d starts refused with -ENOMEM (and started "
+           "again), no completion lost\n",
+           n - 1, refused);
+    CHECK_MSG(n <= 400, "more than 400 allocations on the path?");
+    CHECK(n > 5);
+    rig_rank_close(&p);
+    rig_rank_close(&c);
+    tide_connector_destroy(s);
+    tide_close(st);
 }

@@ -350,6 +350,77 @@ TEST(connector_reference_aggregates_in_order) {
                          "PCP/DCP > 1 (pcp=2, dcp=2) with hybrid attention");
 }
 
+/* ---- the reference's verdict when tide's derived checks fail ------------------------ */
+
+/* vLLM builds the connector before its KV-cache manager checks the group block sizes, the
+ * hash block size and the retention interval: the reference's verdict stands whatever those
+ * checks say, while tide's connector gets no verdict (the configuration is invalid). */
+TEST(connector_reference_verdict_survives_derived_problems) {
+    for (size_t i = 0; i < N_DERIVED_CASES; i++) {
+        const derived_case *t = &derived_cases[i];
+        conncfg c;
+        conncfg_errs e;
+        int rc = load_errs(doc(t->cache, t->parallel, "", t->groups), &c, &e);
+        CHECK_MSG(rc == TIDE_ECONFIG, "%s: check rc %d", t->name, rc);
+        CHECK_MSG(has_line(&e, t->problem), "%s: no problem line \"%s\"", t->name, t->problem);
+        CHECK_MSG(!t->problem2 || has_line(&e, t->problem2), "%s: no problem line \"%s\"", t->name,
+                  t->problem2);
+        conn_verdict v;
+        rc = connector_validate(&c, REF, &v);
+        CHECK_MSG(rc == (t->ref[0] ? TIDE_EUNSUPPORTED : 0), "%s: reference rc %d", t->name, rc);
+        CHECK_MSG(strcmp(v.message, t->ref) == 0, "%s: reference said \"%s\"", t->name, v.message);
+        CHECK_MSG(connector_validate(&c, TIDE, &v) == TIDE_ECONFIG, "%s: tide gave a verdict",
+                  t->name);
+        conncfg_errs_free(&e);
+        conncfg_free(&c);
+    }
+}
+
+TEST(connector_reference_capacity_only_survives_derived_problems) {
+    conncfg c;
+    conncfg_errs e;
+    const char *json =
+        "{\"model_config\":{\"model\":\"m\"},"
+        "\"cache_config\":{\"block_size\":16,\"mamba_cache_mode\":\"all\"},"
+        "\"kv_transfer_config\":{\"kv_role\":\"kv_consumer\","
+        "\"kv_connector_extra_config\":{\"enable_lookup\":false}},"
+        "\"kv_cache_config\":{\"kv_cache_groups\":[" G_CROSS(16) "," G_MAMBA(64) "]}}";
+    CHECK_EQ(load_errs(json, &c, &e), TIDE_ECONFIG);
+    CHECK_LINE(&e, HASH_LINE(0, 16, 64));
+    conn_verdict v;
+    CHECK_EQ(connector_validate(&c, REF, &v), 0);
+    CHECK_EQ(v.capacity_only, 1);
+    CHECK_EQ(connector_validate(&c, TIDE, &v), TIDE_ECONFIG);
+    conncfg_errs_free(&e);
+    conncfg_free(&c);
+}
+
+/* What vLLM refuses before it builds a connector (its own configuration checks, the page
+ * sizes it computes to size the KV cache) leaves the reference without a verdict. */
+TEST(connector_reference_verdict_needs_what_vllm_checks_first) {
+    conncfg c;
+    conncfg_errs e;
+    conn_verdict v;
+    CHECK_EQ(load_errs(doc("\"use_replayssm\":true,\"mamba_cache_mode\":\"align\"", "", "",
+                           G_FULL(16) "," G_MAMBA(64)),
+                       &c, &e),
+             TIDE_ECONFIG);
+    CHECK_EQ(connector_validate(&c, REF, &v), TIDE_ECONFIG);
+    CHECK_EQ(v.nitems, 0);
+    conncfg_errs_free(&e);
+    conncfg_free(&c);
+
+    const char *groups = G_CROSS(16) ",{\"kv_cache_spec\":{\"type\":\"FullAttentionSpec\","
+                                     "\"block_size\":16,\"num_kv_heads\":1,\"head_size\":8,"
+                                     "\"dtype\":\"float32\",\"page_size_padded\":100}}";
+    CHECK_EQ(load_errs(doc("", "", "", groups), &c, &e), TIDE_ECONFIG);
+    CHECK_LINE(&e, "kv_cache_config.kv_cache_groups[1].kv_cache_spec.page_size_padded: 100 is "
+                   "smaller than the page (1024 bytes)");
+    CHECK_EQ(connector_validate(&c, REF, &v), TIDE_ECONFIG);
+    conncfg_errs_free(&e);
+    conncfg_free(&c);
+}
+
 /* ---- capacity-only ----------------------------------------------------------------- */
 
 TEST(connector_capacity_only_skips_validation) {

@@ -1,6 +1,10 @@
 /*
  * test_store.c — store.h behaviour: two-phase puts, visibility, duplicates, pins and
  * eviction, remove while pinned, leases, stale ids, figures and the metadata cost.
+ *
+ * Every test that is not about one policy's order runs once under each eviction policy
+ * (STORE_TEST): pins, reservations and two-phase puts must keep their guarantees under
+ * all of them. The failure message names the policy (test_context).
  */
 #include <errno.h>
 
@@ -10,8 +14,25 @@
 #include "store/store_int.h"
 #include "tide.h"
 
+static int cur_policy = STORE_POLICY_LRU;
+
+static const int all_policies[] = {STORE_POLICY_LRU, STORE_POLICY_S3FIFO, STORE_POLICY_CHAIN};
+
+/* STORE_TEST(name): the body runs once per policy, with mk() creating stores of it. */
+#define STORE_TEST(name)                                                                           \
+    static void body_##name(void);                                                                 \
+    TEST(name) {                                                                                   \
+        for (size_t pi_ = 0; pi_ < sizeof(all_policies) / sizeof(all_policies[0]); pi_++) {        \
+            cur_policy = all_policies[pi_];                                                        \
+            test_context = store_policy_name(cur_policy);                                          \
+            body_##name();                                                                         \
+        }                                                                                          \
+        test_context = NULL;                                                                       \
+    }                                                                                              \
+    static void body_##name(void)
+
 static store *mk(uint64_t cap, uint64_t max_value) {
-    store_config c = {.capacity = cap, .max_value = max_value};
+    store_config c = {.capacity = cap, .max_value = max_value, .policy = cur_policy};
     store *st;
     char err[256];
     int rc = store_create(&c, &st, err, sizeof(err));
@@ -87,7 +108,7 @@ TEST(store_config_errors) {
     store_destroy(st);
 }
 
-TEST(store_key_and_value_errors) {
+STORE_TEST(store_key_and_value_errors) {
     store *st = mk(1 << 20, 4096);
     store_ref r;
     char key[TIDE_KEY_MAX + 1];
@@ -115,7 +136,7 @@ TEST(store_key_and_value_errors) {
     store_destroy(st); /* with a pin still held: nothing leaks (ASan checks) */
 }
 
-TEST(store_reserve_commit_visibility_and_dups) {
+STORE_TEST(store_reserve_commit_visibility_and_dups) {
     store *st = mk(1 << 20, 0);
     store_ref r, r2;
     CHECK_EQ(store_reserve(st, "a", 1, 5000, 0, &r), 0);
@@ -145,7 +166,7 @@ TEST(store_reserve_commit_visibility_and_dups) {
     store_destroy(st);
 }
 
-TEST(store_abort_frees_and_allows_a_new_put) {
+STORE_TEST(store_abort_frees_and_allows_a_new_put) {
     store *st = mk(1 << 20, 0);
     store_ref r;
     CHECK_EQ(store_reserve(st, "k", 1, 100000, 0, &r), 0);
@@ -162,7 +183,7 @@ TEST(store_abort_frees_and_allows_a_new_put) {
     store_destroy(st);
 }
 
-TEST(store_stale_and_wrong_kind_ids) {
+STORE_TEST(store_stale_and_wrong_kind_ids) {
     store *st = mk(1 << 20, 0);
     store_ref r, p;
     CHECK_EQ(store_commit(st, 0, 0), TIDE_ENOTFOUND);
@@ -192,6 +213,7 @@ TEST(store_stale_and_wrong_kind_ids) {
 }
 
 TEST(store_eviction_is_lru_and_by_bytes) {
+    cur_policy = STORE_POLICY_LRU;
     /* 64 KiB: sixteen 4 KiB values fill it. */
     store *st = mk(64 << 10, 0);
     char k[16];
@@ -229,7 +251,7 @@ TEST(store_eviction_is_lru_and_by_bytes) {
     store_destroy(st);
 }
 
-TEST(store_eviction_respects_capacity_under_random_load) {
+STORE_TEST(store_eviction_respects_capacity_under_random_load) {
     store *st = mk(1 << 20, 200000);
     uint64_t seed = 7, puts = 0;
     char k[32];
@@ -252,7 +274,7 @@ TEST(store_eviction_respects_capacity_under_random_load) {
     store_destroy(st);
 }
 
-TEST(store_pins_block_eviction_and_reuse) {
+STORE_TEST(store_pins_block_eviction_and_reuse) {
     store *st = mk(64 << 10, 0);
     CHECK_EQ(put(st, "held", 4096), 0);
     store_ref p;
@@ -271,7 +293,7 @@ TEST(store_pins_block_eviction_and_reuse) {
     store_destroy(st);
 }
 
-TEST(store_enospace_when_everything_is_pinned_or_reserved) {
+STORE_TEST(store_enospace_when_everything_is_pinned_or_reserved) {
     store *st = mk(16 << 10, 0);
     store_ref p[4], r;
     char k[16];
@@ -301,7 +323,7 @@ TEST(store_enospace_when_everything_is_pinned_or_reserved) {
     store_destroy(st);
 }
 
-TEST(store_remove_while_pinned) {
+STORE_TEST(store_remove_while_pinned) {
     store *st = mk(64 << 10, 0);
     CHECK_EQ(put(st, "v", 8000), 0);
     store_ref p1, p2, r;
@@ -331,7 +353,7 @@ TEST(store_remove_while_pinned) {
     store_destroy(st);
 }
 
-TEST(store_lease_expiry_of_pins_and_reservations) {
+STORE_TEST(store_lease_expiry_of_pins_and_reservations) {
     store *st = mk(64 << 10, 0);
     CHECK_EQ(put(st, "a", 4096), 0);
     store_ref pa, pb, ra;
@@ -358,7 +380,7 @@ TEST(store_lease_expiry_of_pins_and_reservations) {
     store_destroy(st);
 }
 
-TEST(store_lease_expiry_in_deadline_order) {
+STORE_TEST(store_lease_expiry_in_deadline_order) {
     store *st = mk(1 << 20, 0);
     CHECK_EQ(put(st, "o", 64), 0);
     enum { N = 500 };
@@ -386,7 +408,7 @@ TEST(store_lease_expiry_in_deadline_order) {
     store_destroy(st);
 }
 
-TEST(store_stats_counters_and_verify_failed) {
+STORE_TEST(store_stats_counters_and_verify_failed) {
     store *st = mk(1 << 20, 0);
     CHECK_EQ(put(st, "a", 1000), 0);
     CHECK_EQ(put(st, "b", 2000), 0);
@@ -424,7 +446,7 @@ TEST(store_stats_counters_and_verify_failed) {
     store_destroy(st);
 }
 
-TEST(store_clear_keeps_reservations_and_pinned_bytes) {
+STORE_TEST(store_clear_keeps_reservations_and_pinned_bytes) {
     store *st = mk(1 << 20, 0);
     char k[16];
     for (int i = 0; i < 300; i++) {
@@ -457,7 +479,7 @@ TEST(store_clear_keeps_reservations_and_pinned_bytes) {
  * varies, and key lengths that give the heap's rounding its best and worst cases. The
  * figure counts what is allocated, not just what is in use.
  */
-TEST(store_metadata_per_object_under_100_bytes) {
+STORE_TEST(store_metadata_per_object_under_100_bytes) {
     const int klens[] = {3, 24, 40, 57, 256};
     const int marks[] = {1000, 3000, 7000, 20000, 45000};
     for (size_t kl = 0; kl < sizeof(klens) / sizeof(klens[0]); kl++) {

@@ -3,7 +3,8 @@
  * read-back with promotion (both write paths), the index rebuilt at reopen, torn tails,
  * flipped bytes and cut files (a miss and a counter, never wrong bytes), eviction from
  * disk by capacity, remove and clear across tiers and restarts, a disk that refuses writes
- * (RLIMIT_FSIZE), threads, and the mem:// options.
+ * (RLIMIT_FSIZE), threads, file modes (0700 directory, 0600 segments), a disk_dir that is
+ * not a writable directory, and the mem:// options.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -47,6 +48,7 @@ static const char *disk_dir(void) {
 
 static store *mk_disk(uint64_t cap, uint64_t disk_cap, uint64_t seg, int io) {
     store_config c = {.capacity = cap,
+                      .policy = STORE_POLICY_DEFAULT, /* the tier under the policy users get */
                       .disk_dir = disk_dir(),
                       .disk_capacity = disk_cap,
                       .disk_segment = seg,
@@ -509,6 +511,105 @@ TEST(mem_disk_url_options) {
     CHECK_CONTAINS(tide_errmsg(NULL), "disk_io=aio");
     CHECK_EQ(tide_open("mem://?disk_dir=/proc/no/such/dir&disk_capacity=1GiB", &s) < 0, 1);
     CHECK_CONTAINS(tide_errmsg(NULL), "/proc/no/such/dir");
+}
+
+/* The tier's files hold KV blocks: the directory tide makes is 0700, segments are 0600,
+ * and a segment found with wider bits (left by an older tide) is narrowed at open. The
+ * umask is 0 here, so these are exactly the modes tide asks for. */
+TEST(store_disk_files_are_private) {
+    umask(0);
+    store *st = mk_disk(1 * MIB, 16 * MIB, 1 * MIB, DISK_IO_PSYNC);
+    for (int i = 0; i < 40; i++)
+        CHECK_EQ(put_i(st, i, VAL), 0);
+    settle(st);
+    store_destroy(st);
+    struct stat sb;
+    CHECK_EQ(stat(disk_dir(), &sb), 0);
+    CHECK_MSG((sb.st_mode & 07777) == 0700, "directory mode %04o", (unsigned)(sb.st_mode & 07777));
+    DIR *d = opendir(disk_dir());
+    CHECK(d);
+    int segs = 0;
+    char first[600] = "";
+    for (struct dirent *de; (de = readdir(d));) {
+        if (de->d_name[0] == '.') continue;
+        char path[600];
+        snprintf(path, sizeof(path), "%s/%s", disk_dir(), de->d_name);
+        CHECK_EQ(stat(path, &sb), 0);
+        CHECK_MSG((sb.st_mode & 07777) == 0600, "%s: mode %04o", de->d_name,
+                  (unsigned)(sb.st_mode & 07777));
+        CHECK(strstr(de->d_name, ".seg") != NULL); /* no probe file left behind */
+        if (!first[0]) snprintf(first, sizeof(first), "%s", path);
+        segs++;
+    }
+    closedir(d);
+    CHECK(segs >= 2);
+    /* A segment made world-readable by someone else is narrowed when the tier opens. */
+    CHECK_EQ(chmod(first, 0644), 0);
+    st = mk_disk(1 * MIB, 16 * MIB, 1 * MIB, DISK_IO_PSYNC);
+    CHECK_EQ(stat(first, &sb), 0);
+    CHECK_MSG((sb.st_mode & 07777) == 0600, "after reopen: mode %04o",
+              (unsigned)(sb.st_mode & 07777));
+    CHECK(get_i(st, 0, VAL) == 1); /* and still read */
+    store_destroy(st);
+    /* A directory the operator made keeps its mode; what tide writes in it is 0600. */
+    char own[400];
+    snprintf(own, sizeof(own), "%s/own", test_tmpdir());
+    CHECK_EQ(mkdir(own, 0750), 0);
+    store_config c = {.capacity = 1 * MIB,
+                      .disk_dir = own,
+                      .disk_capacity = 16 * MIB,
+                      .disk_segment = 1 * MIB,
+                      .disk_io = DISK_IO_PSYNC};
+    char err[512];
+    CHECK_MSG(store_create(&c, &st, err, sizeof(err)) == 0, "%s", err);
+    for (int i = 0; i < 40; i++)
+        CHECK_EQ(put_i(st, i, VAL), 0);
+    settle(st);
+    store_destroy(st);
+    CHECK_EQ(stat(own, &sb), 0);
+    CHECK_EQ(sb.st_mode & 07777, 0750);
+    d = opendir(own);
+    CHECK(d);
+    for (struct dirent *de; (de = readdir(d));) {
+        if (de->d_name[0] == '.') continue;
+        char path[700];
+        snprintf(path, sizeof(path), "%s/%s", own, de->d_name);
+        CHECK_EQ(stat(path, &sb), 0);
+        CHECK_EQ(sb.st_mode & 07777, 0600);
+    }
+    closedir(d);
+}
+
+/* A disk_dir that is not a directory, or in which no file can be made, is refused at open
+ * with a message saying which, rather than failing every spill later. */
+TEST(mem_disk_dir_not_a_writable_directory_refused) {
+    char file[400], url[600];
+    snprintf(file, sizeof(file), "%s/plain-file", test_tmpdir());
+    FILE *f = fopen(file, "w");
+    CHECK(f != NULL);
+    fputs("x", f);
+    fclose(f);
+    tide_store *s = NULL;
+    snprintf(url, sizeof(url), "mem://?disk_dir=%s&disk_capacity=16MiB", file);
+    CHECK_EQ(tide_open(url, &s), -ENOTDIR);
+    CHECK_CONTAINS(tide_errmsg(NULL), "is not a directory");
+    CHECK_CONTAINS(tide_errmsg(NULL), file);
+    /* sysfs takes no new files, not even from root. */
+    CHECK(tide_open("mem://?disk_dir=/sys&disk_capacity=16MiB", &s) < 0);
+    CHECK_CONTAINS(tide_errmsg(NULL), "disk_dir /sys is not writable");
+    /* A directory without write permission (root passes permission checks: skipped). */
+    char ro[400];
+    snprintf(ro, sizeof(ro), "%s/read-only", test_tmpdir());
+    CHECK_EQ(mkdir(ro, 0500), 0);
+    snprintf(url, sizeof(url), "mem://?disk_dir=%s&disk_capacity=16MiB", ro);
+    if (geteuid() != 0) {
+        CHECK_EQ(tide_open(url, &s), -EACCES);
+        CHECK_CONTAINS(tide_errmsg(NULL), "is not writable");
+    } else {
+        printf("    (root: the mode-0500 directory case is skipped; /sys covers refusal)\n");
+    }
+    chmod(ro, 0700);
+    CHECK(s == NULL);
 }
 
 TEST_T(mem_disk_backend_suite, 120) {

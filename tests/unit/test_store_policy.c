@@ -1,7 +1,9 @@
 /*
  * test_store_policy.c — eviction policies compared on the same workloads: LRU and S3-FIFO
- * under a scan, S3-FIFO's ghost readmission, and a random mix of every operation under
- * each policy with the store's invariants checked as it goes.
+ * under a scan, S3-FIFO's ghost readmission, the chain policy's order (a saved batch
+ * leaves from its tail, reads protect, a stale or self-naming cursor costs only the hint),
+ * and a random mix of every operation under each policy with the store's invariants
+ * checked as it goes.
  */
 #include "common/checksum.h"
 #include "harness.h"
@@ -25,6 +27,42 @@ static int put(store *st, const char *key, uint64_t vlen) {
     memset(store_base(st) + r.offset, (int)vlen, vlen);
     CHECK_EQ(store_commit(st, r.id, 0), 0);
     return 0;
+}
+
+/* Put keys prefix0..prefix(n-1) as one chain batch (the last marked as its tail). */
+static void put_batch(store *st, const char *prefix, int n) {
+    store_chain c = STORE_CHAIN_INIT;
+    char k[32];
+    for (int i = 0; i < n; i++) {
+        snprintf(k, sizeof(k), "%s%d", prefix, i);
+        store_ref r;
+        CHECK_EQ(store_reserve(st, k, strlen(k), 4096, 0, &r), 0);
+        CHECK_EQ(store_commit_chain(st, r.id, 0, &c, i + 1 == n), 0);
+    }
+}
+
+/* Read keys prefix0..prefix(n-1) as one chain batch of reads. */
+static void read_batch(store *st, const char *prefix, int n) {
+    store_chain c = STORE_CHAIN_INIT;
+    char k[32];
+    for (int i = 0; i < n; i++) {
+        snprintf(k, sizeof(k), "%s%d", prefix, i);
+        store_ref r;
+        CHECK_EQ(store_pin(st, k, strlen(k), 0, &r), 0);
+        CHECK_EQ(store_unpin_chain(st, r.id, &c), 0);
+    }
+}
+
+/* Which of prefix0..prefix(n-1) are present, as a string of 0/1. */
+static const char *present(store *st, const char *prefix, int n) {
+    static char out[64];
+    char k[32];
+    for (int i = 0; i < n; i++) {
+        snprintf(k, sizeof(k), "%s%d", prefix, i);
+        out[i] = store_exists(st, k, strlen(k)) ? '1' : '0';
+    }
+    out[n] = '\0';
+    return out;
 }
 
 static int read_key(store *st, const char *key) {
@@ -92,6 +130,90 @@ TEST(store_policy_s3fifo_ghost_readmits_to_main) {
     store_destroy(st);
 }
 
+/*
+ * Two saved chains of 8 fill a pool of 16 blocks; a third batch of 4 needs 4 victims.
+ * LRU takes chain a's first four blocks, which strands the other four (a hit is a prefix).
+ * chain takes the tails: b7 and a7 (each batch's last block waits at the eviction end),
+ * then a6 and a5, keeping both heads.
+ */
+TEST(store_policy_chain_evicts_a_batch_from_its_tail) {
+    for (int which = 0; which < 2; which++) {
+        store *st = mkp(64 << 10, which ? STORE_POLICY_CHAIN : STORE_POLICY_LRU);
+        put_batch(st, "a", 8);
+        put_batch(st, "b", 8);
+        put_batch(st, "c", 4);
+        CHECK_EQ(store_check(st), 0);
+        if (which) {
+            CHECK_STR(present(st, "a", 8), "11111000");
+            CHECK_STR(present(st, "b", 8), "11111110");
+        } else {
+            CHECK_STR(present(st, "a", 8), "00001111");
+            CHECK_STR(present(st, "b", 8), "11111111");
+        }
+        CHECK_STR(present(st, "c", 4), "1111");
+        store_destroy(st);
+    }
+}
+
+/* A chain that was read (a prefix hit) is protected from a stream of new blocks that would
+ * flush it from LRU; the blocks never read are evicted first. */
+TEST(store_policy_chain_reads_protect_a_chain) {
+    for (int which = 0; which < 2; which++) {
+        store *st = mkp(64 << 10, which ? STORE_POLICY_CHAIN : STORE_POLICY_LRU);
+        put_batch(st, "a", 8);
+        read_batch(st, "a", 4); /* a0..a3 were a hit; a4..a7 were not */
+        char k[32];
+        for (int i = 0; i < 40; i++) {
+            snprintf(k, sizeof(k), "s%d", i);
+            CHECK_EQ(put(st, k, 4096), 0); /* no chain hint: each at probation's head */
+        }
+        CHECK_EQ(store_check(st), 0);
+        CHECK_STR(present(st, "a", 8), which ? "11110000" : "00000000");
+        store_destroy(st);
+    }
+}
+
+/* Protected holds at most 2/5 of the pool (6 of 16 blocks): a read batch of 10 keeps its
+ * first 6 there and sends its last 4 back to probation, in order behind them. */
+TEST(store_policy_chain_protected_is_bounded) {
+    store *st = mkp(64 << 10, STORE_POLICY_CHAIN);
+    put_batch(st, "a", 10);
+    read_batch(st, "a", 10);
+    put_batch(st, "b", 6);  /* fills the pool: 16 blocks */
+    put_batch(st, "c", 10); /* 10 victims: b5 (its tail), a9..a6, b4..b0 */
+    CHECK_EQ(store_check(st), 0);
+    CHECK_STR(present(st, "a", 10), "1111110000");
+    CHECK_STR(present(st, "b", 6), "000000");
+    CHECK_STR(present(st, "c", 10), "1111111111");
+    tide_stats s;
+    store_stats(st, &s);
+    CHECK_EQ(s.evictions, 10);
+    store_destroy(st);
+}
+
+/* A cursor whose object was removed, evicted, pinned or is the object itself only costs
+ * the hint: the insert goes to its list's head and every invariant holds. */
+TEST(store_policy_chain_stale_cursor_is_harmless) {
+    store *st = mkp(64 << 10, STORE_POLICY_CHAIN);
+    store_chain c = STORE_CHAIN_INIT;
+    store_ref r, pin;
+    CHECK_EQ(store_reserve(st, "x", 1, 4096, 0, &r), 0);
+    CHECK_EQ(store_commit_chain(st, r.id, 0, &c, 0), 0);
+    CHECK_EQ(store_remove(st, "x", 1), 0);               /* the cursor's object is gone */
+    CHECK_EQ(store_reserve(st, "y", 1, 4096, 0, &r), 0); /* may take x's allocator node */
+    CHECK_EQ(store_commit_chain(st, r.id, 0, &c, 0), 0);
+    CHECK_EQ(store_check(st), 0);
+    CHECK_EQ(store_pin(st, "y", 1, 0, &pin), 0); /* the cursor's object is pinned */
+    CHECK_EQ(store_reserve(st, "z", 1, 4096, 0, &r), 0);
+    CHECK_EQ(store_commit_chain(st, r.id, 0, &c, 0), 0);
+    CHECK_EQ(store_check(st), 0);
+    CHECK_EQ(store_unpin_chain(st, pin.id, &c), 0); /* c names z; y goes to protected */
+    CHECK_EQ(store_pin(st, "y", 1, 0, &pin), 0);
+    CHECK_EQ(store_unpin_chain(st, pin.id, &c), 0); /* c names y itself */
+    CHECK_EQ(store_check(st), 0);
+    store_destroy(st);
+}
+
 /* Every operation at random on a small pool, invariants checked along the way. */
 static void random_mix(int which) {
     store *st = mkp(256 << 10, which);
@@ -99,16 +221,25 @@ static void random_mix(int which) {
     store_ref held[16];
     int nheld = 0;
     char k[32];
+    store_chain c = STORE_CHAIN_INIT; /* a batch cursor, restarted now and then */
     for (int op = 0; op < 20000; op++) {
         seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
         snprintf(k, sizeof(k), "m%u", (unsigned)(seed % 200));
         int what = (int)((seed >> 16) % 16);
         store_ref r;
-        if (what < 6) {
+        if ((seed >> 48) % 6 == 0) c = STORE_CHAIN_INIT;
+        if (what < 4) {
             int rc = put(st, k, 1 + (seed >> 24) % 20000);
             CHECK(rc == 0 || rc == STORE_DUP || rc == TIDE_ENOSPACE);
-        } else if (what < 10) {
+        } else if (what < 6) {
+            int rc = store_reserve(st, k, strlen(k), 1 + (seed >> 24) % 20000, 0, &r);
+            CHECK(rc == 0 || rc == STORE_DUP || rc == TIDE_ENOSPACE);
+            if (rc == 0) CHECK_EQ(store_commit_chain(st, r.id, 0, &c, (seed >> 52) % 4 == 0), 0);
+        } else if (what < 8) {
             read_key(st, k);
+        } else if (what < 10) {
+            if (store_pin(st, k, strlen(k), 0, &r) == 0)
+                CHECK_EQ(store_unpin_chain(st, r.id, &c), 0);
         } else if (what < 12 && nheld < 16) {
             if (store_pin(st, k, strlen(k), 0, &r) == 0) held[nheld++] = r;
         } else if (what < 14 && nheld > 0) {
@@ -140,4 +271,8 @@ TEST(store_policy_lru_random_mix) {
 
 TEST(store_policy_s3fifo_random_mix) {
     random_mix(STORE_POLICY_S3FIFO);
+}
+
+TEST(store_policy_chain_random_mix) {
+    random_mix(STORE_POLICY_CHAIN);
 }

@@ -3,6 +3,9 @@
  * store at once. Every value's bytes are derived from its key, and every read checks every
  * byte and the checksum under its pin: a space reused while pinned, a torn write or a
  * record pointing at the wrong bytes fails the test. Bounded by op count and by time.
+ * Commits and unpins go through one chain cursor per thread (store_chain), restarted now
+ * and then, so the chain policy's hints go stale under the other threads' evictions,
+ * removes and clears, which must cost nothing but the hint.
  */
 #include <pthread.h>
 
@@ -36,6 +39,7 @@ typedef struct tstat {
 static void *worker(void *arg) {
     tstat *ts = arg;
     char key[32];
+    store_chain chain = STORE_CHAIN_INIT;
     for (int op = 0; op < OPS_MAX; op++) {
         if ((op & 255) == 0 && now_ns() - g_start > TIME_MAX_NS) break;
         uint64_t r = ts->seed;
@@ -45,6 +49,7 @@ static void *worker(void *arg) {
         int klen = snprintf(key, sizeof(key), "stress/%d", k);
         uint64_t vlen = klen_of(k);
         int what = (int)((r >> 20) % 10);
+        if ((r >> 56) % 8 == 0) chain = STORE_CHAIN_INIT; /* a new batch */
         store_ref ref;
         if (what < 4) {
             uint64_t deadline = (r >> 40) & 1 ? now_ns() + 60000000000ull : 0;
@@ -65,7 +70,9 @@ static void *worker(void *arg) {
             if ((r >> 30) % 16 == 0) {
                 CHECK_EQ(store_abort(g_st, ref.id), 0);
             } else {
-                CHECK_EQ(store_commit(g_st, ref.id, checksum_buf(p, vlen)), 0);
+                CHECK_EQ(store_commit_chain(g_st, ref.id, checksum_buf(p, vlen), &chain,
+                                            (r >> 44) % 8 == 0),
+                         0);
                 ts->puts++;
             }
         } else if (what < 8) {
@@ -78,7 +85,7 @@ static void *worker(void *arg) {
                 CHECK_MSG(p[i] == vbyte(k, i), "key %d byte %llu: %u != %u", k,
                           (unsigned long long)i, p[i], vbyte(k, i));
             CHECK(checksum_buf(p, vlen) == ref.checksum);
-            CHECK_EQ(store_unpin(g_st, ref.id), 0);
+            CHECK_EQ(store_unpin_chain(g_st, ref.id, &chain), 0);
             ts->verified++;
         } else if (what == 8) {
             int rc = store_remove(g_st, key, (size_t)klen);
@@ -135,4 +142,8 @@ TEST_T(store_stress_threads_never_read_wrong_bytes_lru, 30) {
 
 TEST_T(store_stress_threads_never_read_wrong_bytes_s3fifo, 30) {
     stress(STORE_POLICY_S3FIFO);
+}
+
+TEST_T(store_stress_threads_never_read_wrong_bytes_chain, 30) {
+    stress(STORE_POLICY_CHAIN);
 }

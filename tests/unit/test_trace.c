@@ -1,8 +1,9 @@
 /*
  * test_trace.c — the trace loader and the cache simulator on hand-made traces whose
  * answers are known: the textbook reference string where Belady, LRU and FIFO differ, a
- * small S3-FIFO case worked by hand, prefix hits with a partial last block, the infinite
- * cache against 1 - compulsory / references, and every kind of bad line.
+ * small S3-FIFO case worked by hand, ARC, reuse-count admission and the chain policy on
+ * cases worked by hand, prefix hits with a partial last block, the infinite cache against
+ * 1 - compulsory / references, and every kind of bad line.
  */
 #include <errno.h>
 
@@ -65,6 +66,68 @@ TEST(trace_sim_small_s3fifo_by_hand) {
     CHECK_EQ(hits(&t, SIM_BELADY, 2), 3);
     CHECK_EQ(hits(&t, SIM_S3FIFO, 2), 2);
     CHECK_EQ(hits(&t, SIM_INFINITE, 0), 4);
+    trace_free(&t);
+}
+
+/*
+ * ARC on A B A C B A C with c = 2: A's second use hits (T1 -> T2); C evicts B from T1
+ * into B1; B's return grows p to 1 and evicts A from T2 into B2; A's return shrinks p to 0
+ * and evicts C into B1; C's return evicts B. One hit, where LRU also gets one.
+ */
+TEST(trace_sim_small_arc_by_hand) {
+    trace t;
+    single_blocks("ABACBAC", &t);
+    CHECK_EQ(hits(&t, SIM_ARC, 2), 1);
+    trace_free(&t);
+}
+
+/*
+ * Reuse-count admission with 2 blocks on A B C A B C A: A and B fill the cache; C finds it
+ * full and unseen, so it is refused (into the ghost); A and B hit; C's second put is
+ * admitted and evicts A (the LRU tail, into the ghost); A comes back the same way. LRU
+ * hits nothing here.
+ */
+TEST(trace_sim_admission_by_hand) {
+    trace t;
+    single_blocks("ABCABCA", &t);
+    sim_result r;
+    CHECK_EQ(sim_run(&t, SIM_ADMIT, 2, &r), 0);
+    CHECK_EQ(r.hit_blocks, 2);
+    CHECK_EQ(r.refused, 1);
+    CHECK_EQ(r.inserts, 4);
+    CHECK_EQ(hits(&t, SIM_LRU, 2), 0);
+    trace_free(&t);
+}
+
+/*
+ * The chain policy with 4 blocks (protected holds 4 * 2 / 5 = 1) on five prompts:
+ *   [1 2 3]  written in order, 3 (the batch's last) at probation's eviction end
+ *   [4 5]    4 at the head; 5 evicts 3 and waits at the end
+ *   [1 2 6]  1 and 2 hit: 1 to protected, 2 behind it and back to probation (over the
+ *            limit) at the head; 6, a batch of one (not known to end a chain), goes to
+ *            the head and evicts 5                                              (2 hits)
+ *   [1 2 3]  1 and 2 hit again the same way; 3 evicts 4                         (2 hits)
+ *   [4 5]    a miss: 4 evicts 6, 5 evicts 2 and waits at the end
+ * 4 hits of 13, 5 evictions. LRU evicts each prompt's first block first and hits only
+ * [1 2] once (2).
+ */
+TEST(trace_sim_chain_by_hand) {
+    trace t;
+    char err[256];
+    const char *text =
+        "{\"timestamp\": 0, \"input_length\": 3, \"output_length\": 1, \"hash_ids\": [1, 2, 3]}\n"
+        "{\"timestamp\": 1, \"input_length\": 2, \"output_length\": 1, \"hash_ids\": [4, 5]}\n"
+        "{\"timestamp\": 2, \"input_length\": 3, \"output_length\": 1, \"hash_ids\": [1, 2, 6]}\n"
+        "{\"timestamp\": 3, \"input_length\": 3, \"output_length\": 1, \"hash_ids\": [1, 2, 3]}\n"
+        "{\"timestamp\": 4, \"input_length\": 2, \"output_length\": 1, \"hash_ids\": [4, 5]}\n";
+    CHECK_EQ(trace_load_text(text, 1, 0, &t, err, sizeof(err)), 0);
+    sim_result r;
+    CHECK_EQ(sim_run(&t, SIM_CHAIN, 4, &r), 0);
+    CHECK_EQ(r.blocks, 13);
+    CHECK_EQ(r.hit_blocks, 4);
+    CHECK_EQ(r.evictions, 5);
+    CHECK_EQ(sim_run(&t, SIM_LRU, 4, &r), 0);
+    CHECK_EQ(r.hit_blocks, 2);
     trace_free(&t);
 }
 
@@ -188,6 +251,8 @@ TEST(trace_sim_bad_arguments) {
     CHECK_EQ(sim_run(&t, SIM_LRU, 0, &r), -EINVAL);
     CHECK_EQ(sim_run(&t, 99, 4, &r), -EINVAL);
     CHECK_STR(sim_policy_name(SIM_S3FIFO), "s3fifo");
+    CHECK_STR(sim_policy_name(SIM_CHAIN), "chain");
+    CHECK_STR(sim_policy_name(SIM_CHAINARC), "chainarc");
     CHECK_STR(sim_policy_name(-1), "unknown");
     trace_free(&t);
 }

@@ -75,6 +75,45 @@ GEMMA3 = {
 }
 
 
+# Qwen3-Next-shaped hybrid: gated-delta-net layers (Mamba-style state, vLLM's CPU GDN
+# kernel wants bfloat16 and 128-wide heads) and full-attention layers, with a small MoE.
+QWEN3_NEXT = {
+    "architectures": ["Qwen3NextForCausalLM"],
+    "model_type": "qwen3_next",
+    "hidden_size": 128,
+    "intermediate_size": 256,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 32,
+    "vocab_size": 512,
+    "max_position_embeddings": 4096,
+    "rms_norm_eps": 1e-6,
+    "rope_theta": 10000.0,
+    "partial_rotary_factor": 0.25,
+    "hidden_act": "silu",
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "linear_conv_kernel_dim": 4,
+    "linear_key_head_dim": 128,
+    "linear_value_head_dim": 128,
+    "linear_num_key_heads": 1,
+    "linear_num_value_heads": 2,
+    "layer_types": ["linear_attention", "full_attention", "linear_attention",
+                    "full_attention"],
+    "full_attention_interval": 2,
+    "num_experts": 4,
+    "num_experts_per_tok": 2,
+    "moe_intermediate_size": 64,
+    "shared_expert_intermediate_size": 64,
+    "decoder_sparse_step": 1,
+    "norm_topk_prob": True,
+    "mlp_only_layers": [],
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+}
+
+
 def model_dir(tmp_root, name, config):
     d = os.path.join(tmp_root, name)
     os.makedirs(d, exist_ok=True)
@@ -87,7 +126,8 @@ def model_dir(tmp_root, name, config):
 def models(tmp_path_factory):
     root = str(tmp_path_factory.mktemp("models"))
     return {"llama": model_dir(root, "tiny-llama", LLAMA),
-            "gemma3": model_dir(root, "tiny-gemma3", GEMMA3)}
+            "gemma3": model_dir(root, "tiny-gemma3", GEMMA3),
+            "qwen3next": model_dir(root, "tiny-qwen3-next", QWEN3_NEXT)}
 
 
 class Tided:

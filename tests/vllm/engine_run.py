@@ -9,7 +9,8 @@ the same weights), ``prompts`` (lists of token ids), ``max_tokens``, ``block_siz
 "module"}``), and optional engine settings: ``max_num_seqs``, ``max_model_len``,
 ``num_gpu_blocks``, ``kv_space_gib``, ``batch`` (true: every prompt in one generate call,
 so they run concurrently; false: one call per prompt, in order), ``prefix_caching``,
-``mamba_cache_mode``, ``dtype``, ``seed``, ``timeout_s``, ``engine_args``.
+``mamba_cache_mode``, ``dtype``, ``seed``, ``engine_args``, ``kv_events_port`` (publish
+vLLM's KV events there and count what arrives).
 
 OUT (JSON): per prompt the greedy tokens, their logprobs and ``num_cached_tokens``; the
 engine's Prometheus counters (``vllm:*``: external prefix-cache queries and hits, tide's
@@ -38,6 +39,50 @@ def _metrics(llm):
     return out
 
 
+class EventListener:
+    """Subscribes to the KV events the engine publishes (vLLM's ZMQ publisher) and counts,
+    per event type and medium, the events and block hashes received."""
+
+    def __init__(self, port):
+        import threading
+
+        import zmq
+
+        self.counts = {}
+        self._ctx = zmq.Context()
+        self._sub = self._ctx.socket(zmq.SUB)
+        self._sub.setsockopt(zmq.SUBSCRIBE, b"")
+        self._sub.setsockopt(zmq.RCVTIMEO, 200)
+        self._sub.connect(f"tcp://127.0.0.1:{int(port)}")
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        import msgspec
+        import zmq
+        from vllm.distributed.kv_events import KVEventBatch
+
+        dec = msgspec.msgpack.Decoder(type=KVEventBatch)
+        while not self._stop:
+            try:
+                _topic, _seq, payload = self._sub.recv_multipart()
+            except zmq.Again:
+                continue
+            for ev in dec.decode(payload).events:
+                medium = getattr(ev, "medium", None)
+                key = f"{type(ev).__name__}/{medium}"
+                c = self.counts.setdefault(key, {"events": 0, "hashes": 0})
+                c["events"] += 1
+                c["hashes"] += len(getattr(ev, "block_hashes", ()) or ())
+
+    def close(self):
+        self._stop = True
+        self._thread.join(timeout=5)
+        self._sub.close(0)
+        self._ctx.term()
+
+
 def build_llm(spec):
     from vllm import LLM
     from vllm.config import KVTransferConfig
@@ -49,7 +94,7 @@ def build_llm(spec):
         if conn.get("url") is not None:
             extra["url"] = conn["url"]
         kt = KVTransferConfig(
-            kv_connector="TideStoreConnector",
+            kv_connector=conn.get("class", "TideStoreConnector"),
             kv_connector_module_path=conn.get("module", "tide.vllm"),
             kv_role=conn.get("kv_role", "kv_both"),
             kv_connector_extra_config=extra,
@@ -71,6 +116,12 @@ def build_llm(spec):
     )
     if spec.get("num_gpu_blocks"):
         args["num_gpu_blocks_override"] = int(spec["num_gpu_blocks"])
+    if spec.get("kv_events_port"):
+        from vllm.config import KVEventsConfig
+
+        args["kv_events_config"] = KVEventsConfig(
+            enable_kv_cache_events=True, publisher="zmq",
+            endpoint=f"tcp://127.0.0.1:{int(spec['kv_events_port'])}")
     if spec.get("mamba_cache_mode"):
         args["mamba_cache_mode"] = spec["mamba_cache_mode"]
     args.update(spec.get("engine_args") or {})
@@ -81,6 +132,7 @@ def run(spec):
     from vllm import SamplingParams
 
     t0 = time.monotonic()
+    listener = EventListener(spec["kv_events_port"]) if spec.get("kv_events_port") else None
     llm = build_llm(spec)
     t1 = time.monotonic()
     ttft = bool(spec.get("ttft"))
@@ -108,15 +160,22 @@ def run(spec):
             lps.append(float(lp[tok].logprob) if tok in lp else None)
         results.append(
             {"tokens": list(c.token_ids), "logprobs": lps,
-             "num_cached_tokens": int(o.num_cached_tokens or 0)}
+             "num_cached_tokens": int(o.num_cached_tokens or 0),
+             "finish_reason": None if c.finish_reason is None else str(c.finish_reason)}
         )
     t2 = time.monotonic()
     metrics = _metrics(llm)
+    events = None
+    if listener is not None:
+        time.sleep(1.0)  # the publisher's last batch
+        listener.close()
+        events = listener.counts
     # Stop the engine-core and worker processes now (their connectors drain and close).
     llm.llm_engine.engine_core.shutdown()
     return {
         "results": results,
         "metrics": metrics,
+        "kv_events": events,
         "startup_s": t1 - t0,
         "generate_s": t2 - t1,
         "prompt_s": times,

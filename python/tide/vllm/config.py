@@ -23,7 +23,7 @@ class UnsupportedConfiguration(errors.UnsupportedError, ValueError):
 # ---------------------------------------------------------------------------------------
 
 #: kv_connector_extra_config keys this module reads itself (never passed to C).
-PYTHON_EXTRA_KEYS = ("url",)
+PYTHON_EXTRA_KEYS = ("url", "reconnect_s", "kv_events")
 
 _SPEC_FIELDS = {
     "FullAttentionSpec": (
@@ -144,6 +144,8 @@ def config_from_vllm(vllm_config, kv_cache_config, role):
 
     extra = dict(getattr(kt, "kv_connector_extra_config", None) or {})
     url = extra.pop("url", None)
+    for key in PYTHON_EXTRA_KEYS:
+        extra.pop(key, None)
     transfer = {"kv_role": kt.kv_role, "kv_connector_extra_config": _plain_dict(extra)}
     if getattr(kt, "kv_connector", None):
         transfer["kv_connector"] = kt.kv_connector
@@ -205,6 +207,21 @@ def _split_config(config):
                 if key == "url":
                     url = value
     return json.dumps(config).encode("utf-8"), config, url
+
+
+def python_option(config, key, default=None):
+    """A kv_connector_extra_config key this module reads itself (PYTHON_EXTRA_KEYS), from a
+    VllmConfig or a dict/JSON configuration; `default` when absent or unreadable."""
+    try:
+        if isinstance(config, (str, bytes, bytearray)):
+            config = json.loads(config)
+        if isinstance(config, dict):
+            extra = config.get("kv_transfer_config", {}).get("kv_connector_extra_config")
+        else:
+            extra = getattr(config.kv_transfer_config, "kv_connector_extra_config", None)
+        return (extra or {}).get(key, default)
+    except (ValueError, AttributeError, TypeError):
+        return default
 
 
 def _role_value(role):

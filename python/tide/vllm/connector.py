@@ -6,15 +6,48 @@ import errno
 import json
 import logging
 import os
+import time
 
 from .. import _lib, errors
 from ._base import HAVE_VLLM, KVConnectorBase_V1, KVConnectorRole, SupportsHMA
-from .config import UnsupportedConfiguration, _role_value, _split_config, config_from_vllm
+from .config import (
+    UnsupportedConfiguration,
+    _role_value,
+    _split_config,
+    config_from_vllm,
+    python_option,
+)
 from .marshal import _block_table, _groups, _hash_bytes, _prompt_len, _req_id
+from .events import StoreEvents
 from .metadata import TideConnectorMetadata, _parse_meta
+from .metrics import TideConnectorStats, TidePromMetrics, delta
 from .regions import _Region
 
 logger = logging.getLogger("tide.vllm")
+
+#: Store errors that mean "the store cannot be reached now" (not a wrong configuration):
+#: the connector then runs over a placeholder that misses, and retries (see _go_offline).
+_UNREACHABLE = (errors.TransportError, errors.ServerError, errors.ProtocolError)
+_UNREACHABLE_CODES = (-errno.ENOENT, -errno.ECONNREFUSED, -errno.ETIMEDOUT,
+                      -errno.EHOSTUNREACH, -errno.ENETUNREACH, -errno.ECONNRESET)
+#: The placeholder store while the real one cannot be reached: private, always empty to
+#: lookups, and small, so saves to it cost little (puts beyond it fail, and the saver
+#: skips saves until one succeeds).
+_PLACEHOLDER_URL = "mem://?capacity=1MiB"
+#: Seconds between attempts to reach the store (kv_connector_extra_config.reconnect_s).
+RECONNECT_S = 10.0
+
+def _hit_source(url):
+    """vLLM's label for where tide's hits come from: host memory for a same-host pool
+    (unix://, mem://), vLLM's "external" otherwise (tided over TCP, clusters)."""
+    try:
+        from vllm.v1.metrics.cache_hit_source import CacheHitSource
+    except ImportError:
+        return None
+    if url.startswith(("unix://", "mem://")):
+        return CacheHitSource.HOST
+    return CacheHitSource.EXTERNAL_UNSPECIFIED
+
 
 class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
     """vLLM's KV connector over tide: scheduler role (lookups, per-step jobs) or worker
@@ -55,7 +88,29 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
             doc = json.dumps(self.config).encode("utf-8")
         self.url = url or cfg_url or os.environ.get("TIDE_URL") or "mem://"
         self._lib = _lib.lib()
-        self._create(doc, role_value)
+        self._doc, self._role_value = doc, role_value
+        self._cache_hit_source = _hit_source(self.url)
+        self.reconnect_s = float(python_option(vllm_config, "reconnect_s", RECONNECT_S))
+        self.offline = None  # why the store cannot be reached, while it cannot
+        self._next_try = 0.0
+        self._carry = {_lib.CONNECTOR_LOAD: set(), _lib.CONNECTOR_SAVE: set()}
+        self._carry_errors = set()
+        self._regions = []  # (group, name, region) registered, for a reconnection
+        if store is None and self.url.startswith("mem://") and self._vllm_config is not None:
+            raise errors.ConfigError(
+                errors.ECONFIG,
+                f"TideStoreConnector: store {self.url} is private to one connector, and "
+                f"vLLM builds one in its scheduler and one in every worker, so nothing saved "
+                f"would ever be found. Set kv_connector_extra_config.url (or $TIDE_URL) to a "
+                f"tided that every vLLM process reaches: unix:///path/tide.sock (same host, "
+                f"tided --unix PATH) or tide://host:port",
+            )
+        try:
+            self._h = self._create(doc, role_value, self.url)
+        except errors.Error as e:
+            if not self._unreachable(e):
+                raise
+            self._go_offline(e)
 
         info = _lib.ConnectorInfo()
         self._check(self._lib.tide_connector_get_info(self._h, ctypes.byref(info)))
@@ -69,12 +124,74 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         self._offered = {}  # req_id -> num_computed_tokens of its lookup
         self._armed = {}  # req_id -> (block table, tokens after the load) this step
         self._awaiting_save = set()  # finished, blocks kept until the workers report
+        self._events = self._events_if_enabled(vllm_config)
         # Worker state.
         self._kv_caches = None
         self._cuda_device = None  # the device of the KV caches when they are CUDA tensors
         self._started = None  # (metadata object, kinds already started)
 
-    def _create(self, doc, role_value):
+    @staticmethod
+    def _unreachable(e):
+        return isinstance(e, _UNREACHABLE) or getattr(e, "code", 0) in _UNREACHABLE_CODES
+
+    def _go_offline(self, e):
+        """The store cannot be reached: warn, and run over the placeholder (every lookup a
+        miss, so vLLM computes every prompt) until a retry reaches it."""
+        self.offline = str(e)
+        self._next_try = time.monotonic() + self.reconnect_s
+        logger.warning(
+            "TideStoreConnector (%s): store %s cannot be reached (%s); this engine computes "
+            "every prompt without the cache and tries again every %g s",
+            "scheduler" if self._role_value == _lib.CONNECTOR_SCHEDULER else "worker",
+            self.url, e, self.reconnect_s,
+        )
+        self._h = self._create(self._doc, self._role_value, _PLACEHOLDER_URL)
+
+    def _maybe_reconnect(self):
+        """While offline, every reconnect_s: open the real store; on success the connector
+        moves to it (a worker hands over what the placeholder finished and registers its
+        KV caches again). Requests already running stay on the placeholder's books."""
+        if self.offline is None or time.monotonic() < self._next_try:
+            return
+        try:
+            h = self._create(self._doc, self._role_value, self.url)
+        except errors.Error as e:
+            self._next_try = time.monotonic() + self.reconnect_s
+            logger.debug("TideStoreConnector: store %s still unreachable: %s", self.url, e)
+            return
+        old, self._h = self._h, h
+        if self._role_value == _lib.CONNECTOR_WORKER:
+            self._lib.tide_connector_wait(old)
+            self._carry[_lib.CONNECTOR_LOAD] |= self._drain(_lib.CONNECTOR_LOAD, old)
+            self._carry[_lib.CONNECTOR_SAVE] |= self._drain(_lib.CONNECTOR_SAVE, old)
+            self._carry_errors |= self._load_errors(old)
+            regions, self._regions = self._regions, []
+            for g, name, r in regions:
+                self._register(g, name, r)
+        else:
+            self._prompts.clear()  # running requests are unknown to the new handle
+            self._computed.clear()
+        self._lib.tide_connector_destroy(old)
+        logger.warning("TideStoreConnector: store %s reached; the cache is in use again",
+                       self.url)
+        self.offline = None
+
+    def _events_if_enabled(self, vllm_config):
+        """The scheduler's KV-cache events (events.py) when vLLM publishes KV events
+        (kv_events_config.enable_kv_cache_events), or kv_connector_extra_config.kv_events
+        asks for them; else None."""
+        if self._role_value != _lib.CONNECTOR_SCHEDULER:
+            return None
+        ev = getattr(vllm_config, "kv_events_config", None)
+        on = bool(getattr(ev, "enable_kv_cache_events", False))
+        if not (on or python_option(vllm_config, "kv_events", False)):
+            return None
+        groups = (self.config or {}).get("kv_cache_config", {}).get("kv_cache_groups", [])
+        sizes = [int(g.get("kv_cache_spec", {}).get("block_size") or self.info.hash_block_size)
+                 for g in groups]
+        return StoreEvents(sizes, self.info.hash_block_size)
+
+    def _create(self, doc, role_value, url):
         h = _lib.ConnectorPtr()
         if self._store is not None:
             sh = self._store._enter()
@@ -85,15 +202,8 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
             finally:
                 self._store._leave()
         else:
-            if self.url.startswith("mem://") and HAVE_VLLM:
-                logger.warning(
-                    "TideStoreConnector: store %s is private to this process; vLLM's "
-                    "scheduler and workers will not share it (set "
-                    "kv_connector_extra_config.url to a tided: tide://host:port)",
-                    self.url,
-                )
             rc = self._lib.tide_connector_create(
-                doc, self.url.encode("utf-8"), role_value, ctypes.byref(h)
+                doc, url.encode("utf-8"), role_value, ctypes.byref(h)
             )
         if rc < 0:
             raw = self._lib.tide_connector_errmsg(None)
@@ -101,7 +211,7 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
             if rc == errors.EUNSUPPORTED:
                 raise UnsupportedConfiguration(rc, msg)
             raise errors.make_error(rc, msg)
-        self._h = h
+        return h
 
     # -- plumbing ------------------------------------------------------------------------
 
@@ -143,6 +253,35 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
             out[name] = v
         return out
 
+    # -- figures -------------------------------------------------------------------------
+
+    def get_kv_connector_stats(self):
+        """This process's connector figures since the last call (vLLM sums them over the
+        scheduler and every worker into its log line and /metrics), or None when nothing
+        happened."""
+        if not self._h:
+            return None
+        now = self.stats()
+        d = delta(now, getattr(self, "_reported", None))
+        self._reported = now
+        if not d["ops"] and not d["counters"]:
+            return None
+        return TideConnectorStats(data=d)
+
+    @classmethod
+    def build_kv_connector_stats(cls, data=None):
+        return TideConnectorStats(data=dict(data) if data else {})
+
+    @classmethod
+    def build_prom_metrics(cls, vllm_config, metric_types, labelnames, per_engine_labelvalues):
+        return TidePromMetrics(vllm_config, metric_types, labelnames, per_engine_labelvalues)
+
+    @property
+    def requires_kv_delivery(self):
+        """False: tide is a best-effort cache. A preempted request need not wait for its
+        saves (a save that does not happen is a later miss, never wrong data)."""
+        return False
+
     # -- scheduler role ------------------------------------------------------------------
 
     def get_num_new_matched_tokens(self, request, num_computed_tokens):
@@ -152,17 +291,35 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         rid = _req_id(request.request_id)
         hashes, nh, hlen = _hash_bytes(request.block_hashes)
         new = ctypes.c_int64(0)
-        self._check(
-            self._lib.tide_connector_lookup(
-                self._handle(), rid, int(request.num_tokens), hashes, nh, hlen,
-                int(num_computed_tokens), ctypes.byref(new),
+        h = self._handle()
+        try:
+            self._check(
+                self._lib.tide_connector_lookup(
+                    h, rid, int(request.num_tokens), hashes, nh, hlen,
+                    int(num_computed_tokens), ctypes.byref(new),
+                )
             )
-        )
+        except errors.Error as e:
+            if not self._unreachable(e):
+                raise
+            # The store went away under a running engine: a miss (vLLM computes the
+            # prompt); tide:// reconnects by itself on a later call.
+            self._warn_lookup(e)
+            new.value = 0
         if new.value <= 0:
             self._offered.pop(request.request_id, None)
             return 0, False
         self._offered[request.request_id] = int(num_computed_tokens)
         return new.value, self.load_async
+
+    def _warn_lookup(self, e):
+        now = time.monotonic()
+        if now >= getattr(self, "_lookup_warned", 0.0):
+            self._lookup_warned = now + self.reconnect_s
+            logger.warning(
+                "TideStoreConnector: lookup in %s failed (%s): a miss, the prompt is computed",
+                self.url, e,
+            )
 
     def update_state_after_alloc(self, request, blocks, num_external_tokens):
         """The blocks vLLM allocated for a request it is about to schedule (or, for an
@@ -197,6 +354,7 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         side (new and resumed ones with their whole block table, running ones with their
         new blocks), preempted ones are dropped, and a request whose asynchronous load was
         armed but which is not scheduled yet gets its load job."""
+        self._maybe_reconnect()
         so = scheduler_output
         h = self._handle()
         for rid in getattr(so, "finished_req_ids", None) or ():
@@ -254,9 +412,12 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
             self._check(
                 self._lib.tide_connector_meta_serialize(m, buf, size.value, ctypes.byref(size))
             )
-            return TideConnectorMetadata(buf.raw[: size.value])
+            meta = TideConnectorMetadata(buf.raw[: size.value])
         finally:
             self._lib.tide_connector_meta_free(m)
+        if self._events is not None:
+            self._events.plan(meta.describe(), self._requests)
+        return meta
 
     def _partial_tail(self, rid, entries):
         """(group, block id, boundary tokens) entries: the C side saves them in the next
@@ -274,6 +435,15 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
             self._check(rc)
         return rc
 
+    def register_finished_partial_tail(self, request, block_ids, partial_tail_offloads):
+        """vLLM (>= 0.32) hands a finishing producer request's partial tails here, before
+        request_finished: (group, private block, boundary) entries saved by the next
+        metadata. request_finished then keeps the blocks until the save is reported, so
+        this returns False."""
+        if partial_tail_offloads:
+            self._partial_tail(request.request_id, partial_tail_offloads)
+        return False
+
     def _forget(self, rid):
         for d in (self._requests, self._prompts, self._computed, self._offered, self._armed):
             d.pop(rid, None)
@@ -283,6 +453,8 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         aggregates over the ranks) no longer wait on tide; vLLM frees their blocks."""
         for rid in getattr(connector_output, "finished_sending", None) or ():
             self._awaiting_save.discard(rid)
+            if self._events is not None:
+                self._events.saved(rid)
 
     def request_finished(self, request, block_ids):
         """``(True, None)`` while saves of the request are queued: vLLM keeps its blocks
@@ -293,6 +465,8 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         if rc == 1:
             self._awaiting_save.add(rid)
             return True, None
+        if self._events is not None:
+            self._events.dropped(rid)
         return False, None
 
     def request_finished_all_groups(self, request, block_ids):
@@ -312,6 +486,8 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
             return None
         for d in (self._requests, self._prompts, self._computed, self._offered, self._armed):
             d.clear()
+        if self._events is not None:
+            self._events.cleared()
         try:
             self._check(self._lib.tide_connector_reset(self._handle(), 1))
         except errors.Error as e:
@@ -320,8 +496,10 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         return True
 
     def take_events(self):
-        """KV-cache events: tide's connector produces none."""
-        return ()
+        """KV-cache events of tide's tier since the last call (events.py): BlockStored for
+        blocks of requests every worker reported saved, AllBlocksCleared after a reset.
+        Empty unless KV events are enabled."""
+        return self._events.take() if self._events is not None else ()
 
     def has_pending_push_work(self):
         """False: tide pushes nothing to other engines. Requests whose saves are pending
@@ -383,27 +561,34 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
             if (g, r.base, r.nbytes) in seen:
                 continue  # layers sharing one tensor: its pages count once
             seen.add((g, r.base, r.nbytes))
-            nb = int(num_blocks) if num_blocks else r.num_blocks_guess()
-            base, nbytes, shape, strides = r.for_c(nb)
-            nd = len(shape)
-            dims = (
-                ((ctypes.c_int64 * nd)(*shape), (ctypes.c_int64 * nd)(*strides), r.elem)
-                if shape
-                else (None, None, 0)
-            )
-            if r.kind == _lib.MEM_HOST:
-                rc = self._lib.tide_connector_register_region(h, g, base, nbytes, nb, nd, *dims)
-            else:  # GPU memory: libtide loads the CUDA runtime and pins its pool once
-                rc = self._lib.tide_connector_register_device_region(
-                    h, g, r.kind, r.device, base, nbytes, nb, nd, *dims
-                )
-                if rc == 0:
-                    self._cuda_device = r.device
-            if rc < 0:
-                raw = self._lib.tide_connector_errmsg(h)
-                msg = raw.decode("utf-8", "replace") if raw else ""
-                raise errors.make_error(rc, f"KV cache {name!r}: {msg}")
+            self._register(g, name, r)
         self._kv_caches = kv_caches  # libtide holds raw pointers into these
+
+    def _register(self, g, name, r):
+        """One region with the C connector (kept, to register again on a reconnection)."""
+        h = self._handle()
+        kvc = (self.config or {}).get("kv_cache_config", {})
+        nb = int(kvc["num_blocks"]) if kvc.get("num_blocks") else r.num_blocks_guess()
+        base, nbytes, shape, strides = r.for_c(nb)
+        nd = len(shape)
+        dims = (
+            (ctypes.c_int64 * nd)(*shape) if nd else None,
+            (ctypes.c_int64 * nd)(*strides) if nd else None,
+            r.elem if nd else 0,
+        )
+        if r.kind == _lib.MEM_HOST:
+            rc = self._lib.tide_connector_register_region(h, g, base, nbytes, nb, nd, *dims)
+        else:  # GPU memory: libtide loads the CUDA runtime and pins its pool once
+            rc = self._lib.tide_connector_register_device_region(
+                h, g, r.kind, r.device, base, nbytes, nb, nd, *dims
+            )
+            if rc == 0:
+                self._cuda_device = r.device
+        if rc < 0:
+            raw = self._lib.tide_connector_errmsg(h)
+            msg = raw.decode("utf-8", "replace") if raw else ""
+            raise errors.make_error(rc, f"KV cache {name!r}: {msg}")
+        self._regions.append((g, name, r))
 
     def _start(self, kinds):
         """Queue this step's jobs of `kinds` that are not queued yet."""
@@ -439,12 +624,15 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
             return 0
         return int(torch.cuda.current_stream(self._cuda_device).cuda_stream)
 
-    def _drain(self, kind):
-        out = set()
+    def _drain(self, kind, h=None):
+        """Every id the C worker reports finished for `kind` (LOAD or SAVE), and what a
+        placeholder handed over on a reconnection."""
+        h = h or self._handle()
+        out, self._carry[kind] = self._carry[kind], set()
         cap = 1 << 16
         buf = ctypes.create_string_buffer(cap)
         while True:
-            n = self._check(self._lib.tide_connector_get_finished(self._handle(), kind, buf, cap))
+            n = self._check(self._lib.tide_connector_get_finished(h, kind, buf, cap))
             if n <= 0:
                 return out
             ids = buf.raw.split(b"\0")[:n]
@@ -476,6 +664,7 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         all ran on this rank, and requests whose loads ran; each id once, ``None`` for
         none. Blocks that failed to load are reported by get_block_ids_with_load_errors
         no later than their request."""
+        self._maybe_reconnect()
         self._start(_lib.CONNECTOR_LOAD | _lib.CONNECTOR_SAVE)
         recving = self._drain(_lib.CONNECTOR_LOAD)
         sending = self._drain(_lib.CONNECTOR_SAVE)
@@ -484,11 +673,15 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
     def get_block_ids_with_load_errors(self):
         """Block ids whose load failed since the last call: vLLM recomputes or fails
         their requests (kv_load_failure_policy)."""
-        out = set()
+        return self._load_errors()
+
+    def _load_errors(self, h=None):
+        h = h or self._handle()
+        out, self._carry_errors = self._carry_errors, set()
         cap = 4096
         arr = (ctypes.c_int32 * cap)()
         while True:
-            n = self._check(self._lib.tide_connector_get_load_errors(self._handle(), arr, cap))
+            n = self._check(self._lib.tide_connector_get_load_errors(h, arr, cap))
             out.update(arr[i] for i in range(n))
             if n < cap:
                 return out

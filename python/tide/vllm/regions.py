@@ -112,9 +112,10 @@ class _Region:
         logical shape has; a block dimension split into kernel blocks (vLLM's
         ``num_blocks * ratio`` first dimension) is regrouped. The extent is the tensor's
         own when it splits into ``num_blocks`` pages (vLLM >= 0.32 views every layer of
-        one shared allocation, so the storage's end says nothing about one layer), else
-        the storage's end from the tensor's start (each block's padding included, as
-        vLLM's store connector reads older layouts)."""
+        one shared allocation, so the storage's end says nothing about one layer); else,
+        for blocks padded past their last element, ``num_blocks`` block strides (padding
+        included, as vLLM's store connector reads them); else the storage's end from the
+        tensor's start (older layouts)."""
         shape, strides = list(self.shape), list(self.strides)
         if not shape:
             return self.base, self.nbytes, (), ()
@@ -132,4 +133,10 @@ class _Region:
         nbytes = self.nbytes
         if num_blocks > 0 and span % num_blocks == 0:
             nbytes = span
+        elif num_blocks > 0 and shape[0] == num_blocks:
+            # Blocks padded past their last element (vLLM pads a Mamba state, or an
+            # attention page, to the group's page size): a page is the block stride.
+            padded = num_blocks * strides[0] * self.elem
+            if self.base + padded <= self.storage_end:
+                nbytes = padded
         return self.base, nbytes, shape, strides
