@@ -313,3 +313,17 @@ def test_openai_server_with_tide_metrics(models, tided, tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         log.close()
+
+
+def test_installed_vllm_is_a_tested_version():
+    from tide.vllm import _base
+
+    assert _base.interface_problems() == []
+    assert _base.check_vllm() is None, _base.vllm_version()
+
+
+def test_mem_url_inside_vllm_is_a_start_up_error(models, engine):
+    out = engine(spec(models, prompts(1)[:1], {"url": "mem://", "kv_role": "kv_both"}),
+                 "mem-url", expect_error=True)
+    assert out["rc"] != 0
+    assert "kv_connector_extra_config.url" in out["log"] and "mem://" in out["log"]
