@@ -4,8 +4,13 @@
  *
  * A queue is a list of segments [head, n). A segment is either bytes the queue owns
  * (freed when they have left) or pool memory under a store pin (unpinned when it has
- * left); a zero-length segment completes without sending anything. `pending` counts the
- * bytes queued and not yet sent: the connection's backpressure reads it.
+ * left); a zero-length segment completes without sending anything. A checked segment
+ * (outq_push_checked) is pool memory that other processes may write: when it reaches the
+ * head of the queue it is copied into a buffer of the queue and the copy is checked
+ * against the object's checksum, so the bytes sent are the bytes checked; a mismatch
+ * fails the flush (the peer has had the reply's header already: the connection must go).
+ * `pending` counts the bytes queued and not yet sent: the connection's backpressure reads
+ * it.
  *
  * Ownership and threads: a queue belongs to one connection, so to one worker thread; no
  * lock is taken here except the store's (store_unpin).
@@ -25,6 +30,8 @@ typedef struct outq_seg {
     size_t cap;      /* room of an appendable chunk made by outq_room (0: not appendable) */
     uint8_t *owned;  /* freed (or kept as the spare chunk) when the segment is done */
     uint64_t pin_id; /* unpinned when the segment is done (0 = none) */
+    uint64_t sum;    /* the checksum a checked segment must match */
+    int check;       /* 1: a checked segment not yet copied out of the pool */
 } outq_seg;
 
 typedef struct outq {
@@ -52,6 +59,10 @@ static inline int outq_busy(const outq *q) {
 /* Queue len bytes at p. owned (may be NULL) is freed and pin_id (0 = none) unpinned once
  * the segment has left; on failure (-ENOMEM) neither is taken: the caller still owns them. */
 int outq_push(outq *q, const uint8_t *p, size_t len, uint8_t *owned, uint64_t pin_id);
+/* Queue len bytes of pool memory at p under pin_id, to be copied and checked against sum
+ * when they are about to be sent (see above). The pin passes to the queue on success; on
+ * failure (-ENOMEM) the caller still holds it. */
+int outq_push_checked(outq *q, const uint8_t *p, size_t len, uint64_t pin_id, uint64_t sum);
 /* Queue a malloc'd buffer; ownership passes to the queue, also on failure (freed then).
  * 0 or -ENOMEM. */
 int outq_owned(outq *q, uint8_t *buf, size_t len);
@@ -64,7 +75,9 @@ void outq_wrote(outq *q, size_t n);
 /* Send what the socket takes now (writev, IOV batches). When *send_fd >= 0 it is passed
  * (SCM_RIGHTS) with the first bytes sent, then set to -1; send_fd may be NULL. Each
  * completed write sets *progress_ns to now. 0 when the queue is empty or the socket is
- * full, -errno on a send error. */
+ * full, -errno on a send error, -ENOMEM when a checked segment cannot be copied, and
+ * TIDE_ECHECKSUM when its copy fails its checksum (the object is then reported to the
+ * store, store_verify_failed). */
 int outq_flush(outq *q, int fd, int *send_fd, uint64_t *progress_ns);
 
 #endif
