@@ -39,9 +39,9 @@
 #include "tide.h"
 
 #define READS 4000       /* reads per value size and reader, at least */
-#define MIN_MISSES 10    /* ... and more reads, up to a cap, until this many missed */
-#define CAP_SMALL 100000 /* the cap for small values (a read is a few microseconds) */
-#define CAP_LARGE 20000  /* the cap for large ones */
+#define MIN_MISSES 40    /* ... and more reads, up to a cap, until this many missed */
+#define CAP_SMALL 400000 /* the cap for small values (a read is a few microseconds) */
+#define CAP_LARGE 40000  /* the cap for large ones */
 #define PREFIX 64        /* the bytes by which the scribbler finds a value; never flipped */
 #define HOLD 1500        /* spins a flipped byte stays flipped */
 #define GAP 1500         /* spins between two flips */
@@ -259,7 +259,7 @@ static void set_gen(attack *a, uint64_t g) {
 }
 
 /* Reads of values of vlen bytes while the scribblers flip bytes of each (see the top). */
-static void run_attack(attack *a, size_t vlen) {
+static void run_attack(attack *a, size_t vlen, long *wrong_out, long *misses_out) {
     static uint64_t next_gen = 1;
     uint8_t *want = malloc(vlen), *got = malloc(vlen);
     CHECK(want && got);
@@ -301,18 +301,26 @@ static void run_attack(attack *a, size_t vlen) {
            "(%llu flips)\n",
            a->name, vlen, reads, right, misses, wrong, (unsigned long long)flips);
     fflush(stdout);
-    CHECK_MSG(wrong == 0, "%s: %ld of %ld reads accepted wrong bytes", a->name, wrong, reads);
-    CHECK_MSG(misses > 0, "%s: the scribbler never reached the reader (%llu flips)", a->name,
-              (unsigned long long)flips);
+    *wrong_out = wrong;
+    *misses_out = misses;
     free(want);
     free(got);
 }
 
 /* Both paths of every reader: a small value (copied in one piece; RESP copies it into its
- * reply) and a large one (copied in chunks with non-temporal stores; RESP's pinned path). */
+ * reply) and a large one (copied in chunks with non-temporal stores; RESP's pinned path).
+ * Both run before the verdict, so that a failure shows both counts. */
 static void run_sizes(attack *a) {
-    run_attack(a, 8 * 1024);
-    run_attack(a, 256 * 1024);
+    long wrong[2], misses[2];
+    run_attack(a, 8 * 1024, &wrong[0], &misses[0]);
+    run_attack(a, 256 * 1024, &wrong[1], &misses[1]);
+    CHECK_MSG(wrong[0] == 0 && wrong[1] == 0,
+              "%s: reads accepted wrong bytes (%ld with 8 KiB values, %ld with 256 KiB)", a->name,
+              wrong[0], wrong[1]);
+    CHECK_MSG(misses[0] > 0 && misses[1] > 0,
+              "%s: the scribbler never reached the reader (misses: %ld with 8 KiB values, %ld "
+              "with 256 KiB)",
+              a->name, misses[0], misses[1]);
 }
 
 /* ---- the cases ----------------------------------------------------------------------- */
