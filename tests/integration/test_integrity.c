@@ -3,6 +3,9 @@
  * (verify=1), tide://, a cluster of two tided, RESP GET and mem://. No read may hand out
  * wrong bytes: it returns the value that was put, or a miss.
  *
+ * The SSD tier is attacked the same way (values spilled from and read back into the pool
+ * while bytes anywhere in it flip).
+ *
  * The scribbler is a thread that maps the pool's memfd as a unix:// client does (HELLO on
  * tided's socket with the shared-pool feature, the memfd by SCM_RIGHTS; for mem://, the
  * store's own memfd opened again through /proc/self/fd) and, in a loop, flips one byte of
@@ -67,6 +70,7 @@ typedef struct scribbler {
     uint8_t *pool;
     size_t size, vlen;
     atomic_uint_fast64_t gen; /* the generation to attack; 0: stand still */
+    int whole;                /* attack any byte of the pool instead (gen unused) */
     atomic_int stop;
     atomic_uint_fast64_t flips;
     pthread_t th;
@@ -78,6 +82,16 @@ static void *scribble(void *arg) {
     uint8_t *obj = NULL, prefix[PREFIX];
     uint32_t r = 12345;
     while (!atomic_load(&sc->stop)) {
+        if (sc->whole) {
+            r ^= r << 13, r ^= r >> 17, r ^= r << 5;
+            volatile uint8_t *b = sc->pool + r % sc->size;
+            *b ^= 0x5a;
+            spin(HOLD);
+            *b ^= 0x5a;
+            atomic_fetch_add(&sc->flips, 1);
+            spin(GAP);
+            continue;
+        }
         uint64_t g = atomic_load(&sc->gen);
         if (g != mine) {
             mine = g;
@@ -102,10 +116,11 @@ static void *scribble(void *arg) {
     return NULL;
 }
 
-static void scribbler_start(scribbler *sc, uint8_t *pool, size_t size) {
+static void scribbler_start(scribbler *sc, uint8_t *pool, size_t size, int whole) {
     memset(sc, 0, sizeof(*sc));
     sc->pool = pool;
     sc->size = size;
+    sc->whole = whole;
     CHECK_EQ(pthread_create(&sc->th, NULL, scribble, sc), 0);
 }
 
@@ -347,7 +362,7 @@ TEST_T(integrity_scribbler_vs_unix_reader, 120) {
     size_t size;
     int sock;
     uint8_t *pool = map_tided_pool(path, &size, &sock);
-    scribbler_start(&sc, pool, size);
+    scribbler_start(&sc, pool, size, 0);
     attack a = {"unix:// verify=1", u, read_tide, u, {&sc}, 1};
     run_sizes(&a);
     scribbler_stop(&sc);
@@ -367,7 +382,7 @@ TEST_T(integrity_scribbler_vs_tcp_reader, 120) {
     size_t size;
     int sock;
     uint8_t *pool = map_tided_pool(path, &size, &sock);
-    scribbler_start(&sc, pool, size);
+    scribbler_start(&sc, pool, size, 0);
     attack a = {"tide://", t, read_tide, t, {&sc}, 1};
     run_sizes(&a);
     scribbler_stop(&sc);
@@ -392,7 +407,7 @@ TEST_T(integrity_scribbler_vs_cluster_reader, 150) {
     for (int i = 0; i < 2; i++) {
         size_t size;
         uint8_t *pool = map_tided_pool(path[i], &size, &sock[i]);
-        scribbler_start(&sc[i], pool, size);
+        scribbler_start(&sc[i], pool, size, 0);
     }
     attack a = {"cluster (2 nodes, R=2)", c, read_tide, c, {&sc[0], &sc[1]}, 2};
     run_sizes(&a);
@@ -438,7 +453,7 @@ TEST_T(integrity_scribbler_vs_resp_reader, 120) {
     size_t size;
     int sock;
     uint8_t *pool = map_tided_pool(path, &size, &sock);
-    scribbler_start(&sc, pool, size);
+    scribbler_start(&sc, pool, size, 0);
     attack a = {"RESP GET", t, read_resp, &fd, {&sc}, 1};
     run_sizes(&a);
     scribbler_stop(&sc);
@@ -454,7 +469,7 @@ TEST_T(integrity_scribbler_vs_mem_reader, 120) {
     scribbler sc;
     size_t size;
     uint8_t *pool = map_own_pool(&size);
-    scribbler_start(&sc, pool, size);
+    scribbler_start(&sc, pool, size, 0);
     attack a = {"mem:// verify=1", m, read_tide, m, {&sc}, 1};
     run_sizes(&a);
     scribbler_stop(&sc);
@@ -507,5 +522,86 @@ TEST_T(integrity_resp_mget_beyond_the_copy_budget, 120) {
     free(want);
     free(got);
     tide_close(t);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
+/* The SSD tier under the same attack: a pool of 4 MiB holding half of 16 values of 512 KiB,
+ * so that reading them in turn spills values to disk (written from pool memory the
+ * scribbler may be flipping) and reads them back into the pool (promotion) all the time.
+ * The scribbler flips bytes anywhere in the pool. A unix:// reader must get every value
+ * right or miss; a miss puts the key again with a new value. */
+TEST_T(integrity_scribbler_vs_ssd_read_back, 150) {
+    enum { NK = 16, VLEN = 512 << 10, NREADS = 3000 };
+    char path[256], url[300], dir[300];
+    snprintf(path, sizeof(path), "%s/tide.sock", test_tmpdir());
+    snprintf(dir, sizeof(dir), "%s/disk", test_tmpdir());
+    const char *args[] = {
+        "--capacity", "4MiB", "--log-level",     "error", "--unix", path, "--metrics-port", "0",
+        "--disk-dir", dir,    "--disk-capacity", "64MiB", NULL};
+    test_server ts;
+    server_start(&ts, args);
+    snprintf(url, sizeof(url), "unix://%s?verify=1", path);
+    tide_store *u;
+    CHECK_MSG(tide_open(url, &u) == 0, "%s", tide_errmsg(NULL));
+    uint8_t *want = malloc(VLEN), *got = malloc(VLEN);
+    CHECK(want && got);
+    uint64_t gen[NK];
+    char key[NK][16];
+    for (int k = 0; k < NK; k++) {
+        snprintf(key[k], sizeof(key[k]), "ssd-%02d", k);
+        gen[k] = 5000 + (uint64_t)k;
+        fill(want, VLEN, gen[k]);
+        CHECK_MSG(tide_put(u, key[k], strlen(key[k]), want, VLEN) == 0, "put: %s", tide_errmsg(u));
+    }
+    tide_stats st0;
+    CHECK_EQ(tide_stats_get(u, &st0), 0);
+    scribbler sc;
+    size_t size;
+    int sock;
+    uint8_t *pool = map_tided_pool(path, &size, &sock);
+    scribbler_start(&sc, pool, size, 1);
+    long right = 0, wrong = 0, misses = 0, absent = 0;
+    uint64_t next = 6000;
+    for (int i = 0; i < NREADS; i++) {
+        int k = i % NK;
+        size_t len = 0;
+        int rc = tide_get(u, key[k], strlen(key[k]), got, VLEN, &len);
+        CHECK_MSG(rc == 0 || rc == TIDE_ENOTFOUND, "get: %s", tide_errmsg(u));
+        if (rc == 0) {
+            fill(want, VLEN, gen[k]);
+            if (len == VLEN && memcmp(got, want, VLEN) == 0)
+                right++;
+            else
+                wrong++;
+            continue;
+        }
+        /* A miss: a checksum caught a flip, in memory or in what was spilled to disk (or
+         * the disk evicted it: counted apart). Put the key again with a new value. */
+        if (tide_exists(u, key[k], strlen(key[k])) == 1)
+            misses++;
+        else
+            absent++;
+        tide_remove(u, key[k], strlen(key[k]));
+        gen[k] = next++;
+        fill(want, VLEN, gen[k]);
+        CHECK_MSG(tide_put(u, key[k], strlen(key[k]), want, VLEN) == 0, "put: %s", tide_errmsg(u));
+    }
+    scribbler_stop(&sc);
+    close(sock);
+    tide_stats st;
+    CHECK_EQ(tide_stats_get(u, &st), 0);
+    uint64_t promoted = st.disk_promotions - st0.disk_promotions;
+    printf("    SSD tier: %d reads: %ld right, %ld misses (%ld absent), %ld wrong bytes accepted; "
+           "%llu promotions from disk, %llu disk checksum errors (%llu flips)\n",
+           NREADS, right, misses + absent, absent, wrong, (unsigned long long)promoted,
+           (unsigned long long)(st.disk_checksum_errors - st0.disk_checksum_errors),
+           (unsigned long long)atomic_load(&sc.flips));
+    fflush(stdout);
+    CHECK_MSG(wrong == 0, "%ld of %d reads accepted wrong bytes", wrong, NREADS);
+    CHECK_MSG(promoted > 0, "no read came from disk");
+    CHECK_MSG(misses + absent > 0, "the scribbler never reached the reader");
+    free(want);
+    free(got);
+    tide_close(u);
     CHECK_EQ(server_stop(&ts, SIGTERM), 0);
 }
