@@ -57,25 +57,38 @@ static int outq_add(outq *q, outq_seg s) {
 }
 
 int outq_push(outq *q, const uint8_t *p, size_t len, uint8_t *owned, uint64_t pin_id) {
-    return outq_add(q, (outq_seg){p, len, 0, 0, owned, pin_id, 0, 0});
+    return outq_add(q, (outq_seg){.p = p, .len = len, .owned = owned, .pin_id = pin_id});
 }
 
-int outq_push_checked(outq *q, const uint8_t *p, size_t len, uint64_t pin_id, uint64_t sum) {
-    return outq_add(q, (outq_seg){p, len, 0, 0, NULL, pin_id, sum, 1});
+int outq_push_checked(outq *q, const uint8_t *p, size_t len, uint64_t pin_id, uint64_t sum,
+                      const outq_frame *fr) {
+    return outq_add(q, (outq_seg){.p = p,
+                                  .len = fr->npre + len + fr->npost,
+                                  .pin_id = pin_id,
+                                  .sum = sum,
+                                  .check = 1,
+                                  .fr = *fr});
 }
 
-/* The checked segment at the head is about to be sent: copy it out of the pool, check the
- * copy, and make the segment that owned copy (its pin released: the bytes are ours now). */
+/* The checked segment at the head is about to be sent: copy it out of the pool with its
+ * framing, check the copy, and make the segment that owned copy — or the fail bytes when
+ * the check fails. Its pin is released either way: the bytes are ours now. */
 static int outq_take_checked(outq *q, outq_seg *s) {
-    uint8_t *b = malloc(s->len ? s->len : 1);
+    const outq_frame *fr = &s->fr;
+    size_t vlen = s->len - fr->npre - fr->npost;
+    uint8_t *b = malloc(s->len);
     if (!b) return -ENOMEM;
-    if (copy_out_hashed(b, s->p, s->len) != s->sum) {
-        free(b);
+    memcpy(b, fr->pre, fr->npre);
+    if (copy_out_hashed(b + fr->npre, s->p, vlen) == s->sum) {
+        memcpy(b + fr->npre + vlen, fr->post, fr->npost);
+    } else {
         LOG_WARN("a value of %zu bytes failed its checksum as it was about to be sent; "
-                 "removed, the connection closed",
-                 s->len);
+                 "removed, answered as a miss",
+                 vlen);
         store_verify_failed(q->st, s->pin_id);
-        return TIDE_ECHECKSUM;
+        memcpy(b, fr->fail, fr->nfail);
+        q->pending -= s->len - fr->nfail;
+        s->len = fr->nfail;
     }
     store_unpin(q->st, s->pin_id);
     s->pin_id = 0;
@@ -103,7 +116,7 @@ uint8_t *outq_room(outq *q, size_t n) {
     } else if (!(b = malloc(cap))) {
         return NULL;
     }
-    if (outq_add(q, (outq_seg){b, 0, 0, cap, b, 0, 0, 0}) != 0) {
+    if (outq_add(q, (outq_seg){.p = b, .cap = cap, .owned = b}) != 0) {
         free(b);
         return NULL;
     }

@@ -23,10 +23,11 @@
  *
  * Sending. Replies are queued as segments (outq.c): small replies are appended to owned
  * chunks. RESP has no checksum of its own, so the server is the reader that checks, and
- * what it checks must be what it sends: a GET's value is copied into the reply and the
- * copy is checked, except a large value while the pool is tided's alone (no Unix socket),
+ * what it checks must be what it sends: a GET's value is copied and the copy is checked —
+ * a small one into the reply's chunk, a large one just before it is sent, when the pool
+ * is shared — except a large value while the pool is tided's alone (no Unix socket),
  * which is checked in the pool and sent with writev straight from there under a pin,
- * released when its segment has left (reply_value says why that is safe). As in conn.c,
+ * released when its segment has left (reply_value says why each is safe). As in conn.c,
  * reading stops while CONNIO_OUT_HIGH bytes of reply are queued; the socket side (epoll
  * interest, counted reads, idle clock, drain, teardown) is connio.c's, shared with conn.c.
  */
@@ -397,16 +398,14 @@ static void value_failed(store *st, const store_ref *ref) {
     store_unpin(st, ref->id);
 }
 
-/* Queue the pinned value as a bulk string copied into memory of this connection, checking
- * the copy (not the pool) against the checksum; nil when it fails. Unpins. *hit: 1 when
- * the value was queued. */
+/* Queue a small pinned value as a bulk string copied into the reply's chunks, checking the
+ * copy (not the pool) against the checksum; nil when it fails. Unpins. *hit: 1 when the
+ * value was queued. */
 static int reply_copy(resp_conn *c, const store_ref *ref, const uint8_t *v, int *hit) {
     store *st = c->srv->st;
     uint8_t hdr[RESP_NUM_MAX];
     size_t hl = resp_enc_num(hdr, '$', (int64_t)ref->len), need = hl + ref->len + 2;
-    /* Small values go into the appendable chunks; large ones into a buffer of their own. */
-    int own = ref->len > COPY_MAX;
-    uint8_t *b = own ? malloc(need) : outq_room(&c->io.out, need);
+    uint8_t *b = outq_room(&c->io.out, need);
     if (!b) {
         store_unpin(st, ref->id);
         return -ENOMEM;
@@ -414,48 +413,49 @@ static int reply_copy(resp_conn *c, const store_ref *ref, const uint8_t *v, int 
     memcpy(b, hdr, hl);
     if (copy_out_hashed(b + hl, v, ref->len) != ref->checksum) {
         value_failed(st, ref);
-        if (own) free(b);
-        return OUT_LIT(c, "$-1\r\n");
+        return OUT_LIT(c, "$-1\r\n"); /* the room is reused: nothing was committed to it */
     }
     store_unpin(st, ref->id);
     memcpy(b + hl + ref->len, "\r\n", 2);
+    outq_wrote(&c->io.out, need);
     *hit = 1;
-    if (!own) {
-        outq_wrote(&c->io.out, need);
-        return 0;
-    }
-    return outq_owned(&c->io.out, b, need);
+    return 0;
 }
 
 /* Queue key's value as a bulk string, or nil when it is absent or fails its checksum.
  *
- * The bytes sent must be the bytes checked. While the pool is tided's alone (no Unix
- * socket: no other process maps it), a committed object's bytes never change, so a large
- * value is checked in the pool and sent from there by writev under its pin. With a Unix
- * socket, same-host clients map the pool read-write and may write it between the check
- * and the send, so the value is copied into this connection's memory and the copy is
- * checked (reply_copy); once CONNIO_OUT_HIGH bytes of reply are queued (a long MGET or
- * pipeline), further large values are queued as checked segments instead, copied and
- * checked only when they are about to be sent (outq_push_checked), so the copies never
- * hold more than that budget plus one value. Small values are always copied. */
+ * The bytes sent must be the bytes checked. Small values are copied into the reply and the
+ * copy is checked (reply_copy). While the pool is tided's alone (no Unix socket: no other
+ * process maps it), a committed object's bytes never change, so a large value is checked in
+ * the pool and sent from there by writev under its pin. With a Unix socket, same-host
+ * clients map the pool read-write and may write it between a check and the send, so a
+ * large value is queued as a checked segment (outq_push_checked): copied out of the pool
+ * and checked when it reaches the head of the output queue, just before it is sent (while
+ * the copy is in cache, and one value at a time however long the reply), its bulk header
+ * and "\r\n" going with it, or nil instead of all three when the check fails. The get is
+ * counted as a hit when it is queued. */
 static int reply_value(resp_conn *c, const resp_arg *key, int *hit) {
     store *st = c->srv->st;
     store_ref ref;
     *hit = 0;
     if (store_pin(st, key->p, key->len, 0, &ref) != 0) return OUT_LIT(c, "$-1\r\n");
     const uint8_t *v = store_base(st) + ref.offset;
-    int shared = server_pool_shared(c->srv), rc;
-    if (ref.len <= COPY_MAX || (shared && c->io.out.pending < CONNIO_OUT_HIGH)) {
+    int rc;
+    if (ref.len <= COPY_MAX) {
         rc = reply_copy(c, &ref, v, hit);
+    } else if (server_pool_shared(c->srv)) {
+        outq_frame fr = {.post = "\r\n", .fail = "$-1\r\n", .npost = 2, .nfail = 5};
+        fr.npre = (uint8_t)resp_enc_num(fr.pre, '$', (int64_t)ref.len);
+        rc = outq_push_checked(&c->io.out, v, ref.len, ref.id, ref.checksum, &fr);
+        if (rc) store_unpin(st, ref.id);
+        *hit = rc == 0;
     } else {
-        if (!shared && checksum_buf(v, ref.len) != ref.checksum) {
+        if (checksum_buf(v, ref.len) != ref.checksum) {
             value_failed(st, &ref);
             return OUT_LIT(c, "$-1\r\n");
         }
         rc = out_num(c, '$', (int64_t)ref.len);
-        if (rc == 0)
-            rc = shared ? outq_push_checked(&c->io.out, v, ref.len, ref.id, ref.checksum)
-                        : outq_push(&c->io.out, v, ref.len, NULL, ref.id); /* the pin goes along */
+        if (rc == 0) rc = outq_push(&c->io.out, v, ref.len, NULL, ref.id); /* the pin goes along */
         if (rc) store_unpin(st, ref.id);
         if (rc == 0) rc = OUT_LIT(c, "\r\n");
         *hit = 1;
