@@ -214,6 +214,11 @@ void checksum_update(checksum_state *s, const void *p, size_t n) {
     XXH3_64bits_update_dispatch(&s->st, p, n);
 }
 
+void checksum_update_copy(checksum_state *s, uint8_t *dst, const void *src, size_t n) {
+    copy_piece(dst, src, n, 1, &s->st);
+    stream_fence();
+}
+
 uint64_t checksum_digest(const checksum_state *s) {
     return XXH3_64bits_digest(&s->st);
 }

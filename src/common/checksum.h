@@ -48,6 +48,10 @@ checksum_state *checksum_new(void);
 void checksum_reset(checksum_state *s);
 void checksum_update(checksum_state *s, const void *p, size_t n);
 uint64_t checksum_digest(const checksum_state *s);
+/* Hash n bytes of src into s, then copy them to dst with non-temporal stores (dst is not
+ * read back soon: a reservation being filled). The caller's bytes are hashed, as in
+ * copy_gather: src must be memory nobody else writes. */
+void checksum_update_copy(checksum_state *s, uint8_t *dst, const void *src, size_t n);
 void checksum_free(checksum_state *s);
 
 #endif

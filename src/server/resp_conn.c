@@ -16,9 +16,9 @@
  * and not yet buffered is streamed: the value bytes are read straight into the store's
  * reservation (readv into pool memory), hashed piece by piece as it lands (while the bytes
  * are still in cache) and committed when the last byte and the "\r\n" after it are in.
- * With a Unix socket (other processes map the pool) they are read into a scratch buffer,
- * hashed there and copied into the reservation instead, so that the checksum is of the
- * client's bytes. Smaller values are copied from `in` with the checksum computed on the
+ * With a Unix socket (other processes map the pool) they are read into a staging buffer
+ * (256 KiB, L2-sized), hashed there and streamed into the reservation instead, so that the
+ * checksum is of the client's bytes. Smaller values are copied from `in` with the checksum computed on the
  * way.
  *
  * Sending. Replies are queued as segments (outq.c): small replies are appended to owned
@@ -54,7 +54,8 @@
 #define CHUNK (16 * 1024)      /* owned reply chunks */
 #define COPY_MAX (16 * 1024)   /* GET values up to this are copied; larger go by pin */
 #define STREAM_MIN (16 * 1024) /* SET values from this size are read straight into the pool */
-#define SCRATCH_SIZE (64 * 1024)
+#define SCRATCH_SIZE (64 * 1024)   /* where the bytes of a SET that is not stored go */
+#define STAGING_SIZE (256 * 1024) /* ... and with the pool shared, those that are (body_read) */
 #define ARGV_INITIAL 16
 
 typedef struct resp_conn resp_conn;
@@ -324,16 +325,17 @@ static int body_begin(resp_conn *c, const resp_cmd *cmd) {
 static int body_read(resp_conn *c) {
     /* With the pool shared, other processes may write the reservation while the bytes land
      * in it: hashing it there could take their bytes for the client's. The value then comes
-     * through the scratch buffer, is hashed there and copied into place. */
-    int direct = c->res_id && !server_pool_shared(c->srv);
-    if (!direct && !c->scratch && !(c->scratch = malloc(SCRATCH_SIZE))) return -ENOMEM;
+     * through the scratch buffer (STAGING_SIZE), is hashed there and streamed into place. */
+    int shared = server_pool_shared(c->srv), direct = c->res_id && !shared;
+    size_t scratch_size = shared ? STAGING_SIZE : SCRATCH_SIZE;
+    if (!direct && !c->scratch && !(c->scratch = malloc(scratch_size))) return -ENOMEM;
     while (c->got < c->vlen || c->crlf_got < 2) {
         struct iovec iov[3];
         int n = 0;
         uint64_t left = c->vlen - c->got;
         size_t vtake = 0;
         if (left) {
-            size_t lim = direct ? (1u << 30) : SCRATCH_SIZE;
+            size_t lim = direct ? (1u << 30) : scratch_size;
             vtake = left > lim ? lim : (size_t)left;
             iov[n].iov_base = direct ? store_base(c->srv->st) + c->res_off + c->got : c->scratch;
             iov[n++].iov_len = vtake;
@@ -347,10 +349,11 @@ static int body_read(resp_conn *c) {
         ssize_t r = connio_readv(&c->io, iov, n);
         if (r <= 0) return (int)r;
         size_t got = (size_t)r, t = got < vtake ? got : vtake;
-        if (c->res_id && t) {
+        if (direct && t)
             checksum_update(c->sum, iov[0].iov_base, t);
-            if (!direct) memcpy(store_base(c->srv->st) + c->res_off + c->got, c->scratch, t);
-        }
+        else if (c->res_id && t)
+            checksum_update_copy(c->sum, store_base(c->srv->st) + c->res_off + c->got,
+                                 c->scratch, t);
         c->got += t;
         got -= t;
         t = got < 2 - c->crlf_got ? got : 2 - c->crlf_got;
