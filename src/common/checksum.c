@@ -23,7 +23,7 @@
  *     are the bytes written, the source is read once and the destination is still written
  *     without being read. Copying into a bounce buffer first and streaming from it cost
  *     25-35% of a 1 MiB get here; this costs nothing measurable (bench/RESULTS.md,
- *     "integrity").
+ *     "integrity (issue 17)").
  */
 #include "checksum.h"
 
@@ -41,7 +41,7 @@
 /* Below this a copy stays in cache: the reader is likely to touch it soon. */
 #define STREAM_MIN (64 * 1024)
 /* The piece of copy_scatter's large copies kept in L1 for hashing (measured: 4 KiB and
- * 8 KiB did best, 16 KiB and more lose; see bench/RESULTS.md, "integrity"). */
+ * 8 KiB did best, 16 KiB and more lose; see bench/RESULTS.md, "integrity (issue 17)"). */
 #define TEE (4 * 1024)
 
 /* Copy with non-temporal stores where the CPU has them (SSE2 on every x86-64). The
