@@ -11,7 +11,10 @@
 # over 100 random keys (-r 100), REPEAT times alternating the servers; the table shows the
 # medians in GB/s of value bytes. Each run moves MB_PER_RUN MiB of values per operation.
 # Environment: TIDE_RESP_PORT, REDIS_PORT (defaults 26379, 26380), REPEAT (3),
-# MB_PER_RUN (256), THREADS (tided's I/O threads, default 2).
+# MB_PER_RUN (256), THREADS (tided's I/O threads, default 2), SIZES (value sizes in bytes,
+# default "65536 262144 1048576"), TIDE_UNIX (1: tided also listens on a Unix socket, so
+# its pool is shared with same-host clients and a GET copies each value into its reply and
+# checks the copy instead of sending it from the pool: the cost of that check, issue 17).
 set -eu
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build}"
@@ -21,6 +24,8 @@ RPORT="${REDIS_PORT:-26380}"
 REPEAT="${REPEAT:-3}"
 MB="${MB_PER_RUN:-256}"
 THREADS="${THREADS:-2}"
+SIZES="${SIZES:-65536 262144 1048576}"
+TIDE_UNIX="${TIDE_UNIX:-0}"
 
 for tool in redis-server redis-benchmark redis-cli; do
     if ! command -v "$tool" >/dev/null 2>&1; then
@@ -46,8 +51,12 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
+UNIX_ARGS=""
+[ "$TIDE_UNIX" = 1 ] && UNIX_ARGS="--unix $TMP/tide.sock"
+# shellcheck disable=SC2086 # UNIX_ARGS is two words or none
 "$TIDE" serve --port 0 --metrics-port 0 --resp-port "$TPORT" --capacity 1GiB --prefault \
-    --threads "$THREADS" --ready-file "$TMP/ready" --log-level warn 2>"$TMP/tided.log" &
+    --threads "$THREADS" --ready-file "$TMP/ready" --log-level warn $UNIX_ARGS \
+    2>"$TMP/tided.log" &
 TPID=$!
 redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no --maxmemory 1gb \
     --maxmemory-policy allkeys-lru --logfile "$TMP/redis.log" &
@@ -77,13 +86,15 @@ median() { # values...
 }
 
 echo "redis-benchmark -t set,get -r 100 -d SIZE -c C -P P -n N, medians of $REPEAT runs,"
-echo "tided (--threads $THREADS, 1 GiB pre-faulted pool) vs redis-server $(redis-server --version |
+SHARED=""
+[ "$TIDE_UNIX" = 1 ] && SHARED=", --unix: pool shared, GETs copied and checked"
+echo "tided (--threads $THREADS, 1 GiB pre-faulted pool$SHARED) vs redis-server $(redis-server --version |
     sed -n 's/.*v=\([^ ]*\).*/\1/p') (save '', appendonly no, maxmemory 1gb),"
 echo "$(nproc) cores, load average at start $(cut -d' ' -f1-3 /proc/loadavg). GB/s of values."
 echo
 echo "| value | -c | -P | op | tided GB/s | Redis GB/s | tided / Redis |"
 echo "|---|---|---|---|---|---|---|"
-for size in 65536 262144 1048576; do
+for size in $SIZES; do
     n=$((MB * 1048576 / size))
     case $size in 65536) label="64 KiB" ;; 262144) label="256 KiB" ;; *) label="1 MiB" ;; esac
     for c in 4 16; do

@@ -1,6 +1,7 @@
 #!/bin/sh
 # bench.sh — run tide's benchmarks (every program under $BUILD/bench/, then bench/net.sh,
-# the trace replay of scripts/bench_trace.sh, bench/resp.sh and bench/cluster.sh) and write
+# the trace replay of scripts/bench_trace.sh, bench/resp.sh (also with the pool shared) and
+# bench/cluster.sh) and write
 # bench/RESULTS.md: the machine, the date, each command and what it printed, and the plot
 # bench/hitrate.svg.
 #
@@ -81,6 +82,17 @@ echo "bench: running bench/resp.sh" >&2
     echo
 } >>"$TMP"
 BUILD="$BUILD" bench/resp.sh | tee -a "$TMP"
+# The same with a Unix socket: the pool is shared, so GETs copy each value into the reply
+# and check the copy (issue 17); the 1 MiB rows of both sections give that check's cost.
+echo "bench: running bench/resp.sh with the pool shared" >&2
+{
+    echo
+    echo "## resp, shared pool"
+    echo
+    echo "Command: \`BUILD=$BUILD TIDE_UNIX=1 SIZES=1048576 bench/resp.sh\`"
+    echo
+} >>"$TMP"
+BUILD="$BUILD" TIDE_UNIX=1 SIZES=1048576 bench/resp.sh | tee -a "$TMP"
 # The network benchmark: tided against redis-server and raw loopback TCP (a script, since
 # it starts servers; it stops them by PID when it ends).
 echo "bench: running bench/net.sh" >&2
@@ -108,8 +120,10 @@ fi
 echo >>"$TMP"
 tee -a "$TMP" <"$CLUSTER_MD"
 rm -f "$CLUSTER_MD"
-# The soak's section (written from `make soak`, not run here) is kept across runs.
-[ -f "$OUT" ] && awk '/^## /{p = ($0 == "## soak")} p' "$OUT" | sed '1s/^/\n/' >>"$TMP"
+# The soak's section (written from `make soak`, not run here) and the before/after
+# measurement of issue 17's integrity fix (the code before it is gone) are kept across runs.
+[ -f "$OUT" ] && awk '/^## /{p = ($0 == "## soak" || $0 == "## integrity (issue 17)")} p' "$OUT" |
+    sed '1s/^/\n/' >>"$TMP"
 mv "$TMP" "$OUT"
 rm -f "$TMP.net"
 trap - EXIT

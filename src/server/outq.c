@@ -2,7 +2,8 @@
  * outq.c — a connection's queued output: owned bytes and pinned pool ranges, sent with
  * writev (see outq.h). The segment array is reused: a push that finds it full first moves
  * the unsent segments to the front, and grows it only when that frees nothing; a queue
- * sent to the end restarts at slot 0.
+ * sent to the end restarts at slot 0. A checked segment is copied out of the pool and
+ * checked only once it is at the head, so at most one such copy exists per queue.
  */
 #include "server/outq.h"
 
@@ -11,6 +12,8 @@
 #include <string.h>
 #include <sys/uio.h>
 
+#include "common/checksum.h"
+#include "common/log.h"
 #include "common/util.h"
 #include "server/server_int.h"
 
@@ -54,7 +57,44 @@ static int outq_add(outq *q, outq_seg s) {
 }
 
 int outq_push(outq *q, const uint8_t *p, size_t len, uint8_t *owned, uint64_t pin_id) {
-    return outq_add(q, (outq_seg){p, len, 0, 0, owned, pin_id});
+    return outq_add(q, (outq_seg){.p = p, .len = len, .owned = owned, .pin_id = pin_id});
+}
+
+int outq_push_checked(outq *q, const uint8_t *p, size_t len, uint64_t pin_id, uint64_t sum,
+                      const outq_frame *fr) {
+    return outq_add(q, (outq_seg){.p = p,
+                                  .len = fr->npre + len + fr->npost,
+                                  .pin_id = pin_id,
+                                  .sum = sum,
+                                  .check = 1,
+                                  .fr = *fr});
+}
+
+/* The checked segment at the head is about to be sent: copy it out of the pool with its
+ * framing, check the copy, and make the segment that owned copy — or the fail bytes when
+ * the check fails. Its pin is released either way: the bytes are ours now. */
+static int outq_take_checked(outq *q, outq_seg *s) {
+    const outq_frame *fr = &s->fr;
+    size_t vlen = s->len - fr->npre - fr->npost;
+    uint8_t *b = malloc(s->len);
+    if (!b) return -ENOMEM;
+    memcpy(b, fr->pre, fr->npre);
+    if (copy_out_hashed(b + fr->npre, s->p, vlen) == s->sum) {
+        memcpy(b + fr->npre + vlen, fr->post, fr->npost);
+    } else {
+        LOG_WARN("a value of %zu bytes failed its checksum as it was about to be sent; "
+                 "removed, answered as a miss",
+                 vlen);
+        store_verify_failed(q->st, s->pin_id);
+        memcpy(b, fr->fail, fr->nfail);
+        q->pending -= s->len - fr->nfail;
+        s->len = fr->nfail;
+    }
+    store_unpin(q->st, s->pin_id);
+    s->pin_id = 0;
+    s->p = s->owned = b;
+    s->check = 0;
+    return 0;
 }
 
 int outq_owned(outq *q, uint8_t *buf, size_t len) {
@@ -76,7 +116,7 @@ uint8_t *outq_room(outq *q, size_t n) {
     } else if (!(b = malloc(cap))) {
         return NULL;
     }
-    if (outq_add(q, (outq_seg){b, 0, 0, cap, b, 0}) != 0) {
+    if (outq_add(q, (outq_seg){.p = b, .cap = cap, .owned = b}) != 0) {
         free(b);
         return NULL;
     }
@@ -104,7 +144,13 @@ int outq_flush(outq *q, int fd, int *send_fd, uint64_t *progress_ns) {
     while (q->head < q->n) {
         struct iovec iov[OUTQ_IOV_BATCH];
         int n = 0;
-        for (size_t i = q->head; i < q->n && n < OUTQ_IOV_BATCH; i++, n++) {
+        if (q->seg[q->head].check) {
+            int rc = outq_take_checked(q, &q->seg[q->head]);
+            if (rc) return rc;
+        }
+        /* A batch stops before a checked segment: it is copied when it is at the head,
+         * so that the queue holds at most one such copy at a time. */
+        for (size_t i = q->head; i < q->n && n < OUTQ_IOV_BATCH && !q->seg[i].check; i++, n++) {
             iov[n].iov_base = (void *)(q->seg[i].p + q->seg[i].off);
             iov[n].iov_len = q->seg[i].len - q->seg[i].off;
         }

@@ -16,15 +16,20 @@
  * and not yet buffered is streamed: the value bytes are read straight into the store's
  * reservation (readv into pool memory), hashed piece by piece as it lands (while the bytes
  * are still in cache) and committed when the last byte and the "\r\n" after it are in.
- * Smaller values are copied from `in` with the checksum computed on the way.
+ * With a Unix socket (other processes map the pool) they are read into a staging buffer
+ * (256 KiB, L2-sized), hashed there and streamed into the reservation instead, so that the
+ * checksum is of the client's bytes. Smaller values are copied from `in` with the checksum computed on the
+ * way.
  *
  * Sending. Replies are queued as segments (outq.c): small replies are appended to owned
- * chunks, and a GET's large value is sent with writev straight from pool memory under a
- * pin, released when its segment has left. The pinned bytes are checked against their
- * checksum first (RESP has no checksum of its own, so the server is the reader that
- * checks). As in conn.c, reading stops while CONNIO_OUT_HIGH bytes of reply are queued;
- * the socket side (epoll interest, counted reads, idle clock, drain, teardown) is
- * connio.c's, shared with conn.c.
+ * chunks. RESP has no checksum of its own, so the server is the reader that checks, and
+ * what it checks must be what it sends: a GET's value is copied and the copy is checked —
+ * a small one into the reply's chunk, a large one just before it is sent, when the pool
+ * is shared — except a large value while the pool is tided's alone (no Unix socket),
+ * which is checked in the pool and sent with writev straight from there under a pin,
+ * released when its segment has left (reply_value says why each is safe). As in conn.c,
+ * reading stops while CONNIO_OUT_HIGH bytes of reply are queued; the socket side (epoll
+ * interest, counted reads, idle clock, drain, teardown) is connio.c's, shared with conn.c.
  */
 #include "server/resp_conn.h"
 
@@ -49,7 +54,8 @@
 #define CHUNK (16 * 1024)      /* owned reply chunks */
 #define COPY_MAX (16 * 1024)   /* GET values up to this are copied; larger go by pin */
 #define STREAM_MIN (16 * 1024) /* SET values from this size are read straight into the pool */
-#define SCRATCH_SIZE (64 * 1024)
+#define SCRATCH_SIZE (64 * 1024)   /* where the bytes of a SET that is not stored go */
+#define STAGING_SIZE (256 * 1024) /* ... and with the pool shared, those that are (body_read) */
 #define ARGV_INITIAL 16
 
 typedef struct resp_conn resp_conn;
@@ -318,17 +324,21 @@ static int body_begin(resp_conn *c, const resp_cmd *cmd) {
  * commands) land in `in`. 1 when the value is complete, 0 when the socket has nothing more
  * now, negative on error or EOF. */
 static int body_read(resp_conn *c) {
-    if (!c->res_id && !c->scratch && !(c->scratch = malloc(SCRATCH_SIZE))) return -ENOMEM;
+    /* With the pool shared, other processes may write the reservation while the bytes land
+     * in it: hashing it there could take their bytes for the client's. The value then comes
+     * through the scratch buffer (STAGING_SIZE), is hashed there and streamed into place. */
+    int shared = server_pool_shared(c->srv), direct = c->res_id && !shared;
+    size_t scratch_size = shared ? STAGING_SIZE : SCRATCH_SIZE;
+    if (!direct && !c->scratch && !(c->scratch = malloc(scratch_size))) return -ENOMEM;
     while (c->got < c->vlen || c->crlf_got < 2) {
         struct iovec iov[3];
         int n = 0;
         uint64_t left = c->vlen - c->got;
         size_t vtake = 0;
         if (left) {
-            size_t lim = c->res_id ? (1u << 30) : SCRATCH_SIZE;
+            size_t lim = direct ? (1u << 30) : scratch_size;
             vtake = left > lim ? lim : (size_t)left;
-            iov[n].iov_base = c->res_id ? store_base(c->srv->st) + c->res_off + c->got
-                                        : c->scratch;
+            iov[n].iov_base = direct ? store_base(c->srv->st) + c->res_off + c->got : c->scratch;
             iov[n++].iov_len = vtake;
         }
         if (vtake == left) {
@@ -340,7 +350,11 @@ static int body_read(resp_conn *c) {
         ssize_t r = connio_readv(&c->io, iov, n);
         if (r <= 0) return (int)r;
         size_t got = (size_t)r, t = got < vtake ? got : vtake;
-        if (c->res_id && t) checksum_update(c->sum, iov[0].iov_base, t);
+        if (direct && t)
+            checksum_update(c->sum, iov[0].iov_base, t);
+        else if (c->res_id && t)
+            checksum_update_copy(c->sum, store_base(c->srv->st) + c->res_off + c->got,
+                                 c->scratch, t);
         c->got += t;
         got -= t;
         t = got < 2 - c->crlf_got ? got : 2 - c->crlf_got;
@@ -380,33 +394,77 @@ static int body_finish(resp_conn *c) {
 
 typedef int (*cmd_fn)(resp_conn *c, const resp_cmd *cmd, int *status);
 
-/* Queue key's value as a bulk string, or nil when it is absent or fails its checksum. */
+/* A value that failed its checksum: log, report it to the store (which drops it), unpin. */
+static void value_failed(store *st, const store_ref *ref) {
+    LOG_WARN("RESP: a value of %llu bytes failed its checksum; removed, answered as a miss",
+             (unsigned long long)ref->len);
+    store_verify_failed(st, ref->id);
+    store_unpin(st, ref->id);
+}
+
+/* Queue a small pinned value as a bulk string copied into the reply's chunks, checking the
+ * copy (not the pool) against the checksum; nil when it fails. Unpins. *hit: 1 when the
+ * value was queued. */
+static int reply_copy(resp_conn *c, const store_ref *ref, const uint8_t *v, int *hit) {
+    store *st = c->srv->st;
+    uint8_t hdr[RESP_NUM_MAX];
+    size_t hl = resp_enc_num(hdr, '$', (int64_t)ref->len), need = hl + ref->len + 2;
+    uint8_t *b = outq_room(&c->io.out, need);
+    if (!b) {
+        store_unpin(st, ref->id);
+        return -ENOMEM;
+    }
+    memcpy(b, hdr, hl);
+    if (copy_out_hashed(b + hl, v, ref->len) != ref->checksum) {
+        value_failed(st, ref);
+        return OUT_LIT(c, "$-1\r\n"); /* the room is reused: nothing was committed to it */
+    }
+    store_unpin(st, ref->id);
+    memcpy(b + hl + ref->len, "\r\n", 2);
+    outq_wrote(&c->io.out, need);
+    *hit = 1;
+    return 0;
+}
+
+/* Queue key's value as a bulk string, or nil when it is absent or fails its checksum.
+ *
+ * The bytes sent must be the bytes checked. Small values are copied into the reply and the
+ * copy is checked (reply_copy). While the pool is tided's alone (no Unix socket: no other
+ * process maps it), a committed object's bytes never change, so a large value is checked in
+ * the pool and sent from there by writev under its pin. With a Unix socket, same-host
+ * clients map the pool read-write and may write it between a check and the send, so a
+ * large value is queued as a checked segment (outq_push_checked): copied out of the pool
+ * and checked when it reaches the head of the output queue, just before it is sent (while
+ * the copy is in cache, and one value at a time however long the reply), its bulk header
+ * and "\r\n" going with it, or nil instead of all three when the check fails. The get is
+ * counted as a hit when it is queued. */
 static int reply_value(resp_conn *c, const resp_arg *key, int *hit) {
     store *st = c->srv->st;
     store_ref ref;
     *hit = 0;
     if (store_pin(st, key->p, key->len, 0, &ref) != 0) return OUT_LIT(c, "$-1\r\n");
     const uint8_t *v = store_base(st) + ref.offset;
-    if (checksum_buf(v, ref.len) != ref.checksum) {
-        LOG_WARN("RESP: a value of %llu bytes failed its checksum; removed, answered as a miss",
-                 (unsigned long long)ref.len);
-        store_verify_failed(st, ref.id);
-        store_unpin(st, ref.id);
-        return OUT_LIT(c, "$-1\r\n");
-    }
-    int rc = out_num(c, '$', (int64_t)ref.len);
-    if (rc == 0 && ref.len <= COPY_MAX) {
-        rc = out_bytes(c, v, ref.len);
-        store_unpin(st, ref.id);
-    } else if (rc == 0) {
-        rc = outq_push(&c->io.out, v, ref.len, NULL, ref.id); /* the pin goes along */
+    int rc;
+    if (ref.len <= COPY_MAX) {
+        rc = reply_copy(c, &ref, v, hit);
+    } else if (server_pool_shared(c->srv)) {
+        outq_frame fr = {.post = "\r\n", .fail = "$-1\r\n", .npost = 2, .nfail = 5};
+        fr.npre = (uint8_t)resp_enc_num(fr.pre, '$', (int64_t)ref.len);
+        rc = outq_push_checked(&c->io.out, v, ref.len, ref.id, ref.checksum, &fr);
         if (rc) store_unpin(st, ref.id);
+        *hit = rc == 0;
     } else {
-        store_unpin(st, ref.id);
+        if (checksum_buf(v, ref.len) != ref.checksum) {
+            value_failed(st, &ref);
+            return OUT_LIT(c, "$-1\r\n");
+        }
+        rc = out_num(c, '$', (int64_t)ref.len);
+        if (rc == 0) rc = outq_push(&c->io.out, v, ref.len, NULL, ref.id); /* the pin goes along */
+        if (rc) store_unpin(st, ref.id);
+        if (rc == 0) rc = OUT_LIT(c, "\r\n");
+        *hit = 1;
     }
-    if (rc == 0) rc = OUT_LIT(c, "\r\n");
-    store_count_io(st, 0, ref.len);
-    *hit = 1;
+    if (*hit) store_count_io(st, 0, ref.len);
     return rc;
 }
 

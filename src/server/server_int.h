@@ -78,6 +78,12 @@ struct server {
     uint64_t unix_dev, unix_ino; /* the socket file made at start: only it is unlinked */
 };
 
+/* 1 when other processes may write the pool: tided listens on a Unix socket, whose
+ * clients map the pool read-write (docs/UNIX.md, trust model). Fixed for the server's life. */
+static inline int server_pool_shared(const server *srv) {
+    return srv->cfg.unix_path[0] != '\0';
+}
+
 /* conn.c */
 conn *conn_new(worker *w, int fd);
 /* Handle readiness; returns 0 to keep the connection, negative to close it. */

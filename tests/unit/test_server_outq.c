@@ -177,3 +177,78 @@ TEST(outq_full_socket_then_free_releases_pins) {
     free(buf);
     rig_close(&g); /* frees the emptied queue again: harmless */
 }
+
+/* A checked segment (pool memory others may write): copied and checked when it reaches the
+ * head, its framing around it, so the bytes sent are the bytes checked; the pin goes once
+ * the copy is made. */
+TEST(outq_checked_segment_sends_the_checked_copy) {
+    rig g;
+    rig_open(&g, 0);
+    store *st = g.st;
+    outq *q = &g.q;
+    store_ref r = put_pin(st, "k", 5000);
+    outq_frame fr = {
+        .pre = "$5000\r\n", .post = "\r\n", .fail = "$-1\r\n", .npre = 7, .npost = 2, .nfail = 5};
+    CHECK_EQ(outq_push(q, (const uint8_t *)"*1\r\n", 4, NULL, 0), 0);
+    CHECK_EQ(outq_push_checked(q, store_base(st) + r.offset, r.len, r.id, r.checksum, &fr), 0);
+    CHECK_EQ(outq_push(q, (const uint8_t *)"+OK\r\n", 5, NULL, 0), 0);
+    CHECK_EQ(q->pending, 5018);
+    uint64_t progress = 0;
+    CHECK_EQ(outq_flush(q, g.sv[0], NULL, &progress), 0);
+    CHECK(!outq_busy(q));
+    CHECK_EQ(q->pending, 0);
+    CHECK_EQ(pinned(st), 0);
+    uint8_t buf[6000];
+    CHECK_EQ(read_all(g.sv[1], buf, sizeof(buf)), 5018);
+    CHECK(memcmp(buf, "*1\r\n$5000\r\n", 11) == 0);
+    for (int i = 0; i < 5000; i++)
+        if (buf[11 + i] != 'v') CHECK_EQ(buf[11 + i], 'v');
+    CHECK(memcmp(buf + 5011, "\r\n+OK\r\n", 7) == 0);
+    tide_stats s;
+    store_stats(st, &s);
+    CHECK_EQ(s.checksum_errors, 0);
+    rig_close(&g);
+}
+
+/* Pool bytes changed between the queueing and the send: none of them is sent, the fail
+ * bytes go instead (the queue goes on), the object is reported (removed, counted) and its
+ * pin released. */
+TEST(outq_checked_segment_that_fails_sends_its_fail_bytes) {
+    rig g;
+    rig_open(&g, 0);
+    store *st = g.st;
+    outq *q = &g.q;
+    store_ref r = put_pin(st, "k", 5000);
+    outq_frame fr = {
+        .pre = "$5000\r\n", .post = "\r\n", .fail = "$-1\r\n", .npre = 7, .npost = 2, .nfail = 5};
+    CHECK_EQ(outq_push_checked(q, store_base(st) + r.offset, r.len, r.id, r.checksum, &fr), 0);
+    CHECK_EQ(outq_push(q, (const uint8_t *)"+OK\r\n", 5, NULL, 0), 0);
+    store_base(st)[r.offset + 4000] ^= 1; /* another client's write */
+    uint64_t progress = 0;
+    CHECK_EQ(outq_flush(q, g.sv[0], NULL, &progress), 0);
+    CHECK(!outq_busy(q));
+    CHECK_EQ(q->pending, 0);
+    uint8_t buf[6000];
+    CHECK_EQ(read_all(g.sv[1], buf, sizeof(buf)), 10);
+    CHECK(memcmp(buf, "$-1\r\n+OK\r\n", 10) == 0);
+    tide_stats s;
+    store_stats(st, &s);
+    CHECK_EQ(s.checksum_errors, 1);
+    CHECK_EQ(store_exists(st, "k", 1), 0);
+    CHECK_EQ(pinned(st), 0);
+    rig_close(&g);
+}
+
+/* A checked segment still queued when the queue is freed: its pin is released. */
+TEST(outq_checked_segment_freed_unsent_releases_its_pin) {
+    rig g;
+    rig_open(&g, 0);
+    store *st = g.st;
+    store_ref r = put_pin(st, "k", 5000);
+    outq_frame fr = {.npre = 0};
+    CHECK_EQ(outq_push_checked(&g.q, store_base(st) + r.offset, r.len, r.id, r.checksum, &fr), 0);
+    CHECK_EQ(pinned(st), 1);
+    outq_free(&g.q);
+    CHECK_EQ(pinned(st), 0);
+    rig_close(&g);
+}

@@ -53,7 +53,8 @@ class EventListener:
         self._sub = self._ctx.socket(zmq.SUB)
         self._sub.setsockopt(zmq.SUBSCRIBE, b"")
         self._sub.setsockopt(zmq.RCVTIMEO, 200)
-        self._sub.connect(f"tcp://127.0.0.1:{int(port)}")
+        # vLLM connects its PUB socket to a host:port endpoint: the subscriber binds.
+        self._sub.bind(f"tcp://127.0.0.1:{int(port)}")
         self._stop = False
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()

@@ -249,3 +249,81 @@ def test_mamba_hybrid_align_mode(models, tided, engine):
     warm = engine(s(tide_conn(t.unix)), "warm-hybrid")
     same_output(warm, base, tol=5e-2)
     assert hits(warm) > 0, warm["metrics"]
+
+
+def test_openai_server_with_tide_metrics(models, tided, tmp_path):
+    """vLLM's OpenAI server with the connector: a completion is served, and /metrics (vLLM's
+    Prometheus path) carries tide's counters for the save it made."""
+    import json
+    import signal
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    from conftest import ROOT, TIDE_LIB
+
+    t = tided()
+    port = free_port()
+    kt = {"kv_connector": "TideStoreConnector", "kv_connector_module_path": "tide.vllm",
+          "kv_role": "kv_both", "kv_load_failure_policy": "recompute",
+          "kv_connector_extra_config": {"url": t.unix}}
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), TIDE_LIB=TIDE_LIB,
+               VLLM_CPU_KVCACHE_SPACE="1")
+    log = open(tmp_path / "server.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model",
+         models["llama"], "--load-format", "dummy", "--skip-tokenizer-init", "--enforce-eager",
+         "--dtype", "float32", "--max-model-len", "1024", "--block-size", str(BLOCK),
+         "--host", "127.0.0.1", "--port", str(port), "--kv-transfer-config", json.dumps(kt)],
+        stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            assert proc.poll() is None, open(tmp_path / "server.log").read()[-4000:]
+            assert time.monotonic() < deadline, "the server did not start"
+            try:
+                urllib.request.urlopen(base + "/health", timeout=2)
+                break
+            except OSError:
+                time.sleep(1)
+        body = json.dumps({"model": models["llama"], "prompt": prompts(9, (200,))[0],
+                           "max_tokens": 4, "temperature": 0}).encode()
+        req = urllib.request.Request(base + "/v1/completions", body,
+                                     {"Content-Type": "application/json"})
+        out = json.load(urllib.request.urlopen(req, timeout=120))
+        assert out["choices"][0]["finish_reason"] == "length"
+        want = 'vllm:tide_operations_total{engine="0",model_name="%s",operation="save_put"}' % (
+            models["llama"])
+        deadline = time.monotonic() + 30
+        while True:  # the workers' figures reach the API server on the next stats interval
+            text = urllib.request.urlopen(base + "/metrics", timeout=10).read().decode()
+            if want in text or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert want in text, [ln for ln in text.splitlines() if "tide" in ln]
+        assert "vllm:tide_operation_bytes_total" in text
+        assert t.stats()["objects"] == loadable(200) // BLOCK
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+
+
+def test_installed_vllm_is_a_tested_version():
+    from tide.vllm import _base
+
+    assert _base.interface_problems() == []
+    assert _base.check_vllm() is None, _base.vllm_version()
+
+
+def test_mem_url_inside_vllm_is_a_start_up_error(models, engine):
+    out = engine(spec(models, prompts(1)[:1], {"url": "mem://", "kv_role": "kv_both"}),
+                 "mem-url", expect_error=True)
+    assert out["rc"] != 0
+    assert "kv_connector_extra_config.url" in out["log"] and "mem://" in out["log"]

@@ -159,6 +159,14 @@ def config_from_vllm(vllm_config, kv_cache_config, role):
         if getattr(g, "is_eagle_group", False):
             group["is_eagle_group"] = True
         groups.append(group)
+    # The KV-cache groups are what vLLM's KV-cache manager runs with. In align mode vLLM
+    # raises the block size to the Mamba state's page after the scheduler process copied
+    # cache_config.mamba_block_size (0.32: block_size 544, mamba_block_size still 32 there,
+    # 544 in the workers): the Mamba groups' block size is the one that holds.
+    mamba = {g["kv_cache_spec"].get("block_size") for g in groups
+             if g["kv_cache_spec"]["type"] == "MambaSpec"}
+    if len(mamba) == 1 and cache.get("mamba_cache_mode") == "align" and None not in mamba:
+        cache["mamba_block_size"] = mamba.pop()
     kvc = {"kv_cache_groups": groups}
     if getattr(kv_cache_config, "num_blocks", None) is not None:
         kvc["num_blocks"] = int(kv_cache_config.num_blocks)

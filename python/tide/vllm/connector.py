@@ -9,7 +9,7 @@ import os
 import time
 
 from .. import _lib, errors
-from ._base import HAVE_VLLM, KVConnectorBase_V1, KVConnectorRole, SupportsHMA
+from ._base import HAVE_VLLM, KVConnectorBase_V1, KVConnectorRole, SupportsHMA, check_vllm
 from .config import (
     UnsupportedConfiguration,
     _role_value,
@@ -83,6 +83,9 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         else:
             if kv_cache_config is None:
                 raise ValueError("TideStoreConnector: kv_cache_config is required")
+            note = check_vllm()  # raises on an interface tide was not written for
+            if note:
+                logger.warning("%s", note)
             super().__init__(vllm_config=vllm_config, role=role, kv_cache_config=kv_cache_config)
             self.config, cfg_url = config_from_vllm(vllm_config, kv_cache_config, role_value)
             doc = json.dumps(self.config).encode("utf-8")
