@@ -526,6 +526,11 @@ static void *job_thread(void *arg) {
             run_save(c, t, &job->j, job->ev);
 
         size_t nerr = job->errs ? job->errs->n : 0;
+        if (nerr) { /* counted before the job is done, so that a waiter sees them */
+            pthread_mutex_lock(&c->stats_lock);
+            c->stats.load_errors += nerr;
+            pthread_mutex_unlock(&c->stats_lock);
+        }
         pthread_mutex_lock(&c->wlock);
         conn_wreq *w = do_wreq_find(c, job->j.req_id);
         if (job->j.kind == TIDE_CONNECTOR_LOAD) {
@@ -550,11 +555,6 @@ static void *job_thread(void *arg) {
         c->queued--;
         pthread_cond_broadcast(&c->donecond);
         pthread_mutex_unlock(&c->wlock);
-        if (nerr) {
-            pthread_mutex_lock(&c->stats_lock);
-            c->stats.load_errors += nerr;
-            pthread_mutex_unlock(&c->stats_lock);
-        }
         job_free(job);
     }
 }
