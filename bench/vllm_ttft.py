@@ -36,6 +36,11 @@ that saves, a new one that loads, one request each through the OpenAI completion
 their TTFT and what the new one's /metrics and `cached_tokens` show) and prints the command
 as run.
 
+Every engine runs with the same VLLM_CPU_OMP_THREADS_BIND (--omp-bind, default all CPUs):
+vLLM's "auto" binding reserves one more CPU for an engine with a KV connector, so on a small
+machine the engines with and without tide would compute on different CPU sets. The bench
+fails when the engines' logged bindings differ.
+
 Every engine first serves a short warm-up prompt of its own (not shared, not counted):
 the first forward pass of a fresh CPU engine pays one-off set-up costs.
 
@@ -146,6 +151,7 @@ def run_engine(a, spec, workdir, name):
         p for p in [os.path.join(ROOT, "python"), env.get("PYTHONPATH", "")] if p)
     env["TIDE_LIB"] = a.lib
     env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(a.kv_space_gib))
+    env["VLLM_CPU_OMP_THREADS_BIND"] = a.omp_bind
     before = loadavg()
     print(f"vllm_ttft: engine {name} (load average {before})", file=sys.stderr, flush=True)
     with open(log_path, "w") as log:
@@ -169,6 +175,8 @@ def run_engine(a, spec, workdir, name):
                            + text[-4000:])
     out["log"] = text
     out["load"] = (before, loadavg())
+    m = re.search(r"core ids=(\[[^\]]*\])", text)
+    out["cores"] = m.group(1) if m else None
     return out
 
 
@@ -214,6 +222,7 @@ def serve_check(a, workdir, model, cold_prompt, warm_prompt):
         p for p in [os.path.join(ROOT, "python"), env.get("PYTHONPATH", "")] if p)
     env["TIDE_LIB"] = a.lib
     env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(a.kv_space_gib))
+    env["VLLM_CPU_OMP_THREADS_BIND"] = a.omp_bind
     out = {"shim": None}
     # vllm-cpu's `vllm` command asks importlib.metadata for the distribution "vllm", which
     # vllm-cpu does not install (it is "vllm-cpu"): PackageNotFoundError before anything
@@ -301,6 +310,11 @@ def main():
     p.add_argument("--warmup", type=int, default=128, help="tokens of each engine's warm-up")
     p.add_argument("--kv-space-gib", type=int, default=2, help="VLLM_CPU_KVCACHE_SPACE")
     p.add_argument("--capacity", default="2GiB", help="tided --capacity")
+    cpus = sorted(os.sched_getaffinity(0))
+    p.add_argument("--omp-bind", default=os.environ.get("VLLM_CPU_OMP_THREADS_BIND")
+                   or (f"{cpus[0]}-{cpus[-1]}" if cpus == list(range(cpus[0], cpus[-1] + 1))
+                       else ",".join(map(str, cpus))),
+                   help="VLLM_CPU_OMP_THREADS_BIND for every engine (default: all CPUs)")
     p.add_argument("--engine-timeout", type=int, default=900)
     p.add_argument("--python", default=os.environ.get("VLLM_PYTHON")
                    or os.path.join(ROOT, ".venv-vllm", "bin", "python"))
@@ -389,6 +403,7 @@ def main():
             cold=cold["prompt_s"][1], stored=stored, cached=cached, per=per,
             load_b=load_b, load_s=op(warm, "seconds", "load_get"),
             engine_load={n: o["load"] for n, o in (("cold", cold), ("warm", warm))},
+            engines={"cold": cold, "warm": warm},
             same=same, dlp=dlp))
         if min(cached) < a.prefix - a.block_size or load_b <= 0:
             fails.append(f"{b}://: hits cached {cached} tokens, loaded {load_b:.0f} B")
@@ -397,12 +412,18 @@ def main():
         if same != len(res):
             fails.append(f"{b}://: {len(res) - same} first tokens differ from the recompute")
     wall = time.monotonic() - t0
+    engines = [("recompute", recompute)] + [(f"{r['backend']} {k}", o) for r in rows
+                                            for k, o in r["engines"].items()]
+    placements = {o["cores"] for _, o in engines}
+    if len(placements) != 1:
+        fails.append("the engines' OpenMP threads were bound differently: "
+                     + ", ".join(f"{n} {o['cores']}" for n, o in engines))
 
     log = recompute["log"]
     ver = re.search(r"LLM engine \((v[^)]+)\)", log)
     cores = re.search(r"core ids=(\[[^\]]*\])", log)
     reserved = re.search(r"reserved_cpus=(\[[^\]]*\])", log)
-    threads = re.search(r"Reducing Torch threads from \d+ to (\d+)", log)
+    threads = re.search(r"leaving Torch threads at (\d+)", log)
     kv_tok = 2 * a.layers * a.kv_heads * a.head_dim * (2 if a.dtype in ("bfloat16",
                                                                         "float16") else 4)
     nparams = (a.vocab * a.hidden * 2 + a.layers * (
@@ -420,12 +441,15 @@ def main():
           f"prefix; vLLM's own prefix cache emptied before each). Recompute: the same engine "
           f"without a connector. Hit: a new engine after one that saved the prefix. Miss: in "
           f"that same engine, after each hit, a prompt with a {a.prefix}-token prefix of its "
-          f"own (looked up, computed, saved). Threads: the model runs on "
-          f"{threads.group(1) if threads else '?'} OpenMP thread bound to CPU "
-          f"{cores.group(1) if cores else '?'} (VLLM_CPU_OMP_THREADS_BIND=auto; CPU "
-          f"{reserved.group(1) if reserved else '?'} reserved for the frontend and engine "
-          f"core), tided unpinned. Load average {start_load} at the start, {loadavg()} at the "
-          f"end; {wall:.0f} s in all.")
+          f"own (looked up, computed, saved). Threads: in every engine the model runs on "
+          f"{threads.group(1) if threads else '?'} OpenMP threads bound to CPUs "
+          f"{cores.group(1) if cores else '?'} (VLLM_CPU_OMP_THREADS_BIND={a.omp_bind}, "
+          f"reserved CPUs {reserved.group(1) if reserved else '?'}; vLLM's auto binding would "
+          f"not give every engine the same: it reserves one CPU more when a KV connector is "
+          f"configured, so on 2 CPUs one with a connector got both and one without only "
+          f"CPU 0). tided, vLLM's frontend and engine core unpinned; the connector's job "
+          f"threads start in the worker process (their placement not checked). Load average "
+          f"{start_load} at the start, {loadavg()} at the end; {wall:.0f} s in all.")
     print()
     print("| backend | recompute TTFT | miss TTFT (with tide) | hit TTFT (4k prefix loaded) "
           "| speed-up vs recompute | vs miss | tokens from tide | bytes loaded | load time "

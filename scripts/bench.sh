@@ -112,10 +112,10 @@ echo >>"$TMP"
 tee -a "$TMP" <"$CLUSTER_MD"
 rm -f "$CLUSTER_MD"
 # A real vLLM engine (CPU build, .venv-vllm; bench/vllm_ttft.sh builds it on first use):
-# TTFT with a 4k-token prefix loaded from tide vs recomputing it, over unix:// and tide://
-# (five engines and two `vllm serve` servers: several minutes). VLLM_TTFT=0 skips it and keeps
-# the last run's section; VLLM_TTFT_ARGS passes options to bench/vllm_ttft.py; VLLM_PYTHON another
-# vLLM environment.
+# TTFT with a 4k-token prefix loaded from tide vs recomputing it, over unix:// and tide://,
+# then a `vllm serve` check (five engines and two servers: several minutes). VLLM_TTFT=0
+# skips it and keeps the last run's section; VLLM_TTFT_ARGS passes options to
+# bench/vllm_ttft.py; VLLM_PYTHON names another vLLM environment's python.
 if [ "${VLLM_TTFT:-1}" != 0 ]; then
     echo "bench: running bench/vllm_ttft.sh" >&2
     {
