@@ -15,6 +15,9 @@
 # build/tide beside its directory to start its tided; it computes 16k-token prompts from
 # scratch four times, so it takes minutes. TTFT_ARGS passes options to it
 # (e.g. TTFT_ARGS="--sizes 2048").
+#
+# bench/vllm_ttft.sh (the same with a real vLLM engine on CPU, see below) needs .venv-vllm
+# and takes several minutes; VLLM_TTFT=0 skips it.
 set -e
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build}"
@@ -120,6 +123,29 @@ fi
 echo >>"$TMP"
 tee -a "$TMP" <"$CLUSTER_MD"
 rm -f "$CLUSTER_MD"
+# A real vLLM engine (CPU build, .venv-vllm; bench/vllm_ttft.sh builds it on first use):
+# TTFT with a 4k-token prefix loaded from tide vs recomputing it, over unix:// and tide://,
+# then a `vllm serve` check (five engines and two servers: several minutes). VLLM_TTFT=0
+# skips it and keeps the last run's section; VLLM_TTFT_ARGS passes options to
+# bench/vllm_ttft.py; VLLM_PYTHON names another vLLM environment's python.
+if [ "${VLLM_TTFT:-1}" != 0 ]; then
+    echo "bench: running bench/vllm_ttft.sh" >&2
+    {
+        echo
+        echo "## vllm_ttft"
+        echo
+        echo "Command: \`bench/vllm_ttft.sh${VLLM_TTFT_ARGS:+ $VLLM_TTFT_ARGS}\` (BUILD=$BUILD)"
+        echo
+    } >>"$TMP"
+    BUILD="$BUILD" bench/vllm_ttft.sh >"$TMP.net" || {
+        cat "$TMP.net"
+        echo "bench: bench/vllm_ttft.sh failed" >&2
+        exit 1
+    }
+    tee -a "$TMP" <"$TMP.net"
+elif [ -f "$OUT" ]; then
+    awk '/^## /{p = ($0 == "## vllm_ttft")} p' "$OUT" | sed '1s/^/\n/' >>"$TMP"
+fi
 # The soak's section (written from `make soak`, not run here) and the before/after
 # measurement of issue 17's integrity fix (the code before it is gone) are kept across runs.
 [ -f "$OUT" ] && awk '/^## /{p = ($0 == "## soak" || $0 == "## integrity (issue 17)")} p' "$OUT" |

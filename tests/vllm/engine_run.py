@@ -10,12 +10,18 @@ the same weights), ``prompts`` (lists of token ids), ``max_tokens``, ``block_siz
 ``num_gpu_blocks``, ``kv_space_gib``, ``batch`` (true: every prompt in one generate call,
 so they run concurrently; false: one call per prompt, in order), ``prefix_caching``,
 ``mamba_cache_mode``, ``dtype``, ``seed``, ``engine_args``, ``kv_events_port`` (publish
-vLLM's KV events there and count what arrives).
+vLLM's KV events there and count what arrives), ``reset_prefix_cache`` (true: empty vLLM's
+own prefix cache, not the connector's store, before each prompt of a one-by-one run, so a
+repeated prefix is computed or loaded again each time; the bench's TTFT runs use it).
 
 OUT (JSON): per prompt the greedy tokens, their logprobs and ``num_cached_tokens``; the
 engine's Prometheus counters (``vllm:*``: external prefix-cache queries and hits, tide's
 connector figures); seconds spent in start-up and in generation; each prompt's time to
-first token when ``ttft`` is set (one prompt at a time, max_tokens 1).
+first token when ``ttft`` is set (one prompt at a time, max_tokens 1); ``series``: every
+``vllm:*`` counter sample by its labels (engine and model_name left out) as an exact float,
+e.g. ``vllm:tide_operation_bytes_total{operation=load_get}`` (``metrics`` sums a name's
+series as vLLM's reader does, which truncates counters to integers); with ``ttft``,
+``prompt_series`` holds the same after each prompt.
 Errors: the script exits non-zero with the exception in OUT["error"].
 """
 
@@ -84,6 +90,27 @@ class EventListener:
         self._ctx.term()
 
 
+def _series():
+    """Every vllm:* counter sample, keyed name{label=value,...}, as an exact float."""
+    out = {}
+    try:
+        from prometheus_client import REGISTRY
+
+        for m in REGISTRY.collect():
+            if not m.name.startswith("vllm:") or m.type != "counter":
+                continue
+            for s in m.samples:
+                if not s.name.endswith("_total"):
+                    continue
+                labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items())
+                                  if k not in ("engine", "model_name"))
+                key = f"{s.name}{{{labels}}}" if labels else s.name
+                out[key] = out.get(key, 0.0) + float(s.value)
+    except Exception as e:  # figures for the bench, not the engine's job
+        out["error"] = repr(e)
+    return out
+
+
 def build_llm(spec):
     from vllm import LLM
     from vllm.config import KVTransferConfig
@@ -145,15 +172,20 @@ def run(spec):
         ignore_eos=True,
     )
     prompts = [{"prompt_token_ids": list(p)} for p in spec["prompts"]]
-    results, times = [], []
+    results, times, resets, after = [], [], [], []
+    reset = bool(spec.get("reset_prefix_cache"))
     if spec.get("batch", False):
         outs = llm.generate(prompts, sp, use_tqdm=False)
     else:
         outs = []
         for p in prompts:
+            if reset:  # vLLM's prefix cache only; the connector's store is kept
+                resets.append(bool(llm.reset_prefix_cache()))
             s = time.monotonic()
             outs.extend(llm.generate([p], sp, use_tqdm=False))
             times.append(time.monotonic() - s)
+            if ttft:
+                after.append(_series())
     for o in outs:
         c = o.outputs[0]
         lps = []
@@ -171,12 +203,16 @@ def run(spec):
         time.sleep(1.0)  # the publisher's last batch
         listener.close()
         events = listener.counts
+    series = _series()
     # Stop the engine-core and worker processes now (their connectors drain and close).
     llm.llm_engine.engine_core.shutdown()
     return {
         "results": results,
         "metrics": metrics,
         "kv_events": events,
+        "series": series,
+        "prefix_cache_resets": resets,
+        "prompt_series": after,
         "startup_s": t1 - t0,
         "generate_s": t2 - t1,
         "prompt_s": times,

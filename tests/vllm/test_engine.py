@@ -126,8 +126,8 @@ def test_store_emptied_then_lost(models, tided, engine, baseline):
 
 
 def test_roles_and_tenants(models, tided, engine, baseline):
-    """kv_producer saves, kv_consumer loads and never saves; cache_prefix tenants do not
-    see each other's blocks."""
+    """kv_producer saves, kv_consumer loads (here synchronously) and never saves;
+    cache_prefix tenants do not see each other's blocks."""
     t = tided()
     ps = prompts(1)
     base = baseline(ps)
@@ -141,8 +141,11 @@ def test_roles_and_tenants(models, tided, engine, baseline):
     same_output(other, base)
     assert hits(other) == 0  # another tenant's blocks are not its own
     assert t.stats()["objects"] == saved  # a consumer computes, but saves nothing
+    # load_async false: vLLM schedules the request in the step its load is planned in, and
+    # the load runs before that step's forward pass (start_load_kv).
     mine = engine(spec(models, ps, tide_conn(t.unix, kv_role="kv_consumer",
-                                           extra={"cache_prefix": "tenant-a"})), "tenant-a")
+                                           extra={"cache_prefix": "tenant-a",
+                                                  "load_async": False})), "tenant-a")
     same_output(mine, base)
     assert hits(mine) == sum(loadable(n) for n in LENGTHS)
     assert t.stats()["objects"] == saved
