@@ -71,6 +71,7 @@ typedef struct scribbler {
     size_t size;
     atomic_size_t vlen;       /* the attacked value's length, read when a new gen is seen */
     atomic_uint_fast64_t gen; /* the generation to attack; 0: stand still */
+    atomic_uint_fast64_t at;  /* the generation acted on, stored between flips */
     int whole;                /* attack any byte of the pool instead (gen unused) */
     atomic_int stop;
     atomic_uint_fast64_t flips;
@@ -95,6 +96,9 @@ static void *scribble(void *arg) {
             continue;
         }
         uint64_t g = atomic_load(&sc->gen);
+        /* No flip is half done here: set_gen() waits for this to say 0 before the space of
+         * the object just attacked can be given to another put. */
+        atomic_store(&sc->at, g);
         if (g != mine) {
             mine = g;
             obj = NULL;
@@ -271,9 +275,14 @@ typedef struct attack {
     int nsc;
 } attack;
 
+/* Point the scribblers at generation g; with g = 0 also wait until each stands still (its
+ * last flip undone), so the next put cannot meet a byte flipped in the old object's space. */
 static void set_gen(attack *a, uint64_t g) {
     for (int i = 0; i < a->nsc; i++)
         atomic_store(&a->sc[i]->gen, g);
+    for (int i = 0; g == 0 && i < a->nsc; i++)
+        while (!a->sc[i]->whole && atomic_load(&a->sc[i]->at) != 0)
+            sched_yield();
 }
 
 /* Reads of values of vlen bytes while the scribblers flip bytes of each (see the top). */
