@@ -98,6 +98,17 @@ static void mem_close(tide_store *s) {
     s->impl = NULL;
 }
 
+/* Check one put's key and value and reserve its room: the steps every put path takes
+ * before it copies (the host copy here, the device copy in mem_put_many_dev). */
+static int mem_reserve(store *st, const tide_key *key, const tide_iov *v, size_t cnt, size_t *vlen,
+                       store_ref *ref) {
+    int rc = client_key_check(key);
+    *vlen = iov_total(v, cnt);
+    if (rc == 0 && *vlen == 0) rc = TIDE_EVALEMPTY;
+    if (rc == 0) rc = store_reserve(st, key->data, key->len, *vlen, 0, ref);
+    return rc;
+}
+
 static int mem_put_many(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
                         const size_t *iovcnt, int *results) {
     store *st = mem_store(s);
@@ -109,11 +120,9 @@ static int mem_put_many(tide_store *s, const tide_key *keys, size_t n, const tid
         size_t cnt = iovcnt ? iovcnt[i] : 1;
         const tide_iov *v = iov;
         iov += cnt;
-        int rc = client_key_check(&keys[i]);
-        size_t vlen = iov_total(v, cnt);
-        if (rc == 0 && vlen == 0) rc = TIDE_EVALEMPTY;
+        size_t vlen;
         store_ref ref;
-        if (rc == 0) rc = store_reserve(st, keys[i].data, keys[i].len, vlen, 0, &ref);
+        int rc = mem_reserve(st, &keys[i], v, cnt, &vlen, &ref);
         if (rc == 0) {
             uint64_t sum = copy_gather(base + ref.offset, v, cnt, 1);
             rc = store_commit_chain(st, ref.id, sum, &chain, n > 1 && i + 1 == n);
@@ -222,11 +231,9 @@ static int mem_put_many_dev(tide_store *s, const tide_key *keys, size_t n, const
         size_t cnt = iovcnt ? iovcnt[i] : 1;
         const tide_iov *v = iov;
         iov += cnt;
-        int rc = client_key_check(&keys[i]);
-        size_t vlen = iov_total(v, cnt);
-        if (rc == 0 && vlen == 0) rc = TIDE_EVALEMPTY;
+        size_t vlen;
         store_ref ref;
-        if (rc == 0) rc = store_reserve(st, keys[i].data, keys[i].len, vlen, 0, &ref);
+        int rc = mem_reserve(st, &keys[i], v, cnt, &vlen, &ref);
         if (rc == STORE_DUP)
             rc = 0;
         else if (rc == 0) {
