@@ -67,6 +67,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 ENGINE_RUN = os.path.join(ROOT, "tests", "vllm", "engine_run.py")
+sys.path.insert(0, os.path.dirname(ENGINE_RUN))
+import engine_run  # noqa: E402  (the launcher the tests use too)
 
 
 def llama_config(a):
@@ -141,11 +143,6 @@ class Tided:
 
 def run_engine(a, spec, workdir, name):
     """One engine in its own process group; returns engine_run.py's OUT plus its log."""
-    spec_path = os.path.join(workdir, f"{name}.spec.json")
-    out_path = os.path.join(workdir, f"{name}.out.json")
-    log_path = os.path.join(workdir, f"{name}.log")
-    with open(spec_path, "w") as f:
-        json.dump(spec, f)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in [os.path.join(ROOT, "python"), env.get("PYTHONPATH", "")] if p)
@@ -154,22 +151,7 @@ def run_engine(a, spec, workdir, name):
     env["VLLM_CPU_OMP_THREADS_BIND"] = a.omp_bind
     before = loadavg()
     print(f"vllm_ttft: engine {name} (load average {before})", file=sys.stderr, flush=True)
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen([a.python, ENGINE_RUN, spec_path, out_path], stdout=log,
-                                stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        try:
-            proc.wait(timeout=a.engine_timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            raise RuntimeError(f"engine {name} ran past {a.engine_timeout} s (log {log_path})")
-        finally:
-            try:  # vLLM's engine-core and worker processes, should any outlive it
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-    text = open(log_path).read()
-    out = json.load(open(out_path)) if os.path.exists(out_path) else {"error": "no output"}
+    out, text, _ = engine_run.launch(a.python, spec, workdir, name, env, a.engine_timeout)
     if "error" in out:
         raise RuntimeError(f"engine {name} failed: {out['error']}\n--- log tail ---\n"
                            + text[-4000:])

@@ -20,6 +20,8 @@ BUILD = os.environ.get("BUILD", os.path.join(ROOT, "build"))
 TIDE_BIN = os.path.join(BUILD, "tide")
 TIDE_LIB = os.path.join(BUILD, "libtide.so")
 sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, HERE)
+import engine_run  # noqa: E402  (the engine launcher, beside this file)
 os.environ.setdefault("TIDE_LIB", TIDE_LIB)
 
 #: One engine's start-up, prompts and shutdown on two shared cores: a bound, not a figure.
@@ -201,37 +203,18 @@ class EngineError(AssertionError):
 def run_engine(spec, tmp, name, timeout=ENGINE_TIMEOUT_S, expect_error=False):
     """Run one engine (engine_run.py) in its own process; returns its OUT, with the engine's
     log text under "log". The process group is killed if it outlives `timeout`."""
-    spec_path = os.path.join(tmp, f"{name}.spec.json")
-    out_path = os.path.join(tmp, f"{name}.out.json")
-    log_path = os.path.join(tmp, f"{name}.log")
-    with open(spec_path, "w") as f:
-        json.dump(spec, f)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
         [os.path.join(ROOT, "python"), HERE, env.get("PYTHONPATH", "")]
     )
     env["TIDE_LIB"] = TIDE_LIB
     env.setdefault("VLLM_LOGGING_LEVEL", "INFO")
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "engine_run.py"), spec_path, out_path],
-            stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-        )
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            raise EngineError(f"engine {name} ran past {timeout} s (log: {log_path})")
-        finally:
-            try:  # vLLM's engine-core and worker processes, should any outlive it
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-    text = open(log_path).read()
-    out = json.load(open(out_path)) if os.path.exists(out_path) else {"error": "no output"}
+    try:
+        out, text, rc = engine_run.launch(sys.executable, spec, tmp, name, env, timeout)
+    except TimeoutError as e:
+        raise EngineError(str(e))
     out["log"] = text
-    out["rc"] = proc.returncode
+    out["rc"] = rc
     if "error" in out and not expect_error:
         raise EngineError(f"engine {name} failed: {out['error']}\n--- log tail ---\n"
                           + text[-6000:])

@@ -219,6 +219,39 @@ def run(spec):
     }
 
 
+def launch(python, spec, workdir, name, env, timeout):
+    """Run this script for `spec` in its own process group (vLLM's engine-core and worker
+    processes under it) with `python` and `env`; returns ``(OUT or {"error": ...}, log text,
+    exit status)``. Raises TimeoutError, after killing the group, if it outlives `timeout`
+    seconds. The tests (conftest.py) and bench/vllm_ttft.py start engines through it."""
+    import signal
+    import subprocess
+
+    spec_path = os.path.join(workdir, f"{name}.spec.json")
+    out_path = os.path.join(workdir, f"{name}.out.json")
+    log_path = os.path.join(workdir, f"{name}.log")
+    with open(spec_path, "w") as f:
+        json.dump(spec, f)
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([python, os.path.abspath(__file__), spec_path, out_path],
+                                stdout=log, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise TimeoutError(f"engine {name} ran past {timeout} s (log: {log_path})")
+        finally:
+            try:  # vLLM's engine-core and worker processes, should any outlive it
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    text = open(log_path).read()
+    out = json.load(open(out_path)) if os.path.exists(out_path) else {"error": "no output"}
+    return out, text, proc.returncode
+
+
 def main():
     spec_path, out_path = sys.argv[1], sys.argv[2]
     with open(spec_path) as f:
