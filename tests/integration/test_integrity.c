@@ -362,45 +362,35 @@ static void start_unix(test_server *ts, const char *path, const char *const *mor
     server_start(ts, args);
 }
 
-TEST_T(integrity_scribbler_vs_unix_reader, 120) {
+/* One tided with a Unix socket, a scribbler on its pool, and a reader over `name`'s door:
+ * unix:// with verify=1 (over_unix != 0) or tide://. */
+static void attack_one_tided(const char *name, int over_unix) {
     char path[256], url[300];
     snprintf(path, sizeof(path), "%s/tide.sock", test_tmpdir());
     test_server ts;
     start_unix(&ts, path, NULL);
     snprintf(url, sizeof(url), "unix://%s?verify=1", path);
-    tide_store *u;
-    CHECK_MSG(tide_open(url, &u) == 0, "%s", tide_errmsg(NULL));
+    tide_store *r;
+    CHECK_MSG(tide_open(over_unix ? url : ts.url, &r) == 0, "%s", tide_errmsg(NULL));
     scribbler sc;
     size_t size;
     int sock;
     uint8_t *pool = map_tided_pool(path, &size, &sock);
     scribbler_start(&sc, pool, size, 0);
-    attack a = {"unix:// verify=1", u, read_tide, u, {&sc}, 1};
+    attack a = {name, r, read_tide, r, {&sc}, 1};
     run_sizes(&a);
     scribbler_stop(&sc);
     close(sock);
-    tide_close(u);
+    tide_close(r);
     CHECK_EQ(server_stop(&ts, SIGTERM), 0);
 }
 
+TEST_T(integrity_scribbler_vs_unix_reader, 120) {
+    attack_one_tided("unix:// verify=1", 1);
+}
+
 TEST_T(integrity_scribbler_vs_tcp_reader, 120) {
-    char path[256];
-    snprintf(path, sizeof(path), "%s/tide.sock", test_tmpdir());
-    test_server ts;
-    start_unix(&ts, path, NULL);
-    tide_store *t;
-    CHECK_MSG(tide_open(ts.url, &t) == 0, "%s", tide_errmsg(NULL));
-    scribbler sc;
-    size_t size;
-    int sock;
-    uint8_t *pool = map_tided_pool(path, &size, &sock);
-    scribbler_start(&sc, pool, size, 0);
-    attack a = {"tide://", t, read_tide, t, {&sc}, 1};
-    run_sizes(&a);
-    scribbler_stop(&sc);
-    close(sock);
-    tide_close(t);
-    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+    attack_one_tided("tide://", 0);
 }
 
 TEST_T(integrity_scribbler_vs_cluster_reader, 150) {
