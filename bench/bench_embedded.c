@@ -25,7 +25,7 @@
  * tide_stats.meta_bytes / objects with the working set stored, and beside it what each
  * object adds beyond its key: (meta_bytes stored - empty store - key bytes) / objects.
  *
- * Targets (DESIGN.md): get >= 0.8x memcpy for values >= 256 KiB; metadata <= 100 bytes an
+ * Targets (the first design): get >= 0.8x memcpy for values >= 256 KiB; metadata <= 100 bytes an
  * object. The program reports whether they are met; it does not fail when they are not.
  *
  * Then eviction under each policy (--evictions-only runs just this part): a store that

@@ -3,7 +3,7 @@
  * (tests/fuzz/corpus/conncfg/, relative to the repository root where `make test` runs)
  * through the properties of tests/fuzz/conncfg_check.h, in every test run and under the
  * sanitizers of `make test SANITIZER=...`. Seeds named example-* are the project's
- * examples/ (each must be accepted, except the one the README lists as rejected);
+ * examples/ (each must be accepted, except the one docs/VLLM.md lists as rejected);
  * seeds named edge-* are hostile or malformed documents, each of which must be refused;
  * big-* are large but valid documents; crash-* are inputs that once broke a property and were fixed
  * (regressions).

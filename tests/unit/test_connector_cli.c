@@ -1,7 +1,7 @@
 /*
  * test_connector_cli.c — `tide check-config`, run as a real process: the two verdict lines,
  * fixes, exit codes (0 supported by tide, 1 not, 2 unreadable or unparsable), and every
- * file in examples/ getting the verdicts the README table claims.
+ * file in examples/ getting the verdicts the table in docs/VLLM.md claims.
  */
 #include <limits.h>
 #include <sys/wait.h>
@@ -240,7 +240,7 @@ TEST(connector_cli_reference_verdict_with_every_derived_problem) {
     CHECK_CONTAINS(out_text, "\n  " HASH_LINE(0, 16, 64) "\n");
 }
 
-/* The README's table of examples: file, the reference's verdict, tide's verdict. */
+/* The table of examples in docs/VLLM.md: file, the reference's verdict, tide's verdict. */
 static const struct {
     const char *file;
     int ref_ok, tide_ok;

@@ -1,0 +1,53 @@
+#!/bin/sh
+# check.sh — `make check`: every test stage in turn, then one summary line over all of them.
+#
+# Stages: test (unit + integration + Python), test-vllm (real vLLM engines), asan (the test
+# suite under ASan+UBSan), valgrind (the unit suite under memcheck), tsan (tided and the
+# integration suite under ThreadSanitizer), fuzz (a short, reproducible run of every fuzz
+# target). A failed stage does not stop the others, so one run shows every broken stage;
+# the last line is the summary ("check: PASS ..." or "check: FAIL: <stages> ...") and the
+# exit status is 1 when any stage failed. CHECK_STAGES="test tsan" runs a subset.
+#
+# Called by the Makefile with MAKE set to the make that called it.
+cd "$(dirname "$0")/.." || exit 2
+MAKE="${MAKE:-make}"
+STAGES="${CHECK_STAGES:-test test-vllm asan valgrind tsan fuzz}"
+
+run_stage() {
+    case "$1" in
+    test) $MAKE test ;;
+    test-vllm) $MAKE test-vllm ;;
+    asan) $MAKE test SANITIZER=address,undefined ;;
+    valgrind) $MAKE valgrind ;;
+    tsan) $MAKE tsan ;;
+    fuzz) $MAKE fuzz FUZZ_FLAGS='-runs=30000 -seed=1' ;;
+    *) echo "check: unknown stage '$1' (stages: test test-vllm asan valgrind tsan fuzz)" >&2
+       return 2 ;;
+    esac
+}
+
+summary=""
+failed=""
+start_all=$(date +%s)
+for stage in $STAGES; do
+    echo "=== check: stage $stage ==="
+    t0=$(date +%s)
+    run_stage "$stage"
+    rc=$?
+    secs=$(($(date +%s) - t0))
+    if [ "$rc" -eq 0 ]; then
+        summary="$summary $stage ok ${secs}s,"
+    else
+        summary="$summary $stage FAILED (exit $rc) ${secs}s,"
+        failed="$failed $stage"
+    fi
+    echo "=== check: stage $stage: $([ "$rc" -eq 0 ] && echo ok || echo "FAILED, exit $rc") in ${secs}s ==="
+done
+total=$(($(date +%s) - start_all))
+summary="${summary%,}"
+if [ -z "$failed" ]; then
+    echo "check: PASS:$summary; ${total}s in all"
+    exit 0
+fi
+echo "check: FAIL:$failed —$summary; ${total}s in all"
+exit 1
