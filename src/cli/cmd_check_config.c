@@ -50,7 +50,7 @@ static void help(void) {
 }
 
 /* Does verdict v hold an item of this kind about this group? */
-static int has_item(const conn_verdict *v, conn_item_kind kind, int group) {
+static int has_item(const connector_verdict *v, connector_item_kind kind, int group) {
     for (size_t i = 0; i < v->nitems; i++)
         if (v->items[i].kind == kind && v->items[i].group == group) return 1;
     return 0;
@@ -62,19 +62,19 @@ static void fix(const char *text) {
 
 /* The fixes that apply to one item; `tide` is tide's verdict, to tell whether switching
  * to tide is one of them. */
-static void print_fixes(const conncfg *c, const conn_item *it, conn_impl impl,
-                        const conn_verdict *tide) {
+static void print_fixes(const conncfg *c, const connector_item *it, connector_impl impl,
+                        const connector_verdict *tide) {
     char buf[512];
     printf("  %s: %s\n", connector_impl_name(impl), it->text);
     switch (it->kind) {
-    case CONN_ITEM_CROSS_ATTENTION:
+    case CONNECTOR_ITEM_CROSS_ATTENTION:
         fix("cross-attention KV is computed from the encoder input, which a prefix hit on "
             "the decoder prompt would skip: run this encoder-decoder model without a KV-cache "
             "store connector, or with one that handles encoder-decoder models");
         fix("tide rejects CrossAttentionSpec groups too, so switching connector does not help");
         break;
-    case CONN_ITEM_MAMBA_BLOCK_SIZE:
-        if (it->group >= 0 && c->groups[it->group].mamba_mode != CONN_MAMBA_ALIGN)
+    case CONNECTOR_ITEM_MAMBA_BLOCK_SIZE:
+        if (it->group >= 0 && c->groups[it->group].mamba_mode != CONNECTOR_MAMBA_ALIGN)
             fix("set cache_config.mamba_cache_mode to \"align\" so that Mamba blocks take the "
                 "attention block size");
         snprintf(buf, sizeof(buf),
@@ -82,31 +82,31 @@ static void print_fixes(const conncfg *c, const conn_item *it, conn_impl impl,
                  ") match cache_config.block_size (%" PRId64 ")",
                  it->a, it->b);
         fix(buf);
-        if (!has_item(tide, CONN_ITEM_MAMBA_MODE_NONE, it->group))
+        if (!has_item(tide, CONNECTOR_ITEM_MAMBA_MODE_NONE, it->group))
             fix("or use tide (kv_connector \"TideStoreConnector\"), which supports Mamba groups "
                 "in align mode whatever their block size");
         break;
-    case CONN_ITEM_HYBRID_CP:
+    case CONNECTOR_ITEM_HYBRID_CP:
         fix("disable context parallelism: set parallel_config.prefill_context_parallel_size "
             "and decode_context_parallel_size to 1");
-        if (!has_item(tide, CONN_ITEM_HYBRID_PCP, -1) && c->pcp_size == 1)
+        if (!has_item(tide, CONNECTOR_ITEM_HYBRID_PCP, -1) && c->pcp_size == 1)
             fix("or use tide (kv_connector \"TideStoreConnector\"), which supports hybrid "
                 "models with decode context parallelism (DCP > 1)");
         else
             fix("or use another connector (e.g. LMCache or NIXL) if context parallelism with "
                 "a hybrid model is a hard requirement");
         break;
-    case CONN_ITEM_MAMBA_MODE_NONE:
+    case CONNECTOR_ITEM_MAMBA_MODE_NONE:
         fix("set cache_config.mamba_cache_mode to \"align\" (recommended) or \"all\", so "
             "that vLLM keeps Mamba state snapshots at block ends (this needs prefix caching)");
         break;
-    case CONN_ITEM_HYBRID_PCP:
+    case CONNECTOR_ITEM_HYBRID_PCP:
         fix("set parallel_config.prefill_context_parallel_size to 1 (decode context "
             "parallelism is supported)");
         fix("or use another connector (e.g. LMCache or NIXL) if prefill context parallelism "
             "with a hybrid model is a hard requirement");
         break;
-    case CONN_ITEM_KEY_TOO_LONG:
+    case CONNECTOR_ITEM_KEY_TOO_LONG:
         fix("shorten kv_connector_extra_config.cache_prefix, or serve the model under a "
             "shorter name (the key uses the last path component of model_config.model)");
         break;
@@ -141,10 +141,10 @@ static void print_problem_fixes(const conncfg *c) {
     int64_t gcd = 0;
     int misfit = 0, unaligned = 0;
     for (size_t i = 0; i < c->ngroups; i++) {
-        const conn_group *g = &c->groups[i];
+        const connector_group *g = &c->groups[i];
         gcd = gcd64(gcd, g->eff_block_size);
         misfit |= g->eff_block_size % c->hash_block_size != 0;
-        unaligned |= g->kind == CONN_SPEC_MAMBA && g->mamba_mode != CONN_MAMBA_ALIGN;
+        unaligned |= g->kind == CONNECTOR_SPEC_MAMBA && g->mamba_mode != CONNECTOR_MAMBA_ALIGN;
     }
     if (misfit && unaligned) {
         if (c->prefix_match_unit > 0)
@@ -173,7 +173,7 @@ static void print_problem_fixes(const conncfg *c) {
 #undef FIX
 }
 
-static void print_verdict(const conn_verdict *v, const char *label) {
+static void print_verdict(const connector_verdict *v, const char *label) {
     if (v->capacity_only)
         printf("%s: accepted (capacity-only: kv_consumer with enable_lookup and "
                "save_decode_cache false; the rank only lends memory, validation is skipped)\n",
@@ -189,8 +189,8 @@ static void print_derived(const conncfg *c) {
     printf("  scheduler block size %" PRId64 ", hash block size %" PRId64 "\n",
            c->scheduler_block_size, c->hash_block_size);
     for (size_t g = 0; g < c->ngroups; g++) {
-        const conn_group *gr = &c->groups[g];
-        conn_ns ns = connector_own_ns(c, g);
+        const connector_group *gr = &c->groups[g];
+        connector_ns ns = connector_own_ns(c, g);
         char prefix[TIDE_KEY_MAX + 1];
         int r = connector_key_prefix(c, g, &ns, prefix, sizeof(prefix));
         size_t nns = connector_lookup_namespaces(c, g, NULL, 0);
@@ -244,9 +244,9 @@ int cmd_check_config(int argc, char **argv) {
     int crc = conncfg_check(&cfg, &errs);
     /* The reference's verdict whenever vLLM would build its connector; tide's only for a
      * configuration every check passed (TIDE_ECONFIG otherwise, with no items). */
-    conn_verdict ref, tide;
-    int rrc = connector_validate(&cfg, CONN_IMPL_REFERENCE, &ref);
-    int trc = connector_validate(&cfg, CONN_IMPL_TIDE, &tide);
+    connector_verdict ref, tide;
+    int rrc = connector_validate(&cfg, CONNECTOR_IMPL_REFERENCE, &ref);
+    int trc = connector_validate(&cfg, CONNECTOR_IMPL_TIDE, &tide);
     if (rrc == TIDE_ECONFIG)
         printf("%s: rejected: the configuration is invalid\n", ref_label);
     else
@@ -259,14 +259,14 @@ int cmd_check_config(int argc, char **argv) {
         if (ref.nitems || tide.nitems) {
             printf("\nfixes:\n");
             for (size_t i = 0; i < ref.nitems; i++)
-                print_fixes(&cfg, &ref.items[i], CONN_IMPL_REFERENCE, &tide);
+                print_fixes(&cfg, &ref.items[i], CONNECTOR_IMPL_REFERENCE, &tide);
             for (size_t i = 0; i < tide.nitems; i++) {
-                const conn_item *it = &tide.items[i];
+                const connector_item *it = &tide.items[i];
                 /* Items both connectors reject with the same words were covered above. */
-                if (it->kind == CONN_ITEM_CROSS_ATTENTION &&
-                    has_item(&ref, CONN_ITEM_CROSS_ATTENTION, it->group))
+                if (it->kind == CONNECTOR_ITEM_CROSS_ATTENTION &&
+                    has_item(&ref, CONNECTOR_ITEM_CROSS_ATTENTION, it->group))
                     continue;
-                print_fixes(&cfg, it, CONN_IMPL_TIDE, &tide);
+                print_fixes(&cfg, it, CONNECTOR_IMPL_TIDE, &tide);
             }
         }
         if (crc != 0) {

@@ -11,7 +11,7 @@
 
 #include "connector/connector.h"
 
-int conn_err(tide_connector *c, int code, const char *fmt, ...) {
+int connector_err(tide_connector *c, int code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     err_vset(c, c ? &c->err : NULL, code, fmt, ap);
@@ -19,8 +19,8 @@ int conn_err(tide_connector *c, int code, const char *fmt, ...) {
     return code;
 }
 
-void conn_count_op(tide_connector *c, tide_connector_op_stats *op, uint64_t keys, uint64_t bytes,
-                   uint64_t failed, int whole_error, uint64_t ns) {
+void connector_count_op(tide_connector *c, tide_connector_op_stats *op, uint64_t keys,
+                        uint64_t bytes, uint64_t failed, int whole_error, uint64_t ns) {
     pthread_mutex_lock(&c->stats_lock);
     op->calls++;
     op->keys += keys;
@@ -31,21 +31,25 @@ void conn_count_op(tide_connector *c, tide_connector_op_stats *op, uint64_t keys
     pthread_mutex_unlock(&c->stats_lock);
 }
 
-int conn_check_id(tide_connector *c, const char *fn, const char *req_id) {
-    if (!req_id || !req_id[0]) return conn_err(c, -EINVAL, "%s: empty request id", fn);
-    if (strlen(req_id) > CONN_REQ_ID_MAX)
-        return conn_err(c, -EINVAL, "%s: request id longer than %d bytes", fn, CONN_REQ_ID_MAX);
+int connector_check_id(tide_connector *c, const char *fn, const char *req_id) {
+    if (!req_id || !req_id[0]) return connector_err(c, -EINVAL, "%s: empty request id", fn);
+    if (strlen(req_id) > CONNECTOR_REQ_ID_MAX)
+        return connector_err(c, -EINVAL, "%s: request id longer than %d bytes", fn,
+                             CONNECTOR_REQ_ID_MAX);
     return 0;
 }
 
-int conn_check_hashes(tide_connector *c, const char *fn, const uint8_t *hashes, size_t nhashes,
-                      size_t hash_len) {
+int connector_check_hashes(tide_connector *c, const char *fn, const uint8_t *hashes, size_t nhashes,
+                           size_t hash_len) {
     if (nhashes == 0) return 0;
-    if (!hashes) return conn_err(c, -EINVAL, "%s: hashes is NULL with %zu hashes", fn, nhashes);
-    if (hash_len == 0 || hash_len > CONN_HASH_MAX)
-        return conn_err(c, -EINVAL, "%s: hash_len %zu is not 1..%d", fn, hash_len, CONN_HASH_MAX);
+    if (!hashes)
+        return connector_err(c, -EINVAL, "%s: hashes is NULL with %zu hashes", fn, nhashes);
+    if (hash_len == 0 || hash_len > CONNECTOR_HASH_MAX)
+        return connector_err(c, -EINVAL, "%s: hash_len %zu is not 1..%d", fn, hash_len,
+                             CONNECTOR_HASH_MAX);
     if (nhashes > (size_t)1 << 24)
-        return conn_err(c, -EINVAL, "%s: %zu hashes is more than a prompt can have", fn, nhashes);
+        return connector_err(c, -EINVAL, "%s: %zu hashes is more than a prompt can have", fn,
+                             nhashes);
     return 0;
 }
 
@@ -90,16 +94,16 @@ static int create(const char *json, const char *path, const char *url, tide_stor
         fail_errs(rc, "connector configuration", &e);
         goto fail_cfg;
     }
-    conn_verdict *v = calloc(1, sizeof(*v));
+    connector_verdict *v = calloc(1, sizeof(*v));
     if (!v) {
         rc = err_set(NULL, NULL, -ENOMEM, "tide_connector_create: out of memory");
         goto fail_cfg;
     }
-    rc = connector_validate(&c->cfg, CONN_IMPL_TIDE, v);
+    rc = connector_validate(&c->cfg, CONNECTOR_IMPL_TIDE, v);
     if (rc) err_set(NULL, NULL, rc, "%s", v->message[0] ? v->message : "configuration refused");
     free(v);
     if (rc) goto fail_cfg;
-    c->saves = c->cfg.kv_role != CONN_ROLE_CONSUMER || c->cfg.extra.save_decode_cache;
+    c->saves = c->cfg.kv_role != CONNECTOR_ROLE_CONSUMER || c->cfg.extra.save_decode_cache;
     if (connector_capacity_only(&c->cfg)) c->saves = 0;
 
     if (store) {
@@ -115,12 +119,12 @@ static int create(const char *json, const char *path, const char *url, tide_stor
         }
         c->own_store = 1;
     }
-    conn_sched_init(c);
+    connector_sched_init(c);
     if (!c->buckets) {
         rc = err_set(NULL, NULL, -ENOMEM, "tide_connector_create: out of memory");
         goto fail;
     }
-    if (role == TIDE_CONNECTOR_WORKER && (rc = conn_worker_start(c)) != 0) {
+    if (role == TIDE_CONNECTOR_WORKER && (rc = connector_worker_start(c)) != 0) {
         char msg[ERR_MSG_MAX];
         snprintf(msg, sizeof(msg), "%s", tide_connector_errmsg(c));
         err_set(NULL, NULL, rc, "%s", msg);
@@ -130,7 +134,7 @@ static int create(const char *json, const char *path, const char *url, tide_stor
     *out = c;
     return 0;
 fail:
-    conn_sched_free(c);
+    connector_sched_free(c);
     if (c->own_store) tide_close(c->store);
 fail_cfg:
     conncfg_errs_free(&e);
@@ -170,9 +174,9 @@ TIDE_API void tide_connector_destroy(tide_connector *c) {
     if (!c) return;
     if (c->role == TIDE_CONNECTOR_WORKER) {
         tide_connector_wait(c);
-        conn_worker_stop(c);
+        connector_worker_stop(c);
     }
-    conn_sched_free(c);
+    connector_sched_free(c);
     if (c->own_store) tide_close(c->store);
     conncfg_free(&c->cfg);
     pthread_mutex_destroy(&c->sched_lock);
@@ -218,8 +222,8 @@ TIDE_API int tide_connector_hit_tokens(tide_connector *c, int64_t num_tokens, co
                                        size_t nhashes, size_t hash_len, int64_t *hit_tokens) {
     static const char fn[] = "tide_connector_hit_tokens";
     if (!c) return err_set(NULL, NULL, -EINVAL, "%s: connector is NULL", fn);
-    if (!hit_tokens) return conn_err(c, -EINVAL, "%s: hit_tokens is NULL", fn);
-    int rc = conn_check_hashes(c, fn, hashes, nhashes, hash_len);
+    if (!hit_tokens) return connector_err(c, -EINVAL, "%s: hit_tokens is NULL", fn);
+    int rc = connector_check_hashes(c, fn, hashes, nhashes, hash_len);
     if (rc) return rc;
-    return conn_hit_tokens(c, num_tokens, hashes, nhashes, hash_len, hit_tokens);
+    return connector_hit_tokens(c, num_tokens, hashes, nhashes, hash_len, hit_tokens);
 }

@@ -68,13 +68,13 @@ static const char *const hash_names[] = {"sha256", "sha256_cbor", "xxhash", "xxh
 static const char *const failure_names[] = {"fail", "recompute"};
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
-const char *conncfg_spec_name(conn_spec_kind k) {
+const char *conncfg_spec_name(connector_spec_kind k) {
     return (unsigned)k < NELEM(spec_names) ? spec_names[k] : "?";
 }
-const char *conncfg_role_name(conn_role r) {
+const char *conncfg_role_name(connector_role r) {
     return (unsigned)r < NELEM(role_names) ? role_names[r] : "?";
 }
-const char *conncfg_mamba_mode_name(conn_mamba_mode m) {
+const char *conncfg_mamba_mode_name(connector_mamba_mode m) {
     return (unsigned)m < NELEM(mamba_mode_names) ? mamba_mode_names[m] : "?";
 }
 
@@ -88,7 +88,7 @@ static const struct {
     {"int8", 1},          {"uint8", 1},           {"int16", 2},       {"int32", 4},
 };
 
-static int dtype_lookup(const char *s, conn_dtype *out) {
+static int dtype_lookup(const char *s, connector_dtype *out) {
     if (strncmp(s, "torch.", 6) == 0) s += 6;
     for (size_t i = 0; i < NELEM(dtype_table); i++)
         if (strcmp(s, dtype_table[i].name) == 0) {
@@ -359,7 +359,7 @@ static int parse_model(conncfg *c, const cJSON *j, conncfg_errs *e) {
     if (rd_str(&rd, "model", F_REQUIRED, &c->model) < 0) return -ENOMEM;
     rd_int(&rd, "total_num_kv_heads", F_NULLABLE, &c->total_num_kv_heads, NULL);
     rd_int(&rd, "max_model_len", F_NULLABLE, &c->max_model_len, NULL);
-    char dtype[CONN_NAME_MAX];
+    char dtype[CONNECTOR_NAME_MAX];
     rd_name(&rd, "dtype", F_NULLABLE, dtype, sizeof(dtype)); /* informational only */
     rd_close(&rd);
     return 0;
@@ -373,12 +373,12 @@ static int parse_cache(conncfg *c, const cJSON *j, conncfg_errs *e) {
     rd_int(&rd, "block_size", F_REQUIRED, &c->block_size, NULL);
     if (rd_str(&rd, "cache_dtype", 0, &c->cache_dtype) < 0) return -ENOMEM;
     if (rd_enum(&rd, "mamba_cache_mode", 0, mamba_mode_names, NELEM(mamba_mode_names), &v))
-        c->mamba_cache_mode = (conn_mamba_mode)v;
+        c->mamba_cache_mode = (connector_mamba_mode)v;
     rd_int(&rd, "prefix_match_unit", F_NULLABLE, &c->prefix_match_unit, NULL);
     rd_int(&rd, "mamba_block_size", F_NULLABLE, &c->mamba_block_size, NULL);
     rd_bool(&rd, "enable_prefix_caching", &c->enable_prefix_caching);
     if (rd_enum(&rd, "prefix_caching_hash_algo", 0, hash_names, NELEM(hash_names), &v))
-        c->hash_algo = (conn_hash_algo)v;
+        c->hash_algo = (connector_hash_algo)v;
     rd_int(&rd, "prefix_cache_retention_interval", F_NULLABLE, &c->retention_interval, &isnull);
     if (isnull) c->retention_interval = -1;
     rd_bool(&rd, "use_replayssm", &c->use_replayssm);
@@ -404,7 +404,7 @@ static void parse_parallel(conncfg *c, const cJSON *j, conncfg_errs *e) {
 
 static int parse_extra(conncfg *c, const cJSON *j, const char *path, conncfg_errs *e) {
     objrd rd;
-    conn_extra *x = &c->extra;
+    connector_extra *x = &c->extra;
     rd_open(&rd, j, path, e);
     rd_bool(&rd, "load_async", &x->load_async);
     rd_bool(&rd, "lookup_async", &x->lookup_async);
@@ -426,9 +426,9 @@ static int parse_transfer(conncfg *c, const cJSON *j, conncfg_errs *e) {
     if (!j) conncfg_errs_add(e, "kv_transfer_config: required key is missing");
     if (rd_str(&rd, "kv_connector", F_NULLABLE, &c->kv_connector) < 0) return -ENOMEM;
     if (rd_enum(&rd, "kv_role", F_REQUIRED, role_names, NELEM(role_names), &v))
-        c->kv_role = (conn_role)v;
+        c->kv_role = (connector_role)v;
     if (rd_enum(&rd, "kv_load_failure_policy", 0, failure_names, NELEM(failure_names), &v))
-        c->load_failure_policy = (conn_load_failure)v;
+        c->load_failure_policy = (connector_load_failure)v;
     const cJSON *x = rd_get(&rd, "kv_connector_extra_config");
     int r = parse_extra(c, x, "kv_transfer_config.kv_connector_extra_config", e);
     rd_close(&rd);
@@ -436,7 +436,7 @@ static int parse_transfer(conncfg *c, const cJSON *j, conncfg_errs *e) {
 }
 
 /* shapes: [[d, d, ...], ...]; dtypes: ["bfloat16", ...] */
-static void parse_mamba_states(conn_group *g, objrd *rd, conncfg_errs *e) {
+static void parse_mamba_states(connector_group *g, objrd *rd, conncfg_errs *e) {
     const cJSON *sh = rd_get(rd, "shapes");
     const cJSON *dt = rd_get(rd, "dtypes");
     char p[320];
@@ -447,19 +447,20 @@ static void parse_mamba_states(conn_group *g, objrd *rd, conncfg_errs *e) {
     if (sh && cJSON_IsArray(sh)) {
         int n = cJSON_GetArraySize(sh);
         join_path(p, sizeof(p), rd->path, "shapes");
-        if (n < 1 || n > CONN_MAX_STATES)
-            conncfg_errs_add(e, "%s: expected 1 to %d state shapes, got %d", p, CONN_MAX_STATES, n);
+        if (n < 1 || n > CONNECTOR_MAX_STATES)
+            conncfg_errs_add(e, "%s: expected 1 to %d state shapes, got %d", p,
+                             CONNECTOR_MAX_STATES, n);
         int i = 0;
-        for (const cJSON *s = sh->child; s && i < CONN_MAX_STATES; s = s->next, i++) {
+        for (const cJSON *s = sh->child; s && i < CONNECTOR_MAX_STATES; s = s->next, i++) {
             if (!cJSON_IsArray(s)) {
                 conncfg_errs_add(e, "%s[%d]: expected an array of integers, got %s", p, i,
                                  json_kind(s));
                 continue;
             }
             int nd = cJSON_GetArraySize(s);
-            if (nd < 1 || nd > CONN_MAX_DIMS) {
+            if (nd < 1 || nd > CONNECTOR_MAX_DIMS) {
                 conncfg_errs_add(e, "%s[%d]: expected 1 to %d dimensions, got %d", p, i,
-                                 CONN_MAX_DIMS, nd);
+                                 CONNECTOR_MAX_DIMS, nd);
                 continue;
             }
             int k = 0;
@@ -470,13 +471,13 @@ static void parse_mamba_states(conn_group *g, objrd *rd, conncfg_errs *e) {
             }
             g->ndims[i] = (size_t)nd;
         }
-        g->nstates = (size_t)(n > CONN_MAX_STATES ? CONN_MAX_STATES : n);
+        g->nstates = (size_t)(n > CONNECTOR_MAX_STATES ? CONNECTOR_MAX_STATES : n);
     }
     if (dt && cJSON_IsArray(dt)) {
         join_path(p, sizeof(p), rd->path, "dtypes");
         int i = 0;
         for (const cJSON *d = dt->child; d; d = d->next, i++) {
-            if (i >= CONN_MAX_STATES) break;
+            if (i >= CONNECTOR_MAX_STATES) break;
             if (!cJSON_IsString(d))
                 conncfg_errs_add(e, "%s[%d]: expected a string, got %s", p, i, json_kind(d));
             else if (dtype_lookup(d->valuestring, &g->dtypes[i]) < 0)
@@ -488,7 +489,7 @@ static void parse_mamba_states(conn_group *g, objrd *rd, conncfg_errs *e) {
     }
 }
 
-static void parse_spec(conncfg *c, conn_group *g, const cJSON *j, const char *path,
+static void parse_spec(conncfg *c, connector_group *g, const cJSON *j, const char *path,
                        conncfg_errs *e) {
     objrd rd;
     rd_open(&rd, j, path, e);
@@ -513,18 +514,18 @@ static void parse_spec(conncfg *c, conn_group *g, const cJSON *j, const char *pa
         /* Without a known class the other keys cannot be judged; do not list them. */
         return;
     }
-    g->kind = (conn_spec_kind)kind;
+    g->kind = (connector_spec_kind)kind;
     char what[64];
     snprintf(what, sizeof(what), "for %s", spec_names[kind]);
     rd.what = what;
     rd_int(&rd, "block_size", F_REQUIRED, &g->block_size, NULL);
     rd_int(&rd, "page_size_padded", F_NULLABLE, &g->page_size_padded, NULL);
-    if (g->kind == CONN_SPEC_MAMBA) {
+    if (g->kind == CONNECTOR_SPEC_MAMBA) {
         int v;
         parse_mamba_states(g, &rd, e);
         g->mamba_mode = c->mamba_cache_mode;
         if (rd_enum(&rd, "mamba_cache_mode", 0, mamba_mode_names, NELEM(mamba_mode_names), &v)) {
-            g->mamba_mode = (conn_mamba_mode)v;
+            g->mamba_mode = (connector_mamba_mode)v;
             if (g->mamba_mode != c->mamba_cache_mode)
                 conncfg_errs_add(e,
                                  "%s.mamba_cache_mode: '%s' differs from "
@@ -538,19 +539,19 @@ static void parse_spec(conncfg *c, conn_group *g, const cJSON *j, const char *pa
         rd_int(&rd, "num_kv_heads", F_REQUIRED, &g->num_kv_heads, NULL);
         rd_int(&rd, "head_size", F_REQUIRED, &g->head_size, NULL);
         hv = rd_int(&rd, "head_size_v", F_NULLABLE, &g->head_size_v, NULL);
-        if (!hv) g->head_size_v = g->kind == CONN_SPEC_MLA ? 0 : g->head_size;
-        char dt[CONN_NAME_MAX] = "";
+        if (!hv) g->head_size_v = g->kind == CONNECTOR_SPEC_MLA ? 0 : g->head_size;
+        char dt[CONNECTOR_NAME_MAX] = "";
         if (rd_name(&rd, "dtype", F_REQUIRED, dt, sizeof(dt)) && dtype_lookup(dt, &g->dtype) < 0)
             conncfg_errs_add(e, "%s.dtype: unknown dtype '%s'", path, dt);
-        if (g->kind == CONN_SPEC_SLIDING) {
+        if (g->kind == CONNECTOR_SPEC_SLIDING) {
             rd_int(&rd, "sliding_window", F_REQUIRED, &g->sliding_window, NULL);
             rd_int(&rd, "extra_retained_tokens", 0, &g->extra_retained_tokens, NULL);
         }
-        if (g->kind == CONN_SPEC_FULL || g->kind == CONN_SPEC_MLA) {
+        if (g->kind == CONNECTOR_SPEC_FULL || g->kind == CONNECTOR_SPEC_MLA) {
             rd_int(&rd, "sliding_window", F_NULLABLE, &g->sliding_window, NULL);
             rd_int(&rd, "attention_chunk_size", F_NULLABLE, &g->attention_chunk_size, NULL);
         }
-        if (g->kind == CONN_SPEC_MLA) {
+        if (g->kind == CONNECTOR_SPEC_MLA) {
             rd_name(&rd, "cache_dtype_str", F_NULLABLE, g->cache_dtype_str,
                     sizeof(g->cache_dtype_str));
             rd_int(&rd, "compress_ratio", 0, &g->compress_ratio, NULL);
@@ -575,12 +576,12 @@ static int parse_groups(conncfg *c, const cJSON *j, conncfg_errs *e) {
     if (gs && !cJSON_IsArray(gs)) type_error(&rd, "kv_cache_groups", "an array", gs);
     if (gs && cJSON_IsArray(gs)) {
         int n = cJSON_GetArraySize(gs);
-        if (n > CONN_MAX_GROUPS)
+        if (n > CONNECTOR_MAX_GROUPS)
             conncfg_errs_add(e, "kv_cache_config.kv_cache_groups: %d groups, at most %d", n,
-                             CONN_MAX_GROUPS);
+                             CONNECTOR_MAX_GROUPS);
         int i = 0;
-        for (const cJSON *gj = gs->child; gj && i < CONN_MAX_GROUPS; gj = gj->next, i++) {
-            conn_group *g = &c->groups[i];
+        for (const cJSON *gj = gs->child; gj && i < CONNECTOR_MAX_GROUPS; gj = gj->next, i++) {
+            connector_group *g = &c->groups[i];
             g->compress_ratio = 1;
             c->ngroups = (size_t)i + 1;
             char gp[128], sp[160];
@@ -626,7 +627,7 @@ static void set_defaults(conncfg *c) {
     memset(c, 0, sizeof(*c));
     c->enable_prefix_caching = 1;
     c->tp_size = c->pp_size = c->pcp_size = c->dcp_size = c->dp_size = 1;
-    c->kv_role = CONN_ROLE_BOTH;
+    c->kv_role = CONNECTOR_ROLE_BOTH;
     c->extra.load_async = 1;
     c->extra.enable_lookup = 1;
 }
@@ -659,8 +660,7 @@ static size_t nul_escape_at(const char *text, size_t len) {
         } else if (ch == '"') {
             in_str = 0;
         } else if (ch == '\\' && i + 1 < len) {
-            if (text[i + 1] == 'u' && i + 5 < len && memcmp(text + i + 2, "0000", 4) == 0)
-                return i;
+            if (text[i + 1] == 'u' && i + 5 < len && memcmp(text + i + 2, "0000", 4) == 0) return i;
             i++; /* the escaped character (a quote or a backslash) is not structure */
         }
     }
@@ -726,8 +726,10 @@ int conncfg_parse_string(const char *json, size_t len, conncfg *cfg, conncfg_err
     if (nul < len) {
         int line, col;
         line_col(text, nul, &line, &col);
-        conncfg_errs_add(errs, "line %d, column %d: a string contains \\u0000 (NUL), which no "
-                         "name or prefix may hold", line, col);
+        conncfg_errs_add(errs,
+                         "line %d, column %d: a string contains \\u0000 (NUL), which no "
+                         "name or prefix may hold",
+                         line, col);
         cJSON_Delete(root);
         free(text);
         return TIDE_EPARSE;

@@ -28,12 +28,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CONN_MAX_GROUPS 64 /* KV-cache groups in one configuration */
-#define CONN_MAX_STATES 8  /* Mamba state tensors (shapes/dtypes) in one spec */
-#define CONN_MAX_DIMS 8    /* dimensions of one Mamba state shape */
-#define CONN_MAX_ITEMS (CONN_MAX_GROUPS + 4)
-#define CONN_NAME_MAX 64 /* dtype and similar short names */
-#define CONN_FP_HEX 16   /* hex digits of a layout fingerprint */
+#define CONNECTOR_MAX_GROUPS 64 /* KV-cache groups in one configuration */
+#define CONNECTOR_MAX_STATES 8  /* Mamba state tensors (shapes/dtypes) in one spec */
+#define CONNECTOR_MAX_DIMS 8    /* dimensions of one Mamba state shape */
+#define CONNECTOR_MAX_ITEMS (CONNECTOR_MAX_GROUPS + 4)
+#define CONNECTOR_NAME_MAX 64 /* dtype and similar short names */
+#define CONNECTOR_FP_HEX 16   /* hex digits of a layout fingerprint */
 
 /* ------------------------------------------------------------------------------------
  * Collected problems.
@@ -54,47 +54,47 @@ void conncfg_errs_add(conncfg_errs *e, const char *fmt, ...) __attribute__((form
  * ---------------------------------------------------------------------------------- */
 
 /* The KV-cache spec classes of vLLM that the connector knows, by their class names. */
-typedef enum conn_spec_kind {
-    CONN_SPEC_FULL = 0, /* FullAttentionSpec */
-    CONN_SPEC_SLIDING,  /* SlidingWindowSpec */
-    CONN_SPEC_MAMBA,    /* MambaSpec */
-    CONN_SPEC_CROSS,    /* CrossAttentionSpec */
-    CONN_SPEC_MLA,      /* MLAAttentionSpec */
-} conn_spec_kind;
+typedef enum connector_spec_kind {
+    CONNECTOR_SPEC_FULL = 0, /* FullAttentionSpec */
+    CONNECTOR_SPEC_SLIDING,  /* SlidingWindowSpec */
+    CONNECTOR_SPEC_MAMBA,    /* MambaSpec */
+    CONNECTOR_SPEC_CROSS,    /* CrossAttentionSpec */
+    CONNECTOR_SPEC_MLA,      /* MLAAttentionSpec */
+} connector_spec_kind;
 
-typedef enum conn_role {
-    CONN_ROLE_PRODUCER = 0, /* kv_producer */
-    CONN_ROLE_CONSUMER,     /* kv_consumer */
-    CONN_ROLE_BOTH,         /* kv_both */
-} conn_role;
+typedef enum connector_role {
+    CONNECTOR_ROLE_PRODUCER = 0, /* kv_producer */
+    CONNECTOR_ROLE_CONSUMER,     /* kv_consumer */
+    CONNECTOR_ROLE_BOTH,         /* kv_both */
+} connector_role;
 
-typedef enum conn_mamba_mode {
-    CONN_MAMBA_NONE = 0, /* "none": one running state per request, no snapshots */
-    CONN_MAMBA_ALIGN,    /* "align": a snapshot at block ends reached by a step */
-    CONN_MAMBA_ALL,      /* "all": a snapshot at every block end */
-} conn_mamba_mode;
+typedef enum connector_mamba_mode {
+    CONNECTOR_MAMBA_NONE = 0, /* "none": one running state per request, no snapshots */
+    CONNECTOR_MAMBA_ALIGN,    /* "align": a snapshot at block ends reached by a step */
+    CONNECTOR_MAMBA_ALL,      /* "all": a snapshot at every block end */
+} connector_mamba_mode;
 
-typedef enum conn_hash_algo {
-    CONN_HASH_SHA256 = 0, /* "sha256" (vLLM's default) */
-    CONN_HASH_SHA256_CBOR,
-    CONN_HASH_XXHASH,
-    CONN_HASH_XXHASH_CBOR,
-} conn_hash_algo;
+typedef enum connector_hash_algo {
+    CONNECTOR_HASH_SHA256 = 0, /* "sha256" (vLLM's default) */
+    CONNECTOR_HASH_SHA256_CBOR,
+    CONNECTOR_HASH_XXHASH,
+    CONNECTOR_HASH_XXHASH_CBOR,
+} connector_hash_algo;
 
-typedef enum conn_load_failure {
-    CONN_LOAD_FAIL = 0,      /* "fail": the request fails */
-    CONN_LOAD_RECOMPUTE = 1, /* "recompute": the blocks are computed again */
-} conn_load_failure;
+typedef enum connector_load_failure {
+    CONNECTOR_LOAD_FAIL = 0,      /* "fail": the request fails */
+    CONNECTOR_LOAD_RECOMPUTE = 1, /* "recompute": the blocks are computed again */
+} connector_load_failure;
 
 /* An element type of a KV page or a Mamba state, by its torch name ("bfloat16"). */
-typedef struct conn_dtype {
-    char name[CONN_NAME_MAX];
+typedef struct connector_dtype {
+    char name[CONNECTOR_NAME_MAX];
     int size; /* bytes per element */
-} conn_dtype;
+} connector_dtype;
 
 /* One KV-cache group: the layers that share one block table, and their spec. */
-typedef struct conn_group {
-    conn_spec_kind kind;
+typedef struct connector_group {
+    connector_spec_kind kind;
     int64_t block_size; /* tokens per block */
     char **layer_names; /* nlayers names (may be 0) */
     size_t nlayers;
@@ -104,20 +104,20 @@ typedef struct conn_group {
     int64_t num_kv_heads; /* KV heads held on this rank */
     int64_t head_size;
     int64_t head_size_v; /* defaults to head_size (0 for MLA: one latent per token) */
-    conn_dtype dtype;
-    int64_t sliding_window;              /* SLIDING (required); FULL/MLA optional; 0 = none */
-    int64_t attention_chunk_size;        /* FULL/MLA optional; 0 = none */
-    int64_t extra_retained_tokens;       /* SLIDING */
-    char cache_dtype_str[CONN_NAME_MAX]; /* MLA; "" = none */
-    int64_t compress_ratio;              /* MLA; 1 = none */
+    connector_dtype dtype;
+    int64_t sliding_window;                   /* SLIDING (required); FULL/MLA optional; 0 = none */
+    int64_t attention_chunk_size;             /* FULL/MLA optional; 0 = none */
+    int64_t extra_retained_tokens;            /* SLIDING */
+    char cache_dtype_str[CONNECTOR_NAME_MAX]; /* MLA; "" = none */
+    int64_t compress_ratio;                   /* MLA; 1 = none */
 
     /* MambaSpec. */
     size_t nstates;
-    size_t ndims[CONN_MAX_STATES];
-    int64_t shapes[CONN_MAX_STATES][CONN_MAX_DIMS];
-    conn_dtype dtypes[CONN_MAX_STATES];
-    conn_mamba_mode mamba_mode; /* the spec's own, or cache_config's when not given */
-    char mamba_type[CONN_NAME_MAX];
+    size_t ndims[CONNECTOR_MAX_STATES];
+    int64_t shapes[CONNECTOR_MAX_STATES][CONNECTOR_MAX_DIMS];
+    connector_dtype dtypes[CONNECTOR_MAX_STATES];
+    connector_mamba_mode mamba_mode; /* the spec's own, or cache_config's when not given */
+    char mamba_type[CONNECTOR_NAME_MAX];
     int64_t num_speculative_blocks;
 
     int64_t page_size_padded; /* attention and Mamba; 0 = not padded */
@@ -126,11 +126,11 @@ typedef struct conn_group {
     int64_t page_bytes;     /* bytes of one block of one layer on this rank */
     int64_t eff_block_size; /* tokens a block covers: attention x dcp, Mamba as is */
     int tp_factor;          /* TP ranks holding identical bytes for this group */
-    char fingerprint[CONN_FP_HEX + 1];
-} conn_group;
+    char fingerprint[CONNECTOR_FP_HEX + 1];
+} connector_group;
 
 /* kv_transfer_config.kv_connector_extra_config */
-typedef struct conn_extra {
+typedef struct connector_extra {
     int load_async;                 /* true */
     int lookup_async;               /* false */
     int enable_lookup;              /* true */
@@ -140,7 +140,7 @@ typedef struct conn_extra {
     int64_t lookup_rpc_port;        /* 0 */
     int enable_group_semantics;     /* false */
     int enable_cross_layers_blocks; /* false */
-} conn_extra;
+} connector_extra;
 
 typedef struct conncfg {
     /* model_config */
@@ -149,15 +149,15 @@ typedef struct conncfg {
     int64_t max_model_len;      /* 0 = not given */
 
     /* cache_config */
-    int64_t block_size;               /* required */
-    char *cache_dtype;                /* "auto" */
-    conn_mamba_mode mamba_cache_mode; /* "none" */
-    int64_t prefix_match_unit;        /* 0 = not given */
-    int64_t mamba_block_size;         /* 0 = not given */
-    int enable_prefix_caching;        /* true */
-    conn_hash_algo hash_algo;         /* sha256 */
-    int64_t retention_interval;       /* 0; -1 = null (dense) */
-    int use_replayssm;                /* false */
+    int64_t block_size;                    /* required */
+    char *cache_dtype;                     /* "auto" */
+    connector_mamba_mode mamba_cache_mode; /* "none" */
+    int64_t prefix_match_unit;             /* 0 = not given */
+    int64_t mamba_block_size;              /* 0 = not given */
+    int enable_prefix_caching;             /* true */
+    connector_hash_algo hash_algo;         /* sha256 */
+    int64_t retention_interval;            /* 0; -1 = null (dense) */
+    int use_replayssm;                     /* false */
 
     /* parallel_config */
     int64_t tp_size, pp_size, pcp_size, dcp_size, dp_size; /* each 1 */
@@ -165,14 +165,14 @@ typedef struct conncfg {
     int dcp_rank_given;
 
     /* kv_transfer_config */
-    char *kv_connector;                    /* NULL = not given */
-    conn_role kv_role;                     /* required */
-    conn_load_failure load_failure_policy; /* fail */
-    conn_extra extra;
+    char *kv_connector;                         /* NULL = not given */
+    connector_role kv_role;                     /* required */
+    connector_load_failure load_failure_policy; /* fail */
+    connector_extra extra;
 
     /* kv_cache_config */
     int64_t num_blocks; /* 0 = not given */
-    conn_group groups[CONN_MAX_GROUPS];
+    connector_group groups[CONNECTOR_MAX_GROUPS];
     size_t ngroups;
 
     /* Derived by conncfg_check. */
@@ -187,13 +187,13 @@ typedef struct conncfg {
      * block is larger than hash_block_size, no sliding-window group, no PCP/DCP. Lookups and
      * loads then work at hash_block_size granularity. */
     int partial_hits;
-    char model_name[CONN_NAME_MAX * 4]; /* last path component of model */
+    char model_name[CONNECTOR_NAME_MAX * 4]; /* last path component of model */
 } conncfg;
 
 /* Names, for messages and the CLI. */
-const char *conncfg_spec_name(conn_spec_kind k);        /* "FullAttentionSpec" ... */
-const char *conncfg_role_name(conn_role r);             /* "kv_producer" ... */
-const char *conncfg_mamba_mode_name(conn_mamba_mode m); /* "none", "align", "all" */
+const char *conncfg_spec_name(connector_spec_kind k);        /* "FullAttentionSpec" ... */
+const char *conncfg_role_name(connector_role r);             /* "kv_producer" ... */
+const char *conncfg_mamba_mode_name(connector_mamba_mode m); /* "none", "align", "all" */
 
 /*
  * Parse a JSON document (len bytes at json; it need not end with a NUL) into *cfg, which
@@ -224,39 +224,39 @@ int conncfg_check(conncfg *cfg, conncfg_errs *errs);
  * ---------------------------------------------------------------------------------- */
 
 /* Which connector's rules to apply. */
-typedef enum conn_impl {
-    CONN_IMPL_REFERENCE = 0, /* vLLM's built-in MooncakeStoreConnector, exactly */
-    CONN_IMPL_TIDE = 1,      /* tide's TideStoreConnector */
-} conn_impl;
+typedef enum connector_impl {
+    CONNECTOR_IMPL_REFERENCE = 0, /* vLLM's built-in MooncakeStoreConnector, exactly */
+    CONNECTOR_IMPL_TIDE = 1,      /* tide's TideStoreConnector */
+} connector_impl;
 
-typedef enum conn_item_kind {
-    CONN_ITEM_CROSS_ATTENTION = 0, /* a CrossAttentionSpec group */
-    CONN_ITEM_MAMBA_BLOCK_SIZE,    /* reference: Mamba block_size != cache block_size */
-    CONN_ITEM_MAMBA_MODE_NONE,     /* tide: Mamba with mamba_cache_mode 'none' */
-    CONN_ITEM_HYBRID_CP,           /* reference: >1 group with pcp*dcp > 1 */
-    CONN_ITEM_HYBRID_PCP,          /* tide: >1 group with pcp > 1 */
-    CONN_ITEM_KEY_TOO_LONG,        /* tide: keys over TIDE_KEY_MAX bytes */
-} conn_item_kind;
+typedef enum connector_item_kind {
+    CONNECTOR_ITEM_CROSS_ATTENTION = 0, /* a CrossAttentionSpec group */
+    CONNECTOR_ITEM_MAMBA_BLOCK_SIZE,    /* reference: Mamba block_size != cache block_size */
+    CONNECTOR_ITEM_MAMBA_MODE_NONE,     /* tide: Mamba with mamba_cache_mode 'none' */
+    CONNECTOR_ITEM_HYBRID_CP,           /* reference: >1 group with pcp*dcp > 1 */
+    CONNECTOR_ITEM_HYBRID_PCP,          /* tide: >1 group with pcp > 1 */
+    CONNECTOR_ITEM_KEY_TOO_LONG,        /* tide: keys over TIDE_KEY_MAX bytes */
+} connector_item_kind;
 
 /* One unsupported combination, with the figures its message names. */
-typedef struct conn_item {
-    conn_item_kind kind;
+typedef struct connector_item {
+    connector_item_kind kind;
     int group;      /* the group it is about, or -1 */
     int64_t a, b;   /* MAMBA_BLOCK_SIZE: spec and cache block sizes; HYBRID_*: pcp, dcp;
                        KEY_TOO_LONG: key length and limit */
     char text[256]; /* the item as the connector words it */
-} conn_item;
+} connector_item;
 
-typedef struct conn_verdict {
-    conn_impl impl;
+typedef struct connector_verdict {
+    connector_impl impl;
     int capacity_only; /* validation skipped: the rank only lends memory to the pool */
-    conn_item items[CONN_MAX_ITEMS];
+    connector_item items[CONNECTOR_MAX_ITEMS];
     size_t nitems;
-    char message[CONN_MAX_ITEMS * 260]; /* "<Connector> does not support: <item>; ..." or "" */
-} conn_verdict;
+    char message[CONNECTOR_MAX_ITEMS * 260]; /* "<Connector> does not support: <item>; ..." or "" */
+} connector_verdict;
 
 /* "MooncakeStoreConnector" or "TideStoreConnector". */
-const char *connector_impl_name(conn_impl impl);
+const char *connector_impl_name(connector_impl impl);
 
 /* True when the rank only contributes memory: kv_consumer, enable_lookup false and
  * save_decode_cache false (the reference's condition). */
@@ -270,7 +270,7 @@ int connector_capacity_only(const conncfg *cfg);
  * TIDE_EUNSUPPORTED when not (v->message then holds the one message listing every item, in
  * the reference's order).
  */
-int connector_validate(const conncfg *cfg, conn_impl impl, conn_verdict *v);
+int connector_validate(const conncfg *cfg, connector_impl impl, connector_verdict *v);
 
 /* TP ranks that hold byte-identical copies of group g: 1 when dcp > 1 or for Mamba;
  * tp_size for MLA; else max(1, tp_size / total_num_kv_heads). */

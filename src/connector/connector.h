@@ -22,10 +22,10 @@
 #include "connector/keys.h"
 #include "tide.h"
 
-#define CONN_REQ_ID_MAX 255 /* bytes of a request id */
-#define CONN_HASH_MAX 64    /* bytes of one block hash */
-#define CONN_THREADS 2      /* background job threads of a worker */
-#define CONN_MAX_REGIONS 4096
+#define CONNECTOR_REQ_ID_MAX 255 /* bytes of a request id */
+#define CONNECTOR_HASH_MAX 64    /* bytes of one block hash */
+#define CONNECTOR_THREADS 2      /* background job threads of a worker */
+#define CONNECTOR_MAX_REGIONS 4096
 
 /* ---- lookup ------------------------------------------------------------------------ */
 
@@ -37,63 +37,63 @@
  * With partial hits (cfg->partial_hits) every group has one candidate per hash block
  * (index k: the object ending at (k + 1) * hash_block_size).
  */
-typedef struct conn_presence {
-    uint8_t *present[CONN_MAX_GROUPS];
-    size_t n[CONN_MAX_GROUPS];
-} conn_presence;
+typedef struct connector_presence {
+    uint8_t *present[CONNECTOR_MAX_GROUPS];
+    size_t n[CONNECTOR_MAX_GROUPS];
+} connector_presence;
 
 /* Blocks a sliding-window group needs before a boundary: ceil((window - 1) / block). */
-int64_t conn_window_blocks(const conn_group *g);
+int64_t connector_window_blocks(const connector_group *g);
 
 /*
  * The hit search over a presence map: the longest boundary B <= bound, a multiple of
- * conn_hit_unit, such that every group can resume at B (full attention: every block
+ * connector_hit_unit, such that every group can resume at B (full attention: every block
  * before B; sliding window: the window's blocks before B; Mamba: the snapshot exactly at
  * B), iterated to a fixed point. Pure.
  */
-int64_t conn_hit_search(const conncfg *cfg, const conn_presence *p, int64_t bound);
+int64_t connector_hit_search(const conncfg *cfg, const connector_presence *p, int64_t bound);
 
 /* The granularity of hits: the scheduler block size, or the hash block size when the
  * configuration has partial hits. */
-int64_t conn_hit_unit(const conncfg *cfg);
+int64_t connector_hit_unit(const conncfg *cfg);
 
 /* The aligned length a lookup considers: num_tokens and the hashes' coverage, aligned
- * down to conn_hit_unit. */
-int64_t conn_lookup_bound(const conncfg *cfg, int64_t num_tokens, size_t nhashes);
+ * down to connector_hit_unit. */
+int64_t connector_lookup_bound(const conncfg *cfg, int64_t num_tokens, size_t nhashes);
 
 /* ---- the handle --------------------------------------------------------------------- */
 
 /* One registered tensor of a group: nseg segments, block b of segment s at
  * seg_base[s] + b * block_stride, seg_len bytes long. */
-typedef struct conn_region {
+typedef struct connector_region {
     int group;
     size_t nseg;
     uint8_t **seg_base;
     uint64_t seg_len;
     uint64_t block_stride;
     int64_t num_blocks;
-} conn_region;
+} connector_region;
 
-struct conn_req;
-struct conn_job;
-struct conn_done;
-struct conn_errs;
+struct connector_req;
+struct connector_job;
+struct connector_done;
+struct connector_errs;
 struct dev;
 struct dev_queue;
 struct dev_event;
 
 /* A job thread's argument: which thread it is (its device queue is dq[idx]). */
-typedef struct conn_wthread {
+typedef struct connector_wthread {
     struct tide_connector *c;
     size_t idx;
-} conn_wthread;
+} connector_wthread;
 
 /* One step's forward-pass event (devmem.c), shared by that step's save jobs; refs under
  * wlock. */
-typedef struct conn_event {
+typedef struct connector_event {
     struct dev_event *ev;
     size_t refs;
-} conn_event;
+} connector_event;
 
 struct tide_connector {
     int role;
@@ -105,7 +105,7 @@ struct tide_connector {
 
     /* Scheduler state (sched_lock). */
     pthread_mutex_t sched_lock;
-    struct conn_req **buckets; /* request table */
+    struct connector_req **buckets; /* request table */
     size_t nbuckets, nreqs;
     char **finished; /* delayed-free requests finished since the last metadata */
     size_t nfinished, cap_finished;
@@ -114,34 +114,34 @@ struct tide_connector {
     pthread_mutex_t wlock;
     pthread_cond_t wcond;    /* a job was queued, or the pool stops */
     pthread_cond_t donecond; /* a job finished */
-    conn_region *regions;
+    connector_region *regions;
     size_t nregions;
-    uint64_t obj_bytes[CONN_MAX_GROUPS]; /* bytes of one object of each group on this rank */
-    size_t obj_iovs[CONN_MAX_GROUPS];    /* segments of one object of each group */
-    int64_t min_blocks[CONN_MAX_GROUPS]; /* fewest blocks among the group's regions */
-    struct conn_job *qhead, *qtail;
+    uint64_t obj_bytes[CONNECTOR_MAX_GROUPS]; /* bytes of one object of each group on this rank */
+    size_t obj_iovs[CONNECTOR_MAX_GROUPS];    /* segments of one object of each group */
+    int64_t min_blocks[CONNECTOR_MAX_GROUPS]; /* fewest blocks among the group's regions */
+    struct connector_job *qhead, *qtail;
     size_t queued, running;
     int stopping;
-    pthread_t threads[CONN_THREADS];
+    pthread_t threads[CONNECTOR_THREADS];
     size_t nthreads;
-    struct conn_wreq **wbuckets; /* worker's view of requests: pending jobs, finished mark */
+    struct connector_wreq **wbuckets; /* worker's view of requests: pending jobs, finished mark */
     size_t nwreqs;
     /* Reports waiting for get_finished, oldest first, [TIDE_CONNECTOR_LOAD] and
      * [TIDE_CONNECTOR_SAVE]; and load errors waiting for get_load_errors. Each was
      * allocated when its work was accepted, so reporting never allocates (worker.c). */
-    struct conn_done *done_head[3], *done_tail[3];
-    struct conn_errs *errs_head, *errs_tail;
+    struct connector_done *done_head[3], *done_tail[3];
+    struct connector_errs *errs_head, *errs_tail;
     int pressure; /* a put ran out of space; skip the marked requests' saves */
-    conn_wthread targs[CONN_THREADS];
+    connector_wthread targs[CONNECTOR_THREADS];
 
     /* Memory of the regions (devmem.c). Every region of a connector is on the same memory,
      * set by the first one (kind TIDE_MEM_HOST or TIDE_MEM_CUDA, device); written under
      * wlock before any job can use them. */
     int nmem, mem_kind, mem_device;
-    struct dev *dev;                    /* opened with the first device region */
-    void *pool_base;                    /* the store's pool, registered with dev(counted)... */
-    int pool_owned;                     /* ...for this connector: released at stop */
-    struct dev_queue *dq[CONN_THREADS]; /* job thread i's queue: made, used, closed by it */
+    struct dev *dev;                         /* opened with the first device region */
+    void *pool_base;                         /* the store's pool, registered with dev(counted)... */
+    int pool_owned;                          /* ...for this connector: released at stop */
+    struct dev_queue *dq[CONNECTOR_THREADS]; /* job thread i's queue: made, used, closed by it */
 
     /* Figures (stats_lock). */
     pthread_mutex_t stats_lock;
@@ -153,87 +153,88 @@ struct tide_connector {
 /* A region of kind/device at [base, base + nbytes) may join the connector's regions: the
  * same memory as the earlier ones; the first device region opens the device and registers
  * the store's pool with it. 0, -EINVAL or TIDE_EDEVICE with a message. */
-int conn_mem_claim(tide_connector *c, const char *fn, int kind, int device, void *base,
-                   uint64_t nbytes);
+int connector_mem_claim(tide_connector *c, const char *fn, int kind, int device, void *base,
+                        uint64_t nbytes);
 /* The event a step's saves wait for: recorded on the engine's stream now. NULL in *out for
  * host regions. */
-int conn_mem_event(tide_connector *c, const char *fn, uint64_t stream, conn_event **out);
+int connector_mem_event(tide_connector *c, const char *fn, uint64_t stream, connector_event **out);
 /* Drop a reference to an event (wlock held). */
-void do_conn_event_unref(conn_event *e);
+void do_conn_event_unref(connector_event *e);
 /* The store calls of job thread t: host regions use the plain calls; device regions go
  * through the thread's queue (a save's copies after ev). */
-int conn_store_put(tide_connector *c, size_t t, const conn_event *ev, const tide_key *keys,
-                   size_t n, const tide_iov *iov, const size_t *iovcnt, int *results);
-int conn_store_get(tide_connector *c, size_t t, const tide_key *keys, size_t n, const tide_iov *iov,
-                   const size_t *iovcnt, int *results, size_t *vlens);
+int connector_store_put(tide_connector *c, size_t t, const connector_event *ev,
+                        const tide_key *keys, size_t n, const tide_iov *iov, const size_t *iovcnt,
+                        int *results);
+int connector_store_get(tide_connector *c, size_t t, const tide_key *keys, size_t n,
+                        const tide_iov *iov, const size_t *iovcnt, int *results, size_t *vlens);
 /* Job thread t ends: close its queue (in that thread). */
-void conn_mem_thread_exit(tide_connector *c, size_t t);
+void connector_mem_thread_exit(tide_connector *c, size_t t);
 /* After the threads stopped: unregister the pool, close the device. */
-void conn_mem_stop(tide_connector *c);
+void connector_mem_stop(tide_connector *c);
 
 /* Record a message on the handle and return code. */
-int conn_err(tide_connector *c, int code, const char *fmt, ...)
+int connector_err(tide_connector *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* Count one store operation into op (stats_lock). */
-void conn_count_op(tide_connector *c, tide_connector_op_stats *op, uint64_t keys, uint64_t bytes,
-                   uint64_t failed, int whole_error, uint64_t ns);
+void connector_count_op(tide_connector *c, tide_connector_op_stats *op, uint64_t keys,
+                        uint64_t bytes, uint64_t failed, int whole_error, uint64_t ns);
 
 /* Check a request id and a hash array; 0 or -EINVAL with a message. */
-int conn_check_id(tide_connector *c, const char *fn, const char *req_id);
-int conn_check_hashes(tide_connector *c, const char *fn, const uint8_t *hashes, size_t nhashes,
-                      size_t hash_len);
+int connector_check_id(tide_connector *c, const char *fn, const char *req_id);
+int connector_check_hashes(tide_connector *c, const char *fn, const uint8_t *hashes, size_t nhashes,
+                           size_t hash_len);
 
 /* The hit length for a prompt (lookup.c). */
-int conn_hit_tokens(tide_connector *c, int64_t num_tokens, const uint8_t *hashes, size_t nhashes,
-                    size_t hash_len, int64_t *hit);
+int connector_hit_tokens(tide_connector *c, int64_t num_tokens, const uint8_t *hashes,
+                         size_t nhashes, size_t hash_len, int64_t *hit);
 
 /* Build the key of (group, own namespace, hash) into buf[TIDE_KEY_MAX + 1]; returns its
  * length or a negative code. */
-int conn_own_key(const tide_connector *c, int group, const uint8_t *hash, size_t hash_len,
-                 char *buf);
+int connector_own_key(const tide_connector *c, int group, const uint8_t *hash, size_t hash_len,
+                      char *buf);
 
 /* ---- metadata ------------------------------------------------------------------------ */
 
-typedef struct conn_mblock {
+typedef struct connector_mblock {
     int group;
     int32_t block_id;
     int64_t end_token;
-    uint8_t hash[CONN_HASH_MAX];
-} conn_mblock;
+    uint8_t hash[CONNECTOR_HASH_MAX];
+} connector_mblock;
 
-typedef struct conn_mjob {
+typedef struct connector_mjob {
     int kind;
     char *req_id;
     int64_t start, end;
     size_t hash_len;
-    conn_mblock *blocks;
+    connector_mblock *blocks;
     size_t nblocks, cap;
-} conn_mjob;
+} connector_mjob;
 
 struct tide_connector_meta {
-    conn_mjob *jobs;
+    connector_mjob *jobs;
     size_t njobs, cap;
     char **finished;
     size_t nfinished;
 };
 
 /* Append a job (meta.c); returns it or NULL when out of memory. */
-conn_mjob *conn_meta_add_job(tide_connector_meta *m, int kind, const char *req_id, int64_t start,
-                             int64_t end, size_t hash_len);
+connector_mjob *connector_meta_add_job(tide_connector_meta *m, int kind, const char *req_id,
+                                       int64_t start, int64_t end, size_t hash_len);
 /* Append a block to a job; 0 or -ENOMEM. */
-int conn_meta_add_block(conn_mjob *j, int group, int32_t block_id, int64_t end_token,
-                        const uint8_t *hash);
+int connector_meta_add_block(connector_mjob *j, int group, int32_t block_id, int64_t end_token,
+                             const uint8_t *hash);
 
 /* ---- scheduler (sched.c) ---------------------------------------------------------------- */
 
-void conn_sched_init(tide_connector *c);
-void conn_sched_free(tide_connector *c);
+void connector_sched_init(tide_connector *c);
+void connector_sched_free(tide_connector *c);
 
 /* ---- worker (worker.c) ------------------------------------------------------------------ */
 
-int conn_worker_start(tide_connector *c);
-void conn_worker_stop(tide_connector *c);
-int conn_worker_reset(tide_connector *c);
+int connector_worker_start(tide_connector *c);
+void connector_worker_stop(tide_connector *c);
+int connector_worker_reset(tide_connector *c);
 
 #endif

@@ -74,24 +74,24 @@ static void pool_unref(dev *d, void *base) {
     pthread_mutex_unlock(&reg_lock);
 }
 
-int conn_mem_claim(tide_connector *c, const char *fn, int kind, int device, void *base,
-                   uint64_t nbytes) {
+int connector_mem_claim(tide_connector *c, const char *fn, int kind, int device, void *base,
+                        uint64_t nbytes) {
     char msg[ERR_MSG_MAX];
     const char *name = dev_kind_name(kind);
     if (!name)
-        return conn_err(c, -EINVAL, "%s: memory kind %d is neither TIDE_MEM_HOST nor TIDE_MEM_CUDA",
-                        fn, kind);
+        return connector_err(
+            c, -EINVAL, "%s: memory kind %d is neither TIDE_MEM_HOST nor TIDE_MEM_CUDA", fn, kind);
     if (kind == TIDE_MEM_HOST && device != 0)
-        return conn_err(c, -EINVAL, "%s: host memory is device 0 (got %d)", fn, device);
+        return connector_err(c, -EINVAL, "%s: host memory is device 0 (got %d)", fn, device);
     pthread_mutex_lock(&c->wlock);
     int nmem = c->nmem, mkind = c->mem_kind, mdev = c->mem_device;
     dev *d = c->dev;
     pthread_mutex_unlock(&c->wlock);
     if (nmem && (mkind != kind || mdev != device))
-        return conn_err(c, -EINVAL,
-                        "%s: a region in %s memory (device %d) after regions in %s memory "
-                        "(device %d): every region of a connector is on the same memory",
-                        fn, name, device, dev_kind_name(mkind), mdev);
+        return connector_err(c, -EINVAL,
+                             "%s: a region in %s memory (device %d) after regions in %s memory "
+                             "(device %d): every region of a connector is on the same memory",
+                             fn, name, device, dev_kind_name(mkind), mdev);
     if (kind == TIDE_MEM_HOST) {
         pthread_mutex_lock(&c->wlock);
         c->nmem++;
@@ -102,19 +102,19 @@ int conn_mem_claim(tide_connector *c, const char *fn, int kind, int device, void
     int rc;
     if (!d) {
         if ((rc = dev_open(kind, device, &d, msg, sizeof(msg))) != 0)
-            return conn_err(c, rc, "%s: %s", fn, msg);
+            return connector_err(c, rc, "%s: %s", fn, msg);
     }
     rc = dev_check(d, base, nbytes, msg, sizeof(msg));
     if (rc) {
         if (d != c->dev) dev_close(d);
-        return conn_err(c, rc, "%s: %s", fn, msg);
+        return connector_err(c, rc, "%s: %s", fn, msg);
     }
     uint64_t plen = 0;
     if (d != c->dev && client_pool(c->store, &pool, &plen) == 0 &&
         (rc = pool_ref(d, pool, plen, msg, sizeof(msg))) != 0) {
         dev_close(d);
-        return conn_err(c, rc, "%s: registering the store's %llu-byte pool: %s", fn,
-                        (unsigned long long)plen, msg);
+        return connector_err(c, rc, "%s: registering the store's %llu-byte pool: %s", fn,
+                             (unsigned long long)plen, msg);
     }
     pthread_mutex_lock(&c->wlock);
     if (!c->dev) {
@@ -129,26 +129,26 @@ int conn_mem_claim(tide_connector *c, const char *fn, int kind, int device, void
     return 0;
 }
 
-int conn_mem_event(tide_connector *c, const char *fn, uint64_t stream, conn_event **out) {
+int connector_mem_event(tide_connector *c, const char *fn, uint64_t stream, connector_event **out) {
     char msg[ERR_MSG_MAX];
     *out = NULL;
     pthread_mutex_lock(&c->wlock);
     dev *d = c->dev;
     pthread_mutex_unlock(&c->wlock);
     if (!d) return 0;
-    conn_event *e = calloc(1, sizeof(*e));
-    if (!e) return conn_err(c, -ENOMEM, "%s: out of memory", fn);
+    connector_event *e = calloc(1, sizeof(*e));
+    if (!e) return connector_err(c, -ENOMEM, "%s: out of memory", fn);
     int rc = dev_event_record(d, (uintptr_t)stream, &e->ev, msg, sizeof(msg));
     if (rc) {
         free(e);
-        return conn_err(c, rc, "%s: %s", fn, msg);
+        return connector_err(c, rc, "%s: %s", fn, msg);
     }
     e->refs = 1;
     *out = e;
     return 0;
 }
 
-void do_conn_event_unref(conn_event *e) {
+void do_conn_event_unref(connector_event *e) {
     if (e && --e->refs == 0) {
         dev_event_free(e->ev);
         free(e);
@@ -160,7 +160,7 @@ static dev_queue *thread_queue(tide_connector *c, size_t t) {
     if (c->dq[t]) return c->dq[t];
     char msg[ERR_MSG_MAX];
     int rc = dev_queue_open(c->dev, &c->dq[t], msg, sizeof(msg));
-    if (rc) conn_err(c, rc, "connector: a queue of copies for job thread %zu: %s", t, msg);
+    if (rc) connector_err(c, rc, "connector: a queue of copies for job thread %zu: %s", t, msg);
     return c->dq[t];
 }
 
@@ -172,8 +172,9 @@ static void settle_queue(tide_connector *c, size_t t) {
     }
 }
 
-int conn_store_put(tide_connector *c, size_t t, const conn_event *ev, const tide_key *keys,
-                   size_t n, const tide_iov *iov, const size_t *iovcnt, int *results) {
+int connector_store_put(tide_connector *c, size_t t, const connector_event *ev,
+                        const tide_key *keys, size_t n, const tide_iov *iov, const size_t *iovcnt,
+                        int *results) {
     if (!c->dev) return tide_put_many(c->store, keys, n, iov, iovcnt, results);
     dev_queue *q = thread_queue(c, t);
     if (!q) return TIDE_EDEVICE;
@@ -181,7 +182,7 @@ int conn_store_put(tide_connector *c, size_t t, const conn_event *ev, const tide
     int rc = ev ? dev_queue_wait_event(q, ev->ev, msg, sizeof(msg)) : 0;
     if (rc) {
         q->failed = 1;
-        conn_err(c, rc, "connector: waiting for the forward pass: %s", msg);
+        connector_err(c, rc, "connector: waiting for the forward pass: %s", msg);
     } else {
         rc = client_put_many_dev(c->store, keys, n, iov, iovcnt, results, q);
     }
@@ -189,8 +190,8 @@ int conn_store_put(tide_connector *c, size_t t, const conn_event *ev, const tide
     return rc;
 }
 
-int conn_store_get(tide_connector *c, size_t t, const tide_key *keys, size_t n, const tide_iov *iov,
-                   const size_t *iovcnt, int *results, size_t *vlens) {
+int connector_store_get(tide_connector *c, size_t t, const tide_key *keys, size_t n,
+                        const tide_iov *iov, const size_t *iovcnt, int *results, size_t *vlens) {
     if (!c->dev) return tide_get_many(c->store, keys, n, iov, iovcnt, results, vlens);
     dev_queue *q = thread_queue(c, t);
     if (!q) return TIDE_EDEVICE;
@@ -199,12 +200,12 @@ int conn_store_get(tide_connector *c, size_t t, const tide_key *keys, size_t n, 
     return rc;
 }
 
-void conn_mem_thread_exit(tide_connector *c, size_t t) {
+void connector_mem_thread_exit(tide_connector *c, size_t t) {
     if (c->dq[t]) dev_queue_close(c->dq[t]);
     c->dq[t] = NULL;
 }
 
-void conn_mem_stop(tide_connector *c) {
+void connector_mem_stop(tide_connector *c) {
     if (!c->dev) return;
     if (c->pool_owned) pool_unref(c->dev, c->pool_base);
     dev_close(c->dev);

@@ -34,12 +34,12 @@ static void sb_add(sbuf *b, const char *fmt, ...) {
 }
 
 int connector_layout_string(const conncfg *cfg, size_t g, char *buf, size_t cap) {
-    const conn_group *gr = &cfg->groups[g];
+    const connector_group *gr = &cfg->groups[g];
     sbuf b = {buf, cap, 0};
     if (cap) buf[0] = '\0';
     sb_add(&b, "tide-layout-v1|model=%s|spec=%s|block_size=%" PRId64, cfg->model_name,
            conncfg_spec_name(gr->kind), gr->block_size);
-    if (gr->kind == CONN_SPEC_MAMBA) {
+    if (gr->kind == CONNECTOR_SPEC_MAMBA) {
         sb_add(&b, "|states=");
         for (size_t i = 0; i < gr->nstates; i++) {
             sb_add(&b, "%s%s(", i ? ";" : "", gr->dtypes[i].name);
@@ -52,7 +52,7 @@ int connector_layout_string(const conncfg *cfg, size_t g, char *buf, size_t cap)
                "|dtype=%s|cache_dtype=%s|kv_heads=%" PRId64 "|head_size=%" PRId64
                "|head_size_v=%" PRId64,
                gr->dtype.name, cfg->cache_dtype, gr->num_kv_heads, gr->head_size, gr->head_size_v);
-        if (gr->kind == CONN_SPEC_MLA)
+        if (gr->kind == CONNECTOR_SPEC_MLA)
             sb_add(&b, "|mla_cache_dtype=%s|compress_ratio=%" PRId64, gr->cache_dtype_str,
                    gr->compress_ratio);
     }
@@ -67,7 +67,7 @@ int connector_layout_string(const conncfg *cfg, size_t g, char *buf, size_t cap)
     return (int)b.len;
 }
 
-int connector_fingerprint(const conncfg *cfg, size_t g, char out[CONN_FP_HEX + 1]) {
+int connector_fingerprint(const conncfg *cfg, size_t g, char out[CONNECTOR_FP_HEX + 1]) {
     char small[1024];
     int n = connector_layout_string(cfg, g, small, sizeof(small));
     uint64_t h;
@@ -81,17 +81,17 @@ int connector_fingerprint(const conncfg *cfg, size_t g, char out[CONN_FP_HEX + 1
         h = XXH3_64bits(big, (size_t)n);
         free(big);
     }
-    snprintf(out, CONN_FP_HEX + 1, "%016" PRIx64, h);
+    snprintf(out, CONNECTOR_FP_HEX + 1, "%016" PRIx64, h);
     return 0;
 }
 
-conn_ns connector_own_ns(const conncfg *cfg, size_t g) {
+connector_ns connector_own_ns(const conncfg *cfg, size_t g) {
     int f = cfg->groups[g].tp_factor > 0 ? cfg->groups[g].tp_factor : 1;
-    conn_ns ns = {cfg->tp_rank / f, cfg->pcp_rank, cfg->dcp_rank, cfg->pp_rank};
+    connector_ns ns = {cfg->tp_rank / f, cfg->pcp_rank, cfg->dcp_rank, cfg->pp_rank};
     return ns;
 }
 
-size_t connector_lookup_namespaces(const conncfg *cfg, size_t g, conn_ns *out, size_t cap) {
+size_t connector_lookup_namespaces(const conncfg *cfg, size_t g, connector_ns *out, size_t cap) {
     int f = cfg->groups[g].tp_factor > 0 ? cfg->groups[g].tp_factor : 1;
     /* With DCP every TP rank holds its own token slice (factor 1) and its DCP rank is its
      * position inside the DCP group, tp_rank % dcp_size. */
@@ -108,7 +108,7 @@ size_t connector_lookup_namespaces(const conncfg *cfg, size_t g, conn_ns *out, s
     return total;
 }
 
-static void key_prefix_sb(const conncfg *cfg, size_t g, const conn_ns *ns, sbuf *b) {
+static void key_prefix_sb(const conncfg *cfg, size_t g, const connector_ns *ns, sbuf *b) {
     const char *prefix = cfg->extra.cache_prefix ? cfg->extra.cache_prefix : "";
     if (prefix[0]) sb_add(b, "%s@", prefix);
     sb_add(b,
@@ -117,7 +117,8 @@ static void key_prefix_sb(const conncfg *cfg, size_t g, const conn_ns *ns, sbuf 
            cfg->model_name, cfg->groups[g].fingerprint, ns->tp, ns->pcp, ns->dcp, ns->pp, g);
 }
 
-int connector_key_prefix(const conncfg *cfg, size_t g, const conn_ns *ns, char *buf, size_t cap) {
+int connector_key_prefix(const conncfg *cfg, size_t g, const connector_ns *ns, char *buf,
+                         size_t cap) {
     sbuf b = {buf, cap, 0};
     if (cap) buf[0] = '\0';
     key_prefix_sb(cfg, g, ns, &b);
@@ -126,8 +127,8 @@ int connector_key_prefix(const conncfg *cfg, size_t g, const conn_ns *ns, char *
     return (int)b.len;
 }
 
-int connector_key(const conncfg *cfg, size_t g, const conn_ns *ns, const uint8_t *hash, size_t hlen,
-                  char *buf, size_t cap) {
+int connector_key(const conncfg *cfg, size_t g, const connector_ns *ns, const uint8_t *hash,
+                  size_t hlen, char *buf, size_t cap) {
     sbuf b = {buf, cap, 0};
     if (cap) buf[0] = '\0';
     key_prefix_sb(cfg, g, ns, &b);
@@ -140,15 +141,17 @@ int connector_key(const conncfg *cfg, size_t g, const conn_ns *ns, const uint8_t
 }
 
 size_t connector_hash_bytes(const conncfg *cfg) {
-    return (cfg->hash_algo == CONN_HASH_XXHASH || cfg->hash_algo == CONN_HASH_XXHASH_CBOR) ? 16
-                                                                                           : 32;
+    return (cfg->hash_algo == CONNECTOR_HASH_XXHASH || cfg->hash_algo == CONNECTOR_HASH_XXHASH_CBOR)
+               ? 16
+               : 32;
 }
 
 size_t connector_key_max_len(const conncfg *cfg) {
     size_t worst = 0;
     for (size_t g = 0; g < cfg->ngroups; g++) {
         /* The largest rank of every field gives the longest decimal digits. */
-        conn_ns ns = {cfg->tp_size - 1, cfg->pcp_size - 1, cfg->dcp_size - 1, cfg->pp_size - 1};
+        connector_ns ns = {cfg->tp_size - 1, cfg->pcp_size - 1, cfg->dcp_size - 1,
+                           cfg->pp_size - 1};
         char tmp[8];
         sbuf b = {tmp, 0, 0};
         key_prefix_sb(cfg, g, &ns, &b);

@@ -33,14 +33,14 @@
 #include "common/util.h"
 #include "connector/connector.h"
 
-int64_t conn_window_blocks(const conn_group *g) {
+int64_t connector_window_blocks(const connector_group *g) {
     int64_t w = g->sliding_window, b = g->eff_block_size;
     if (w <= 1) return 0;
     return (w - 1 + b - 1) / b;
 }
 
 /* The granularity of hits: the scheduler block, or the hash block with partial hits. */
-int64_t conn_hit_unit(const conncfg *cfg) {
+int64_t connector_hit_unit(const conncfg *cfg) {
     return cfg->partial_hits ? cfg->hash_block_size : cfg->scheduler_block_size;
 }
 
@@ -49,8 +49,8 @@ int64_t conn_hit_unit(const conncfg *cfg) {
  * hash block (the block ends, and the boundaries inside a block that a partial tail may
  * have stored, keyed by their sub-hash). */
 static int64_t candidate_unit(const conncfg *cfg, size_t g) {
-    const conn_group *gr = &cfg->groups[g];
-    if (gr->kind == CONN_SPEC_MAMBA || cfg->partial_hits) return conn_hit_unit(cfg);
+    const connector_group *gr = &cfg->groups[g];
+    if (gr->kind == CONNECTOR_SPEC_MAMBA || cfg->partial_hits) return connector_hit_unit(cfg);
     return gr->eff_block_size;
 }
 
@@ -65,7 +65,7 @@ static int64_t candidate_end(const conncfg *cfg, size_t g, size_t i) {
 }
 
 /* Is the object of group g ending at token `end` present? */
-static int present_end(const conncfg *cfg, const conn_presence *p, size_t g, int64_t end) {
+static int present_end(const conncfg *cfg, const connector_presence *p, size_t g, int64_t end) {
     int64_t u = candidate_unit(cfg, g);
     if (end <= 0 || end % u) return 0;
     size_t i = (size_t)(end / u - 1);
@@ -73,17 +73,17 @@ static int present_end(const conncfg *cfg, const conn_presence *p, size_t g, int
 }
 
 /* The longest hit boundary <= bound group g resumes at. */
-static int64_t group_hit(const conncfg *cfg, const conn_presence *p, size_t g, int64_t bound) {
-    const conn_group *gr = &cfg->groups[g];
-    int64_t a = conn_hit_unit(cfg), b = gr->eff_block_size;
-    if (gr->kind == CONN_SPEC_MAMBA) {
+static int64_t group_hit(const conncfg *cfg, const connector_presence *p, size_t g, int64_t bound) {
+    const connector_group *gr = &cfg->groups[g];
+    int64_t a = connector_hit_unit(cfg), b = gr->eff_block_size;
+    if (gr->kind == CONNECTOR_SPEC_MAMBA) {
         /* Right to left: the first boundary with a snapshot exactly there. */
         for (int64_t end = bound; end > 0; end -= a)
             if (present_end(cfg, p, g, end)) return end;
         return 0;
     }
-    if (gr->kind == CONN_SPEC_SLIDING) {
-        int64_t need = conn_window_blocks(gr);
+    if (gr->kind == CONNECTOR_SPEC_SLIDING) {
+        int64_t need = connector_window_blocks(gr);
         for (int64_t end = bound; end > 0; end -= a) {
             int64_t last = end / b, first = last - need < 0 ? 0 : last - need, i = first;
             while (i < last && present_end(cfg, p, g, (i + 1) * b))
@@ -108,8 +108,8 @@ static int64_t group_hit(const conncfg *cfg, const conn_presence *p, size_t g, i
     return hit / a * a;
 }
 
-int64_t conn_hit_search(const conncfg *cfg, const conn_presence *p, int64_t bound) {
-    int64_t a = conn_hit_unit(cfg);
+int64_t connector_hit_search(const conncfg *cfg, const connector_presence *p, int64_t bound) {
+    int64_t a = connector_hit_unit(cfg);
     bound = bound < 0 ? 0 : bound / a * a;
     /* Each round either keeps the bound (done) or lowers it by at least one unit. */
     for (int64_t round = 0; round <= bound / a + 1; round++) {
@@ -124,16 +124,16 @@ int64_t conn_hit_search(const conncfg *cfg, const conn_presence *p, int64_t boun
     return bound;
 }
 
-int64_t conn_lookup_bound(const conncfg *cfg, int64_t num_tokens, size_t nhashes) {
-    int64_t a = conn_hit_unit(cfg);
+int64_t connector_lookup_bound(const conncfg *cfg, int64_t num_tokens, size_t nhashes) {
+    int64_t a = connector_hit_unit(cfg);
     int64_t covered = (int64_t)nhashes * cfg->hash_block_size;
     int64_t n = num_tokens < covered ? num_tokens : covered;
     return n <= 0 ? 0 : n / a * a;
 }
 
-int conn_own_key(const tide_connector *c, int group, const uint8_t *hash, size_t hash_len,
-                 char *buf) {
-    conn_ns ns = connector_own_ns(&c->cfg, (size_t)group);
+int connector_own_key(const tide_connector *c, int group, const uint8_t *hash, size_t hash_len,
+                      char *buf) {
+    connector_ns ns = connector_own_ns(&c->cfg, (size_t)group);
     return connector_key(&c->cfg, (size_t)group, &ns, hash, hash_len, buf, TIDE_KEY_MAX + 1);
 }
 
@@ -142,7 +142,7 @@ typedef struct keyset {
     tide_key *keys;
     char *text;
     size_t n;
-    size_t nns[CONN_MAX_GROUPS];
+    size_t nns[CONNECTOR_MAX_GROUPS];
 } keyset;
 
 static void keyset_free(keyset *k) {
@@ -155,13 +155,13 @@ static int build_keys(tide_connector *c, int64_t bound, const uint8_t *hashes, s
     const conncfg *cfg = &c->cfg;
     memset(ks, 0, sizeof(*ks));
     size_t total = 0, bytes = 0;
-    conn_ns *ns[CONN_MAX_GROUPS] = {0};
+    connector_ns *ns[CONNECTOR_MAX_GROUPS] = {0};
     int rc = 0;
     for (size_t g = 0; g < cfg->ngroups; g++) {
         size_t nns = connector_lookup_namespaces(cfg, g, NULL, 0);
-        ns[g] = calloc(nns ? nns : 1, sizeof(conn_ns));
+        ns[g] = calloc(nns ? nns : 1, sizeof(connector_ns));
         if (!ns[g]) {
-            rc = conn_err(c, -ENOMEM, "lookup: out of memory");
+            rc = connector_err(c, -ENOMEM, "lookup: out of memory");
             goto out;
         }
         connector_lookup_namespaces(cfg, g, ns[g], nns);
@@ -173,7 +173,7 @@ static int build_keys(tide_connector *c, int64_t bound, const uint8_t *hashes, s
     ks->keys = calloc(total ? total : 1, sizeof(tide_key));
     ks->text = malloc(bytes ? bytes : 1);
     if (!ks->keys || !ks->text) {
-        rc = conn_err(c, -ENOMEM, "lookup: out of memory for %zu keys", total);
+        rc = connector_err(c, -ENOMEM, "lookup: out of memory for %zu keys", total);
         goto out;
     }
     char *at = ks->text;
@@ -185,8 +185,8 @@ static int build_keys(tide_connector *c, int64_t bound, const uint8_t *hashes, s
             for (size_t s = 0; s < ks->nns[g]; s++) {
                 int len = connector_key(cfg, g, &ns[g][s], h, hash_len, at, TIDE_KEY_MAX + 1);
                 if (len < 0) {
-                    rc = conn_err(c, len, "lookup: group %zu: key longer than %d bytes", g,
-                                  TIDE_KEY_MAX);
+                    rc = connector_err(c, len, "lookup: group %zu: key longer than %d bytes", g,
+                                       TIDE_KEY_MAX);
                     goto out;
                 }
                 ks->keys[ks->n].data = at;
@@ -203,21 +203,21 @@ out:
     return rc;
 }
 
-int conn_hit_tokens(tide_connector *c, int64_t num_tokens, const uint8_t *hashes, size_t nhashes,
-                    size_t hash_len, int64_t *hit) {
+int connector_hit_tokens(tide_connector *c, int64_t num_tokens, const uint8_t *hashes,
+                         size_t nhashes, size_t hash_len, int64_t *hit) {
     const conncfg *cfg = &c->cfg;
     *hit = 0;
     if (connector_capacity_only(cfg) || !cfg->extra.enable_lookup) return 0;
-    int64_t bound = conn_lookup_bound(cfg, num_tokens, nhashes);
+    int64_t bound = connector_lookup_bound(cfg, num_tokens, nhashes);
     if (bound <= 0) return 0;
     keyset ks;
     int rc = build_keys(c, bound, hashes, hash_len, &ks);
     if (rc) return rc;
     uint8_t *present = calloc(ks.n ? ks.n : 1, 1);
-    conn_presence p;
+    connector_presence p;
     memset(&p, 0, sizeof(p));
     if (!present) {
-        rc = conn_err(c, -ENOMEM, "lookup: out of memory");
+        rc = connector_err(c, -ENOMEM, "lookup: out of memory");
         goto out;
     }
     /* One batched existence query (cut only at the store's batch limit). */
@@ -226,13 +226,13 @@ int conn_hit_tokens(tide_connector *c, int64_t num_tokens, const uint8_t *hashes
         size_t n = ks.n - off < TIDE_BATCH_MAX ? ks.n - off : TIDE_BATCH_MAX;
         int r = tide_exists_many(c->store, ks.keys + off, n, present + off);
         if (r < 0) {
-            conn_count_op(c, &c->stats.lookup_exists, ks.n, 0, ks.n, 1, now_ns() - t0);
-            rc = conn_err(c, r, "lookup: existence query of %zu keys failed: %s", ks.n,
-                          tide_errmsg(c->store));
+            connector_count_op(c, &c->stats.lookup_exists, ks.n, 0, ks.n, 1, now_ns() - t0);
+            rc = connector_err(c, r, "lookup: existence query of %zu keys failed: %s", ks.n,
+                               tide_errmsg(c->store));
             goto out;
         }
     }
-    conn_count_op(c, &c->stats.lookup_exists, ks.n, 0, 0, 0, now_ns() - t0);
+    connector_count_op(c, &c->stats.lookup_exists, ks.n, 0, 0, 0, now_ns() - t0);
     /* Fold namespaces: a candidate is present only when every namespace has it. */
     size_t k = 0;
     for (size_t g = 0; g < cfg->ngroups; g++) {
@@ -240,7 +240,7 @@ int conn_hit_tokens(tide_connector *c, int64_t num_tokens, const uint8_t *hashes
         p.n[g] = cand;
         p.present[g] = calloc(cand ? cand : 1, 1);
         if (!p.present[g]) {
-            rc = conn_err(c, -ENOMEM, "lookup: out of memory");
+            rc = connector_err(c, -ENOMEM, "lookup: out of memory");
             goto out;
         }
         for (size_t i = 0; i < cand; i++) {
@@ -250,8 +250,8 @@ int conn_hit_tokens(tide_connector *c, int64_t num_tokens, const uint8_t *hashes
             p.present[g][i] = (uint8_t)all;
         }
     }
-    int64_t h = conn_hit_search(cfg, &p, bound);
-    if (h >= num_tokens) h = conn_hit_search(cfg, &p, num_tokens - 1);
+    int64_t h = connector_hit_search(cfg, &p, bound);
+    if (h >= num_tokens) h = connector_hit_search(cfg, &p, num_tokens - 1);
     *hit = h;
     pthread_mutex_lock(&c->stats_lock);
     c->stats.lookups++;

@@ -19,16 +19,16 @@
 #include "common/errors.h"
 #include "connector/connector.h"
 
-conn_mjob *conn_meta_add_job(tide_connector_meta *m, int kind, const char *req_id, int64_t start,
-                             int64_t end, size_t hash_len) {
+connector_mjob *connector_meta_add_job(tide_connector_meta *m, int kind, const char *req_id,
+                                       int64_t start, int64_t end, size_t hash_len) {
     if (m->njobs == m->cap) {
         size_t cap = m->cap ? m->cap * 2 : 8;
-        conn_mjob *j = realloc(m->jobs, cap * sizeof(*j));
+        connector_mjob *j = realloc(m->jobs, cap * sizeof(*j));
         if (!j) return NULL;
         m->jobs = j;
         m->cap = cap;
     }
-    conn_mjob *j = &m->jobs[m->njobs];
+    connector_mjob *j = &m->jobs[m->njobs];
     memset(j, 0, sizeof(*j));
     j->req_id = strdup(req_id);
     if (!j->req_id) return NULL;
@@ -40,16 +40,16 @@ conn_mjob *conn_meta_add_job(tide_connector_meta *m, int kind, const char *req_i
     return j;
 }
 
-int conn_meta_add_block(conn_mjob *j, int group, int32_t block_id, int64_t end_token,
-                        const uint8_t *hash) {
+int connector_meta_add_block(connector_mjob *j, int group, int32_t block_id, int64_t end_token,
+                             const uint8_t *hash) {
     if (j->nblocks == j->cap) {
         size_t cap = j->cap ? j->cap * 2 : 16;
-        conn_mblock *b = realloc(j->blocks, cap * sizeof(*b));
+        connector_mblock *b = realloc(j->blocks, cap * sizeof(*b));
         if (!b) return -ENOMEM;
         j->blocks = b;
         j->cap = cap;
     }
-    conn_mblock *b = &j->blocks[j->nblocks++];
+    connector_mblock *b = &j->blocks[j->nblocks++];
     b->group = group;
     b->block_id = block_id;
     b->end_token = end_token;
@@ -79,7 +79,7 @@ TIDE_API int tide_connector_meta_job(const tide_connector_meta *m, size_t i,
                                      tide_connector_job *out) {
     if (!m || !out || i >= m->njobs)
         return err_set(NULL, NULL, -EINVAL, "tide_connector_meta_job: no job %zu", i);
-    const conn_mjob *j = &m->jobs[i];
+    const connector_mjob *j = &m->jobs[i];
     out->kind = j->kind;
     out->req_id = j->req_id;
     out->start_tokens = j->start;
@@ -93,7 +93,7 @@ TIDE_API int tide_connector_meta_block(const tide_connector_meta *m, size_t job,
     if (!m || !out || job >= m->njobs || k >= m->jobs[job].nblocks)
         return err_set(NULL, NULL, -EINVAL, "tide_connector_meta_block: no block %zu of job %zu", k,
                        job);
-    const conn_mblock *b = &m->jobs[job].blocks[k];
+    const connector_mblock *b = &m->jobs[job].blocks[k];
     out->group = b->group;
     out->block_id = b->block_id;
     out->end_token = b->end_token;
@@ -137,7 +137,7 @@ TIDE_API int tide_connector_meta_serialize(const tide_connector_meta *m, void *b
     put_u(&w, m->njobs, 4);
     put_u(&w, m->nfinished, 4);
     for (size_t i = 0; i < m->njobs; i++) {
-        const conn_mjob *j = &m->jobs[i];
+        const connector_mjob *j = &m->jobs[i];
         size_t idl = strlen(j->req_id);
         put_u(&w, (uint64_t)j->kind, 1);
         put_u(&w, j->hash_len, 1);
@@ -187,7 +187,7 @@ static uint64_t get_u(rbuf *r, size_t n) {
 /* A string of n bytes as a new NUL-terminated copy; NULL (and r->bad) when cut short or
  * when it holds a NUL byte. */
 static char *get_str(rbuf *r, size_t n, int *oom) {
-    if (r->bad || r->len - r->off < n || n == 0 || n > CONN_REQ_ID_MAX ||
+    if (r->bad || r->len - r->off < n || n == 0 || n > CONNECTOR_REQ_ID_MAX ||
         memchr(r->p + r->off, 0, n)) {
         r->bad = 1;
         return NULL;
@@ -225,7 +225,7 @@ TIDE_API int tide_connector_meta_parse(const void *buf, size_t len, tide_connect
         size_t hl = (size_t)get_u(&r, 1), idl = (size_t)get_u(&r, 2);
         if (r.bad) break;
         if ((kind != TIDE_CONNECTOR_LOAD && kind != TIDE_CONNECTOR_SAVE) || hl == 0 ||
-            hl > CONN_HASH_MAX) {
+            hl > CONNECTOR_HASH_MAX) {
             r.bad = 1;
             break;
         }
@@ -238,7 +238,7 @@ TIDE_API int tide_connector_meta_parse(const void *buf, size_t len, tide_connect
             free(id);
             break;
         }
-        conn_mjob *j = conn_meta_add_job(m, kind, id, start, end, hl);
+        connector_mjob *j = connector_meta_add_job(m, kind, id, start, end, hl);
         free(id);
         if (!j) {
             oom = 1;
@@ -252,7 +252,7 @@ TIDE_API int tide_connector_meta_parse(const void *buf, size_t len, tide_connect
                 r.bad = 1;
                 break;
             }
-            if (conn_meta_add_block(j, g, bid, et, r.p + r.off) < 0) {
+            if (connector_meta_add_block(j, g, bid, et, r.p + r.off) < 0) {
                 oom = 1;
                 break;
             }

@@ -8,9 +8,9 @@
  *
  * connector_validate() then answers "does this connector take it?" for two rule sets:
  *
- *   CONN_IMPL_REFERENCE  vLLM's MooncakeStoreConnector as pinned in shared/seed: its items,
+ *   CONNECTOR_IMPL_REFERENCE  vLLM's MooncakeStoreConnector as pinned in shared/seed: its items,
  *                        their order and wording, and its capacity-only skip, exactly.
- *   CONN_IMPL_TIDE       tide's connector. Each combination the reference rejects has one
+ *   CONNECTOR_IMPL_TIDE       tide's connector. Each combination the reference rejects has one
  *                        rule function below that decides tide's answer; supporting a
  *                        combination later means changing that one function (and the
  *                        README table), nothing else.
@@ -35,20 +35,20 @@
 
 #define GP "kv_cache_config.kv_cache_groups[%zu].kv_cache_spec"
 
-const char *connector_impl_name(conn_impl impl) {
-    return impl == CONN_IMPL_TIDE ? "TideStoreConnector" : "MooncakeStoreConnector";
+const char *connector_impl_name(connector_impl impl) {
+    return impl == CONNECTOR_IMPL_TIDE ? "TideStoreConnector" : "MooncakeStoreConnector";
 }
 
 int connector_capacity_only(const conncfg *cfg) {
-    return cfg->kv_role == CONN_ROLE_CONSUMER && !cfg->extra.enable_lookup &&
+    return cfg->kv_role == CONNECTOR_ROLE_CONSUMER && !cfg->extra.enable_lookup &&
            !cfg->extra.save_decode_cache;
 }
 
 int connector_tp_factor(const conncfg *cfg, size_t g) {
-    const conn_group *gr = &cfg->groups[g];
+    const connector_group *gr = &cfg->groups[g];
     if (cfg->dcp_size > 1) return 1;
-    if (gr->kind == CONN_SPEC_MAMBA) return 1; /* each rank holds its own state shard */
-    if (gr->kind == CONN_SPEC_MLA) return (int)cfg->tp_size; /* one latent, on every rank */
+    if (gr->kind == CONNECTOR_SPEC_MAMBA) return 1; /* each rank holds its own state shard */
+    if (gr->kind == CONNECTOR_SPEC_MLA) return (int)cfg->tp_size; /* one latent, on every rank */
     /* Without the model's total, assume every rank holds distinct heads: factor 1 keeps
      * keys correct (only deduplication across replicated ranks is lost). */
     int64_t total =
@@ -74,8 +74,8 @@ static int64_t mul_capped(int64_t a, int64_t b) {
 }
 
 /* Page bytes of one block of one layer, before padding; -1 on overflow. */
-static int64_t unpadded_page(const conn_group *g) {
-    if (g->kind == CONN_SPEC_MAMBA) {
+static int64_t unpadded_page(const connector_group *g) {
+    if (g->kind == CONNECTOR_SPEC_MAMBA) {
         int64_t total = 0;
         for (size_t i = 0; i < g->nstates; i++) {
             int64_t n = g->dtypes[i].size;
@@ -96,21 +96,21 @@ static void positive(conncfg_errs *e, const char *path, int64_t v) {
     if (v <= 0) conncfg_errs_add(e, "%s: must be > 0, got %" PRId64, path, v);
 }
 
-/* Parallel sizes: positive and at most CONN_MAX_PARALLEL, so that namespace counts and
+/* Parallel sizes: positive and at most CONNECTOR_MAX_PARALLEL, so that namespace counts and
  * factors stay small numbers. */
-#define CONN_MAX_PARALLEL 4096
+#define CONNECTOR_MAX_PARALLEL 4096
 static void parallel_size(conncfg_errs *e, const char *name, int64_t v) {
-    if (v <= 0 || v > CONN_MAX_PARALLEL)
+    if (v <= 0 || v > CONNECTOR_MAX_PARALLEL)
         conncfg_errs_add(e, "parallel_config.%s: must be 1..%d, got %" PRId64, name,
-                         CONN_MAX_PARALLEL, v);
+                         CONNECTOR_MAX_PARALLEL, v);
 }
 
 static void check_group(conncfg *c, size_t i, conncfg_errs *e) {
-    conn_group *g = &c->groups[i];
+    connector_group *g = &c->groups[i];
     char p[160];
 #define FIELD(name) (snprintf(p, sizeof(p), GP "." name, i), p)
     positive(e, FIELD("block_size"), g->block_size);
-    if (g->kind == CONN_SPEC_MAMBA) {
+    if (g->kind == CONNECTOR_SPEC_MAMBA) {
         for (size_t s = 0; s < g->nstates; s++)
             for (size_t d = 0; d < g->ndims[s]; d++)
                 if (g->shapes[s][d] <= 0)
@@ -130,7 +130,7 @@ static void check_group(conncfg *c, size_t i, conncfg_errs *e) {
         /* head_size_v defaults to head_size: report it only when it says something else. */
         if (g->head_size_v < 0 && g->head_size_v != g->head_size)
             conncfg_errs_add(e, GP ".head_size_v: must be >= 0, got %" PRId64, i, g->head_size_v);
-        if (g->kind == CONN_SPEC_SLIDING) {
+        if (g->kind == CONNECTOR_SPEC_SLIDING) {
             positive(e, FIELD("sliding_window"), g->sliding_window);
             if (g->extra_retained_tokens < 0)
                 conncfg_errs_add(e, GP ".extra_retained_tokens: must be >= 0, got %" PRId64, i,
@@ -142,7 +142,7 @@ static void check_group(conncfg *c, size_t i, conncfg_errs *e) {
         if (g->attention_chunk_size < 0)
             conncfg_errs_add(e, GP ".attention_chunk_size: must be > 0 or null, got %" PRId64, i,
                              g->attention_chunk_size);
-        if (g->kind == CONN_SPEC_MLA) {
+        if (g->kind == CONNECTOR_SPEC_MLA) {
             if (g->compress_ratio <= 0)
                 conncfg_errs_add(e, GP ".compress_ratio: must be > 0, got %" PRId64, i,
                                  g->compress_ratio);
@@ -162,7 +162,7 @@ static void check_group(conncfg *c, size_t i, conncfg_errs *e) {
 static int derive_pages(conncfg *c, conncfg_errs *e) {
     int bad = 0;
     for (size_t i = 0; i < c->ngroups; i++) {
-        conn_group *g = &c->groups[i];
+        connector_group *g = &c->groups[i];
         int64_t page = unpadded_page(g);
         if (page < 0) {
             conncfg_errs_add(e, GP ": page size is too large", i);
@@ -179,7 +179,7 @@ static int derive_pages(conncfg *c, conncfg_errs *e) {
         /* DCP spreads an attention block's tokens over the DCP ranks; Mamba state is
          * replicated across them and keeps its own block size. */
         g->eff_block_size =
-            g->kind == CONN_SPEC_MAMBA ? g->block_size : g->block_size * c->dcp_size;
+            g->kind == CONNECTOR_SPEC_MAMBA ? g->block_size : g->block_size * c->dcp_size;
     }
     return bad ? -1 : 0;
 }
@@ -202,7 +202,8 @@ static int derive_block_sizes(conncfg *c, conncfg_errs *e) {
             return -1; /* scheduler and hash block sizes stay 0: unknown */
         }
         gcd = gcd64(gcd, b);
-        if (c->groups[i].kind == CONN_SPEC_MAMBA && c->groups[i].mamba_mode != CONN_MAMBA_ALIGN)
+        if (c->groups[i].kind == CONNECTOR_SPEC_MAMBA &&
+            c->groups[i].mamba_mode != CONNECTOR_MAMBA_ALIGN)
             mamba_unaligned = 1;
     }
     c->scheduler_block_size = lcm;
@@ -217,11 +218,11 @@ static int derive_block_sizes(conncfg *c, conncfg_errs *e) {
      * tide keeps them off with a sliding-window group, and off under PCP too. */
     int mamba_partial = 0, sliding = 0;
     for (size_t i = 0; i < c->ngroups; i++) {
-        const conn_group *g = &c->groups[i];
-        if (g->kind == CONN_SPEC_MAMBA && g->mamba_mode == CONN_MAMBA_ALIGN &&
+        const connector_group *g = &c->groups[i];
+        if (g->kind == CONNECTOR_SPEC_MAMBA && g->mamba_mode == CONNECTOR_MAMBA_ALIGN &&
             g->block_size > c->hash_block_size)
             mamba_partial = 1;
-        if (g->kind == CONN_SPEC_SLIDING) sliding = 1;
+        if (g->kind == CONNECTOR_SPEC_SLIDING) sliding = 1;
     }
     c->partial_hits = mamba_partial && !sliding && c->dcp_size == 1 && c->pcp_size == 1;
     int bad = 0;
@@ -296,7 +297,7 @@ int conncfg_check(conncfg *c, conncfg_errs *e) {
                          "got %" PRId64,
                          c->retention_interval);
     /* vLLM checks the align-mode rule first, then the connector rule; both are listed. */
-    if (c->use_replayssm && c->mamba_cache_mode == CONN_MAMBA_ALL)
+    if (c->use_replayssm && c->mamba_cache_mode == CONNECTOR_MAMBA_ALL)
         conncfg_errs_add(e, "cache_config.use_replayssm: --use-replayssm supports prefix caching "
                             "only in align mode; pass --mamba-cache-mode align");
     if (c->use_replayssm)
@@ -378,12 +379,12 @@ int conncfg_check(conncfg *c, conncfg_errs *e) {
  * Verdicts.
  * ---------------------------------------------------------------------------------- */
 
-static void add_item(conn_verdict *v, conn_item_kind kind, int group, int64_t a, int64_t b,
-                     const char *fmt, ...) __attribute__((format(printf, 6, 7)));
-static void add_item(conn_verdict *v, conn_item_kind kind, int group, int64_t a, int64_t b,
-                     const char *fmt, ...) {
-    if (v->nitems >= CONN_MAX_ITEMS) return;
-    conn_item *it = &v->items[v->nitems++];
+static void add_item(connector_verdict *v, connector_item_kind kind, int group, int64_t a,
+                     int64_t b, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static void add_item(connector_verdict *v, connector_item_kind kind, int group, int64_t a,
+                     int64_t b, const char *fmt, ...) {
+    if (v->nitems >= CONNECTOR_MAX_ITEMS) return;
+    connector_item *it = &v->items[v->nitems++];
     it->kind = kind;
     it->group = group;
     it->a = a;
@@ -396,20 +397,20 @@ static void add_item(conn_verdict *v, conn_item_kind kind, int group, int64_t a,
 
 /* The reference's rules, in its order: per group (cross attention, then the Mamba block
  * size), then hybrid attention under context parallelism. */
-static void reference_rules(const conncfg *c, conn_verdict *v) {
+static void reference_rules(const conncfg *c, connector_verdict *v) {
     for (size_t i = 0; i < c->ngroups; i++) {
-        const conn_group *g = &c->groups[i];
-        if (g->kind == CONN_SPEC_CROSS)
-            add_item(v, CONN_ITEM_CROSS_ATTENTION, (int)i, 0, 0, "group %zu: CrossAttentionSpec",
-                     i);
-        if (g->kind == CONN_SPEC_MAMBA && g->block_size != c->block_size)
-            add_item(v, CONN_ITEM_MAMBA_BLOCK_SIZE, (int)i, g->block_size, c->block_size,
+        const connector_group *g = &c->groups[i];
+        if (g->kind == CONNECTOR_SPEC_CROSS)
+            add_item(v, CONNECTOR_ITEM_CROSS_ATTENTION, (int)i, 0, 0,
+                     "group %zu: CrossAttentionSpec", i);
+        if (g->kind == CONNECTOR_SPEC_MAMBA && g->block_size != c->block_size)
+            add_item(v, CONNECTOR_ITEM_MAMBA_BLOCK_SIZE, (int)i, g->block_size, c->block_size,
                      "group %zu: MambaSpec with block_size=%" PRId64
                      " != cache_config.block_size=%" PRId64 " (mamba_cache_mode != 'align')",
                      i, g->block_size, c->block_size);
     }
     if (c->ngroups > 1 && c->pcp_size * c->dcp_size > 1)
-        add_item(v, CONN_ITEM_HYBRID_CP, -1, c->pcp_size, c->dcp_size,
+        add_item(v, CONNECTOR_ITEM_HYBRID_CP, -1, c->pcp_size, c->dcp_size,
                  "PCP/DCP > 1 (pcp=%" PRId64 ", dcp=%" PRId64 ") with hybrid attention",
                  c->pcp_size, c->dcp_size);
 }
@@ -422,19 +423,19 @@ static void reference_rules(const conncfg *c, conn_verdict *v) {
 /* Cross attention: the encoder's KV is computed when the encoder input is scheduled, which
  * a prefix hit over the decoder prompt would skip; the blocks are keyed by decoder tokens
  * that do not determine them. Rejected. */
-static void tide_rule_cross(const conncfg *c, size_t i, conn_verdict *v) {
+static void tide_rule_cross(const conncfg *c, size_t i, connector_verdict *v) {
     (void)c;
-    add_item(v, CONN_ITEM_CROSS_ATTENTION, (int)i, 0, 0, "group %zu: CrossAttentionSpec", i);
+    add_item(v, CONNECTOR_ITEM_CROSS_ATTENTION, (int)i, 0, 0, "group %zu: CrossAttentionSpec", i);
 }
 
 /* Mamba: tide keys a state snapshot by the hash at the block end it was taken, so any mode
  * that takes snapshots at block ends works: 'align' whatever the block sizes (hashes come
  * at the GCD granularity), 'all' whenever the hash block size divides every group (which
  * conncfg_check has already enforced). 'none' keeps one running state and no snapshot. */
-static void tide_rule_mamba(const conncfg *c, size_t i, conn_verdict *v) {
-    const conn_group *g = &c->groups[i];
-    if (g->mamba_mode == CONN_MAMBA_NONE)
-        add_item(v, CONN_ITEM_MAMBA_MODE_NONE, (int)i, g->block_size, c->block_size,
+static void tide_rule_mamba(const conncfg *c, size_t i, connector_verdict *v) {
+    const connector_group *g = &c->groups[i];
+    if (g->mamba_mode == CONNECTOR_MAMBA_NONE)
+        add_item(v, CONNECTOR_ITEM_MAMBA_MODE_NONE, (int)i, g->block_size, c->block_size,
                  "group %zu: MambaSpec with mamba_cache_mode='none' (no state snapshots at "
                  "block ends; needs 'align' or 'all')",
                  i);
@@ -444,36 +445,37 @@ static void tide_rule_mamba(const conncfg *c, size_t i, conn_verdict *v) {
  * 1, a namespace per TP rank) and Mamba state is whole on every rank, so DCP is taken.
  * PCP splits one prompt's prefill across ranks, so no rank holds a group's whole block at
  * a shared boundary; rejected for hybrid models. */
-static void tide_rule_hybrid_cp(const conncfg *c, conn_verdict *v) {
+static void tide_rule_hybrid_cp(const conncfg *c, connector_verdict *v) {
     if (c->ngroups > 1 && c->pcp_size > 1)
-        add_item(v, CONN_ITEM_HYBRID_PCP, -1, c->pcp_size, c->dcp_size,
+        add_item(v, CONNECTOR_ITEM_HYBRID_PCP, -1, c->pcp_size, c->dcp_size,
                  "PCP > 1 (pcp=%" PRId64 ", dcp=%" PRId64 ") with hybrid attention", c->pcp_size,
                  c->dcp_size);
 }
 
-static void tide_rules(const conncfg *c, conn_verdict *v) {
+static void tide_rules(const conncfg *c, connector_verdict *v) {
     for (size_t i = 0; i < c->ngroups; i++) {
-        if (c->groups[i].kind == CONN_SPEC_CROSS) tide_rule_cross(c, i, v);
-        if (c->groups[i].kind == CONN_SPEC_MAMBA) tide_rule_mamba(c, i, v);
+        if (c->groups[i].kind == CONNECTOR_SPEC_CROSS) tide_rule_cross(c, i, v);
+        if (c->groups[i].kind == CONNECTOR_SPEC_MAMBA) tide_rule_mamba(c, i, v);
     }
     tide_rule_hybrid_cp(c, v);
     size_t klen = connector_key_max_len(c);
     if (klen > TIDE_KEY_MAX)
-        add_item(v, CONN_ITEM_KEY_TOO_LONG, -1, (int64_t)klen, TIDE_KEY_MAX,
+        add_item(v, CONNECTOR_ITEM_KEY_TOO_LONG, -1, (int64_t)klen, TIDE_KEY_MAX,
                  "keys of %zu bytes (limit %d; shorten cache_prefix or the model name)", klen,
                  TIDE_KEY_MAX);
 }
 
-int connector_validate(const conncfg *cfg, conn_impl impl, conn_verdict *v) {
+int connector_validate(const conncfg *cfg, connector_impl impl, connector_verdict *v) {
     memset(v, 0, sizeof(*v));
     v->impl = impl;
     /* conncfg_check() first; the reference needs only what vLLM checks before it. */
-    if (!(impl == CONN_IMPL_REFERENCE ? cfg->reached_connector : cfg->checked)) return TIDE_ECONFIG;
+    if (!(impl == CONNECTOR_IMPL_REFERENCE ? cfg->reached_connector : cfg->checked))
+        return TIDE_ECONFIG;
     if (connector_capacity_only(cfg)) {
         v->capacity_only = 1;
         return 0;
     }
-    if (impl == CONN_IMPL_REFERENCE)
+    if (impl == CONNECTOR_IMPL_REFERENCE)
         reference_rules(cfg, v);
     else
         tide_rules(cfg, v);

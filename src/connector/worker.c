@@ -2,7 +2,7 @@
  * worker.c — the worker side: paged regions, the background job threads, completions and
  * load errors.
  *
- * Threads: CONN_THREADS threads take jobs from one FIFO queue. A job is one request's load
+ * Threads: CONNECTOR_THREADS threads take jobs from one FIFO queue. A job is one request's load
  * or save from one step's metadata and costs at most two store round trips: a save asks
  * which of its objects exist (one batched query) and puts the missing ones (one batched
  * scatter-list put); a load gets every object in one batched scatter-list get straight into
@@ -51,45 +51,45 @@
 #define REGION_MAX_DIMS 16
 
 /* A report ready to be handed out by get_finished. */
-typedef struct conn_done {
-    struct conn_done *next;
+typedef struct connector_done {
+    struct connector_done *next;
     char id[];
-} conn_done;
+} connector_done;
 
 /* The load errors of one load job: room for one per block, `n` used, `off` handed out. */
-typedef struct conn_errs {
-    struct conn_errs *next;
+typedef struct connector_errs {
+    struct connector_errs *next;
     size_t n, off;
     int32_t ids[];
-} conn_errs;
+} connector_errs;
 
-typedef struct conn_job {
-    struct conn_job *next;
-    conn_mjob j;     /* owned copy */
-    conn_done *done; /* LOAD: its completion, made with the job */
-    conn_errs *errs; /* LOAD: its load errors, room made with the job */
-    conn_event *ev;  /* a save of device regions: the step's forward pass (a reference) */
-} conn_job;
+typedef struct connector_job {
+    struct connector_job *next;
+    connector_mjob j;     /* owned copy */
+    connector_done *done; /* LOAD: its completion, made with the job */
+    connector_errs *errs; /* LOAD: its load errors, room made with the job */
+    connector_event *ev;  /* a save of device regions: the step's forward pass (a reference) */
+} connector_job;
 
-typedef struct conn_wreq {
-    struct conn_wreq *next;
-    char id[CONN_REQ_ID_MAX + 1];
+typedef struct connector_wreq {
+    struct connector_wreq *next;
+    char id[CONNECTOR_REQ_ID_MAX + 1];
     size_t pending_loads, pending_saves;
-    int finished;      /* the scheduler keeps it alive for its saves */
-    int pressure_skip; /* a save of it ran out of space */
-    conn_done *done;   /* its SAVE completion, made with the record; NULL once reported */
-} conn_wreq;
+    int finished;         /* the scheduler keeps it alive for its saves */
+    int pressure_skip;    /* a save of it ran out of space */
+    connector_done *done; /* its SAVE completion, made with the record; NULL once reported */
+} connector_wreq;
 
-static conn_done *done_new(const char *id) {
+static connector_done *done_new(const char *id) {
     size_t n = strlen(id) + 1;
-    conn_done *d = fault_malloc(sizeof(*d) + n);
+    connector_done *d = fault_malloc(sizeof(*d) + n);
     if (!d) return NULL;
     d->next = NULL;
     memcpy(d->id, id, n);
     return d;
 }
 
-static void job_free(conn_job *job) {
+static void job_free(connector_job *job) {
     free(job->j.req_id);
     free(job->j.blocks);
     free(job->done);
@@ -103,14 +103,14 @@ static size_t wbucket(const char *id) {
     return (size_t)(XXH3_64bits(id, strlen(id)) % WBUCKETS);
 }
 
-static conn_wreq *do_wreq_find(tide_connector *c, const char *id) {
-    for (conn_wreq *w = c->wbuckets[wbucket(id)]; w; w = w->next)
+static connector_wreq *do_wreq_find(tide_connector *c, const char *id) {
+    for (connector_wreq *w = c->wbuckets[wbucket(id)]; w; w = w->next)
         if (strcmp(w->id, id) == 0) return w;
     return NULL;
 }
 
-static conn_wreq *do_wreq_get(tide_connector *c, const char *id) {
-    conn_wreq *w = do_wreq_find(c, id);
+static connector_wreq *do_wreq_get(tide_connector *c, const char *id) {
+    connector_wreq *w = do_wreq_find(c, id);
     if (w) return w;
     w = fault_calloc(1, sizeof(*w));
     if (!w) return NULL;
@@ -126,8 +126,8 @@ static conn_wreq *do_wreq_get(tide_connector *c, const char *id) {
     return w;
 }
 
-static void do_wreq_remove(tide_connector *c, conn_wreq *w) {
-    conn_wreq **pp = &c->wbuckets[wbucket(w->id)];
+static void do_wreq_remove(tide_connector *c, connector_wreq *w) {
+    connector_wreq **pp = &c->wbuckets[wbucket(w->id)];
     while (*pp && *pp != w)
         pp = &(*pp)->next;
     if (*pp) *pp = w->next;
@@ -137,7 +137,7 @@ static void do_wreq_remove(tide_connector *c, conn_wreq *w) {
 }
 
 /* Hand a completion made in advance to get_finished(kind). Cannot fail. */
-static void do_report(tide_connector *c, int kind, conn_done *d) {
+static void do_report(tide_connector *c, int kind, connector_done *d) {
     d->next = NULL;
     if (c->done_tail[kind])
         c->done_tail[kind]->next = d;
@@ -147,7 +147,7 @@ static void do_report(tide_connector *c, int kind, conn_done *d) {
 }
 
 /* A request with nothing pending: report it saved when it finished, then forget it. */
-static void do_wreq_settle(tide_connector *c, conn_wreq *w) {
+static void do_wreq_settle(tide_connector *c, connector_wreq *w) {
     if (w->pending_loads || w->pending_saves) return;
     if (w->finished && w->done) {
         do_report(c, TIDE_CONNECTOR_SAVE, w->done);
@@ -163,65 +163,67 @@ static int add_region(tide_connector *c, const char *fn, int group, int kind, in
                       const int64_t *shape, const int64_t *strides, size_t elem_size) {
     if (!c) return err_set(NULL, NULL, -EINVAL, "%s: connector is NULL", fn);
     if (c->role != TIDE_CONNECTOR_WORKER)
-        return conn_err(c, -EINVAL, "%s: not a worker connector", fn);
+        return connector_err(c, -EINVAL, "%s: not a worker connector", fn);
     if (group < 0 || (size_t)group >= c->cfg.ngroups)
-        return conn_err(c, -EINVAL, "%s: group %d does not exist (the configuration has %zu)", fn,
-                        group, c->cfg.ngroups);
+        return connector_err(c, -EINVAL, "%s: group %d does not exist (the configuration has %zu)",
+                             fn, group, c->cfg.ngroups);
     if (!base || nbytes == 0 || num_blocks <= 0)
-        return conn_err(c, -EINVAL, "%s: group %d: base, nbytes and num_blocks must be set", fn,
-                        group);
+        return connector_err(c, -EINVAL, "%s: group %d: base, nbytes and num_blocks must be set",
+                             fn, group);
     if (nbytes % (uint64_t)num_blocks)
-        return conn_err(c, -EINVAL,
-                        "%s: group %d: %" PRIu64 " bytes do not split into %" PRId64 " pages", fn,
-                        group, nbytes, num_blocks);
+        return connector_err(c, -EINVAL,
+                             "%s: group %d: %" PRIu64 " bytes do not split into %" PRId64 " pages",
+                             fn, group, nbytes, num_blocks);
     uint64_t page = nbytes / (uint64_t)num_blocks;
     size_t nseg = 1, outer = 0;
     uint64_t block_stride = page;
     int64_t idx[REGION_MAX_DIMS] = {0};
     if (ndim > 0) {
         if (ndim > REGION_MAX_DIMS || !shape || !strides || elem_size == 0)
-            return conn_err(c, -EINVAL,
-                            "%s: group %d: shape and strides need 1..%d dimensions and an "
-                            "element size",
-                            fn, group, REGION_MAX_DIMS);
+            return connector_err(c, -EINVAL,
+                                 "%s: group %d: shape and strides need 1..%d dimensions and an "
+                                 "element size",
+                                 fn, group, REGION_MAX_DIMS);
         for (size_t d = 0; d < ndim; d++)
             if (shape[d] <= 0 || strides[d] < 0)
-                return conn_err(c, -EINVAL,
-                                "%s: group %d: dimension %zu: size %" PRId64 ", stride %" PRId64
-                                " (need size > 0, stride >= 0)",
-                                fn, group, d, shape[d], strides[d]);
+                return connector_err(c, -EINVAL,
+                                     "%s: group %d: dimension %zu: size %" PRId64
+                                     ", stride %" PRId64 " (need size > 0, stride >= 0)",
+                                     fn, group, d, shape[d], strides[d]);
         /* Outer dimensions: their stride spans more than a page. */
         while (outer < ndim && (uint64_t)strides[outer] * elem_size > page) {
             if (nseg * (uint64_t)shape[outer] > REGION_MAX_SEGMENTS)
-                return conn_err(c, -EINVAL, "%s: group %d: more than %d segments", fn, group,
-                                REGION_MAX_SEGMENTS);
+                return connector_err(c, -EINVAL, "%s: group %d: more than %d segments", fn, group,
+                                     REGION_MAX_SEGMENTS);
             nseg *= (size_t)shape[outer];
             outer++;
         }
         if (outer == ndim || shape[outer] != num_blocks)
-            return conn_err(c, -EINVAL,
-                            "%s: group %d: after %zu outer dimensions the block dimension should "
-                            "have %" PRId64 " entries",
-                            fn, group, outer, num_blocks);
+            return connector_err(
+                c, -EINVAL,
+                "%s: group %d: after %zu outer dimensions the block dimension should "
+                "have %" PRId64 " entries",
+                fn, group, outer, num_blocks);
         if (page % nseg)
-            return conn_err(c, -EINVAL,
-                            "%s: group %d: a page of %" PRIu64
-                            " bytes does not split into %zu segments",
-                            fn, group, page, nseg);
+            return connector_err(c, -EINVAL,
+                                 "%s: group %d: a page of %" PRIu64
+                                 " bytes does not split into %zu segments",
+                                 fn, group, page, nseg);
         block_stride = (uint64_t)strides[outer] * elem_size;
         if (block_stride < page / nseg)
-            return conn_err(c, -EINVAL,
-                            "%s: group %d: block stride %" PRIu64 " is shorter than a segment's "
-                            "block (%" PRIu64 " bytes)",
-                            fn, group, block_stride, page / nseg);
+            return connector_err(c, -EINVAL,
+                                 "%s: group %d: block stride %" PRIu64
+                                 " is shorter than a segment's "
+                                 "block (%" PRIu64 " bytes)",
+                                 fn, group, block_stride, page / nseg);
     }
-    conn_region r = {.group = group,
-                     .nseg = nseg,
-                     .seg_len = page / nseg,
-                     .block_stride = block_stride,
-                     .num_blocks = num_blocks};
+    connector_region r = {.group = group,
+                          .nseg = nseg,
+                          .seg_len = page / nseg,
+                          .block_stride = block_stride,
+                          .num_blocks = num_blocks};
     r.seg_base = fault_calloc(nseg, sizeof(uint8_t *));
-    if (!r.seg_base) return conn_err(c, -ENOMEM, "%s: out of memory", fn);
+    if (!r.seg_base) return connector_err(c, -ENOMEM, "%s: out of memory", fn);
     uint8_t *lo = base, *hi = (uint8_t *)base + nbytes;
     for (size_t s = 0; s < nseg; s++) {
         uint64_t off = 0;
@@ -231,10 +233,10 @@ static int add_region(tide_connector *c, const char *fn, int group, int kind, in
         uint8_t *end = r.seg_base[s] + (uint64_t)(num_blocks - 1) * block_stride + r.seg_len;
         if (off >= nbytes || end > hi || end < r.seg_base[s]) {
             free(r.seg_base);
-            return conn_err(c, -EINVAL,
-                            "%s: group %d: segment %zu reaches past the %" PRIu64
-                            " bytes of the tensor",
-                            fn, group, s, nbytes);
+            return connector_err(c, -EINVAL,
+                                 "%s: group %d: segment %zu reaches past the %" PRIu64
+                                 " bytes of the tensor",
+                                 fn, group, s, nbytes);
         }
         /* Next multi-index over the outer dimensions, last one fastest. */
         for (size_t d = outer; d-- > 0;) {
@@ -242,21 +244,22 @@ static int add_region(tide_connector *c, const char *fn, int group, int kind, in
             idx[d] = 0;
         }
     }
-    int mrc = conn_mem_claim(c, fn, kind, device, base, nbytes);
+    int mrc = connector_mem_claim(c, fn, kind, device, base, nbytes);
     if (mrc) {
         free(r.seg_base);
         return mrc;
     }
     pthread_mutex_lock(&c->wlock);
-    conn_region *p = c->nregions < CONN_MAX_REGIONS
-                         ? fault_realloc(c->regions, (c->nregions + 1) * sizeof(conn_region))
-                         : NULL;
+    connector_region *p =
+        c->nregions < CONNECTOR_MAX_REGIONS
+            ? fault_realloc(c->regions, (c->nregions + 1) * sizeof(connector_region))
+            : NULL;
     if (!p) {
         pthread_mutex_unlock(&c->wlock);
         free(r.seg_base);
-        return conn_err(c, c->nregions < CONN_MAX_REGIONS ? -ENOMEM : -EINVAL,
-                        "%s: cannot add region %zu (at most %d)", fn, c->nregions,
-                        CONN_MAX_REGIONS);
+        return connector_err(c, c->nregions < CONNECTOR_MAX_REGIONS ? -ENOMEM : -EINVAL,
+                             "%s: cannot add region %zu (at most %d)", fn, c->nregions,
+                             CONNECTOR_MAX_REGIONS);
     }
     c->regions = p;
     c->regions[c->nregions++] = r;
@@ -289,7 +292,7 @@ TIDE_API int tide_connector_register_device_region(tide_connector *c, int group,
 static size_t block_iovs(const tide_connector *c, int g, int32_t id, tide_iov *iov) {
     size_t n = 0;
     for (size_t i = 0; i < c->nregions; i++) {
-        const conn_region *r = &c->regions[i];
+        const connector_region *r = &c->regions[i];
         if (r->group != g) continue;
         for (size_t s = 0; s < r->nseg; s++) {
             iov[n].base = r->seg_base[s] + (uint64_t)id * r->block_stride;
@@ -300,7 +303,7 @@ static size_t block_iovs(const tide_connector *c, int g, int32_t id, tide_iov *i
     return n;
 }
 
-static int block_ok(const tide_connector *c, const conn_mblock *b) {
+static int block_ok(const tide_connector *c, const connector_mblock *b) {
     return b->group >= 0 && (size_t)b->group < c->cfg.ngroups && b->block_id >= 0 &&
            c->obj_bytes[b->group] > 0 && b->block_id < c->min_blocks[b->group];
 }
@@ -331,7 +334,7 @@ static void batch_free(batch *b) {
     free(b->which);
 }
 
-static int batch_alloc(const tide_connector *c, const conn_mjob *j, batch *b) {
+static int batch_alloc(const tide_connector *c, const connector_mjob *j, batch *b) {
     memset(b, 0, sizeof(*b));
     size_t n = j->nblocks ? j->nblocks : 1, niov = 0;
     for (size_t k = 0; k < j->nblocks; k++)
@@ -353,11 +356,11 @@ static int batch_alloc(const tide_connector *c, const conn_mjob *j, batch *b) {
 }
 
 /* Add block k of the job: its key and scatter list. */
-static int batch_add(const tide_connector *c, const conn_mjob *j, size_t k, batch *b,
+static int batch_add(const tide_connector *c, const connector_mjob *j, size_t k, batch *b,
                      size_t *iov_used) {
-    const conn_mblock *blk = &j->blocks[k];
+    const connector_mblock *blk = &j->blocks[k];
     char *kt = b->text + b->n * (TIDE_KEY_MAX + 1);
-    int len = conn_own_key(c, blk->group, blk->hash, j->hash_len, kt);
+    int len = connector_own_key(c, blk->group, blk->hash, j->hash_len, kt);
     if (len < 0) return len;
     b->keys[b->n].data = kt;
     b->keys[b->n].len = (size_t)len;
@@ -369,12 +372,12 @@ static int batch_add(const tide_connector *c, const conn_mjob *j, size_t k, batc
 }
 
 /* Block k of a load job failed: note it in the job's own room (one per block). */
-static void load_failed(conn_job *job, size_t k) {
+static void load_failed(connector_job *job, size_t k) {
     if (job->j.blocks[k].block_id >= 0) job->errs->ids[job->errs->n++] = job->j.blocks[k].block_id;
 }
 
-static void run_load(tide_connector *c, size_t t, conn_job *job) {
-    const conn_mjob *j = &job->j;
+static void run_load(tide_connector *c, size_t t, connector_job *job) {
+    const connector_mjob *j = &job->j;
     batch b;
     size_t iov_used = 0, ok = 0;
     uint64_t bytes = 0;
@@ -388,9 +391,9 @@ static void run_load(tide_connector *c, size_t t, conn_job *job) {
         if (!block_ok(c, &j->blocks[k]) || batch_add(c, j, k, &b, &iov_used) < 0)
             load_failed(job, k);
     uint64_t t0 = now_ns();
-    int rc = b.n ? conn_store_get(c, t, b.keys, b.n, b.iov, b.iovcnt, b.results, b.vlens) : 0;
+    int rc = b.n ? connector_store_get(c, t, b.keys, b.n, b.iov, b.iovcnt, b.results, b.vlens) : 0;
     for (size_t i = 0; i < b.n; i++) {
-        const conn_mblock *blk = &j->blocks[b.which[i]];
+        const connector_mblock *blk = &j->blocks[b.which[i]];
         if (rc >= 0 && b.results[i] == 0 && b.vlens[i] == c->obj_bytes[blk->group]) {
             ok++;
             bytes += b.vlens[i];
@@ -398,7 +401,7 @@ static void run_load(tide_connector *c, size_t t, conn_job *job) {
             load_failed(job, b.which[i]);
         }
     }
-    if (b.n) conn_count_op(c, &c->stats.load_get, b.n, bytes, b.n - ok, rc < 0, now_ns() - t0);
+    if (b.n) connector_count_op(c, &c->stats.load_get, b.n, bytes, b.n - ok, rc < 0, now_ns() - t0);
     pthread_mutex_lock(&c->stats_lock);
     c->stats.load_jobs++;
     c->stats.loaded_objects += ok;
@@ -409,15 +412,15 @@ static void run_load(tide_connector *c, size_t t, conn_job *job) {
 static void set_pressure(tide_connector *c, const char *req_id, int on) {
     pthread_mutex_lock(&c->wlock);
     if (on) {
-        conn_wreq *w = do_wreq_find(c, req_id);
+        connector_wreq *w = do_wreq_find(c, req_id);
         if (w) w->pressure_skip = 1;
         c->pressure = 1;
     } else if (c->pressure) {
         c->pressure = 0;
         for (size_t i = 0; i < WBUCKETS; i++) {
-            conn_wreq *w = c->wbuckets[i];
+            connector_wreq *w = c->wbuckets[i];
             while (w) {
-                conn_wreq *n = w->next;
+                connector_wreq *n = w->next;
                 w->pressure_skip = 0;
                 if (!w->pending_loads && !w->pending_saves && !w->finished) do_wreq_remove(c, w);
                 w = n;
@@ -432,9 +435,10 @@ static void set_pressure(tide_connector *c, const char *req_id, int on) {
     }
 }
 
-static void run_save(tide_connector *c, size_t t, const conn_mjob *j, const conn_event *ev) {
+static void run_save(tide_connector *c, size_t t, const connector_mjob *j,
+                     const connector_event *ev) {
     pthread_mutex_lock(&c->wlock);
-    conn_wreq *w = do_wreq_find(c, j->req_id);
+    connector_wreq *w = do_wreq_find(c, j->req_id);
     int skip = c->pressure && w && w->pressure_skip;
     pthread_mutex_unlock(&c->wlock);
     pthread_mutex_lock(&c->stats_lock);
@@ -445,9 +449,9 @@ static void run_save(tide_connector *c, size_t t, const conn_mjob *j, const conn
 
     batch b;
     if (batch_alloc(c, j, &b) < 0) return; /* nothing stored: a later save or lookup retries */
-    size_t iov_used = 0, striped = 0, seen[CONN_MAX_GROUPS] = {0};
+    size_t iov_used = 0, striped = 0, seen[CONNECTOR_MAX_GROUPS] = {0};
     for (size_t k = 0; k < j->nblocks; k++) {
-        const conn_mblock *blk = &j->blocks[k];
+        const connector_mblock *blk = &j->blocks[k];
         if (!block_ok(c, blk)) continue;
         int f = c->cfg.groups[blk->group].tp_factor;
         if (f > 1 && (int64_t)(seen[blk->group]++ % (size_t)f) != c->cfg.tp_rank % f) {
@@ -460,7 +464,8 @@ static void run_save(tide_connector *c, size_t t, const conn_mjob *j, const conn
     uint64_t t0 = now_ns();
     int rc = b.n ? tide_exists_many(c->store, b.keys, b.n, b.present) : 0;
     if (b.n)
-        conn_count_op(c, &c->stats.save_exists, b.n, 0, rc < 0 ? b.n : 0, rc < 0, now_ns() - t0);
+        connector_count_op(c, &c->stats.save_exists, b.n, 0, rc < 0 ? b.n : 0, rc < 0,
+                           now_ns() - t0);
     if (rc < 0) memset(b.present, 0, b.n); /* unknown: put them all (a put of a key is a no-op) */
     size_t m = 0, iv = 0, iv_out = 0;
     for (size_t i = 0; i < b.n; i++) {
@@ -478,7 +483,7 @@ static void run_save(tide_connector *c, size_t t, const conn_mjob *j, const conn
     size_t dups = b.n - m, stored = 0, nospace = 0;
     uint64_t bytes = 0;
     t0 = now_ns();
-    rc = m ? conn_store_put(c, t, ev, b.keys, m, b.iov, b.iovcnt, b.results) : 0;
+    rc = m ? connector_store_put(c, t, ev, b.keys, m, b.iov, b.iovcnt, b.results) : 0;
     for (size_t i = 0; i < m; i++) {
         if (rc < 0) break;
         if (b.results[i] == 0) {
@@ -489,7 +494,7 @@ static void run_save(tide_connector *c, size_t t, const conn_mjob *j, const conn
         }
     }
     if (rc == TIDE_ENOSPACE) nospace = m;
-    if (m) conn_count_op(c, &c->stats.save_put, m, bytes, m - stored, rc < 0, now_ns() - t0);
+    if (m) connector_count_op(c, &c->stats.save_put, m, bytes, m - stored, rc < 0, now_ns() - t0);
     pthread_mutex_lock(&c->stats_lock);
     c->stats.saved_objects += stored;
     c->stats.dedup_skipped += dups;
@@ -503,18 +508,18 @@ static void run_save(tide_connector *c, size_t t, const conn_mjob *j, const conn
 }
 
 static void *job_thread(void *arg) {
-    tide_connector *c = ((conn_wthread *)arg)->c;
-    size_t t = ((conn_wthread *)arg)->idx;
+    tide_connector *c = ((connector_wthread *)arg)->c;
+    size_t t = ((connector_wthread *)arg)->idx;
     for (;;) {
         pthread_mutex_lock(&c->wlock);
         while (!c->qhead && !c->stopping)
             pthread_cond_wait(&c->wcond, &c->wlock);
         if (!c->qhead) {
             pthread_mutex_unlock(&c->wlock);
-            conn_mem_thread_exit(c, t);
+            connector_mem_thread_exit(c, t);
             return NULL;
         }
-        conn_job *job = c->qhead;
+        connector_job *job = c->qhead;
         c->qhead = job->next;
         if (!c->qhead) c->qtail = NULL;
         c->running++;
@@ -532,7 +537,7 @@ static void *job_thread(void *arg) {
             pthread_mutex_unlock(&c->stats_lock);
         }
         pthread_mutex_lock(&c->wlock);
-        conn_wreq *w = do_wreq_find(c, job->j.req_id);
+        connector_wreq *w = do_wreq_find(c, job->j.req_id);
         if (job->j.kind == TIDE_CONNECTOR_LOAD) {
             /* Its load errors first, then its completion: both were made with the job. */
             if (nerr) {
@@ -559,15 +564,16 @@ static void *job_thread(void *arg) {
     }
 }
 
-int conn_worker_start(tide_connector *c) {
-    c->wbuckets = fault_calloc(WBUCKETS, sizeof(conn_wreq *));
-    if (!c->wbuckets) return conn_err(c, -ENOMEM, "connector: out of memory");
-    for (size_t i = 0; i < CONN_THREADS; i++) {
-        c->targs[i] = (conn_wthread){c, i};
+int connector_worker_start(tide_connector *c) {
+    c->wbuckets = fault_calloc(WBUCKETS, sizeof(connector_wreq *));
+    if (!c->wbuckets) return connector_err(c, -ENOMEM, "connector: out of memory");
+    for (size_t i = 0; i < CONNECTOR_THREADS; i++) {
+        c->targs[i] = (connector_wthread){c, i};
         int e = pthread_create(&c->threads[i], NULL, job_thread, &c->targs[i]);
         if (e) {
-            conn_worker_stop(c);
-            return conn_err(c, -e, "connector: cannot start job thread %zu: %s", i, strerror(e));
+            connector_worker_stop(c);
+            return connector_err(c, -e, "connector: cannot start job thread %zu: %s", i,
+                                 strerror(e));
         }
         c->nthreads++;
     }
@@ -577,14 +583,14 @@ int conn_worker_start(tide_connector *c) {
 static void do_clear_reports(tide_connector *c) {
     for (int k = 0; k < 3; k++) {
         while (c->done_head[k]) {
-            conn_done *d = c->done_head[k];
+            connector_done *d = c->done_head[k];
             c->done_head[k] = d->next;
             free(d);
         }
         c->done_tail[k] = NULL;
     }
     while (c->errs_head) {
-        conn_errs *e = c->errs_head;
+        connector_errs *e = c->errs_head;
         c->errs_head = e->next;
         free(e);
     }
@@ -596,7 +602,7 @@ static void do_clear_reports(tide_connector *c) {
     }
 }
 
-void conn_worker_stop(tide_connector *c) {
+void connector_worker_stop(tide_connector *c) {
     pthread_mutex_lock(&c->wlock);
     c->stopping = 1;
     pthread_cond_broadcast(&c->wcond);
@@ -610,7 +616,7 @@ void conn_worker_stop(tide_connector *c) {
     free(c->regions);
     c->regions = NULL;
     c->nregions = 0;
-    conn_mem_stop(c);
+    connector_mem_stop(c);
     free(c->wbuckets);
     c->wbuckets = NULL;
 }
@@ -625,7 +631,7 @@ TIDE_API int tide_connector_wait(tide_connector *c) {
     return 0;
 }
 
-int conn_worker_reset(tide_connector *c) {
+int connector_worker_reset(tide_connector *c) {
     tide_connector_wait(c);
     pthread_mutex_lock(&c->wlock);
     do_clear_reports(c);
@@ -633,9 +639,9 @@ int conn_worker_reset(tide_connector *c) {
     return 0;
 }
 
-static void job_list_free(conn_job *head) {
+static void job_list_free(connector_job *head) {
     while (head) {
-        conn_job *nx = head->next;
+        connector_job *nx = head->next;
         job_free(head);
         head = nx;
     }
@@ -643,23 +649,23 @@ static void job_list_free(conn_job *head) {
 
 /* A deep copy of a metadata job, with what reporting it will need: for a load, its
  * completion and room for a load error per block. */
-static conn_job *job_copy(const conn_mjob *src) {
-    conn_job *job = fault_calloc(1, sizeof(*job));
+static connector_job *job_copy(const connector_mjob *src) {
+    connector_job *job = fault_calloc(1, sizeof(*job));
     if (!job) return NULL;
     job->j = *src;
     job->j.req_id = fault_strdup(src->req_id);
-    job->j.blocks = fault_malloc((src->nblocks ? src->nblocks : 1) * sizeof(conn_mblock));
+    job->j.blocks = fault_malloc((src->nblocks ? src->nblocks : 1) * sizeof(connector_mblock));
     int ok = job->j.req_id && job->j.blocks;
     if (ok && src->kind == TIDE_CONNECTOR_LOAD) {
         job->done = done_new(src->req_id);
-        job->errs = fault_calloc(1, sizeof(conn_errs) + src->nblocks * sizeof(int32_t));
+        job->errs = fault_calloc(1, sizeof(connector_errs) + src->nblocks * sizeof(int32_t));
         ok = job->done && job->errs;
     }
     if (!ok) {
         job_free(job);
         return NULL;
     }
-    if (src->nblocks) memcpy(job->j.blocks, src->blocks, src->nblocks * sizeof(conn_mblock));
+    if (src->nblocks) memcpy(job->j.blocks, src->blocks, src->nblocks * sizeof(connector_mblock));
     job->j.cap = src->nblocks;
     return job;
 }
@@ -680,18 +686,18 @@ static int start_jobs(tide_connector *c, const char *fn, const tide_connector_me
                       uint64_t stream) {
     if (!c || !m) return err_set(c, c ? &c->err : NULL, -EINVAL, "%s: NULL argument", fn);
     if (c->role != TIDE_CONNECTOR_WORKER)
-        return conn_err(c, -EINVAL, "%s: not a worker connector", fn);
+        return connector_err(c, -EINVAL, "%s: not a worker connector", fn);
     /* Copy first, so that running out of memory queues nothing rather than half a step. */
-    conn_job *head = NULL, *tail = NULL;
+    connector_job *head = NULL, *tail = NULL;
     size_t n = 0, nsaves = 0;
     for (size_t i = 0; i < m->njobs; i++) {
-        const conn_mjob *mj = &m->jobs[i];
+        const connector_mjob *mj = &m->jobs[i];
         if (!(mj->kind & kinds)) continue;
-        if (mj->hash_len == 0 || mj->hash_len > CONN_HASH_MAX) continue;
-        conn_job *job = job_copy(mj);
+        if (mj->hash_len == 0 || mj->hash_len > CONNECTOR_HASH_MAX) continue;
+        connector_job *job = job_copy(mj);
         if (!job) {
             job_list_free(head);
-            return conn_err(c, -ENOMEM, "%s: out of memory", fn);
+            return connector_err(c, -ENOMEM, "%s: out of memory", fn);
         }
         if (tail)
             tail->next = job;
@@ -703,13 +709,13 @@ static int start_jobs(tide_connector *c, const char *fn, const tide_connector_me
     }
     /* Device regions: the saves' copies wait for what the engine queued on its stream so
      * far (the step's forward pass). Without the event nothing is queued. */
-    conn_event *ev = NULL;
-    int rc = nsaves ? conn_mem_event(c, fn, stream, &ev) : 0;
+    connector_event *ev = NULL;
+    int rc = nsaves ? connector_mem_event(c, fn, stream, &ev) : 0;
     if (rc) {
         job_list_free(head);
         return rc;
     }
-    for (conn_job *u = head; ev && u; u = u->next)
+    for (connector_job *u = head; ev && u; u = u->next)
         if (u->j.kind == TIDE_CONNECTOR_SAVE) {
             u->ev = ev;
             ev->refs++;
@@ -718,9 +724,9 @@ static int start_jobs(tide_connector *c, const char *fn, const tide_connector_me
      * that running out of memory leaves the step wholly undone. */
     size_t nfin = (kinds & TIDE_CONNECTOR_SAVE) ? m->nfinished : 0, fin_made = 0;
     pthread_mutex_lock(&c->wlock);
-    conn_job *job = head;
+    connector_job *job = head;
     for (; job; job = job->next) {
-        conn_wreq *w = do_wreq_get(c, job->j.req_id);
+        connector_wreq *w = do_wreq_get(c, job->j.req_id);
         if (!w) break;
         if (job->j.kind == TIDE_CONNECTOR_LOAD)
             w->pending_loads++;
@@ -732,8 +738,8 @@ static int start_jobs(tide_connector *c, const char *fn, const tide_connector_me
         }
     if (job || fin_made < nfin) {
         /* Out of memory: take back what was counted and made, queue nothing. */
-        for (conn_job *u = head; u != job; u = u->next) {
-            conn_wreq *w = do_wreq_find(c, u->j.req_id);
+        for (connector_job *u = head; u != job; u = u->next) {
+            connector_wreq *w = do_wreq_find(c, u->j.req_id);
             if (u->j.kind == TIDE_CONNECTOR_LOAD)
                 w->pending_loads--;
             else
@@ -741,7 +747,7 @@ static int start_jobs(tide_connector *c, const char *fn, const tide_connector_me
             do_wreq_settle(c, w);
         }
         for (size_t i = 0; i < fin_made; i++) {
-            conn_wreq *w = do_wreq_find(c, m->finished[i]);
+            connector_wreq *w = do_wreq_find(c, m->finished[i]);
             if (w) do_wreq_settle(c, w);
         }
         rc = -ENOMEM;
@@ -758,18 +764,18 @@ static int start_jobs(tide_connector *c, const char *fn, const tide_connector_me
         }
         /* Finished requests: reported once nothing of theirs is pending. */
         for (size_t i = 0; i < nfin; i++) {
-            conn_wreq *w = do_wreq_find(c, m->finished[i]);
+            connector_wreq *w = do_wreq_find(c, m->finished[i]);
             w->finished = 1;
             do_wreq_settle(c, w);
         }
     }
     /* Jobs not queued (out of memory) drop their references; then the caller's. */
-    for (conn_job *u = head; u; u = u->next)
+    for (connector_job *u = head; u; u = u->next)
         do_conn_event_unref(u->ev);
     do_conn_event_unref(ev);
     pthread_mutex_unlock(&c->wlock);
     job_list_free(head);
-    if (rc) return conn_err(c, rc, "%s: out of memory", fn);
+    if (rc) return connector_err(c, rc, "%s: out of memory", fn);
     return (int)n;
 }
 
@@ -777,13 +783,13 @@ TIDE_API int tide_connector_get_finished(tide_connector *c, int kind, char *buf,
     static const char fn[] = "tide_connector_get_finished";
     if (!c) return err_set(NULL, NULL, -EINVAL, "%s: connector is NULL", fn);
     if (kind != TIDE_CONNECTOR_LOAD && kind != TIDE_CONNECTOR_SAVE)
-        return conn_err(c, -EINVAL, "%s: kind %d is neither LOAD nor SAVE", fn, kind);
-    if (cap && !buf) return conn_err(c, -EINVAL, "%s: buf is NULL", fn);
+        return connector_err(c, -EINVAL, "%s: kind %d is neither LOAD nor SAVE", fn, kind);
+    if (cap && !buf) return connector_err(c, -EINVAL, "%s: buf is NULL", fn);
     if (c->role != TIDE_CONNECTOR_WORKER) return 0;
     pthread_mutex_lock(&c->wlock);
     size_t used = 0, n = 0;
     while (c->done_head[kind]) {
-        conn_done *d = c->done_head[kind];
+        connector_done *d = c->done_head[kind];
         size_t len = strlen(d->id) + 1;
         if (used + len > cap) break;
         memcpy(buf + used, d->id, len);
@@ -800,12 +806,12 @@ TIDE_API int tide_connector_get_finished(tide_connector *c, int kind, char *buf,
 TIDE_API int tide_connector_get_load_errors(tide_connector *c, int32_t *block_ids, size_t cap) {
     if (!c) return err_set(NULL, NULL, -EINVAL, "tide_connector_get_load_errors: NULL connector");
     if (cap && !block_ids)
-        return conn_err(c, -EINVAL, "tide_connector_get_load_errors: block_ids is NULL");
+        return connector_err(c, -EINVAL, "tide_connector_get_load_errors: block_ids is NULL");
     if (c->role != TIDE_CONNECTOR_WORKER) return 0;
     pthread_mutex_lock(&c->wlock);
     size_t n = 0;
     while (c->errs_head && n < cap) {
-        conn_errs *e = c->errs_head;
+        connector_errs *e = c->errs_head;
         size_t take = e->n - e->off < cap - n ? e->n - e->off : cap - n;
         memcpy(block_ids + n, e->ids + e->off, take * sizeof(int32_t));
         n += take;

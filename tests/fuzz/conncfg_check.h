@@ -40,16 +40,17 @@ static inline const char *conncfg_props(conncfg *cfg, conncfg_errs *errs, const 
     if (rc != 0 && rc != TIDE_ECONFIG) return "check: unexpected return code";
     if (rc != 0 && errs->n == 0 && !errs->oom) return "check failed without a message";
     if (rc != 0 && cfg->reached_connector) {
-        static conn_verdict rv;
-        int vr = connector_validate(cfg, CONN_IMPL_REFERENCE, &rv);
+        static connector_verdict rv;
+        int vr = connector_validate(cfg, CONNECTOR_IMPL_REFERENCE, &rv);
         if (vr != 0 && vr != TIDE_EUNSUPPORTED) return "reference verdict lost to a later check";
         if (vr == TIDE_EUNSUPPORTED && (rv.message[0] == '\0' || rv.nitems == 0))
             return "validate refused without a message";
-        if (connector_validate(cfg, CONN_IMPL_TIDE, &rv) != TIDE_ECONFIG)
+        if (connector_validate(cfg, CONNECTOR_IMPL_TIDE, &rv) != TIDE_ECONFIG)
             return "tide's verdict on an invalid configuration";
     }
     if (rc != 0) return NULL;
-    if (cfg->ngroups < 1 || cfg->ngroups > CONN_MAX_GROUPS) return "checked: ngroups out of range";
+    if (cfg->ngroups < 1 || cfg->ngroups > CONNECTOR_MAX_GROUPS)
+        return "checked: ngroups out of range";
     const int64_t sizes[] = {cfg->tp_size, cfg->pp_size, cfg->pcp_size, cfg->dcp_size};
     const int64_t ranks[] = {cfg->tp_rank, cfg->pp_rank, cfg->pcp_rank, cfg->dcp_rank};
     for (int i = 0; i < 4; i++)
@@ -59,22 +60,22 @@ static inline const char *conncfg_props(conncfg *cfg, conncfg_errs *errs, const 
         return "checked: a block size < 1";
     for (size_t g = 0; g < cfg->ngroups; g++)
         if (cfg->groups[g].page_bytes < 1) return "checked: a group with page_bytes < 1";
-    static conn_verdict v;
+    static connector_verdict v;
     for (int impl = 0; impl < 2; impl++) {
         memset(&v, 0, sizeof(v));
-        rc = connector_validate(cfg, (conn_impl)impl, &v);
+        rc = connector_validate(cfg, (connector_impl)impl, &v);
         if (rc != 0 && rc != TIDE_EUNSUPPORTED) return "validate: unexpected return code";
         if (rc == TIDE_EUNSUPPORTED && (v.message[0] == '\0' || v.nitems == 0))
             return "validate refused without a message";
         if (memchr(v.message, '\0', sizeof(v.message)) == NULL) return "verdict not terminated";
-        if (impl == CONN_IMPL_TIDE) *outcome = rc;
+        if (impl == CONNECTOR_IMPL_TIDE) *outcome = rc;
     }
     uint8_t hash[32];
     memset(hash, 0xab, sizeof(hash));
     size_t hlen = connector_hash_bytes(cfg);
     if (hlen > sizeof(hash)) return "hash bytes > 32";
     for (size_t g = 0; g < cfg->ngroups; g++) {
-        conn_ns ns[16];
+        connector_ns ns[16];
         size_t nns = connector_lookup_namespaces(cfg, g, ns, 16);
         for (size_t i = 0; i < nns && i < 16; i++) {
             char key[TIDE_KEY_MAX + 64];

@@ -64,8 +64,8 @@ static inline uint8_t *rig_hashes(uint64_t seed, size_t n, size_t len) {
 }
 
 /* Store a small value under the key of (group, namespace ns[which], hash). */
-static inline void rig_put_key(tide_store *st, const tide_connector *c, size_t g, const conn_ns *ns,
-                               const uint8_t *hash, size_t hlen) {
+static inline void rig_put_key(tide_store *st, const tide_connector *c, size_t g,
+                               const connector_ns *ns, const uint8_t *hash, size_t hlen) {
     char key[TIDE_KEY_MAX + 1];
     int len = connector_key(&c->cfg, g, ns, hash, hlen, key, sizeof(key));
     CHECK(len > 0);
@@ -82,11 +82,11 @@ static inline void rig_store_prefix(tide_store *st, const tide_connector *c, con
     const conncfg *cfg = &c->cfg;
     for (size_t g = 0; g < cfg->ngroups; g++) {
         if (!(groups_mask & (1u << g))) continue;
-        conn_ns ns[64];
+        connector_ns ns[64];
         size_t nns = connector_lookup_namespaces(cfg, g, ns, 64);
         CHECK(nns <= 64);
-        int64_t unit = cfg->groups[g].kind == CONN_SPEC_MAMBA ? cfg->scheduler_block_size
-                                                              : cfg->groups[g].eff_block_size;
+        int64_t unit = cfg->groups[g].kind == CONNECTOR_SPEC_MAMBA ? cfg->scheduler_block_size
+                                                                   : cfg->groups[g].eff_block_size;
         for (int64_t end = unit; end <= upto; end += unit)
             for (size_t s = 0; s < nns; s++)
                 if ((long)s != skip)

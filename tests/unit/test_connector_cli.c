@@ -264,10 +264,12 @@ TEST(connector_examples_get_their_verdicts) {
         int rc = conncfg_parse_file(path, &c, &e);
         if (rc == 0) rc = conncfg_check(&c, &e);
         CHECK_MSG(rc == 0, "%s: %s", example_table[i].file, e.n ? e.msg[0] : "?");
-        conn_verdict v;
-        CHECK_MSG((connector_validate(&c, CONN_IMPL_REFERENCE, &v) == 0) == example_table[i].ref_ok,
+        connector_verdict v;
+        CHECK_MSG((connector_validate(&c, CONNECTOR_IMPL_REFERENCE, &v) == 0) ==
+                      example_table[i].ref_ok,
                   "%s: reference verdict", example_table[i].file);
-        CHECK_MSG((connector_validate(&c, CONN_IMPL_TIDE, &v) == 0) == example_table[i].tide_ok,
+        CHECK_MSG((connector_validate(&c, CONNECTOR_IMPL_TIDE, &v) == 0) ==
+                      example_table[i].tide_ok,
                   "%s: tide verdict", example_table[i].file);
         conncfg_free(&c);
         conncfg_errs_free(&e);

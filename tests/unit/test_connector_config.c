@@ -16,8 +16,8 @@ TEST(connector_config_defaults) {
     CHECK_STR(c.model_name, "Model-7B");
     CHECK_EQ(c.block_size, 16);
     CHECK_STR(c.cache_dtype, "auto");
-    CHECK_EQ(c.mamba_cache_mode, CONN_MAMBA_NONE);
-    CHECK_EQ(c.hash_algo, CONN_HASH_SHA256);
+    CHECK_EQ(c.mamba_cache_mode, CONNECTOR_MAMBA_NONE);
+    CHECK_EQ(c.hash_algo, CONNECTOR_HASH_SHA256);
     CHECK_EQ(c.enable_prefix_caching, 1);
     CHECK_EQ(c.retention_interval, 0);
     CHECK_EQ(c.use_replayssm, 0);
@@ -26,9 +26,9 @@ TEST(connector_config_defaults) {
     CHECK_EQ(c.pcp_size, 1);
     CHECK_EQ(c.dcp_size, 1);
     CHECK_EQ(c.tp_rank + c.pp_rank + c.pcp_rank + c.dcp_rank, 0);
-    CHECK_EQ(c.kv_role, CONN_ROLE_BOTH);
+    CHECK_EQ(c.kv_role, CONNECTOR_ROLE_BOTH);
     CHECK(c.kv_connector == NULL);
-    CHECK_EQ(c.load_failure_policy, CONN_LOAD_FAIL);
+    CHECK_EQ(c.load_failure_policy, CONNECTOR_LOAD_FAIL);
     /* kv_connector_extra_config defaults, as VLLM.md lists them. */
     CHECK_EQ(c.extra.load_async, 1);
     CHECK_EQ(c.extra.lookup_async, 0);
@@ -38,7 +38,7 @@ TEST(connector_config_defaults) {
     CHECK(c.extra.preferred_segment == NULL);
     CHECK_EQ(c.extra.lookup_rpc_port, 0);
     CHECK_EQ(c.ngroups, 1);
-    CHECK_EQ(c.groups[0].kind, CONN_SPEC_FULL);
+    CHECK_EQ(c.groups[0].kind, CONNECTOR_SPEC_FULL);
     CHECK_EQ(c.groups[0].head_size_v, 128);
     CHECK_STR(c.groups[0].dtype.name, "bfloat16");
     CHECK_EQ(c.groups[0].dtype.size, 2);
@@ -80,9 +80,9 @@ TEST(connector_config_every_field) {
     CHECK_EQ(c.total_num_kv_heads, 8);
     CHECK_EQ(c.max_model_len, 4096);
     CHECK_STR(c.cache_dtype, "fp8_e4m3");
-    CHECK_EQ(c.mamba_cache_mode, CONN_MAMBA_ALIGN);
+    CHECK_EQ(c.mamba_cache_mode, CONNECTOR_MAMBA_ALIGN);
     CHECK_EQ(c.prefix_match_unit, 16);
-    CHECK_EQ(c.hash_algo, CONN_HASH_XXHASH);
+    CHECK_EQ(c.hash_algo, CONNECTOR_HASH_XXHASH);
     CHECK_EQ(c.retention_interval, 128); /* kv_cache_config's resolved value wins */
     CHECK_EQ(c.tp_size, 4);
     CHECK_EQ(c.pp_size, 2);
@@ -91,8 +91,8 @@ TEST(connector_config_every_field) {
     CHECK_EQ(c.pp_rank, 1);
     CHECK_EQ(c.dp_rank, 1);
     CHECK_STR(c.kv_connector, "TideStoreConnector");
-    CHECK_EQ(c.kv_role, CONN_ROLE_CONSUMER);
-    CHECK_EQ(c.load_failure_policy, CONN_LOAD_RECOMPUTE);
+    CHECK_EQ(c.kv_role, CONNECTOR_ROLE_CONSUMER);
+    CHECK_EQ(c.load_failure_policy, CONNECTOR_LOAD_RECOMPUTE);
     CHECK_EQ(c.extra.load_async, 0);
     CHECK_EQ(c.extra.lookup_async, 1);
     CHECK_EQ(c.extra.enable_lookup, 0);
@@ -109,13 +109,13 @@ TEST(connector_config_every_field) {
     CHECK_EQ(c.groups[0].head_size_v, 64);
     CHECK_STR(c.groups[0].dtype.name, "float16");
     CHECK_EQ(c.groups[0].page_bytes, 2 * 32 * (128 + 64) * 2);
-    const conn_group *m = &c.groups[1];
-    CHECK_EQ(m->kind, CONN_SPEC_MAMBA);
+    const connector_group *m = &c.groups[1];
+    CHECK_EQ(m->kind, CONNECTOR_SPEC_MAMBA);
     CHECK_EQ(m->nstates, 2);
     CHECK_EQ(m->ndims[1], 3);
     CHECK_EQ(m->shapes[1][2], 32);
     CHECK_STR(m->dtypes[1].name, "float32");
-    CHECK_EQ(m->mamba_mode, CONN_MAMBA_ALIGN);
+    CHECK_EQ(m->mamba_mode, CONNECTOR_MAMBA_ALIGN);
     CHECK_STR(m->mamba_type, "mamba2");
     CHECK_EQ(m->page_bytes, 8192); /* padded: 4*256*2 + 2*16*32*4 = 6144 unpadded */
     conncfg_free(&c);
@@ -234,7 +234,7 @@ TEST(connector_config_mamba_fields) {
 
     /* A MambaSpec without its own mode takes cache_config's. */
     load_ok(doc("\"mamba_cache_mode\":\"all\"", "", "", G_FULL(16) "," G_MAMBA(16)), &c);
-    CHECK_EQ(c.groups[1].mamba_mode, CONN_MAMBA_ALL);
+    CHECK_EQ(c.groups[1].mamba_mode, CONNECTOR_MAMBA_ALL);
     /* 3*1024*2 + 8*64*64*4 */
     CHECK_EQ(c.groups[1].page_bytes, 3 * 1024 * 2 + 8 * 64 * 64 * 4);
     conncfg_free(&c);

@@ -241,9 +241,8 @@ TEST(connector_decode_saves_only_with_save_decode_cache) {
         CHECK_EQ(job_blocks(m, 0, TIDE_CONNECTOR_SAVE), 2);
         tide_connector_meta_free(m);
         /* Decode to 64 tokens: the hashes now cover blocks 2 and 3. */
-        CHECK_EQ(tide_connector_request_step(s, "d", 40, 64, h, 4, HL, ids + 3, (size_t[]){1}, 1,
-                                             0),
-                 0);
+        CHECK_EQ(
+            tide_connector_request_step(s, "d", 40, 64, h, 4, HL, ids + 3, (size_t[]){1}, 1, 0), 0);
         CHECK_EQ(tide_connector_build_meta(s, &m), 0);
         CHECK_EQ(tide_connector_meta_num_jobs(m), (size_t)with);
         if (with) {
@@ -284,9 +283,9 @@ TEST(connector_load_errors_per_block) {
     CHECK_EQ(n, 80);
     /* Between lookup and load: block 1 disappears, block 3 is replaced by 10 bytes. */
     char key[TIDE_KEY_MAX + 1];
-    int len = conn_own_key(c.w, 0, h + 1 * HL, HL, key);
+    int len = connector_own_key(c.w, 0, h + 1 * HL, HL, key);
     CHECK_EQ(tide_remove(st, key, (size_t)len), 0);
-    len = conn_own_key(c.w, 0, h + 3 * HL, HL, key);
+    len = connector_own_key(c.w, 0, h + 3 * HL, HL, key);
     CHECK_EQ(tide_remove(st, key, (size_t)len), 0);
     CHECK_EQ(tide_put(st, key, (size_t)len, "0123456789", 10), 0);
     CHECK_EQ(tide_connector_update_after_alloc(s, "c", cids, &five, 1, 80), 0);
@@ -604,10 +603,10 @@ TEST(connector_meta_bytes_malformed) {
     CHECK_EQ(tide_connector_meta_parse(lie, sizeof(lie), &m), TIDE_EPARSE);
     /* Every truncation of a real one fails cleanly. */
     tide_connector_meta *real = calloc(1, sizeof(*real));
-    conn_mjob *j = conn_meta_add_job(real, TIDE_CONNECTOR_SAVE, "req-1", 0, 32, 16);
+    connector_mjob *j = connector_meta_add_job(real, TIDE_CONNECTOR_SAVE, "req-1", 0, 32, 16);
     uint8_t hash[16] = {1, 2, 3};
-    CHECK_EQ(conn_meta_add_block(j, 0, 5, 16, hash), 0);
-    CHECK_EQ(conn_meta_add_block(j, 0, 6, 32, hash), 0);
+    CHECK_EQ(connector_meta_add_block(j, 0, 5, 16, hash), 0);
+    CHECK_EQ(connector_meta_add_block(j, 0, 6, 32, hash), 0);
     size_t len;
     uint8_t buf[256];
     CHECK_EQ(tide_connector_meta_serialize(real, buf, sizeof(buf), &len), 0);
@@ -865,8 +864,7 @@ TEST(connector_partial_tail_one_boundary) {
     int32_t attn[1] = {0}, null_blk[1] = {-1};
     CHECK_EQ(tide_connector_request_partial_tail(s, "p", attn, blocks, same, 1), 0);
     CHECK_EQ(tide_connector_request_partial_tail(s, "p", groups, null_blk, same, 1), 0);
-    CHECK_EQ(tide_connector_request_partial_tail(s, "p", (int32_t[]){9}, blocks, same, 1),
-             -EINVAL);
+    CHECK_EQ(tide_connector_request_partial_tail(s, "p", (int32_t[]){9}, blocks, same, 1), -EINVAL);
     /* Finished before the next metadata: kept for it, then reported. */
     CHECK_EQ(tide_connector_request_finished(s, "p"), 1);
     CHECK_EQ(tide_connector_build_meta(s, &m), 0);
@@ -899,16 +897,16 @@ TEST(connector_partial_tail_only_hybrid_align) {
     } cases[] = {
         {"", "kv_both", R_FULL(16), 1},
         {"\"mamba_cache_mode\":\"all\"", "kv_both", R_FULL(16) "," R_MAMBA(16), 2},
-        {"\"mamba_cache_mode\":\"align\"", "kv_both",
-         R_FULL(16) "," R_SWA(16, 32) "," R_MAMBA(32), 3},
+        {"\"mamba_cache_mode\":\"align\"", "kv_both", R_FULL(16) "," R_SWA(16, 32) "," R_MAMBA(32),
+         3},
         {"\"mamba_cache_mode\":\"align\"", "kv_consumer", R_FULL(16) "," R_MAMBA(32), 2},
     };
     for (size_t t = 0; t < sizeof(cases) / sizeof(cases[0]); t++) {
         tide_store *st = NULL;
         CHECK_EQ(tide_open("mem://?capacity=16MiB", &st), 0);
-        tide_connector *s = rig_open(rig_doc(16, cases[t].cache, "", cases[t].role, "",
-                                             cases[t].groups),
-                                     st, TIDE_CONNECTOR_SCHEDULER);
+        tide_connector *s =
+            rig_open(rig_doc(16, cases[t].cache, "", cases[t].role, "", cases[t].groups), st,
+                     TIDE_CONNECTOR_SCHEDULER);
         CHECK_EQ(s->cfg.partial_hits, t == 3 ? 1 : 0);
         size_t nh;
         uint8_t *h = prompt_hashes(7, 50, 16, &nh);

@@ -47,7 +47,7 @@ TEST(connector_key_exact) {
                 "\"kv_connector_extra_config\":{\"cache_prefix\":\"tenant\"}", G_FULL(16)),
             &c);
     char key[TIDE_KEY_MAX + 1], want[512];
-    conn_ns ns = connector_own_ns(&c, 0);
+    connector_ns ns = connector_own_ns(&c, 0);
     int n = connector_key(&c, 0, &ns, HASH16, 16, key, sizeof(key));
     snprintf(want, sizeof(want),
              "tenant@Model-7B@fp:%s@tp_rank:1@pcp0@dcp0@pp_rank:1@group:0@"
@@ -86,7 +86,7 @@ TEST(connector_key_uses_tp_shard) {
                        "\"kv_transfer_config\":{\"kv_role\":\"kv_both\"},"
                        "\"kv_cache_config\":{\"kv_cache_groups\":[" G_FULL(16) "," G_MLA(16) "]}}";
     load_ok(json, &c);
-    conn_ns ns = connector_own_ns(&c, 0);
+    connector_ns ns = connector_own_ns(&c, 0);
     CHECK_EQ(ns.tp, 1);
     connector_key(&c, 0, &ns, HASH16, 1, key, sizeof(key));
     snprintf(want, sizeof(want), "Llama@fp:%s@tp_rank:1@pcp0@dcp0@pp_rank:0@group:0@00",
@@ -173,7 +173,7 @@ TEST(connector_fingerprint_shared_when_bytes_are_equal) {
     load_ok(a, &ca);
     load_ok(b, &cb);
     char ka[TIDE_KEY_MAX + 1], kb[TIDE_KEY_MAX + 1];
-    conn_ns na = connector_own_ns(&ca, 0), nb = connector_own_ns(&cb, 0);
+    connector_ns na = connector_own_ns(&ca, 0), nb = connector_own_ns(&cb, 0);
     connector_key(&ca, 0, &na, HASH16, 16, ka, sizeof(ka));
     connector_key(&cb, 0, &nb, HASH16, 16, kb, sizeof(kb));
     CHECK_STR(ka, kb);
@@ -181,7 +181,7 @@ TEST(connector_fingerprint_shared_when_bytes_are_equal) {
     conncfg_free(&cb);
 }
 
-static size_t namespaces(const char *json, size_t g, conn_ns *out, size_t cap) {
+static size_t namespaces(const char *json, size_t g, connector_ns *out, size_t cap) {
     conncfg c;
     load_ok(json, &c);
     size_t n = connector_lookup_namespaces(&c, g, out, cap);
@@ -195,7 +195,7 @@ static size_t namespaces(const char *json, size_t g, conn_ns *out, size_t cap) {
               (ns).tp, (ns).pcp, (ns).dcp, (ns).pp, t, p, d, r)
 
 TEST(connector_lookup_namespaces) {
-    conn_ns ns[64];
+    connector_ns ns[64];
     /* One rank: one namespace. */
     CHECK_EQ(namespaces(doc("", "", "", G_FULL(16)), 0, ns, 64), 1);
     NS_IS(ns[0], 0, 0, 0, 0);

@@ -23,7 +23,7 @@ static tide_store *mem_store(void) {
 /* ---- the hit search on presence maps ---------------------------------------------------- */
 
 typedef struct pmap {
-    conn_presence p;
+    connector_presence p;
     uint8_t bits[4][64];
 } pmap;
 
@@ -31,8 +31,8 @@ static void pmap_init(pmap *m, const conncfg *cfg, int64_t bound) {
     memset(m, 0, sizeof(*m));
     for (size_t g = 0; g < cfg->ngroups; g++) {
         m->p.present[g] = m->bits[g];
-        int64_t unit = cfg->groups[g].kind == CONN_SPEC_MAMBA ? cfg->scheduler_block_size
-                                                              : cfg->groups[g].eff_block_size;
+        int64_t unit = cfg->groups[g].kind == CONNECTOR_SPEC_MAMBA ? cfg->scheduler_block_size
+                                                                   : cfg->groups[g].eff_block_size;
         m->p.n[g] = (size_t)(bound / unit);
     }
 }
@@ -42,7 +42,7 @@ TEST(connector_hit_search_fixed_point) {
     tide_connector *c = rig_open(rig_doc(16, "\"mamba_cache_mode\":\"align\"", "", "kv_both", "",
                                          R_FULL(16) "," R_SWA(16, 33) "," R_MAMBA(16)),
                                  st, TIDE_CONNECTOR_SCHEDULER);
-    CHECK_EQ(conn_window_blocks(&c->cfg.groups[1]), 2);
+    CHECK_EQ(connector_window_blocks(&c->cfg.groups[1]), 2);
     pmap m;
     pmap_init(&m, &c->cfg, 96);
     for (int i = 0; i < 6; i++)
@@ -54,12 +54,12 @@ TEST(connector_hit_search_fixed_point) {
     /* Round 1: Mamba says 80; the window before 80 needs block 3, the first window found
      * below is before 48; round 2: Mamba has no snapshot at 48, says 32; the window before
      * 32 (blocks 0, 1) is there: 32 is stable. */
-    CHECK_EQ(conn_hit_search(&c->cfg, &m.p, 96), 32);
+    CHECK_EQ(connector_hit_search(&c->cfg, &m.p, 96), 32);
     m.bits[1][3] = 1;
-    CHECK_EQ(conn_hit_search(&c->cfg, &m.p, 96), 80);
-    CHECK_EQ(conn_hit_search(&c->cfg, &m.p, 79), 32); /* bounds are aligned down */
-    m.bits[0][1] = 0;                                 /* full attention stops at 16 */
-    CHECK_EQ(conn_hit_search(&c->cfg, &m.p, 96), 0);  /* no snapshot at 16 */
+    CHECK_EQ(connector_hit_search(&c->cfg, &m.p, 96), 80);
+    CHECK_EQ(connector_hit_search(&c->cfg, &m.p, 79), 32); /* bounds are aligned down */
+    m.bits[0][1] = 0;                                      /* full attention stops at 16 */
+    CHECK_EQ(connector_hit_search(&c->cfg, &m.p, 96), 0);  /* no snapshot at 16 */
     tide_connector_destroy(c);
     tide_close(st);
 }
@@ -99,7 +99,7 @@ TEST(connector_lookup_full_attention) {
     /* The hashes bound the lookup as well as the token count. */
     CHECK_EQ(rig_hit(c, 100, h, 3, HL), 48);
     /* A gap in the chain ends the prefix. */
-    conn_ns ns = connector_own_ns(&c->cfg, 0);
+    connector_ns ns = connector_own_ns(&c->cfg, 0);
     char key[TIDE_KEY_MAX + 1];
     int len = connector_key(&c->cfg, 0, &ns, h + 2 * HL, HL, key, sizeof(key));
     CHECK_EQ(tide_remove(st, key, (size_t)len), 0);
@@ -140,7 +140,7 @@ TEST(connector_lookup_sliding_window) {
     uint8_t *h = rig_hashes(3, 9, HL);
     rig_store_prefix(st, c, h, HL, 128, -1, 1); /* full attention: 8 blocks */
     /* Only the window's blocks before 64 (blocks 2, 3) are stored for the window group. */
-    conn_ns ns = connector_own_ns(&c->cfg, 1);
+    connector_ns ns = connector_own_ns(&c->cfg, 1);
     rig_put_key(st, c, 1, &ns, h + 2 * HL, HL);
     rig_put_key(st, c, 1, &ns, h + 3 * HL, HL);
     CHECK_EQ(rig_hit(c, 130, h, 8, HL), 64);
@@ -151,7 +151,7 @@ TEST(connector_lookup_sliding_window) {
     CHECK_EQ(rig_hit(c, 130, h, 8, HL), 128);
     /* A window group alone does not need blocks far before the boundary, but full
      * attention does: drop full block 0 and nothing is left. */
-    conn_ns ns0 = connector_own_ns(&c->cfg, 0);
+    connector_ns ns0 = connector_own_ns(&c->cfg, 0);
     char key[TIDE_KEY_MAX + 1];
     int len = connector_key(&c->cfg, 0, &ns0, h, HL, key, sizeof(key));
     CHECK_EQ(tide_remove(st, key, (size_t)len), 0);
@@ -171,7 +171,7 @@ TEST(connector_lookup_hybrid_mamba_snapshot_at_boundary) {
     uint8_t *h = rig_hashes(4, 7, HL);
     rig_store_prefix(st, c, h, HL, 96, -1, 1); /* attention: 6 blocks */
     CHECK_EQ(rig_hit(c, 100, h, 6, HL), 0);    /* no snapshot anywhere */
-    conn_ns ns = connector_own_ns(&c->cfg, 1);
+    connector_ns ns = connector_own_ns(&c->cfg, 1);
     rig_put_key(st, c, 1, &ns, h + (48 / 16 - 1) * HL, HL);
     CHECK_EQ(rig_hit(c, 100, h, 6, HL), 48);
     rig_put_key(st, c, 1, &ns, h + (80 / 16 - 1) * HL, HL);
@@ -197,7 +197,7 @@ TEST(connector_lookup_mamba_block_differs_from_cache_block) {
     CHECK_EQ(c->cfg.hash_block_size, 16);
     uint8_t *h = rig_hashes(5, 12, HL);
     rig_store_prefix(st, c, h, HL, 192, -1, 1); /* 12 attention blocks */
-    conn_ns ns = connector_own_ns(&c->cfg, 1);
+    connector_ns ns = connector_own_ns(&c->cfg, 1);
     /* Mamba blocks larger than the hash block: partial hits, at every hash boundary. */
     CHECK_EQ(c->cfg.partial_hits, 1);
     CHECK_EQ(rig_hit(c, 200, h, 12, HL), 0);

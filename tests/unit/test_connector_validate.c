@@ -9,7 +9,7 @@
 #include "tide.h"
 
 /* Validate a document with one implementation; returns the rc and fills *v. */
-static int verdict(const char *json, conn_impl impl, conn_verdict *v) {
+static int verdict(const char *json, connector_impl impl, connector_verdict *v) {
     conncfg c;
     load_ok(json, &c);
     int rc = connector_validate(&c, impl, v);
@@ -17,8 +17,8 @@ static int verdict(const char *json, conn_impl impl, conn_verdict *v) {
     return rc;
 }
 
-#define REF CONN_IMPL_REFERENCE
-#define TIDE CONN_IMPL_TIDE
+#define REF CONNECTOR_IMPL_REFERENCE
+#define TIDE CONNECTOR_IMPL_TIDE
 
 /* ---- value rules ------------------------------------------------------------------- */
 
@@ -70,9 +70,9 @@ TEST(connector_check_sizes_and_ranks) {
     conncfg_errs_free(&e);
     conncfg_free(&c);
     /* Unchecked configurations get no verdict. */
-    conn_verdict v;
+    connector_verdict v;
     memset(&c, 0, sizeof(c));
-    CHECK_EQ(connector_validate(&c, CONN_IMPL_TIDE, &v), TIDE_ECONFIG);
+    CHECK_EQ(connector_validate(&c, CONNECTOR_IMPL_TIDE, &v), TIDE_ECONFIG);
     CHECK_EQ(load_errs(doc("", "", "", ""), &c, &e), TIDE_ECONFIG);
     CHECK_LINE(&e, "kv_cache_config.kv_cache_groups: at least one group is required");
     conncfg_errs_free(&e);
@@ -277,7 +277,7 @@ TEST(connector_replication_factors) {
 /* ---- the reference's verdict ------------------------------------------------------- */
 
 TEST(connector_reference_accepts_plain_models) {
-    conn_verdict v;
+    connector_verdict v;
     CHECK_EQ(verdict(doc("", "", "", G_FULL(16)), REF, &v), 0);
     CHECK_EQ(v.nitems, 0);
     CHECK_STR(v.message, "");
@@ -294,16 +294,16 @@ TEST(connector_reference_accepts_plain_models) {
 }
 
 TEST(connector_reference_cross_attention) {
-    conn_verdict v;
+    connector_verdict v;
     CHECK_EQ(verdict(doc("", "", "", G_FULL(16) "," G_CROSS(16)), REF, &v), TIDE_EUNSUPPORTED);
     CHECK_EQ(v.nitems, 1);
-    CHECK_EQ(v.items[0].kind, CONN_ITEM_CROSS_ATTENTION);
+    CHECK_EQ(v.items[0].kind, CONNECTOR_ITEM_CROSS_ATTENTION);
     CHECK_EQ(v.items[0].group, 1);
     CHECK_STR(v.message, "MooncakeStoreConnector does not support: group 1: CrossAttentionSpec");
 }
 
 TEST(connector_reference_mamba_block_size) {
-    conn_verdict v;
+    connector_verdict v;
     CHECK_EQ(
         verdict(doc("\"mamba_cache_mode\":\"align\"", "", "", G_FULL(16) "," G_MAMBA(64)), REF, &v),
         TIDE_EUNSUPPORTED);
@@ -317,7 +317,7 @@ TEST(connector_reference_mamba_block_size) {
 }
 
 TEST(connector_reference_hybrid_context_parallel) {
-    conn_verdict v;
+    connector_verdict v;
     CHECK_EQ(verdict(doc("", "\"tensor_parallel_size\":2,\"decode_context_parallel_size\":2", "",
                          G_SLIDING(16, 128) "," G_FULL(16)),
                      REF, &v),
@@ -333,7 +333,7 @@ TEST(connector_reference_hybrid_context_parallel) {
 }
 
 TEST(connector_reference_aggregates_in_order) {
-    conn_verdict v;
+    connector_verdict v;
     const char *groups = G_CROSS(16) "," G_MAMBA(32) "," G_FULL(16) "," G_MAMBA(48);
     CHECK_EQ(verdict(doc("\"mamba_cache_mode\":\"align\"",
                          "\"tensor_parallel_size\":2,\"prefill_context_parallel_size\":2,"
@@ -365,7 +365,7 @@ TEST(connector_reference_verdict_survives_derived_problems) {
         CHECK_MSG(has_line(&e, t->problem), "%s: no problem line \"%s\"", t->name, t->problem);
         CHECK_MSG(!t->problem2 || has_line(&e, t->problem2), "%s: no problem line \"%s\"", t->name,
                   t->problem2);
-        conn_verdict v;
+        connector_verdict v;
         rc = connector_validate(&c, REF, &v);
         CHECK_MSG(rc == (t->ref[0] ? TIDE_EUNSUPPORTED : 0), "%s: reference rc %d", t->name, rc);
         CHECK_MSG(strcmp(v.message, t->ref) == 0, "%s: reference said \"%s\"", t->name, v.message);
@@ -387,7 +387,7 @@ TEST(connector_reference_capacity_only_survives_derived_problems) {
         "\"kv_cache_config\":{\"kv_cache_groups\":[" G_CROSS(16) "," G_MAMBA(64) "]}}";
     CHECK_EQ(load_errs(json, &c, &e), TIDE_ECONFIG);
     CHECK_LINE(&e, HASH_LINE(0, 16, 64));
-    conn_verdict v;
+    connector_verdict v;
     CHECK_EQ(connector_validate(&c, REF, &v), 0);
     CHECK_EQ(v.capacity_only, 1);
     CHECK_EQ(connector_validate(&c, TIDE, &v), TIDE_ECONFIG);
@@ -400,7 +400,7 @@ TEST(connector_reference_capacity_only_survives_derived_problems) {
 TEST(connector_reference_verdict_needs_what_vllm_checks_first) {
     conncfg c;
     conncfg_errs e;
-    conn_verdict v;
+    connector_verdict v;
     CHECK_EQ(load_errs(doc("\"use_replayssm\":true,\"mamba_cache_mode\":\"align\"", "", "",
                            G_FULL(16) "," G_MAMBA(64)),
                        &c, &e),
@@ -426,7 +426,7 @@ TEST(connector_reference_verdict_needs_what_vllm_checks_first) {
 TEST(connector_capacity_only_skips_validation) {
     const char *groups = G_CROSS(16) "," G_MAMBA(32);
     const char *par = "\"tensor_parallel_size\":2,\"decode_context_parallel_size\":2";
-    conn_verdict v;
+    connector_verdict v;
     char json[16384];
     snprintf(json, sizeof(json),
              "{\"model_config\":{\"model\":\"m\"},\"cache_config\":{\"block_size\":16},"
@@ -435,7 +435,7 @@ TEST(connector_capacity_only_skips_validation) {
              "\"kv_cache_config\":{\"kv_cache_groups\":[%s]}}",
              par, "kv_consumer", "false", "false", groups);
     for (int impl = 0; impl < 2; impl++) {
-        CHECK_EQ(verdict(json, (conn_impl)impl, &v), 0);
+        CHECK_EQ(verdict(json, (connector_impl)impl, &v), 0);
         CHECK_EQ(v.capacity_only, 1);
         CHECK_EQ(v.nitems, 0);
     }
@@ -452,7 +452,7 @@ TEST(connector_capacity_only_skips_validation) {
                  "\"kv_cache_config\":{\"kv_cache_groups\":[%s]}}",
                  par, cases[i][0], cases[i][1], cases[i][2], groups);
         for (int impl = 0; impl < 2; impl++) {
-            CHECK_EQ(verdict(json, (conn_impl)impl, &v), TIDE_EUNSUPPORTED);
+            CHECK_EQ(verdict(json, (connector_impl)impl, &v), TIDE_EUNSUPPORTED);
             CHECK_EQ(v.capacity_only, 0);
         }
     }
@@ -461,7 +461,7 @@ TEST(connector_capacity_only_skips_validation) {
 /* ---- tide's verdict ---------------------------------------------------------------- */
 
 TEST(connector_tide_accepts_what_it_supports) {
-    conn_verdict v;
+    connector_verdict v;
     /* Mamba in align mode whatever the block sizes. */
     CHECK_EQ(verdict(doc("\"mamba_cache_mode\":\"align\"", "", "", G_FULL(16) "," G_MAMBA(64)),
                      TIDE, &v),
@@ -484,7 +484,7 @@ TEST(connector_tide_accepts_what_it_supports) {
 }
 
 TEST(connector_tide_rejects_with_its_own_words) {
-    conn_verdict v;
+    connector_verdict v;
     CHECK_EQ(verdict(doc("", "", "", G_FULL(16) "," G_CROSS(16)), TIDE, &v), TIDE_EUNSUPPORTED);
     CHECK_STR(v.message, "TideStoreConnector does not support: group 1: CrossAttentionSpec");
 
@@ -492,7 +492,7 @@ TEST(connector_tide_rejects_with_its_own_words) {
     CHECK_STR(v.message, "TideStoreConnector does not support: group 1: MambaSpec with "
                          "mamba_cache_mode='none' (no state snapshots at block ends; needs "
                          "'align' or 'all')");
-    CHECK_EQ(v.items[0].kind, CONN_ITEM_MAMBA_MODE_NONE);
+    CHECK_EQ(v.items[0].kind, CONNECTOR_ITEM_MAMBA_MODE_NONE);
 
     CHECK_EQ(verdict(doc("", "\"prefill_context_parallel_size\":2", "",
                          G_SLIDING(16, 128) "," G_FULL(16)),
@@ -505,7 +505,7 @@ TEST(connector_tide_rejects_with_its_own_words) {
 }
 
 TEST(connector_tide_aggregates_in_order) {
-    conn_verdict v;
+    connector_verdict v;
     const char *groups = G_CROSS(16) "," G_MAMBA(16) "," G_FULL(16);
     CHECK_EQ(verdict(doc("", "\"prefill_context_parallel_size\":2", "", groups), TIDE, &v),
              TIDE_EUNSUPPORTED);
@@ -522,9 +522,9 @@ TEST(connector_tide_rejects_keys_over_the_limit) {
     prefix[200] = '\0';
     snprintf(extra, sizeof(extra), "\"kv_connector_extra_config\":{\"cache_prefix\":\"%s\"}",
              prefix);
-    conn_verdict v;
+    connector_verdict v;
     CHECK_EQ(verdict(doc("", "", extra, G_FULL(16)), TIDE, &v), TIDE_EUNSUPPORTED);
-    CHECK_EQ(v.items[0].kind, CONN_ITEM_KEY_TOO_LONG);
+    CHECK_EQ(v.items[0].kind, CONNECTOR_ITEM_KEY_TOO_LONG);
     /* 200 + "@" + "Model-7B@fp:" (12) + 16 + "@tp_rank:0@pcp0@dcp0@pp_rank:0@group:0" (38)
        + "@" + 64 hex digits */
     CHECK_EQ(v.items[0].a, 200 + 1 + 8 + 4 + 16 + 38 + 1 + 64);

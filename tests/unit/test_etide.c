@@ -170,9 +170,9 @@ TEST(etide_config_is_validated) {
             CHECK_EQ(cfg.tp_rank, rank);
             CHECK_EQ(cfg.dcp_rank, rank % cases[i].dcp);
             CHECK_EQ(cfg.scheduler_block_size, engine_block_tokens(m));
-            conn_verdict v;
-            CHECK_EQ(connector_validate(&cfg, CONN_IMPL_TIDE, &v), 0);
-            rc = connector_validate(&cfg, CONN_IMPL_REFERENCE, &v);
+            connector_verdict v;
+            CHECK_EQ(connector_validate(&cfg, CONNECTOR_IMPL_TIDE, &v), 0);
+            rc = connector_validate(&cfg, CONNECTOR_IMPL_REFERENCE, &v);
             if (cases[i].reference_ok) {
                 CHECK_EQ(rc, 0);
             } else {
@@ -204,7 +204,7 @@ static void damage(tide_store *s, engine_model *m, const engine_config *c, uint3
     CHECK(end_token / hb <= 64);
     CHECK_EQ(tide_prefix_hashes(TIDE_HASH_XXH3, tok, end_token, hb, NULL, 0, h, 64),
              end_token / hb);
-    conn_ns ns = connector_own_ns(&cfg, (size_t)group);
+    connector_ns ns = connector_own_ns(&cfg, (size_t)group);
     char key[TIDE_KEY_MAX + 1];
     int klen = connector_key(&cfg, (size_t)group, &ns, h + (end_token / hb - 1) * TIDE_HASH_BYTES,
                              TIDE_HASH_BYTES, key, sizeof(key));
