@@ -35,7 +35,7 @@ static struct {
 } regs[MAX_POOL_REGS];
 
 /* Register [base, base + len) with d, or count one more user of an earlier registration. */
-static int pool_ref(dev *d, void *base, uint64_t len, char *msg, size_t mlen) {
+static int devmem_register_pool(dev *d, void *base, uint64_t len, char *msg, size_t mlen) {
     int rc = 0;
     pthread_mutex_lock(&reg_lock);
     size_t i, free_slot = MAX_POOL_REGS;
@@ -62,7 +62,7 @@ static int pool_ref(dev *d, void *base, uint64_t len, char *msg, size_t mlen) {
     return rc;
 }
 
-static void pool_unref(dev *d, void *base) {
+static void devmem_unregister_pool(dev *d, void *base) {
     pthread_mutex_lock(&reg_lock);
     for (size_t i = 0; i < MAX_POOL_REGS; i++) {
         if (regs[i].refs && regs[i].base == base && regs[i].kind == d->kind &&
@@ -111,7 +111,7 @@ int connector_mem_claim(tide_connector *c, const char *fn, int kind, int device,
     }
     uint64_t plen = 0;
     if (d != c->dev && client_pool(c->store, &pool, &plen) == 0 &&
-        (rc = pool_ref(d, pool, plen, msg, sizeof(msg))) != 0) {
+        (rc = devmem_register_pool(d, pool, plen, msg, sizeof(msg))) != 0) {
         dev_close(d);
         return connector_err(c, rc, "%s: registering the store's %llu-byte pool: %s", fn,
                              (unsigned long long)plen, msg);
@@ -207,7 +207,7 @@ void connector_mem_thread_exit(tide_connector *c, size_t t) {
 
 void connector_mem_stop(tide_connector *c) {
     if (!c->dev) return;
-    if (c->pool_owned) pool_unref(c->dev, c->pool_base);
+    if (c->pool_owned) devmem_unregister_pool(c->dev, c->pool_base);
     dev_close(c->dev);
     c->dev = NULL;
     c->pool_base = NULL;
