@@ -110,7 +110,8 @@ struct tide_connector {
     char **finished; /* delayed-free requests finished since the last metadata */
     size_t nfinished, cap_finished;
 
-    /* Worker state (wlock). */
+    /* Worker state (wlock). Helpers named do_x() (worker.c, devmem.c) expect wlock held;
+     * the others take it. */
     pthread_mutex_t wlock;
     pthread_cond_t wcond;    /* a job was queued, or the pool stops */
     pthread_cond_t donecond; /* a job finished */
@@ -159,7 +160,7 @@ int connector_mem_claim(tide_connector *c, const char *fn, int kind, int device,
  * host regions. */
 int connector_mem_event(tide_connector *c, const char *fn, uint64_t stream, connector_event **out);
 /* Drop a reference to an event (wlock held). */
-void do_conn_event_unref(connector_event *e);
+void do_connector_event_unref(connector_event *e);
 /* The store calls of job thread t: host regions use the plain calls; device regions go
  * through the thread's queue (a save's copies after ev). */
 int connector_store_put(tide_connector *c, size_t t, const connector_event *ev,

@@ -148,7 +148,7 @@ int connector_mem_event(tide_connector *c, const char *fn, uint64_t stream, conn
     return 0;
 }
 
-void do_conn_event_unref(connector_event *e) {
+void do_connector_event_unref(connector_event *e) {
     if (e && --e->refs == 0) {
         dev_event_free(e->ev);
         free(e);

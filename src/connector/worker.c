@@ -555,7 +555,7 @@ static void *job_thread(void *arg) {
             w->pending_saves--;
         }
         if (w) do_wreq_settle(c, w);
-        do_conn_event_unref(job->ev);
+        do_connector_event_unref(job->ev);
         c->running--;
         c->queued--;
         pthread_cond_broadcast(&c->donecond);
@@ -771,8 +771,8 @@ static int start_jobs(tide_connector *c, const char *fn, const tide_connector_me
     }
     /* Jobs not queued (out of memory) drop their references; then the caller's. */
     for (connector_job *u = head; u; u = u->next)
-        do_conn_event_unref(u->ev);
-    do_conn_event_unref(ev);
+        do_connector_event_unref(u->ev);
+    do_connector_event_unref(ev);
     pthread_mutex_unlock(&c->wlock);
     job_list_free(head);
     if (rc) return connector_err(c, rc, "%s: out of memory", fn);

@@ -76,6 +76,7 @@ struct dev_test_stream {
     test_worker w;
 };
 
+/* Lock rules: above. Helpers named do_x() expect the lock their comment names held. */
 static pthread_mutex_t tlock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t memlock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t tcond = PTHREAD_COND_INITIALIZER; /* an event was reached */

@@ -45,7 +45,7 @@ typedef struct worker {
 
 /* preauth.c: the pre-auth slots of a server with a token (see there). */
 typedef struct preauth {
-    pthread_mutex_t mu;
+    pthread_mutex_t mu; /* guards slots and counts; preauth.c's do_preauth_x() expect it held */
     struct preauth_slot {
         int fd;
         uint64_t seq; /* admission order: the lowest is the oldest */

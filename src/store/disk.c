@@ -90,7 +90,8 @@ struct disk {
      * and file creation, which are metadata calls). The active segment's file is appended
      * to only by disk_write's caller, outside the lock; it reserves the bytes under the
      * lock first (size grows), so capacity and rotation are decided in one place. Nothing
-     * is called out while `mu` is held. A caller may hold the store's lock (store -> disk).
+     * is called out while `mu` is held. A caller may hold the store's lock (store -> disk). Helpers named do_x()
+     * expect `mu` held; x() takes it.
      */
     pthread_mutex_t mu;
     char dir[DISK_DIR_MAX];
