@@ -43,20 +43,6 @@
 #define PROTECT_NUM 2u /* protected holds at most 2/5 of the pool */
 #define PROTECT_DEN 5u
 
-static inline obj *at(const policy *p, uint32_t node) {
-    return alloc_owner(p->al, node);
-}
-
-typedef struct queue {
-    uint32_t *head, *tail;
-    uint64_t *count, *bytes;
-} queue;
-
-static queue q_of(policy *p, int prot) {
-    if (prot) return (queue){&p->head2, &p->tail2, &p->count2, &p->bytes2};
-    return (queue){&p->head, &p->tail, &p->count, &p->bytes};
-}
-
 static int on_prot(const obj *o) {
     return (o->state & IN_PROT) != 0;
 }
@@ -64,42 +50,14 @@ static int on_prot(const obj *o) {
 /* Link o into the list its bit names: after `after` when that is on the same list, else at
  * the head; or at the tail when at_tail. */
 static void link_obj(policy *p, obj *o, const obj *after, int at_tail) {
-    queue q = q_of(p, on_prot(o));
-    if (at_tail && *q.tail != ALLOC_NIL) after = at(p, *q.tail);
-    if (after && on_prot(after) == on_prot(o)) {
-        o->lprev = after->node;
-        o->lnext = after->lnext;
-        if (after->lnext != ALLOC_NIL)
-            at(p, after->lnext)->lprev = o->node;
-        else
-            *q.tail = o->node;
-        at(p, after->node)->lnext = o->node;
-    } else {
-        o->lprev = ALLOC_NIL;
-        o->lnext = *q.head;
-        if (*q.head != ALLOC_NIL)
-            at(p, *q.head)->lprev = o->node;
-        else
-            *q.tail = o->node;
-        *q.head = o->node;
-    }
-    (*q.count)++;
-    *q.bytes += alloc_units(p->al, o->node);
+    plist q = plist_of(p, on_prot(o));
+    if (at_tail && *q.tail != ALLOC_NIL) after = plist_obj(p, *q.tail);
+    if (after && on_prot(after) != on_prot(o)) after = NULL;
+    plist_insert_after(p, q, o, after);
 }
 
 static void unlink_obj(policy *p, obj *o) {
-    queue q = q_of(p, on_prot(o));
-    if (o->lprev != ALLOC_NIL)
-        at(p, o->lprev)->lnext = o->lnext;
-    else
-        *q.head = o->lnext;
-    if (o->lnext != ALLOC_NIL)
-        at(p, o->lnext)->lprev = o->lprev;
-    else
-        *q.tail = o->lprev;
-    o->lprev = o->lnext = ALLOC_NIL;
-    (*q.count)--;
-    *q.bytes -= alloc_units(p->al, o->node);
+    plist_remove(p, plist_of(p, on_prot(o)), o);
 }
 
 static int chain_init(policy *p) {
@@ -135,7 +93,7 @@ static void chain_insert(policy *p, obj *o, int reused, const policy_hint *h) {
     link_obj(p, o, after, 0);
     uint64_t limit = (uint64_t)p->al->total * PROTECT_NUM / PROTECT_DEN;
     while (p->bytes2 > limit) {
-        obj *v = at(p, p->tail2);
+        obj *v = plist_obj(p, p->tail2);
         unlink_obj(p, v);
         v->state = (uint8_t)(v->state & ~IN_PROT);
         link_obj(p, v, NULL, 0);
@@ -152,8 +110,8 @@ static void chain_access(policy *p, obj *o) {
 }
 
 static obj *chain_victim(policy *p) {
-    if (p->tail != ALLOC_NIL) return at(p, p->tail);
-    return p->tail2 == ALLOC_NIL ? NULL : at(p, p->tail2);
+    if (p->tail != ALLOC_NIL) return plist_obj(p, p->tail);
+    return p->tail2 == ALLOC_NIL ? NULL : plist_obj(p, p->tail2);
 }
 
 static int chain_list_of(const obj *o) {

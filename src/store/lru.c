@@ -1,7 +1,6 @@
 /*
  * lru.c — least-recently-used eviction: one intrusive doubly-linked list through the
- * records, most recent at head, least recent at tail. Links are allocator node indices
- * (store_int.h), turned back into records through the allocator's owner pointers.
+ * records (plist.c), most recent at head, least recent at tail.
  *
  * The policy holds only evictable objects (store_int.h): an object leaves the list when it
  * is pinned and comes back at the head when its last pin goes, so "recently used" means
@@ -9,13 +8,9 @@
  */
 #include "store/store_int.h"
 
-static inline obj *at(const policy *p, uint32_t node) {
-    return alloc_owner(p->al, node);
-}
-
 static int lru_init(policy *p) {
     p->head = p->tail = p->head2 = p->tail2 = ALLOC_NIL; /* the second list stays empty */
-    p->count = p->count2 = 0;
+    p->count = p->count2 = p->bytes = p->bytes2 = 0;
     return 0;
 }
 
@@ -31,27 +26,11 @@ static uint64_t lru_meta_bytes(const policy *p) {
 static void lru_insert(policy *p, obj *o, int reused, const policy_hint *h) {
     (void)reused;
     (void)h;
-    o->lprev = ALLOC_NIL;
-    o->lnext = p->head;
-    if (p->head != ALLOC_NIL)
-        at(p, p->head)->lprev = o->node;
-    else
-        p->tail = o->node;
-    p->head = o->node;
-    p->count++;
+    plist_insert_after(p, plist_of(p, 0), o, NULL);
 }
 
 static void lru_erase(policy *p, obj *o) {
-    if (o->lprev != ALLOC_NIL)
-        at(p, o->lprev)->lnext = o->lnext;
-    else
-        p->head = o->lnext;
-    if (o->lnext != ALLOC_NIL)
-        at(p, o->lnext)->lprev = o->lprev;
-    else
-        p->tail = o->lprev;
-    o->lprev = o->lnext = ALLOC_NIL;
-    p->count--;
+    plist_remove(p, plist_of(p, 0), o);
 }
 
 static void lru_access(policy *p, obj *o) {
@@ -60,7 +39,7 @@ static void lru_access(policy *p, obj *o) {
 }
 
 static obj *lru_victim(policy *p) {
-    return p->tail == ALLOC_NIL ? NULL : at(p, p->tail);
+    return p->tail == ALLOC_NIL ? NULL : plist_obj(p, p->tail);
 }
 
 static int lru_list_of(const obj *o) {

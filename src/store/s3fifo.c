@@ -27,10 +27,6 @@
 #define FREQ_SHIFT 3
 #define FREQ_MASK (3u << FREQ_SHIFT)
 
-static inline obj *at(const policy *p, uint32_t node) {
-    return alloc_owner(p->al, node);
-}
-
 static inline unsigned freq(const obj *o) {
     return (o->state & FREQ_MASK) >> FREQ_SHIFT;
 }
@@ -39,42 +35,16 @@ static inline void set_freq(obj *o, unsigned f) {
     o->state = (uint8_t)((o->state & ~FREQ_MASK) | (f << FREQ_SHIFT));
 }
 
-typedef struct queue {
-    uint32_t *head, *tail;
-    uint64_t *count, *bytes;
-} queue;
-
-static queue q_of(policy *p, int main) {
-    if (main) return (queue){&p->head2, &p->tail2, &p->count2, &p->bytes2};
-    return (queue){&p->head, &p->tail, &p->count, &p->bytes};
+static plist list_of(policy *p, const obj *o) {
+    return plist_of(p, (o->state & IN_MAIN) != 0);
 }
 
 static void push_head(policy *p, obj *o) {
-    queue q = q_of(p, (o->state & IN_MAIN) != 0);
-    o->lprev = ALLOC_NIL;
-    o->lnext = *q.head;
-    if (*q.head != ALLOC_NIL)
-        at(p, *q.head)->lprev = o->node;
-    else
-        *q.tail = o->node;
-    *q.head = o->node;
-    (*q.count)++;
-    *q.bytes += alloc_units(p->al, o->node);
+    plist_insert_after(p, list_of(p, o), o, NULL);
 }
 
 static void unlink_obj(policy *p, obj *o) {
-    queue q = q_of(p, (o->state & IN_MAIN) != 0);
-    if (o->lprev != ALLOC_NIL)
-        at(p, o->lprev)->lnext = o->lnext;
-    else
-        *q.head = o->lnext;
-    if (o->lnext != ALLOC_NIL)
-        at(p, o->lnext)->lprev = o->lprev;
-    else
-        *q.tail = o->lprev;
-    o->lprev = o->lnext = ALLOC_NIL;
-    (*q.count)--;
-    *q.bytes -= alloc_units(p->al, o->node);
+    plist_remove(p, list_of(p, o), o);
 }
 
 static int s3_init(policy *p) {
@@ -128,7 +98,7 @@ static obj *s3_victim(policy *p) {
     for (;;) {
         if (p->count == 0 && p->count2 == 0) return NULL;
         if (p->count2 == 0 || (p->count > 0 && p->bytes >= small_target)) {
-            obj *o = at(p, p->tail);
+            obj *o = plist_obj(p, p->tail);
             if (freq(o) >= 1) {
                 unlink_obj(p, o);
                 o->state |= IN_MAIN;
@@ -139,7 +109,7 @@ static obj *s3_victim(policy *p) {
             p->ghost[o->hash & p->ghost_mask] = o->hash | 1;
             return o;
         }
-        obj *o = at(p, p->tail2);
+        obj *o = plist_obj(p, p->tail2);
         if (freq(o) >= 1) {
             unlink_obj(p, o);
             set_freq(o, freq(o) - 1);

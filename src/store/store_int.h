@@ -8,6 +8,7 @@
  *   lru.c     the LRU eviction policy (behind policy_ops)
  *   s3fifo.c  the S3-FIFO eviction policy (the same interface)
  *   chain.c   chain-aware segmented LRU for prefix chains (the same interface; the default)
+ *   plist.c   the intrusive lists the three policies keep through the records
  *   lease.c   pins and reservations: ids, the id table and the deadline heap
  *   store.c   store.h on top of the above, under one mutex
  *   tier.c    the SSD tier's side of the store: spill writer thread, promotion from disk
@@ -246,6 +247,21 @@ typedef struct policy_ops {
     int (*list_of)(const obj *o);
     int keeps_units;
 } policy_ops;
+
+/* One of a policy's two lists (plist.c): second = 0 names head/tail, 1 head2/tail2. */
+typedef struct plist {
+    uint32_t *head, *tail;
+    uint64_t *count, *bytes;
+} plist;
+plist plist_of(policy *p, int second);
+/* The record a link names. */
+static inline obj *plist_obj(const policy *p, uint32_t node) {
+    return alloc_owner(p->al, node);
+}
+/* Link o right behind `after`, which must be on q; at q's head when after is NULL. */
+void plist_insert_after(const policy *p, plist q, obj *o, const obj *after);
+/* Unlink o from q, the list it is on. */
+void plist_remove(const policy *p, plist q, obj *o);
 
 extern const policy_ops policy_lru;
 extern const policy_ops policy_s3fifo;
