@@ -8,63 +8,40 @@
  * big-* are large but valid documents; crash-* are inputs that once broke a property and were fixed
  * (regressions).
  */
-#include <dirent.h>
 #include <errno.h>
 
+#include "corpus_util.h"
 #include "fuzz/conncfg_check.h"
 #include "harness.h"
 
 #define CONNCFG_CORPUS "tests/fuzz/corpus/conncfg"
 
-static uint8_t *slurp_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, n = 0, got;
-    uint8_t *b = malloc(cap);
-    while (b && (got = fread(b + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) {
-            uint8_t *nb = realloc(b, cap *= 2);
-            if (!nb) free(b);
-            b = nb;
-        }
+typedef struct {
+    int examples, edges;
+} replay;
+
+static void replay_one(const char *name, const uint8_t *data, size_t len, void *arg) {
+    replay *r = arg;
+    test_context = name;
+    int outcome = 0;
+    const char *bad = conncfg_fuzz_one(data, len, &outcome);
+    CHECK_MSG(bad == NULL, "%s: %s", name, bad);
+    if (strncmp(name, "example-", 8) == 0) {
+        r->examples++;
+        int want_ok = strstr(name, "whisper-cross-attention") == NULL;
+        CHECK_MSG((outcome == 0) == want_ok, "%s: outcome %d (%s)", name, outcome,
+                  tide_errname(outcome));
+    } else if (strncmp(name, "edge-", 5) == 0) {
+        r->edges++;
+        CHECK_MSG(outcome != 0, "%s: a hostile document was accepted", name);
     }
-    fclose(f);
-    *len = n;
-    return b;
+    test_context = NULL;
 }
 
 TEST(conncfg_corpus_replay) {
-    DIR *d = opendir(CONNCFG_CORPUS);
-    CHECK_MSG(d != NULL, "cannot open %s (run from the repository root)", CONNCFG_CORPUS);
-    struct dirent *e;
-    int files = 0, examples = 0, edges = 0;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
-        char path[512];
-        snprintf(path, sizeof(path), "%s/%s", CONNCFG_CORPUS, e->d_name);
-        size_t len = 0;
-        uint8_t *data = slurp_file(path, &len);
-        CHECK_MSG(data != NULL, "cannot read %s", path);
-        test_context = e->d_name;
-        int outcome = 0;
-        const char *bad = conncfg_fuzz_one(data, len, &outcome);
-        CHECK_MSG(bad == NULL, "%s: %s", e->d_name, bad);
-        if (strncmp(e->d_name, "example-", 8) == 0) {
-            examples++;
-            int want_ok = strstr(e->d_name, "whisper-cross-attention") == NULL;
-            CHECK_MSG((outcome == 0) == want_ok, "%s: outcome %d (%s)", e->d_name, outcome,
-                      tide_errname(outcome));
-        } else if (strncmp(e->d_name, "edge-", 5) == 0) {
-            edges++;
-            CHECK_MSG(outcome != 0, "%s: a hostile document was accepted", e->d_name);
-        }
-        free(data);
-        files++;
-    }
-    closedir(d);
-    test_context = NULL;
+    replay r = {0};
+    int files = corpus_each(CONNCFG_CORPUS, replay_one, &r);
     /* The seeds must be there, or this test would pass on nothing. */
-    CHECK_MSG(examples >= 6 && edges >= 20, "%d examples, %d edge cases", examples, edges);
-    printf("    %d inputs replayed (%d examples, %d edge cases)\n", files, examples, edges);
+    CHECK_MSG(r.examples >= 6 && r.edges >= 20, "%d examples, %d edge cases", r.examples, r.edges);
+    printf("    %d inputs replayed (%d examples, %d edge cases)\n", files, r.examples, r.edges);
 }
