@@ -24,7 +24,8 @@ void server_start(test_server *ts, const char *const *extra) {
     unlink(ready);
     const char *argv[64] = {test_tide_bin(), "serve", "--port", "0", "--ready-file", ready};
     int argc = 6;
-    for (int i = 0; extra && extra[i] && argc < 62; i++) argv[argc++] = extra[i];
+    for (int i = 0; extra && extra[i] && argc < 62; i++)
+        argv[argc++] = extra[i];
     argv[argc] = NULL;
     pid_t pid = fork();
     if (pid == 0) {
@@ -48,7 +49,8 @@ void server_start(test_server *ts, const char *const *extra) {
         if (waitpid(pid, &st, WNOHANG) == pid) {
             char cmd[300];
             snprintf(cmd, sizeof(cmd), "cat %s >&2", ts->log);
-            if (system(cmd)) {}
+            if (system(cmd)) {
+            }
             test_fail(__FILE__, __LINE__, "tide serve exited before listening (status %d)", st);
         }
         struct timespec d = {0, 10000000};
@@ -56,6 +58,19 @@ void server_start(test_server *ts, const char *const *extra) {
     }
     kill(pid, SIGKILL);
     test_fail(__FILE__, __LINE__, "tide serve did not start within 10 s");
+}
+
+void server_start_unix(test_server *ts, const char *path, const char *capacity,
+                       const char *log_level, const char *const *extra) {
+    const char *args[48] = {"--capacity", capacity, "--log-level",    log_level,
+                            "--unix",     path,     "--metrics-port", "0"};
+    int n = 8;
+    for (int i = 0; extra && extra[i]; i++) {
+        if (n == 47) test_fail(__FILE__, __LINE__, "server_start_unix: too many arguments");
+        args[n++] = extra[i];
+    }
+    args[n] = NULL;
+    server_start(ts, args);
 }
 
 int server_stop(test_server *ts, int sig) {
@@ -66,7 +81,8 @@ int server_stop(test_server *ts, int sig) {
             if (sig != SIGKILL && st != 0) { /* show why it did not stop cleanly */
                 char cmd[300];
                 snprintf(cmd, sizeof(cmd), "tail -n 40 %s >&2", ts->log);
-                if (system(cmd)) {}
+                if (system(cmd)) {
+                }
             }
             return st;
         }
@@ -80,7 +96,8 @@ int server_stop(test_server *ts, int sig) {
 
 int server_connect(int port, int timeout_s) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0)
         test_fail(__FILE__, __LINE__, "cannot connect to port %d", port);

@@ -16,6 +16,10 @@ typedef struct test_server {
 /* Start `tide serve --port 0 --ready-file ... EXTRA...` (EXTRA: NULL-terminated list of
  * further arguments) and wait until it listens. Fails the test when it does not. */
 void server_start(test_server *ts, const char *const *extra);
+/* server_start with a Unix socket at path: `--capacity CAPACITY --log-level LEVEL --unix PATH
+ * --metrics-port 0 EXTRA...` (metrics on a free port: the default, port + 1, may be taken). */
+void server_start_unix(test_server *ts, const char *path, const char *capacity,
+                       const char *log_level, const char *const *extra);
 /* Send sig and wait for the exit; returns the wait status. */
 int server_stop(test_server *ts, int sig);
 /* Connect a blocking TCP socket to 127.0.0.1:port (receive timeout secs). */

@@ -353,13 +353,7 @@ static void run_sizes(attack *a) {
 /* ---- the cases ----------------------------------------------------------------------- */
 
 static void start_unix(test_server *ts, const char *path, const char *const *more) {
-    const char *args[24] = {"--capacity", "32MiB", "--log-level",    "error",
-                            "--unix",     path,    "--metrics-port", "0"};
-    int n = 8;
-    for (int i = 0; more && more[i]; i++)
-        args[n++] = more[i];
-    args[n] = NULL;
-    server_start(ts, args);
+    server_start_unix(ts, path, "32MiB", "error", more);
 }
 
 /* One tided with a Unix socket, a scribbler on its pool, and a reader over `name`'s door:
@@ -488,10 +482,9 @@ TEST_T(integrity_resp_mget_of_80_mib, 120) {
     snprintf(path, sizeof(path), "%s/tide.sock", test_tmpdir());
     int rport = low_free_port();
     snprintf(port, sizeof(port), "%d", rport);
-    const char *args[] = {"--capacity",     "128MiB", "--log-level", "error", "--unix", path,
-                          "--metrics-port", "0",      "--resp-port", port,    NULL};
+    const char *resp[] = {"--resp-port", port, NULL};
     test_server ts;
-    server_start(&ts, args);
+    server_start_unix(&ts, path, "128MiB", "error", resp);
     tide_store *t;
     CHECK_MSG(tide_open(ts.url, &t) == 0, "%s", tide_errmsg(NULL));
     uint8_t *want = malloc(VLEN), *got = malloc(VLEN);
@@ -538,11 +531,9 @@ TEST_T(integrity_scribbler_vs_ssd_read_back, 150) {
     char path[256], url[300], dir[300];
     snprintf(path, sizeof(path), "%s/tide.sock", test_tmpdir());
     snprintf(dir, sizeof(dir), "%s/disk", test_tmpdir());
-    const char *args[] = {
-        "--capacity", "4MiB", "--log-level",     "error", "--unix", path, "--metrics-port", "0",
-        "--disk-dir", dir,    "--disk-capacity", "64MiB", NULL};
+    const char *disk[] = {"--disk-dir", dir, "--disk-capacity", "64MiB", NULL};
     test_server ts;
-    server_start(&ts, args);
+    server_start_unix(&ts, path, "4MiB", "error", disk);
     snprintf(url, sizeof(url), "unix://%s?verify=1", path);
     tide_store *u;
     CHECK_MSG(tide_open(url, &u) == 0, "%s", tide_errmsg(NULL));

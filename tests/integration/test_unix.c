@@ -40,14 +40,7 @@ static void unix_url(char *out, size_t cap, const char *path) {
 /* Start tided with a Unix socket at path plus extra arguments (NULL-terminated). */
 static void start_unix(test_server *ts, const char *path, const char *capacity,
                        const char *const *extra) {
-    /* --metrics-port 0: the default, port + 1, may be taken by anything on the machine. */
-    const char *args[32] = {"--capacity", capacity, "--log-level",    "warn",
-                            "--unix",     path,     "--metrics-port", "0"};
-    int n = 8;
-    for (int i = 0; extra && extra[i] && n < 31; i++)
-        args[n++] = extra[i];
-    args[n] = NULL;
-    server_start(ts, args);
+    server_start_unix(ts, path, capacity, "warn", extra);
 }
 
 /* ---- the protocol by hand ------------------------------------------------------------ */

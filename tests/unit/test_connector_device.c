@@ -205,10 +205,8 @@ TEST_T(connector_device_round_trip_unix, 60) {
     char path[300], uurl[320];
     snprintf(path, sizeof(path), "%s/tide.sock", test_tmpdir());
     snprintf(uurl, sizeof(uurl), "unix://%s", path);
-    const char *args[] = {"--capacity", "16MiB",          "--log-level", "warn", "--unix",
-                          path,         "--metrics-port", "0",           NULL};
     test_server ts;
-    server_start(&ts, args);
+    server_start_unix(&ts, path, "16MiB", "warn", NULL);
     device_round_trip(uurl);
     CHECK_EQ(server_stop(&ts, SIGTERM), 0);
 }

@@ -396,10 +396,8 @@ TEST_T(device_unix_store_copies_through_the_mapped_pool, 60) {
     char path[300], uurl[320];
     snprintf(path, sizeof(path), "%s/tide.sock", test_tmpdir());
     snprintf(uurl, sizeof(uurl), "unix://%s", path);
-    const char *args[] = {"--capacity", "16MiB",          "--log-level", "warn", "--unix",
-                          path,         "--metrics-port", "0",           NULL};
     test_server ts;
-    server_start(&ts, args);
+    server_start_unix(&ts, path, "16MiB", "warn", NULL);
     device_store_cycle(uurl, 1);
     CHECK_EQ(server_stop(&ts, SIGTERM), 0);
 }
