@@ -53,6 +53,18 @@ int connector_check_hashes(tide_connector *c, const char *fn, const uint8_t *has
     return 0;
 }
 
+/* The last step of destroying a handle (or of a create that failed): its locks, condition
+ * variables, error buffer and memory. */
+static void free_handle(tide_connector *c) {
+    pthread_mutex_destroy(&c->sched_lock);
+    pthread_mutex_destroy(&c->wlock);
+    pthread_mutex_destroy(&c->stats_lock);
+    pthread_cond_destroy(&c->wcond);
+    pthread_cond_destroy(&c->donecond);
+    errbuf_destroy(&c->err);
+    free(c);
+}
+
 /* Join every collected problem into one message. */
 static int fail_errs(int rc, const char *what, conncfg_errs *e) {
     char msg[ERR_MSG_MAX];
@@ -139,13 +151,7 @@ fail:
 fail_cfg:
     conncfg_errs_free(&e);
     conncfg_free(&c->cfg);
-    pthread_mutex_destroy(&c->sched_lock);
-    pthread_mutex_destroy(&c->wlock);
-    pthread_mutex_destroy(&c->stats_lock);
-    pthread_cond_destroy(&c->wcond);
-    pthread_cond_destroy(&c->donecond);
-    errbuf_destroy(&c->err);
-    free(c);
+    free_handle(c);
     return rc;
 }
 
@@ -179,13 +185,7 @@ TIDE_API void tide_connector_destroy(tide_connector *c) {
     connector_sched_free(c);
     if (c->own_store) tide_close(c->store);
     conncfg_free(&c->cfg);
-    pthread_mutex_destroy(&c->sched_lock);
-    pthread_mutex_destroy(&c->wlock);
-    pthread_mutex_destroy(&c->stats_lock);
-    pthread_cond_destroy(&c->wcond);
-    pthread_cond_destroy(&c->donecond);
-    errbuf_destroy(&c->err);
-    free(c);
+    free_handle(c);
 }
 
 TIDE_API const char *tide_connector_errmsg(const tide_connector *c) {
