@@ -325,19 +325,26 @@ const char *store_policy_name(int which) {
     return policy_names[which];
 }
 
+/* End lease id of this kind and return its object, or NULL when there is no such lease. */
+static obj *do_end_lease(store *st, uint64_t id, int kind) {
+    lease *e = leases_find(&st->ls, id, kind);
+    if (!e) return NULL;
+    obj *o = e->o;
+    leases_drop(&st->ls, e);
+    return o;
+}
+
 int store_commit(store *st, uint64_t id, uint64_t checksum) {
     return store_commit_chain(st, id, checksum, NULL, 0);
 }
 
 int store_commit_chain(store *st, uint64_t id, uint64_t checksum, store_chain *chain, int last) {
     pthread_mutex_lock(&st->mu);
-    lease *e = leases_find(&st->ls, id, LEASE_RESV);
-    if (!e) {
+    obj *o = do_end_lease(st, id, LEASE_RESV);
+    if (!o) {
         pthread_mutex_unlock(&st->mu);
         return TIDE_ENOTFOUND;
     }
-    obj *o = e->o;
-    leases_drop(&st->ls, e);
     o->checksum = checksum;
     OBJ_SET_STATE(o, OBJ_LIVE);
     st->objects++;
@@ -349,13 +356,11 @@ int store_commit_chain(store *st, uint64_t id, uint64_t checksum, store_chain *c
 
 int store_abort(store *st, uint64_t id) {
     pthread_mutex_lock(&st->mu);
-    lease *e = leases_find(&st->ls, id, LEASE_RESV);
-    if (!e) {
+    obj *o = do_end_lease(st, id, LEASE_RESV);
+    if (!o) {
         pthread_mutex_unlock(&st->mu);
         return TIDE_ENOTFOUND;
     }
-    obj *o = e->o;
-    leases_drop(&st->ls, e);
     do_drop_reservation(st, o);
     pthread_mutex_unlock(&st->mu);
     return 0;
@@ -480,13 +485,11 @@ int store_unpin(store *st, uint64_t id) {
 
 int store_unpin_chain(store *st, uint64_t id, store_chain *chain) {
     pthread_mutex_lock(&st->mu);
-    lease *e = leases_find(&st->ls, id, LEASE_PIN);
-    if (!e) {
+    obj *o = do_end_lease(st, id, LEASE_PIN);
+    if (!o) {
         pthread_mutex_unlock(&st->mu);
         return TIDE_ENOTFOUND;
     }
-    obj *o = e->o;
-    leases_drop(&st->ls, e);
     do_release_pin(st, o, chain);
     pthread_mutex_unlock(&st->mu);
     return 0;
