@@ -78,8 +78,10 @@ $(BUILD)/libtide.a: $(LIB_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
+# The soname carries the ABI's major version (see "Installing" below for the links).
 $(BUILD)/libtide.so: $(LIB_OBJS)
-	$(CC) -shared -Wl,--no-undefined -o $@ $^ $(LDFLAGS) $(LIBS)
+	$(CC) -shared -Wl,--no-undefined -Wl,-soname,$(TIDE_SONAME) -o $@ $(LIB_OBJS) $(LDFLAGS) \
+		$(LIBS)
 
 $(BUILD)/tide: $(CLI_OBJS) $(APP_OBJS) $(BUILD)/libtide.a
 	$(CC) -o $@ $(CLI_OBJS) $(APP_OBJS) $(BUILD)/libtide.a $(LDFLAGS) $(LIBS)
@@ -229,6 +231,77 @@ $(BUILD)/fuzz/gen_frame_corpus: tests/fuzz/gen_frame_corpus.c $(BUILD)/libtide.a
 fuzz-seeds: $(BUILD)/fuzz/gen_frame_corpus
 	$< tests/fuzz/corpus/frame
 	tests/fuzz/gen_resp_corpus.py tests/fuzz/corpus/resp
+
+# ---------------------------------------------------------------------------------------
+# Installing
+#
+#   make install   [PREFIX=/usr/local] [DESTDIR=]  header, libtide.so (versioned), libtide.a,
+#                  tide and tided, tide.pc for pkg-config
+#   make uninstall [PREFIX=/usr/local] [DESTDIR=]  removes exactly the files install put
+#   make install-test   make install into temporary folders, then the C, pkg-config, pip
+#                       and systemd checks of scripts/test-install.sh (also run by make test)
+#
+# The version is the one include/tide.h defines. The library is installed as
+# libtide.so.MAJOR.MINOR.PATCH with the soname libtide.so.MAJOR (a link to it) and the
+# link-time name libtide.so (a link to the soname). tide and tided link libtide.a, as in the
+# build tree, so they need no libtide.so at run time. Without DESTDIR, and as root, ldconfig
+# then refreshes the loader's cache (LDCONFIG= skips it).
+# ---------------------------------------------------------------------------------------
+tide_version_part = $(shell sed -n 's/^\#define TIDE_VERSION_$(1) \([0-9][0-9]*\).*/\1/p' include/tide.h)
+TIDE_VERSION_MAJOR := $(call tide_version_part,MAJOR)
+TIDE_VERSION := $(TIDE_VERSION_MAJOR).$(call tide_version_part,MINOR).$(call tide_version_part,PATCH)
+ifneq ($(words $(subst ., ,$(TIDE_VERSION))),3)
+$(error cannot read TIDE_VERSION_MAJOR/MINOR/PATCH from include/tide.h (got "$(TIDE_VERSION)"))
+endif
+TIDE_SONAME := libtide.so.$(TIDE_VERSION_MAJOR)
+
+# A stamp per version relinks a libtide.so built before the soname (or the version) changed.
+$(BUILD)/libtide.so: $(BUILD)/.soname-$(TIDE_VERSION)
+$(BUILD)/.soname-%:
+	@mkdir -p $(dir $@) && rm -f $(BUILD)/.soname-* && touch $@
+
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+LDCONFIG ?= ldconfig
+INSTALL ?= install
+
+# tide.pc: paths under PREFIX are written relative to ${prefix} (pkg-config --define-prefix
+# can then move them); Libs.private lists what a static link against libtide.a needs.
+pc_path = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
+INSTALLED_FILES := $(INCLUDEDIR)/tide.h $(LIBDIR)/libtide.so.$(TIDE_VERSION) \
+	$(LIBDIR)/$(TIDE_SONAME) $(LIBDIR)/libtide.so $(LIBDIR)/libtide.a $(BINDIR)/tide \
+	$(BINDIR)/tided $(PKGCONFIGDIR)/tide.pc
+
+.PHONY: install uninstall install-test
+install: $(BUILD)/libtide.so $(BUILD)/libtide.a $(BUILD)/tide src/tide.pc.in
+	@case "$(PREFIX)" in /*) ;; *) echo "install: PREFIX must be an absolute path," \
+		"got '$(PREFIX)'" >&2; exit 1 ;; esac
+	$(INSTALL) -d $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(BINDIR) \
+		$(DESTDIR)$(PKGCONFIGDIR)
+	$(INSTALL) -m 644 include/tide.h $(DESTDIR)$(INCLUDEDIR)/tide.h
+	$(INSTALL) -m 755 $(BUILD)/libtide.so $(DESTDIR)$(LIBDIR)/libtide.so.$(TIDE_VERSION)
+	ln -sfn libtide.so.$(TIDE_VERSION) $(DESTDIR)$(LIBDIR)/$(TIDE_SONAME)
+	ln -sfn $(TIDE_SONAME) $(DESTDIR)$(LIBDIR)/libtide.so
+	$(INSTALL) -m 644 $(BUILD)/libtide.a $(DESTDIR)$(LIBDIR)/libtide.a
+	$(INSTALL) -m 755 $(BUILD)/tide $(DESTDIR)$(BINDIR)/tide
+	ln -sfn tide $(DESTDIR)$(BINDIR)/tided
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(call pc_path,$(LIBDIR))|g' \
+		-e 's|@INCLUDEDIR@|$(call pc_path,$(INCLUDEDIR))|g' -e 's|@VERSION@|$(TIDE_VERSION)|g' \
+		-e 's|@LIBS_PRIVATE@|-pthread $(LIBS)|g' -e '/^\#/d' src/tide.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/tide.pc
+	@if [ -z "$(DESTDIR)" ] && [ -n "$(LDCONFIG)" ] && [ "$$(id -u)" -eq 0 ]; then \
+		echo "$(LDCONFIG)"; $(LDCONFIG) || echo "install: $(LDCONFIG) failed (the loader may" \
+		"not find $(TIDE_SONAME) in $(LIBDIR) until it is run)" >&2; fi
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED_FILES))
+	@if [ -z "$(DESTDIR)" ] && [ -n "$(LDCONFIG)" ] && [ "$$(id -u)" -eq 0 ]; then \
+		echo "$(LDCONFIG)"; $(LDCONFIG) || true; fi
+
+install-test: $(BUILD)/libtide.so $(BUILD)/libtide.a $(BUILD)/tide
+	@BUILD=$(BUILD) scripts/test-extra.sh install
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
