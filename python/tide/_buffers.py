@@ -14,8 +14,15 @@ are read-only, and objects without the buffer protocol raise ``InvalidBuffer``.
 
 import ctypes
 import errno
+from types import TracebackType
+from typing import Any, Literal, Optional
 
 from . import errors
+
+#: Anything with the buffer protocol (bytes, bytearray, memoryview, array.array, mmap,
+#: numpy arrays). Python 3.11's typing has no name for it (3.12 adds
+#: collections.abc.Buffer), so it is Any to a type checker and checked at run time.
+BufferLike = Any
 
 _PyBUF_SIMPLE = 0
 _PyBUF_WRITABLE = 0x0001
@@ -47,14 +54,14 @@ _Release.argtypes = [ctypes.POINTER(_PyBuffer)]
 _Release.restype = None
 
 
-def _describe(obj):
+def _describe(obj: object) -> str:
     t = type(obj)
     name = t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__name__}"
     shape = getattr(obj, "shape", None)
     return f"{name} of shape {tuple(shape)}" if shape is not None else name
 
 
-def view(obj, writable, what="buffer"):
+def view(obj: BufferLike, writable: bool, what: str = "buffer") -> memoryview:
     """A memoryview of obj after the checks every buffer passes: it has the buffer
     protocol, it is C-contiguous, and it is writable when it must be. `what` names the
     argument in messages ("value 3", "buffer 2 of key 5")."""
@@ -88,23 +95,28 @@ class Pinned:
     """Buffers held for the length of one C call: ``add`` returns (address, nbytes);
     ``release`` (or leaving the ``with`` block) lets them go."""
 
-    def __init__(self):
-        self._held = []
+    def __init__(self) -> None:
+        self._held: list[_PyBuffer] = []
 
-    def add(self, obj, writable, what="buffer"):
+    def add(self, obj: BufferLike, writable: bool, what: str = "buffer") -> tuple[int, int]:
         mv = view(obj, writable, what)
         pb = _PyBuffer()
         _GetBuffer(mv, ctypes.byref(pb), _PyBUF_WRITABLE if writable else _PyBUF_SIMPLE)
         self._held.append(pb)
         return (pb.buf or 0), pb.len
 
-    def release(self):
+    def release(self) -> None:
         while self._held:
             _Release(ctypes.byref(self._held.pop()))
 
-    def __enter__(self):
+    def __enter__(self) -> "Pinned":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> Literal[False]:
         self.release()
         return False

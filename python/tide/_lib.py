@@ -12,8 +12,15 @@ was tried. Search order:
 1. ``$TIDE_LIB``, when set: that file and nothing else (an explicit choice never falls
    back silently to another copy);
 2. ``build/libtide.so`` in the source tree this package sits in (``python/tide/`` is two
-   levels below the repository root);
-3. ``ctypes.util.find_library("tide")``: an installed copy.
+   levels below the repository root), only when it does sit in one (the root has
+   include/tide.h), not once pip has installed it;
+3. an installed copy, by its soname ``libtide.so.MAJOR`` (the ABI this package was written
+   for): the dynamic loader's own search ($LD_LIBRARY_PATH, the ldconfig cache, /lib,
+   /usr/lib), then ``ctypes.util.find_library("tide")``, then ``lib/`` of the usual prefixes
+   (/usr/local first: `make install`'s default) for an install ldconfig has not seen yet.
+
+``lib().file`` is the file the loader actually mapped (resolved through dladdr), which is
+how the tests of an installed package check that they did not load the tree's copy.
 
 A symbol the header declares but the loaded library lacks (a library built from older
 sources) is not fatal at load time: calling it raises ``UnsupportedError`` naming the
@@ -23,7 +30,14 @@ symbol and the library file.
 import ctypes
 import ctypes.util
 import os
+import sysconfig
 import threading
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from ._version import MAJOR as _ABI_MAJOR
+
+#: The installed library's soname: the ABI major this binding mirrors.
+SONAME = f"libtide.so.{_ABI_MAJOR}"
 
 # ---------------------------------------------------------------------------------------
 # C types from include/tide.h
@@ -356,11 +370,11 @@ class LibraryNotFound(OSError):
 class _Missing:
     """Stands in for a symbol the loaded library does not export."""
 
-    def __init__(self, name, path):
+    def __init__(self, name: str, path: str) -> None:
         self.__name__ = name
         self.path = path
 
-    def __call__(self, *args):
+    def __call__(self, *args: Any) -> Any:
         from . import errors  # late: errors imports this module
 
         raise errors.UnsupportedError(
@@ -369,26 +383,77 @@ class _Missing:
         )
 
 
-def candidates():
+def source_root() -> Optional[str]:
+    """The source tree this package sits in (python/tide/ two levels below its root), or
+    None for an installed copy."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if os.path.isfile(os.path.join(root, "include", "tide.h")):
+        return root
+    return None
+
+
+def _standard_dirs() -> list[str]:
+    """lib/ of the usual prefixes, /usr/local first (make install's default PREFIX)."""
+    multiarch = sysconfig.get_config_var("MULTIARCH")
+    dirs = ["/usr/local/lib"]
+    if multiarch:
+        dirs += [f"/usr/local/lib/{multiarch}", f"/usr/lib/{multiarch}"]
+    dirs += ["/usr/local/lib64", "/usr/lib64", "/usr/lib"]
+    return dirs
+
+
+def candidates() -> list[tuple[str, Optional[str]]]:
     """The places libtide is looked for, in order, as (description, path or None)."""
     env = os.environ.get("TIDE_LIB")
     if env:
         return [("$TIDE_LIB", env)]
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out: list[tuple[str, Optional[str]]] = []
+    root = source_root()
+    if root is not None:
+        out.append(("source tree", os.path.join(root, "build", "libtide.so")))
+    out.append(("the dynamic loader", SONAME))
     found = ctypes.util.find_library("tide")
-    return [
-        ("source tree", os.path.join(root, "build", "libtide.so")),
-        ("ctypes.util.find_library('tide')", found),
+    out.append(("ctypes.util.find_library('tide')", found if found != SONAME else None))
+    out += [("standard path", os.path.join(d, SONAME)) for d in _standard_dirs()]
+    return out
+
+
+class _DlInfo(ctypes.Structure):
+    """glibc's Dl_info, filled by dladdr."""
+
+    _fields_ = [
+        ("dli_fname", ctypes.c_char_p),
+        ("dli_fbase", ctypes.c_void_p),
+        ("dli_sname", ctypes.c_char_p),
+        ("dli_saddr", ctypes.c_void_p),
     ]
 
 
-class _Loaded:
-    """The CDLL, the path it came from, and the symbols it lacked."""
+def _mapped_file(cdll: ctypes.CDLL, fallback: str) -> str:
+    """The file the loader mapped for cdll (a soname resolves to a path only here)."""
+    try:
+        dladdr = ctypes.CDLL(None).dladdr
+        dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
+        dladdr.restype = ctypes.c_int
+        info = _DlInfo()
+        addr = ctypes.cast(cdll.tide_version, ctypes.c_void_p).value
+        if dladdr(addr, ctypes.byref(info)) and info.dli_fname:
+            return os.path.realpath(os.fsdecode(info.dli_fname))
+    except (AttributeError, OSError):
+        pass
+    return os.path.realpath(fallback) if os.sep in fallback else fallback
 
-    def __init__(self, cdll, path):
+
+class _Loaded:
+    """The CDLL, the path it was loaded by, the file that is mapped, and the symbols it
+    lacked. Every name of SIGNATURES is an attribute: the bound C function or a
+    _Missing."""
+
+    def __init__(self, cdll: ctypes.CDLL, path: str) -> None:
         self.cdll = cdll
         self.path = path
-        self.missing = []
+        self.file = _mapped_file(cdll, path)
+        self.missing: list[str] = []
         for name, (restype, argtypes) in SIGNATURES.items():
             try:
                 fn = getattr(cdll, name)
@@ -400,17 +465,21 @@ class _Loaded:
             fn.argtypes = argtypes
             setattr(self, name, fn)
 
+    if TYPE_CHECKING:  # the C functions are set in __init__, from SIGNATURES
+
+        def __getattr__(self, name: str) -> Callable[..., Any]: ...
+
 
 _lock = threading.Lock()
-_loaded = None
+_loaded: Optional[_Loaded] = None
 
 
-def load(path):
+def load(path: str) -> _Loaded:
     """Load libtide from an explicit path, bind it, and return the bound library."""
     return _Loaded(ctypes.CDLL(path), path)
 
 
-def lib():
+def lib() -> _Loaded:
     """The bound library, loaded on the first call. Raises LibraryNotFound."""
     global _loaded
     if _loaded is not None:
@@ -434,5 +503,7 @@ def lib():
         raise LibraryNotFound(
             "cannot load libtide; tried:\n  "
             + "\n  ".join(tried)
-            + "\nBuild it with `make` (build/libtide.so) or set TIDE_LIB to its path."
+            + "\nBuild it with `make` (build/libtide.so), install it with `make install`"
+            + " (then run ldconfig, or add its lib/ to LD_LIBRARY_PATH), or set TIDE_LIB"
+            + " to its path."
         )

@@ -15,6 +15,7 @@ failures are ``ConnectionError``s. ``str(e)`` is the message followed by the nam
 """
 
 import errno as _errno
+from typing import Any, Optional
 
 from . import _lib
 
@@ -46,7 +47,7 @@ EDEVICE = -1023
 ERRLAST = -1023
 
 #: Every tide code by its header name, e.g. CODES["TIDE_ENOTFOUND"] == -1001.
-CODES = {
+CODES: dict[str, int] = {
     "TIDE_" + k: v
     for k, v in dict(globals()).items()
     if k.startswith("E") and k not in ("ERRBASE", "ERRLAST") and isinstance(v, int)
@@ -57,19 +58,19 @@ CODES["TIDE_OK"] = OK
 class Error(Exception):
     """A libtide failure: ``code`` (negative), ``name`` and ``message``."""
 
-    def __init__(self, code, message=""):
+    def __init__(self, code: int, message: str = "") -> None:
         self.code = code
         self.name = errname(code)
         self.message = message or strerror(code)
         super().__init__(code, self.message)
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.message} [{self.name}]"
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"{type(self).__name__}({self.code}, {self.message!r})"
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.code, self.message))
 
 
@@ -98,11 +99,11 @@ class BufferTooSmall(Error):
     """The caller's buffer is smaller than the value (TIDE_EBUFSMALL); ``needed`` is the
     value's size when libtide reported it, else None."""
 
-    def __init__(self, code, message="", needed=None):
+    def __init__(self, code: int, message: str = "", needed: Optional[int] = None) -> None:
         super().__init__(code, message)
         self.needed = needed
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.code, self.message, self.needed))
 
 
@@ -166,7 +167,7 @@ class OutOfMemory(Error, MemoryError):
     """-ENOMEM."""
 
 
-_BY_CODE = {
+_BY_CODE: dict[int, type[Error]] = {
     ENOTFOUND: NotFound,
     EKEYEMPTY: InvalidKey,
     EKEYLONG: InvalidKey,
@@ -205,24 +206,24 @@ for _e in (
     _BY_CODE[-getattr(_errno, _e)] = TransportError
 
 
-def error_class(code):
+def error_class(code: int) -> type[Error]:
     """The Error subclass that represents `code`."""
     return _BY_CODE.get(code, Error)
 
 
-def make_error(code, message="", **extra):
+def make_error(code: int, message: str = "", **extra: Any) -> Error:
     """An exception instance for `code`, of the class error_class(code) picks."""
     cls = error_class(code)
     if cls is BufferTooSmall:
-        return cls(code, message, extra.get("needed"))
+        return BufferTooSmall(code, message, extra.get("needed"))
     return cls(code, message)
 
 
-def errname(code):
+def errname(code: int) -> str:
     """``tide_errname(code)``: "TIDE_ENOTFOUND", "ENOMEM", ...; falls back to the table
     above when libtide cannot be loaded."""
     try:
-        return _lib.lib().tide_errname(code).decode()
+        return str(_lib.lib().tide_errname(code).decode())
     except _lib.LibraryNotFound:
         for name, value in CODES.items():
             if value == code:
@@ -230,28 +231,74 @@ def errname(code):
         return "UNKNOWN"
 
 
-def strerror(code):
+def strerror(code: int) -> str:
     """``tide_strerror(code)``: a one-line description of a code."""
     try:
-        return _lib.lib().tide_strerror(code).decode()
+        return str(_lib.lib().tide_strerror(code).decode())
     except _lib.LibraryNotFound:
         return f"error {code}"
 
 
-def last_message(handle=None):
+def last_message(handle: Any = None) -> str:
     """``tide_errmsg(handle)``: the calling thread's last message for handle (any call
     when handle is None)."""
     raw = _lib.lib().tide_errmsg(handle)
-    return raw.decode("utf-8", "replace") if raw else ""
+    return str(raw.decode("utf-8", "replace")) if raw else ""
 
 
-#: What ``from tide.errors import *`` (and so the ``tide`` package) exports.
-__all__ = (
-    ["CODES", "error_class", "make_error", "errname", "strerror"]
-    + [name for name, v in list(globals().items()) if name.isupper() and isinstance(v, int)]
-    + [
-        name
-        for name, v in list(globals().items())
-        if isinstance(v, type) and issubclass(v, Error)
-    ]
-)
+#: The public names, which the ``tide`` package re-exports (written out for readers and
+#: type checkers; tests/python/test_install.py checks it against the module's contents).
+__all__ = [
+    "CODES",
+    "error_class",
+    "make_error",
+    "errname",
+    "strerror",
+    "OK",
+    "ERRBASE",
+    "ENOTFOUND",
+    "EKEYEMPTY",
+    "EKEYLONG",
+    "EVALEMPTY",
+    "EVALBIG",
+    "EBUFSMALL",
+    "ESCHEME",
+    "EOPTION",
+    "ESIZE",
+    "ENOSPACE",
+    "ECHECKSUM",
+    "EURL",
+    "EPROTO",
+    "EAUTH",
+    "ECONFIG",
+    "EUNSUPPORTED",
+    "EBUSY",
+    "ELIMIT",
+    "ECLOSED",
+    "ESERVER",
+    "EPARSE",
+    "EPARTIALTAIL",
+    "EDEVICE",
+    "ERRLAST",
+    "Error",
+    "NotFound",
+    "InvalidArgument",
+    "InvalidKey",
+    "InvalidValue",
+    "InvalidBuffer",
+    "BufferTooSmall",
+    "ConfigError",
+    "PartialTailError",
+    "DeviceError",
+    "NoSpace",
+    "ChecksumError",
+    "ProtocolError",
+    "AuthError",
+    "UnsupportedError",
+    "Busy",
+    "LimitExceeded",
+    "ClosedError",
+    "ServerError",
+    "TransportError",
+    "OutOfMemory",
+]

@@ -9,23 +9,32 @@ Token ids may be given as a list of ints, any iterable of ints, or a buffer of u
 import array
 import ctypes
 import errno
+from collections.abc import Iterable
+from typing import Any, Optional, Union, cast
 
 from . import _buffers, _lib, errors
+
+#: Token ids: a list or other iterable of ints, or a buffer of uint32.
+Tokens = Union[Iterable[int], _buffers.BufferLike]
+#: A hash algorithm: "xxh3" or "sha256" (any case), or tide's HASH_XXH3 / HASH_SHA256.
+Algo = Union[str, int]
+#: Extra-key bytes (a cache salt): bytes, str (UTF-8), any buffer, or None.
+Extra = Union[bytes, str, _buffers.BufferLike, None]
 
 _ALGOS = {"xxh3": _lib.HASH_XXH3, "sha256": _lib.HASH_SHA256}
 
 
-def _algo(algo):
+def _algo(algo: Algo) -> int:
     if isinstance(algo, str) and algo.lower() in _ALGOS:
         return _ALGOS[algo.lower()]
     if algo in _ALGOS.values() and not isinstance(algo, bool):
-        return algo
+        return int(algo)
     raise errors.InvalidArgument(
         -errno.EINVAL, f"unknown hash algorithm {algo!r} (expected 'xxh3' or 'sha256')"
     )
 
 
-def _extra(extra):
+def _extra(extra: Extra) -> tuple[Optional[bytes], int]:
     if extra is None:
         return None, 0
     if isinstance(extra, str):
@@ -35,10 +44,10 @@ def _extra(extra):
     return extra, len(extra)
 
 
-def _tokens(pinned, tokens):
+def _tokens(pinned: _buffers.Pinned, tokens: Tokens) -> tuple[int, int]:
     """(address, count) of tokens as uint32, pinned or converted."""
     try:
-        mv = memoryview(tokens)
+        mv = memoryview(cast(Any, tokens))  # a list of ints raises TypeError here
     except TypeError:
         mv = None
     if mv is not None and mv.ndim <= 1 and mv.itemsize == 4 and mv.format in ("I", "=I", "<I"):
@@ -61,13 +70,19 @@ def _tokens(pinned, tokens):
     return addr, nbytes // 4
 
 
-def _check(rc, what):
+def _check(rc: int, what: str) -> int:
     if rc < 0:
         raise errors.make_error(rc, f"{what}: {errors.strerror(rc)}")
     return rc
 
 
-def prefix_hashes(tokens, block_tokens, algo="xxh3", extra=None, max_hashes=None):
+def prefix_hashes(
+    tokens: Tokens,
+    block_tokens: int,
+    algo: Algo = "xxh3",
+    extra: Extra = None,
+    max_hashes: Optional[int] = None,
+) -> list[bytes]:
     """The chained 16-byte hashes of the full blocks of a token sequence:
     len(tokens) // block_tokens of them (at most max_hashes), a partial tail ignored.
     `extra` (bytes or str: a cache salt) enters the first block's hash only."""
@@ -90,10 +105,15 @@ def prefix_hashes(tokens, block_tokens, algo="xxh3", extra=None, max_hashes=None
     return [raw[i * _lib.HASH_BYTES : (i + 1) * _lib.HASH_BYTES] for i in range(got)]
 
 
-def block_hash(tokens, parent=None, algo="xxh3", extra=None):
+def block_hash(
+    tokens: Tokens,
+    parent: Optional[_buffers.BufferLike] = None,
+    algo: Algo = "xxh3",
+    extra: Extra = None,
+) -> bytes:
     """The 16-byte hash of one block given its parent's hash (None for the first)."""
     a = _algo(algo)
-    par = None
+    par: Any = None
     if parent is not None:
         pb = bytes(parent)
         if len(pb) != _lib.HASH_BYTES:
@@ -111,7 +131,7 @@ def block_hash(tokens, parent=None, algo="xxh3", extra=None):
     return bytes(out)
 
 
-def hash_hex(h):
+def hash_hex(h: _buffers.BufferLike) -> str:
     """The 32 lowercase hex digits of a 16-byte hash (as key names carry them)."""
     hb = bytes(h)
     if len(hb) != _lib.HASH_BYTES:
@@ -123,7 +143,7 @@ def hash_hex(h):
     return out.value.decode("ascii")
 
 
-def size_parse(text):
+def size_parse(text: str) -> int:
     """Bytes in a size string: "4096", "512MB", "1GiB", "1.5 GiB". Raises ConfigError."""
     if not isinstance(text, str):
         raise errors.InvalidArgument(
@@ -137,9 +157,9 @@ def size_parse(text):
             f"cannot parse size {text!r}: expected a number with an optional unit "
             f"(B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)",
         )
-    return v.value
+    return int(v.value)
 
 
-def version():
+def version() -> str:
     """libtide's version, "MAJOR.MINOR.PATCH"."""
-    return _lib.lib().tide_version().decode("ascii")
+    return str(_lib.lib().tide_version().decode("ascii"))

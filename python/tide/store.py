@@ -34,13 +34,23 @@ failure (an empty key, say), it raises that failure as the matching ``Error``.
 import ctypes
 import errno
 import threading
+from collections.abc import Callable, Iterable, Sequence
+from types import TracebackType
+from typing import Any, Literal, Optional, Union, overload
 
 from . import _buffers, _lib, errors
+from ._buffers import BufferLike
+
+#: A key: str (encoded as UTF-8) or bytes-like.
+KeyLike = Union[str, bytes, bytearray, memoryview]
+#: What the batch helpers return: (tide_iov array, iovcnt array).
+_IovArrays = tuple[Any, Any]
+_IovBuilder = Callable[[_buffers.Pinned, int], _IovArrays]
 
 _GET_RETRIES = 8  # size-then-read attempts before a value that keeps changing size wins
 
 
-def key_bytes(key, what="key"):
+def key_bytes(key: KeyLike, what: str = "key") -> bytes:
     """A key as bytes: str is encoded as UTF-8, bytes-like objects are copied."""
     if isinstance(key, str):
         return key.encode("utf-8")
@@ -53,7 +63,7 @@ def key_bytes(key, what="key"):
     )
 
 
-def _key_array(keys):
+def _key_array(keys: Sequence[KeyLike]) -> tuple[Any, Any, list[bytes]]:
     """keys -> (tide_key array, the buffer its pointers point into, the keys as bytes).
     All keys are packed into one buffer, so the caller keeps just that alive."""
     kb = [key_bytes(k, f"key {i}") for i, k in enumerate(keys)]
@@ -68,7 +78,14 @@ def _key_array(keys):
     return arr, blob, kb
 
 
-def _iov_array(pinned, groups, writable, n, what, noun="buffer lists"):
+def _iov_array(
+    pinned: _buffers.Pinned,
+    groups: Sequence[Sequence[BufferLike]],
+    writable: bool,
+    n: int,
+    what: str,
+    noun: str = "buffer lists",
+) -> _IovArrays:
     """Per-key lists of buffers -> (tide_iov array, iovcnt array), buffers pinned."""
     if len(groups) != n:
         raise errors.InvalidArgument(-errno.EINVAL, f"{what}: {n} keys but {len(groups)} {noun}")
@@ -90,19 +107,21 @@ def _iov_array(pinned, groups, writable, n, what, noun="buffer lists"):
     return iov, counts
 
 
-def _raw_iov_array(ptr_lists, size_lists, n, what):
+def _raw_iov_array(
+    ptr_lists: Iterable[Iterable[int]], size_lists: Iterable[Iterable[int]], n: int, what: str
+) -> _IovArrays:
     """Per-key lists of raw addresses and sizes -> (tide_iov array, iovcnt array)."""
-    ptr_lists, size_lists = list(ptr_lists), list(size_lists)
-    if len(ptr_lists) != n or len(size_lists) != n:
+    plists, slists = list(ptr_lists), list(size_lists)
+    if len(plists) != n or len(slists) != n:
         raise errors.InvalidArgument(
             -errno.EINVAL,
-            f"{what}: {n} keys but {len(ptr_lists)} pointer lists and {len(size_lists)} "
+            f"{what}: {n} keys but {len(plists)} pointer lists and {len(slists)} "
             f"size lists",
         )
     flat = []
     counts = (ctypes.c_size_t * n)()
-    for i, (ptrs, sizes) in enumerate(zip(ptr_lists, size_lists)):
-        ptrs, sizes = list(ptrs), list(sizes)
+    for i, (praw, sraw) in enumerate(zip(plists, slists)):
+        ptrs, sizes = list(praw), list(sraw)
         if len(ptrs) != len(sizes):
             raise errors.InvalidArgument(
                 -errno.EINVAL, f"{what}: key {i}: {len(ptrs)} pointers but {len(sizes)} sizes"
@@ -131,7 +150,7 @@ class Store:
     libtide's message.
     """
 
-    def __init__(self, url=None):
+    def __init__(self, url: Optional[str] = None) -> None:
         self._lib = _lib.lib()
         self.url = url or "mem://"
         self._cv = threading.Condition()
@@ -141,12 +160,12 @@ class Store:
         rc = self._lib.tide_open(url.encode("utf-8") if url else None, ctypes.byref(handle))
         if rc < 0:
             raise errors.make_error(rc, errors.last_message(None))
-        self._h = handle
+        self._h: Optional[Any] = handle  # None once closed
         self._closed = False
 
     # -- lifetime ------------------------------------------------------------------------
 
-    def _enter(self):
+    def _enter(self) -> Any:
         """Count a call in flight and return the handle; ClosedError once closed."""
         with self._cv:
             if self._closed:
@@ -154,13 +173,13 @@ class Store:
             self._active += 1
             return self._h
 
-    def _leave(self):
+    def _leave(self) -> None:
         with self._cv:
             self._active -= 1
             if self._active == 0:
                 self._cv.notify_all()
 
-    def close(self):
+    def close(self) -> None:
         """Wait for calls in flight, then free the store. Closing twice is harmless."""
         with self._cv:
             if self._closed:
@@ -172,32 +191,37 @@ class Store:
         self._lib.tide_close(handle)
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         """True once close() has been called."""
         return self._closed
 
-    def __enter__(self):
+    def __enter__(self) -> "Store":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> Literal[False]:
         self.close()
         return False
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except Exception:  # interpreter shutdown: ctypes may already be gone
             pass
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<tide.Store {self.url!r}{' closed' if self._closed else ''}>"
 
-    def _error(self, rc, handle, **extra):
+    def _error(self, rc: int, handle: Any, **extra: Any) -> errors.Error:
         return errors.make_error(rc, errors.last_message(handle), **extra)
 
     # -- single keys ---------------------------------------------------------------------
 
-    def put(self, key, value):
+    def put(self, key: KeyLike, value: BufferLike) -> None:
         """Store value (any buffer) under key. A key that already exists keeps its first
         value and the call succeeds. Raises InvalidKey, InvalidValue, NoSpace, ..."""
         k = key_bytes(key)
@@ -211,13 +235,13 @@ class Store:
         finally:
             self._leave()
 
-    def _get(self, h, k, addr, cap):
+    def _get(self, h: Any, k: bytes, addr: Optional[int], cap: int) -> tuple[int, int]:
         """One tide_get: (rc, value length or size needed)."""
         vlen = ctypes.c_size_t(0)
         rc = self._lib.tide_get(h, k, len(k), addr, cap, ctypes.byref(vlen))
-        return rc, vlen.value
+        return rc, int(vlen.value)
 
-    def size(self, key):
+    def size(self, key: KeyLike) -> int:
         """The length of key's value. Raises NotFound."""
         k = key_bytes(key)
         h = self._enter()
@@ -229,7 +253,7 @@ class Store:
         finally:
             self._leave()
 
-    def get(self, key):
+    def get(self, key: KeyLike) -> bytes:
         """key's value as bytes. Raises NotFound when absent."""
         k = key_bytes(key)
         h = self._enter()
@@ -243,13 +267,13 @@ class Store:
                 buf = ctypes.create_string_buffer(need)
                 rc, n = self._get(h, k, ctypes.addressof(buf), need)
                 if rc == 0:
-                    return buf.raw[:n]
+                    return bytes(buf.raw[:n])
                 need = n  # replaced by a larger value meanwhile: try again
             raise self._error(rc, h)
         finally:
             self._leave()
 
-    def get_into(self, key, buf):
+    def get_into(self, key: KeyLike, buf: BufferLike) -> int:
         """Read key's value into buf (any writable C-contiguous buffer); returns its
         length. Raises NotFound, or BufferTooSmall whose ``needed`` is the value's size."""
         k = key_bytes(key)
@@ -264,7 +288,7 @@ class Store:
         finally:
             self._leave()
 
-    def exists(self, key):
+    def exists(self, key: KeyLike) -> bool:
         """True if key is stored."""
         k = key_bytes(key)
         h = self._enter()
@@ -272,11 +296,11 @@ class Store:
             rc = self._lib.tide_exists(h, k, len(k))
             if rc < 0:
                 raise self._error(rc, h)
-            return rc == 1
+            return bool(rc == 1)
         finally:
             self._leave()
 
-    def remove(self, key):
+    def remove(self, key: KeyLike) -> bool:
         """Remove key: True if it was removed, False if it was not there."""
         k = key_bytes(key)
         h = self._enter()
@@ -294,13 +318,13 @@ class Store:
     __getitem__ = get
     __setitem__ = put
 
-    def __delitem__(self, key):
+    def __delitem__(self, key: KeyLike) -> None:
         if not self.remove(key):
             raise errors.NotFound(errors.ENOTFOUND, f"key {key!r} not found")
 
     # -- batches -------------------------------------------------------------------------
 
-    def put_many(self, keys, values):
+    def put_many(self, keys: Iterable[KeyLike], values: Iterable[BufferLike]) -> list[int]:
         """Store values[i] under keys[i]; returns per-key codes (0 = stored or already
         present). See "When batch calls raise" above."""
         values = [[v] for v in values]
@@ -308,7 +332,9 @@ class Store:
             keys, lambda pin, n: _iov_array(pin, values, False, n, "put_many", "values")
         )
 
-    def put_many_iov(self, keys, buffer_lists):
+    def put_many_iov(
+        self, keys: Iterable[KeyLike], buffer_lists: Iterable[Sequence[BufferLike]]
+    ) -> list[int]:
         """Store, under keys[i], the concatenation of the buffers in buffer_lists[i] (a
         gather list: e.g. a block's K page and V page). Returns per-key codes."""
         lists = list(buffer_lists)
@@ -316,19 +342,29 @@ class Store:
             keys, lambda pin, n: _iov_array(pin, lists, False, n, "put_many_iov")
         )
 
-    def get_many(self, keys, bufs=None):
+    @overload
+    def get_many(self, keys: Iterable[KeyLike], bufs: None = None) -> list[Optional[bytes]]: ...
+
+    @overload
+    def get_many(self, keys: Iterable[KeyLike], bufs: Iterable[BufferLike]) -> list[int]: ...
+
+    def get_many(
+        self, keys: Iterable[KeyLike], bufs: Optional[Iterable[BufferLike]] = None
+    ) -> Union[list[int], list[Optional[bytes]]]:
         """With bufs: read keys[i] into bufs[i]; returns per key the value's length or a
         negative code. Without: returns the values as bytes, None for missing keys."""
-        keys = list(keys)
+        klist = list(keys)
         if bufs is None:
-            return self._get_many_bytes(keys)
+            return self._get_many_bytes(klist)
         lists = [[b] for b in bufs]
         codes, lens = self._get_many_raw(
-            keys, lambda pin, n: _iov_array(pin, lists, True, n, "get_many", "buffers")
+            klist, lambda pin, n: _iov_array(pin, lists, True, n, "get_many", "buffers")
         )
         return [n if rc == 0 else rc for rc, n in zip(codes, lens)]
 
-    def get_many_iov(self, keys, buffer_lists):
+    def get_many_iov(
+        self, keys: Iterable[KeyLike], buffer_lists: Iterable[Sequence[BufferLike]]
+    ) -> list[int]:
         """Read keys[i] across the buffers of buffer_lists[i] in order (a scatter list:
         e.g. numpy views of one block in the K plane and the V plane). Returns per key
         the value's length, or a negative code (tide.EBUFSMALL when the value is longer
@@ -339,7 +375,12 @@ class Store:
         )
         return [n if rc == 0 else rc for rc, n in zip(codes, lens)]
 
-    def put_many_ptrs(self, keys, ptr_lists, size_lists):
+    def put_many_ptrs(
+        self,
+        keys: Iterable[KeyLike],
+        ptr_lists: Iterable[Iterable[int]],
+        size_lists: Iterable[Iterable[int]],
+    ) -> list[int]:
         """put_many_iov with raw addresses: key i's value is the concatenation of
         size_lists[i][j] bytes at ptr_lists[i][j]. For memory Python cannot describe as a
         buffer (a torch tensor's data_ptr(), memory registered elsewhere). The caller
@@ -348,18 +389,23 @@ class Store:
             keys, lambda pin, n: _raw_iov_array(ptr_lists, size_lists, n, "put_many_ptrs")
         )
 
-    def get_many_ptrs(self, keys, ptr_lists, size_lists):
+    def get_many_ptrs(
+        self,
+        keys: Iterable[KeyLike],
+        ptr_lists: Iterable[Iterable[int]],
+        size_lists: Iterable[Iterable[int]],
+    ) -> list[int]:
         """get_many_iov with raw addresses (see put_many_ptrs); the same per-key results."""
         codes, lens = self._get_many_raw(
             list(keys), lambda pin, n: _raw_iov_array(ptr_lists, size_lists, n, "get_many_ptrs")
         )
         return [n if rc == 0 else rc for rc, n in zip(codes, lens)]
 
-    def _put_many(self, keys, build):
+    def _put_many(self, keys: Iterable[KeyLike], build: _IovBuilder) -> list[int]:
         """tide_put_many with the iov that build(pinned, n) makes: the results as a list."""
-        keys = list(keys)
-        karr, _blob, _ = _key_array(keys)
-        n = len(keys)
+        klist = list(keys)
+        karr, _blob, _ = _key_array(klist)
+        n = len(klist)
         results = (ctypes.c_int * n)()
         h = self._enter()
         try:
@@ -372,7 +418,9 @@ class Store:
         finally:
             self._leave()
 
-    def _get_many_raw(self, keys, build):
+    def _get_many_raw(
+        self, keys: Sequence[KeyLike], build: _IovBuilder
+    ) -> tuple[list[int], list[int]]:
         """tide_get_many with the iov that build(pinned, n) makes: (results, vlens)."""
         karr, _blob, _ = _key_array(keys)
         n = len(keys)
@@ -389,16 +437,18 @@ class Store:
         finally:
             self._leave()
 
-    def _get_many_bytes(self, keys):
+    def _get_many_bytes(self, keys: Sequence[KeyLike]) -> list[Optional[bytes]]:
         """Ask every size in one batch (empty scatter lists), then read the values found
         in a second; values replaced by larger ones meanwhile are asked again."""
-        out = [None] * len(keys)
+        out: list[Optional[bytes]] = [None] * len(keys)
         pending = list(range(len(keys)))
-        sizes = {}
+        sizes: dict[int, int] = {}
         for _ in range(_GET_RETRIES):
             if not pending:
                 return out
             sub = [keys[i] for i in pending]
+            bufs: Optional[list[bytearray]]
+            lists: list[list[bytearray]]
             if sizes:
                 bufs = [bytearray(sizes[i]) for i in pending]
                 lists = [[b] for b in bufs]
@@ -425,11 +475,11 @@ class Store:
             errors.EBUSY, f"get_many: values kept changing size over {_GET_RETRIES} attempts"
         )
 
-    def exists_many(self, keys):
+    def exists_many(self, keys: Iterable[KeyLike]) -> list[bool]:
         """Per key, True if it is stored."""
-        keys = list(keys)
-        karr, _blob, _ = _key_array(keys)
-        n = len(keys)
+        klist = list(keys)
+        karr, _blob, _ = _key_array(klist)
+        n = len(klist)
         present = (ctypes.c_uint8 * n)()
         h = self._enter()
         try:
@@ -440,11 +490,11 @@ class Store:
         finally:
             self._leave()
 
-    def remove_many(self, keys):
+    def remove_many(self, keys: Iterable[KeyLike]) -> list[int]:
         """Remove keys; per key 0 (removed) or tide.ENOTFOUND (or a key error)."""
-        keys = list(keys)
-        karr, _blob, _ = _key_array(keys)
-        n = len(keys)
+        klist = list(keys)
+        karr, _blob, _ = _key_array(klist)
+        n = len(klist)
         results = (ctypes.c_int * n)()
         h = self._enter()
         try:
@@ -455,23 +505,23 @@ class Store:
         finally:
             self._leave()
 
-    def match_prefix(self, keys):
+    def match_prefix(self, keys: Iterable[KeyLike]) -> int:
         """How many leading keys are all stored: the longest cached prefix of a chain of
         block keys."""
-        keys = list(keys)
-        karr, _blob, _ = _key_array(keys)
+        klist = list(keys)
+        karr, _blob, _ = _key_array(klist)
         h = self._enter()
         try:
-            rc = self._lib.tide_match_prefix(h, karr, len(keys))
+            rc = self._lib.tide_match_prefix(h, karr, len(klist))
             if rc < 0:
                 raise self._error(rc, h)
-            return rc
+            return int(rc)
         finally:
             self._leave()
 
     # -- the whole store -----------------------------------------------------------------
 
-    def clear(self):
+    def clear(self) -> None:
         """Remove every object."""
         h = self._enter()
         try:
@@ -481,7 +531,7 @@ class Store:
         finally:
             self._leave()
 
-    def stats(self):
+    def stats(self) -> dict[str, int]:
         """The store's figures as a dict of ints (the fields of tide_stats)."""
         st = _lib.Stats()
         h = self._enter()

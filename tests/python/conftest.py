@@ -1,7 +1,10 @@
 """pytest set-up for the Python binding's tests.
 
 Makes ``import tide`` find python/tide in this tree when PYTHONPATH does not already
-(``make python-test`` sets PYTHONPATH=python and TIDE_LIB=build/libtide.so), and gives
+(``make python-test`` sets PYTHONPATH=python and TIDE_LIB=build/libtide.so), unless
+TIDE_TEST_INSTALLED=1: then the tests run against the tide that pip installed (into the
+interpreter running pytest; scripts/test-install.sh does that) and refuse to start if
+``import tide`` finds this tree's copy instead. It also gives
 each test an empty store on each backend (mem://, and tide:// against a tided started for
 the session from build/tide or $TIDE_BIN).
 """
@@ -15,10 +18,20 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HEADER = os.path.join(ROOT, "include", "tide.h")
-if os.path.join(ROOT, "python") not in [os.path.abspath(p) for p in sys.path]:
+INSTALLED = os.environ.get("TIDE_TEST_INSTALLED") == "1"
+if not INSTALLED and os.path.join(ROOT, "python") not in [os.path.abspath(p) for p in sys.path]:
     sys.path.insert(0, os.path.join(ROOT, "python"))
 
 import tide  # noqa: E402
+
+#: The directory of the tide package under test (python/tide here, or site-packages/tide).
+PKG_DIR = os.path.dirname(os.path.abspath(tide.__file__))
+if INSTALLED and PKG_DIR.startswith(os.path.join(ROOT, "python") + os.sep):
+    raise pytest.UsageError(
+        f"TIDE_TEST_INSTALLED=1 but import tide found the source tree's {PKG_DIR}: install "
+        f"the package (pip install ./python) and run pytest with that interpreter, without "
+        f"python/ on PYTHONPATH"
+    )
 
 
 @pytest.fixture(scope="session")

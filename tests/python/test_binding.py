@@ -14,7 +14,10 @@ import pytest
 import tide
 from tide import _lib
 
-from conftest import HEADER, ROOT
+from conftest import HEADER, PKG_DIR, ROOT
+
+PKG_PARENT = os.path.dirname(PKG_DIR)  # on PYTHONPATH, it imports the same tide
+_NO_CACHE = shutil.ignore_patterns("__pycache__")
 
 
 def header_text():
@@ -179,7 +182,7 @@ def _run(code, env):
 
 def test_explicit_tide_lib_that_does_not_exist_is_not_silently_replaced(tmp_path):
     env = dict(os.environ, TIDE_LIB=str(tmp_path / "nope" / "libtide.so"))
-    env["PYTHONPATH"] = os.path.join(ROOT, "python")
+    env["PYTHONPATH"] = PKG_PARENT
     r = _run("import tide\ntry:\n tide.Store()\nexcept tide.LibraryNotFound as e: print(e)", env)
     assert r.returncode == 0, r.stderr
     assert "$TIDE_LIB" in r.stdout and str(tmp_path / "nope" / "libtide.so") in r.stdout
@@ -189,7 +192,7 @@ def test_explicit_tide_lib_that_does_not_exist_is_not_silently_replaced(tmp_path
 def test_a_file_that_is_not_a_library_reports_dlopen_error(tmp_path):
     bad = tmp_path / "libtide.so"
     bad.write_text("not an ELF file\n" * 256)
-    env = dict(os.environ, TIDE_LIB=str(bad), PYTHONPATH=os.path.join(ROOT, "python"))
+    env = dict(os.environ, TIDE_LIB=str(bad), PYTHONPATH=PKG_PARENT)
     r = _run("import tide\ntry:\n tide.version()\nexcept tide.LibraryNotFound as e: print(e)", env)
     assert r.returncode == 0, r.stderr
     assert str(bad) in r.stdout and "invalid ELF header" in r.stdout
@@ -197,7 +200,7 @@ def test_a_file_that_is_not_a_library_reports_dlopen_error(tmp_path):
 
 def test_without_tide_lib_every_place_tried_is_named(tmp_path):
     # A copy of the package outside any source tree, so build/libtide.so is not beside it.
-    shutil.copytree(os.path.join(ROOT, "python", "tide"), tmp_path / "python" / "tide")
+    shutil.copytree(PKG_DIR, tmp_path / "python" / "tide", ignore=_NO_CACHE)
     env = {k: v for k, v in os.environ.items() if k != "TIDE_LIB"}
     env["PYTHONPATH"] = str(tmp_path / "python")
     code = (
@@ -212,14 +215,30 @@ def test_without_tide_lib_every_place_tried_is_named(tmp_path):
     if r.stdout.startswith("LOADED"):  # an installed libtide exists on this machine
         assert "tide" in r.stdout
         return
-    assert str(tmp_path / "build" / "libtide.so") in r.stdout
+    # Outside a source tree (as pip installs it) there is no build/libtide.so to try.
+    assert "source tree" not in r.stdout and "build/libtide.so:" not in r.stdout
+    assert f"the dynamic loader: {_lib.SONAME}:" in r.stdout
     assert "find_library('tide'): nothing found" in r.stdout
-    assert "TIDE_LIB" in r.stdout  # says how to fix it
+    assert f"standard path: /usr/local/lib/{_lib.SONAME}: no such file" in r.stdout
+    assert "TIDE_LIB" in r.stdout and "make install" in r.stdout  # says how to fix it
+
+
+def test_a_package_in_a_source_tree_tries_its_build_first(tmp_path):
+    # A stand-in source tree: include/tide.h marks it, build/libtide.so is not built.
+    shutil.copytree(PKG_DIR, tmp_path / "python" / "tide", ignore=_NO_CACHE)
+    (tmp_path / "include").mkdir()
+    (tmp_path / "include" / "tide.h").write_text("/* stand-in */\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("TIDE_LIB", "LD_LIBRARY_PATH")}
+    env["PYTHONPATH"] = str(tmp_path / "python")
+    code = "import tide\nprint(tide._lib.candidates())\n"
+    r = _run(code, env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"[('source tree', '{tmp_path / 'build' / 'libtide.so'}')")
 
 
 def test_import_does_not_load_the_library(tmp_path):
     env = dict(os.environ, TIDE_LIB=str(tmp_path / "absent.so"))
-    env["PYTHONPATH"] = os.path.join(ROOT, "python")
+    env["PYTHONPATH"] = PKG_PARENT
     r = _run("import tide; print(tide.NotFound.__mro__[1].__name__)", env)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "Error"
