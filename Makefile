@@ -275,6 +275,11 @@ INSTALLED_FILES := $(INCLUDEDIR)/tide.h $(LIBDIR)/libtide.so.$(TIDE_VERSION) \
 	$(LIBDIR)/$(TIDE_SONAME) $(LIBDIR)/libtide.so $(LIBDIR)/libtide.a $(BINDIR)/tide \
 	$(BINDIR)/tided $(PKGCONFIGDIR)/tide.pc
 
+# Refresh the loader's cache after a real install (not a staged one) by root.
+run_ldconfig = $(if $(LDCONFIG),if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" -eq 0 ]; then \
+	echo "$(LDCONFIG)"; $(LDCONFIG) || echo "$@: $(LDCONFIG) failed: the loader may not find" \
+	"$(TIDE_SONAME) in $(LIBDIR) until it runs" >&2; fi,:)
+
 .PHONY: install uninstall install-test
 install: $(BUILD)/libtide.so $(BUILD)/libtide.a $(BUILD)/tide src/tide.pc.in
 	@case "$(PREFIX)" in /*) ;; *) echo "install: PREFIX must be an absolute path," \
@@ -291,14 +296,11 @@ install: $(BUILD)/libtide.so $(BUILD)/libtide.a $(BUILD)/tide src/tide.pc.in
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(call pc_path,$(LIBDIR))|g' \
 		-e 's|@INCLUDEDIR@|$(call pc_path,$(INCLUDEDIR))|g' -e 's|@VERSION@|$(TIDE_VERSION)|g' \
 		-e 's|@LIBS_PRIVATE@|-pthread $(LIBS)|g' -e '/^\#/d' src/tide.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/tide.pc
-	@if [ -z "$(DESTDIR)" ] && [ -n "$(LDCONFIG)" ] && [ "$$(id -u)" -eq 0 ]; then \
-		echo "$(LDCONFIG)"; $(LDCONFIG) || echo "install: $(LDCONFIG) failed (the loader may" \
-		"not find $(TIDE_SONAME) in $(LIBDIR) until it is run)" >&2; fi
+	@$(run_ldconfig)
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED_FILES))
-	@if [ -z "$(DESTDIR)" ] && [ -n "$(LDCONFIG)" ] && [ "$$(id -u)" -eq 0 ]; then \
-		echo "$(LDCONFIG)"; $(LDCONFIG) || true; fi
+	@$(run_ldconfig)
 
 install-test: $(BUILD)/libtide.so $(BUILD)/libtide.a $(BUILD)/tide
 	@BUILD=$(BUILD) scripts/test-extra.sh install

@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD:-build}
 case "$BUILD" in /*) ;; *) BUILD="$PWD/$BUILD" ;; esac
 PYTHON=${PYTHON:-/usr/bin/python3}
-STEPS="python"
+STEPS="python install"
 
 # The Python binding's tests (tests/python) on Debian's python3 with python3-pytest and
 # python3-numpy (installed by `make deps`), against $BUILD/libtide.so and, for the tide://
@@ -61,11 +61,17 @@ step_python() {
     fi
 }
 
+# tide installed as a user installs it (make install DESTDIR=/PREFIX=, pkg-config, pip into
+# a venv, tests/python against that, the systemd unit): scripts/test-install.sh says how.
+step_install() {
+    BUILD="$BUILD" PYTHON="$PYTHON" scripts/test-install.sh
+}
+
 [ $# -gt 0 ] && STEPS="$*"
 passed="" failed="" skipped=""
 for s in $STEPS; do
     if ! command -v "step_$s" >/dev/null 2>&1; then
-        echo "test-extra: no step named '$s' (steps: python)"
+        echo "test-extra: no step named '$s' (steps: python install)"
         failed="$failed $s"
         continue
     fi
