@@ -5,6 +5,9 @@ set -e
 PKGS="build-essential clang libclang-rt-14-dev pkg-config libxxhash-dev libssl-dev \
 libcjson-dev liburing-dev libcurl4-openssl-dev python3 python3-numpy python3-pytest python3-venv \
 redis-server redis-tools etcd-server etcd-client iproute2 valgrind jq curl llvm-14"
+# make install-test: pip install --no-build-isolation (setuptools), the venv's pip, readelf
+# (binutils), and systemd-analyze verify for contrib/tided.service (systemd; nothing starts).
+PKGS="$PKGS python3-setuptools python3-pip binutils systemd"
 missing=""
 for p in $PKGS; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

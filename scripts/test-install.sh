@@ -28,6 +28,13 @@ fail() {
     exit 1
 }
 
+[ -f "$BUILD/libtide.so" ] || fail "$BUILD/libtide.so is missing (run make first)"
+# A sanitizer build's library needs its runtime loaded first, in every program that uses it:
+# not what a user installs. `make test` (a plain build) runs this step.
+if ldd "$BUILD/libtide.so" 2>/dev/null | grep -Eq 'lib(asan|ubsan|tsan)'; then
+    echo "install: skipped: $BUILD is a sanitizer build (make install-test checks a plain one)"
+    exit 77
+fi
 for tool in pkg-config readelf "$PYTHON"; do
     command -v "$tool" >/dev/null 2>&1 || fail "$tool is not installed (run make deps)"
 done
