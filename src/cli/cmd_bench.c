@@ -525,7 +525,7 @@ int cmd_bench(int argc, char **argv) {
     }
 
     tide_stats st0;
-    int have_stats = tide_stats_get(sh.s, &st0) == 0;
+    int have_stats = tide_stats_get(sh.s, &st0, sizeof(st0)) == 0;
     char vsz[32], wsz[32];
     if (!o.json)
         printf("tide bench: %s, %s, %s values, %" PRIu64 " thread%s, batch %" PRIu64 ", %" PRIu64
@@ -611,7 +611,7 @@ int cmd_bench(int argc, char **argv) {
     if (o.op != OP_PUT) report_op(&o, "get", &h[0], ops[0], bytes[0], secs, arr);
     if (o.op != OP_GET) report_op(&o, "put", &h[1], ops[1], bytes[1], secs, arr);
     tide_stats st1;
-    int have_meta = tide_stats_get(sh.s, &st1) == 0 && st1.objects;
+    int have_meta = tide_stats_get(sh.s, &st1, sizeof(st1)) == 0 && st1.objects;
     if (o.json) {
         cJSON_AddNumberToObject(doc, "verified", (double)checked);
         cJSON_AddNumberToObject(doc, "verified_full", (double)full);

@@ -529,7 +529,7 @@ int cmd_replay(int argc, char **argv) {
         goto out;
     }
     tide_stats st0 = {0}, st1 = {0};
-    int have_stats = tide_stats_get(s, &st0) == 0;
+    int have_stats = tide_stats_get(s, &st0, sizeof(st0)) == 0;
 
     int show = !o.quiet && !o.json && cli_stderr_is_tty();
     uint64_t start = now_ns(), last_draw = 0;
@@ -551,7 +551,7 @@ int cmd_replay(int argc, char **argv) {
         progress(t, tr.nreqs, wall);
         fprintf(stderr, "\n");
     }
-    if (have_stats) have_stats = tide_stats_get(s, &st1) == 0;
+    if (have_stats) have_stats = tide_stats_get(s, &st1, sizeof(st1)) == 0;
     int ok = !failed && !wrong;
     if (report(&o, store_url, &tr, t, &st0, &st1, have_stats, wall, ok) < 0) {
         fprintf(stderr, "tide replay: out of memory\n");

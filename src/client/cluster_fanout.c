@@ -54,7 +54,7 @@ static void task_run(ctask *t) {
         rc = tide_clear(h);
         break;
     default:
-        rc = tide_stats_get(h, &t->st);
+        rc = tide_stats_get(h, &t->st, sizeof(t->st));
         break;
     }
     if (rc < 0) {
