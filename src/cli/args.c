@@ -49,7 +49,8 @@ int cli_parse_size(const char *text, uint64_t min, uint64_t max, uint64_t *out) 
     return 0;
 }
 
-int cli_parse_seconds(const char *text, double min, double max, double *out) {
+/* A number of seconds, decimals allowed ("0.5"), in [min, max]: 0 or -1. */
+static int cli_parse_seconds(const char *text, double min, double max, double *out) {
     if (!text || !(isdigit((unsigned char)text[0]) || text[0] == '.')) return -1;
     errno = 0;
     char *end;

@@ -45,8 +45,6 @@ int cli_opt_value(int argc, char **argv, int *i, const char *name, const char **
 int cli_parse_u64(const char *text, uint64_t min, uint64_t max, uint64_t *out);
 /* A size as tide_size_parse() reads it ("256KiB"), in [min, max]: 0 or -1. */
 int cli_parse_size(const char *text, uint64_t min, uint64_t max, uint64_t *out);
-/* A number of seconds, decimals allowed ("0.5"), in [min, max]: 0 or -1. */
-int cli_parse_seconds(const char *text, double min, double max, double *out);
 /* 1 when stderr is a terminal (progress lines with \r make sense there). */
 int cli_stderr_is_tty(void);
 
