@@ -118,7 +118,7 @@ static void seq_read_fd(int fd, void *arg) {
 static void wait_writer(tide_store *s) {
     for (int i = 0; i < 60000; i++) { /* up to 60 s */
         tide_stats st;
-        tide_stats_get(s, &st);
+        tide_stats_get(s, &st, sizeof(st));
         if (st.disk_queued_bytes == 0) return;
         struct timespec d = {0, 1000000};
         nanosleep(&d, NULL);
@@ -150,7 +150,7 @@ static void readback(const opts *o) {
     wait_writer(s);
     double spill_s = (double)(now_ns() - t0) / 1e9;
     tide_stats st;
-    tide_stats_get(s, &st);
+    tide_stats_get(s, &st, sizeof(st));
     int on_disk = (int)st.disk_objects;
     /* The ones still only in memory go, so read-back promotions evict only promoted ones. */
     for (int i = on_disk; i < n; i++) {
@@ -190,7 +190,7 @@ static void readback(const opts *o) {
             }
         }
     }
-    tide_stats_get(s, &st);
+    tide_stats_get(s, &st, sizeof(st));
     double m[4];
     for (int i = 0; i < 4; i++)
         m[i] = median(f[i], o->runs);
@@ -271,7 +271,7 @@ static void hit_rate(const opts *o) {
         }
         secs[with_disk] = (double)(now_ns() - t) / 1e9;
         rate[with_disk] = (double)hits / o->requests;
-        tide_stats_get(s, &st[with_disk]);
+        tide_stats_get(s, &st[with_disk], sizeof(st[with_disk]));
         tide_close(s);
     }
     printf("Hit rate: %d gets over %d keys of %llu KiB (%.0f MiB in all), Zipf-like s=0.9, a "

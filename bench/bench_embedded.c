@@ -159,7 +159,7 @@ static int one_run(const opts *o, uint64_t size, double *gbps, double *meta, dou
         goto out;
     }
     tide_stats st0;
-    if (tide_stats_get(s, &st0)) {
+    if (tide_stats_get(s, &st0, sizeof(st0))) {
         fprintf(stderr, "bench_embedded: tide_stats_get: %s\n", tide_errmsg(s));
         goto out;
     }
@@ -206,7 +206,7 @@ static int one_run(const opts *o, uint64_t size, double *gbps, double *meta, dou
         goto out;
     }
     tide_stats st;
-    if (tide_stats_get(s, &st) || st.objects != n) {
+    if (tide_stats_get(s, &st, sizeof(st)) || st.objects != n) {
         fprintf(stderr,
                 "bench_embedded: the store holds %" PRIu64 " objects, not %" PRIu64
                 " (is --capacity too small?)\n",
@@ -286,7 +286,7 @@ static double evict_rate(const char *policy, uint32_t n, uint64_t *evictions) {
     uint64_t t0 = 0, total = 3ull * n;
     for (uint64_t first = 0; first < total; first += EV_BATCH) {
         if (first >= n && t0 == 0) {
-            tide_stats_get(s, &st0);
+            tide_stats_get(s, &st0, sizeof(st0));
             t0 = now_ns();
         }
         for (int i = 0; i < EV_BATCH; i++) {
@@ -307,7 +307,7 @@ static double evict_rate(const char *policy, uint32_t n, uint64_t *evictions) {
         }
     }
     uint64_t ns = now_ns() - t0;
-    tide_stats_get(s, &st1);
+    tide_stats_get(s, &st1, sizeof(st1));
     tide_close(s);
     *evictions = st1.evictions - st0.evictions;
     return ns ? (double)*evictions / ((double)ns / 1e9) : 0;

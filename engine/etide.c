@@ -289,18 +289,6 @@ const char *etide_errmsg(const etide *e) {
     return e->err;
 }
 
-uint32_t etide_hash_block(const etide *e) {
-    return e->hash_block;
-}
-
-uint32_t etide_scheduler_block(const etide *e) {
-    return e->sched_block;
-}
-
-uint32_t etide_interval(const etide *e) {
-    return e->interval;
-}
-
 /* ---- one prompt ------------------------------------------------------------------------- */
 
 static void warn(etide_result *res, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

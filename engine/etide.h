@@ -98,10 +98,6 @@ int etide_create(engine_model *m, tide_store *store, const etide_options *opts, 
 void etide_destroy(etide *e);
 /* The last error message of this handle. */
 const char *etide_errmsg(const etide *e);
-/* The connector configuration's block sizes: hits are multiples of the scheduler block. */
-uint32_t etide_hash_block(const etide *e);
-uint32_t etide_scheduler_block(const etide *e);
-uint32_t etide_interval(const etide *e);
 
 /*
  * Serve one prompt through the connector: tokens[0..n) (n >= 1), logits of its last token

@@ -212,10 +212,27 @@ typedef struct tide_stats {
     uint64_t disk_queued_bytes;    /* evicted bytes held in memory until the writer writes them */
 } tide_stats;
 
-/* Fill *st with the store's figures. For a cluster the figures are the sums over the
- * members that answered, and each replica counts: a key stored with R copies adds R to
- * objects and puts, and R times its size to bytes_in and used_bytes. */
-TIDE_API int tide_stats_get(tide_store *s, tide_stats *st);
+/* The size of the first tide_stats (its fields up to `reserved`), and the most a caller
+ * may claim (a program built against a newer header with more fields). */
+#define TIDE_STATS_SIZE_V1 120
+#define TIDE_STATS_SIZE_MAX 4096
+
+/*
+ * Fill st[0..size) with the store's figures. Pass size = sizeof(tide_stats) as the
+ * caller's header has it (sizeof *st): that is what makes the struct safe to grow. The
+ * library writes only the fields that fit in size, so a program built against an older
+ * header gets its own fields and nothing past its struct; fields the library does not know
+ * (a caller built against a newer header) read 0. New fields are only ever added at the
+ * end. On failure the fields that fit are 0 or partial.
+ *
+ * For a cluster the figures are the sums over the members that answered, and each
+ * replica counts: a key stored with R copies adds R to objects and puts, and R times its
+ * size to bytes_in and used_bytes.
+ *
+ * Errors: -EINVAL for a NULL argument, or a size that is not a multiple of 8 from
+ * TIDE_STATS_SIZE_V1 to TIDE_STATS_SIZE_MAX (the message names it); the backend's errors.
+ */
+TIDE_API int tide_stats_get(tide_store *s, tide_stats *st, size_t size);
 
 /* ---------------------------------------------------------------------------------------
  * Clusters: tide://H1:P1,H2:P2,...?replicas=R and etcd://E:2379/CLUSTER?replicas=R.

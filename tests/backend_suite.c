@@ -190,7 +190,7 @@ static int suite_copies = 1;
 
 static void case_clear_and_stats(tide_store *s) {
     tide_stats st0, st1;
-    CHECK_EQ(tide_stats_get(s, &st0), 0);
+    CHECK_EQ(tide_stats_get(s, &st0, sizeof(st0)), 0);
     CHECK_EQ(st0.objects, 0);
     for (int i = 0; i < 20; i++) {
         char k[16];
@@ -201,7 +201,7 @@ static void case_clear_and_stats(tide_store *s) {
     size_t len;
     CHECK_EQ(tide_get(s, "s3", 2, b, sizeof(b), &len), 0);
     CHECK_EQ(tide_get(s, "nope", 4, b, sizeof(b), &len), TIDE_ENOTFOUND);
-    CHECK_EQ(tide_stats_get(s, &st1), 0);
+    CHECK_EQ(tide_stats_get(s, &st1, sizeof(st1)), 0);
     CHECK_EQ(st1.objects, 20 * suite_copies);
     CHECK_EQ(st1.puts - st0.puts, 20 * suite_copies);
     CHECK_EQ(st1.gets - st0.gets, 1);
@@ -211,7 +211,7 @@ static void case_clear_and_stats(tide_store *s) {
     CHECK(st1.used_bytes >= 200 && st1.used_bytes <= st1.capacity_bytes);
     CHECK(st1.capacity_bytes >= 64ull << 20);
     CHECK_EQ(tide_clear(s), 0);
-    CHECK_EQ(tide_stats_get(s, &st1), 0);
+    CHECK_EQ(tide_stats_get(s, &st1, sizeof(st1)), 0);
     CHECK_EQ(st1.objects, 0);
     CHECK_EQ(tide_exists(s, "s3", 2), 0);
 }

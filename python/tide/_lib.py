@@ -258,7 +258,7 @@ SIGNATURES = {
     "tide_remove_many": (c_int, [StorePtr, P_Key, c_size_t, P_int]),
     "tide_match_prefix": (c_int, [StorePtr, P_Key, c_size_t]),
     "tide_clear": (c_int, [StorePtr]),
-    "tide_stats_get": (c_int, [StorePtr, ctypes.POINTER(Stats)]),
+    "tide_stats_get": (c_int, [StorePtr, ctypes.POINTER(Stats), c_size_t]),
     "tide_cluster_info_get": (c_int, [StorePtr, ctypes.POINTER(ClusterInfo)]),
     "tide_cluster_members": (c_int, [StorePtr, c_char_p, c_size_t]),
     "tide_size_parse": (c_int, [c_char_p, P_uint64]),

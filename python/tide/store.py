@@ -536,7 +536,7 @@ class Store:
         st = _lib.Stats()
         h = self._enter()
         try:
-            rc = self._lib.tide_stats_get(h, ctypes.byref(st))
+            rc = self._lib.tide_stats_get(h, ctypes.byref(st), ctypes.sizeof(st))
             if rc < 0:
                 raise self._error(rc, h)
             return {name: getattr(st, name) for name in _lib.STATS_FIELDS}

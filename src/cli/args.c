@@ -1,5 +1,7 @@
 /*
- * args.c — option parsing helpers shared by the `tide` subcommands.
+ * args.c — option parsing shared by the `tide` subcommands: the one flag parser
+ * (cli_flags_parse, driven by each command's table of flags) and the strict number
+ * parsers under it.
  *
  * Every number a user types is parsed strictly: the whole string must be consumed, and a
  * value outside the command's range is an error rather than silently clamped.
@@ -47,7 +49,8 @@ int cli_parse_size(const char *text, uint64_t min, uint64_t max, uint64_t *out) 
     return 0;
 }
 
-int cli_parse_seconds(const char *text, double min, double max, double *out) {
+/* A number of seconds, decimals allowed ("0.5"), in [min, max]: 0 or -1. */
+static int cli_parse_seconds(const char *text, double min, double max, double *out) {
     if (!text || !(isdigit((unsigned char)text[0]) || text[0] == '.')) return -1;
     errno = 0;
     char *end;
@@ -61,37 +64,115 @@ int cli_stderr_is_tty(void) {
     return isatty(STDERR_FILENO);
 }
 
-int cli_block_opt(const char *cmd, int argc, char **argv, int *i, cli_block *b) {
-    const char *v = NULL;
-    int m;
-    if ((m = cli_opt_value(argc, argv, i, "--model", &v))) {
-        if (m < 0) return cli_usage_error(cmd, "--model needs a value");
-        if (b->bpt_given)
-            return cli_usage_error(cmd, "give --model or --bytes-per-token, not both");
-        if (trace_model_find(v, &b->bytes_per_token))
-            return cli_usage_error(cmd, "unknown model '%s' (known: see --help)", v);
-        b->model = v;
-        b->bpt_given = 1;
-        return 1;
+static const cli_flag *flag_find(const cli_spec *spec, const char *arg, const char **eq) {
+    for (size_t k = 0; k < spec->nflags; k++) {
+        size_t n = strlen(spec->flags[k].name);
+        if (strncmp(arg, spec->flags[k].name, n) != 0) continue;
+        if (arg[n] == '\0' || arg[n] == '=') {
+            *eq = arg[n] == '=' ? arg + n + 1 : NULL;
+            return &spec->flags[k];
+        }
     }
-    if ((m = cli_opt_value(argc, argv, i, "--bytes-per-token", &v))) {
-        if (b->bpt_given)
-            return cli_usage_error(cmd, "give --model or --bytes-per-token, not both");
-        if (m < 0 || cli_parse_u64(v, 1, 1ull << 30, &b->bytes_per_token))
-            return cli_usage_error(cmd,
-                                   "--bytes-per-token wants a number from 1 to %llu (got '%s')",
-                                   1ull << 30, m < 0 ? "" : v);
-        b->model = NULL;
-        b->bpt_given = 1;
-        return 1;
+    return NULL;
+}
+
+/* Apply one flag's value: 0, or 2 after a usage error. */
+static int flag_apply(const cli_spec *spec, const cli_flag *f, const char *v) {
+    int bad = 0;
+    switch (f->type) {
+    case CLI_FLAG_SWITCH:
+        if (f->call) return f->call(f->ctx, spec->cmd, f->name, NULL);
+        *(int *)f->dst = 1;
+        break;
+    case CLI_FLAG_STRING:
+        *(const char **)f->dst = v;
+        break;
+    case CLI_FLAG_U64:
+        bad = cli_parse_u64(v, f->min, f->max, f->dst);
+        break;
+    case CLI_FLAG_SIZE:
+        bad = cli_parse_size(v, f->min, f->max, f->dst);
+        break;
+    case CLI_FLAG_SECONDS:
+        bad = cli_parse_seconds(v, f->dmin, f->dmax, f->dst);
+        break;
+    case CLI_FLAG_CHOICE: {
+        int k = 0;
+        while (f->choices[k] && strcmp(v, f->choices[k]) != 0)
+            k++;
+        if (f->choices[k])
+            *(int *)f->dst = k;
+        else
+            bad = 1;
+        break;
     }
-    if ((m = cli_opt_value(argc, argv, i, "--block-tokens", &v))) {
-        if (m < 0 || cli_parse_u64(v, 1, 1u << 20, &b->block_tokens))
-            return cli_usage_error(cmd, "--block-tokens wants a number from 1 to %u (got '%s')",
-                                   1u << 20, m < 0 ? "" : v);
-        return 1;
+    case CLI_FLAG_CALL:
+        return f->call(f->ctx, spec->cmd, f->name, v);
+    }
+    if (bad) return cli_usage_error(spec->cmd, "%s wants %s (got '%s')", f->name, f->want, v);
+    return 0;
+}
+
+int cli_flags_parse(const cli_spec *spec, int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (cli_is_help(a)) {
+            spec->help(stdout);
+            return 1;
+        }
+        if (a[0] != '-' || !a[1]) {
+            if (!spec->arg) return cli_usage_error(spec->cmd, "unexpected argument '%s'", a);
+            if (*spec->arg) return cli_usage_error(spec->cmd, "%s (got '%s')", spec->arg_again, a);
+            *spec->arg = a;
+            continue;
+        }
+        const char *v;
+        const cli_flag *f = flag_find(spec, a, &v);
+        if (!f) return cli_usage_error(spec->cmd, "unknown option '%s'", a);
+        if (f->type == CLI_FLAG_SWITCH && v)
+            return cli_usage_error(spec->cmd, "%s takes no value (got '%s')", f->name, a);
+        if (f->type != CLI_FLAG_SWITCH && !v) {
+            if (i + 1 >= argc) return cli_usage_error(spec->cmd, "%s needs a value", f->name);
+            v = argv[++i];
+        }
+        if (f->given) *f->given = 1;
+        int rc = flag_apply(spec, f, v);
+        if (rc) return rc;
     }
     return 0;
+}
+
+static int block_model(void *ctx, const char *cmd, const char *name, const char *v) {
+    cli_block *b = ctx;
+    if (b->bpt_given) return cli_usage_error(cmd, "give --model or --bytes-per-token, not both");
+    if (trace_model_find(v, &b->bytes_per_token))
+        return cli_usage_error(cmd, "unknown model '%s' (known: see --help)", v);
+    b->model = v;
+    b->bpt_given = 1;
+    return 0;
+}
+
+static int block_bpt(void *ctx, const char *cmd, const char *name, const char *v) {
+    cli_block *b = ctx;
+    if (b->bpt_given) return cli_usage_error(cmd, "give --model or --bytes-per-token, not both");
+    if (cli_parse_u64(v, 1, 1ull << 30, &b->bytes_per_token))
+        return cli_usage_error(cmd, "%s wants a number from 1 to %llu (got '%s')", name, 1ull << 30,
+                               v);
+    b->model = NULL;
+    b->bpt_given = 1;
+    return 0;
+}
+
+void cli_block_flags(cli_block *b, cli_flag *out) {
+    out[0] = (cli_flag){.name = "--model", .type = CLI_FLAG_CALL, .call = block_model, .ctx = b};
+    out[1] =
+        (cli_flag){.name = "--bytes-per-token", .type = CLI_FLAG_CALL, .call = block_bpt, .ctx = b};
+    out[2] = (cli_flag){.name = "--block-tokens",
+                        .type = CLI_FLAG_U64,
+                        .dst = &b->block_tokens,
+                        .min = 1,
+                        .max = 1u << 20,
+                        .want = "a number from 1 to 1048576"};
 }
 
 int cli_block_finish(const char *cmd, cli_block *b) {

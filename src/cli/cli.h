@@ -36,7 +36,7 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 int cli_is_help(const char *arg);
 
 /*
- * Option parsing shared by the commands (args.c). cli_opt_value() looks at argv[*i] for
+ * Option helpers for the commands with a few flags (args.c). cli_opt_value() looks at argv[*i] for
  * "--name VALUE" or "--name=VALUE": it returns 1 with *val set (and *i moved past a
  * separate value), 0 when argv[*i] is not that option, and -1 when the value is missing.
  */
@@ -45,24 +45,71 @@ int cli_opt_value(int argc, char **argv, int *i, const char *name, const char **
 int cli_parse_u64(const char *text, uint64_t min, uint64_t max, uint64_t *out);
 /* A size as tide_size_parse() reads it ("256KiB"), in [min, max]: 0 or -1. */
 int cli_parse_size(const char *text, uint64_t min, uint64_t max, uint64_t *out);
-/* A number of seconds, decimals allowed ("0.5"), in [min, max]: 0 or -1. */
-int cli_parse_seconds(const char *text, double min, double max, double *out);
 /* 1 when stderr is a terminal (progress lines with \r make sense there). */
 int cli_stderr_is_tty(void);
 
 /*
- * The block shape shared by `tide replay` and `tide analyze`. cli_block_opt() looks at
- * argv[*i] for --model, --bytes-per-token or --block-tokens: 1 when it took the option
- * (into *b), 0 when argv[*i] is none of them, 2 after printing a usage error.
- * cli_block_finish() checks the combination and fills block_bytes: 0, or 2 after a
- * usage error. Without --model or --bytes-per-token the model is llama-3-8b.
+ * One flag parser for the commands that take many options (serve, bench, replay, analyze).
+ * A command lists its flags in a table; cli_flags_parse() walks argv once, taking
+ * "--name VALUE" and "--name=VALUE", and every mistake gets one message naming the flag:
+ *   unknown option '--frobnicate'
+ *   --size needs a value
+ *   --size wants a size from 1 byte to 1GiB, like 256KiB (got 'lots')
+ */
+typedef enum {
+    CLI_FLAG_SWITCH,  /* no value: *(int *)dst = 1, or call(..., NULL) when call is set */
+    CLI_FLAG_STRING,  /* *(const char **)dst = the value (borrowed from argv) */
+    CLI_FLAG_U64,     /* *(uint64_t *)dst: a decimal integer in [min, max] */
+    CLI_FLAG_SIZE,    /* *(uint64_t *)dst: a size ("256KiB") in [min, max] */
+    CLI_FLAG_SECONDS, /* *(double *)dst: a number, decimals allowed, in [dmin, dmax] */
+    CLI_FLAG_CHOICE,  /* *(int *)dst: the index of the value in choices */
+    CLI_FLAG_CALL,    /* call(ctx, cmd, name, value) decides */
+} cli_flag_type;
+
+typedef struct cli_flag {
+    const char *name; /* "--size" */
+    cli_flag_type type;
+    void *dst;
+    uint64_t min, max;          /* CLI_FLAG_U64, CLI_FLAG_SIZE */
+    double dmin, dmax;          /* CLI_FLAG_SECONDS */
+    const char *const *choices; /* CLI_FLAG_CHOICE: NULL-terminated */
+    const char *want;           /* a bad value is told "NAME wants WANT (got 'VALUE')" */
+    /* CLI_FLAG_CALL (and a SWITCH with call set): returns 0, or 2 after printing a usage
+     * error that names the flag. */
+    int (*call)(void *ctx, const char *cmd, const char *name, const char *value);
+    void *ctx;
+    int *given; /* when not NULL, set to 1 once the flag is seen */
+} cli_flag;
+
+typedef struct cli_spec {
+    const char *cmd; /* for messages: "tide CMD: ..." */
+    const cli_flag *flags;
+    size_t nflags;
+    void (*help)(FILE *f); /* -h or --help prints this to stdout */
+    /* The one positional argument (a trace file), or NULL when the command takes none;
+     * a second one is refused with arg_again. */
+    const char **arg;
+    const char *arg_again;
+} cli_spec;
+
+/* Parse argv[1..argc) against spec: 0 when done, 1 after printing the help (exit 0), 2
+ * after a usage error (exit 2). Flags apply in the order given; a repeated flag's last
+ * value wins unless its call says otherwise. */
+int cli_flags_parse(const cli_spec *spec, int argc, char **argv);
+
+/*
+ * The block shape shared by `tide replay` and `tide analyze`. cli_block_flags() fills
+ * out[0..CLI_BLOCK_NFLAGS) with the --model, --bytes-per-token and --block-tokens flags,
+ * which write into *b. cli_block_finish() checks the combination and fills block_bytes: 0,
+ * or 2 after a usage error. Without --model or --bytes-per-token the model is llama-3-8b.
  */
 typedef struct cli_block {
     const char *model; /* preset name, or NULL for --bytes-per-token */
     uint64_t bytes_per_token, block_tokens, block_bytes;
     int bpt_given;
 } cli_block;
-int cli_block_opt(const char *cmd, int argc, char **argv, int *i, cli_block *b);
+#define CLI_BLOCK_NFLAGS 3
+void cli_block_flags(cli_block *b, cli_flag *out);
 int cli_block_finish(const char *cmd, cli_block *b);
 /* The --model and --bytes-per-token lines of a help text, presets listed. */
 void cli_block_help(FILE *f);

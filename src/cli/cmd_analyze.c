@@ -84,53 +84,44 @@ static int parse_caps(analyze_opts *o, const char *list, int in_blocks) {
     return 0;
 }
 
+/* --capacity and --blocks: one of them, once. */
+typedef struct caps_arg {
+    const char *list;
+    int in_blocks;
+} caps_arg;
+
+static int caps_flag(void *ctx, const char *cmd, const char *name, const char *v) {
+    caps_arg *c = ctx;
+    if (c->list) return cli_usage_error(cmd, "give --capacity or --blocks once");
+    c->list = v;
+    c->in_blocks = !strcmp(name, "--blocks");
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, analyze_opts *o) {
-    const char *caps = NULL;
-    int caps_blocks = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
-        int m;
-        if (cli_is_help(argv[i])) {
-            usage(stdout);
-            return 1;
-        }
-        if (strcmp(argv[i], "--json") == 0) {
-            o->json = 1;
-            continue;
-        }
-        if ((m = cli_block_opt("analyze", argc, argv, &i, &o->blk))) {
-            if (m == 2) return 2;
-            continue;
-        }
-        int which = 0;
-        if ((m = cli_opt_value(argc, argv, &i, "--capacity", &v)))
-            which = 1;
-        else if ((m = cli_opt_value(argc, argv, &i, "--blocks", &v)))
-            which = 2;
-        if (which) {
-            const char *name = which == 2 ? "--blocks" : "--capacity";
-            if (m < 0) return cli_usage_error("analyze", "%s needs a value", name);
-            if (caps) return cli_usage_error("analyze", "give --capacity or --blocks once");
-            caps = v;
-            caps_blocks = which == 2;
-            continue;
-        }
-        if ((m = cli_opt_value(argc, argv, &i, "--limit", &v))) {
-            if (m < 0 || cli_parse_u64(v, 1, UINT64_MAX, &o->limit))
-                return cli_usage_error("analyze", "--limit wants a number from 1 (got '%s')",
-                                       m < 0 ? "" : v);
-            continue;
-        }
-        if (argv[i][0] == '-' && argv[i][1])
-            return cli_usage_error("analyze", "unknown option '%s'", argv[i]);
-        if (o->path) return cli_usage_error("analyze", "one trace at a time (got '%s')", argv[i]);
-        o->path = argv[i];
-    }
+    caps_arg ca = {0};
+    cli_flag flags[4 + CLI_BLOCK_NFLAGS] = {
+        {.name = "--json", .type = CLI_FLAG_SWITCH, .dst = &o->json},
+        {.name = "--capacity", .type = CLI_FLAG_CALL, .call = caps_flag, .ctx = &ca},
+        {.name = "--blocks", .type = CLI_FLAG_CALL, .call = caps_flag, .ctx = &ca},
+        {.name = "--limit",
+         .type = CLI_FLAG_U64,
+         .dst = &o->limit,
+         .min = 1,
+         .max = UINT64_MAX,
+         .want = "a number from 1"},
+    };
+    cli_block_flags(&o->blk, flags + 4);
+    const cli_spec spec = {"analyze", flags,    sizeof(flags) / sizeof(flags[0]),
+                           usage,     &o->path, "one trace at a time"};
+    int rc = cli_flags_parse(&spec, argc, argv);
+    if (rc) return rc;
+    const char *caps = ca.list;
+    int caps_blocks = ca.in_blocks;
     if (!o->path) return cli_usage_error("analyze", "which trace? (tide analyze TRACE.jsonl ...)");
     if (!caps) return cli_usage_error("analyze", "--capacity SIZE[,SIZE...] is required");
     if (cli_block_finish("analyze", &o->blk)) return 2;
-    int rc = parse_caps(o, caps, caps_blocks);
-    if (rc) return rc;
+    if ((rc = parse_caps(o, caps, caps_blocks)) != 0) return rc;
     for (size_t k = 0; k < o->ncaps; k++) {
         if (caps_blocks) {
             o->cap_bytes[k] = o->caps[k] * o->blk.block_bytes;

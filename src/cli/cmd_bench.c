@@ -45,7 +45,9 @@
 #define THREAD_BUF_MAX (1ull << 30)
 
 enum { OP_GET = 0, OP_PUT = 1, OP_MIXED = 2 };
-static const char *const op_names[] = {"get", "put", "mixed"};
+static const char *const op_names[] = {"get", "put", "mixed", NULL};
+/* --batch's message spells the limit out. */
+_Static_assert(TIDE_BATCH_MAX == 65536, "update --batch's message");
 
 typedef struct bench_opts {
     const char *url;
@@ -323,70 +325,52 @@ static void usage(FILE *f) {
 static int parse_args(int argc, char **argv, bench_opts *o) {
     const char *cmd = "bench";
     int keys_given = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
-        int m;
-        if (cli_is_help(argv[i])) {
-            usage(stdout);
-            return 1;
-        }
-        if (strcmp(argv[i], "--json") == 0) {
-            o->json = 1;
-            continue;
-        }
-        if (strcmp(argv[i], "--verify-all") == 0) {
-            o->verify_all = 1;
-            continue;
-        }
-        if (strcmp(argv[i], "--quiet") == 0) {
-            o->quiet = 1;
-            continue;
-        }
-        if (strcmp(argv[i], "--no-fill") == 0) {
-            o->no_fill = 1;
-            continue;
-        }
-        if ((m = cli_opt_value(argc, argv, &i, "--url", &v))) {
-            if (m < 0) return cli_usage_error(cmd, "--url needs a value");
-            o->url = v;
-        } else if ((m = cli_opt_value(argc, argv, &i, "--size", &v))) {
-            if (m < 0 || cli_parse_size(v, 1, 1ull << 30, &o->size))
-                return cli_usage_error(cmd,
-                                       "--size wants a size from 1 byte to 1GiB, "
-                                       "like 256KiB (got '%s')",
-                                       m < 0 ? "" : v);
-        } else if ((m = cli_opt_value(argc, argv, &i, "--threads", &v))) {
-            if (m < 0 || cli_parse_u64(v, 1, 256, &o->threads))
-                return cli_usage_error(cmd, "--threads wants a number from 1 to 256 (got '%s')",
-                                       m < 0 ? "" : v);
-        } else if ((m = cli_opt_value(argc, argv, &i, "--seconds", &v))) {
-            if (m < 0 || cli_parse_seconds(v, 0.01, 86400, &o->seconds))
-                return cli_usage_error(cmd,
-                                       "--seconds wants a duration from 0.01 to 86400 "
-                                       "(got '%s')",
-                                       m < 0 ? "" : v);
-        } else if ((m = cli_opt_value(argc, argv, &i, "--batch", &v))) {
-            if (m < 0 || cli_parse_u64(v, 1, TIDE_BATCH_MAX, &o->batch))
-                return cli_usage_error(cmd, "--batch wants a number from 1 to %d (got '%s')",
-                                       TIDE_BATCH_MAX, m < 0 ? "" : v);
-        } else if ((m = cli_opt_value(argc, argv, &i, "--keys", &v))) {
-            if (m < 0 || cli_parse_u64(v, 1, 100000000, &o->keys))
-                return cli_usage_error(cmd,
-                                       "--keys wants a number from 1 to 100000000 "
-                                       "(got '%s')",
-                                       m < 0 ? "" : v);
-            keys_given = 1;
-        } else if ((m = cli_opt_value(argc, argv, &i, "--op", &v))) {
-            o->op = -1;
-            for (int k = 0; m > 0 && k < 3; k++)
-                if (strcmp(v, op_names[k]) == 0) o->op = k;
-            if (o->op < 0)
-                return cli_usage_error(cmd, "--op wants get, put or mixed (got '%s')",
-                                       m < 0 ? "" : v);
-        } else {
-            return cli_usage_error(cmd, "unknown argument '%s'", argv[i]);
-        }
-    }
+    const cli_flag flags[] = {
+        {.name = "--json", .type = CLI_FLAG_SWITCH, .dst = &o->json},
+        {.name = "--verify-all", .type = CLI_FLAG_SWITCH, .dst = &o->verify_all},
+        {.name = "--quiet", .type = CLI_FLAG_SWITCH, .dst = &o->quiet},
+        {.name = "--no-fill", .type = CLI_FLAG_SWITCH, .dst = &o->no_fill},
+        {.name = "--url", .type = CLI_FLAG_STRING, .dst = &o->url},
+        {.name = "--size",
+         .type = CLI_FLAG_SIZE,
+         .dst = &o->size,
+         .min = 1,
+         .max = 1ull << 30,
+         .want = "a size from 1 byte to 1GiB, like 256KiB"},
+        {.name = "--threads",
+         .type = CLI_FLAG_U64,
+         .dst = &o->threads,
+         .min = 1,
+         .max = 256,
+         .want = "a number from 1 to 256"},
+        {.name = "--seconds",
+         .type = CLI_FLAG_SECONDS,
+         .dst = &o->seconds,
+         .dmin = 0.01,
+         .dmax = 86400,
+         .want = "a duration from 0.01 to 86400"},
+        {.name = "--batch",
+         .type = CLI_FLAG_U64,
+         .dst = &o->batch,
+         .min = 1,
+         .max = TIDE_BATCH_MAX,
+         .want = "a number from 1 to 65536"},
+        {.name = "--keys",
+         .type = CLI_FLAG_U64,
+         .dst = &o->keys,
+         .min = 1,
+         .max = 100000000,
+         .want = "a number from 1 to 100000000",
+         .given = &keys_given},
+        {.name = "--op",
+         .type = CLI_FLAG_CHOICE,
+         .dst = &o->op,
+         .choices = op_names,
+         .want = "get, put or mixed"},
+    };
+    const cli_spec spec = {cmd, flags, sizeof(flags) / sizeof(flags[0]), usage, NULL, NULL};
+    int rc = cli_flags_parse(&spec, argc, argv);
+    if (rc) return rc;
     uint64_t per_thread = o->batch * o->size * (o->op == OP_MIXED ? 2 : 1);
     if (per_thread > THREAD_BUF_MAX)
         return cli_usage_error(cmd,
@@ -541,7 +525,7 @@ int cmd_bench(int argc, char **argv) {
     }
 
     tide_stats st0;
-    int have_stats = tide_stats_get(sh.s, &st0) == 0;
+    int have_stats = tide_stats_get(sh.s, &st0, sizeof(st0)) == 0;
     char vsz[32], wsz[32];
     if (!o.json)
         printf("tide bench: %s, %s, %s values, %" PRIu64 " thread%s, batch %" PRIu64 ", %" PRIu64
@@ -627,7 +611,7 @@ int cmd_bench(int argc, char **argv) {
     if (o.op != OP_PUT) report_op(&o, "get", &h[0], ops[0], bytes[0], secs, arr);
     if (o.op != OP_GET) report_op(&o, "put", &h[1], ops[1], bytes[1], secs, arr);
     tide_stats st1;
-    int have_meta = tide_stats_get(sh.s, &st1) == 0 && st1.objects;
+    int have_meta = tide_stats_get(sh.s, &st1, sizeof(st1)) == 0 && st1.objects;
     if (o.json) {
         cJSON_AddNumberToObject(doc, "verified", (double)checked);
         cJSON_AddNumberToObject(doc, "verified_full", (double)full);

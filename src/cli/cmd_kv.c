@@ -171,7 +171,7 @@ int cmd_stat(int argc, char **argv) {
     tide_store *s;
     if (open_store("stat", argv[1], &s)) return 1;
     tide_stats st;
-    int rc = tide_stats_get(s, &st);
+    int rc = tide_stats_get(s, &st, sizeof(st));
     tide_close(s);
     if (rc) {
         fprintf(stderr, "tide stat: %s\n", tide_strerror(rc));

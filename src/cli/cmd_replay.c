@@ -53,7 +53,7 @@ static int url_has_option(const char *u, const char *name) {
     return 0;
 }
 
-static const char *const verify_names[] = {"all", "sample", "none"};
+static const char *const verify_names[] = {"all", "sample", "none", NULL};
 
 typedef struct replay_opts {
     const char *path, *url;
@@ -106,70 +106,46 @@ static void usage(FILE *f) {
 
 static int parse_args(int argc, char **argv, replay_opts *o) {
     const char *cmd = "replay";
-    for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
-        int m;
-        if (cli_is_help(argv[i])) {
-            usage(stdout);
-            return 1;
-        }
-        if (strcmp(argv[i], "--json") == 0) {
-            o->json = 1;
-            continue;
-        }
-        if (strcmp(argv[i], "--quiet") == 0) {
-            o->quiet = 1;
-            continue;
-        }
-        if ((m = cli_block_opt(cmd, argc, argv, &i, &o->blk))) {
-            if (m == 2) return 2;
-            continue;
-        }
-        if ((m = cli_opt_value(argc, argv, &i, "--url", &v))) {
-            if (m < 0) return cli_usage_error(cmd, "--url needs a value");
-            o->url = v;
-            continue;
-        }
-        if ((m = cli_opt_value(argc, argv, &i, "--capacity", &v))) {
-            if (m < 0 || cli_parse_size(v, 1, UINT64_MAX, &o->capacity))
-                return cli_usage_error(cmd, "--capacity wants a size like 16GiB (got '%s')",
-                                       m < 0 ? "" : v);
-            o->capacity_given = 1;
-            continue;
-        }
-        if ((m = cli_opt_value(argc, argv, &i, "--batch-bytes", &v))) {
-            if (m < 0 || cli_parse_size(v, 1, 1ull << 40, &o->batch_bytes))
-                return cli_usage_error(cmd, "--batch-bytes wants a size like 256MiB (got '%s')",
-                                       m < 0 ? "" : v);
-            continue;
-        }
-        if ((m = cli_opt_value(argc, argv, &i, "--speed", &v))) {
-            if (m < 0 || cli_parse_seconds(v, 0, 1e6, &o->speed))
-                return cli_usage_error(cmd, "--speed wants a factor from 0 to 1e6 (got '%s')",
-                                       m < 0 ? "" : v);
-            continue;
-        }
-        if ((m = cli_opt_value(argc, argv, &i, "--limit", &v))) {
-            if (m < 0 || cli_parse_u64(v, 1, UINT64_MAX, &o->limit))
-                return cli_usage_error(cmd, "--limit wants a number from 1 (got '%s')",
-                                       m < 0 ? "" : v);
-            continue;
-        }
-        if ((m = cli_opt_value(argc, argv, &i, "--verify", &v))) {
-            int k = 0;
-            while (m > 0 && k < 3 && strcmp(v, verify_names[k]) != 0)
-                k++;
-            if (m < 0 || k == 3)
-                return cli_usage_error(cmd, "--verify wants all, sample or none (got '%s')",
-                                       m < 0 ? "" : v);
-            o->verify = k;
-            continue;
-        }
-        if (argv[i][0] == '-' && argv[i][1])
-            return cli_usage_error(cmd, "unknown option '%s'", argv[i]);
-        if (o->path) return cli_usage_error(cmd, "one trace at a time (got '%s')", argv[i]);
-        o->path = argv[i];
-    }
+    cli_flag flags[8 + CLI_BLOCK_NFLAGS] = {
+        {.name = "--json", .type = CLI_FLAG_SWITCH, .dst = &o->json},
+        {.name = "--quiet", .type = CLI_FLAG_SWITCH, .dst = &o->quiet},
+        {.name = "--url", .type = CLI_FLAG_STRING, .dst = &o->url},
+        {.name = "--capacity",
+         .type = CLI_FLAG_SIZE,
+         .dst = &o->capacity,
+         .min = 1,
+         .max = UINT64_MAX,
+         .want = "a size like 16GiB",
+         .given = &o->capacity_given},
+        {.name = "--batch-bytes",
+         .type = CLI_FLAG_SIZE,
+         .dst = &o->batch_bytes,
+         .min = 1,
+         .max = 1ull << 40,
+         .want = "a size like 256MiB"},
+        {.name = "--speed",
+         .type = CLI_FLAG_SECONDS,
+         .dst = &o->speed,
+         .dmin = 0,
+         .dmax = 1e6,
+         .want = "a factor from 0 to 1e6"},
+        {.name = "--limit",
+         .type = CLI_FLAG_U64,
+         .dst = &o->limit,
+         .min = 1,
+         .max = UINT64_MAX,
+         .want = "a number from 1"},
+        {.name = "--verify",
+         .type = CLI_FLAG_CHOICE,
+         .dst = &o->verify,
+         .choices = verify_names,
+         .want = "all, sample or none"},
+    };
+    cli_block_flags(&o->blk, flags + 8);
+    const cli_spec spec = {cmd,   flags,    sizeof(flags) / sizeof(flags[0]),
+                           usage, &o->path, "one trace at a time"};
+    int rc = cli_flags_parse(&spec, argc, argv);
+    if (rc) return rc;
     if (!o->path) return cli_usage_error(cmd, "which trace? (tide replay TRACE.jsonl ...)");
     if (cli_block_finish(cmd, &o->blk)) return 2;
     int is_mem = !o->url || strncmp(o->url, "mem://", 6) == 0;
@@ -553,7 +529,7 @@ int cmd_replay(int argc, char **argv) {
         goto out;
     }
     tide_stats st0 = {0}, st1 = {0};
-    int have_stats = tide_stats_get(s, &st0) == 0;
+    int have_stats = tide_stats_get(s, &st0, sizeof(st0)) == 0;
 
     int show = !o.quiet && !o.json && cli_stderr_is_tty();
     uint64_t start = now_ns(), last_draw = 0;
@@ -575,7 +551,7 @@ int cmd_replay(int argc, char **argv) {
         progress(t, tr.nreqs, wall);
         fprintf(stderr, "\n");
     }
-    if (have_stats) have_stats = tide_stats_get(s, &st1) == 0;
+    if (have_stats) have_stats = tide_stats_get(s, &st1, sizeof(st1)) == 0;
     int ok = !failed && !wrong;
     if (report(&o, store_url, &tr, t, &st0, &st1, have_stats, wall, ok) < 0) {
         fprintf(stderr, "tide replay: out of memory\n");

@@ -478,7 +478,7 @@ int cmd_demo_synthetic(int argc, char **argv) {
     }
     /* The prefix check needs to know everything the store holds: a fresh store. */
     tide_stats st0, st1;
-    int fresh = tide_stats_get(s, &st0) == 0 && st0.objects == 0 && st0.evictions == 0;
+    int fresh = tide_stats_get(s, &st0, sizeof(st0)) == 0 && st0.objects == 0 && st0.evictions == 0;
 
     kv.npages = maxblocks ? maxblocks : 1;
     kv.piece = (size_t)(block_bytes / L);
@@ -532,13 +532,13 @@ int cmd_demo_synthetic(int argc, char **argv) {
             rq.question = q;
             tide_stats cur;
             int check = 0;
-            if (fresh && tide_stats_get(s, &cur) == 0) check = cur.evictions ? 1 : 2;
+            if (fresh && tide_stats_get(s, &cur, sizeof(cur)) == 0) check = cur.evictions ? 1 : 2;
             if (serve(s, &o, &kv, &w, &saved, &rq, check, &t, &rng)) goto out;
         }
     }
     double wall = (double)(now_ns() - t0) / 1e9;
 
-    int have_stats = tide_stats_get(s, &st1) == 0;
+    int have_stats = tide_stats_get(s, &st1, sizeof(st1)) == 0;
     char a[32], b[32], c[32];
     printf("\nrequests %" PRIu64 " in %.2f s, prompt tokens %" PRIu64 ", full blocks %" PRIu64 "\n",
            t.requests, wall, t.tokens, t.blocks);

@@ -5,6 +5,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,10 +189,25 @@ TIDE_API int tide_clear(tide_store *s) {
     return s->ops->clear(s);
 }
 
-TIDE_API int tide_stats_get(tide_store *s, tide_stats *st) {
+_Static_assert(offsetof(tide_stats, reserved) + 8 == TIDE_STATS_SIZE_V1, "the first fields moved");
+_Static_assert(sizeof(tide_stats) % 8 == 0 && sizeof(tide_stats) <= TIDE_STATS_SIZE_MAX,
+               "tide_stats grows by whole uint64 fields");
+
+/* The backend always fills a whole tide_stats of this library's size; the caller gets the
+ * part its size holds, and zeros past the part this library knows. */
+TIDE_API int tide_stats_get(tide_store *s, tide_stats *st, size_t size) {
     if (!s || !st) return err_set(s, s ? &s->err : NULL, -EINVAL, "tide_stats_get: NULL argument");
-    memset(st, 0, sizeof(*st));
-    return s->ops->stats(s, st);
+    if (size % 8 || size < TIDE_STATS_SIZE_V1 || size > TIDE_STATS_SIZE_MAX)
+        return client_err(s, -EINVAL,
+                          "tide_stats_get: size %zu is not a tide_stats size (pass sizeof "
+                          "(tide_stats): a multiple of 8 from %d to %d; this library's is %zu)",
+                          size, TIDE_STATS_SIZE_V1, TIDE_STATS_SIZE_MAX, sizeof(tide_stats));
+    tide_stats full;
+    memset(&full, 0, sizeof(full));
+    int rc = s->ops->stats(s, &full);
+    memset(st, 0, size);
+    memcpy(st, &full, size < sizeof(full) ? size : sizeof(full));
+    return rc;
 }
 
 /* Single-key calls: check the key (and value) here so the message can be exact. */

@@ -11,9 +11,13 @@
  * and carried from one view to the next when their address stays, so their connections and
  * their down-marks survive a change.
  *
+ * Files: cluster.c (URLs, open/close, backend tables, introspection), cluster_view.c
+ * (ranking, members, views, etcd), cluster_place.c (a batch's placement), cluster_batch.c
+ * (the operations), cluster_fanout.c (the threads that call members in parallel).
+ *
  * Lock rules: cluster.view_lock guards cluster.view (the pointer swap) and etcd_msg. A
  * member's open_lock serialises opening its node handle; everything else in a member is
- * atomic. The pool has its own lock (cluster.c).
+ * atomic. The fan-out threads have their own lock (cluster_fanout.c).
  */
 #ifndef TIDE_CLUSTER_H
 #define TIDE_CLUSTER_H
@@ -29,6 +33,8 @@
 #define CLUSTER_MAX_MEMBERS 1024
 /* Ranks a key's read may try: replicas + fallback, at most this many. */
 #define CLUSTER_MAX_DEPTH 16
+/* Fan-out threads a handle may start (threads=). */
+#define CLUSTER_MAX_THREADS 64
 
 typedef struct cmember {
     char addr[CLUSTER_ADDR_MAX]; /* "host:port" as the member list spells it */
@@ -46,7 +52,7 @@ typedef struct cview {
     atomic_int refs;
 } cview;
 
-typedef struct cpool cpool;
+typedef struct cfanout cfanout;
 
 typedef struct cluster {
     int from_etcd;
@@ -71,7 +77,7 @@ typedef struct cluster {
     int stopping;
     char etcd_msg[ERR_MSG_MAX]; /* the last etcd failure (view_lock) */
 
-    cpool *pool;
+    cfanout *fanout;
 
     /* Figures for tide_cluster_info_get (since open, this handle). */
     _Atomic uint64_t view_changes, copies_written, puts_degraded, puts_failed, read_failovers,
@@ -117,6 +123,69 @@ int member_handle(cluster *c, cmember *m, tide_store **out, char *msg, size_t le
 /* Start or stop etcd membership: read the prefix once (must succeed), then poll. */
 int cluster_etcd_start(tide_store *s, cluster *c, const char *endpoints, const char *name);
 void cluster_etcd_stop(cluster *c);
+
+/* ---- the fan-out threads (cluster_fanout.c) ------------------------------------------ */
+
+enum { OP_PUT, OP_GET, OP_EXISTS, OP_REMOVE, OP_CLEAR, OP_STATS };
+
+/* One call to one member: the caller fills c, m, op and the op's arguments; running it
+ * fills the per-key results (res, vlens, present, st), rc and, on failure, msg. */
+typedef struct ctask {
+    cluster *c;
+    cmember *m;
+    int op;
+    size_t n;
+    tide_key *keys;
+    tide_iov *iov; /* PUT/GET: the entries' scatter lists, one after another */
+    size_t *iovcnt;
+    int *res;
+    size_t *vlens;
+    uint8_t *present;
+    tide_stats st;
+    int rc; /* negative: the member failed as a whole */
+    char msg[ERR_MSG_MAX];
+} ctask;
+
+/* Start nth threads (0: callers run their tasks themselves). Returns 0 or -errno. */
+int cluster_fanout_create(int nth, cfanout **out);
+/* Stop and join the threads; NULL is a no-op. */
+void cluster_fanout_destroy(cfanout *p);
+/* Run tasks[0..n) in parallel, the caller taking part; returns when all are done. */
+void cluster_fanout_run(cfanout *p, ctask *tasks, size_t n);
+
+/* ---- a batch's placement (cluster_place.c) ------------------------------------------- */
+
+/* Each key's candidate members, best first, as indices into the view. */
+typedef struct cplan {
+    cview *v;
+    size_t depth;
+    uint32_t *cand; /* key i: cand[i * depth .. + nc[i]) */
+    uint8_t *nc;
+    int ignore_down; /* no member was live: try them all */
+    uint64_t now;
+} cplan;
+
+/* Rank every valid key's `want` best members of v (live ones, or all when none is live).
+ * The plan borrows v (the caller keeps its reference). Returns 0 or an error set on s. */
+int cluster_plan_make(tide_store *s, cluster *c, cview *v, const tide_key *keys, size_t n,
+                      size_t want, cplan *p);
+void cluster_plan_free(cplan *p);
+cmember *cluster_plan_member(const cplan *p, size_t key, size_t rank);
+/* The first usable rank of key at or after `from` (in `mask` when mask is not ~0), or -1. */
+int cluster_plan_next(const cplan *p, size_t key, size_t from, uint32_t mask);
+
+/* ---- the operations (cluster_batch.c), as backend_ops entries ------------------------ */
+
+int cluster_put_many(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
+                     const size_t *iovcnt, int *results);
+int cluster_get_many(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
+                     const size_t *iovcnt, int *results, size_t *vlens);
+int cluster_exists_many(tide_store *s, const tide_key *keys, size_t n, uint8_t *present);
+int cluster_remove_many(tide_store *s, const tide_key *keys, size_t n, int *results);
+int cluster_clear(tide_store *s);
+int cluster_stats(tide_store *s, tide_stats *st);
+
+/* ---- the handle (cluster.c) ---------------------------------------------------------- */
 
 extern const backend_ops cluster_backend;
 extern const backend_ops etcd_backend;

@@ -71,12 +71,6 @@ static const char *const failure_names[] = {"fail", "recompute"};
 const char *conncfg_spec_name(connector_spec_kind k) {
     return (unsigned)k < NELEM(spec_names) ? spec_names[k] : "?";
 }
-const char *conncfg_role_name(connector_role r) {
-    return (unsigned)r < NELEM(role_names) ? role_names[r] : "?";
-}
-const char *conncfg_mamba_mode_name(connector_mamba_mode m) {
-    return (unsigned)m < NELEM(mamba_mode_names) ? mamba_mode_names[m] : "?";
-}
 
 /* Element types by torch name (an optional "torch." prefix is accepted). */
 static const struct {

@@ -190,10 +190,8 @@ typedef struct conncfg {
     char model_name[CONNECTOR_NAME_MAX * 4]; /* last path component of model */
 } conncfg;
 
-/* Names, for messages and the CLI. */
-const char *conncfg_spec_name(connector_spec_kind k);        /* "FullAttentionSpec" ... */
-const char *conncfg_role_name(connector_role r);             /* "kv_producer" ... */
-const char *conncfg_mamba_mode_name(connector_mamba_mode m); /* "none", "align", "all" */
+/* The name of a spec kind, for messages and the CLI. */
+const char *conncfg_spec_name(connector_spec_kind k); /* "FullAttentionSpec" ... */
 
 /*
  * Parse a JSON document (len bytes at json; it need not end with a NUL) into *cfg, which

@@ -541,13 +541,6 @@ void dev_test_stream_write(dev_test_stream *s, void *dst_dev, const void *src, s
     pthread_mutex_unlock(&s->w.lock);
 }
 
-void dev_test_stream_sync(dev_test_stream *s) {
-    pthread_mutex_lock(&s->w.lock);
-    while (s->w.head)
-        pthread_cond_wait(&s->w.cond, &s->w.lock);
-    pthread_mutex_unlock(&s->w.lock);
-}
-
 void dev_test_set_copy_delay(unsigned us) {
     pthread_mutex_lock(&tlock);
     copy_delay_us = us;
@@ -566,13 +559,3 @@ void dev_test_get_counts(dev_test_counts *out) {
     pthread_mutex_unlock(&tlock);
 }
 
-void dev_test_reset(void) {
-    pthread_mutex_lock(&tlock);
-    memset(&counts, 0, sizeof(counts));
-    counts.registered_now = nregs;
-    fail_countdown = 0;
-    copy_delay_us = 200;
-    for (int i = 0; i < TEST_DEVICES; i++)
-        devs[i].used = 0;
-    pthread_mutex_unlock(&tlock);
-}

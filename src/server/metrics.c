@@ -19,10 +19,6 @@ static const char *const op_names[MOP_COUNT] = {
 };
 static const char *const status_names[MST_COUNT] = {"ok", "miss", "error"};
 
-const char *metrics_op_name(int op) {
-    return op >= 0 && op < MOP_COUNT ? op_names[op] : "unknown";
-}
-
 void metrics_op_done(metrics *m, int op, int status, uint64_t keys, uint64_t latency_ns) {
     if (op < 0 || op >= MOP_COUNT || status < 0 || status >= MST_COUNT) return;
     atomic_fetch_add_explicit(&m->ops[op][status], 1, memory_order_relaxed);

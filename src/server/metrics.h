@@ -50,8 +50,6 @@ typedef struct metrics {
     atomic_uint_fast64_t proto_errors, auth_failures;
 } metrics;
 
-const char *metrics_op_name(int op);
-
 /* Count one request: its outcome, how many keys it carried and how long it took. */
 void metrics_op_done(metrics *m, int op, int status, uint64_t keys, uint64_t latency_ns);
 

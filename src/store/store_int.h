@@ -363,7 +363,10 @@ struct store {
      * under it is the disk tier's (store.mu -> disk.mu, never the reverse). Value bytes are
      * never touched under it: callers copy while holding a pin or a reservation, and the
      * disk writer writes while it holds an object (OBJ_SPILL), which is what keeps the space
-     * from being reused. Helpers named do_x() expect the lock held.
+     * from being reused. Names say who takes it (memcached's rule): do_x() runs with `mu`
+     * held by its caller and never takes or drops it (do_lookup, do_make_room, and
+     * tier.c's do_tier_spill); x() takes it itself. store_do_x() is the same rule for a
+     * helper other store files call.
      */
     pthread_mutex_t mu;
     pool pool;

@@ -22,7 +22,10 @@
  * it, then the disk is tried again.
  *
  * Threads and locks: one writer thread per store. It holds the store's lock except while
- * disk_write() runs and while it logs; st->log is called with no lock held.
+ * disk_write() runs and while it logs; st->log is called with no lock held. As in
+ * store.c, do_x() runs with the store's lock held by its caller (do_tier_spill under
+ * eviction, do_pop and do_take_batch in the writer); a function without the prefix is
+ * never called with it held.
  */
 #include <errno.h>
 #include <stdarg.h>

@@ -208,7 +208,7 @@ TEST_T(cluster_sigkill_under_load_and_rejoin, 60) {
     tide_stats st = {0};
     for (int i = 0; i < 500 && st.objects == 0; i++) { /* bounded: 10 s */
         sleep_ms(20);
-        CHECK_EQ(tide_stats_get(n1, &st), 0);
+        CHECK_EQ(tide_stats_get(n1, &st, sizeof(st)), 0);
     }
     CHECK_MSG(st.objects > 0, "the restarted node got no writes: it did not rejoin");
     sleep_ms(500);

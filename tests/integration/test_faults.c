@@ -60,7 +60,7 @@ static long rss_kib(pid_t pid) {
 static void wait_no_reservation(tide_store *s, const char *who) {
     tide_stats st = {0};
     for (int i = 0; i < 250; i++) { /* up to 5 s */
-        CHECK_EQ(tide_stats_get(s, &st), 0);
+        CHECK_EQ(tide_stats_get(s, &st, sizeof(st)), 0);
         if (st.reserved == 0) return;
         pause_ms(20);
     }
@@ -75,7 +75,7 @@ TEST_T(faults_tcp_client_killed_mid_put, 60) {
     tide_store *s;
     CHECK_EQ(tide_open(ts.url, &s), 0);
     tide_stats base;
-    CHECK_EQ(tide_stats_get(s, &base), 0);
+    CHECK_EQ(tide_stats_get(s, &base, sizeof(base)), 0);
 
     size_t vlen = 1 << 20;
     uint8_t *val = malloc(vlen);
@@ -103,7 +103,7 @@ TEST_T(faults_tcp_client_killed_mid_put, 60) {
     /* The server holds the reservation while the value arrives. */
     tide_stats st = {0};
     for (int i = 0; i < 250 && st.reserved == 0; i++) {
-        CHECK_EQ(tide_stats_get(s, &st), 0);
+        CHECK_EQ(tide_stats_get(s, &st, sizeof(st)), 0);
         if (!st.reserved) pause_ms(20);
     }
     CHECK_MSG(st.reserved == 1, "no reservation while the value was arriving");
@@ -112,7 +112,7 @@ TEST_T(faults_tcp_client_killed_mid_put, 60) {
     waitpid(pid, NULL, 0);
     wait_no_reservation(s, "tided");
     CHECK_EQ(tide_exists(s, "half", 4), 0);
-    CHECK_EQ(tide_stats_get(s, &st), 0);
+    CHECK_EQ(tide_stats_get(s, &st, sizeof(st)), 0);
     CHECK_EQ(st.used_bytes, base.used_bytes); /* the space came back */
     CHECK_EQ(st.objects, base.objects);
     /* The key can be stored whole afterwards and reads back right. */
@@ -273,7 +273,7 @@ TEST_T(memory_rss_within_pool_plus_overhead_under_overfill, 120) {
     tide_store *s;
     CHECK_EQ(tide_open(ts.url, &s), 0);
     tide_stats st;
-    CHECK_EQ(tide_stats_get(s, &st), 0);
+    CHECK_EQ(tide_stats_get(s, &st, sizeof(st)), 0);
     CHECK(st.evictions > 0);
     CHECK(st.used_bytes <= st.capacity_bytes);
     long end = rss_kib(ts.pid);
@@ -330,7 +330,7 @@ TEST_T(memory_slow_reader_is_bounded_and_cut, 60) {
     }
     long during = rss_kib(ts.pid);
     tide_stats st;
-    CHECK_EQ(tide_stats_get(s, &st), 0);
+    CHECK_EQ(tide_stats_get(s, &st, sizeof(st)), 0);
     printf("    slow reader: %ld GETs of 1 MiB pipelined (%ld MiB of replies asked for); "
            "tided RSS %ld -> %ld KiB; %llu pins held\n",
            sent, sent, before, during, (unsigned long long)st.pinned);
@@ -343,7 +343,7 @@ TEST_T(memory_slow_reader_is_bounded_and_cut, 60) {
     for (int i = 0; i < 400 && !cut; i++) { /* bounded: 8 s */
         struct pollfd p = {fd, POLLRDHUP, 0};
         CHECK(poll(&p, 1, 20) >= 0); /* the close shows without reading the replies */
-        CHECK_EQ(tide_stats_get(s, &st), 0);
+        CHECK_EQ(tide_stats_get(s, &st, sizeof(st)), 0);
         cut = (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) && st.pinned == 0;
     }
     CHECK_MSG(cut, "the slow reader was not cut (%llu pins held)", (unsigned long long)st.pinned);

@@ -548,7 +548,7 @@ TEST_T(integrity_scribbler_vs_ssd_read_back, 150) {
         CHECK_MSG(tide_put(u, key[k], strlen(key[k]), want, VLEN) == 0, "put: %s", tide_errmsg(u));
     }
     tide_stats st0;
-    CHECK_EQ(tide_stats_get(u, &st0), 0);
+    CHECK_EQ(tide_stats_get(u, &st0, sizeof(st0)), 0);
     scribbler sc;
     size_t size;
     int sock;
@@ -583,7 +583,7 @@ TEST_T(integrity_scribbler_vs_ssd_read_back, 150) {
     scribbler_stop(&sc);
     close(sock);
     tide_stats st;
-    CHECK_EQ(tide_stats_get(u, &st), 0);
+    CHECK_EQ(tide_stats_get(u, &st, sizeof(st)), 0);
     uint64_t promoted = st.disk_promotions - st0.disk_promotions;
     printf("    SSD tier: %d reads: %ld right, %ld misses (%ld absent), %ld wrong bytes accepted; "
            "%llu promotions from disk, %llu disk checksum errors (%llu flips)\n",

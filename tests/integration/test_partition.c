@@ -234,13 +234,13 @@ TEST_T(partition_one_node_in_a_network_namespace, 120) {
     CHECK_MSG(tide_open(ts[0].url, &n0) == 0 || (sleep(1), tide_open(ts[0].url, &n0) == 0),
               "node 0 unreachable after the heal: %s", tide_errmsg(NULL));
     tide_stats before, st;
-    CHECK_EQ(tide_stats_get(n0, &before), 0);
+    CHECK_EQ(tide_stats_get(n0, &before, sizeof(before)), 0);
     st = before;
     int next = 400;
     uint64_t heal0 = now_ms();
     while (st.objects == before.objects && now_ms() - heal0 < 15000) {
         timed_put(s, next++);
-        CHECK_EQ(tide_stats_get(n0, &st), 0);
+        CHECK_EQ(tide_stats_get(n0, &st, sizeof(st)), 0);
     }
     CHECK_MSG(st.objects > before.objects, "node 0 got no new copies within 15 s of the heal");
     printf("    healed: node 0 took writes again after %llu ms\n",

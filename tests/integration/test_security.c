@@ -169,7 +169,7 @@ TEST(security_silent_unauthenticated_peer_is_cut) {
     struct timespec d = {2, 500000000};
     nanosleep(&d, NULL);
     tide_stats st;
-    CHECK_EQ(tide_stats_get(s, &st), 0);
+    CHECK_EQ(tide_stats_get(s, &st, sizeof(st)), 0);
     tide_close(s);
     CHECK_EQ(server_stop(&ts, SIGTERM), 0);
 }
@@ -274,7 +274,7 @@ TEST(limits_keys_per_batch_key_and_value_sizes) {
     close(fd);
 
     tide_stats st;
-    CHECK_EQ(tide_stats_get(s, &st), 0);
+    CHECK_EQ(tide_stats_get(s, &st, sizeof(st)), 0);
     CHECK_EQ(st.reserved, 0);
     tide_close(s);
     sec_served(ts.url);

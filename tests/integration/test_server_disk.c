@@ -42,7 +42,7 @@ static int get_ok(tide_store *s, int round, int i) {
 
 static tide_stats stat_of(tide_store *s) {
     tide_stats st;
-    CHECK_EQ(tide_stats_get(s, &st), 0);
+    CHECK_EQ(tide_stats_get(s, &st, sizeof(st)), 0);
     return st;
 }
 

@@ -168,7 +168,7 @@ static int32_t raw_finish(raw *r, unsigned op, uint64_t id, uint64_t sum, int32_
 
 static tide_stats stats_of(tide_store *s) {
     tide_stats st;
-    CHECK_MSG(tide_stats_get(s, &st) == 0, "stats: %s", tide_errmsg(s));
+    CHECK_MSG(tide_stats_get(s, &st, sizeof(st)) == 0, "stats: %s", tide_errmsg(s));
     return st;
 }
 

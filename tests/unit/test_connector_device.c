@@ -283,7 +283,7 @@ TEST(connector_device_failed_save_stores_nothing_wrong) {
     dev_test_fail_copy(4);
     produce(&p, 0);
     tide_stats ss;
-    CHECK_EQ(tide_stats_get(p.st, &ss), 0);
+    CHECK_EQ(tide_stats_get(p.st, &ss, sizeof(ss)), 0);
     CHECK(ss.objects < PB); /* the failed chunk was not committed */
     dev_test_fail_copy(0);
     int64_t hit = consume_arm(&p);

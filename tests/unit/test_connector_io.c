@@ -94,7 +94,7 @@ static void round_trip(const char *url) {
     CHECK_EQ(job_blocks(m, 0, TIDE_CONNECTOR_SAVE), 6); /* 96 of 100 tokens: 6 full blocks */
     tide_connector_meta_free(m);
     tide_stats ss;
-    CHECK_EQ(tide_stats_get(st, &ss), 0);
+    CHECK_EQ(tide_stats_get(st, &ss, sizeof(ss)), 0);
     CHECK_EQ(ss.objects, 6);
     /* Finished with saves issued: its blocks stay until the worker reports it saved. */
     CHECK_EQ(tide_connector_request_finished(s, "p"), 1);
@@ -187,14 +187,14 @@ TEST(connector_save_dedup_and_chunked_prefill) {
     CHECK_EQ(job.end_tokens, 64);
     tide_connector_meta_free(m);
     tide_stats a, b;
-    CHECK_EQ(tide_stats_get(st, &a), 0);
+    CHECK_EQ(tide_stats_get(st, &a, sizeof(a)), 0);
     CHECK_EQ(a.objects, 4);
     /* The same prompt again under another request: every block exists -> no put. */
     CHECK_EQ(tide_connector_request_step(s, "b", 64, 64, h, nh, HL, ids, (size_t[]){4}, 1, 1), 0);
     m = step(s, &rr, 1);
     CHECK_EQ(job_blocks(m, 0, TIDE_CONNECTOR_SAVE), 4);
     tide_connector_meta_free(m);
-    CHECK_EQ(tide_stats_get(st, &b), 0);
+    CHECK_EQ(tide_stats_get(st, &b, sizeof(b)), 0);
     CHECK_EQ(b.objects, 4);
     CHECK_EQ(b.puts, a.puts);
     CHECK_EQ(b.put_dups, a.put_dups); /* not even a duplicate put reached the store */
@@ -363,7 +363,7 @@ TEST(connector_hybrid_mamba_round_trip) {
         tide_connector_meta_free(m);
     }
     tide_stats ss;
-    tide_stats_get(st, &ss);
+    tide_stats_get(st, &ss, sizeof(ss));
     CHECK_EQ(ss.objects, 6 + 1); /* six attention blocks, one snapshot */
     /* vLLM: test_mooncake_store_hma_e2e — the consumer resumes at the replay boundary. */
     int64_t n;
@@ -459,7 +459,7 @@ TEST(connector_save_striping_across_replicas) {
     CHECK_EQ(b.saved_objects, 3);
     CHECK_EQ(a.striped_skipped, 3);
     tide_stats ss;
-    tide_stats_get(st, &ss);
+    tide_stats_get(st, &ss, sizeof(ss));
     CHECK_EQ(ss.objects, 6);
     CHECK_EQ(ss.put_dups, 0);
     free(h);
@@ -504,11 +504,11 @@ TEST_T(connector_pressure_mode, 60) {
     rig_rank_open(&r, json, st, 16, 2);
     rig_rank *rr = &r;
     tide_stats ps;
-    CHECK_EQ(tide_stats_get(st, &ps), 0);
+    CHECK_EQ(tide_stats_get(st, &ps, sizeof(ps)), 0);
     int hog = hog_pool(&ts, ps.capacity_bytes - 256);
     /* Wait (bounded) until the server holds the reservation. */
     for (int i = 0; i < 2000; i++) {
-        CHECK_EQ(tide_stats_get(st, &ps), 0);
+        CHECK_EQ(tide_stats_get(st, &ps, sizeof(ps)), 0);
         if (ps.reserved) break;
         usleep(5000);
     }
@@ -535,7 +535,7 @@ TEST_T(connector_pressure_mode, 60) {
      * save succeeds and clears the pressure. */
     close(hog);
     for (int i = 0; i < 2000; i++) {
-        CHECK_EQ(tide_stats_get(st, &ps), 0);
+        CHECK_EQ(tide_stats_get(st, &ps, sizeof(ps)), 0);
         if (!ps.reserved) break;
         usleep(5000);
     }
@@ -667,7 +667,7 @@ TEST(connector_hybrid_dcp_round_trip) {
     CHECK_EQ(tide_connector_hit_tokens(s, 100, h, nh, HL, &hit), 0);
     CHECK_EQ(hit, 96);
     tide_stats ss;
-    tide_stats_get(st, &ss);
+    tide_stats_get(st, &ss, sizeof(ss));
     CHECK_EQ(ss.objects, 2 * (3 + 1));
 
     int64_t n;
@@ -797,7 +797,7 @@ TEST(connector_partial_tail_round_trip) {
     tide_connector_meta_free(m);
     CHECK_EQ(tide_connector_request_finished(s, "p"), 1);
     tide_stats ss;
-    tide_stats_get(st, &ss);
+    tide_stats_get(st, &ss, sizeof(ss));
     CHECK_EQ(ss.objects, 3 + 2);
 
     /* The consumer resumes at the boundary inside the block. */

@@ -71,7 +71,7 @@ TEST(connector_tenants_are_isolated) {
 
     tenant_save(sa, &ra, "a1", h, nh, 11);
     tide_stats s1;
-    CHECK_EQ(tide_stats_get(st, &s1), 0);
+    CHECK_EQ(tide_stats_get(st, &s1, sizeof(s1)), 0);
     CHECK_EQ(s1.objects, 4);
     /* Tenant A finds its prompt; tenant B and the prefix-less connector find nothing. */
     CHECK_EQ(rig_hit(sa, 65, h, nh, HL), 64);
@@ -81,7 +81,7 @@ TEST(connector_tenants_are_isolated) {
     /* Tenant B saves the same prompt with other bytes: new keys, not a dedup against A. */
     tenant_save(sb, &rb, "b1", h, nh, 22);
     tide_stats s2;
-    CHECK_EQ(tide_stats_get(st, &s2), 0);
+    CHECK_EQ(tide_stats_get(st, &s2, sizeof(s2)), 0);
     CHECK_EQ(s2.objects, 8);
     CHECK_EQ(rig_hit(sb, 65, h, nh, HL), 64);
 

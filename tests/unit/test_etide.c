@@ -238,7 +238,7 @@ TEST(etide_damaged_attention_block_is_recomputed) {
     CHECK_EQ(r.resumed_tokens, 20);
     CHECK_CONTAINS(r.warning, "1 block failed to load");
     tide_stats st;
-    CHECK_EQ(tide_stats_get(s, &st), 0);
+    CHECK_EQ(tide_stats_get(s, &st, sizeof(st)), 0);
     CHECK_EQ(st.checksum_errors, 1);
     /* B saved the damaged block again: the next engine loads everything cleanly. */
     serve(&d, &c, 2, &r);

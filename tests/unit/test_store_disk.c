@@ -497,7 +497,7 @@ TEST(mem_disk_url_options) {
         CHECK(vlen == VAL && memcmp(val, back, VAL) == 0);
     }
     tide_stats st;
-    CHECK_EQ(tide_stats_get(s, &st), 0);
+    CHECK_EQ(tide_stats_get(s, &st, sizeof(st)), 0);
     CHECK_EQ(st.disk_capacity_bytes, 16 * MIB);
     CHECK(st.disk_promotions > 0);
     tide_close(s);

@@ -1,0 +1,533 @@
+/*
+ * cluster_batch.c — the cluster backends' operations. A batch call works in rounds: every
+ * key gets one action per round (GET at its current rank, say), the actions are grouped into
+ * one call per member (round_run), and those calls run in parallel on the fan-out threads
+ * (cluster_fanout.c); the results decide each key's next action. Rounds are bounded by the
+ * ranks a key may try.
+ *
+ *   put     R copies on the key's R best live members; a member that fails is replaced by
+ *           the next-ranked one. Success when at least one copy is stored.
+ *   get     GET at rank 0; on an error (or timeout) the next rank; on a miss, EXISTS at the
+ *           remaining ranks (R + fallback in all) and GET from the first that has the key.
+ *           A miss so costs one miss on one node, and a hit after a join one extra EXISTS.
+ *   exists  EXISTS at rank 0, then at the remaining ranks for the keys not found there.
+ *   remove  REMOVE at every rank a read would try.
+ *   clear, stats   every member; stats are summed.
+ *
+ * Values read are checked by node.c against the checksum the server sent; a bad copy is a
+ * miss there, and the next rank is asked, so no wrong byte is handed back.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/cluster.h"
+#include "common/checksum.h"
+
+/* ---- rounds -------------------------------------------------------------------------- */
+
+/* One action of one key in a round, and what came of it. */
+typedef struct cact {
+    uint32_t key;
+    uint8_t rank, op;
+    int rc; /* the member's whole-call result */
+    int res;
+    size_t vlen;
+    uint8_t present;
+} cact;
+
+/* The caller's batch: keys and, for PUT/GET, scatter lists with each key's offset. */
+typedef struct cbatch {
+    tide_store *s;
+    cluster *c;
+    const tide_key *keys;
+    size_t n;
+    const tide_iov *iov;
+    const size_t *iovcnt;
+    size_t *off; /* key i's first entry in iov */
+    cplan plan;
+    int err; /* the first member failure of the call, with its message */
+    char errmsg[ERR_MSG_MAX];
+} cbatch;
+
+static size_t batch_cnt(const cbatch *b, size_t key) {
+    return b->iovcnt ? b->iovcnt[key] : 1;
+}
+
+/* Run the actions a[0..na): one call per (member, op), in parallel. */
+static int round_run(cbatch *b, cact *a, size_t na) {
+    cplan *p = &b->plan;
+    size_t groups = p->v->n * 2; /* (member, GET|PUT|REMOVE) and (member, EXISTS) */
+    size_t *count = calloc(groups, sizeof(*count)), *slot = calloc(groups, sizeof(*slot));
+    uint32_t *order = malloc((na ? na : 1) * sizeof(*order));
+    ctask *t = calloc(groups, sizeof(*t));
+    int rc = 0;
+    if (!count || !slot || !order || !t) {
+        rc = client_err(b->s, -ENOMEM, "out of memory");
+        goto out;
+    }
+    /* Group the actions by (member, op) with a counting sort. */
+    for (size_t i = 0; i < na; i++) {
+        size_t g = p->cand[a[i].key * p->depth + a[i].rank] * 2 + (a[i].op == OP_EXISTS);
+        count[g]++;
+    }
+    size_t sum = 0;
+    for (size_t g = 0; g < groups; g++)
+        slot[g] = sum, sum += count[g];
+    for (size_t i = 0; i < na; i++) {
+        size_t g = p->cand[a[i].key * p->depth + a[i].rank] * 2 + (a[i].op == OP_EXISTS);
+        order[slot[g]++] = (uint32_t)i;
+    }
+    size_t nt = 0, at = 0;
+    for (size_t g = 0; g < groups; g++) {
+        if (!count[g]) continue;
+        ctask *k = &t[nt++];
+        const cact *first = &a[order[at]];
+        k->c = b->c;
+        k->m = cluster_plan_member(p, first->key, first->rank);
+        k->op = first->op;
+        k->n = count[g];
+        k->keys = malloc(k->n * sizeof(*k->keys));
+        k->res = calloc(k->n, sizeof(*k->res));
+        k->vlens = calloc(k->n, sizeof(*k->vlens));
+        k->present = calloc(k->n, 1);
+        k->iovcnt = malloc(k->n * sizeof(*k->iovcnt));
+        size_t niov = 0;
+        for (size_t j = 0; j < k->n; j++)
+            niov += batch_cnt(b, a[order[at + j]].key);
+        k->iov = malloc((niov ? niov : 1) * sizeof(*k->iov));
+        if (!k->keys || !k->res || !k->vlens || !k->present || !k->iovcnt || !k->iov) {
+            rc = client_err(b->s, -ENOMEM, "out of memory");
+            goto out;
+        }
+        size_t q = 0;
+        for (size_t j = 0; j < k->n; j++) {
+            size_t key = a[order[at + j]].key, cnt = batch_cnt(b, key);
+            k->keys[j] = b->keys[key];
+            k->iovcnt[j] = cnt;
+            if (b->iov) memcpy(k->iov + q, b->iov + b->off[key], cnt * sizeof(*k->iov));
+            q += cnt;
+        }
+        at += k->n;
+    }
+    cluster_fanout_run(b->c->fanout, t, nt);
+    at = 0;
+    for (size_t i = 0; i < nt; i++) {
+        ctask *k = &t[i];
+        if (k->rc < 0 && !b->err) {
+            b->err = k->rc;
+            snprintf(b->errmsg, sizeof(b->errmsg), "%s", k->msg);
+        }
+        for (size_t j = 0; j < k->n; j++) {
+            cact *x = &a[order[at + j]];
+            x->rc = k->rc;
+            x->res = k->res[j];
+            x->vlen = k->vlens[j];
+            x->present = k->present[j];
+        }
+        at += k->n;
+    }
+out:
+    for (size_t i = 0; t && i < groups; i++) {
+        free(t[i].keys), free(t[i].res), free(t[i].vlens), free(t[i].present);
+        free(t[i].iovcnt), free(t[i].iov);
+    }
+    free(t), free(count), free(slot), free(order);
+    return rc;
+}
+
+static int batch_begin(cbatch *b, tide_store *s, const tide_key *keys, size_t n,
+                       const tide_iov *iov, const size_t *iovcnt, size_t depth) {
+    memset(b, 0, sizeof(*b));
+    b->s = s;
+    b->c = s->impl;
+    b->keys = keys;
+    b->n = n;
+    b->iov = iov;
+    b->iovcnt = iovcnt;
+    if (iov) {
+        if (!(b->off = malloc(n * sizeof(*b->off)))) return client_err(s, -ENOMEM, "out of memory");
+        size_t o = 0;
+        for (size_t i = 0; i < n; i++)
+            b->off[i] = o, o += batch_cnt(b, i);
+    }
+    cview *v = view_get(b->c);
+    int rc = cluster_plan_make(s, b->c, v, keys, n, depth, &b->plan);
+    if (rc) {
+        view_put(v);
+        free(b->off);
+        b->off = NULL;
+    }
+    return rc;
+}
+
+static void batch_end(cbatch *b) {
+    view_put(b->plan.v);
+    cluster_plan_free(&b->plan);
+    free(b->off);
+}
+
+/* When every key failed because its members did: the whole call fails, naming the node. */
+static int batch_result(cbatch *b, int ok, int failed_keys, int valid_keys) {
+    if (ok == 0 && failed_keys > 0 && failed_keys == valid_keys)
+        return client_err(b->s, b->err ? b->err : -EHOSTUNREACH, "cluster: %s",
+                          b->err ? b->errmsg : "no member answered");
+    if (failed_keys > 0 && b->err)
+        client_err(b->s, b->err, "cluster: %d keys unreachable: %s", failed_keys, b->errmsg);
+    return ok;
+}
+
+static size_t read_depth(const cluster *c) {
+    return c->replicas + c->fallback;
+}
+
+/* ---- operations ---------------------------------------------------------------------- */
+
+int cluster_put_many(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
+                     const size_t *iovcnt, int *results) {
+    cluster *c = s->impl;
+    cbatch b;
+    int rc = batch_begin(&b, s, keys, n, iov, iovcnt, CLUSTER_MAX_DEPTH);
+    if (rc) return rc;
+    size_t target = c->replicas < b.plan.v->n ? c->replicas : b.plan.v->n;
+    uint8_t *copies = calloc(n, 1), *pos = calloc(n, 1), *done = calloc(n, 1);
+    int *keyerr = calloc(n, sizeof(int)), ok = 0, failed = 0, valid = 0;
+    cact *a = malloc(n * target * sizeof(*a) + 1);
+    if (!copies || !pos || !done || !keyerr || !a) {
+        rc = client_err(s, -ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        results[i] = client_key_check(&keys[i]);
+        if (!results[i] && iov_total(iov + b.off[i], batch_cnt(&b, i)) == 0)
+            results[i] = TIDE_EVALEMPTY;
+        done[i] = results[i] != 0;
+        valid += !done[i];
+    }
+    for (size_t round = 0; round <= CLUSTER_MAX_DEPTH; round++) {
+        size_t na = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (done[i]) continue;
+            size_t added = 0;
+            while (copies[i] + added < target) {
+                int r = cluster_plan_next(&b.plan, i, pos[i], ~0u);
+                if (r < 0) break;
+                pos[i] = (uint8_t)(r + 1);
+                a[na++] = (cact){.key = (uint32_t)i, .rank = (uint8_t)r, .op = OP_PUT};
+                added++;
+            }
+            if (added == 0) done[i] = 1; /* nothing left to try */
+        }
+        if (na == 0) break;
+        if ((rc = round_run(&b, a, na)) != 0) goto out;
+        for (size_t j = 0; j < na; j++) {
+            cact *x = &a[j];
+            if (x->rc == 0 && x->res == 0) {
+                copies[x->key]++;
+            } else if (x->rc == 0) {
+                if (!keyerr[x->key]) keyerr[x->key] = x->res;
+                /* Only a full or busy node is worth replacing; other key errors repeat. */
+                if (x->res != TIDE_ENOSPACE && x->res != TIDE_EBUSY) done[x->key] = 1;
+            }
+        }
+        for (size_t i = 0; i < n; i++)
+            if (copies[i] >= target) done[i] = 1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (client_key_check(&keys[i]) || results[i]) continue;
+        atomic_fetch_add(&c->copies_written, copies[i]);
+        if (copies[i] > 0) {
+            ok++;
+            if (copies[i] < c->replicas) atomic_fetch_add(&c->puts_degraded, 1);
+        } else {
+            atomic_fetch_add(&c->puts_failed, 1);
+            results[i] = keyerr[i] ? keyerr[i] : b.err ? b.err : -EHOSTUNREACH;
+            failed += !keyerr[i];
+        }
+    }
+    rc = batch_result(&b, ok, failed, valid);
+out:
+    free(copies), free(pos), free(done), free(keyerr), free(a);
+    batch_end(&b);
+    return rc;
+}
+
+/* A key's read: done, GET due at pos, EXISTS due at the ranks from pos, EXISTS sent. */
+enum { K_DONE, K_GET, K_PROBE, K_PROBING };
+
+int cluster_get_many(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
+                     const size_t *iovcnt, int *results, size_t *vlens) {
+    cluster *c = s->impl;
+    cbatch b;
+    int rc = batch_begin(&b, s, keys, n, iov, iovcnt, read_depth(c));
+    if (rc) return rc;
+    uint8_t *state = calloc(n, 1), *pos = calloc(n, 1), *failover = calloc(n, 1);
+    uint32_t *mask = malloc(n * sizeof(*mask));
+    int *lasterr = calloc(n, sizeof(int)), ok = 0, failed = 0, valid = 0;
+    cact *a = malloc(n * b.plan.depth * sizeof(*a) + 1);
+    if (!state || !pos || !failover || !mask || !lasterr || !a) {
+        rc = client_err(s, -ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        results[i] = client_key_check(&keys[i]);
+        if (vlens) vlens[i] = 0;
+        mask[i] = ~0u;
+        if (results[i]) continue;
+        valid++;
+        int r = cluster_plan_next(&b.plan, i, 0, ~0u);
+        if (r < 0) {
+            results[i] = -EHOSTUNREACH;
+            failed++;
+            continue;
+        }
+        state[i] = K_GET;
+        pos[i] = (uint8_t)r;
+    }
+    for (size_t round = 0; round < 3 * CLUSTER_MAX_DEPTH; round++) {
+        size_t na = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (state[i] == K_GET) {
+                a[na++] = (cact){.key = (uint32_t)i, .rank = pos[i], .op = OP_GET};
+            } else if (state[i] == K_PROBE) {
+                size_t before = na;
+                for (int r = cluster_plan_next(&b.plan, i, pos[i], ~0u); r >= 0;
+                     r = cluster_plan_next(&b.plan, i, (size_t)r + 1, ~0u))
+                    a[na++] = (cact){.key = (uint32_t)i, .rank = (uint8_t)r, .op = OP_EXISTS};
+                state[i] = K_PROBING;
+                if (na == before) {
+                    state[i] = K_DONE;
+                    results[i] = TIDE_ENOTFOUND;
+                }
+                mask[i] = 0;
+            }
+        }
+        if (na == 0) break;
+        if ((rc = round_run(&b, a, na)) != 0) goto out;
+        for (size_t j = 0; j < na; j++) {
+            cact *x = &a[j];
+            size_t i = x->key;
+            int probed = mask[i] != ~0u;
+            if (x->op == OP_EXISTS) {
+                if (x->rc == 0 && x->present) mask[i] |= 1u << x->rank;
+                continue;
+            }
+            if (x->rc < 0) { /* the member failed: fail over to the next rank */
+                lasterr[i] = x->rc;
+                failover[i] = 1;
+                int r = cluster_plan_next(&b.plan, i, (size_t)x->rank + 1, mask[i]);
+                if (r >= 0) {
+                    pos[i] = (uint8_t)r;
+                } else {
+                    state[i] = K_DONE;
+                    results[i] = probed ? TIDE_ENOTFOUND : x->rc;
+                    failed += !probed;
+                }
+            } else if (x->res == TIDE_ENOTFOUND) {
+                int r = probed ? cluster_plan_next(&b.plan, i, (size_t)x->rank + 1, mask[i]) : -1;
+                if (!probed && (size_t)x->rank + 1 < b.plan.nc[i]) {
+                    state[i] = K_PROBE; /* ask the remaining ranks who has it */
+                    pos[i] = (uint8_t)(x->rank + 1);
+                } else if (r >= 0) {
+                    pos[i] = (uint8_t)r;
+                } else {
+                    state[i] = K_DONE;
+                    results[i] = TIDE_ENOTFOUND;
+                }
+            } else {
+                state[i] = K_DONE;
+                results[i] = x->res;
+                if (vlens) vlens[i] = x->vlen;
+                if (x->res == 0) {
+                    ok++;
+                    if (probed)
+                        atomic_fetch_add(&c->read_fallbacks, 1);
+                    else if (failover[i])
+                        atomic_fetch_add(&c->read_failovers, 1);
+                }
+            }
+        }
+        /* Probes answered: read from the first rank that has the key. */
+        for (size_t i = 0; i < n; i++) {
+            if (state[i] != K_PROBING) continue;
+            int r = cluster_plan_next(&b.plan, i, pos[i], mask[i]);
+            if (r < 0) {
+                state[i] = K_DONE;
+                results[i] = TIDE_ENOTFOUND;
+            } else {
+                state[i] = K_GET;
+                pos[i] = (uint8_t)r;
+            }
+        }
+    }
+    rc = batch_result(&b, ok, failed, valid);
+out:
+    free(state), free(pos), free(failover), free(mask), free(lasterr), free(a);
+    batch_end(&b);
+    return rc;
+}
+
+enum { E_DONE, E_FIRST, E_REST };
+
+int cluster_exists_many(tide_store *s, const tide_key *keys, size_t n, uint8_t *present) {
+    cluster *c = s->impl;
+    cbatch b;
+    int rc = batch_begin(&b, s, keys, n, NULL, NULL, read_depth(c));
+    if (rc) return rc;
+    uint8_t *state = calloc(n, 1), *pos = calloc(n, 1);
+    cact *a = malloc(n * b.plan.depth * sizeof(*a) + 1);
+    int count = 0, failed = 0, valid = 0;
+    if (!state || !pos || !a) {
+        rc = client_err(s, -ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        present[i] = 0;
+        if (client_key_check(&keys[i])) continue;
+        valid++;
+        int r = cluster_plan_next(&b.plan, i, 0, ~0u);
+        if (r < 0) {
+            failed++;
+            continue;
+        }
+        state[i] = E_FIRST;
+        pos[i] = (uint8_t)r;
+    }
+    for (size_t round = 0; round < 2 * CLUSTER_MAX_DEPTH; round++) {
+        size_t na = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (state[i] == E_FIRST) {
+                a[na++] = (cact){.key = (uint32_t)i, .rank = pos[i], .op = OP_EXISTS};
+            } else if (state[i] == E_REST) {
+                for (int r = cluster_plan_next(&b.plan, i, pos[i], ~0u); r >= 0;
+                     r = cluster_plan_next(&b.plan, i, (size_t)r + 1, ~0u))
+                    a[na++] = (cact){.key = (uint32_t)i, .rank = (uint8_t)r, .op = OP_EXISTS};
+                state[i] = E_DONE; /* decided by this round's answers */
+            }
+        }
+        if (na == 0) break;
+        if ((rc = round_run(&b, a, na)) != 0) goto out;
+        for (size_t j = 0; j < na; j++) {
+            cact *x = &a[j];
+            size_t i = x->key;
+            if (state[i] != E_FIRST) { /* one of the remaining ranks */
+                if (x->rc == 0 && x->present) present[i] = 1;
+                continue;
+            }
+            if (x->rc < 0) {
+                int r = cluster_plan_next(&b.plan, i, (size_t)x->rank + 1, ~0u);
+                if (r >= 0) {
+                    pos[i] = (uint8_t)r;
+                } else {
+                    state[i] = E_DONE;
+                    failed++;
+                }
+            } else if (x->present) {
+                present[i] = 1;
+                state[i] = E_DONE;
+            } else {
+                state[i] = E_REST;
+                pos[i] = (uint8_t)(x->rank + 1);
+            }
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        count += present[i];
+    rc = batch_result(&b, count, failed, valid);
+    if (rc >= 0 && failed > 0 && b.err) rc = b.err; /* an unanswerable key: say so */
+out:
+    free(state), free(pos), free(a);
+    batch_end(&b);
+    return rc;
+}
+
+int cluster_remove_many(tide_store *s, const tide_key *keys, size_t n, int *results) {
+    cluster *c = s->impl;
+    cbatch b;
+    int rc = batch_begin(&b, s, keys, n, NULL, NULL, read_depth(c));
+    if (rc) return rc;
+    cact *a = malloc(n * b.plan.depth * sizeof(*a) + 1);
+    int removed = 0, failed = 0, valid = 0;
+    if (!a) {
+        rc = client_err(s, -ENOMEM, "out of memory");
+        goto out;
+    }
+    size_t na = 0;
+    for (size_t i = 0; i < n; i++) {
+        results[i] = client_key_check(&keys[i]);
+        if (results[i]) continue;
+        valid++;
+        results[i] = -EHOSTUNREACH; /* until a member answers */
+        for (int r = cluster_plan_next(&b.plan, i, 0, ~0u); r >= 0;
+             r = cluster_plan_next(&b.plan, i, (size_t)r + 1, ~0u))
+            a[na++] = (cact){.key = (uint32_t)i, .rank = (uint8_t)r, .op = OP_REMOVE};
+    }
+    if ((rc = round_run(&b, a, na)) != 0) goto out;
+    for (size_t j = 0; j < na; j++) {
+        cact *x = &a[j];
+        int *r = &results[x->key];
+        if (x->rc < 0) {
+            if (*r == -EHOSTUNREACH) *r = x->rc;
+        } else if (x->res == 0 || *r < 0) {
+            /* Removed somewhere wins; otherwise any answer beats an unreachable node. */
+            if (*r != 0) *r = x->res;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (client_key_check(&keys[i])) continue;
+        removed += results[i] == 0;
+        failed += results[i] != 0 && results[i] != TIDE_ENOTFOUND;
+    }
+    rc = batch_result(&b, removed, failed, valid);
+out:
+    free(a);
+    batch_end(&b);
+    return rc;
+}
+
+/* CLEAR or STAT on every member of the view, in parallel. */
+static int cluster_all(tide_store *s, int op, tide_stats *sum) {
+    cluster *c = s->impl;
+    cview *v = view_get(c);
+    ctask *t = calloc(v->n ? v->n : 1, sizeof(*t));
+    if (!t) {
+        view_put(v);
+        return client_err(s, -ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < v->n; i++)
+        t[i] = (ctask){.c = c, .m = v->m[i], .op = op};
+    cluster_fanout_run(c->fanout, t, v->n);
+    int rc = 0, nfail = 0;
+    const ctask *first = NULL;
+    for (size_t i = 0; i < v->n; i++) {
+        if (t[i].rc < 0) {
+            nfail++;
+            if (!first) first = &t[i];
+            continue;
+        }
+        if (op != OP_STATS) continue;
+        const uint64_t *src = (const uint64_t *)&t[i].st;
+        uint64_t *dst = (uint64_t *)sum;
+        for (size_t f = 0; f < sizeof(*sum) / sizeof(uint64_t); f++)
+            dst[f] += src[f];
+    }
+    const char *what = op == OP_STATS ? "stats" : "clear";
+    if (v->n == 0)
+        rc = client_err(s, -EHOSTUNREACH, "cluster %s: no members", what);
+    else if (first && (op == OP_CLEAR || (size_t)nfail == v->n))
+        /* A clear must reach every member; stats are summed over those that answered. */
+        rc = client_err(s, first->rc, "cluster %s: %d of %zu members failed: %s", what, nfail, v->n,
+                        first->msg);
+    free(t);
+    view_put(v);
+    return rc;
+}
+
+int cluster_clear(tide_store *s) {
+    return cluster_all(s, OP_CLEAR, NULL);
+}
+
+int cluster_stats(tide_store *s, tide_stats *st) {
+    return cluster_all(s, OP_STATS, st);
+}
