@@ -2,7 +2,7 @@
  * cmd_bench.c — `tide bench`: load generator and latency meter for any backend URL.
  *
  * Two phases. The fill phase stores a working set of --keys values of --size bytes each
- * (threads split it). The timed phase then runs --threads workers for --seconds, each
+ * (threads split it). The timed phase then runs --threads threads for --seconds, each
  * issuing calls of --batch keys: gets of random working-set keys, puts of fresh keys, or
  * a random half-and-half mix (--no-fill skips the fill when an earlier run stored the same
  * working set, so that only the timed phase loads the store). Every call is timed with
@@ -72,7 +72,7 @@ typedef struct bench_shared {
     atomic_int stop;
 } bench_shared;
 
-typedef struct worker {
+typedef struct bench_thread {
     bench_shared *sh;
     unsigned id;
     pthread_t tid;
@@ -88,14 +88,14 @@ typedef struct worker {
     uint64_t fill_lo, fill_hi; /* working-set keys this thread stores in the fill phase */
     uint64_t put_seq;          /* fresh put keys issued so far */
     uint64_t get_calls;
-    /* Progress, read by the main thread while the worker runs. */
+    /* Progress, read by the main thread while the thread runs. */
     atomic_uint_fast64_t live_ops, live_bytes;
     /* Results, read after join. */
     histo hist[2]; /* [0] gets, [1] puts: latency of one call */
     uint64_t ops[2], bytes[2];
     uint64_t misses, errors, wrong, checked, checked_full;
     char first_error[256];
-} worker;
+} bench_thread;
 
 static uint64_t xorshift(uint64_t *s) {
     uint64_t x = *s;
@@ -148,7 +148,7 @@ static void ws_key(const bench_opts *o, uint64_t i, char *out) {
     snprintf(out, KEY_CAP, "bench/%" PRIu64 "/%" PRIu64, o->size, i);
 }
 
-static void note_error(worker *w, int rc, const char *what) {
+static void note_error(bench_thread *w, int rc, const char *what) {
     w->errors++;
     if (!w->first_error[0])
         snprintf(w->first_error, sizeof(w->first_error), "%s: %s (%s)", what, tide_strerror(rc),
@@ -156,14 +156,14 @@ static void note_error(worker *w, int rc, const char *what) {
 }
 
 /* Point slot j's key and iov at its buffers. */
-static void slot_bind(worker *w, uint8_t *buf, size_t j, size_t keylen) {
+static void slot_bind(bench_thread *w, uint8_t *buf, size_t j, size_t keylen) {
     w->keys[j].data = w->keytext + j * KEY_CAP;
     w->keys[j].len = keylen;
     w->iov[j].base = buf + j * w->sh->o->size;
     w->iov[j].len = w->sh->o->size;
 }
 
-static void fill_phase(worker *w) {
+static void fill_phase(bench_thread *w) {
     const bench_opts *o = w->sh->o;
     for (uint64_t k = w->fill_lo; k < w->fill_hi; k += o->batch) {
         size_t n = w->fill_hi - k < o->batch ? (size_t)(w->fill_hi - k) : (size_t)o->batch;
@@ -194,8 +194,8 @@ static void *fill_main(void *arg) {
     return NULL;
 }
 
-/* One timed call of batch keys; returns 0, or -1 when the worker should stop. */
-static int timed_call(worker *w, int is_put) {
+/* One timed call of batch keys; returns 0, or -1 when the thread should stop. */
+static int timed_call(bench_thread *w, int is_put) {
     const bench_opts *o = w->sh->o;
     bench_shared *sh = w->sh;
     size_t n = (size_t)o->batch;
@@ -253,7 +253,7 @@ static int timed_call(worker *w, int is_put) {
 }
 
 /* After the timed phase, read back the last puts of a thread (outside any timing). */
-static void readback_puts(worker *w) {
+static void readback_puts(bench_thread *w) {
     const bench_opts *o = w->sh->o;
     uint64_t from = w->put_seq > PUT_READBACK ? w->put_seq - PUT_READBACK : 0;
     for (uint64_t q = from; q < w->put_seq; q++) {
@@ -281,7 +281,7 @@ static void readback_puts(worker *w) {
 }
 
 static void *timed_main(void *arg) {
-    worker *w = arg;
+    bench_thread *w = arg;
     const bench_opts *o = w->sh->o;
     /* The loop ends at the deadline (checked after every call) or when the main thread
      * says stop; a call that fails as a whole also ends it. */
@@ -384,7 +384,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
     return 0;
 }
 
-static void worker_free(worker *w) {
+static void bench_thread_free(bench_thread *w) {
     if (w->getbuf != w->putbuf) free(w->getbuf);
     free(w->putbuf);
     free(w->keytext);
@@ -394,7 +394,7 @@ static void worker_free(worker *w) {
     free(w->vlens);
 }
 
-static int worker_alloc(worker *w, bench_shared *sh, unsigned id) {
+static int bench_thread_alloc(bench_thread *w, bench_shared *sh, unsigned id) {
     const bench_opts *o = sh->o;
     memset(w, 0, sizeof(*w));
     w->sh = sh;
@@ -422,8 +422,8 @@ static int worker_alloc(worker *w, bench_shared *sh, unsigned id) {
     return 0;
 }
 
-/* Run fn on every worker and wait; while they run, draw a progress line every second. */
-static int run_threads(worker *ws, size_t n, void *(*fn)(void *), const bench_opts *o,
+/* Run fn on every thread and wait; while they run, draw a progress line every second. */
+static int run_threads(bench_thread *ws, size_t n, void *(*fn)(void *), const bench_opts *o,
                        const char *phase, uint64_t total_ops, uint64_t start_ns) {
     size_t started = 0;
     for (; started < n; started++)
@@ -436,7 +436,7 @@ static int run_threads(worker *ws, size_t n, void *(*fn)(void *), const bench_op
     }
     int progress = !o->quiet && !o->json && cli_stderr_is_tty();
     uint64_t last = now_ns();
-    /* The workers stop on their own (timed phase: at the deadline, fill: when their keys
+    /* The threads stop on their own (timed phase: at the deadline, fill: when their keys
      * are stored); this loop only watches and ends when all have been joined. */
     for (size_t i = 0; i < n; i++)
         ws[i].joined = 0;
@@ -503,7 +503,7 @@ int cmd_bench(int argc, char **argv) {
 
     int exit_code = 1;
     bench_shared sh = {.o = &o};
-    worker *ws = NULL;
+    bench_thread *ws = NULL;
     cJSON *doc = NULL;
     sh.run_id = now_ns() ^ ((uint64_t)getpid() << 32);
     atomic_init(&sh.stop, 0);
@@ -519,7 +519,7 @@ int cmd_bench(int argc, char **argv) {
     for (size_t i = 0; i < o.size; i++)
         sh.tmpl[i] = (uint8_t)(xorshift(&seed) >> 24);
     for (unsigned t = 0; t < o.threads; t++) {
-        if (worker_alloc(&ws[t], &sh, t)) goto oom; /* `out` frees every worker */
+        if (bench_thread_alloc(&ws[t], &sh, t)) goto oom; /* `out` frees every bench_thread */
         ws[t].fill_lo = o.keys * t / o.threads;
         ws[t].fill_hi = o.keys * (t + 1) / o.threads;
     }
@@ -577,7 +577,7 @@ int cmd_bench(int argc, char **argv) {
     uint64_t ops[2] = {0, 0}, bytes[2] = {0, 0}, misses = 0, wrong = 0, checked = 0, full = 0;
     const char *first_error = NULL;
     for (unsigned t = 0; t < o.threads; t++) {
-        worker *w = &ws[t];
+        bench_thread *w = &ws[t];
         for (int k = 0; k < 2; k++) {
             histo_merge(&h[k], &w->hist[k]);
             ops[k] += w->ops[k];
@@ -653,7 +653,7 @@ oom:
 out:
     if (ws)
         for (unsigned t = 0; t < o.threads; t++)
-            worker_free(&ws[t]);
+            bench_thread_free(&ws[t]);
     free(ws);
     free(sh.tmpl);
     cJSON_Delete(doc);

@@ -63,17 +63,17 @@ typedef struct test_op {
 } test_op;
 
 /* A thread running operations in order: a queue of tide's, or an engine stream. */
-typedef struct test_worker {
+typedef struct test_runner {
     pthread_mutex_t lock;
     pthread_cond_t cond; /* an operation was added, or one finished */
     test_op *head, *tail;
     uint64_t issued, done; /* tickets */
     uint64_t first_fail;   /* ticket of the first failed copy, 0 = none */
     pthread_t thread;
-} test_worker;
+} test_runner;
 
 struct dev_test_stream {
-    test_worker w;
+    test_runner w;
 };
 
 /* Lock rules: above. Helpers named do_x() expect the lock their comment names held. */
@@ -171,8 +171,8 @@ static int run_copy(const test_op *op) {
     return fail ? -1 : 0;
 }
 
-static void *worker_main(void *arg) {
-    test_worker *w = arg;
+static void *runner_main(void *arg) {
+    test_runner *w = arg;
     uint64_t failed_in = 0; /* a copy of the ticket being built failed */
     for (;;) {
         pthread_mutex_lock(&w->lock);
@@ -232,11 +232,11 @@ static void *worker_main(void *arg) {
     }
 }
 
-static int worker_start(test_worker *w) {
+static int runner_start(test_runner *w) {
     memset(w, 0, sizeof(*w));
     pthread_mutex_init(&w->lock, NULL);
     pthread_cond_init(&w->cond, NULL);
-    if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+    if (pthread_create(&w->thread, NULL, runner_main, w) != 0) {
         pthread_mutex_destroy(&w->lock);
         pthread_cond_destroy(&w->cond);
         return -EAGAIN;
@@ -245,7 +245,7 @@ static int worker_start(test_worker *w) {
 }
 
 /* Append an operation (w->lock held). */
-static void do_push(test_worker *w, test_op *op) {
+static void do_push(test_runner *w, test_op *op) {
     op->next = NULL;
     if (w->tail)
         w->tail->next = op;
@@ -255,7 +255,7 @@ static void do_push(test_worker *w, test_op *op) {
     pthread_cond_broadcast(&w->cond);
 }
 
-static int push(test_worker *w, int kind, void *dst, const void *src, size_t len) {
+static int push(test_runner *w, int kind, void *dst, const void *src, size_t len) {
     test_op *op = calloc(1, sizeof(*op));
     if (!op) return -ENOMEM;
     op->kind = kind;
@@ -268,7 +268,7 @@ static int push(test_worker *w, int kind, void *dst, const void *src, size_t len
     return 0;
 }
 
-static void worker_stop(test_worker *w) {
+static void runner_stop(test_runner *w) {
     while (push(w, OP_STOP, NULL, NULL, 0) != 0)
         sleep_us(1000);
     pthread_join(w->thread, NULL);
@@ -339,8 +339,8 @@ static void test_host_unregister(void *impl, void *p) {
 }
 
 static int test_queue_create(void *impl, void **q, char *msg, size_t mlen) {
-    test_worker *w = malloc(sizeof(*w));
-    if (!w || worker_start(w) != 0) {
+    test_runner *w = malloc(sizeof(*w));
+    if (!w || runner_start(w) != 0) {
         free(w);
         snprintf(msg, mlen, "test device: cannot start a queue thread");
         return -ENOMEM;
@@ -350,7 +350,7 @@ static int test_queue_create(void *impl, void **q, char *msg, size_t mlen) {
 }
 
 static void test_queue_destroy(void *impl, void *q) {
-    worker_stop(q);
+    runner_stop(q);
     free(q);
 }
 
@@ -398,7 +398,7 @@ static int test_wait_event(void *impl, void *q, void *ev, char *msg, size_t mlen
     pthread_mutex_lock(&tlock);
     ((test_event *)ev)->refs++;
     pthread_mutex_unlock(&tlock);
-    test_worker *w = q;
+    test_runner *w = q;
     pthread_mutex_lock(&w->lock);
     do_push(w, op);
     pthread_mutex_unlock(&w->lock);
@@ -407,7 +407,7 @@ static int test_wait_event(void *impl, void *q, void *ev, char *msg, size_t mlen
 
 static int test_copy(void *impl, void *q, const dev_copy *c, size_t n, uint64_t *ticket, char *msg,
                      size_t mlen) {
-    test_worker *w = q;
+    test_runner *w = q;
     test_op *ops = NULL, *last = NULL;
     for (size_t i = 0; i <= n; i++) {
         test_op *op = calloc(1, sizeof(*op));
@@ -447,7 +447,7 @@ static int test_copy(void *impl, void *q, const dev_copy *c, size_t n, uint64_t 
 }
 
 static int test_wait(void *impl, void *q, uint64_t ticket, char *msg, size_t mlen) {
-    test_worker *w = q;
+    test_runner *w = q;
     pthread_mutex_lock(&w->lock);
     while (w->done < ticket)
         pthread_cond_wait(&w->cond, &w->lock);
@@ -512,7 +512,7 @@ void dev_test_peek(void *dst, const void *src_dev, size_t n) {
 
 dev_test_stream *dev_test_stream_new(void) {
     dev_test_stream *s = malloc(sizeof(*s));
-    if (!s || worker_start(&s->w) != 0) {
+    if (!s || runner_start(&s->w) != 0) {
         free(s);
         return NULL;
     }
@@ -521,7 +521,7 @@ dev_test_stream *dev_test_stream_new(void) {
 
 void dev_test_stream_free(dev_test_stream *s) {
     if (!s) return;
-    worker_stop(&s->w);
+    runner_stop(&s->w);
     free(s);
 }
 
@@ -558,4 +558,3 @@ void dev_test_get_counts(dev_test_counts *out) {
     *out = counts;
     pthread_mutex_unlock(&tlock);
 }
-
