@@ -252,7 +252,7 @@ int etide_create(engine_model *m, tide_store *store, const etide_options *opts, 
     }
     if ((rc = make_connector(e, opts, 0, TIDE_CONNECTOR_SCHEDULER, &e->sched))) goto out;
     tide_connector_info info;
-    if ((rc = tide_connector_get_info(e->sched, &info))) {
+    if ((rc = tide_connector_get_info(e->sched, &info, sizeof info))) {
         rc = fail(e, rc, "connector info: %s", tide_connector_errmsg(e->sched));
         goto out;
     }
@@ -310,7 +310,7 @@ static void worker_stats(const etide *e, tide_connector_stats *sum) {
     memset(sum, 0, sizeof(*sum));
     for (uint32_t r = 0; r < e->nranks; r++) {
         tide_connector_stats s;
-        if (tide_connector_get_stats(e->workers[r], &s)) continue;
+        if (tide_connector_get_stats(e->workers[r], &s, sizeof s)) continue;
         sum->load_get.bytes += s.load_get.bytes;
         sum->load_get.errors += s.load_get.errors;
         sum->loaded_objects += s.loaded_objects;

@@ -212,10 +212,13 @@ typedef struct tide_stats {
     uint64_t disk_queued_bytes;    /* evicted bytes held in memory until the writer writes them */
 } tide_stats;
 
-/* The size of the first tide_stats (its fields up to `reserved`), and the most a caller
- * may claim (a program built against a newer header with more fields). */
+/* The most a caller may claim as its size of any struct the library fills (a program
+ * built against a newer header with more fields): tide_stats_get, tide_cluster_info_get,
+ * tide_connector_get_info, tide_connector_get_stats. */
+#define TIDE_STRUCT_SIZE_MAX 4096
+/* The size of the first tide_stats (its fields up to `reserved`). */
 #define TIDE_STATS_SIZE_V1 120
-#define TIDE_STATS_SIZE_MAX 4096
+#define TIDE_STATS_SIZE_MAX TIDE_STRUCT_SIZE_MAX
 
 /*
  * Fill st[0..size) with the store's figures. Pass size = sizeof(tide_stats) as the
@@ -247,9 +250,9 @@ TIDE_API int tide_stats_get(tide_store *s, tide_stats *st, size_t size);
 
 /* What a cluster handle has seen since it was opened (this handle only). */
 typedef struct tide_cluster_info {
-    uint32_t members;        /* members in the current view */
-    uint32_t members_down;   /* of which backing off after a failure right now */
-    uint32_t replicas;       /* R: copies a put writes */
+    uint32_t members;      /* members in the current view */
+    uint32_t members_down; /* of which backing off after a failure right now */
+    uint32_t replicas;     /* R: copies a put writes */
     uint32_t reserved0;
     uint64_t view_changes;   /* membership changes seen (etcd) */
     uint64_t copies_written; /* copies stored by puts */
@@ -261,8 +264,12 @@ typedef struct tide_cluster_info {
     uint64_t etcd_errors;    /* membership reads from etcd that failed (the view stays) */
 } tide_cluster_info;
 
-/* Fill *info. Errors: TIDE_EUNSUPPORTED when s is not a cluster handle, -EINVAL. */
-TIDE_API int tide_cluster_info_get(tide_store *s, tide_cluster_info *info);
+#define TIDE_CLUSTER_INFO_SIZE_V1 80 /* the size of the first tide_cluster_info */
+/* Fill info[0..size); pass size = sizeof *info (as tide_stats_get: only the fields that fit
+ * are written, fields this library does not know read 0). Errors: TIDE_EUNSUPPORTED when s
+ * is not a cluster handle; -EINVAL for a NULL argument or a size that is not a multiple of
+ * 8 from TIDE_CLUSTER_INFO_SIZE_V1 to TIDE_STRUCT_SIZE_MAX. */
+TIDE_API int tide_cluster_info_get(tide_store *s, tide_cluster_info *info, size_t size);
 
 /*
  * The current members as text, one "HOST:PORT up|down" line each, NUL-terminated, into
@@ -369,8 +376,8 @@ TIDE_API int tide_connector_create_file(const char *config_path, const char *sto
                                         tide_connector **out);
 /* The same over a store the caller opened; the connector borrows it, and the caller closes
  * it after tide_connector_destroy(). */
-TIDE_API int tide_connector_create_with_store(const char *config_json, tide_store *store,
-                                              int role, tide_connector **out);
+TIDE_API int tide_connector_create_with_store(const char *config_json, tide_store *store, int role,
+                                              tide_connector **out);
 /* Wait for every queued job, stop the threads, free everything. NULL is ignored. */
 TIDE_API void tide_connector_destroy(tide_connector *c);
 /* The last detailed message of this handle on this thread (see tide_errmsg). */
@@ -388,7 +395,11 @@ typedef struct tide_connector_info {
     int saves;                    /* this role saves (producer, kv_both, save_decode_cache) */
     int partial_hits; /* hits and loads at hash_block_size granularity; partial tails saved */
 } tide_connector_info;
-TIDE_API int tide_connector_get_info(tide_connector *c, tide_connector_info *out);
+#define TIDE_CONNECTOR_INFO_SIZE_V1 48 /* the size of the first tide_connector_info */
+/* Fill out[0..size); pass size = sizeof *out (as tide_stats_get). Errors: -EINVAL for a
+ * NULL argument or a size that is not a multiple of 8 from TIDE_CONNECTOR_INFO_SIZE_V1 to
+ * TIDE_STRUCT_SIZE_MAX. */
+TIDE_API int tide_connector_get_info(tide_connector *c, tide_connector_info *out, size_t size);
 
 /* ---- scheduler side ---------------------------------------------------------------- */
 
@@ -399,9 +410,8 @@ TIDE_API int tide_connector_get_info(tide_connector *c, tide_connector_info *out
  * request state is kept. One batched existence query per call. hash_len is 1..64.
  * Errors: -EINVAL, TIDE_EKEYLONG, -ENOMEM, the store's errors.
  */
-TIDE_API int tide_connector_hit_tokens(tide_connector *c, int64_t num_tokens,
-                                       const uint8_t *hashes, size_t nhashes, size_t hash_len,
-                                       int64_t *hit_tokens);
+TIDE_API int tide_connector_hit_tokens(tide_connector *c, int64_t num_tokens, const uint8_t *hashes,
+                                       size_t nhashes, size_t hash_len, int64_t *hit_tokens);
 /*
  * vLLM's get_num_new_matched_tokens: *num_new = tokens beyond num_computed that can be
  * loaded (0 if none). When > 0 the request gets a load spec that
@@ -480,10 +490,10 @@ typedef struct tide_connector_job {
 } tide_connector_job;
 
 typedef struct tide_connector_block {
-    int group;            /* KV-cache group */
-    int32_t block_id;     /* the block (page) in the group's registered regions */
-    int64_t end_token;    /* the object covers tokens up to this position */
-    const uint8_t *hash;  /* its block hash (hash_len bytes; lives as long as the metadata) */
+    int group;           /* KV-cache group */
+    int32_t block_id;    /* the block (page) in the group's registered regions */
+    int64_t end_token;   /* the object covers tokens up to this position */
+    const uint8_t *hash; /* its block hash (hash_len bytes; lives as long as the metadata) */
     size_t hash_len;
 } tide_connector_block;
 
@@ -596,7 +606,11 @@ typedef struct tide_connector_stats {
     int pressure_active;
     uint64_t load_jobs, loaded_objects, load_errors;
 } tide_connector_stats;
-TIDE_API int tide_connector_get_stats(tide_connector *c, tide_connector_stats *out);
+#define TIDE_CONNECTOR_STATS_SIZE_V1 288 /* the size of the first tide_connector_stats */
+/* Fill out[0..size); pass size = sizeof *out (as tide_stats_get). Errors: -EINVAL for a
+ * NULL argument or a size that is not a multiple of 8 from TIDE_CONNECTOR_STATS_SIZE_V1 to
+ * TIDE_STRUCT_SIZE_MAX. */
+TIDE_API int tide_connector_get_stats(tide_connector *c, tide_connector_stats *out, size_t size);
 
 #ifdef __cplusplus
 }

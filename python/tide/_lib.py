@@ -259,7 +259,7 @@ SIGNATURES = {
     "tide_match_prefix": (c_int, [StorePtr, P_Key, c_size_t]),
     "tide_clear": (c_int, [StorePtr]),
     "tide_stats_get": (c_int, [StorePtr, ctypes.POINTER(Stats), c_size_t]),
-    "tide_cluster_info_get": (c_int, [StorePtr, ctypes.POINTER(ClusterInfo)]),
+    "tide_cluster_info_get": (c_int, [StorePtr, ctypes.POINTER(ClusterInfo), c_size_t]),
     "tide_cluster_members": (c_int, [StorePtr, c_char_p, c_size_t]),
     "tide_size_parse": (c_int, [c_char_p, P_uint64]),
     "tide_block_hash": (c_int, [c_int, P_uint8, c_void_p, c_size_t, c_void_p, c_size_t, P_uint8]),
@@ -280,7 +280,7 @@ SIGNATURES = {
     ),
     "tide_connector_destroy": (None, [ConnectorPtr]),
     "tide_connector_errmsg": (c_char_p, [ConnectorPtr]),
-    "tide_connector_get_info": (c_int, [ConnectorPtr, ctypes.POINTER(ConnectorInfo)]),
+    "tide_connector_get_info": (c_int, [ConnectorPtr, ctypes.POINTER(ConnectorInfo), c_size_t]),
     "tide_connector_hit_tokens": (
         c_int,
         [ConnectorPtr, c_int64, c_void_p, c_size_t, c_size_t, P_int64],
@@ -355,7 +355,7 @@ SIGNATURES = {
     "tide_connector_get_finished": (c_int, [ConnectorPtr, c_int, c_char_p, c_size_t]),
     "tide_connector_get_load_errors": (c_int, [ConnectorPtr, P_int32, c_size_t]),
     "tide_connector_wait": (c_int, [ConnectorPtr]),
-    "tide_connector_get_stats": (c_int, [ConnectorPtr, ctypes.POINTER(ConnectorStats)]),
+    "tide_connector_get_stats": (c_int, [ConnectorPtr, ctypes.POINTER(ConnectorStats), c_size_t]),
 }
 
 # ---------------------------------------------------------------------------------------

@@ -11,13 +11,11 @@
 #include <string.h>
 
 #include "client/client.h"
+#include "common/abi.h"
 
 static const backend_ops *const backends[] = {
-    &mem_backend,
-    &cluster_backend, /* tide:// with several members or cluster options */
-    &node_backend,
-    &etcd_backend,
-    &unix_backend,
+    &mem_backend,  &cluster_backend, /* tide:// with several members or cluster options */
+    &node_backend, &etcd_backend,    &unix_backend,
 };
 
 int client_err(tide_store *s, int code, const char *fmt, ...) {
@@ -69,8 +67,10 @@ TIDE_API int tide_open(const char *text, tide_store **out) {
             (!backends[i]->claims || backends[i]->claims(&u)))
             ops = backends[i];
     if (!ops) {
-        rc = err_set(NULL, NULL, TIDE_ESCHEME, "unknown URL scheme '%s://' in '%s' (known: mem://, tide://, etcd://, unix://)",
-                     u.scheme, text);
+        rc =
+            err_set(NULL, NULL, TIDE_ESCHEME,
+                    "unknown URL scheme '%s://' in '%s' (known: mem://, tide://, etcd://, unix://)",
+                    u.scheme, text);
         url_free(&u);
         return rc;
     }
@@ -125,8 +125,7 @@ static int batch_note(tide_store *s, const char *fn, const tide_key *keys, size_
         if (results[i] != 0) {
             char kb[80];
             client_key_repr(keys[i].data, keys[i].len, kb, sizeof(kb));
-            client_err(s, results[i], "%s: key %zu '%s': %s", fn, i, kb,
-                       tide_strerror(results[i]));
+            client_err(s, results[i], "%s: key %zu '%s': %s", fn, i, kb, tide_strerror(results[i]));
             break;
         }
     }
@@ -177,7 +176,8 @@ TIDE_API int tide_match_prefix(tide_store *s, const tide_key *keys, size_t n) {
     rc = s->ops->exists_many(s, keys, n, present);
     if (rc >= 0) {
         size_t i = 0;
-        while (i < n && present[i]) i++;
+        while (i < n && present[i])
+            i++;
         rc = (int)i;
     }
     free(present);
@@ -197,7 +197,7 @@ _Static_assert(sizeof(tide_stats) % 8 == 0 && sizeof(tide_stats) <= TIDE_STATS_S
  * part its size holds, and zeros past the part this library knows. */
 TIDE_API int tide_stats_get(tide_store *s, tide_stats *st, size_t size) {
     if (!s || !st) return err_set(s, s ? &s->err : NULL, -EINVAL, "tide_stats_get: NULL argument");
-    if (size % 8 || size < TIDE_STATS_SIZE_V1 || size > TIDE_STATS_SIZE_MAX)
+    if (!abi_size_ok(size, TIDE_STATS_SIZE_V1, TIDE_STATS_SIZE_MAX))
         return client_err(s, -EINVAL,
                           "tide_stats_get: size %zu is not a tide_stats size (pass sizeof "
                           "(tide_stats): a multiple of 8 from %d to %d; this library's is %zu)",
@@ -205,8 +205,7 @@ TIDE_API int tide_stats_get(tide_store *s, tide_stats *st, size_t size) {
     tide_stats full;
     memset(&full, 0, sizeof(full));
     int rc = s->ops->stats(s, &full);
-    memset(st, 0, size);
-    memcpy(st, &full, size < sizeof(full) ? size : sizeof(full));
+    abi_fill(st, size, &full, sizeof(full));
     return rc;
 }
 
@@ -252,8 +251,10 @@ TIDE_API int tide_get(tide_store *s, const void *key, size_t klen, void *buf, si
     if (rc < 0) return rc;
     if (vlen) *vlen = len;
     if (res == TIDE_EBUFSMALL)
-        return client_err(s, res, "tide_get: buffer too small: the value is %zu bytes, the "
-                                  "buffer holds %zu", len, cap);
+        return client_err(s, res,
+                          "tide_get: buffer too small: the value is %zu bytes, the "
+                          "buffer holds %zu",
+                          len, cap);
     if (res == TIDE_ENOTFOUND) {
         char kb[80];
         return client_err(s, res, "tide_get: key '%s' not found",

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "client/cluster.h"
+#include "common/abi.h"
 
 #define CLUSTER_DEFAULT_TIMEOUT_MS 2000
 #define CLUSTER_DEFAULT_CONNS 4
@@ -232,12 +233,25 @@ static cluster *cluster_of(tide_store *s) {
     return s && (s->ops == &cluster_backend || s->ops == &etcd_backend) ? s->impl : NULL;
 }
 
-TIDE_API int tide_cluster_info_get(tide_store *s, tide_cluster_info *info) {
-    if (!s || !info) return err_set(NULL, NULL, -EINVAL, "tide_cluster_info_get: NULL argument");
+_Static_assert(sizeof(tide_cluster_info) % 8 == 0 &&
+                   sizeof(tide_cluster_info) >= TIDE_CLUSTER_INFO_SIZE_V1 &&
+                   offsetof(tide_cluster_info, etcd_errors) + 8 == TIDE_CLUSTER_INFO_SIZE_V1,
+               "tide_cluster_info's first fields stay where they are");
+
+TIDE_API int tide_cluster_info_get(tide_store *s, tide_cluster_info *out, size_t size) {
+    if (!s || !out) return err_set(NULL, NULL, -EINVAL, "tide_cluster_info_get: NULL argument");
+    if (!abi_size_ok(size, TIDE_CLUSTER_INFO_SIZE_V1, TIDE_STRUCT_SIZE_MAX))
+        return client_err(s, -EINVAL,
+                          "tide_cluster_info_get: size %zu is not a tide_cluster_info size (pass "
+                          "sizeof (tide_cluster_info): a multiple of 8 from %d to %d; this "
+                          "library's is %zu)",
+                          size, TIDE_CLUSTER_INFO_SIZE_V1, TIDE_STRUCT_SIZE_MAX,
+                          sizeof(tide_cluster_info));
     cluster *c = cluster_of(s);
     if (!c)
         return client_err(s, TIDE_EUNSUPPORTED, "tide_cluster_info_get: %s:// is not a cluster",
                           s->ops->scheme);
+    tide_cluster_info full, *info = &full;
     memset(info, 0, sizeof(*info));
     cview *v = view_get(c);
     uint64_t now = now_ns();
@@ -254,6 +268,7 @@ TIDE_API int tide_cluster_info_get(tide_store *s, tide_cluster_info *info) {
     info->read_fallbacks = atomic_load(&c->read_fallbacks);
     info->node_errors = atomic_load(&c->node_errors);
     info->etcd_errors = atomic_load(&c->etcd_errors);
+    abi_fill(out, size, &full, sizeof(full));
     return 0;
 }
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/abi.h"
 #include "connector/connector.h"
 
 int connector_err(tide_connector *c, int code, const char *fmt, ...) {
@@ -192,8 +193,26 @@ TIDE_API const char *tide_connector_errmsg(const tide_connector *c) {
     return err_get(c, c ? (errbuf *)&c->err : NULL);
 }
 
-TIDE_API int tide_connector_get_info(tide_connector *c, tide_connector_info *out) {
-    if (!c || !out) return err_set(c, c ? &c->err : NULL, -EINVAL, "get_info: NULL argument");
+/* The callers' sizes of the structs the connector fills (common/abi.h). */
+static int struct_size_check(tide_connector *c, const char *fn, const char *type, size_t size,
+                             size_t v1, size_t ours) {
+    if (abi_size_ok(size, v1, TIDE_STRUCT_SIZE_MAX)) return 0;
+    return connector_err(c, -EINVAL,
+                         "%s: size %zu is not a %s size (pass sizeof (%s): a multiple of 8 "
+                         "from %zu to %d; this library's is %zu)",
+                         fn, size, type, type, v1, TIDE_STRUCT_SIZE_MAX, ours);
+}
+
+_Static_assert(sizeof(tide_connector_info) == TIDE_CONNECTOR_INFO_SIZE_V1 &&
+                   sizeof(tide_connector_stats) == TIDE_CONNECTOR_STATS_SIZE_V1,
+               "a grown connector struct keeps its first fields and gets a new _V2 size");
+
+TIDE_API int tide_connector_get_info(tide_connector *c, tide_connector_info *dst, size_t size) {
+    if (!c || !dst) return err_set(c, c ? &c->err : NULL, -EINVAL, "get_info: NULL argument");
+    int rc = struct_size_check(c, "tide_connector_get_info", "tide_connector_info", size,
+                               TIDE_CONNECTOR_INFO_SIZE_V1, sizeof(tide_connector_info));
+    if (rc) return rc;
+    tide_connector_info full, *out = &full;
     memset(out, 0, sizeof(*out));
     out->role = c->role;
     out->ngroups = (int)c->cfg.ngroups;
@@ -204,17 +223,23 @@ TIDE_API int tide_connector_get_info(tide_connector *c, tide_connector_info *out
     out->capacity_only = connector_capacity_only(&c->cfg);
     out->saves = c->saves;
     out->partial_hits = c->cfg.partial_hits;
+    abi_fill(dst, size, &full, sizeof(full));
     return 0;
 }
 
-TIDE_API int tide_connector_get_stats(tide_connector *c, tide_connector_stats *out) {
-    if (!c || !out) return err_set(c, c ? &c->err : NULL, -EINVAL, "get_stats: NULL argument");
+TIDE_API int tide_connector_get_stats(tide_connector *c, tide_connector_stats *dst, size_t size) {
+    if (!c || !dst) return err_set(c, c ? &c->err : NULL, -EINVAL, "get_stats: NULL argument");
+    int rc = struct_size_check(c, "tide_connector_get_stats", "tide_connector_stats", size,
+                               TIDE_CONNECTOR_STATS_SIZE_V1, sizeof(tide_connector_stats));
+    if (rc) return rc;
+    tide_connector_stats full;
     pthread_mutex_lock(&c->stats_lock);
-    *out = c->stats;
+    full = c->stats;
     pthread_mutex_unlock(&c->stats_lock);
     pthread_mutex_lock(&c->wlock);
-    out->pressure_active = c->pressure;
+    full.pressure_active = c->pressure;
     pthread_mutex_unlock(&c->wlock);
+    abi_fill(dst, size, &full, sizeof(full));
     return 0;
 }
 

@@ -30,7 +30,7 @@ TEST_T(cluster_backend_suite_3_nodes_2_replicas, 120) {
     tide_store *s;
     CHECK_EQ(tide_open(u, &s), 0);
     tide_cluster_info info;
-    CHECK_EQ(tide_cluster_info_get(s, &info), 0);
+    CHECK_EQ(tide_cluster_info_get(s, &info, sizeof info), 0);
     CHECK_EQ(info.members, 3);
     CHECK_EQ(info.replicas, 2);
     char members[256];
@@ -60,7 +60,7 @@ TEST(cluster_replicas_land_on_distinct_nodes) {
             CHECK_EQ(tide_exists(node[i], key, strlen(key)), 1);
     }
     tide_cluster_info info;
-    CHECK_EQ(tide_cluster_info_get(s, &info), 0);
+    CHECK_EQ(tide_cluster_info_get(s, &info, sizeof info), 0);
     CHECK_EQ(info.copies_written, 150);
     CHECK_EQ(info.puts_degraded, 0);
     for (int i = 0; i < 3; i++)
@@ -217,7 +217,7 @@ TEST_T(cluster_sigkill_under_load_and_rejoin, 60) {
     for (int i = 0; i < 2; i++)
         pthread_join(r[i], NULL);
     tide_cluster_info info;
-    CHECK_EQ(tide_cluster_info_get(l->s, &info), 0);
+    CHECK_EQ(tide_cluster_info_get(l->s, &info, sizeof info), 0);
     printf("    %ld puts (%ld failed), %ld reads + %ld batches (%ld while a node was down), "
            "%ld failed, %ld wrong\n",
            atomic_load(&l->puts), atomic_load(&l->put_fail), atomic_load(&l->reads),
@@ -267,7 +267,7 @@ TEST_T(cluster_hung_node_times_out_and_fails_over, 60) {
         CHECK(vlen == len && memcmp(o, v, len) == 0);
     }
     tide_cluster_info info;
-    CHECK_EQ(tide_cluster_info_get(s, &info), 0);
+    CHECK_EQ(tide_cluster_info_get(s, &info, sizeof info), 0);
     CHECK(info.read_failovers > 0);
     CHECK_EQ(info.members_down, 1);
     kill(ts[0].pid, SIGCONT);
@@ -300,7 +300,7 @@ static void join_reads(const char *u4, int replicas, int fallback, int keys, int
         CHECK(vlen == len && memcmp(o, v, len) == 0);
     }
     tide_cluster_info info;
-    CHECK_EQ(tide_cluster_info_get(s, &info), 0);
+    CHECK_EQ(tide_cluster_info_get(s, &info, sizeof info), 0);
     *first_miss = (int)info.read_fallbacks + *misses;
     tide_close(s);
 }

@@ -45,7 +45,7 @@ static void start_member(test_server *ts, int port, const test_etcd *e, const ch
 
 static int members(tide_store *s) {
     tide_cluster_info info;
-    CHECK_EQ(tide_cluster_info_get(s, &info), 0);
+    CHECK_EQ(tide_cluster_info_get(s, &info, sizeof info), 0);
     return (int)info.members;
 }
 
@@ -120,7 +120,7 @@ TEST_T(cluster_etcd_membership, 90) {
     }
     wait_members(s, 3, "3 nodes registered");
     tide_cluster_info info;
-    CHECK_EQ(tide_cluster_info_get(s, &info), 0);
+    CHECK_EQ(tide_cluster_info_get(s, &info, sizeof info), 0);
     CHECK(info.view_changes >= 1);
     write_range(s, 0, 300);
     read_all(s, 300, "3 nodes");
@@ -149,7 +149,7 @@ TEST_T(cluster_etcd_membership, 90) {
     /* etcd goes away: the client keeps its view, the nodes keep serving. */
     etcd_kill(&e);
     for (int i = 0; i < 500; i++) { /* up to ~10 s */
-        CHECK_EQ(tide_cluster_info_get(s, &info), 0);
+        CHECK_EQ(tide_cluster_info_get(s, &info, sizeof info), 0);
         if (info.etcd_errors > 0) break;
         sleep_ms(20);
     }

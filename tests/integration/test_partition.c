@@ -220,7 +220,7 @@ TEST_T(partition_one_node_in_a_network_namespace, 120) {
     }
     uint64_t cut_ms = now_ms() - t0;
     tide_cluster_info info;
-    CHECK_EQ(tide_cluster_info_get(s, &info), 0);
+    CHECK_EQ(tide_cluster_info_get(s, &info, sizeof info), 0);
     CHECK(info.read_failovers > 0);
     CHECK_EQ(info.members_down, 1);
     printf("    partitioned: 300 gets (slowest %llu ms) and 100 puts (slowest %llu ms) in "
@@ -247,7 +247,7 @@ TEST_T(partition_one_node_in_a_network_namespace, 120) {
            (unsigned long long)(now_ms() - heal0));
     for (int i = 0; i < next; i++)
         timed_get(s, i);
-    CHECK_EQ(tide_cluster_info_get(s, &info), 0);
+    CHECK_EQ(tide_cluster_info_get(s, &info, sizeof info), 0);
     CHECK_EQ(info.members_down, 0);
     tide_close(n0);
     tide_close(s);

@@ -79,7 +79,7 @@ def test_save_and_load_through_ctypes():
     assert L.tide_connector_get_load_errors(w2, errs, 4) == 0
     assert np.array_equal(kv2[:, 4:8], kv1[:, 0:4])
     stats = _lib.ConnectorStats()
-    assert L.tide_connector_get_stats(w2, ctypes.byref(stats)) == 0
+    assert L.tide_connector_get_stats(w2, ctypes.byref(stats), ctypes.sizeof(stats)) == 0
     assert stats.loaded_objects == 4 and stats.load_get.calls == 1
     for c in (w1, w2, s):
         L.tide_connector_destroy(c)

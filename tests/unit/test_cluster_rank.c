@@ -111,7 +111,7 @@ TEST(cluster_info_needs_a_cluster) {
     tide_store *s;
     CHECK_EQ(tide_open("mem://?capacity=1MiB", &s), 0);
     tide_cluster_info info;
-    CHECK_EQ(tide_cluster_info_get(s, &info), TIDE_EUNSUPPORTED);
+    CHECK_EQ(tide_cluster_info_get(s, &info, sizeof info), TIDE_EUNSUPPORTED);
     char buf[64];
     CHECK_EQ(tide_cluster_members(s, buf, sizeof(buf)), TIDE_EUNSUPPORTED);
     tide_close(s);

@@ -183,7 +183,7 @@ static void device_round_trip(const char *url) {
         CHECK_MSG(holds(&p.cons, 30 + i, 42, 3 + i), "block %d", i);
     CHECK(!holds(&p.cons, 30 + PB, 42, 3 + PB)); /* the partial block is computed */
     tide_connector_stats cs;
-    CHECK_EQ(tide_connector_get_stats(p.cons.w, &cs), 0);
+    CHECK_EQ(tide_connector_get_stats(p.cons.w, &cs, sizeof cs), 0);
     CHECK_EQ(cs.loaded_objects, PB);
     CHECK_EQ(cs.load_get.calls, 1);
     /* The host sees the same bytes through a plain get (checksummed where they landed). */

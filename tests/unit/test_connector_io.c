@@ -127,7 +127,7 @@ static void round_trip(const char *url) {
         CHECK_MSG(rig_same(rp, 3 + i, rc, 20 + i, 0), "block %d differs", i);
     CHECK(rig_zero(rc, 26, 0)); /* the partial last block is computed, not loaded */
     tide_connector_stats cs;
-    tide_connector_get_stats(cons.w, &cs);
+    tide_connector_get_stats(cons.w, &cs, sizeof cs);
     CHECK_EQ(cs.load_get.calls, 1); /* one batched get for the whole load */
     CHECK_EQ(cs.loaded_objects, 6);
     CHECK_EQ(cs.load_get.bytes, 6 * 2 * 256);
@@ -199,7 +199,7 @@ TEST(connector_save_dedup_and_chunked_prefill) {
     CHECK_EQ(b.puts, a.puts);
     CHECK_EQ(b.put_dups, a.put_dups); /* not even a duplicate put reached the store */
     tide_connector_stats cs;
-    tide_connector_get_stats(r.w, &cs);
+    tide_connector_get_stats(r.w, &cs, sizeof cs);
     CHECK_EQ(cs.dedup_skipped, 4);
     CHECK_EQ(cs.saved_objects, 4);
     CHECK_EQ(cs.save_exists.calls, 3);
@@ -302,7 +302,7 @@ TEST(connector_load_errors_per_block) {
     CHECK(rig_same(rp, 4, rc, 14, 0));
     CHECK(!rig_same(rp, 1, rc, 11, 0));
     tide_connector_stats cs;
-    tide_connector_get_stats(c.w, &cs);
+    tide_connector_get_stats(c.w, &cs, sizeof cs);
     CHECK_EQ(cs.load_errors, 2);
     CHECK_EQ(cs.load_get.failed_keys, 2);
     free(h);
@@ -453,8 +453,8 @@ TEST(connector_save_striping_across_replicas) {
     CHECK_EQ(tide_connector_request_step(s, "s", 96, 96, h, nh, HL, ids, &six, 1, 1), 0);
     tide_connector_meta_free(step(s, rr, 2));
     tide_connector_stats a, b;
-    tide_connector_get_stats(r[0].w, &a);
-    tide_connector_get_stats(r[1].w, &b);
+    tide_connector_get_stats(r[0].w, &a, sizeof a);
+    tide_connector_get_stats(r[1].w, &b, sizeof b);
     CHECK_EQ(a.saved_objects, 3);
     CHECK_EQ(b.saved_objects, 3);
     CHECK_EQ(a.striped_skipped, 3);
@@ -520,7 +520,7 @@ TEST_T(connector_pressure_mode, 60) {
     CHECK_EQ(tide_connector_request_step(s, "a", 128, 32, h, nh, HL, ids, &four, 1, 1), 0);
     tide_connector_meta_free(step(s, &rr, 1));
     tide_connector_stats cs;
-    tide_connector_get_stats(r.w, &cs);
+    tide_connector_get_stats(r.w, &cs, sizeof cs);
     CHECK_EQ(cs.pressure_active, 1);
     CHECK_EQ(cs.pressure_events, 1);
     CHECK_EQ(cs.saved_objects, 0);
@@ -528,7 +528,7 @@ TEST_T(connector_pressure_mode, 60) {
     uint64_t puts = cs.save_put.calls;
     CHECK_EQ(tide_connector_request_step(s, "a", 128, 64, h, nh, HL, NULL, (size_t[]){0}, 1, 0), 0);
     tide_connector_meta_free(step(s, &rr, 1));
-    tide_connector_get_stats(r.w, &cs);
+    tide_connector_get_stats(r.w, &cs, sizeof cs);
     CHECK_EQ(cs.pressure_skipped_jobs, 1);
     CHECK_EQ(cs.save_put.calls, puts);
     /* Space comes back (the hog disconnects; its reservation is dropped). Another request's
@@ -542,7 +542,7 @@ TEST_T(connector_pressure_mode, 60) {
     CHECK_EQ(ps.reserved, 0);
     CHECK_EQ(tide_connector_request_step(s, "b", 64, 64, h2, nh, HL, ids, &four, 1, 1), 0);
     tide_connector_meta_free(step(s, &rr, 1));
-    tide_connector_get_stats(r.w, &cs);
+    tide_connector_get_stats(r.w, &cs, sizeof cs);
     CHECK_EQ(cs.pressure_active, 0);
     CHECK_EQ(cs.saved_objects, 4);
     free(h);
@@ -741,7 +741,7 @@ TEST(connector_partial_tail_round_trip) {
                                "kv_both", "", R_FULL(32) "," R_MAMBA(64));
     tide_connector *s = rig_open(json, st, TIDE_CONNECTOR_SCHEDULER);
     tide_connector_info info;
-    CHECK_EQ(tide_connector_get_info(s, &info), 0);
+    CHECK_EQ(tide_connector_get_info(s, &info, sizeof info), 0);
     CHECK_EQ(info.hash_block_size, 16);
     CHECK_EQ(info.scheduler_block_size, 64);
     CHECK_EQ(info.partial_hits, 1);

@@ -74,7 +74,7 @@ TEST(connector_lookup_full_attention) {
     /* Nothing stored: no hit, and still exactly one existence query. */
     CHECK_EQ(rig_hit(c, 100, h, 6, HL), 0);
     tide_connector_stats s;
-    tide_connector_get_stats(c, &s);
+    tide_connector_get_stats(c, &s, sizeof s);
     CHECK_EQ(s.lookup_exists.calls, 1);
     CHECK_EQ(s.lookup_exists.keys, 6); /* floor(100 / 16) blocks, one namespace */
 
@@ -121,7 +121,7 @@ TEST(connector_lookup_disabled_and_capacity_only) {
     c = rig_open(rig_doc(16, "", "", "kv_consumer", "\"enable_lookup\":false", R_FULL(16)), st,
                  TIDE_CONNECTOR_SCHEDULER);
     tide_connector_info info;
-    CHECK_EQ(tide_connector_get_info(c, &info), 0);
+    CHECK_EQ(tide_connector_get_info(c, &info, sizeof info), 0);
     CHECK_EQ(info.capacity_only, 1);
     CHECK_EQ(info.saves, 0);
     CHECK_EQ(rig_hit(c, 70, h, 4, HL), 0);

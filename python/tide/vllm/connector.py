@@ -116,7 +116,7 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
             self._go_offline(e)
 
         info = _lib.ConnectorInfo()
-        self._check(self._lib.tide_connector_get_info(self._h, ctypes.byref(info)))
+        self._check(self._lib.tide_connector_get_info(self._h, ctypes.byref(info), ctypes.sizeof(info)))
         self.info = info
         self.ngroups = info.ngroups
         self.load_async = bool(info.load_async)
@@ -247,7 +247,7 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         save_exists, save_put, load_get) a dict of calls, keys, bytes, failed_keys,
         errors, ns; and the counters (lookups, saved_objects, load_errors, ...)."""
         s = _lib.ConnectorStats()
-        self._check(self._lib.tide_connector_get_stats(self._handle(), ctypes.byref(s)))
+        self._check(self._lib.tide_connector_get_stats(self._handle(), ctypes.byref(s), ctypes.sizeof(s)))
         out = {}
         for name, ctype in _lib.ConnectorStats._fields_:
             v = getattr(s, name)
