@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "common/hostport.h"
 #include "common/log.h"
 #include "proto/frame.h"
 #include "server/server.h"
@@ -24,7 +25,8 @@ static const char serve_help[] =
     "Run tided, a tide store node, in the foreground until SIGTERM or SIGINT.\n"
     "\n"
     "  --port P              native protocol port (default 7474; 0 = any free port)\n"
-    "  --bind ADDR           IPv4 address to listen on (default 127.0.0.1)\n"
+    "  --bind ADDR           IPv4 or IPv6 address to listen on (default 127.0.0.1; ::1,\n"
+    "                        [::1]; :: takes IPv4 too unless net.ipv6.bindv6only is 1)\n"
     "  --metrics-port P      HTTP port for /metrics and /health (default port+1, or any free\n"
     "                        port with --port 0; 0 = off)\n"
     "  --resp-port P         also speak RESP2 (Redis protocol) on port P (default 0 = off)\n"
@@ -50,8 +52,8 @@ static const char serve_help[] =
     "  --etcd URLS           register in etcd (http://host:2379[,...]) so that clients of\n"
     "                        etcd://host:2379/NAME find this node; needs --cluster\n"
     "  --cluster NAME        the cluster to join (letters, digits, '-', '_', '.')\n"
-    "  --advertise HOST:PORT the address clients should use (default BIND:PORT; needed\n"
-    "                        when binding 0.0.0.0)\n"
+    "  --advertise HOST:PORT the address clients should use (default BIND:PORT, an IPv6\n"
+    "                        one as [::1]:PORT; needed when binding 0.0.0.0 or ::)\n"
     "  --etcd-ttl S          lease TTL: a node that stops renewing drops out within S seconds\n"
     "                        (default 5; renewed every S/3)\n"
     "  --unix PATH           also listen on a Unix socket for same-host clients (unix://PATH),\n"
@@ -174,7 +176,14 @@ static int set_value(server_config *cfg, const char *name, const char *val, char
         *(!strcmp(name, "port") ? &cfg->port
           : !strcmp(name, "metrics_port") ? &cfg->metrics_port : &cfg->resp_port) = (int)iv;
     } else if (!strcmp(name, "bind")) {
-        snprintf(cfg->bind, sizeof(cfg->bind), "%s", val);
+        struct sockaddr_storage sa;
+        socklen_t salen;
+        char why[200];
+        if (hostport_bind_addr(val, 0, &sa, &salen, cfg->bind, sizeof(cfg->bind), why,
+                               sizeof(why)) != 0) {
+            snprintf(err, errlen, "bind: %s", why);
+            return -1;
+        }
     } else if (!strcmp(name, "capacity")) {
         if (sv == 0) {
             snprintf(err, errlen, "capacity: must be above 0");
@@ -263,12 +272,11 @@ static int set_value(server_config *cfg, const char *name, const char *val, char
         }
         snprintf(cfg->cluster, sizeof(cfg->cluster), "%s", val);
     } else if (!strcmp(name, "advertise")) {
-        const char *colon = strrchr(val, ':');
-        char *end = NULL;
-        long p = colon ? strtol(colon + 1, &end, 10) : 0;
-        if (!colon || colon == val || !colon[1] || *end || p < 1 || p > 65535 ||
-            strlen(val) >= sizeof(cfg->advertise) || strpbrk(val, "/?#@ ,")) {
-            snprintf(err, errlen, "advertise: expected HOST:PORT, got '%s'", val);
+        hostport hp;
+        char why[200] = "too long";
+        if (strlen(val) >= sizeof(cfg->advertise) ||
+            hostport_parse(val, strlen(val), 0, &hp, why, sizeof(why)) != 0) {
+            snprintf(err, errlen, "advertise: expected HOST:PORT, got '%s': %s", val, why);
             return -1;
         }
         snprintf(cfg->advertise, sizeof(cfg->advertise), "%s", val);

@@ -28,6 +28,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/hostport.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "server/announce.h"
@@ -75,36 +76,36 @@ void server_config_defaults(server_config *cfg) {
     cfg->unix_lease_ms = 30000;
 }
 
+/* Listen on bind_addr (IPv4 or IPv6, hostport_bind_addr) and port (0: any free one); the
+ * port bound in *bound_port. The socket keeps the system's IPV6_V6ONLY default. */
 static int listen_on(const char *bind_addr, int port, int *bound_port) {
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    if (inet_pton(AF_INET, bind_addr, &a.sin_addr) != 1) {
-        LOG_ERROR("cannot listen: '%s' is not an IPv4 address", bind_addr);
+    struct sockaddr_storage a;
+    socklen_t alen;
+    char err[160], where[HOSTPORT_HOST_MAX + 8];
+    hostport_format(bind_addr, port, where, sizeof(where));
+    if (hostport_bind_addr(bind_addr, port, &a, &alen, NULL, 0, err, sizeof(err)) != 0) {
+        LOG_ERROR("cannot listen on %s: %s", where, err);
         return -EINVAL;
     }
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int fd = socket(a.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         int e = errno;
-        LOG_ERROR("cannot listen on %s:%d: socket: %s", bind_addr, port, strerror(e));
+        LOG_ERROR("cannot listen on %s: socket: %s", where, strerror(e));
         return -e;
     }
     int one = 1;
     const char *call = "setsockopt SO_REUSEADDR";
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
-        (call = "bind", bind(fd, (struct sockaddr *)&a, sizeof(a))) != 0 ||
-        (call = "listen", listen(fd, 512)) != 0) {
+        (call = "bind", bind(fd, (struct sockaddr *)&a, alen)) != 0 ||
+        (call = "listen", listen(fd, 512)) != 0 ||
+        (call = "getsockname", getsockname(fd, (struct sockaddr *)&a, &alen)) != 0) {
         int e = errno;
-        LOG_ERROR("cannot listen on %s:%d: %s: %s", bind_addr, port, call, strerror(e));
+        LOG_ERROR("cannot listen on %s: %s: %s", where, call, strerror(e));
         close(fd);
         return -e;
     }
-    socklen_t len = sizeof(a);
-    if (getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
-        int e = errno;
-        LOG_ERROR("cannot listen on %s:%d: getsockname: %s", bind_addr, port, strerror(e));
-        close(fd);
-        return -e;
-    }
-    *bound_port = ntohs(a.sin_port);
+    *bound_port = ntohs(a.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&a)->sin6_port
+                                                : ((struct sockaddr_in *)&a)->sin_port);
     return fd;
 }
 
@@ -552,10 +553,13 @@ static int server_announce(server *srv) {
     if (cfg->auth_token[0])
         snprintf(authbuf, sizeof(authbuf), ", auth token required (%d pre-auth slots)",
                  cfg->max_preauth_conns);
-    LOG_INFO("tided listening on %s:%d (metrics %s), %d I/O threads%s", cfg->bind, srv->port,
+    char where[HOSTPORT_HOST_MAX + 8];
+    LOG_INFO("tided listening on %s (metrics %s), %d I/O threads%s",
+             hostport_format(cfg->bind, srv->port, where, sizeof(where)),
              srv->metrics_fd >= 0 ? "on" : "off", cfg->threads, authbuf);
     if (srv->metrics_fd >= 0)
-        LOG_INFO("metrics at http://%s:%d/metrics", cfg->bind, srv->metrics_port);
+        LOG_INFO("metrics at http://%s/metrics",
+                 hostport_format(cfg->bind, srv->metrics_port, where, sizeof(where)));
     if (cfg->etcd[0]) {
         int rc = announce_start(cfg, srv->port, &srv->ann);
         if (rc) return rc;
@@ -564,7 +568,9 @@ static int server_announce(server *srv) {
         LOG_INFO("same-host clients on unix://%s (mode %04o, %s, leases %u ms)", cfg->unix_path,
                  cfg->unix_mode & 0777, cfg->unix_nallow ? "peer uids checked" : "any peer uid",
                  cfg->unix_lease_ms);
-    if (srv->resp_fd >= 0) LOG_INFO("RESP (Redis protocol) on %s:%d", cfg->bind, srv->resp_port);
+    if (srv->resp_fd >= 0)
+        LOG_INFO("RESP (Redis protocol) on %s",
+                 hostport_format(cfg->bind, srv->resp_port, where, sizeof(where)));
     if (cfg->ready_file) {
         /* Whoever waits for this file would wait for ever: not writing it fails the start. */
         FILE *f = fopen(cfg->ready_file, "w");
