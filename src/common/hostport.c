@@ -110,7 +110,11 @@ int hostport_parse(const char *text, size_t len, int default_port, hostport *out
         }
         for (size_t i = 0; i < hlen; i++) {
             if (!host_char_ok(host[i])) {
-                snprintf(err, errlen, "'%c' cannot appear in a host name", host[i]);
+                unsigned char c = (unsigned char)host[i];
+                if (c > ' ' && c < 0x7f)
+                    snprintf(err, errlen, "'%c' cannot appear in a host name", c);
+                else
+                    snprintf(err, errlen, "byte 0x%02x cannot appear in a host name", c);
                 return TIDE_EURL;
             }
         }

@@ -85,7 +85,8 @@ TEST(url_hostport_parse_refuses_with_the_reason) {
         {"[::1]:99999", 0, "is not a number"},
         {"user@h:1", 0, "'@' cannot appear in a host name"},
         {"h/x:1", 0, "'/' cannot appear"},
-        {"a b:1", 0, "' ' cannot appear"},
+        {"a b:1", 0, "byte 0x20 cannot appear"},
+        {"a\tb:1", 0, "byte 0x09 cannot appear"},
         {"h1:1,h2:2", 0, "port '1,h2:2' is not a number"}, /* not taken for IPv6 */
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
