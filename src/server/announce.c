@@ -123,33 +123,46 @@ static int bind_is_any(const char *bind) {
     return ((struct sockaddr_in *)&sa)->sin_addr.s_addr == htonl(INADDR_ANY);
 }
 
-int announce_start(const server_config *cfg, int port, announce **out) {
-    *out = NULL;
+int announce_check(const server_config *cfg) {
     if (!cfg->cluster[0]) {
         LOG_ERROR("--etcd needs --cluster NAME");
         return -EINVAL;
     }
+    if (!cfg->advertise[0] && bind_is_any(cfg->bind)) {
+        LOG_ERROR("listening on every address (%s): give --advertise HOST:PORT, the address "
+                  "clients should use",
+                  cfg->bind);
+        return -EINVAL;
+    }
+    /* The endpoint list parses (etcd_open does no I/O). */
+    etcd_client *e;
+    char err[512];
+    int rc = etcd_open(cfg->etcd, 1000, &e, err, sizeof(err));
+    if (rc) {
+        LOG_ERROR("--etcd %s: %s", cfg->etcd, err);
+        return rc;
+    }
+    etcd_close(e);
+    return 0;
+}
+
+int announce_start(const server_config *cfg, int port, announce **out) {
+    *out = NULL;
+    int rc = announce_check(cfg);
+    if (rc) return rc;
     announce *a = calloc(1, sizeof(*a));
     if (!a) return -ENOMEM;
     a->ttl_s = cfg->etcd_ttl_s > 0 ? cfg->etcd_ttl_s : 5;
     snprintf(a->endpoints, sizeof(a->endpoints), "%s", cfg->etcd);
-    if (cfg->advertise[0]) {
+    if (cfg->advertise[0])
         snprintf(a->addr, sizeof(a->addr), "%s", cfg->advertise);
-    } else if (bind_is_any(cfg->bind)) {
-        LOG_ERROR("listening on every address (%s): give --advertise HOST:PORT, the address "
-                  "clients should use",
-                  cfg->bind);
-        free(a);
-        return -EINVAL;
-    } else {
+    else
         hostport_format(cfg->bind, port, a->addr, sizeof(a->addr)); /* [::1]:7474 */
-    }
     snprintf(a->key, sizeof(a->key), "/tide/%s/members/%s", cfg->cluster, a->addr);
     char err[512];
     /* Calls end well before the next renewal is due. */
     int timeout_ms = a->ttl_s * 1000 / 4;
-    int rc =
-        etcd_open(cfg->etcd, timeout_ms < 2000 ? timeout_ms : 2000, &a->etcd, err, sizeof(err));
+    rc = etcd_open(cfg->etcd, timeout_ms < 2000 ? timeout_ms : 2000, &a->etcd, err, sizeof(err));
     if (rc) {
         LOG_ERROR("--etcd %s: %s", cfg->etcd, err);
         free(a);

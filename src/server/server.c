@@ -5,11 +5,12 @@
  * The accept thread never touches a connection after handing it over: it pushes the fd on
  * a worker's queue (round robin) and wakes that worker's eventfd.
  *
- * server_run is a list of steps (server_new, server_preauth, server_signals, server_store,
- * server_open_listeners, server_start_workers, server_accept_set, server_announce), then
- * server_loop, then server_teardown, the one cleanup path: every fd starts at -1 and every
- * thread has a started flag, so teardown undoes whatever the steps made, whichever failed.
- * Every call that makes or configures an fd has its result checked.
+ * server_run is a list of steps (server_new, server_cluster_check, server_preauth,
+ * server_signals, server_store, server_open_listeners, server_start_workers,
+ * server_accept_set, server_announce), then server_loop, then server_teardown, the one
+ * cleanup path: every fd starts at -1 and every thread has a started flag, so teardown
+ * undoes whatever the steps made, whichever failed. Every call that makes or configures an
+ * fd has its result checked.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -696,6 +697,12 @@ static server *server_new(const server_config *cfg) {
     return srv;
 }
 
+/* With --etcd: settings that would fail the announcement, found before anything listens
+ * (a bind on every address without --advertise must not even listen). */
+static int server_cluster_check(server *srv) {
+    return srv->cfg.etcd[0] ? announce_check(&srv->cfg) : 0;
+}
+
 /* With a token: the pre-auth slots (preauth.c). */
 static int server_preauth(server *srv) {
     if (!srv->cfg.auth_token[0] || preauth_init(&srv->pre, srv->cfg.max_preauth_conns) == 0)
@@ -719,10 +726,10 @@ int server_run(const server_config *cfg) {
         LOG_ERROR("cannot start tided: out of memory");
         return -ENOMEM;
     }
-    if ((rc = server_preauth(srv)) == 0 && (rc = server_signals(srv)) == 0 &&
-        (rc = server_store(srv)) == 0 && (rc = server_open_listeners(srv)) == 0 &&
-        (rc = server_start_workers(srv)) == 0 && (rc = server_accept_set(srv)) == 0 &&
-        (rc = server_announce(srv)) == 0)
+    if ((rc = server_cluster_check(srv)) == 0 && (rc = server_preauth(srv)) == 0 &&
+        (rc = server_signals(srv)) == 0 && (rc = server_store(srv)) == 0 &&
+        (rc = server_open_listeners(srv)) == 0 && (rc = server_start_workers(srv)) == 0 &&
+        (rc = server_accept_set(srv)) == 0 && (rc = server_announce(srv)) == 0)
         rc = server_loop(srv);
     server_teardown(srv);
     free(srv);
