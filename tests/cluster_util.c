@@ -72,16 +72,20 @@ void etcd_start(test_etcd *e) {
 }
 
 void etcd_start_on(test_etcd *e, int client_port) {
+    etcd_start_at(e, "127.0.0.1", client_port);
+}
+
+void etcd_start_at(test_etcd *e, const char *host, int client_port) {
     e->client_port = client_port ? client_port : test_free_port();
     do
         e->peer_port = test_free_port();
     while (e->peer_port == e->client_port);
-    snprintf(e->endpoint, sizeof(e->endpoint), "127.0.0.1:%d", e->client_port);
+    snprintf(e->endpoint, sizeof(e->endpoint), "%s:%d", host, e->client_port);
     snprintf(e->log, sizeof(e->log), "%s/etcd.log", test_tmpdir());
-    char dir[300], curl[64], purl[64], cluster[100];
+    char dir[300], curl[80], purl[80], cluster[100];
     snprintf(dir, sizeof(dir), "%s/etcd-data", test_tmpdir());
-    snprintf(curl, sizeof(curl), "http://127.0.0.1:%d", e->client_port);
-    snprintf(purl, sizeof(purl), "http://127.0.0.1:%d", e->peer_port);
+    snprintf(curl, sizeof(curl), "http://%s:%d", host, e->client_port);
+    snprintf(purl, sizeof(purl), "http://%s:%d", host, e->peer_port);
     snprintf(cluster, sizeof(cluster), "t=%s", purl);
     pid_t pid = fork();
     if (pid == 0) {

@@ -27,12 +27,14 @@ size_t cluster_value(char *key, size_t cap, uint8_t *v, int i);
 typedef struct test_etcd {
     int pid;
     int client_port, peer_port;
-    char endpoint[64]; /* "127.0.0.1:PORT" */
+    char endpoint[64]; /* "127.0.0.1:PORT" (or "[::1]:PORT": etcd_start_at) */
     char log[256];
 } test_etcd;
 void etcd_start(test_etcd *e);
 /* The same on a client port chosen beforehand (0: pick one). */
 void etcd_start_on(test_etcd *e, int client_port);
+/* The same on host ("127.0.0.1", or "[::1]" in brackets) for its client and peer URLs. */
+void etcd_start_at(test_etcd *e, const char *host, int client_port);
 void etcd_kill(test_etcd *e);
 
 #endif

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "common/hostport.h"
 #include "common/log.h"
 #include "proto/frame.h"
 #include "server/server.h"
@@ -97,14 +98,21 @@ static int set_cluster(serve_state *st, const char *val, char *why, size_t len) 
     return 0;
 }
 
+static int set_bind(serve_state *st, const char *val, char *why, size_t len) {
+    struct sockaddr_storage sa;
+    socklen_t salen;
+    return hostport_bind_addr(val, 0, &sa, &salen, st->cfg.bind, sizeof(st->cfg.bind), why, len)
+               ? -1
+               : 0;
+}
+
 static int set_advertise(serve_state *st, const char *val, char *why, size_t len) {
     server_config *cfg = &st->cfg;
-    const char *colon = strrchr(val, ':');
-    char *end = NULL;
-    long p = colon ? strtol(colon + 1, &end, 10) : 0;
-    if (!colon || colon == val || !colon[1] || *end || p < 1 || p > 65535 ||
-        strlen(val) >= sizeof(cfg->advertise) || strpbrk(val, "/?#@ ,")) {
-        snprintf(why, len, "expected HOST:PORT, got '%s'", val);
+    hostport hp;
+    char reason[200] = "too long";
+    if (strlen(val) >= sizeof(cfg->advertise) ||
+        hostport_parse(val, strlen(val), 0, &hp, reason, sizeof(reason)) != 0) {
+        snprintf(why, len, "expected HOST:PORT, got '%s': %s", val, reason);
         return -1;
     }
     snprintf(cfg->advertise, sizeof(cfg->advertise), "%s", val);
@@ -172,8 +180,9 @@ _Static_assert(SERVER_MIN_MAX_FRAME == 4096 && TIDE_KEY_MAX == 256 &&
 static const setting settings[] = {
     {"port", T_INT, FIELD(cfg.port), 0, 65535, "a TCP port (0..65535)", NULL, "P",
      "native protocol port (default 7474; 0 = any free port)"},
-    {"bind", T_STR, FIELD(cfg.bind), 0, 0, NULL, NULL, "ADDR",
-     "IPv4 address to listen on (default 127.0.0.1)"},
+    {"bind", T_SET, 0, 0, 0, 0, NULL, set_bind, "ADDR",
+     "IPv4 or IPv6 address to listen on (default 127.0.0.1; ::1,\n"
+     "[::1]; :: takes IPv4 too unless net.ipv6.bindv6only is 1)"},
     {"metrics_port", T_INT, FIELD(cfg.metrics_port), 0, 65535, "a TCP port (0..65535)", NULL, "P",
      "HTTP port for /metrics and /health (default port+1, or any free\n"
      "port with --port 0; 0 = off)"},
@@ -221,8 +230,8 @@ static const setting settings[] = {
     {"cluster", T_SET, 0, 0, 0, 0, NULL, set_cluster, "NAME",
      "the cluster to join (letters, digits, '-', '_', '.')"},
     {"advertise", T_SET, 0, 0, 0, 0, NULL, set_advertise, "HOST:PORT",
-     "the address clients should use (default BIND:PORT; needed\n"
-     "when binding 0.0.0.0)"},
+     "the address clients should use (default BIND:PORT, an IPv6\n"
+     "one as [::1]:PORT; needed when binding 0.0.0.0 or ::)"},
     {"etcd_ttl", T_INT, FIELD(cfg.etcd_ttl_s), 2, 3600, "2..3600 seconds", NULL, "S",
      "lease TTL: a node that stops renewing drops out within S seconds\n"
      "(default 5; renewed every S/3)"},

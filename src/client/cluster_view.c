@@ -20,6 +20,7 @@
 #include <xxhash.h>
 
 #include "client/cluster.h"
+#include "common/hostport.h"
 
 /* ---- placement ----------------------------------------------------------------------- */
 
@@ -178,13 +179,15 @@ void cluster_free_list(char **list, size_t n) {
     free(list);
 }
 
-/* A member address must be HOST:PORT with a numeric port. */
-static int cluster_addr_ok(const char *a) {
-    const char *colon = strrchr(a, ':');
-    if (!colon || colon == a || !colon[1] || strlen(a) >= CLUSTER_ADDR_MAX) return 0;
-    char *end;
-    long port = strtol(colon + 1, &end, 10);
-    return !*end && port >= 1 && port <= 65535 && !strpbrk(a, "/?#@ ");
+/* A member address must be HOST:PORT with a numeric port (hostport.h: an IPv6 host in
+ * brackets); 1 when it is, else 0 with the reason in why. */
+static int cluster_addr_ok(const char *a, char *why, size_t whylen) {
+    hostport hp;
+    if (strlen(a) >= CLUSTER_ADDR_MAX) {
+        snprintf(why, whylen, "longer than %d bytes", CLUSTER_ADDR_MAX - 1);
+        return 0;
+    }
+    return hostport_parse(a, strlen(a), 0, &hp, why, whylen) == 0;
 }
 
 int cluster_parse_list(tide_store *s, const char *scheme, const char *list, char ***out,
@@ -208,9 +211,10 @@ int cluster_parse_list(tide_store *s, const char *scheme, const char *list, char
             cluster_free_list(v, i);
             return client_err(s, -ENOMEM, "out of memory");
         }
-        if (!cluster_addr_ok(v[i])) {
-            int rc = client_err(s, TIDE_EURL, "%s://%s: member %zu '%s' is not HOST:PORT", scheme,
-                                list, i + 1, v[i]);
+        char why[200];
+        if (!cluster_addr_ok(v[i], why, sizeof(why))) {
+            int rc = client_err(s, TIDE_EURL, "%s://%s: member %zu '%s' is not HOST:PORT: %s",
+                                scheme, list, i + 1, v[i], why);
             cluster_free_list(v, i + 1);
             return rc;
         }
@@ -233,7 +237,9 @@ typedef struct etcd_collect {
 static int etcd_collect_kv(void *arg, const char *key, size_t klen, const char *val, size_t vlen) {
     etcd_collect *ec = arg;
     const char *addr = key + strlen(ec->prefix);
-    if (!cluster_addr_ok(addr) || ec->n == CLUSTER_MAX_MEMBERS) return 0; /* not ours */
+    char why[200];
+    if (!cluster_addr_ok(addr, why, sizeof(why)) || ec->n == CLUSTER_MAX_MEMBERS)
+        return 0; /* not ours */
     if (ec->n == ec->cap) {
         size_t cap = ec->cap ? ec->cap * 2 : 8;
         char **grown = realloc(ec->addrs, cap * sizeof(*grown));

@@ -33,6 +33,7 @@
 #include <sys/uio.h>
 
 #include "client/wire.h"
+#include "common/hostport.h"
 
 #define NODE_DEFAULT_CONNS 8
 #define NODE_IOV_MAX 512
@@ -327,24 +328,22 @@ out:
 
 /* ---- open / close -------------------------------------------------------------------- */
 
+/* HOST:PORT (hostport.h: an IPv6 host in brackets) resolved with AF_UNSPEC: a name may
+ * give an IPv4 or an IPv6 address; the first one getaddrinfo orders is used. */
 static int node_resolve(tide_store *s, wire *n, const char *authority) {
-    char host[256];
-    const char *colon = strrchr(authority, ':');
-    if (!colon || colon == authority || !colon[1])
-        return client_err(s, TIDE_EURL, "tide://%s: expected HOST:PORT", authority);
-    size_t hl = (size_t)(colon - authority);
-    if (hl >= sizeof(host)) return client_err(s, TIDE_EURL, "tide://: host name too long");
-    memcpy(host, authority, hl);
-    host[hl] = '\0';
-    char *end;
-    long port = strtol(colon + 1, &end, 10);
-    if (*end || port < 1 || port > 65535)
-        return client_err(s, TIDE_EURL, "tide://%s: '%s' is not a port", authority, colon + 1);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
-    int g = getaddrinfo(host, colon + 1, &hints, &res);
+    hostport hp;
+    char why[200], port[8];
+    if (hostport_parse(authority, strlen(authority), 0, &hp, why, sizeof(why)) != 0)
+        return client_err(s, TIDE_EURL, "tide://%s: expected HOST:PORT: %s", authority, why);
+    snprintf(port, sizeof(port), "%d", hp.port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICSERV | (hp.ipv6 ? AI_NUMERICHOST : 0)},
+                    *res = NULL;
+    int g = getaddrinfo(hp.host, port, &hints, &res);
     if (g != 0 || !res)
         return client_err(s, -EHOSTUNREACH, "tide://%s: cannot resolve '%s': %s", authority,
-                          host, gai_strerror(g));
+                          hp.host, gai_strerror(g));
     memcpy(&n->sa, res->ai_addr, res->ai_addrlen);
     n->salen = res->ai_addrlen;
     freeaddrinfo(res);

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/hostport.h"
 #include "tide.h"
 
 #define ETCD_MAX_ENDPOINTS 16
@@ -87,19 +88,29 @@ int etcd_open(const char *endpoints, int timeout_ms, etcd_client **out, char *er
             rc = TIDE_EURL;
             goto fail;
         }
-        int has_scheme = len > 7 && (strncmp(p, "http://", 7) == 0);
-        if (!has_scheme && memchr(p, '/', len)) {
-            snprintf(err, errlen, "etcd: endpoint '%.*s': only http:// is supported", (int)len, p);
+        /* [http://]HOST[:PORT], the host an IPv6 one in brackets (hostport.h). */
+        size_t skip = len > 7 && strncmp(p, "http://", 7) == 0 ? 7 : 0;
+        if (memchr(p + skip, '/', len - skip)) {
+            snprintf(err, errlen, "etcd: endpoint '%.*s': only http://HOST:PORT is supported",
+                     (int)len, p);
             rc = TIDE_EURL;
             goto fail;
         }
-        char *ep = malloc(len + 8);
+        hostport hp;
+        char why[200], addr[HOSTPORT_HOST_MAX + 8];
+        if (hostport_parse(p + skip, len - skip, ETCD_DEFAULT_PORT, &hp, why, sizeof(why))) {
+            snprintf(err, errlen, "etcd: endpoint '%.*s': %s", (int)len, p, why);
+            rc = TIDE_EURL;
+            goto fail;
+        }
+        hostport_format(hp.host, hp.port, addr, sizeof(addr));
+        char *ep = malloc(strlen(addr) + 8);
         if (!ep) {
             rc = -ENOMEM;
             snprintf(err, errlen, "etcd: out of memory");
             goto fail;
         }
-        snprintf(ep, len + 8, "%s%.*s", has_scheme ? "" : "http://", (int)len, p);
+        snprintf(ep, strlen(addr) + 8, "http://%s", addr);
         e->ep[e->nep++] = ep;
         p = comma ? comma + 1 : NULL;
     }

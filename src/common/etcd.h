@@ -2,8 +2,10 @@
  * etcd.h — the few etcd v3 calls tide needs, spoken through etcd's JSON gateway over HTTP
  * (libcurl): leases, a put under a lease, and reading a key prefix.
  *
- * Endpoints are "http://host:port" (or plain "host:port"), several separated by commas;
- * a call tries them in turn, starting with the one that answered last. A client handle is
+ * Endpoints are "http://host:port" (or plain "host:port"; an IPv6 host in brackets,
+ * "[::1]:2379"; without a port, ETCD_DEFAULT_PORT), several separated by commas; a call
+ * tries them in turn, starting with the one that answered last. A malformed endpoint fails
+ * etcd_open with TIDE_EURL, the message naming it and what is wrong. A client handle is
  * safe to use from several threads (calls are serialised on one connection).
  *
  * Errors: negative codes — -ECONNREFUSED, -ETIMEDOUT, -EHOSTUNREACH or -EIO when no
@@ -15,6 +17,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* etcd's client port, for an endpoint given without one. */
+#define ETCD_DEFAULT_PORT 2379
 
 typedef struct etcd_client etcd_client;
 

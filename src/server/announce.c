@@ -1,18 +1,21 @@
 /*
  * announce.c — keep this node registered in etcd while it serves.
  *
- * The key /tide/CLUSTER/members/HOST:PORT (value HOST:PORT) is put under a lease of
- * etcd_ttl_s seconds, renewed every TTL/3. A node that stops renewing (killed, hung, cut
- * off) drops out when the lease expires. When etcd cannot be reached the node logs one
- * warning and serves on — clients keep their last view — and registers again (new lease)
- * once etcd answers and the old lease has expired. A clean stop revokes the lease.
+ * The key /tide/CLUSTER/members/HOST:PORT (value HOST:PORT; an IPv6 host in brackets,
+ * hostport.h) is put under a lease of etcd_ttl_s seconds, renewed every TTL/3. A node that
+ * stops renewing (killed, hung, cut off) drops out when the lease expires. When etcd cannot be
+ * reached the node logs one warning and serves on — clients keep their last view — and registers
+ * again (new lease) once etcd answers and the old lease has expired. A clean stop revokes the
+ * lease.
  *
  * Each etcd call is bounded by a timeout shorter than the renewal interval, so one slow
  * call cannot make the lease lapse on a healthy etcd.
  */
 #include "server/announce.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +23,7 @@
 #include <time.h>
 
 #include "common/etcd.h"
+#include "common/hostport.h"
 #include "common/log.h"
 #include "tide.h"
 
@@ -108,32 +112,57 @@ static void *announce_main(void *arg) {
     return NULL;
 }
 
-int announce_start(const server_config *cfg, int port, announce **out) {
-    *out = NULL;
+/* 1 when tided listens on every address (0.0.0.0, ::): no address to announce. */
+static int bind_is_any(const char *bind) {
+    struct sockaddr_storage sa;
+    socklen_t len;
+    char err[160];
+    if (hostport_bind_addr(bind, 0, &sa, &len, NULL, 0, err, sizeof(err)) != 0) return 0;
+    if (sa.ss_family == AF_INET6)
+        return IN6_IS_ADDR_UNSPECIFIED(&((struct sockaddr_in6 *)&sa)->sin6_addr);
+    return ((struct sockaddr_in *)&sa)->sin_addr.s_addr == htonl(INADDR_ANY);
+}
+
+int announce_check(const server_config *cfg) {
     if (!cfg->cluster[0]) {
         LOG_ERROR("--etcd needs --cluster NAME");
         return -EINVAL;
     }
+    if (!cfg->advertise[0] && bind_is_any(cfg->bind)) {
+        LOG_ERROR("listening on every address (%s): give --advertise HOST:PORT, the address "
+                  "clients should use",
+                  cfg->bind);
+        return -EINVAL;
+    }
+    /* The endpoint list parses (etcd_open does no I/O). */
+    etcd_client *e;
+    char err[512];
+    int rc = etcd_open(cfg->etcd, 1000, &e, err, sizeof(err));
+    if (rc) {
+        LOG_ERROR("--etcd %s: %s", cfg->etcd, err);
+        return rc;
+    }
+    etcd_close(e);
+    return 0;
+}
+
+int announce_start(const server_config *cfg, int port, announce **out) {
+    *out = NULL;
+    int rc = announce_check(cfg);
+    if (rc) return rc;
     announce *a = calloc(1, sizeof(*a));
     if (!a) return -ENOMEM;
     a->ttl_s = cfg->etcd_ttl_s > 0 ? cfg->etcd_ttl_s : 5;
     snprintf(a->endpoints, sizeof(a->endpoints), "%s", cfg->etcd);
-    if (cfg->advertise[0]) {
+    if (cfg->advertise[0])
         snprintf(a->addr, sizeof(a->addr), "%s", cfg->advertise);
-    } else if (strcmp(cfg->bind, "0.0.0.0") == 0) {
-        LOG_ERROR("listening on 0.0.0.0: give --advertise HOST:PORT, the address clients "
-                  "should use");
-        free(a);
-        return -EINVAL;
-    } else {
-        snprintf(a->addr, sizeof(a->addr), "%s:%d", cfg->bind, port);
-    }
+    else
+        hostport_format(cfg->bind, port, a->addr, sizeof(a->addr)); /* [::1]:7474 */
     snprintf(a->key, sizeof(a->key), "/tide/%s/members/%s", cfg->cluster, a->addr);
     char err[512];
     /* Calls end well before the next renewal is due. */
     int timeout_ms = a->ttl_s * 1000 / 4;
-    int rc =
-        etcd_open(cfg->etcd, timeout_ms < 2000 ? timeout_ms : 2000, &a->etcd, err, sizeof(err));
+    rc = etcd_open(cfg->etcd, timeout_ms < 2000 ? timeout_ms : 2000, &a->etcd, err, sizeof(err));
     if (rc) {
         LOG_ERROR("--etcd %s: %s", cfg->etcd, err);
         free(a);

@@ -9,6 +9,11 @@
 
 typedef struct announce announce;
 
+/* Settings that cannot work, found before anything listens: no --cluster, a bind on every
+ * address (0.0.0.0, ::) without --advertise, an etcd endpoint list that does not parse.
+ * 0, or -EINVAL / TIDE_EURL (logged). announce_start checks them again. */
+int announce_check(const server_config *cfg);
+
 /*
  * Register (one try, logged) and start the keepalive thread. A node whose first try fails
  * keeps serving and keeps trying. Errors: -EINVAL for settings that cannot work (logged),

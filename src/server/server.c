@@ -4,6 +4,13 @@
  *
  * The accept thread never touches a connection after handing it over: it pushes the fd on
  * a worker's queue (round robin) and wakes that worker's eventfd.
+ *
+ * server_run is a list of steps (server_new, server_cluster_check, server_preauth,
+ * server_signals, server_store, server_open_listeners, server_start_workers,
+ * server_accept_set, server_announce), then server_loop, then server_teardown, the one
+ * cleanup path: every fd starts at -1 and every thread has a started flag, so teardown
+ * undoes whatever the steps made, whichever failed. Every call that makes or configures an
+ * fd has its result checked.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -22,6 +29,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/hostport.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "server/announce.h"
@@ -30,6 +38,15 @@
 #include "server/server_int.h"
 
 #define DRAIN_DEADLINE_NS (5ull * 1000000000ull)
+
+/* Wake whoever polls the eventfd efd. A write to an eventfd fails only when its counter
+ * would overflow (EAGAIN), and then the reader has a wake-up pending already: nothing is
+ * lost by ignoring the failure. */
+static void efd_wake(int efd) {
+    uint64_t one = 1;
+    ssize_t r = write(efd, &one, sizeof(one));
+    (void)r;
+}
 
 /* Log "cannot start tided: WHAT: strerror(errno)" and return -errno. */
 __attribute__((format(printf, 1, 2))) static int log_errno(const char *fmt, ...) {
@@ -60,34 +77,36 @@ void server_config_defaults(server_config *cfg) {
     cfg->unix_lease_ms = 30000;
 }
 
+/* Listen on bind_addr (IPv4 or IPv6, hostport_bind_addr) and port (0: any free one); the
+ * port bound in *bound_port. The socket keeps the system's IPV6_V6ONLY default. */
 static int listen_on(const char *bind_addr, int port, int *bound_port) {
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    if (inet_pton(AF_INET, bind_addr, &a.sin_addr) != 1) {
-        LOG_ERROR("cannot listen: '%s' is not an IPv4 address", bind_addr);
+    struct sockaddr_storage a;
+    socklen_t alen;
+    char err[160], where[HOSTPORT_HOST_MAX + 8];
+    hostport_format(bind_addr, port, where, sizeof(where));
+    if (hostport_bind_addr(bind_addr, port, &a, &alen, NULL, 0, err, sizeof(err)) != 0) {
+        LOG_ERROR("cannot listen on %s: %s", where, err);
         return -EINVAL;
     }
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int fd = socket(a.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         int e = errno;
-        LOG_ERROR("cannot listen on %s:%d: socket: %s", bind_addr, port, strerror(e));
+        LOG_ERROR("cannot listen on %s: socket: %s", where, strerror(e));
         return -e;
     }
     int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(fd, 512) != 0) {
+    const char *call = "setsockopt SO_REUSEADDR";
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+        (call = "bind", bind(fd, (struct sockaddr *)&a, alen)) != 0 ||
+        (call = "listen", listen(fd, 512)) != 0 ||
+        (call = "getsockname", getsockname(fd, (struct sockaddr *)&a, &alen)) != 0) {
         int e = errno;
-        LOG_ERROR("cannot listen on %s:%d: %s", bind_addr, port, strerror(e));
+        LOG_ERROR("cannot listen on %s: %s: %s", where, call, strerror(e));
         close(fd);
         return -e;
     }
-    socklen_t len = sizeof(a);
-    if (getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
-        int e = errno;
-        LOG_ERROR("cannot listen on %s:%d: getsockname: %s", bind_addr, port, strerror(e));
-        close(fd);
-        return -e;
-    }
-    *bound_port = ntohs(a.sin_port);
+    *bound_port = ntohs(a.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&a)->sin6_port
+                                                : ((struct sockaddr_in *)&a)->sin_port);
     return fd;
 }
 
@@ -111,21 +130,45 @@ static char *metrics_body(void *ctx, const char *path, size_t *len, int *status)
     return buf;
 }
 
+/* 1 when accept() failed for want of a resource (fds, buffers, memory): the listener stays
+ * readable, so whoever polls it must wait a little before trying again, or it spins. */
+static int accept_starved(int e) {
+    return e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM;
+}
+
 static void *metrics_main(void *arg) {
     server *srv = arg;
+    int starved = 0;
     for (;;) {
+        if (starved) { /* wait 100 ms, or less when told to stop */
+            struct pollfd s = {srv->metrics_stopfd, POLLIN, 0};
+            if (poll(&s, 1, 100) > 0) break;
+            starved = 0;
+        }
         struct pollfd p[2] = {{srv->metrics_fd, POLLIN, 0}, {srv->metrics_stopfd, POLLIN, 0}};
-        if (poll(p, 2, -1) < 0 && errno != EINTR) break;
+        if (poll(p, 2, -1) < 0) {
+            if (errno == EINTR) continue;
+            LOG_ERROR("metrics thread: poll: %s; /metrics stops answering", strerror(errno));
+            break;
+        }
         if (p[1].revents) break;
         if (!(p[0].revents & POLLIN)) continue;
         int fd = accept4(srv->metrics_fd, NULL, NULL, SOCK_CLOEXEC);
-        if (fd < 0) continue;
+        if (fd < 0) {
+            if ((starved = accept_starved(errno)))
+                LOG_WARN("metrics: accept: %s; pausing 100 ms", strerror(errno));
+            continue;
+        }
         /* One request at a time, each bounded by socket timeouts, so a stuck scraper
-         * delays the next scrape by at most two seconds and never touches the data path. */
+         * delays the next scrape by at most two seconds and never touches the data path.
+         * Without the timeouts that bound would not hold: such a scraper is not answered. */
         struct timeval tv = {.tv_sec = 2};
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-        http_answer(fd, metrics_body, srv);
+        if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
+            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0)
+            LOG_WARN("metrics: cannot set a timeout on a scraper's socket: %s; closing it",
+                     strerror(errno));
+        else
+            http_answer(fd, metrics_body, srv);
         close(fd);
     }
     return NULL;
@@ -157,11 +200,7 @@ static void worker_adopt(worker *w) {
             atomic_fetch_sub(&w->srv->m.conns_open, 1);
         }
     }
-    if (more) {
-        uint64_t one = 1;
-        ssize_t r = write(w->wakefd, &one, sizeof(one));
-        (void)r;
-    }
+    if (more) efd_wake(w->wakefd);
 }
 
 static void worker_close(worker *w, conn *c) {
@@ -232,7 +271,7 @@ static void *worker_main(void *arg) {
 }
 
 /* Make worker w's epoll set and wake-up eventfd and start its thread. Its fds start at -1
- * (server_workers); whatever this made is closed by server_teardown on a failure. */
+ * (server_start_workers); whatever this made is closed by server_teardown on a failure. */
 static int worker_start(worker *w) {
     w->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (w->epfd < 0) return log_errno("worker %d: epoll_create1", w->index);
@@ -272,9 +311,7 @@ static void worker_hand(worker *w, int fd) {
     }
     w->incoming[w->nincoming++] = fd;
     pthread_mutex_unlock(&w->qlock);
-    uint64_t one = 1;
-    ssize_t r = write(w->wakefd, &one, sizeof(one));
-    (void)r;
+    efd_wake(w->wakefd);
 }
 
 /* ---- accept loop --------------------------------------------------------------------- */
@@ -303,18 +340,33 @@ static void refuse_conn(int fd, int limit) {
     close(fd);
 }
 
-/* Accept from lfd; `tag` (0 or WORKER_FD_RESP) says which protocol the worker speaks.
+/* Accept from lfd until it has nothing more: 0, or -errno when accept() is starved of a
+ * resource (accept_starved: the caller pauses). `tag` (0 or WORKER_FD_RESP) says which
+ * protocol the worker speaks.
  * Without a token --max-conns is checked here; with one, a new connection takes a pre-auth
  * slot (the oldest pre-auth connection is cut when none is free) and --max-conns is
  * checked when it authenticates (preauth.c). */
-static void accept_all(server *srv, int lfd, int tag, unsigned *next_worker) {
+static int accept_all(server *srv, int lfd, int tag, unsigned *next_worker) {
     int token = srv->cfg.auth_token[0] != '\0';
     for (;;) {
         int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR) continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK) LOG_WARN("accept: %s", strerror(errno));
-            return;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+            int e = errno;
+            if (!accept_starved(e)) {
+                LOG_WARN("accept: %s", strerror(e));
+                return 0;
+            }
+            /* Starved, it comes back every pause: one warning a second says it. The accept
+             * loop is one thread. */
+            static uint64_t warned_ns;
+            if (now_ns() - warned_ns > 1000000000ull) {
+                warned_ns = now_ns();
+                LOG_WARN("accept: %s (%d connections open); pausing 10 ms between tries",
+                         strerror(e), atomic_load(&srv->open_conns));
+            }
+            return -e;
         }
         if (lfd == srv->unix_fd && !uds_peer_allowed(srv, fd)) {
             atomic_fetch_add(&srv->m.conns_rejected, 1);
@@ -332,8 +384,14 @@ static void accept_all(server *srv, int lfd, int tag, unsigned *next_worker) {
             LOG_DEBUG("cut the oldest unauthenticated connection: all %d pre-auth slots were "
                       "taken (--max-preauth-conns)",
                       srv->cfg.max_preauth_conns);
+        /* A small reply should leave at once, not wait for the peer's ACK (Nagle). A TCP
+         * option: a Unix socket has no such delay. Failing costs latency, not correctness,
+         * so the connection is kept. */
         int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        if (lfd != srv->unix_fd && setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)))
+            LOG_WARN("setsockopt TCP_NODELAY on a new connection: %s; serving it with Nagle's "
+                     "delay",
+                     strerror(errno));
         atomic_fetch_add(&srv->open_conns, 1);
         atomic_fetch_add(&srv->m.conns_open, 1);
         atomic_fetch_add(&srv->m.conns_total, 1);
@@ -440,7 +498,7 @@ static int server_store(server *srv) {
 
 /* Every listener (native TCP, Unix socket, metrics with its thread, RESP). The Unix socket
  * comes before any thread starts (uds.c narrows the umask around its bind). */
-static int server_listeners(server *srv) {
+static int server_open_listeners(server *srv) {
     const server_config *cfg = &srv->cfg;
     int rc = listen_on(cfg->bind, cfg->port, &srv->port);
     if (rc < 0) return rc;
@@ -467,7 +525,8 @@ static int server_listeners(server *srv) {
     return 0;
 }
 
-static int server_workers(server *srv) {
+/* The I/O workers, each with its epoll set, wake-up eventfd and thread (worker_start). */
+static int server_start_workers(server *srv) {
     srv->workers = calloc((size_t)srv->cfg.threads, sizeof(worker));
     if (!srv->workers) {
         LOG_ERROR("cannot start tided: out of memory for %d I/O workers", srv->cfg.threads);
@@ -479,7 +538,7 @@ static int server_workers(server *srv) {
         w->srv = srv;
         w->index = i;
         w->epfd = w->wakefd = w->resp_epfd = -1;
-        pthread_mutex_init(&w->qlock, NULL);
+        w->qlock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER; /* cannot fail, unlike _init */
     }
     for (int i = 0; i < srv->nworkers; i++) {
         int rc = worker_start(&srv->workers[i]);
@@ -495,10 +554,13 @@ static int server_announce(server *srv) {
     if (cfg->auth_token[0])
         snprintf(authbuf, sizeof(authbuf), ", auth token required (%d pre-auth slots)",
                  cfg->max_preauth_conns);
-    LOG_INFO("tided listening on %s:%d (metrics %s), %d I/O threads%s", cfg->bind, srv->port,
+    char where[HOSTPORT_HOST_MAX + 8];
+    LOG_INFO("tided listening on %s (metrics %s), %d I/O threads%s",
+             hostport_format(cfg->bind, srv->port, where, sizeof(where)),
              srv->metrics_fd >= 0 ? "on" : "off", cfg->threads, authbuf);
     if (srv->metrics_fd >= 0)
-        LOG_INFO("metrics at http://%s:%d/metrics", cfg->bind, srv->metrics_port);
+        LOG_INFO("metrics at http://%s/metrics",
+                 hostport_format(cfg->bind, srv->metrics_port, where, sizeof(where)));
     if (cfg->etcd[0]) {
         int rc = announce_start(cfg, srv->port, &srv->ann);
         if (rc) return rc;
@@ -507,7 +569,9 @@ static int server_announce(server *srv) {
         LOG_INFO("same-host clients on unix://%s (mode %04o, %s, leases %u ms)", cfg->unix_path,
                  cfg->unix_mode & 0777, cfg->unix_nallow ? "peer uids checked" : "any peer uid",
                  cfg->unix_lease_ms);
-    if (srv->resp_fd >= 0) LOG_INFO("RESP (Redis protocol) on %s:%d", cfg->bind, srv->resp_port);
+    if (srv->resp_fd >= 0)
+        LOG_INFO("RESP (Redis protocol) on %s",
+                 hostport_format(cfg->bind, srv->resp_port, where, sizeof(where)));
     if (cfg->ready_file) {
         /* Whoever waits for this file would wait for ever: not writing it fails the start. */
         FILE *f = fopen(cfg->ready_file, "w");
@@ -533,6 +597,16 @@ static int server_accept_set(server *srv) {
     return 0;
 }
 
+/* Close the listeners that take connections (native TCP, Unix socket, RESP), once: the
+ * accept loop calls this when it stops, server_teardown again for a start that failed. */
+static void server_close_listeners(server *srv) {
+    if (srv->listen_fd >= 0) close(srv->listen_fd);
+    srv->listen_fd = -1;
+    uds_close(srv);
+    if (srv->resp_fd >= 0) close(srv->resp_fd);
+    srv->resp_fd = -1;
+}
+
 /* Accept and hand out connections until SIGTERM or SIGINT. 0, or -errno when epoll_wait
  * fails (logged). */
 static int server_loop(server *srv) {
@@ -547,6 +621,7 @@ static int server_loop(server *srv) {
             LOG_ERROR("accept loop: epoll_wait: %s; stopping", strerror(errno));
             break;
         }
+        int starved = 0;
         for (int i = 0; i < n; i++) {
             if (e[i].data.fd == srv->sfd) {
                 struct signalfd_siginfo si;
@@ -554,23 +629,19 @@ static int server_loop(server *srv) {
                 LOG_INFO("signal %d: finishing in-flight requests and stopping", si.ssi_signo);
                 atomic_store(&srv->stopping, 1);
             } else if (e[i].data.fd == srv->resp_fd) {
-                accept_all(srv, srv->resp_fd, WORKER_FD_RESP, &next_worker);
-            } else {
-                accept_all(srv, e[i].data.fd, 0, &next_worker); /* native: TCP or unix */
+                starved |= accept_all(srv, srv->resp_fd, WORKER_FD_RESP, &next_worker) < 0;
+            } else { /* native: TCP or unix */
+                starved |= accept_all(srv, e[i].data.fd, 0, &next_worker) < 0;
             }
         }
+        if (starved) poll(NULL, 0, 10); /* the listener stays readable: do not spin on it */
         store_expire(srv->st, now_ns());
         if (now_ns() - last_summary > 60ull * 1000000000ull) {
             last_summary = now_ns();
             log_summary(srv);
         }
     }
-    /* Accept nothing more while the workers drain. */
-    close(srv->listen_fd);
-    srv->listen_fd = -1;
-    uds_close(srv);
-    if (srv->resp_fd >= 0) close(srv->resp_fd);
-    srv->resp_fd = -1;
+    server_close_listeners(srv); /* accept nothing more while the workers drain */
     return rc;
 }
 
@@ -583,9 +654,7 @@ static void server_teardown(server *srv) {
     for (int i = 0; i < srv->nworkers; i++) {
         worker *w = &srv->workers[i];
         if (!w->started) continue;
-        uint64_t one = 1;
-        ssize_t r = write(w->wakefd, &one, sizeof(one));
-        (void)r;
+        efd_wake(w->wakefd);
         pthread_join(w->thread, NULL);
     }
     for (int i = 0; i < srv->nworkers; i++) {
@@ -601,17 +670,13 @@ static void server_teardown(server *srv) {
         pthread_mutex_destroy(&w->qlock);
     }
     if (srv->metrics_started) {
-        uint64_t one = 1;
-        ssize_t r = write(srv->metrics_stopfd, &one, sizeof(one));
-        (void)r;
+        efd_wake(srv->metrics_stopfd);
         pthread_join(srv->metrics_thread, NULL);
     }
     if (srv->st) log_summary(srv);
     if (srv->metrics_fd >= 0) close(srv->metrics_fd);
     if (srv->metrics_stopfd >= 0) close(srv->metrics_stopfd);
-    if (srv->listen_fd >= 0) close(srv->listen_fd);
-    uds_close(srv);
-    if (srv->resp_fd >= 0) close(srv->resp_fd);
+    server_close_listeners(srv);
     if (srv->epfd >= 0) close(srv->epfd);
     if (srv->sfd >= 0) close(srv->sfd);
     free(srv->workers);
@@ -619,6 +684,36 @@ static void server_teardown(server *srv) {
     preauth_fini(&srv->pre);
 }
 
+/* A server with nothing made yet: every fd -1 and no thread started, so that
+ * server_teardown can undo a start that stopped at any step. NULL when out of memory. */
+static server *server_new(const server_config *cfg) {
+    server *srv = calloc(1, sizeof(*srv));
+    if (!srv) return NULL;
+    srv->cfg = *cfg;
+    srv->listen_fd = srv->metrics_fd = srv->metrics_stopfd = srv->unix_fd = srv->resp_fd = -1;
+    srv->sfd = srv->epfd = -1;
+    if (srv->cfg.threads < 1) srv->cfg.threads = 1;
+    if (srv->cfg.max_value) srv->cfg.store.max_value = srv->cfg.max_value;
+    return srv;
+}
+
+/* With --etcd: settings that would fail the announcement, found before anything listens
+ * (a bind on every address without --advertise must not even listen). */
+static int server_cluster_check(server *srv) {
+    return srv->cfg.etcd[0] ? announce_check(&srv->cfg) : 0;
+}
+
+/* With a token: the pre-auth slots (preauth.c). */
+static int server_preauth(server *srv) {
+    if (!srv->cfg.auth_token[0] || preauth_init(&srv->pre, srv->cfg.max_preauth_conns) == 0)
+        return 0;
+    LOG_ERROR("cannot start tided: out of memory for %d pre-auth slots",
+              srv->cfg.max_preauth_conns);
+    return -ENOMEM;
+}
+
+/* Each step makes its part or fails with the reason logged; server_teardown undoes what
+ * the steps made, whichever failed. */
 int server_run(const server_config *cfg) {
     char err[256];
     int rc = server_config_check(cfg, err, sizeof(err));
@@ -626,22 +721,14 @@ int server_run(const server_config *cfg) {
         LOG_ERROR("cannot start tided: %s", err);
         return rc;
     }
-    server *srv = calloc(1, sizeof(*srv));
-    if (!srv) return -ENOMEM;
-    srv->cfg = *cfg;
-    srv->listen_fd = srv->metrics_fd = srv->metrics_stopfd = srv->unix_fd = srv->resp_fd = -1;
-    srv->sfd = srv->epfd = -1;
-    if (srv->cfg.threads < 1) srv->cfg.threads = 1;
-    if (srv->cfg.max_value) srv->cfg.store.max_value = srv->cfg.max_value;
-    if (srv->cfg.auth_token[0] && preauth_init(&srv->pre, srv->cfg.max_preauth_conns) != 0) {
-        LOG_ERROR("cannot start tided: out of memory for %d pre-auth slots",
-                  srv->cfg.max_preauth_conns);
-        free(srv);
+    server *srv = server_new(cfg);
+    if (!srv) {
+        LOG_ERROR("cannot start tided: out of memory");
         return -ENOMEM;
     }
-
-    if ((rc = server_signals(srv)) == 0 && (rc = server_store(srv)) == 0 &&
-        (rc = server_listeners(srv)) == 0 && (rc = server_workers(srv)) == 0 &&
+    if ((rc = server_cluster_check(srv)) == 0 && (rc = server_preauth(srv)) == 0 &&
+        (rc = server_signals(srv)) == 0 && (rc = server_store(srv)) == 0 &&
+        (rc = server_open_listeners(srv)) == 0 && (rc = server_start_workers(srv)) == 0 &&
         (rc = server_accept_set(srv)) == 0 && (rc = server_announce(srv)) == 0)
         rc = server_loop(srv);
     server_teardown(srv);

@@ -29,7 +29,8 @@
 #define SERVER_DEFAULT_PREAUTH_CONNS 64
 
 typedef struct server_config {
-    char bind[64];           /* address to listen on; default 127.0.0.1 */
+    char bind[64];           /* numeric IPv4 or IPv6 address to listen on, no brackets
+                                (hostport_bind_addr); default 127.0.0.1 */
     int port;                /* native protocol port; 0 = pick a free one */
     int metrics_port;        /* HTTP port for /metrics; 0 = off, -1 = port + 1 */
     int resp_port;           /* RESP2 port for Redis clients (resp_conn.c); 0 = off */
@@ -46,9 +47,10 @@ typedef struct server_config {
     uint32_t idle_timeout_s; /* close a connection whose reply has not moved for this long */
     const char *ready_file;  /* when set, write "port metrics_port\n" here once listening */
     /* Cluster membership (announce.c): registered in etcd when etcd is not empty. */
-    char etcd[256];      /* etcd endpoints, "http://host:2379[,...]" */
+    char etcd[256];      /* etcd endpoints, "http://host:2379[,...]" (etcd.h) */
     char cluster[64];    /* cluster name: keys go under /tide/NAME/members/ */
-    char advertise[256]; /* HOST:PORT that clients should use; default bind:port */
+    char advertise[256]; /* HOST:PORT that clients should use ([::1]:PORT for IPv6);
+                            default bind:port */
     int etcd_ttl_s;      /* lease TTL in seconds (default 5), renewed every TTL/3 */
     /* Same-host clients (uds.c, conn_shm.c, docs/UNIX.md). */
     char unix_path[108];         /* Unix socket to listen on as well; "" = none */

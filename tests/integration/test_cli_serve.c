@@ -155,7 +155,7 @@ TEST(cli_flags_one_message_per_mistake) {
         {"serve --prefault=yes", "tide serve: --prefault takes no value"},
         {"serve stray", "tide serve: unexpected argument 'stray'"},
         {"serve --bind 1234567890123456789012345678901234567890123456789012345678901234567890",
-         "--bind (bind): longer than 63 bytes"},
+         "--bind (bind): expected an IPv4 or IPv6 address, got too long a text"},
         {"serve --unix-mode 999", "--unix-mode (unix_mode): expected octal"},
         {"bench --frobnicate", "tide bench: unknown option '--frobnicate'"},
         {"bench --threads", "tide bench: --threads needs a value"},

@@ -1,7 +1,8 @@
 /*
  * test_server.c — tided started for real: the backend suite over tide://, malformed input,
  * limits, auth, metrics, SIGTERM and SIGKILL with restart, settings refused at start, and
- * starts that run out of file descriptors; `tide put` with input that fails.
+ * starts that run out of file descriptors, accept starved of fds; `tide put` with input
+ * that fails.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -620,6 +621,74 @@ TEST(cli_put_stores_nothing_when_its_input_fails) {
     tide_store *s;
     CHECK_EQ(tide_open(ts.url, &s), 0);
     CHECK_EQ(tide_exists(s, "partial", 7), 0);
+    tide_close(s);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
+/* utime + stime of process pid, in clock ticks (/proc/PID/stat fields 14 and 15). */
+static long proc_cpu_ticks(pid_t pid) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL);
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+    CHECK(p != NULL);
+    long ut = 0, st = 0;
+    /* after ")": state(3) ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
+     * utime(14) stime(15) */
+    CHECK(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %ld %ld", &ut, &st) == 2);
+    return ut + st;
+}
+
+/* Connections beyond tided's fd limit wait in the listen backlog: accept() fails with
+ * EMFILE while the listener stays readable. tided pauses between tries rather than spinning
+ * on it (a core's worth of CPU), says so once a second rather than once a try, and accepts
+ * again as soon as fds are free. */
+TEST_T(server_accept_out_of_fds_pauses_not_spins, 60) {
+    struct rlimit old, low;
+    CHECK(getrlimit(RLIMIT_NOFILE, &old) == 0);
+    low = old;
+    low.rlim_cur = 40;
+    CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0); /* tided inherits it */
+    test_server ts;
+    const char *const args[] = {"--metrics-port", "0",           "--threads", "1", "--capacity",
+                                "16MiB",          "--log-level", "warn",      NULL};
+    server_start(&ts, args);
+    CHECK(setrlimit(RLIMIT_NOFILE, &old) == 0);
+    int fds[60];
+    for (int i = 0; i < 60; i++)
+        fds[i] = server_connect(ts.port, 5);
+    struct timespec d = {0, 300000000};
+    nanosleep(&d, NULL); /* tided takes what it can, then starves */
+    long t0 = proc_cpu_ticks(ts.pid);
+    struct timespec d2 = {1, 0};
+    nanosleep(&d2, NULL);
+    long used = proc_cpu_ticks(ts.pid) - t0;
+    long hz = sysconf(_SC_CLK_TCK);
+    printf("    starved accept: tided used %ld of %ld ticks in 1 s\n", used, hz);
+    CHECK_MSG(used < hz / 4, "tided used %ld of %ld CPU ticks in a second while starved of fds",
+              used, hz);
+    char text[16384] = {0};
+    FILE *f = fopen(ts.log, "r");
+    CHECK(f != NULL);
+    size_t n = fread(text, 1, sizeof(text) - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    CHECK_CONTAINS(text, "Too many open files");
+    int lines = 0;
+    for (const char *p = text; (p = strstr(p, "pausing 10 ms")) != NULL; p++)
+        lines++;
+    CHECK_MSG(lines >= 1 && lines <= 3, "%d starvation warnings in about 1.3 s", lines);
+    /* Free the fds: a new client is served. */
+    for (int i = 0; i < 60; i++)
+        close(fds[i]);
+    tide_store *s;
+    CHECK_MSG(tide_open(ts.url, &s) == 0, "%s", tide_errmsg(NULL));
+    CHECK_EQ(tide_put(s, "k", 1, "v", 1), 0);
+    CHECK_EQ(tide_exists(s, "k", 1), 1);
     tide_close(s);
     CHECK_EQ(server_stop(&ts, SIGTERM), 0);
 }
