@@ -84,21 +84,36 @@ def view(obj, writable, what="buffer"):
     return mv
 
 
+_Byte = ctypes.c_char
+_addressof = ctypes.addressof
+
+
 class Pinned:
     """Buffers held for the length of one C call: ``add`` returns (address, nbytes);
-    ``release`` (or leaving the ``with`` block) lets them go."""
+    ``release`` (or leaving the ``with`` block) lets them go.
+
+    A writable, non-empty buffer is held by a ctypes object made with ``from_buffer``: it
+    holds the buffer export (as PyObject_GetBuffer does) until it is dropped, and costs no
+    foreign call, which matters for batches of many buffers. Read-only and empty buffers
+    take the PyObject_GetBuffer path."""
 
     def __init__(self):
         self._held = []
+        self._views = []
 
     def add(self, obj, writable, what="buffer"):
         mv = view(obj, writable, what)
+        if not mv.readonly and mv.nbytes:
+            c = _Byte.from_buffer(mv)
+            self._views.append(c)
+            return _addressof(c), mv.nbytes
         pb = _PyBuffer()
         _GetBuffer(mv, ctypes.byref(pb), _PyBUF_WRITABLE if writable else _PyBUF_SIMPLE)
         self._held.append(pb)
         return (pb.buf or 0), pb.len
 
     def release(self):
+        self._views.clear()
         while self._held:
             _Release(ctypes.byref(self._held.pop()))
 
