@@ -8,7 +8,8 @@
 #                     transport, host 127.0.0.1);
 #   tided             `tide serve --prefault` with the same memory and 2 I/O threads;
 # and runs bench/mooncake_drive.py (all four clients in one process, see there) against
-# them. The measuring client holds no Mooncake segment of its own, so on both systems every
+# them; then again with --overhead: tide.Store against tide's C client alone, batch rows,
+# more and shorter alternations (MC_OVH_RUNS, default 7, of MC_OVH_SECONDS, default 0.5). The measuring client holds no Mooncake segment of its own, so on both systems every
 # value crosses a loopback TCP connection between two processes.
 #
 # Loopback only: Mooncake's transfer engine and metadata server listen on every interface
@@ -124,17 +125,25 @@ TIDE_PORT="$(cut -d' ' -f1 "$TMP/tided.ready")"
 log "tided pid ${PIDS[2]} on $TIDE_PORT ($CAP bytes, prefaulted)"
 
 # The driver, bounded in time like everything else (its runs are bounded in count and
-# seconds; this is the outer limit).
-set +e
-PYTHONPATH="$PWD/python" TIDE_LIB="$PWD/$BUILD/libtide.so" timeout 1800 "$MC_BIN/python" \
-    bench/mooncake_drive.py --tide-url "tide://127.0.0.1:$TIDE_PORT" \
-    --mc-master "127.0.0.1:$RPC_PORT" --mc-metadata "http://127.0.0.1:$META_PORT/metadata" \
-    --drive "$DRIVE" --runs "${MC_RUNS:-3}" --seconds "${MC_SECONDS:-1}" \
-    ${MC_SIZES:+--sizes "$MC_SIZES"} ${MC_BATCH_SIZES:+--batch-sizes "$MC_BATCH_SIZES"} \
-    ${MC_THREADS:+--threads "$MC_THREADS"} ${MC_JSON:+--json "$MC_JSON"} \
-    2> >(grep --line-buffered -v '^[IWE][0-9]\{4\} \|^WARNING: Logging before' >&2)
-rc=$?
-set -e
-[ "$rc" = 0 ] || { echo "mooncake.sh: the driver failed ($rc)" >&2; exit "$rc"; }
+# seconds; this is the outer limit). Mooncake's glog lines are dropped from its stderr.
+drive() {
+    local rc
+    set +e
+    PYTHONPATH="$PWD/python" TIDE_LIB="$PWD/$BUILD/libtide.so" timeout 1800 "$MC_BIN/python" \
+        bench/mooncake_drive.py --tide-url "tide://127.0.0.1:$TIDE_PORT" \
+        --mc-master "127.0.0.1:$RPC_PORT" --mc-metadata "http://127.0.0.1:$META_PORT/metadata" \
+        --drive "$DRIVE" ${MC_SIZES:+--sizes "$MC_SIZES"} \
+        ${MC_BATCH_SIZES:+--batch-sizes "$MC_BATCH_SIZES"} ${MC_THREADS:+--threads "$MC_THREADS"} \
+        "$@" 2> >(grep --line-buffered -v '^[IWE][0-9]\{4\} \|^WARNING: Logging before' >&2)
+    rc=$?
+    set -e
+    [ "$rc" = 0 ] || { echo "mooncake.sh: the driver failed ($rc)" >&2; exit "$rc"; }
+}
+log "tide and Mooncake, all rows"
+drive --runs "${MC_RUNS:-3}" --seconds "${MC_SECONDS:-1}" ${MC_JSON:+--json "$MC_JSON"}
+echo
+log "tide.Store against tide's C client, batch rows"
+drive --overhead --runs "${MC_OVH_RUNS:-7}" --seconds "${MC_OVH_SECONDS:-0.5}" \
+    ${MC_JSON:+--json "$MC_JSON.overhead"}
 echo
 echo "Servers: mooncake_master and mooncake_client ($("$MC_BIN/python" -c 'import importlib.metadata as m; print("mooncake-transfer-engine-non-cuda", m.version("mooncake-transfer-engine-non-cuda"))'), TCP transport, HTTP metadata in the master, global segment $CAP bytes), tided (\`tide serve --capacity $CAP --threads 2 --prefault\`); $( [ -n "${MC_IN_NETNS:-}" ] && echo 'all in a network namespace with only lo' || echo 'host network namespace, loopback addresses'). Load average at start $LOAD0, at end $(cut -d' ' -f1-3 /proc/loadavg)."

@@ -14,9 +14,11 @@
  *              working-set keys (mod K) or N fresh ones, each key its own SIZE-byte slot of
  *              the thread's buffer.
  * Keys are walked in order from a per-thread starting point, as the Python driver does.
+ * Before the clock starts each thread makes one untimed tide_exists (so its connection is
+ * open, as the long-lived Python client's are).
  * A get whose result is not SIZE bytes, or a put that fails, counts as an error.
  * Prints one JSON line: {"calls", "keys", "bytes", "seconds", "errors", "thread_calls"};
- * seconds is the wall time from starting the threads to the end of the last call.
+ * seconds is the wall time from releasing the threads to the end of the last call.
  * Puts leave their keys in the store; the Python driver removes them (untimed).
  */
 #include <inttypes.h>
@@ -54,6 +56,9 @@ typedef struct worker {
 } worker;
 
 static uint64_t deadline_ns;
+/* warmed: every thread has made one untimed call (its connection is up); go: the clock
+ * runs. The main thread sets deadline_ns between the two. */
+static pthread_barrier_t warmed, go;
 
 static uint64_t now_ns(void) {
     struct timespec ts;
@@ -87,6 +92,11 @@ static void *run(void *arg) {
         w->iov[i].len = o->size;
     }
     uint64_t budget = o->max_calls / o->threads;
+    char k0[KEY_CAP];
+    int k0len = snprintf(k0, sizeof k0, "%s0", o->prefix);
+    (void)tide_exists(w->s, k0, (size_t)k0len);
+    pthread_barrier_wait(&warmed);
+    pthread_barrier_wait(&go);
     while (w->calls < budget && now_ns() < deadline_ns) {
         name_keys(w, n, &next, is_put);
         int bad = 0;
@@ -173,15 +183,17 @@ int main(int argc, char **argv) {
         if (!ws[t].buf || !ws[t].text) goto out;
         memset(ws[t].buf, 0x5a + (int)t, o.batch * o.size);
     }
-    uint64_t t0 = now_ns();
-    deadline_ns = t0 + (uint64_t)(o.seconds * 1e9);
+    pthread_barrier_init(&warmed, NULL, (unsigned)o.threads + 1);
+    pthread_barrier_init(&go, NULL, (unsigned)o.threads + 1);
     for (unsigned t = 0; t < o.threads; t++)
         if (pthread_create(&ws[t].tid, NULL, run, &ws[t]) != 0) {
             fprintf(stderr, "tide_drive: pthread_create failed\n");
-            for (unsigned j = 0; j < t; j++)
-                pthread_join(ws[j].tid, NULL);
-            goto out;
+            exit(1); /* threads already started wait on a barrier that cannot fill */
         }
+    pthread_barrier_wait(&warmed);
+    uint64_t t0 = now_ns();
+    deadline_ns = t0 + (uint64_t)(o.seconds * 1e9);
+    pthread_barrier_wait(&go);
     uint64_t calls = 0, keys = 0, errors = 0;
     for (unsigned t = 0; t < o.threads; t++) {
         pthread_join(ws[t].tid, NULL);
