@@ -112,6 +112,30 @@ class Pinned:
         self._held.append(pb)
         return (pb.buf or 0), pb.len
 
+    def add_words(self, objs, writable):
+        """add() for each of objs: their (address, nbytes) pairs as one flat list of words
+        [a0, n0, a1, n1, ...]. The common case (a writable, contiguous, non-empty buffer)
+        is handled inline; any other object goes through add(), which raises the usual
+        InvalidBuffer naming it "buffer I" (the caller may name it better on error)."""
+        out = []
+        push = out.append
+        held = self._views.append
+        mview, frombuf, addr = memoryview, _Byte.from_buffer, _addressof
+        for i, obj in enumerate(objs):
+            if type(obj) is not str:
+                try:
+                    mv = mview(obj)
+                except TypeError:
+                    mv = None
+                if mv is not None and mv.c_contiguous and not mv.readonly and mv.nbytes:
+                    c = frombuf(mv)
+                    held(c)
+                    push(addr(c))
+                    push(mv.nbytes)
+                    continue
+            out.extend(self.add(obj, writable, f"buffer {i}"))
+        return out
+
     def release(self):
         self._views.clear()
         while self._held:

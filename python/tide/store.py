@@ -102,16 +102,14 @@ def _one_iov_array(pinned, bufs, writable, n, what, noun):
     bufs = list(bufs)
     if len(bufs) != n:
         raise errors.InvalidArgument(-errno.EINVAL, f"{what}: {n} keys but {len(bufs)} {noun}")
-    add = pinned.add
-    flat = []
-    for i, buf in enumerate(bufs):
-        try:
-            flat.append(add(buf, writable))
-        except errors.InvalidBuffer:
-            add(buf, writable, f"{what}: buffer 0 of key {i}")  # raises again, named
-            raise
+    try:
+        flat = pinned.add_words(bufs, writable)
+    except errors.InvalidBuffer:
+        for i, buf in enumerate(bufs):  # name the culprit as _iov_array does
+            _buffers.view(buf, writable, f"{what}: buffer 0 of key {i}")
+        raise
     words = (ctypes.c_size_t * (2 * max(1, n)))()
-    words[: 2 * n] = list(itertools.chain.from_iterable(flat))
+    words[: 2 * n] = flat
     return (_lib.Iov * max(1, n)).from_buffer(words), None
 
 
@@ -347,6 +345,8 @@ class Store:
         codes, lens = self._get_many_raw(
             keys, lambda pin, n: _one_iov_array(pin, bufs, True, n, "get_many", "buffers")
         )
+        if not any(codes):
+            return lens
         return [n if rc == 0 else rc for rc, n in zip(codes, lens)]
 
     def get_many_iov(self, keys, buffer_lists):
