@@ -370,7 +370,9 @@ def report(args, rows, systems, results, load0, load1, elapsed):
       f"run, then median (range). Threads: Python threads sharing one client (every call "
       f"releases the GIL on both sides) and, for tide-c, pthreads sharing one handle. GETs read "
       f"a working set of max({args.ws >> 20} MiB, 4 batches) stored beforehand; PUTs write fresh "
-      f"keys, at most {args.put_bytes >> 20} MiB a run, removed after the run. Load average "
+      f"keys, at most {args.put_bytes >> 20} MiB a run, removed after the run. Single-key rows use "
+      f"slot 0 of the buffer (it stays in cache); a batch spans batch x value bytes (64 MiB "
+      f"for 64 x 1 MiB, beyond the L3), so those copies run from memory. Load average "
       f"{' '.join(load0)} at start, {' '.join(load1)} at end; {elapsed:.0f} s of runs.")
     p()
     p("| op | value | batch | threads | Mooncake (Python) | tide.Store | tide Mooncake API | tide C | "

@@ -167,8 +167,10 @@ elif [ -f "$OUT" ]; then
     awk '/^## /{p = ($0 == "## vllm_ttft")} p' "$OUT" | sed '1s/^/\n/' >>"$TMP"
 fi
 # The soak's section (written from `make soak`, not run here) and the before/after
-# measurement of issue 17's integrity fix (the code before it is gone) are kept across runs.
-[ -f "$OUT" ] && awk '/^## /{p = ($0 == "## soak" || $0 == "## integrity (issue 17)")} p' "$OUT" |
+# measurements of issue 17's integrity fix and issue 18's binding change (the code before
+# them is gone) are kept across runs.
+[ -f "$OUT" ] && awk '/^## /{p = ($0 == "## soak" || $0 == "## integrity (issue 17)" ||
+    $0 == "## python binding (issue 18)")} p' "$OUT" |
     sed '1s/^/\n/' >>"$TMP"
 mv "$TMP" "$OUT"
 rm -f "$TMP.net"
