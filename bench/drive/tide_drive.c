@@ -137,30 +137,48 @@ static int arg_u64(const char *v, uint64_t *out) {
 }
 
 int main(int argc, char **argv) {
-    drive_opts o = {.url = NULL, .op = "get", .prefix = "k", .size = 65536, .batch = 1,
-                    .threads = 1, .max_calls = 1000000, .keys = 1, .seconds = 1};
+    drive_opts o = {.url = NULL,
+                    .op = "get",
+                    .prefix = "k",
+                    .size = 65536,
+                    .batch = 1,
+                    .threads = 1,
+                    .max_calls = 1000000,
+                    .keys = 1,
+                    .seconds = 1};
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *a = argv[i], *v = argv[i + 1];
         int bad = 0;
-        if (!strcmp(a, "--url")) o.url = v;
-        else if (!strcmp(a, "--op")) o.op = v;
-        else if (!strcmp(a, "--prefix")) o.prefix = v;
-        else if (!strcmp(a, "--size")) bad = arg_u64(v, &o.size);
-        else if (!strcmp(a, "--batch")) bad = arg_u64(v, &o.batch);
-        else if (!strcmp(a, "--threads")) bad = arg_u64(v, &o.threads);
-        else if (!strcmp(a, "--max-calls")) bad = arg_u64(v, &o.max_calls);
-        else if (!strcmp(a, "--keys")) bad = arg_u64(v, &o.keys);
-        else if (!strcmp(a, "--run")) bad = arg_u64(v, &o.run);
-        else if (!strcmp(a, "--seconds")) o.seconds = atof(v);
-        else bad = 1;
+        if (!strcmp(a, "--url"))
+            o.url = v;
+        else if (!strcmp(a, "--op"))
+            o.op = v;
+        else if (!strcmp(a, "--prefix"))
+            o.prefix = v;
+        else if (!strcmp(a, "--size"))
+            bad = arg_u64(v, &o.size);
+        else if (!strcmp(a, "--batch"))
+            bad = arg_u64(v, &o.batch);
+        else if (!strcmp(a, "--threads"))
+            bad = arg_u64(v, &o.threads);
+        else if (!strcmp(a, "--max-calls"))
+            bad = arg_u64(v, &o.max_calls);
+        else if (!strcmp(a, "--keys"))
+            bad = arg_u64(v, &o.keys);
+        else if (!strcmp(a, "--run"))
+            bad = arg_u64(v, &o.run);
+        else if (!strcmp(a, "--seconds"))
+            o.seconds = atof(v);
+        else
+            bad = 1;
         if (bad) {
             fprintf(stderr, "tide_drive: bad option %s %s\n", a, v);
             return 2;
         }
     }
-    if (!o.url || o.batch < 1 || o.batch > MAX_BATCH || o.threads < 1 ||
-        o.threads > MAX_THREADS || o.keys < 1 || o.size < 1 || o.seconds <= 0 ||
-        o.seconds > 600 || (strcmp(o.op, "get") && strcmp(o.op, "put") && strcmp(o.op, "exists"))) {
+    if (!o.url || o.batch < 1 || o.batch > MAX_BATCH || o.threads < 1 || o.threads > MAX_THREADS ||
+        o.keys < 1 || o.size < 1 || o.seconds <= 0 || o.seconds > 600 ||
+        (strcmp(o.op, "get") && strcmp(o.op, "put") && strcmp(o.op, "exists"))) {
         fprintf(stderr, "usage: tide_drive --url URL --op get|put|exists --size B --batch N "
                         "--threads T --seconds S --max-calls C --keys K --prefix P [--run R]\n");
         return 2;
