@@ -65,10 +65,12 @@ APP_OBJS := $(call obj,$(SERVER_SRCS) $(ENGINE_SRCS))
 CLI_OBJS := $(call obj,$(CLI_SRCS))
 TEST_OBJS := $(call obj,$(TEST_SRCS))
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
+# Helpers a bench script runs with its own arguments (not run on their own by scripts/bench.sh).
+DRIVE_BINS := $(patsubst bench/drive/%.c,$(BUILD)/bench/drive/%,$(wildcard bench/drive/*.c))
 
 .PHONY: all deps test check bench demo fuzz fuzz-seeds clean format python-test soak \
 	valgrind tsan test-vllm
-all: $(BUILD)/libtide.so $(BUILD)/libtide.a $(BUILD)/tide $(BUILD)/tided $(BENCH_BINS)
+all: $(BUILD)/libtide.so $(BUILD)/libtide.a $(BUILD)/tide $(BUILD)/tided $(BENCH_BINS) $(DRIVE_BINS)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -94,6 +96,10 @@ $(BUILD)/tests/tide-tests: $(TEST_OBJS) $(APP_OBJS) $(BUILD)/libtide.a
 	$(CC) -o $@ $(TEST_OBJS) $(APP_OBJS) $(BUILD)/libtide.a $(LDFLAGS) $(LIBS)
 
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libtide.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libtide.a $(LDFLAGS) $(LIBS)
+
+$(BUILD)/bench/drive/%: bench/drive/%.c $(BUILD)/libtide.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libtide.a $(LDFLAGS) $(LIBS)
 

@@ -1,7 +1,7 @@
 #!/bin/sh
 # bench.sh — run tide's benchmarks (every program under $BUILD/bench/, then bench/net.sh,
-# the trace replay of scripts/bench_trace.sh, bench/resp.sh (also with the pool shared) and
-# bench/cluster.sh) and write
+# the trace replay of scripts/bench_trace.sh, bench/resp.sh (also with the pool shared),
+# bench/mooncake.sh and bench/cluster.sh) and write
 # bench/RESULTS.md: the machine, the date, each command and what it printed, and the plot
 # bench/hitrate.svg.
 #
@@ -112,6 +112,26 @@ BUILD="$BUILD" bench/net.sh >"$TMP.net" || {
 }
 cat "$TMP.net"
 cat "$TMP.net" >>"$TMP"
+# Mooncake Store side by side (bench/mooncake.sh: builds .venv-mooncake from PyPI on first
+# use, starts mooncake_master, mooncake_client and a tided, stops them by PID; ~5 minutes).
+# MOONCAKE_BENCH=0 skips it and keeps the last run's section.
+if [ "${MOONCAKE_BENCH:-1}" != 0 ]; then
+    echo "bench: running bench/mooncake.sh" >&2
+    {
+        echo
+        echo "## mooncake"
+        echo
+        echo "Command: \`bench/mooncake.sh\` (BUILD=$BUILD)"
+        echo
+    } >>"$TMP"
+    BUILD="$BUILD" bench/mooncake.sh >"$TMP.net" || {
+        echo "bench: bench/mooncake.sh failed" >&2
+        exit 1
+    }
+    tee -a "$TMP" <"$TMP.net"
+elif [ -f "$OUT" ]; then
+    awk '/^## /{p = ($0 == "## mooncake")} p' "$OUT" | sed '1s/^/\n/' >>"$TMP"
+fi
 # Cluster: throughput with 1, 2 and 3 tided nodes and the latency of a 64-key batch over
 # 3 nodes against one (bench/cluster.sh; it starts and stops its own nodes).
 CLUSTER_MD="$(mktemp)"
@@ -147,8 +167,10 @@ elif [ -f "$OUT" ]; then
     awk '/^## /{p = ($0 == "## vllm_ttft")} p' "$OUT" | sed '1s/^/\n/' >>"$TMP"
 fi
 # The soak's section (written from `make soak`, not run here) and the before/after
-# measurement of issue 17's integrity fix (the code before it is gone) are kept across runs.
-[ -f "$OUT" ] && awk '/^## /{p = ($0 == "## soak" || $0 == "## integrity (issue 17)")} p' "$OUT" |
+# measurements of issue 17's integrity fix and issue 18's binding change (the code before
+# them is gone) are kept across runs.
+[ -f "$OUT" ] && awk '/^## /{p = ($0 == "## soak" || $0 == "## integrity (issue 17)" ||
+    $0 == "## python binding (issue 18)")} p' "$OUT" |
     sed '1s/^/\n/' >>"$TMP"
 mv "$TMP" "$OUT"
 rm -f "$TMP.net"

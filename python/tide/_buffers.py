@@ -15,7 +15,7 @@ are read-only, and objects without the buffer protocol raise ``InvalidBuffer``.
 import ctypes
 import errno
 from types import TracebackType
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, Sequence
 
 from . import errors
 
@@ -91,21 +91,60 @@ def view(obj: BufferLike, writable: bool, what: str = "buffer") -> memoryview:
     return mv
 
 
+_Byte = ctypes.c_char
+_addressof = ctypes.addressof
+
+
 class Pinned:
     """Buffers held for the length of one C call: ``add`` returns (address, nbytes);
-    ``release`` (or leaving the ``with`` block) lets them go."""
+    ``release`` (or leaving the ``with`` block) lets them go.
+
+    A writable, non-empty buffer is held by a ctypes object made with ``from_buffer``: it
+    holds the buffer export (as PyObject_GetBuffer does) until it is dropped, and costs no
+    foreign call, which matters for batches of many buffers. Read-only and empty buffers
+    take the PyObject_GetBuffer path."""
 
     def __init__(self) -> None:
         self._held: list[_PyBuffer] = []
+        self._views: list[ctypes.Array[ctypes.c_char] | ctypes.c_char] = []
 
     def add(self, obj: BufferLike, writable: bool, what: str = "buffer") -> tuple[int, int]:
         mv = view(obj, writable, what)
+        if not mv.readonly and mv.nbytes:
+            c = _Byte.from_buffer(mv)
+            self._views.append(c)
+            return _addressof(c), mv.nbytes
         pb = _PyBuffer()
         _GetBuffer(mv, ctypes.byref(pb), _PyBUF_WRITABLE if writable else _PyBUF_SIMPLE)
         self._held.append(pb)
         return (pb.buf or 0), pb.len
 
+    def add_words(self, objs: Sequence[BufferLike], writable: bool) -> list[int]:
+        """add() for each of objs: their (address, nbytes) pairs as one flat list of words
+        [a0, n0, a1, n1, ...]. The common case (a writable, contiguous, non-empty buffer)
+        is handled inline; any other object goes through add(), which raises the usual
+        InvalidBuffer naming it "buffer I" (the caller may name it better on error)."""
+        out: list[int] = []
+        push = out.append
+        held = self._views.append
+        mview, frombuf, addr = memoryview, _Byte.from_buffer, _addressof
+        for i, obj in enumerate(objs):
+            if type(obj) is not str:
+                try:
+                    mv = mview(obj)
+                except TypeError:
+                    mv = None
+                if mv is not None and mv.c_contiguous and not mv.readonly and mv.nbytes:
+                    c = frombuf(mv)
+                    held(c)
+                    push(addr(c))
+                    push(mv.nbytes)
+                    continue
+            out.extend(self.add(obj, writable, f"buffer {i}"))
+        return out
+
     def release(self) -> None:
+        self._views.clear()
         while self._held:
             _Release(ctypes.byref(self._held.pop()))
 

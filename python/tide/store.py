@@ -33,6 +33,7 @@ failure (an empty key, say), it raises that failure as the matching ``Error``.
 
 import ctypes
 import errno
+import itertools
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
@@ -66,15 +67,20 @@ def key_bytes(key: KeyLike, what: str = "key") -> bytes:
 def _key_array(keys: Sequence[KeyLike]) -> tuple[Any, Any, list[bytes]]:
     """keys -> (tide_key array, the buffer its pointers point into, the keys as bytes).
     All keys are packed into one buffer, so the caller keeps just that alive."""
-    kb = [key_bytes(k, f"key {i}") for i, k in enumerate(keys)]
-    blob = ctypes.create_string_buffer(b"".join(kb), sum(map(len, kb)) + 1)
+    kb = [
+        k.encode("utf-8") if type(k) is str else key_bytes(k, f"key {i}")
+        for i, k in enumerate(keys)
+    ]
+    lens = list(map(len, kb))
+    blob = ctypes.create_string_buffer(b"".join(kb), sum(lens) + 1)
     base = ctypes.addressof(blob)
-    arr = (_lib.Key * len(kb))()
-    off = 0
-    for i, k in enumerate(kb):
-        arr[i].data = base + off
-        arr[i].len = len(k)
-        off += len(k)
+    # tide_key is {pointer, size_t}: fill it as a flat array of words, two per key (one
+    # slice assignment each instead of two attribute stores per key).
+    n = len(kb)
+    words = (ctypes.c_size_t * (2 * n))()
+    words[0::2] = [base + off - k for off, k in zip(itertools.accumulate(lens), lens)]
+    words[1::2] = lens
+    arr = (_lib.Key * n).from_buffer(words)
     return arr, blob, kb
 
 
@@ -100,11 +106,35 @@ def _iov_array(
         counts[i] = len(group)
         for j, buf in enumerate(group):
             flat.append(pinned.add(buf, writable, f"{what}: buffer {j} of key {i}"))
-    iov = (_lib.Iov * max(1, len(flat)))()  # never a zero-length array: C wants non-NULL
-    for i, (addr, size) in enumerate(flat):
-        iov[i].base = addr
-        iov[i].len = size
-    return iov, counts
+    # never a zero-length array: C wants non-NULL. tide_iov is {pointer, size_t}: filled
+    # as a flat array of words (see _key_array).
+    words = (ctypes.c_size_t * (2 * max(1, len(flat))))()
+    words[: 2 * len(flat)] = list(itertools.chain.from_iterable(flat))
+    return (_lib.Iov * max(1, len(flat))).from_buffer(words), counts
+
+
+def _one_iov_array(
+    pinned: _buffers.Pinned,
+    bufs: Iterable[BufferLike],
+    writable: bool,
+    n: int,
+    what: str,
+    noun: str,
+) -> _IovArrays:
+    """One buffer per key -> (tide_iov array, None: iovcnt NULL means one entry a key).
+    The common case of put_many/get_many, without building a list per key."""
+    blist = list(bufs)
+    if len(blist) != n:
+        raise errors.InvalidArgument(-errno.EINVAL, f"{what}: {n} keys but {len(blist)} {noun}")
+    try:
+        flat = pinned.add_words(blist, writable)
+    except errors.InvalidBuffer:
+        for i, buf in enumerate(blist):  # name the culprit as _iov_array does
+            _buffers.view(buf, writable, f"{what}: buffer 0 of key {i}")
+        raise
+    words = (ctypes.c_size_t * (2 * max(1, n)))()
+    words[: 2 * n] = flat
+    return (_lib.Iov * max(1, n)).from_buffer(words), None
 
 
 def _raw_iov_array(
@@ -136,11 +166,9 @@ def _raw_iov_array(
                 )
             flat.append((p, size))
         counts[i] = len(ptrs)
-    iov = (_lib.Iov * max(1, len(flat)))()
-    for i, (p, size) in enumerate(flat):
-        iov[i].base = p
-        iov[i].len = size
-    return iov, counts
+    words = (ctypes.c_size_t * (2 * max(1, len(flat))))()
+    words[: 2 * len(flat)] = list(itertools.chain.from_iterable(flat))
+    return (_lib.Iov * max(1, len(flat))).from_buffer(words), counts
 
 
 class Store:
@@ -327,9 +355,8 @@ class Store:
     def put_many(self, keys: Iterable[KeyLike], values: Iterable[BufferLike]) -> list[int]:
         """Store values[i] under keys[i]; returns per-key codes (0 = stored or already
         present). See "When batch calls raise" above."""
-        values = [[v] for v in values]
         return self._put_many(
-            keys, lambda pin, n: _iov_array(pin, values, False, n, "put_many", "values")
+            keys, lambda pin, n: _one_iov_array(pin, values, False, n, "put_many", "values")
         )
 
     def put_many_iov(
@@ -356,10 +383,11 @@ class Store:
         klist = list(keys)
         if bufs is None:
             return self._get_many_bytes(klist)
-        lists = [[b] for b in bufs]
         codes, lens = self._get_many_raw(
-            klist, lambda pin, n: _iov_array(pin, lists, True, n, "get_many", "buffers")
+            klist, lambda pin, n: _one_iov_array(pin, bufs, True, n, "get_many", "buffers")
         )
+        if not any(codes):
+            return lens
         return [n if rc == 0 else rc for rc, n in zip(codes, lens)]
 
     def get_many_iov(
