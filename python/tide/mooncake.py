@@ -35,77 +35,44 @@ import json
 import logging
 import os
 import re
-import struct
 import threading
 import uuid
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import errors
+from ._mooncake_codes import (  # noqa: F401  (re-exported: mooncake.store users read them)
+    BUFFER_OVERFLOW,
+    CHECKSUM_MISMATCH,
+    HC_HEALTHY,
+    HC_MASTER_UNREACHABLE,
+    HC_NOT_INITIALIZED,
+    INTERNAL_ERROR,
+    INVALID_KEY,
+    INVALID_PARAMS,
+    INVALID_READ,
+    INVALID_WRITE,
+    NOT_SUPPORTED,
+    NO_AVAILABLE_HANDLE,
+    OBJECT_ALREADY_EXISTS,
+    OBJECT_NOT_FOUND,
+    OK,
+    REPLICA_IS_NOT_READY,
+    RPC_FAIL,
+    RPC_TIMEOUT,
+    SEGMENT_NOT_FOUND,
+    TRANSFER_FAIL,
+    UNAVAILABLE_IN_CURRENT_MODE,
+    UNAVAILABLE_IN_CURRENT_STATUS,
+    WRITE_FAIL,
+    mooncake_code,
+)
+from ._mooncake_tensor import TensorHelpers, TENSOR_HEADER_SIZE, _torch  # noqa: F401
 from .store import Store
 
 log = logging.getLogger("tide.mooncake")
 
-# -- Mooncake's ErrorCode (the values the Python API returns) ---------------------------
-OK = 0
-INTERNAL_ERROR = -1
-BUFFER_OVERFLOW = -10
-SEGMENT_NOT_FOUND = -101
-NO_AVAILABLE_HANDLE = -200
-INVALID_KEY = -400
-WRITE_FAIL = -500
-INVALID_PARAMS = -600
-INVALID_WRITE = -700
-INVALID_READ = -701
-REPLICA_IS_NOT_READY = -703
-OBJECT_NOT_FOUND = -704
-OBJECT_ALREADY_EXISTS = -705
-TRANSFER_FAIL = -800
-CHECKSUM_MISMATCH = -801
-RPC_FAIL = -900
-RPC_TIMEOUT = -901
-UNAVAILABLE_IN_CURRENT_STATUS = -1010
-UNAVAILABLE_IN_CURRENT_MODE = -1011
-NOT_SUPPORTED = -1012
-
-# health_check() results (mooncake-store/include/pyclient.h HealthCheckStatus).
-HC_HEALTHY = 0
-HC_NOT_INITIALIZED = 1
-HC_MASTER_UNREACHABLE = 2
-
 DEFAULT_MASTER = "127.0.0.1:50051"  # Mooncake's default master_server_addr
-_SCHEMES = ("tide://", "unix://", "etcd://", "mem://")
-
-_FROM_TIDE = {
-    errors.ENOTFOUND: OBJECT_NOT_FOUND,
-    errors.ECHECKSUM: CHECKSUM_MISMATCH,
-    errors.EKEYEMPTY: INVALID_KEY,
-    errors.EKEYLONG: INVALID_KEY,
-    errors.EVALEMPTY: INVALID_PARAMS,
-    errors.EVALBIG: NO_AVAILABLE_HANDLE,
-    errors.ENOSPACE: NO_AVAILABLE_HANDLE,
-    errors.EBUFSMALL: INVALID_PARAMS,
-    errors.EBUSY: REPLICA_IS_NOT_READY,
-    errors.ELIMIT: INVALID_PARAMS,
-    errors.ECLOSED: UNAVAILABLE_IN_CURRENT_STATUS,
-    errors.EPROTO: RPC_FAIL,
-    errors.ESERVER: RPC_FAIL,
-    errors.EUNSUPPORTED: NOT_SUPPORTED,
-}
-
-
-def mooncake_code(tide_code: int) -> int:
-    """The Mooncake ErrorCode for a tide result (0 and positive counts pass through)."""
-    if tide_code >= 0:
-        return tide_code
-    if tide_code in _FROM_TIDE:
-        return _FROM_TIDE[tide_code]
-    cls = errors.error_class(tide_code)
-    if cls is errors.TransportError:
-        return RPC_FAIL
-    if issubclass(cls, (errors.InvalidArgument, errors.ConfigError)):
-        return INVALID_PARAMS
-    return INTERNAL_ERROR
-
+_SCHEMES = ("tide://", "unix://", "etcd://", "mem://")  # addresses that are tide URLs
 
 # -- Mooncake's enums and value types ---------------------------------------------------
 
@@ -407,67 +374,7 @@ def _open_checked(url: str, where: str) -> Store:
     return store
 
 
-# -- the tensor helpers' object layout --------------------------------------------------
-# [magic "TIDT" u32 version u32 dtype i32 ndim i32 dims i64 x 8 data_bytes u64] then the
-# tensor's bytes. Mooncake's own header is different; stores are not shared between
-# Mooncake and tide, so only self-consistency (put_tensor_from <-> get_tensor_into) counts.
-_TMAGIC = 0x54444954
-_THDR = struct.Struct("<IIii8qQ")
-TENSOR_HEADER_SIZE = _THDR.size
-_TDTYPES = (
-    "float32", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32",
-    "int64", "uint64", "bool", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2",
-)
-
-
-def _torch() -> Any:
-    """torch, or None when it cannot be imported."""
-    try:
-        import torch  # noqa: PLC0415
-
-        return torch
-    except ImportError:
-        return None
-
-
-def _tensor_header(torch: Any, t: Any) -> bytes:
-    name = str(t.dtype).replace("torch.", "")
-    if name not in _TDTYPES:
-        raise TypeError(f"tide: tensor dtype {t.dtype} is not one Mooncake stores")
-    if t.dim() > 8:
-        raise TypeError(f"tide: tensor of {t.dim()} dimensions (at most 8)")
-    dims = list(t.shape) + [-1] * (8 - t.dim())
-    return _THDR.pack(_TMAGIC, 1, _TDTYPES.index(name), t.dim(), *dims, t.numel() * t.element_size())
-
-
-def _parse_header(raw: bytes) -> Optional[Tuple[str, List[int], int]]:
-    if len(raw) < TENSOR_HEADER_SIZE:
-        return None
-    f = _THDR.unpack_from(raw)
-    magic, _ver, dt, ndim, dims, nbytes = f[0], f[1], f[2], f[3], f[4:12], f[12]
-    if magic != _TMAGIC or not 0 <= dt < len(_TDTYPES) or not 0 <= ndim <= 8:
-        return None
-    return _TDTYPES[dt], list(dims[:ndim]), nbytes
-
-
-def _tensor_from_bytes(torch: Any, raw: Any, offset: int = 0) -> Any:
-    """A tensor over raw[offset:] (a writable buffer): shares memory with raw."""
-    mv = memoryview(raw)[offset:]
-    hdr = _parse_header(bytes(mv[:TENSOR_HEADER_SIZE]))
-    if hdr is None:
-        return None
-    name, dims, nbytes = hdr
-    if len(mv) < TENSOR_HEADER_SIZE + nbytes:
-        return None
-    dtype = getattr(torch, name)
-    data = mv[TENSOR_HEADER_SIZE:TENSOR_HEADER_SIZE + nbytes]
-    if nbytes == 0:
-        return torch.empty(dims, dtype=dtype)
-    t = torch.frombuffer(data, dtype=torch.uint8)
-    return t.view(dtype).reshape(dims)
-
-
-class MooncakeDistributedStore:
+class MooncakeDistributedStore(TensorHelpers):
     """Mooncake's store client over tide; see the module's docstring and
     docs/MOONCAKE.md for what each method does here."""
 
@@ -1298,318 +1205,6 @@ class MooncakeDistributedStore:
 
     def query_task(self, task_id: Any) -> Tuple[None, int]:
         return (None, NOT_SUPPORTED)
-
-    # -- tensor helpers (torch) ---------------------------------------------------------------
-
-    def _need_torch(self) -> Any:
-        torch = _torch()
-        if torch is None:
-            raise ImportError("tide.mooncake: the tensor helpers need torch, which does not import")
-        return torch
-
-    def _tensor_blob(self, torch: Any, t: Any) -> List[Any]:
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"expected a torch.Tensor, got {type(t).__name__}")
-        c = t.detach().to("cpu").contiguous()
-        hdr = _tensor_header(torch, c)
-        data = c.view(torch.uint8).reshape(-1).numpy() if c.numel() else b""
-        return [hdr, data, c]  # c keeps data's memory alive
-
-    def _put_tensors(self, keys: List[str], tensors: List[Any], replace: bool,
-                     config: Optional[ReplicateConfig] = None) -> List[int]:
-        torch = self._need_torch()
-        if len(keys) != len(tensors):
-            self._bad(f"{len(keys)} keys, {len(tensors)} tensors")
-            return [INVALID_PARAMS] * len(keys)
-        rc = self._check_config(config)
-        if rc != OK:
-            return [rc] * len(keys)
-        blobs = [self._tensor_blob(torch, t) for t in tensors]
-        lists = [[b[0], b[1]] if len(b[1]) else [b[0]] for b in blobs]
-        if replace:
-            return self._upsert_many(keys, lambda s, k: s.put_many_iov(k, lists))
-        res = self._call(lambda s: s.put_many_iov(keys, lists), None)
-        if isinstance(res, int):
-            return [res] * len(keys)
-        return [mooncake_code(r) for r in res]
-
-    def put_tensor(self, key: str, tensor: Any) -> int:
-        return self._put_tensors([key], [tensor], False)[0]
-
-    def batch_put_tensor(self, keys: Sequence[str], tensors_list: Sequence[Any]) -> List[int]:
-        return self._put_tensors(list(keys), list(tensors_list), False)
-
-    def pub_tensor(self, key: str, tensor: Any, config: Optional[ReplicateConfig] = None) -> int:
-        return self._put_tensors([key], [tensor], False, config)[0]
-
-    def batch_pub_tensor(self, keys: Sequence[str], tensors_list: Sequence[Any],
-                         config: Optional[ReplicateConfig] = None) -> List[int]:
-        return self._put_tensors(list(keys), list(tensors_list), False, config)
-
-    def upsert_tensor(self, key: str, tensor: Any) -> int:
-        return self._put_tensors([key], [tensor], True)[0]
-
-    def batch_upsert_tensor(self, keys: Sequence[str], tensors_list: Sequence[Any]) -> List[int]:
-        return self._put_tensors(list(keys), list(tensors_list), True)
-
-    def upsert_pub_tensor(self, key: str, tensor: Any, config: Optional[ReplicateConfig] = None) -> int:
-        return self._put_tensors([key], [tensor], True, config)[0]
-
-    def batch_upsert_pub_tensor(self, keys: Sequence[str], tensors_list: Sequence[Any],
-                                config: Optional[ReplicateConfig] = None) -> List[int]:
-        return self._put_tensors(list(keys), list(tensors_list), True, config)
-
-    def get_tensor(self, key: str) -> Any:
-        """The tensor stored under key, or None."""
-        return self.batch_get_tensor([key])[0]
-
-    def batch_get_tensor(self, keys: Sequence[str]) -> List[Any]:
-        torch = self._need_torch()
-        keys = list(keys)
-        vals = self._call(lambda s: s.get_many(keys), [None] * len(keys))
-        return [None if v is None else _tensor_from_bytes(torch, bytearray(v)) for v in vals]
-
-    @staticmethod
-    def _tp_key(key: str, rank: int) -> str:
-        return f"{key}_tp_{rank}"
-
-    def _shards(self, torch: Any, t: Any, tp_size: int, split_dim: int) -> Optional[List[Any]]:
-        if not isinstance(tp_size, int) or tp_size < 1 or not 0 <= split_dim < max(t.dim(), 1):
-            return None
-        if t.dim() == 0 or t.shape[split_dim] % tp_size:
-            return None
-        return list(torch.chunk(t, tp_size, dim=split_dim))
-
-    def _put_tp(self, keys: List[str], tensors: List[Any], tp_size: int, split_dim: int,
-                config: Optional[ReplicateConfig], replace: bool = False) -> List[int]:
-        torch = self._need_torch()
-        out = []
-        for key, t in zip(keys, tensors):
-            shards = self._shards(torch, t, tp_size, split_dim)
-            if shards is None:
-                out.append(self._bad(f"{key!r}: cannot split dim {split_dim} of shape "
-                                     f"{tuple(t.shape)} into {tp_size} shards"))
-                continue
-            res = self._put_tensors([self._tp_key(key, r) for r in range(tp_size)],
-                                    shards, replace, config)
-            bad = [r for r in res if r < 0]
-            out.append(bad[0] if bad else OK)
-        return out
-
-    def put_tensor_with_tp(self, key: str, tensor: Any, tp_rank: int = 0, tp_size: int = 1,
-                           split_dim: int = 0) -> int:
-        """Split tensor along split_dim into tp_size shards stored as key_tp_<rank>."""
-        return self._put_tp([key], [tensor], tp_size, split_dim, None)[0]
-
-    def batch_put_tensor_with_tp(self, base_keys: Sequence[str], tensors_list: Sequence[Any],
-                                 tp_rank: int = 0, tp_size: int = 1, split_dim: int = 0) -> List[int]:
-        return self._put_tp(list(base_keys), list(tensors_list), tp_size, split_dim, None)
-
-    def pub_tensor_with_tp(self, key: str, tensor: Any, config: Optional[ReplicateConfig] = None,
-                           tp_rank: int = 0, tp_size: int = 1, split_dim: int = 0) -> int:
-        return self._put_tp([key], [tensor], tp_size, split_dim, config)[0]
-
-    def batch_pub_tensor_with_tp(self, base_keys: Sequence[str], tensors_list: Sequence[Any],
-                                 config: Optional[ReplicateConfig] = None, tp_rank: int = 0,
-                                 tp_size: int = 1, split_dim: int = 0) -> List[int]:
-        return self._put_tp(list(base_keys), list(tensors_list), tp_size, split_dim, config)
-
-    def get_tensor_with_tp(self, key: str, tp_rank: int = 0, tp_size: int = 1,
-                           split_dim: int = 0) -> Any:
-        """Rank tp_rank's shard (key_tp_<rank>), or None."""
-        return self.get_tensor(self._tp_key(key, tp_rank))
-
-    def batch_get_tensor_with_tp(self, base_keys: Sequence[str], tp_rank: int = 0,
-                                 tp_size: int = 1) -> List[Any]:
-        return self.batch_get_tensor([self._tp_key(k, tp_rank) for k in base_keys])
-
-    def _get_tensors_into(self, keys: List[str], ptrs: List[int], sizes: List[int]) -> List[Any]:
-        torch = self._need_torch()
-        if len(ptrs) != len(keys) or len(sizes) != len(keys):
-            self._bad(f"{len(keys)} keys, {len(ptrs)} pointers, {len(sizes)} sizes")
-            return [None] * len(keys)
-        res = self.batch_get_into(keys, ptrs, sizes)
-        out = []
-        for p, n, r in zip(ptrs, sizes, res):
-            if r < 0:
-                out.append(None)
-                continue
-            view = (ctypes.c_char * n).from_address(p)
-            out.append(_tensor_from_bytes(torch, view))
-        return out
-
-    def get_tensor_into(self, key: str, buffer_ptr: int, size: int) -> Any:
-        """Read [header][data] into the registered buffer; a tensor viewing it, or None."""
-        return self._get_tensors_into([key], [buffer_ptr], [size])[0]
-
-    def batch_get_tensor_into(self, keys: Sequence[str], buffer_ptrs: Sequence[int],
-                              sizes: Sequence[int]) -> List[Any]:
-        return self._get_tensors_into(list(keys), list(buffer_ptrs), list(sizes))
-
-    def get_tensor_with_tp_into(self, key: str, buffer_ptr: int, size: int, tp_rank: int = 0,
-                                tp_size: int = 1, split_dim: int = 0) -> Any:
-        return self.get_tensor_into(self._tp_key(key, tp_rank), buffer_ptr, size)
-
-    def batch_get_tensor_with_tp_into(self, base_keys: Sequence[str], buffer_ptrs: Sequence[int],
-                                      sizes: Sequence[int], tp_rank: int = 0,
-                                      tp_size: int = 1) -> List[Any]:
-        return self.batch_get_tensor_into([self._tp_key(k, tp_rank) for k in base_keys],
-                                          buffer_ptrs, sizes)
-
-    def get_tensor_into_cuda(self, key: str, tensor: Any) -> int:
-        """Copy the stored tensor's bytes into tensor (any device): its byte count, or a
-        negative code (INVALID_PARAMS when sizes or dtypes differ)."""
-        return self.batch_get_tensor_into_cuda([key], [tensor])[0]
-
-    def batch_get_tensor_into_cuda(self, keys: Sequence[str], tensors_list: Sequence[Any]) -> List[int]:
-        self._need_torch()
-        got = self.batch_get_tensor(list(keys))
-        out = []
-        for key, src, dst in zip(keys, got, tensors_list):
-            if src is None:
-                out.append(OBJECT_NOT_FOUND)
-            elif src.dtype != dst.dtype or src.numel() != dst.numel():
-                out.append(self._bad(f"{key!r}: stored {src.dtype}{tuple(src.shape)} does not "
-                                     f"fit {dst.dtype}{tuple(dst.shape)}"))
-            else:
-                dst.copy_(src.reshape(dst.shape))
-                out.append(src.numel() * src.element_size())
-        return out
-
-    def _put_from_tensor_buffers(self, keys: List[str], ptrs: List[int], sizes: List[int],
-                                 replace: bool) -> List[int]:
-        """Store buffers that already hold [header][data] (get_tensor_into's layout)."""
-        out = [INVALID_PARAMS] * len(keys)
-        good = []
-        for i, (p, n) in enumerate(zip(ptrs, sizes)):
-            if not self._registered(p, n):
-                self._bad(f"{keys[i]!r}: buffer outside every registered buffer")
-                continue
-            hdr = _parse_header(ctypes.string_at(p, min(n, TENSOR_HEADER_SIZE)))
-            if hdr is None or TENSOR_HEADER_SIZE + hdr[2] > n:
-                self._bad(f"{keys[i]!r}: buffer does not start with a tensor header")
-                continue
-            good.append(i)
-        if good:
-            k = [keys[i] for i in good]
-            res = (self.batch_upsert_from if replace else self.batch_put_from)(
-                k, [ptrs[i] for i in good], [sizes[i] for i in good])
-            for i, r in zip(good, res):
-                out[i] = r
-        return out
-
-    def put_tensor_from(self, key: str, buffer_ptr: int, size: int) -> int:
-        return self._put_from_tensor_buffers([key], [buffer_ptr], [size], False)[0]
-
-    def batch_put_tensor_from(self, keys: Sequence[str], buffer_ptrs: Sequence[int],
-                              sizes: Sequence[int]) -> List[int]:
-        return self._put_from_tensor_buffers(list(keys), list(buffer_ptrs), list(sizes), False)
-
-    def upsert_tensor_from(self, key: str, buffer_ptr: int, size: int) -> int:
-        return self._put_from_tensor_buffers([key], [buffer_ptr], [size], True)[0]
-
-    def batch_upsert_tensor_from(self, keys: Sequence[str], buffer_ptrs: Sequence[int],
-                                 sizes: Sequence[int]) -> List[int]:
-        return self._put_from_tensor_buffers(list(keys), list(buffer_ptrs), list(sizes), True)
-
-    def put_tensor_with_tp_from(self, key: str, buffer_ptr: int, size: int, tp_rank: int = 0,
-                                tp_size: int = 1, split_dim: int = 0) -> int:
-        return self.batch_put_tensor_with_tp_from([key], [buffer_ptr], [size], tp_rank,
-                                                  tp_size, split_dim)[0]
-
-    def batch_put_tensor_with_tp_from(self, base_keys: Sequence[str], buffer_ptrs: Sequence[int],
-                                      sizes: Sequence[int], tp_rank: int = 0, tp_size: int = 1,
-                                      split_dim: int = 0) -> List[int]:
-        """Each buffer holds a whole tensor ([header][data]); stored split as key_tp_<r>."""
-        torch = self._need_torch()
-        out = []
-        for key, p, n in zip(base_keys, buffer_ptrs, sizes):
-            if not self._registered(p, n):
-                out.append(self._bad(f"{key!r}: buffer outside every registered buffer"))
-                continue
-            t = _tensor_from_bytes(torch, (ctypes.c_char * n).from_address(p))
-            if t is None:
-                out.append(self._bad(f"{key!r}: buffer does not start with a tensor header"))
-                continue
-            out.append(self._put_tp([key], [t], tp_size, split_dim, None)[0])
-        return out
-
-    # -- refused: parallelism specs, safetensors ---------------------------------------------
-
-    def _refuse(self, what: str) -> int:
-        return self._bad(f"{what}: not supported by tide (see docs/MOONCAKE.md)", NOT_SUPPORTED)
-
-    def get_tensor_with_parallelism(self, key: str, target: Any = None) -> Any:
-        self._refuse("get_tensor_with_parallelism")
-        return None
-
-    def batch_get_tensor_with_parallelism(self, keys: Sequence[str], targets: Any = None) -> List[Any]:
-        self._refuse("batch_get_tensor_with_parallelism")
-        return [None] * len(list(keys))
-
-    def get_tensor_with_parallelism_into(self, key: str, buffer_ptr: int, size: int,
-                                         target: Any = None) -> Any:
-        self._refuse("get_tensor_with_parallelism_into")
-        return None
-
-    def batch_get_tensor_with_parallelism_into(self, keys: Sequence[str], buffer_ptrs: Sequence[int],
-                                               sizes: Sequence[int], targets: Any = None) -> List[Any]:
-        self._refuse("batch_get_tensor_with_parallelism_into")
-        return [None] * len(list(keys))
-
-    def put_tensor_with_parallelism(self, key: str, tensor: Any, parallelism: Any = None,
-                                    config: Optional[ReplicateConfig] = None,
-                                    writer_partition: Any = None) -> int:
-        return self._refuse("put_tensor_with_parallelism")
-
-    def batch_put_tensor_with_parallelism(self, keys: Sequence[str], tensors_list: Sequence[Any],
-                                          parallelisms: Any = None,
-                                          config: Optional[ReplicateConfig] = None,
-                                          writer_partitions: Any = None) -> List[int]:
-        return [self._refuse("batch_put_tensor_with_parallelism")] * len(list(keys))
-
-    def put_tensor_with_parallelism_from(self, key: str, buffer_ptr: int, size: int,
-                                         parallelism: Any = None,
-                                         config: Optional[ReplicateConfig] = None,
-                                         writer_partition: Any = None) -> int:
-        return self._refuse("put_tensor_with_parallelism_from")
-
-    def batch_put_tensor_with_parallelism_from(self, keys: Sequence[str], buffer_ptrs: Sequence[int],
-                                               sizes: Sequence[int], parallelisms: Any = None,
-                                               config: Optional[ReplicateConfig] = None,
-                                               writer_partitions: Any = None) -> List[int]:
-        return [self._refuse("batch_put_tensor_with_parallelism_from")] * len(list(keys))
-
-    def upsert_tensor_with_parallelism(self, key: str, tensor: Any, parallelism: Any = None,
-                                       config: Optional[ReplicateConfig] = None,
-                                       writer_partition: Any = None) -> int:
-        return self._refuse("upsert_tensor_with_parallelism")
-
-    def upsert_tensor_with_parallelism_from(self, key: str, buffer_ptr: int, size: int,
-                                            parallelism: Any = None,
-                                            config: Optional[ReplicateConfig] = None,
-                                            writer_partition: Any = None) -> int:
-        return self._refuse("upsert_tensor_with_parallelism_from")
-
-    def batch_upsert_tensor_with_parallelism(self, keys: Sequence[str], tensors_list: Sequence[Any],
-                                             parallelisms: Any = None,
-                                             config: Optional[ReplicateConfig] = None,
-                                             writer_partitions: Any = None) -> List[int]:
-        return [self._refuse("batch_upsert_tensor_with_parallelism")] * len(list(keys))
-
-    def batch_upsert_tensor_with_parallelism_from(self, keys: Sequence[str],
-                                                  buffer_ptrs: Sequence[int], sizes: Sequence[int],
-                                                  parallelisms: Any = None,
-                                                  config: Optional[ReplicateConfig] = None,
-                                                  writer_partitions: Any = None) -> List[int]:
-        return [self._refuse("batch_upsert_tensor_with_parallelism_from")] * len(list(keys))
-
-    def save_tensor_to_safetensor(self, key: str, file_name: Optional[str] = None) -> int:
-        return self._refuse("save_tensor_to_safetensor")
-
-    def load_tensor_from_safetensor(self, key: Optional[str] = None, file_name: str = "") -> int:
-        return self._refuse("load_tensor_from_safetensor")
-
 
 __all__ = [
     "MooncakeDistributedStore",
