@@ -389,6 +389,7 @@ class MooncakeDistributedStore(TensorHelpers):
         self.url: Optional[str] = None
         self.hostname = ""
         self.local_buffer_size = 0  # setup()'s: 0 means no staging buffer for the byte API
+        self._any_pointer = False  # protocol "cxl": pointers need no registration
 
     # -- set-up --------------------------------------------------------------------------
 
@@ -431,7 +432,8 @@ class MooncakeDistributedStore(TensorHelpers):
             if not isinstance(bound[k], str):
                 raise TypeError(f"setup(): {k} must be a str, got {type(bound[k]).__name__}")
         return self._do_setup(bound["local_hostname"], bound["master_server_addr"],
-                              bound["local_buffer_size"], explicit=True)
+                              bound["local_buffer_size"], explicit=True,
+                              protocol=bound["protocol"])
 
     def _setup_dict(self, cfg: Dict[Any, Any]) -> int:
         cfg = {str(k): v for k, v in cfg.items()}
@@ -446,10 +448,11 @@ class MooncakeDistributedStore(TensorHelpers):
             return self._setup_failed(e)
         master = str(cfg.get("master_server_addr", cfg.get("master_server_address", "")))
         return self._do_setup(str(cfg["local_hostname"]), master or DEFAULT_MASTER, local,
+                              protocol=str(cfg.get("protocol", "tcp")),
                               explicit=bool(master))
 
     def _do_setup(self, hostname: str, master: str, local_buffer_size: int,
-                  explicit: bool) -> int:
+                  explicit: bool, protocol: str = "tcp") -> int:
         if self._store is not None:
             return self._setup_failed(SetupError(INVALID_PARAMS, "setup: already set up (close() first)"))
         try:
@@ -471,6 +474,9 @@ class MooncakeDistributedStore(TensorHelpers):
             return self._setup_failed(e)
         self.url, self.hostname = url, hostname
         self.local_buffer_size = local_buffer_size
+        # Mooncake's CXL mode reads and writes client memory with the CPU and needs no
+        # registration; so does tide, which then takes any pointer (as Mooncake does).
+        self._any_pointer = protocol == "cxl"
         self.last_error = None
         return OK
 
@@ -583,6 +589,8 @@ class MooncakeDistributedStore(TensorHelpers):
         return INVALID_PARAMS
 
     def _registered(self, ptr: int, size: int) -> bool:
+        if self._any_pointer:
+            return ptr > 0 or size == 0
         with self._lock:
             i = bisect.bisect_right(self._regions, (ptr, float("inf"))) - 1
             return i >= 0 and self._regions[i][0] <= ptr and ptr + size <= self._regions[i][1]

@@ -431,6 +431,19 @@ def test_register_buffer_rules(client):
         client.register_buffer("p", 1)
 
 
+def test_cxl_protocol_takes_unregistered_pointers(clean_env, tided):
+    c = mc.MooncakeDistributedStore()
+    assert c.setup("h", "m", 1 << 20, 1 << 20, "cxl", "", master(tided)) == 0
+    a, b = buf(0, b"cxl bytes"), buf(9)
+    assert c.put_from("cxl", a.ctypes.data, 9) == 0  # never registered
+    assert c.get_into("cxl", b.ctypes.data, 9) == 9 and b.tobytes() == b"cxl bytes"
+    assert c.put_from("cxl0", 0, 9) == mc.INVALID_PARAMS  # a null pointer still is not
+    c.close()
+    assert setup7(c, master(tided)) == 0  # tcp again: registration required
+    assert c.get_into("cxl", b.ctypes.data, 9) == mc.INVALID_PARAMS
+    c.close()
+
+
 def test_put_from_get_into_and_small_buffers(client):
     src, dst, small = buf(0, os.urandom(8192)), buf(8192), buf(100)
     for a in (src, dst, small):
