@@ -25,6 +25,7 @@ RPC_TIMEOUT = -901
 UNAVAILABLE_IN_CURRENT_STATUS = -1010
 UNAVAILABLE_IN_CURRENT_MODE = -1011
 NOT_SUPPORTED = -1012
+FILE_NOT_FOUND = -1100
 
 # health_check() results (mooncake-store/include/pyclient.h HealthCheckStatus).
 HC_HEALTHY = 0

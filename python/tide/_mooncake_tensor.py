@@ -4,7 +4,8 @@ get_tensor_into, *_with_tp, ... and the refused *_with_parallelism / safetensors
 A mixin: MooncakeDistributedStore inherits it and supplies the helpers it calls
 (``_call``, ``_bad``, ``_check_config``, ``_upsert_many``, ``_registered``,
 ``batch_get_into``, ``batch_put_from``, ``batch_upsert_from``). torch is imported only
-when a helper runs; without it the helpers raise ImportError saying so.
+when a helper runs; without it the helpers raise ImportError saying so (the safetensors calls also need the
+safetensors package).
 
 Object layout: [magic "TIDT" u32, version u32, dtype i32 (Mooncake's dtype numbering),
 ndim i32, dims i64 x 8, data bytes u64] then the tensor's bytes. Mooncake's own header
@@ -18,7 +19,14 @@ import ctypes
 import struct
 from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple
 
-from ._mooncake_codes import INVALID_PARAMS, NOT_SUPPORTED, OBJECT_NOT_FOUND, OK, mooncake_code
+from ._mooncake_codes import (
+    FILE_NOT_FOUND,
+    INVALID_PARAMS,
+    NOT_SUPPORTED,
+    OBJECT_NOT_FOUND,
+    OK,
+    mooncake_code,
+)
 
 if TYPE_CHECKING:
     from .mooncake import ReplicateConfig
@@ -386,7 +394,41 @@ class TensorHelpers:
         return [self._refuse("batch_upsert_tensor_with_parallelism_from")] * len(list(keys))
 
     def save_tensor_to_safetensor(self, key: str, file_name: Optional[str] = None) -> int:
-        return self._refuse("save_tensor_to_safetensor")
+        """Write the tensor under key to a safetensors file (file_name, else the key),
+        as Mooncake does: 0; FILE_NOT_FOUND when the key holds no tensor;
+        INVALID_PARAMS before setup or when safetensors cannot write it."""
+        if self._store is None:
+            return self._bad("save_tensor_to_safetensor: setup() has not succeeded")
+        tensor = self.get_tensor(key)
+        if tensor is None:
+            return self._bad(f"save_tensor_to_safetensor: no tensor under {key!r}", FILE_NOT_FOUND)
+        try:
+            from safetensors.torch import save_file  # noqa: PLC0415
 
-    def load_tensor_from_safetensor(self, key: Optional[str] = None, file_name: str = "") -> int:
-        return self._refuse("load_tensor_from_safetensor")
+            save_file({key: tensor.contiguous()}, key if file_name is None else file_name)
+        except Exception as e:  # ImportError, OSError, safetensors' own errors
+            return self._bad(f"save_tensor_to_safetensor: {type(e).__name__}: {e}")
+        return OK
+
+    def load_tensor_from_safetensor(self, key: Optional[str] = None, file_name: str = "") -> Any:
+        """Read a safetensors file and store its tensor under key (else the file name):
+        the entry named key, else the first. The tensor, or None on any failure."""
+        if self._store is None:
+            self._bad("load_tensor_from_safetensor: setup() has not succeeded")
+            return None
+        try:
+            from safetensors.torch import load_file  # noqa: PLC0415
+
+            loaded = load_file(file_name)
+        except Exception as e:
+            self._bad(f"load_tensor_from_safetensor: {file_name!r}: {type(e).__name__}: {e}")
+            return None
+        if not loaded:
+            self._bad(f"load_tensor_from_safetensor: no tensors in {file_name!r}")
+            return None
+        target = file_name if key is None else key
+        entry = target if key is not None and target in loaded else next(iter(loaded))
+        tensor = loaded[entry]
+        if self.put_tensor(target, tensor) != OK:
+            return None
+        return tensor

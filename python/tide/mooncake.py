@@ -43,6 +43,7 @@ from . import errors
 from ._mooncake_codes import (  # noqa: F401  (re-exported: mooncake.store users read them)
     BUFFER_OVERFLOW,
     CHECKSUM_MISMATCH,
+    FILE_NOT_FOUND,
     HC_HEALTHY,
     HC_MASTER_UNREACHABLE,
     HC_NOT_INITIALIZED,

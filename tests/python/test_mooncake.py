@@ -586,8 +586,6 @@ def test_refused_calls_say_not_supported(client):
     assert client.put("re1", b"x") == 0
     assert client.remove_by_regex("re.*") == mc.NOT_SUPPORTED and client.is_exist("re1") == 1
     assert "list keys" in str(client.last_error)
-    assert client.save_tensor_to_safetensor("k") == mc.NOT_SUPPORTED
-    assert client.load_tensor_from_safetensor(file_name="f") == mc.NOT_SUPPORTED
     assert client.put_tensor_with_parallelism("k", None) == mc.NOT_SUPPORTED
     assert client.batch_put_tensor_with_parallelism(["a", "b"], [None, None]) == [mc.NOT_SUPPORTED] * 2
     assert client.batch_put_tensor_with_parallelism_from(["a"], [1], [1]) == [mc.NOT_SUPPORTED]
@@ -636,9 +634,13 @@ def test_tensor_helpers_without_torch_say_so(client):
         client.put_tensor("t", None)
     with pytest.raises(ImportError, match="torch"):
         client.get_tensor("t")
+    with pytest.raises(ImportError, match="torch"):
+        client.save_tensor_to_safetensor("t")
+    assert client.put("notensor", b"x") == 0
+    assert client.load_tensor_from_safetensor(file_name="/nonexistent/f") is None
 
 
-def test_tensor_helpers(client):
+def test_tensor_helpers(client, tmp_path):
     torch = pytest.importorskip("torch")
     t = torch.arange(24, dtype=torch.float32).reshape(4, 6)
     assert client.put_tensor("t", t) == 0
@@ -682,6 +684,17 @@ def test_tensor_helpers(client):
     assert client.put_tensor_with_tp_from("wf", b.ctypes.data, n, tp_size=2) == 0
     assert torch.equal(client.get_tensor("wf_tp_0"), (t * 2)[:2])
     assert client.batch_put_tensor_with_tp_from(["wf2"], [b.ctypes.data], [n], 0, 2, 1) == [0]
+    # safetensors files
+    st = pytest.importorskip("safetensors.torch")
+    f = str(tmp_path / "t.safetensors")
+    assert client.save_tensor_to_safetensor("t", f) == 0
+    assert torch.equal(st.load_file(f)["t"], t * 2)
+    assert client.save_tensor_to_safetensor("zz", f) == mc.FILE_NOT_FOUND
+    assert client.save_tensor_to_safetensor("t", str(tmp_path / "no" / "dir")) == mc.INVALID_PARAMS
+    back = client.load_tensor_from_safetensor("t_back", f)  # entry "t_back" absent: the first
+    assert torch.equal(back, t * 2) and torch.equal(client.get_tensor("t_back"), t * 2)
+    assert client.load_tensor_from_safetensor(file_name=str(tmp_path / "missing")) is None
+    assert "missing" in str(client.last_error)
     # into an existing tensor ("cuda" in Mooncake; any device here)
     dst = torch.zeros(4, 6)
     assert client.get_tensor_into_cuda("t", dst) == t.numel() * 4 and torch.equal(dst, t * 2)
