@@ -276,6 +276,24 @@ def test_two_objects_share_one_store(client, tided, clean_env):
     other.close()
 
 
+def test_two_processes_share_one_store(client, tided):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [os.path.join(ROOT, "python"), os.path.join(ROOT, "python", "compat")]),
+        MOONCAKE_MASTER=master(tided))
+    env.pop("TIDE_URL", None)
+    code = ("from mooncake.store import MooncakeDistributedStore as M\n"
+            "s = M()\n"
+            "assert s.setup('other', 'P2PHANDSHAKE', 1 << 20, 1 << 20, 'tcp', '', '') == 0\n"
+            "assert s.put('from-child', b'child bytes') == 0\n"
+            "print(s.get('from-parent').decode())\n")
+    assert client.put("from-parent", b"parent bytes") == 0
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "parent bytes"
+    assert client.get("from-child") == b"child bytes"
+
+
 def test_close_then_setup_again_and_calls_when_closed(clean_env, tided):
     c = mc.MooncakeDistributedStore()
     assert c.is_exist("a") == mc.INVALID_PARAMS  # before setup
