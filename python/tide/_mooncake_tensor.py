@@ -1,5 +1,5 @@
 """The tensor helpers of tide.mooncake.MooncakeDistributedStore (Mooncake's put_tensor,
-get_tensor_into, *_with_tp, ... and the refused *_with_parallelism / safetensors calls).
+get_tensor_into, *_with_tp, *_with_parallelism without a layout spec, safetensors files).
 
 A mixin: MooncakeDistributedStore inherits it and supplies the helpers it calls
 (``_call``, ``_bad``, ``_check_config``, ``_upsert_many``, ``_registered``,
@@ -213,10 +213,15 @@ class TensorHelpers:
         return self.batch_get_tensor([self._tp_key(k, tp_rank) for k in base_keys])
 
     def _get_tensors_into(self, keys: List[str], ptrs: List[int], sizes: List[int]) -> List[Any]:
+        """Per key a tensor over its buffer, or None (missing, too small). As Mooncake's,
+        a call that is wrong as a whole (before setup, list lengths differ, a null
+        pointer) returns INVALID_PARAMS for every key instead."""
         torch = self._need_torch()
-        if len(ptrs) != len(keys) or len(sizes) != len(keys):
-            self._bad(f"{len(keys)} keys, {len(ptrs)} pointers, {len(sizes)} sizes")
-            return [None] * len(keys)
+        if self._store is None or len(ptrs) != len(keys) or len(sizes) != len(keys) \
+                or any(not p for p in ptrs):
+            self._bad(f"{len(keys)} keys, {len(ptrs)} pointers, {len(sizes)} sizes, "
+                      f"or a null pointer, or not set up")
+            return [INVALID_PARAMS] * len(keys)
         res = self.batch_get_into(keys, ptrs, sizes)
         out = []
         for p, n, r in zip(ptrs, sizes, res):
@@ -229,7 +234,8 @@ class TensorHelpers:
 
     def get_tensor_into(self, key: str, buffer_ptr: int, size: int) -> Any:
         """Read [header][data] into the registered buffer; a tensor viewing it, or None."""
-        return self._get_tensors_into([key], [buffer_ptr], [size])[0]
+        got = self._get_tensors_into([key], [buffer_ptr], [size])[0]
+        return None if isinstance(got, int) else got
 
     def batch_get_tensor_into(self, keys: Sequence[str], buffer_ptrs: Sequence[int],
                               sizes: Sequence[int]) -> List[Any]:
@@ -323,75 +329,133 @@ class TensorHelpers:
             out.append(self._put_tp([key], [t], tp_size, split_dim, None)[0])
         return out
 
-    # -- refused: parallelism specs, safetensors ---------------------------------------------
+    # -- *_with_parallelism: whole tensors; a layout spec is refused -------------------------
+    # Mooncake routes these calls by their spec; with none (parallelism, writer_partition
+    # and target all None) the tensor is written or read whole, as put_tensor /
+    # get_tensor do, and so here. ParallelAxis / TensorParallelism / ReadTarget sharding
+    # (Mooncake's sharded tensor metadata) is not implemented: NOT_SUPPORTED.
 
-    def _refuse(self, what: str) -> int:
-        return self._bad(f"{what}: not supported by tide (see docs/MOONCAKE.md)", NOT_SUPPORTED)
+    def _spec_refused(self, what: str, *specs: Any) -> bool:
+        if all(x is None for x in specs):
+            return False
+        self._bad(f"{what}: a parallelism / writer-partition / read-target spec is not "
+                  f"supported by tide (docs/MOONCAKE.md); None writes or reads whole tensors",
+                  NOT_SUPPORTED)
+        return True
 
     def get_tensor_with_parallelism(self, key: str, target: Any = None) -> Any:
-        self._refuse("get_tensor_with_parallelism")
-        return None
+        if self._spec_refused("get_tensor_with_parallelism", target):
+            return None
+        return self.get_tensor(key)
 
     def batch_get_tensor_with_parallelism(self, keys: Sequence[str], targets: Any = None) -> List[Any]:
-        self._refuse("batch_get_tensor_with_parallelism")
-        return [None] * len(list(keys))
+        keys = list(keys)
+        if targets is not None and any(t is not None for t in targets):
+            self._spec_refused("batch_get_tensor_with_parallelism", targets)
+            return [None] * len(keys)
+        return self.batch_get_tensor(keys)
 
     def get_tensor_with_parallelism_into(self, key: str, buffer_ptr: int, size: int,
                                          target: Any = None) -> Any:
-        self._refuse("get_tensor_with_parallelism_into")
-        return None
+        if self._spec_refused("get_tensor_with_parallelism_into", target):
+            return None
+        return self.get_tensor_into(key, buffer_ptr, size)
 
     def batch_get_tensor_with_parallelism_into(self, keys: Sequence[str], buffer_ptrs: Sequence[int],
                                                sizes: Sequence[int], targets: Any = None) -> List[Any]:
-        self._refuse("batch_get_tensor_with_parallelism_into")
-        return [None] * len(list(keys))
+        keys = list(keys)
+        if targets is not None and any(t is not None for t in targets):
+            self._spec_refused("batch_get_tensor_with_parallelism_into", targets)
+            return [None] * len(keys)
+        return self.batch_get_tensor_into(keys, buffer_ptrs, sizes)
+
+    def _batch_specs_refused(self, what: str, n: int, *spec_lists: Any) -> bool:
+        for specs in spec_lists:
+            if specs is not None and any(x is not None for x in specs):
+                self._spec_refused(what, specs)
+                return True
+        return False
 
     def put_tensor_with_parallelism(self, key: str, tensor: Any, parallelism: Any = None,
                                     config: Optional[ReplicateConfig] = None,
                                     writer_partition: Any = None) -> int:
-        return self._refuse("put_tensor_with_parallelism")
+        if self._spec_refused("put_tensor_with_parallelism", parallelism, writer_partition):
+            return NOT_SUPPORTED
+        return self._put_tensors([key], [tensor], False, config)[0]
 
     def batch_put_tensor_with_parallelism(self, keys: Sequence[str], tensors_list: Sequence[Any],
                                           parallelisms: Any = None,
                                           config: Optional[ReplicateConfig] = None,
                                           writer_partitions: Any = None) -> List[int]:
-        return [self._refuse("batch_put_tensor_with_parallelism")] * len(list(keys))
+        keys = list(keys)
+        if self._batch_specs_refused("batch_put_tensor_with_parallelism", len(keys),
+                                     parallelisms, writer_partitions):
+            return [NOT_SUPPORTED] * len(keys)
+        return self._put_tensors(keys, list(tensors_list), False, config)
 
     def put_tensor_with_parallelism_from(self, key: str, buffer_ptr: int, size: int,
                                          parallelism: Any = None,
                                          config: Optional[ReplicateConfig] = None,
                                          writer_partition: Any = None) -> int:
-        return self._refuse("put_tensor_with_parallelism_from")
+        if self._spec_refused("put_tensor_with_parallelism_from", parallelism, writer_partition):
+            return NOT_SUPPORTED
+        rc = self._check_config(config)
+        return rc if rc != OK else self.put_tensor_from(key, buffer_ptr, size)
 
     def batch_put_tensor_with_parallelism_from(self, keys: Sequence[str], buffer_ptrs: Sequence[int],
                                                sizes: Sequence[int], parallelisms: Any = None,
                                                config: Optional[ReplicateConfig] = None,
                                                writer_partitions: Any = None) -> List[int]:
-        return [self._refuse("batch_put_tensor_with_parallelism_from")] * len(list(keys))
+        keys = list(keys)
+        if self._batch_specs_refused("batch_put_tensor_with_parallelism_from", len(keys),
+                                     parallelisms, writer_partitions):
+            return [NOT_SUPPORTED] * len(keys)
+        rc = self._check_config(config)
+        if rc != OK:
+            return [rc] * len(keys)
+        return self.batch_put_tensor_from(keys, buffer_ptrs, sizes)
 
     def upsert_tensor_with_parallelism(self, key: str, tensor: Any, parallelism: Any = None,
                                        config: Optional[ReplicateConfig] = None,
                                        writer_partition: Any = None) -> int:
-        return self._refuse("upsert_tensor_with_parallelism")
+        if self._spec_refused("upsert_tensor_with_parallelism", parallelism, writer_partition):
+            return NOT_SUPPORTED
+        return self._put_tensors([key], [tensor], True, config)[0]
 
     def upsert_tensor_with_parallelism_from(self, key: str, buffer_ptr: int, size: int,
                                             parallelism: Any = None,
                                             config: Optional[ReplicateConfig] = None,
                                             writer_partition: Any = None) -> int:
-        return self._refuse("upsert_tensor_with_parallelism_from")
+        if self._spec_refused("upsert_tensor_with_parallelism_from", parallelism, writer_partition):
+            return NOT_SUPPORTED
+        rc = self._check_config(config)
+        return rc if rc != OK else self.upsert_tensor_from(key, buffer_ptr, size)
 
     def batch_upsert_tensor_with_parallelism(self, keys: Sequence[str], tensors_list: Sequence[Any],
                                              parallelisms: Any = None,
                                              config: Optional[ReplicateConfig] = None,
                                              writer_partitions: Any = None) -> List[int]:
-        return [self._refuse("batch_upsert_tensor_with_parallelism")] * len(list(keys))
+        keys = list(keys)
+        if self._batch_specs_refused("batch_upsert_tensor_with_parallelism", len(keys),
+                                     parallelisms, writer_partitions):
+            return [NOT_SUPPORTED] * len(keys)
+        return self._put_tensors(keys, list(tensors_list), True, config)
 
     def batch_upsert_tensor_with_parallelism_from(self, keys: Sequence[str],
                                                   buffer_ptrs: Sequence[int], sizes: Sequence[int],
                                                   parallelisms: Any = None,
                                                   config: Optional[ReplicateConfig] = None,
                                                   writer_partitions: Any = None) -> List[int]:
-        return [self._refuse("batch_upsert_tensor_with_parallelism_from")] * len(list(keys))
+        keys = list(keys)
+        if self._batch_specs_refused("batch_upsert_tensor_with_parallelism_from", len(keys),
+                                     parallelisms, writer_partitions):
+            return [NOT_SUPPORTED] * len(keys)
+        rc = self._check_config(config)
+        if rc != OK:
+            return [rc] * len(keys)
+        return self.batch_upsert_tensor_from(keys, buffer_ptrs, sizes)
+
+    # -- safetensors files ---------------------------------------------------------------------
 
     def save_tensor_to_safetensor(self, key: str, file_name: Optional[str] = None) -> int:
         """Write the tensor under key to a safetensors file (file_name, else the key),

@@ -604,18 +604,20 @@ def test_refused_calls_say_not_supported(client):
     assert client.put("re1", b"x") == 0
     assert client.remove_by_regex("re.*") == mc.NOT_SUPPORTED and client.is_exist("re1") == 1
     assert "list keys" in str(client.last_error)
-    assert client.put_tensor_with_parallelism("k", None) == mc.NOT_SUPPORTED
-    assert client.batch_put_tensor_with_parallelism(["a", "b"], [None, None]) == [mc.NOT_SUPPORTED] * 2
-    assert client.batch_put_tensor_with_parallelism_from(["a"], [1], [1]) == [mc.NOT_SUPPORTED]
-    assert client.put_tensor_with_parallelism_from("k", 1, 1) == mc.NOT_SUPPORTED
-    assert client.upsert_tensor_with_parallelism("k", None) == mc.NOT_SUPPORTED
-    assert client.upsert_tensor_with_parallelism_from("k", 1, 1) == mc.NOT_SUPPORTED
-    assert client.batch_upsert_tensor_with_parallelism(["a"], [None]) == [mc.NOT_SUPPORTED]
-    assert client.batch_upsert_tensor_with_parallelism_from(["a"], [1], [1]) == [mc.NOT_SUPPORTED]
-    assert client.get_tensor_with_parallelism("k") is None
-    assert client.batch_get_tensor_with_parallelism(["a", "b"]) == [None, None]
-    assert client.get_tensor_with_parallelism_into("k", 1, 1) is None
-    assert client.batch_get_tensor_with_parallelism_into(["a"], [1], [1]) is not None
+    spec = object()  # any ParallelAxis / TensorParallelism / ReadTarget spec
+    assert client.put_tensor_with_parallelism("k", None, spec) == mc.NOT_SUPPORTED
+    assert client.put_tensor_with_parallelism("k", None, writer_partition=spec) == mc.NOT_SUPPORTED
+    assert client.batch_put_tensor_with_parallelism(["a", "b"], [None, None], [spec, None]) == [mc.NOT_SUPPORTED] * 2
+    assert client.batch_put_tensor_with_parallelism_from(["a"], [1], [1], [spec]) == [mc.NOT_SUPPORTED]
+    assert client.put_tensor_with_parallelism_from("k", 1, 1, spec) == mc.NOT_SUPPORTED
+    assert client.upsert_tensor_with_parallelism("k", None, spec) == mc.NOT_SUPPORTED
+    assert client.upsert_tensor_with_parallelism_from("k", 1, 1, spec) == mc.NOT_SUPPORTED
+    assert client.batch_upsert_tensor_with_parallelism(["a"], [None], None, None, [spec]) == [mc.NOT_SUPPORTED]
+    assert client.batch_upsert_tensor_with_parallelism_from(["a"], [1], [1], [spec]) == [mc.NOT_SUPPORTED]
+    assert client.get_tensor_with_parallelism("k", spec) is None
+    assert client.batch_get_tensor_with_parallelism(["a", "b"], [spec, spec]) == [None, None]
+    assert client.get_tensor_with_parallelism_into("k", 1, 1, spec) is None
+    assert client.batch_get_tensor_with_parallelism_into(["a"], [1], [1], [spec]) == [None]
     assert "not supported by tide" in str(client.last_error)
 
 
@@ -696,12 +698,33 @@ def test_tensor_helpers(client, tmp_path):
     ys = client.batch_get_tensor_into(["t1", "zz"], [b.ctypes.data, b.ctypes.data + n], [n, n])
     assert torch.equal(ys[0], t) and ys[1] is None
     assert client.get_tensor_into("t", b.ctypes.data, 16) is None
+    # wrong as a whole: INVALID_PARAMS per key (Mooncake's), not None
+    assert client.batch_get_tensor_into(["t", "t1"], [b.ctypes.data], [n]) == [mc.INVALID_PARAMS] * 2
+    assert client.batch_get_tensor_into(["t"], [0], [n]) == [mc.INVALID_PARAMS]
+    assert client.get_tensor_into("t", 0, n) is None
     assert torch.equal(client.get_tensor_with_tp_into("w", b.ctypes.data, n, tp_rank=1, tp_size=2), t[:, 3:])
     assert torch.equal(client.batch_get_tensor_with_tp_into(["w"], [b.ctypes.data], [n], 0, 2)[0], t[:, :3])
     assert client.get_tensor_into("t", b.ctypes.data, n) is not None
     assert client.put_tensor_with_tp_from("wf", b.ctypes.data, n, tp_size=2) == 0
     assert torch.equal(client.get_tensor("wf_tp_0"), (t * 2)[:2])
     assert client.batch_put_tensor_with_tp_from(["wf2"], [b.ctypes.data], [n], 0, 2, 1) == [0]
+    # *_with_parallelism without a spec: whole tensors
+    assert client.put_tensor_with_parallelism("wp", t) == 0
+    assert torch.equal(client.get_tensor_with_parallelism("wp"), t)
+    assert client.batch_put_tensor_with_parallelism(["wp1", "wp2"], [t, t + 1]) == [0, 0]
+    got = client.batch_get_tensor_with_parallelism(["wp1", "wp2"], [None, None])
+    assert torch.equal(got[0], t) and torch.equal(got[1], t + 1)
+    assert client.upsert_tensor_with_parallelism("wp", t + 5) == 0
+    assert client.batch_upsert_tensor_with_parallelism(["wp1"], [t + 6]) == [0]
+    assert torch.equal(client.get_tensor("wp"), t + 5) and torch.equal(client.get_tensor("wp1"), t + 6)
+    x = client.get_tensor_with_parallelism_into("wp", b.ctypes.data, n)
+    assert torch.equal(x, t + 5)
+    assert client.put_tensor_with_parallelism_from("wpf", b.ctypes.data, n) == 0
+    assert client.batch_put_tensor_with_parallelism_from(["wpf2"], [b.ctypes.data], [n]) == [0]
+    assert client.upsert_tensor_with_parallelism_from("wpf", b.ctypes.data, n) == 0
+    assert client.batch_upsert_tensor_with_parallelism_from(["wpf2"], [b.ctypes.data], [n]) == [0]
+    assert torch.equal(client.batch_get_tensor_with_parallelism_into(
+        ["wpf2"], [b.ctypes.data + n], [n])[0], t + 5)
     # safetensors files
     st = pytest.importorskip("safetensors.torch")
     f = str(tmp_path / "t.safetensors")
