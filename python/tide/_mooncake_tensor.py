@@ -87,6 +87,43 @@ def _tensor_from_bytes(torch: Any, raw: Any, offset: int = 0) -> Any:
     return t.view(dtype).reshape(dims)
 
 
+
+# -- mooncake.store's module-level tensor codec (used by Mooncake's Python helpers) --------
+
+
+def _tensor_metadata_size() -> int:
+    """Bytes of the header put before a tensor's bytes."""
+    return TENSOR_HEADER_SIZE
+
+
+def _serialize_tensor(tensor: Any) -> Tuple[bytes, int, int, Any]:
+    """(header, data address, data bytes, owner) for a tensor: the owner (a contiguous
+    CPU tensor, a copy when the tensor was elsewhere or strided) holds the bytes at
+    that address. ValueError for a tensor Mooncake could not store either."""
+    torch = _torch()
+    if torch is None:
+        raise ImportError("tide.mooncake: _serialize_tensor needs torch, which does not import")
+    if not isinstance(tensor, torch.Tensor):
+        raise ValueError("unsupported tensor for Mooncake tensor serialization")
+    owner = tensor.detach().to("cpu").contiguous()
+    try:
+        hdr = _tensor_header(torch, owner)
+    except TypeError as e:
+        raise ValueError(f"unsupported tensor for Mooncake tensor serialization: {e}") from e
+    nbytes = owner.numel() * owner.element_size()
+    return hdr, owner.data_ptr() if nbytes else 0, nbytes, owner
+
+
+def _deserialize_tensor(payload: bytes) -> Any:
+    """The tensor in header + bytes (a copy it owns); ValueError when malformed."""
+    torch = _torch()
+    if torch is None:
+        raise ImportError("tide.mooncake: _deserialize_tensor needs torch, which does not import")
+    t = _tensor_from_bytes(torch, bytearray(payload))
+    if t is None:
+        raise ValueError("invalid serialized Mooncake tensor payload")
+    return t
+
 class TensorHelpers:
     """Mooncake's tensor methods; see the module docstring."""
 

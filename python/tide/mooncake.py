@@ -67,7 +67,14 @@ from ._mooncake_codes import (  # noqa: F401  (re-exported: mooncake.store users
     WRITE_FAIL,
     mooncake_code,
 )
-from ._mooncake_tensor import TensorHelpers, TENSOR_HEADER_SIZE, _torch  # noqa: F401
+from ._mooncake_tensor import (  # noqa: F401  (the codec: mooncake.store's module functions)
+    TENSOR_HEADER_SIZE,
+    TensorHelpers,
+    _deserialize_tensor,
+    _serialize_tensor,
+    _tensor_metadata_size,
+    _torch,
+)
 from .store import Store
 
 log = logging.getLogger("tide.mooncake")

@@ -725,6 +725,15 @@ def test_tensor_helpers(client, tmp_path):
     assert client.batch_upsert_tensor_with_parallelism_from(["wpf2"], [b.ctypes.data], [n]) == [0]
     assert torch.equal(client.batch_get_tensor_with_parallelism_into(
         ["wpf2"], [b.ctypes.data + n], [n])[0], t + 5)
+    # the module-level codec Mooncake's Python helpers use
+    hdr, ptr, nbytes, owner = mc._serialize_tensor(t[:, 1:])  # strided: a contiguous copy
+    assert len(hdr) == mc._tensor_metadata_size() and nbytes == 4 * 5 * 4
+    payload = hdr + ctypes.string_at(ptr, nbytes)
+    assert torch.equal(mc._deserialize_tensor(payload), t[:, 1:]) and owner.is_contiguous()
+    with pytest.raises(ValueError):
+        mc._deserialize_tensor(b"not a tensor" * 10)
+    with pytest.raises(ValueError):
+        mc._serialize_tensor("nope")
     # safetensors files
     st = pytest.importorskip("safetensors.torch")
     f = str(tmp_path / "t.safetensors")

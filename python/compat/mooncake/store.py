@@ -14,4 +14,7 @@ from tide.mooncake import (  # noqa: F401
     SoftPinAction,
     TaskStatus,
     TaskType,
+    _deserialize_tensor,
+    _serialize_tensor,
+    _tensor_metadata_size,
 )
