@@ -5,7 +5,8 @@ LMCache's Mooncake backend, SGLang HiCache's Mooncake backend) runs on tide by p
 ``python/compat`` on PYTHONPATH, whose ``mooncake.store`` re-exports this module. Every
 method of Mooncake's class is here with its arguments, defaults and integer return codes
 (Mooncake's ErrorCode, mooncake-store/include/types.h); docs/MOONCAKE.md lists each one
-as supported, accepted-and-ignored or refused, and why.
+as supported, accepted-and-ignored or refused, and why. The error codes live in
+_mooncake_codes.py, the tensor methods in _mooncake_tensor.py (a mixin of this class).
 
 Invariants:
 
