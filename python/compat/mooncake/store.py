@@ -1,4 +1,20 @@
 """``mooncake.store`` for code written against Mooncake's Python API: tide.mooncake."""
 
-from tide.mooncake import *  # noqa: F401,F403
-from tide.mooncake import MooncakeDistributedStore, ReplicateConfig  # noqa: F401
+from tide.mooncake import (  # noqa: F401
+    BufferHandle,
+    Descriptor,
+    DiskDescriptor,
+    MemoryDescriptor,
+    MooncakeDistributedStore,
+    MooncakeHostMemAllocator,
+    ObjectDataType,
+    ReplicaDescriptor,
+    ReplicaStatus,
+    ReplicateConfig,
+    SoftPinAction,
+    TaskStatus,
+    TaskType,
+    _deserialize_tensor,
+    _serialize_tensor,
+    _tensor_metadata_size,
+)
