@@ -60,6 +60,12 @@
 #define IN_AUTHED (64 * 1024)
 #define SCRATCH_SIZE (64 * 1024)
 #define IOV_BATCH 64 /* iovecs per readv of value bytes */
+/* At a frame boundary a read asks for the bytes the decoder needs, and at least HEAD_READ:
+ * enough for the head of a typical request (several small ones when pipelined), but so
+ * few of a PUT's value bytes that almost all of them go from the socket straight into
+ * their reservation rather than through `in`. The last read of a PUT's body also takes up
+ * to HEAD_READ bytes of what follows, so that it can tell that the socket is empty. */
+#define HEAD_READ (16 * 1024)
 /* Value bytes taken from the socket per readv: small enough that hashing them right after
  * reads them from L2. */
 #define BODY_PIECE (256 * 1024)
@@ -88,6 +94,7 @@ struct conn {
     put_slot *slots;
     uint32_t nslots, slot;   /* all slots; the one being filled */
     uint64_t slot_off;       /* bytes of slots[slot] received */
+    uint64_t body_left;      /* value bytes of the PUT not yet received */
     uint8_t *scratch;
     checksum_state *cs;     /* hash of slots[slot]'s bytes so far */
 
@@ -421,6 +428,7 @@ static int put_begin(conn *c, const frame_msg *m) {
     c->slot = 0;
     c->slot_off = 0;
     c->put_req_id = m->h.req_id;
+    c->body_left = m->data_len;
     frame_iter it;
     frame_entry e;
     frame_iter_init(&it, m);
@@ -521,6 +529,7 @@ static void body_advance(conn *c, uint64_t n) {
                                    (size_t)take);
         }
         c->slot_off += take;
+        c->body_left -= take;
         n -= take;
         if (c->slot_off == s->vlen) {
             if (s->res_id) s->got = checksum_digest(c->cs);
@@ -546,17 +555,28 @@ static void body_from_inbuf(conn *c) {
 }
 
 /* Read value bytes straight into place. Returns 1 when the body is complete, 0 when the
- * socket has nothing more now, negative on error/EOF. */
+ * socket has nothing more now, negative on error/EOF. When the read covers the rest of the
+ * body it also takes up to HEAD_READ bytes of what follows into `in`: a short read then
+ * says the socket is empty, and the next frame's head needs no read of its own. */
 static int body_read(conn *c) {
     if (!c->scratch && !(c->scratch = malloc(SCRATCH_SIZE))) return -ENOMEM;
     if (!c->cs && !(c->cs = checksum_new())) return -ENOMEM;
     body_from_inbuf(c);
     while (c->slot < c->nslots) {
-        struct iovec iov[IOV_BATCH];
+        if (c->io.drained) return 0; /* epoll says when more has come */
+        struct iovec iov[IOV_BATCH + 1];
         int n = body_iov(c, iov);
+        size_t cover = 0;
+        for (int i = 0; i < n; i++) cover += iov[i].iov_len;
+        if (cover == c->body_left && c->in_len < c->in_cap) {
+            size_t tail = c->in_cap - c->in_len < HEAD_READ ? c->in_cap - c->in_len : HEAD_READ;
+            iov[n++] = (struct iovec){c->in + c->in_len, tail};
+        }
         ssize_t r = connio_readv(&c->io, iov, n);
         if (r <= 0) return (int)r;
-        body_advance(c, (uint64_t)r);
+        size_t body = (size_t)r < cover ? (size_t)r : cover;
+        body_advance(c, body);
+        c->in_len += (size_t)r - body;
     }
     return 1;
 }
@@ -664,6 +684,8 @@ static int process_input(conn *c) {
             return reply_error(c, op, req_id, (int32_t)n, c->dec.errstr);
         }
         if (n == 0) {
+            /* The last read found the socket empty: epoll says when more has come. */
+            if (c->io.drained) return 0;
             /* Need more bytes: make room for at least d->need, then read. */
             size_t want = c->in_len + (c->dec.need > 4096 ? c->dec.need : 4096);
             if (!c->authed) {
@@ -674,7 +696,9 @@ static int process_input(conn *c) {
                 want = IN_AUTHED;
             }
             if (connio_grow(&c->in, &c->in_cap, want) != 0) return -ENOMEM;
-            ssize_t r = connio_recv(&c->io, c->in + c->in_len, c->in_cap - c->in_len);
+            size_t ask = c->dec.need > HEAD_READ ? c->dec.need : HEAD_READ;
+            if (ask > c->in_cap - c->in_len) ask = c->in_cap - c->in_len;
+            ssize_t r = connio_recv(&c->io, c->in + c->in_len, ask);
             if (r < 0) return r == -EAGAIN ? 0 : (int)r;
             if (r == 0) return c->in_len ? -EPROTO : -ECONNRESET;
             c->in_len += (size_t)r;
@@ -697,7 +721,10 @@ static int process_input(conn *c) {
 
 int conn_on_event(conn *c, uint32_t events) {
     int rc = 0;
-    if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) rc = process_input(c);
+    if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+        c->io.drained = 0;
+        rc = process_input(c);
+    }
     for (;;) {
         if (rc < 0) return rc;
         int frc = connio_flush(&c->io, &c->send_fd);
