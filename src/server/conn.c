@@ -65,7 +65,7 @@
  * few of a PUT's value bytes that almost all of them go from the socket straight into
  * their reservation rather than through `in`. The last read of a PUT's body also takes up
  * to HEAD_READ bytes of what follows, so that it can tell that the socket is empty. */
-#define HEAD_READ (16 * 1024)
+#define HEAD_READ (4 * 1024)
 /* Value bytes taken from the socket per readv: small enough that hashing them right after
  * reads them from L2. */
 #define BODY_PIECE (256 * 1024)
@@ -539,9 +539,10 @@ static void body_advance(conn *c, uint64_t n) {
     }
 }
 
-/* Move value bytes already sitting in `in` into their places. */
-static void body_from_inbuf(conn *c) {
-    size_t used = 0;
+/* Move value bytes already sitting in `in` from `off` on into their places, and drop
+ * in[0, off) with them (the frame's head, when the PUT has just begun). */
+static void body_from_inbuf(conn *c, size_t off) {
+    size_t used = off;
     while (used < c->in_len && c->slot < c->nslots) {
         put_slot *s = &c->slots[c->slot];
         uint64_t left = s->vlen - c->slot_off;
@@ -561,7 +562,7 @@ static void body_from_inbuf(conn *c) {
 static int body_read(conn *c) {
     if (!c->scratch && !(c->scratch = malloc(SCRATCH_SIZE))) return -ENOMEM;
     if (!c->cs && !(c->cs = checksum_new())) return -ENOMEM;
-    body_from_inbuf(c);
+    body_from_inbuf(c, 0);
     while (c->slot < c->nslots) {
         if (c->io.drained) return 0; /* epoll says when more has come */
         struct iovec iov[IOV_BATCH + 1];
@@ -708,6 +709,13 @@ static int process_input(conn *c) {
         if (m.h.opcode == FRAME_OP_PUT && m.data_len > 0 && c->authed) {
             c->put_start_ns = now_ns();
             rc = put_begin(c, &m);
+            /* The value bytes read with the head go to their places from where they are
+             * (not moved to the front of `in` first), and the head is dropped with them. */
+            if (rc == 0) {
+                if (!c->cs && !(c->cs = checksum_new())) return -ENOMEM;
+                body_from_inbuf(c, (size_t)n);
+                continue;
+            }
         } else {
             rc = dispatch(c, &m);
         }
