@@ -21,7 +21,9 @@
  * Large batches are cut to the server's limits (keys per frame, frame bytes) learnt from
  * HELLO. GET values are read straight into the caller's scatter lists, hashed piece by piece
  * as they arrive, and checked against the checksum the server sent; a mismatch is a miss,
- * never wrong data handed back.
+ * never wrong data handed back. A reply's head is read in one recvmsg (its length follows
+ * from the request), and after a send or a short read the next read polls first rather
+ * than trying a recvmsg that would say EAGAIN (wire.c): a PUT is sendmsg, poll, recvmsg.
  */
 #include <errno.h>
 #include <netdb.h>

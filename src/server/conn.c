@@ -9,7 +9,13 @@
  * a scratch buffer and dropped. Each piece of a value is hashed as soon as it has landed
  * (while it is still in cache: one pass over the bytes, not a second one at the end); when
  * the last value byte is in, each reservation's hash is compared with the sender's checksum
- * and the value committed (or aborted): a half-received value is never visible.
+ * and the value committed (or aborted): a half-received value is never visible. A frame's
+ * head is read with at most max(need, HEAD_READ) bytes, so only the first few KiB of a
+ * value can land in `in` (they are copied to the pool from there); the rest goes from the
+ * socket into the pool. No read is made that can only return EAGAIN: one that took less
+ * than it asked for marks the socket drained (connio.h), and the connection then waits for
+ * epoll (level-triggered, so bytes that came meanwhile are reported at once). Per 256 KiB
+ * PUT that is epoll_wait, recv, readv, writev (docs/WRITE_PATH.md).
  *
  * Sending. Replies are queued as segments (outq.c): encoded headers (owned there) and,
  * for GET, values sent with writev straight from pool memory under a pin, released when
