@@ -163,7 +163,8 @@ static int node_put_many(tide_store *s, const tide_key *keys, size_t n, const ti
                 flat[p] = fv[done + j][q];
                 vals[p] = (struct iovec){flat[p].base, flat[p].len};
             }
-        wire_request x = {.vals = vals, .on_reply = node_on_status_reply,
+        wire_request x = {.vals = vals,
+                          .on_reply = node_on_status_reply,
                           .reply_head = NODE_PUT_REPLY_HEAD(take)};
         char what[64];
         snprintf(what, sizeof(what), "PUT of %zu keys", take);

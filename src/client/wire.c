@@ -160,8 +160,8 @@ int wire_recv_head(wire_call *k, frame_msg *m, int *fd) {
         if (n < 0) return client_err(k->s, (int)n, "%s: bad reply: %s", addr, c->dec.errstr);
         if (n > 0) {
             if ((size_t)n != have) /* bytes past the reply: only a broken server sends them */
-                return client_err(k->s, TIDE_EPROTO, "%s: %s reply followed by more bytes",
-                                  addr, frame_op_name(m->h.opcode));
+                return client_err(k->s, TIDE_EPROTO, "%s: %s reply followed by more bytes", addr,
+                                  frame_op_name(m->h.opcode));
             if (k->w->heads_only && m->data_len)
                 return client_err(k->s, TIDE_EPROTO, "%s: %s reply carries value bytes", addr,
                                   frame_op_name(m->h.opcode));
@@ -171,7 +171,8 @@ int wire_recv_head(wire_call *k, frame_msg *m, int *fd) {
         if (have == 0 && hint > want) most = hint; /* header and key section in one read */
         if (most > c->buf_cap) {
             size_t cap = c->buf_cap;
-            while (cap < most) cap *= 2;
+            while (cap < most)
+                cap *= 2;
             uint8_t *grown = realloc(c->buf, cap);
             if (!grown) return client_err(k->s, -ENOMEM, "%s: out of memory", addr);
             c->buf = grown;
@@ -672,8 +673,8 @@ static int wire_simple(tide_store *s, unsigned op, const char *what,
     uint8_t head[FRAME_HDR_SIZE];
     size_t len;
     frame_encode_empty(head, sizeof(head), &len, op, 0);
-    wire_request x = {.what = what, .head = head, .head_len = len, .on_reply = on_reply,
-                      .arg = arg};
+    wire_request x = {
+        .what = what, .head = head, .head_len = len, .on_reply = on_reply, .arg = arg};
     return wire_run(s, s->impl, &x);
 }
 

@@ -35,9 +35,10 @@ typedef struct wire_conn {
     size_t buf_cap;
     frame_decoder dec;
     checksum_state *cs; /* with wire.checksums: for the backend's use while it holds this */
-    int drained; /* nothing to read now, as far as we know (a request was just sent, or the
-                    last read took less than it asked): the next read polls first instead of
-                    trying a recvmsg that would only say EAGAIN */
+    /* Nothing to read now, as far as we know (a request was just sent, or the last read took
+     * less than it asked): the next read polls first instead of trying a recvmsg that would
+     * only say EAGAIN. */
+    int drained;
 } wire_conn;
 
 typedef struct wire_call wire_call;

@@ -574,7 +574,8 @@ static int body_read(conn *c) {
         struct iovec iov[IOV_BATCH + 1];
         int n = body_iov(c, iov);
         size_t cover = 0;
-        for (int i = 0; i < n; i++) cover += iov[i].iov_len;
+        for (int i = 0; i < n; i++)
+            cover += iov[i].iov_len;
         if (cover == c->body_left && c->in_len < c->in_cap) {
             size_t tail = c->in_cap - c->in_len < HEAD_READ ? c->in_cap - c->in_len : HEAD_READ;
             iov[n++] = (struct iovec){c->in + c->in_len, tail};

@@ -80,7 +80,8 @@ ssize_t connio_readv(connio *io, const struct iovec *iov, int n) {
         }
         if (r == 0) return -ECONNRESET;
         size_t asked = 0;
-        for (int i = 0; i < n; i++) asked += iov[i].iov_len;
+        for (int i = 0; i < n; i++)
+            asked += iov[i].iov_len;
         io->drained = (size_t)r < asked;
         connio_count_in(io, (size_t)r);
         return r;
