@@ -15,7 +15,9 @@
  * socket into the pool. No read is made that can only return EAGAIN: one that took less
  * than it asked for marks the socket drained (connio.h), and the connection then waits for
  * epoll (level-triggered, so bytes that came meanwhile are reported at once). Per 256 KiB
- * PUT that is epoll_wait, recv, readv, writev (docs/WRITE_PATH.md).
+ * PUT that is epoll_wait, recv, readv, writev (docs/WRITE_PATH.md). While a body is short,
+ * SO_RCVLOWAT is set to what is still to come (at most 4 MiB): one wake-up when it is in,
+ * not one per arrival; conn_tick counts bytes queued meanwhile as progress.
  *
  * Sending. Replies are queued as segments (outq.c): encoded headers (owned there) and,
  * for GET, values sent with writev straight from pool memory under a pin, released when
@@ -46,6 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -101,6 +104,8 @@ struct conn {
     uint32_t nslots, slot;   /* all slots; the one being filled */
     uint64_t slot_off;       /* bytes of slots[slot] received */
     uint64_t body_left;      /* value bytes of the PUT not yet received */
+    int lowat;               /* SO_RCVLOWAT set above 1 for the body (body_wait) */
+    int lowat_queued;        /* bytes queued in the socket at the last tick, while lowat */
     uint8_t *scratch;
     checksum_state *cs;     /* hash of slots[slot]'s bytes so far */
 
@@ -561,6 +566,25 @@ static void body_from_inbuf(conn *c, size_t off) {
     c->in_len -= used;
 }
 
+/* The body is not all in and the socket is empty: have epoll wake the connection only
+ * once the rest of it (up to 4 MiB) has arrived, not at each arrival. Never more than the
+ * body still to come, so that a peer that sends nothing after it is still woken. */
+static void body_wait(conn *c) {
+    uint64_t left = c->body_left;
+    int want = left > (4u << 20) ? (4 << 20) : (int)left;
+    if (want > 1 && want != c->lowat &&
+        setsockopt(c->io.fd, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof(want)) == 0) {
+        c->lowat = want;
+        c->lowat_queued = 0;
+    }
+}
+
+static void body_wait_end(conn *c) {
+    int one = 1;
+    if (c->lowat && setsockopt(c->io.fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof(one)) == 0)
+        c->lowat = 0;
+}
+
 /* Read value bytes straight into place. Returns 1 when the body is complete, 0 when the
  * socket has nothing more now, negative on error/EOF. When the read covers the rest of the
  * body it also takes up to HEAD_READ bytes of what follows into `in`: a short read then
@@ -570,7 +594,10 @@ static int body_read(conn *c) {
     if (!c->cs && !(c->cs = checksum_new())) return -ENOMEM;
     body_from_inbuf(c, 0);
     while (c->slot < c->nslots) {
-        if (c->io.drained) return 0; /* epoll says when more has come */
+        if (c->io.drained) { /* epoll says when more has come */
+            body_wait(c);
+            return 0;
+        }
         struct iovec iov[IOV_BATCH + 1];
         int n = body_iov(c, iov);
         size_t cover = 0;
@@ -586,6 +613,7 @@ static int body_read(conn *c) {
         body_advance(c, body);
         c->in_len += (size_t)r - body;
     }
+    body_wait_end(c);
     return 1;
 }
 
@@ -757,6 +785,14 @@ int conn_on_event(conn *c, uint32_t events) {
 }
 
 int conn_tick(conn *c, uint64_t now) {
+    /* While epoll waits for the rest of a body (body_wait), bytes that arrive wake nobody:
+     * they count as progress here, so a peer that sends slowly but steadily is not taken
+     * for a stalled one. */
+    int queued;
+    if (c->lowat && ioctl(c->io.fd, FIONREAD, &queued) == 0 && queued != c->lowat_queued) {
+        c->lowat_queued = queued;
+        c->io.last_progress_ns = now;
+    }
     /* A large key section grew `in` (up to the frame limits); give the memory back once
      * the connection is between requests, so idle connections hold IN_AUTHED at most. */
     if (c->in_len == 0 && !c->io.in_body && c->in_cap > IN_AUTHED) {
