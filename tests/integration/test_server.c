@@ -170,7 +170,8 @@ TEST_T(server_steady_slow_put_is_not_cut_off, 30) {
     server_start(&ts, args);
     size_t vlen = 4 << 20, pieces = 8;
     uint8_t *val = malloc(vlen);
-    for (size_t i = 0; i < vlen; i++) val[i] = (uint8_t)(i * 7 + 3);
+    for (size_t i = 0; i < vlen; i++)
+        val[i] = (uint8_t)(i * 7 + 3);
     tide_key k = {"steady", 6};
     tide_iov v = {val, vlen};
     uint8_t head[256];
