@@ -279,6 +279,12 @@ function rfig(a, b, col) {
     return RMIN == RMAX ? sprintf("%.2f", RMED) : sprintf("%.2f (%.2f–%.2f)", RMED, RMIN, RMAX)
 }
 function fig(v, f) { return v < 0 ? "—" : sprintf(f, v) }
+function size_bytes(z) {
+    if (z ~ /KiB$/) return substr(z, 1, length(z) - 3) * 1024
+    if (z ~ /MiB$/) return substr(z, 1, length(z) - 3) * 1048576
+    if (z ~ /GiB$/) return substr(z, 1, length(z) - 3) * 1073741824
+    return z + 0
+}
 function row(label, key, rawkey) {
     printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", label,
         fig(median(key ".tide", 1), "%.2f"), fig(median(key ".redis", 1), "%.2f"),
@@ -338,6 +344,26 @@ END {
         line = line sprintf(" x%s %.2f;", C[j], RMED)
     }
     if (any) printf "- 1 MiB GET >= 0.9x raw loopback TCP at the same connection count:%s %s\n", line, all ? "met" : "NOT met"
+    # Issue 18: the write path at the speed of the wire, and GET at 256 KiB.
+    all = 1; line = ""; any = 0
+    for (j = 1; j <= nc; j++) {
+        key = "get.256KiB." C[j]
+        if (!ratios(key ".tide", key ".raw", 1)) continue
+        any = 1; all = all && RMED >= 0.9
+        line = line sprintf(" x%s %.2f;", C[j], RMED)
+    }
+    if (any) printf "- 256 KiB GET >= 0.9x raw loopback TCP at the same connection count:%s %s\n", line, all ? "met" : "NOT met"
+    all = 1; line = ""; any = 0
+    for (i = 1; i <= ns; i++) {
+        if (size_bytes(S[i]) < 262144) continue
+        for (j = 1; j <= nc; j++) {
+            key = "set." S[i] "." C[j]
+            if (!ratios(key ".tide", "get." S[i] "." C[j] ".raw", 1)) continue
+            any = 1; all = all && RMED >= 0.9
+            line = line sprintf(" %s x%s %.2f;", S[i], C[j], RMED)
+        }
+    }
+    if (any) printf "- PUT >= 0.9x raw loopback TCP for values of 256 KiB and up, same connection count:%s %s\n", line, all ? "met" : "NOT met"
     all = 1; line = ""; any = 0
     for (j = 1; j <= nc; j++) {
         key = "batch." bsize "." C[j]

@@ -94,6 +94,7 @@ echo "$(nproc) cores, load average at start $(cut -d' ' -f1-3 /proc/loadavg). GB
 echo
 echo "| value | -c | -P | op | tided GB/s | Redis GB/s | tided / Redis |"
 echo "|---|---|---|---|---|---|---|"
+: >"$TMP/ratios"
 for size in $SIZES; do
     n=$((MB * 1048576 / size))
     case $size in 65536) label="64 KiB" ;; 262144) label="256 KiB" ;; *) label="1 MiB" ;; esac
@@ -118,10 +119,25 @@ for size in $SIZES; do
                     'BEGIN { tg = t * s / 1e9; rg = x * s / 1e9;
                              printf "| %s | %s | %s | %s | %.2f | %.2f | %s |\n", l, c, p, op,
                                     tg, rg, (rg > 0 ? sprintf("%.2f", tg / rg) : "-") }'
+                # Every run's own ratio, for the target below ("on every run").
+                set -- $ts; ts_a="$*"; set -- $tg; tg_a="$*"; set -- $rs; rs_a="$*"; set -- $rg; rg_a="$*"
+                if [ "$op" = SET ]; then tv="$ts_a"; rv="$rs_a"; else tv="$tg_a"; rv="$rg_a"; fi
+                awk -v l="$label -c $c -P $P $op" -v t="$tv" -v r="$rv" 'BEGIN {
+                    n = split(t, a, " "); split(r, b, " "); lo = -1
+                    for (i = 1; i <= n; i++) if (b[i] > 0) { q = a[i] / b[i]; if (lo < 0 || q < lo) lo = q }
+                    printf "%s\t%.2f\n", l, lo }' >>"$TMP/ratios"
             done
         done
     done
 done
+echo
+awk -F'\t' '{ n++; if ($2 >= 1.0) met++; else miss = miss sprintf(" %s (%.2f);", $1, $2)
+              if (lo == "" || $2 < lo) lo = $2 }
+    END { if (!n) exit
+          printf "Target (issue 18): RESP GET and SET >= 1.0x Redis at every size, on every run: "
+          printf "lowest single-run ratio %.2f; %d of %d rows met on every run — %s\n", lo, met, n,
+                 met == n ? "met" : "NOT met"
+          if (miss != "") printf "Rows with a run below 1.0:%s\n", miss }' "$TMP/ratios"
 if grep -q . "$TMP/tided.log"; then
     echo
     echo "tided logged:"

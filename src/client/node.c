@@ -21,7 +21,9 @@
  * Large batches are cut to the server's limits (keys per frame, frame bytes) learnt from
  * HELLO. GET values are read straight into the caller's scatter lists, hashed piece by piece
  * as they arrive, and checked against the checksum the server sent; a mismatch is a miss,
- * never wrong data handed back.
+ * never wrong data handed back. A reply's head is read in one recvmsg (its length follows
+ * from the request), and after a send or a short read the next read polls first rather
+ * than trying a recvmsg that would say EAGAIN (wire.c): a PUT is sendmsg, poll, recvmsg.
  */
 #include <errno.h>
 #include <netdb.h>
@@ -40,6 +42,10 @@
 /* Value bytes taken from the socket per call while hashing them: small enough that the hash
  * reads them from L2 right after the kernel wrote them there. */
 #define NODE_RECV_PIECE (128 * 1024)
+/* The head of a PUT reply (n statuses) and of a GET reply (status, length, checksum for
+ * each of n keys): known in advance, so it is read in one recvmsg (wire_recv_head). */
+#define NODE_PUT_REPLY_HEAD(n) (FRAME_HDR_SIZE + 4 * (size_t)(n))
+#define NODE_GET_REPLY_HEAD(n) (FRAME_HDR_SIZE + 20 * (size_t)(n))
 
 /* s->impl is a wire (wire.h): connections, HELLO, retries and the requests without values
  * live there; this file has PUT and GET, whose values travel in the frames. */
@@ -60,12 +66,8 @@ static int node_recv_hashed(wire_call *k, struct iovec *iov, int cnt, checksum_s
             room -= take;
         }
         struct msghdr mh = {.msg_iov = view, .msg_iovlen = (size_t)nv};
-        ssize_t r = recvmsg(k->c->fd, &mh, MSG_DONTWAIT);
-        if (r < 0) {
-            int rc = wire_io_again(k, POLLIN);
-            if (rc) return rc;
-            continue;
-        }
+        ssize_t r = wire_recvmsg(k, &mh, 0, NODE_RECV_PIECE - room);
+        if (r < 0) return (int)r;
         if (r == 0) return -ECONNRESET;
         k->got_reply_bytes = 1;
         size_t left = (size_t)r;
@@ -162,7 +164,9 @@ static int node_put_many(tide_store *s, const tide_key *keys, size_t n, const ti
                 flat[p] = fv[done + j][q];
                 vals[p] = (struct iovec){flat[p].base, flat[p].len};
             }
-        wire_request x = {.vals = vals, .on_reply = node_on_status_reply};
+        wire_request x = {.vals = vals,
+                          .on_reply = node_on_status_reply,
+                          .reply_head = NODE_PUT_REPLY_HEAD(take)};
         char what[64];
         snprintf(what, sizeof(what), "PUT of %zu keys", take);
         x.what = what;
@@ -295,7 +299,7 @@ static int node_get_many(tide_store *s, const tide_key *keys, size_t n, const ti
             rc = client_err(s, -ENOMEM, "out of memory");
             goto out;
         }
-        wire_request x = {.on_reply = node_on_get_reply};
+        wire_request x = {.on_reply = node_on_get_reply, .reply_head = NODE_GET_REPLY_HEAD(take)};
         char what[64];
         snprintf(what, sizeof(what), "GET of %zu keys", take);
         x.what = what;

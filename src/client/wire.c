@@ -61,6 +61,8 @@ static void wire_iov_advance(struct iovec **iov, int *cnt, size_t n) {
 }
 
 int wire_send(wire_call *k, struct iovec *iov, int cnt) {
+    /* The reply to what is sent here cannot be in yet: the next read polls first. */
+    k->c->drained = 1;
     while (cnt > 0) {
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)(cnt > 1024 ? 1024 : cnt)};
         ssize_t w = sendmsg(k->c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -91,29 +93,59 @@ static void wire_take_fds(struct msghdr *mh, int *fd) {
     }
 }
 
-int wire_recv(wire_call *k, struct iovec *iov, int cnt, int *fd) {
+ssize_t wire_recvmsg(wire_call *k, struct msghdr *mh, int flags, size_t asked) {
+    wire_conn *c = k->c;
+    for (;;) {
+        if (c->drained) {
+            int rc = wire_wait(k, POLLIN);
+            if (rc) return rc;
+            c->drained = 0;
+        }
+        ssize_t r = recvmsg(c->fd, mh, flags | MSG_DONTWAIT);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK) return -errno;
+            c->drained = 1;
+            continue;
+        }
+        c->drained = (size_t)r < asked;
+        return r;
+    }
+}
+
+/* Read at least min and at most max bytes into buf (see wire_recv for fd). *got: the
+ * bytes read. */
+static int wire_recv_upto(wire_call *k, uint8_t *buf, size_t min, size_t max, int *fd,
+                          size_t *got) {
     /* Only a Unix socket can pass descriptors; over TCP no control buffer is offered. */
     int unix_fds = k->w->sa.ss_family == AF_UNIX;
-    while (cnt > 0) {
+    *got = 0;
+    while (*got < min) {
         union {
             struct cmsghdr h;
             char buf[CMSG_SPACE(4 * sizeof(int))];
         } ctl;
-        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)(cnt > 1024 ? 1024 : cnt)};
+        struct iovec v = {buf + *got, max - *got};
+        struct msghdr mh = {.msg_iov = &v, .msg_iovlen = 1};
         if (unix_fds) {
             mh.msg_control = ctl.buf;
             mh.msg_controllen = sizeof(ctl.buf);
         }
-        ssize_t r = recvmsg(k->c->fd, &mh, MSG_DONTWAIT | (unix_fds ? MSG_CMSG_CLOEXEC : 0));
-        if (r < 0) {
-            int rc = wire_io_again(k, POLLIN);
-            if (rc) return rc;
-            continue;
-        }
+        ssize_t r = wire_recvmsg(k, &mh, unix_fds ? MSG_CMSG_CLOEXEC : 0, v.iov_len);
+        if (r < 0) return (int)r;
         if (unix_fds) wire_take_fds(&mh, fd);
         if (r == 0) return -ECONNRESET;
         k->got_reply_bytes = 1;
-        wire_iov_advance(&iov, &cnt, (size_t)r);
+        *got += (size_t)r;
+    }
+    return 0;
+}
+
+int wire_recv(wire_call *k, struct iovec *iov, int cnt, int *fd) {
+    for (int i = 0; i < cnt; i++) {
+        size_t got;
+        int rc = wire_recv_upto(k, iov[i].iov_base, iov[i].iov_len, iov[i].iov_len, fd, &got);
+        if (rc) return rc;
     }
     return 0;
 }
@@ -121,31 +153,37 @@ int wire_recv(wire_call *k, struct iovec *iov, int cnt, int *fd) {
 int wire_recv_head(wire_call *k, frame_msg *m, int *fd) {
     wire_conn *c = k->c;
     const char *addr = k->w->addr;
-    size_t have = 0;
+    size_t have = 0, hint = k->head_hint;
+    k->head_hint = 0;
     for (;;) {
         ssize_t n = frame_decode_head(&c->dec, c->buf, have, m);
         if (n < 0) return client_err(k->s, (int)n, "%s: bad reply: %s", addr, c->dec.errstr);
         if (n > 0) {
+            if ((size_t)n != have) /* bytes past the reply: only a broken server sends them */
+                return client_err(k->s, TIDE_EPROTO, "%s: %s reply followed by more bytes", addr,
+                                  frame_op_name(m->h.opcode));
             if (k->w->heads_only && m->data_len)
                 return client_err(k->s, TIDE_EPROTO, "%s: %s reply carries value bytes", addr,
                                   frame_op_name(m->h.opcode));
             return 0;
         }
-        size_t want = have + c->dec.need;
-        if (want > c->buf_cap) {
+        size_t want = have + c->dec.need, most = want;
+        if (have == 0 && hint > want) most = hint; /* header and key section in one read */
+        if (most > c->buf_cap) {
             size_t cap = c->buf_cap;
-            while (cap < want) cap *= 2;
+            while (cap < most)
+                cap *= 2;
             uint8_t *grown = realloc(c->buf, cap);
             if (!grown) return client_err(k->s, -ENOMEM, "%s: out of memory", addr);
             c->buf = grown;
             c->buf_cap = cap;
         }
-        /* Read exactly what the decoder asked for, so no byte of the value section (or of
-         * a later frame) is swallowed into the head buffer. */
-        struct iovec v = {c->buf + have, c->dec.need};
-        int rc = wire_recv(k, &v, 1, fd);
+        /* Read what the decoder asked for, and no more than the hint, so no byte of the
+         * value section (or of a later frame) is swallowed into the head buffer. */
+        size_t got;
+        int rc = wire_recv_upto(k, c->buf + have, want - have, most - have, fd, &got);
         if (rc) return rc;
-        have = want;
+        have += got;
     }
 }
 
@@ -351,7 +389,7 @@ int wire_connect_now(tide_store *s, wire *w) {
 }
 
 wire_call wire_begin(tide_store *s, wire *w) {
-    return (wire_call){s, w, NULL, now_ns() + w->timeout_ns, 0};
+    return (wire_call){.s = s, .w = w, .deadline = now_ns() + w->timeout_ns};
 }
 
 int wire_init(tide_store *s, wire *w, int nconns, uint64_t timeout_ms, const char *token) {
@@ -398,6 +436,8 @@ int wire_exchange(wire_call *k, uint8_t *head, size_t head_len, const struct iov
                   int nvals, const char *what, frame_msg *m) {
     const char *addr = k->w->addr;
     unsigned op = head[5]; /* every encoder puts the opcode at offset 5, req_id at 8 */
+    size_t hint = k->head_hint; /* for this request's reply, not the unread ones before it */
+    k->head_hint = 0;
     uint64_t req_id = k->c->next_req++;
     frame_wr64(head + 8, req_id);
     struct iovec one, *iov = &one;
@@ -418,6 +458,7 @@ int wire_exchange(wire_call *k, uint8_t *head, size_t head_len, const struct iov
             return client_err(k->s, TIDE_EPROTO, "%s: %s answered a %s", addr,
                               frame_op_name(m->h.opcode), frame_op_name(k->c->unread_op));
     }
+    k->head_hint = hint;
     if ((rc = wire_recv_head(k, m, NULL)) != 0) return wire_io_fail(k, what, rc);
     if (m->h.req_id != req_id)
         return client_err(k->s, TIDE_EPROTO, "%s: %s: reply for request %llu, expected %llu",
@@ -453,6 +494,7 @@ int wire_run(tide_store *s, wire *w, wire_request *x) {
         }
         int fresh = k.c->fresh;
         k.got_reply_bytes = 0;
+        k.head_hint = x->reply_head;
         frame_msg m;
         rc = wire_exchange(&k, x->head, x->head_len, x->vals, x->nvals, x->what, &m);
         if (rc == 0 && (rc = x->on_reply(&k, &m, x->arg)) != 0) rc = wire_io_fail(&k, x->what, rc);
@@ -631,7 +673,8 @@ static int wire_simple(tide_store *s, unsigned op, const char *what,
     uint8_t head[FRAME_HDR_SIZE];
     size_t len;
     frame_encode_empty(head, sizeof(head), &len, op, 0);
-    wire_request x = {what, head, len, NULL, 0, on_reply, arg};
+    wire_request x = {
+        .what = what, .head = head, .head_len = len, .on_reply = on_reply, .arg = arg};
     return wire_run(s, s->impl, &x);
 }
 

@@ -35,6 +35,10 @@ typedef struct wire_conn {
     size_t buf_cap;
     frame_decoder dec;
     checksum_state *cs; /* with wire.checksums: for the backend's use while it holds this */
+    /* Nothing to read now, as far as we know (a request was just sent, or the last read took
+     * less than it asked): the next read polls first instead of trying a recvmsg that would
+     * only say EAGAIN. */
+    int drained;
 } wire_conn;
 
 typedef struct wire_call wire_call;
@@ -69,6 +73,8 @@ struct wire_call {
     wire_conn *c;
     uint64_t deadline;
     int got_reply_bytes;
+    size_t head_hint; /* the byte length of the head of the reply expected next, when the
+                         request knows it (0: unknown); see wire_recv_head */
 };
 
 #define WIRE_DEFAULT_TIMEOUT_MS 5000
@@ -103,8 +109,15 @@ int wire_wait(wire_call *k, short events);
 int wire_io_again(wire_call *k, short events);
 int wire_send(wire_call *k, struct iovec *iov, int cnt);
 int wire_recv(wire_call *k, struct iovec *iov, int cnt, int *fd);
+/* One recvmsg of at most `asked` bytes (mh's iovecs) from k's connection, polling against
+ * the deadline while there is nothing to read: >0 the bytes read, 0 at end of stream, or a
+ * negative errno. Keeps the connection's `drained` mark. */
+ssize_t wire_recvmsg(wire_call *k, struct msghdr *mh, int flags, size_t asked);
 /* Read one reply's header and key section into the connection's buffer; value bytes stay
- * in the socket. *m lives until the connection's next read. */
+ * in the socket. *m lives until the connection's next read. With k->head_hint (taken and
+ * cleared here) the first read asks for that many bytes at once, header and key section
+ * in one recvmsg; a reply whose head is shorter (an error reply) is never followed by
+ * anything, so nothing beyond the reply is read either way. */
 int wire_recv_head(wire_call *k, frame_msg *m, int *fd);
 /* Name an I/O failure once, with the server and the errno; a tide code passes through. */
 int wire_io_fail(wire_call *k, const char *what, int rc);
@@ -129,6 +142,7 @@ typedef struct wire_request {
     int nvals;
     int (*on_reply)(wire_call *k, const frame_msg *m, void *arg);
     void *arg;
+    size_t reply_head; /* the reply's head length when the request knows it (0: unknown) */
 } wire_request;
 
 /* Take a connection, exchange, give it back. With w->retry, a call that failed on a pooled

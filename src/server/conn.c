@@ -9,7 +9,15 @@
  * a scratch buffer and dropped. Each piece of a value is hashed as soon as it has landed
  * (while it is still in cache: one pass over the bytes, not a second one at the end); when
  * the last value byte is in, each reservation's hash is compared with the sender's checksum
- * and the value committed (or aborted): a half-received value is never visible.
+ * and the value committed (or aborted): a half-received value is never visible. A frame's
+ * head is read with at most max(need, HEAD_READ) bytes, so only the first few KiB of a
+ * value can land in `in` (they are copied to the pool from there); the rest goes from the
+ * socket into the pool. No read is made that can only return EAGAIN: one that took less
+ * than it asked for marks the socket drained (connio.h), and the connection then waits for
+ * epoll (level-triggered, so bytes that came meanwhile are reported at once). Per 256 KiB
+ * PUT that is epoll_wait, recv, readv, writev (docs/WRITE_PATH.md). While a body is short,
+ * SO_RCVLOWAT is set to what is still to come (at most 4 MiB): one wake-up when it is in,
+ * not one per arrival; conn_tick counts bytes queued meanwhile as progress.
  *
  * Sending. Replies are queued as segments (outq.c): encoded headers (owned there) and,
  * for GET, values sent with writev straight from pool memory under a pin, released when
@@ -40,6 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -60,6 +69,12 @@
 #define IN_AUTHED (64 * 1024)
 #define SCRATCH_SIZE (64 * 1024)
 #define IOV_BATCH 64 /* iovecs per readv of value bytes */
+/* At a frame boundary a read asks for the bytes the decoder needs, and at least HEAD_READ:
+ * enough for the head of a typical request (several small ones when pipelined), but so
+ * few of a PUT's value bytes that almost all of them go from the socket straight into
+ * their reservation rather than through `in`. The last read of a PUT's body also takes up
+ * to HEAD_READ bytes of what follows, so that it can tell that the socket is empty. */
+#define HEAD_READ (4 * 1024)
 /* Value bytes taken from the socket per readv: small enough that hashing them right after
  * reads them from L2. */
 #define BODY_PIECE (256 * 1024)
@@ -88,6 +103,9 @@ struct conn {
     put_slot *slots;
     uint32_t nslots, slot;   /* all slots; the one being filled */
     uint64_t slot_off;       /* bytes of slots[slot] received */
+    uint64_t body_left;      /* value bytes of the PUT not yet received */
+    int lowat;               /* SO_RCVLOWAT set above 1 for the body (body_wait) */
+    int lowat_queued;        /* bytes queued in the socket at the last tick, while lowat */
     uint8_t *scratch;
     checksum_state *cs;     /* hash of slots[slot]'s bytes so far */
 
@@ -421,6 +439,7 @@ static int put_begin(conn *c, const frame_msg *m) {
     c->slot = 0;
     c->slot_off = 0;
     c->put_req_id = m->h.req_id;
+    c->body_left = m->data_len;
     frame_iter it;
     frame_entry e;
     frame_iter_init(&it, m);
@@ -521,6 +540,7 @@ static void body_advance(conn *c, uint64_t n) {
                                    (size_t)take);
         }
         c->slot_off += take;
+        c->body_left -= take;
         n -= take;
         if (c->slot_off == s->vlen) {
             if (s->res_id) s->got = checksum_digest(c->cs);
@@ -530,9 +550,10 @@ static void body_advance(conn *c, uint64_t n) {
     }
 }
 
-/* Move value bytes already sitting in `in` into their places. */
-static void body_from_inbuf(conn *c) {
-    size_t used = 0;
+/* Move value bytes already sitting in `in` from `off` on into their places, and drop
+ * in[0, off) with them (the frame's head, when the PUT has just begun). */
+static void body_from_inbuf(conn *c, size_t off) {
+    size_t used = off;
     while (used < c->in_len && c->slot < c->nslots) {
         put_slot *s = &c->slots[c->slot];
         uint64_t left = s->vlen - c->slot_off;
@@ -545,19 +566,54 @@ static void body_from_inbuf(conn *c) {
     c->in_len -= used;
 }
 
+/* The body is not all in and the socket is empty: have epoll wake the connection only
+ * once the rest of it (up to 4 MiB) has arrived, not at each arrival. Never more than the
+ * body still to come, so that a peer that sends nothing after it is still woken. */
+static void body_wait(conn *c) {
+    uint64_t left = c->body_left;
+    int want = left > (4u << 20) ? (4 << 20) : (int)left;
+    if (want > 1 && want != c->lowat &&
+        setsockopt(c->io.fd, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof(want)) == 0) {
+        c->lowat = want;
+        c->lowat_queued = 0;
+    }
+}
+
+static void body_wait_end(conn *c) {
+    int one = 1;
+    if (c->lowat && setsockopt(c->io.fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof(one)) == 0)
+        c->lowat = 0;
+}
+
 /* Read value bytes straight into place. Returns 1 when the body is complete, 0 when the
- * socket has nothing more now, negative on error/EOF. */
+ * socket has nothing more now, negative on error/EOF. When the read covers the rest of the
+ * body it also takes up to HEAD_READ bytes of what follows into `in`: a short read then
+ * says the socket is empty, and the next frame's head needs no read of its own. */
 static int body_read(conn *c) {
     if (!c->scratch && !(c->scratch = malloc(SCRATCH_SIZE))) return -ENOMEM;
     if (!c->cs && !(c->cs = checksum_new())) return -ENOMEM;
-    body_from_inbuf(c);
+    body_from_inbuf(c, 0);
     while (c->slot < c->nslots) {
-        struct iovec iov[IOV_BATCH];
+        if (c->io.drained) { /* epoll says when more has come */
+            body_wait(c);
+            return 0;
+        }
+        struct iovec iov[IOV_BATCH + 1];
         int n = body_iov(c, iov);
+        size_t cover = 0;
+        for (int i = 0; i < n; i++)
+            cover += iov[i].iov_len;
+        if (cover == c->body_left && c->in_len < c->in_cap) {
+            size_t tail = c->in_cap - c->in_len < HEAD_READ ? c->in_cap - c->in_len : HEAD_READ;
+            iov[n++] = (struct iovec){c->in + c->in_len, tail};
+        }
         ssize_t r = connio_readv(&c->io, iov, n);
         if (r <= 0) return (int)r;
-        body_advance(c, (uint64_t)r);
+        size_t body = (size_t)r < cover ? (size_t)r : cover;
+        body_advance(c, body);
+        c->in_len += (size_t)r - body;
     }
+    body_wait_end(c);
     return 1;
 }
 
@@ -664,6 +720,8 @@ static int process_input(conn *c) {
             return reply_error(c, op, req_id, (int32_t)n, c->dec.errstr);
         }
         if (n == 0) {
+            /* The last read found the socket empty: epoll says when more has come. */
+            if (c->io.drained) return 0;
             /* Need more bytes: make room for at least d->need, then read. */
             size_t want = c->in_len + (c->dec.need > 4096 ? c->dec.need : 4096);
             if (!c->authed) {
@@ -674,7 +732,9 @@ static int process_input(conn *c) {
                 want = IN_AUTHED;
             }
             if (connio_grow(&c->in, &c->in_cap, want) != 0) return -ENOMEM;
-            ssize_t r = connio_recv(&c->io, c->in + c->in_len, c->in_cap - c->in_len);
+            size_t ask = c->dec.need > HEAD_READ ? c->dec.need : HEAD_READ;
+            if (ask > c->in_cap - c->in_len) ask = c->in_cap - c->in_len;
+            ssize_t r = connio_recv(&c->io, c->in + c->in_len, ask);
             if (r < 0) return r == -EAGAIN ? 0 : (int)r;
             if (r == 0) return c->in_len ? -EPROTO : -ECONNRESET;
             c->in_len += (size_t)r;
@@ -684,6 +744,13 @@ static int process_input(conn *c) {
         if (m.h.opcode == FRAME_OP_PUT && m.data_len > 0 && c->authed) {
             c->put_start_ns = now_ns();
             rc = put_begin(c, &m);
+            /* The value bytes read with the head go to their places from where they are
+             * (not moved to the front of `in` first), and the head is dropped with them. */
+            if (rc == 0) {
+                if (!c->cs && !(c->cs = checksum_new())) return -ENOMEM;
+                body_from_inbuf(c, (size_t)n);
+                continue;
+            }
         } else {
             rc = dispatch(c, &m);
         }
@@ -697,7 +764,10 @@ static int process_input(conn *c) {
 
 int conn_on_event(conn *c, uint32_t events) {
     int rc = 0;
-    if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) rc = process_input(c);
+    if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+        c->io.drained = 0;
+        rc = process_input(c);
+    }
     for (;;) {
         if (rc < 0) return rc;
         int frc = connio_flush(&c->io, &c->send_fd);
@@ -715,6 +785,14 @@ int conn_on_event(conn *c, uint32_t events) {
 }
 
 int conn_tick(conn *c, uint64_t now) {
+    /* While epoll waits for the rest of a body (body_wait), bytes that arrive wake nobody:
+     * they count as progress here, so a peer that sends slowly but steadily is not taken
+     * for a stalled one. */
+    int queued;
+    if (c->lowat && ioctl(c->io.fd, FIONREAD, &queued) == 0 && queued != c->lowat_queued) {
+        c->lowat_queued = queued;
+        c->io.last_progress_ns = now;
+    }
     /* A large key section grew `in` (up to the frame limits); give the memory back once
      * the connection is between requests, so idle connections hold IN_AUTHED at most. */
     if (c->in_len == 0 && !c->io.in_body && c->in_cap > IN_AUTHED) {

@@ -58,8 +58,10 @@ ssize_t connio_recv(connio *io, void *buf, size_t len) {
         ssize_t r = recv(io->fd, buf, len, 0);
         if (r < 0) {
             if (errno == EINTR) continue;
+            io->drained = errno == EWOULDBLOCK;
             return errno == EWOULDBLOCK ? -EAGAIN : -errno;
         }
+        io->drained = (size_t)r < len;
         if (r > 0) connio_count_in(io, (size_t)r);
         return r;
     }
@@ -70,10 +72,17 @@ ssize_t connio_readv(connio *io, const struct iovec *iov, int n) {
         ssize_t r = readv(io->fd, iov, n);
         if (r < 0) {
             if (errno == EINTR) continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                io->drained = 1;
+                return 0;
+            }
             return -errno;
         }
         if (r == 0) return -ECONNRESET;
+        size_t asked = 0;
+        for (int i = 0; i < n; i++)
+            asked += iov[i].iov_len;
+        io->drained = (size_t)r < asked;
         connio_count_in(io, (size_t)r);
         return r;
     }

@@ -31,6 +31,9 @@ typedef struct connio {
     void *tag;       /* epoll's data.ptr for fd: the connection that embeds this */
     uint32_t events; /* what epoll watches now */
     int in_body;     /* a request's value bytes are arriving: read on, even while stopping */
+    int drained;     /* the last read took less than it asked for: the socket had nothing more
+                        then, so reading again before epoll reports it would only return
+                        EAGAIN (cleared when epoll reports the socket readable) */
     int close_after_flush;
     uint64_t last_progress_ns; /* when bytes last moved either way */
     outq out;                  /* replies queued */
@@ -51,10 +54,10 @@ void connio_watch(connio *io);
 int connio_flush(connio *io, int *send_fd);
 
 /* recv into buf, counting the bytes. >0 bytes read, 0 at end of stream, -EAGAIN when
- * nothing is there now, -errno on error. */
+ * nothing is there now, -errno on error. Sets io->drained when fewer than len bytes came. */
 ssize_t connio_recv(connio *io, void *buf, size_t len);
 /* readv, counting the bytes. >0 bytes read, 0 when nothing is there now, -ECONNRESET at
- * end of stream, -errno on error. */
+ * end of stream, -errno on error. Sets io->drained when fewer bytes came than iov holds. */
 ssize_t connio_readv(connio *io, const struct iovec *iov, int n);
 /* Grow *buf (capacity *cap, doubled as needed) to hold at least need bytes. 0 or -ENOMEM
  * (the buffer is then unchanged). */

@@ -331,6 +331,7 @@ static int body_read(resp_conn *c) {
     size_t scratch_size = shared ? STAGING_SIZE : SCRATCH_SIZE;
     if (!direct && !c->scratch && !(c->scratch = malloc(scratch_size))) return -ENOMEM;
     while (c->got < c->vlen || c->crlf_got < 2) {
+        if (c->io.drained) return 0; /* the socket was empty: epoll says when more came */
         struct iovec iov[3];
         int n = 0;
         uint64_t left = c->vlen - c->got;
@@ -979,6 +980,7 @@ static int read_more(resp_conn *c) {
         }
         c->in_off = c->in_len = 0;
     }
+    if (c->io.drained) return 0; /* the socket was empty: epoll says when more came */
     size_t room = c->want > avail + 4096 ? c->want : avail + 4096;
     if (c->in_off + room > c->in_cap) {
         if (c->in_off) {
@@ -1020,7 +1022,10 @@ static int process_input(resp_conn *c) {
 
 static int on_event(resp_conn *c, uint32_t events) {
     int rc = 0;
-    if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) rc = process_input(c);
+    if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+        c->io.drained = 0;
+        rc = process_input(c);
+    }
     for (;;) {
         if (rc < 0) return rc;
         int frc = connio_flush(&c->io, NULL);

@@ -162,6 +162,60 @@ TEST(server_slow_client_is_cut_off) {
     CHECK_EQ(server_stop(&ts, SIGTERM), 0);
 }
 
+/* A PUT whose value comes in pieces, the whole taking longer than the idle timeout but each
+ * piece well within it: the server waits for the rest of a body without waking at each
+ * piece (SO_RCVLOWAT), and must still see that bytes are coming. */
+TEST_T(server_steady_slow_put_is_not_cut_off, 30) {
+    test_server ts;
+    const char *const args[] = {"--idle-timeout", "1", "--log-level", "warn", NULL};
+    server_start(&ts, args);
+    size_t vlen = 4 << 20, pieces = 8;
+    uint8_t *val = malloc(vlen);
+    for (size_t i = 0; i < vlen; i++)
+        val[i] = (uint8_t)(i * 7 + 3);
+    tide_key k = {"steady", 6};
+    tide_iov v = {val, vlen};
+    uint8_t head[256];
+    size_t hlen;
+    CHECK_EQ(frame_encode_put(head, sizeof(head), &hlen, 5, &k, 1, &v, NULL, NULL, NULL), 0);
+    int fd = server_connect(ts.port, 10);
+    send_bytes(fd, head, hlen);
+    for (size_t p = 0; p < pieces; p++) {
+        send_bytes(fd, val + p * (vlen / pieces), vlen / pieces);
+        struct timespec d = {0, 300000000}; /* 8 x 0.3 s: 2.4 s in all, > the 1 s timeout */
+        if (p + 1 < pieces) nanosleep(&d, NULL);
+    }
+    uint8_t reply[FRAME_HDR_SIZE + 4];
+    size_t got = 0;
+    while (got < sizeof(reply)) {
+        ssize_t r = recv(fd, reply + got, sizeof(reply) - got, 0);
+        CHECK_MSG(r > 0, "the connection was closed before the PUT was answered");
+        got += (size_t)r;
+    }
+    frame_decoder d;
+    frame_decoder_init(&d, NULL);
+    frame_msg m;
+    CHECK_EQ(frame_decode(&d, reply, got, &m), (ssize_t)got);
+    CHECK_EQ(m.h.status, 0);
+    frame_iter it;
+    frame_entry e;
+    frame_iter_init(&it, &m);
+    CHECK(frame_iter_next(&it, &e));
+    CHECK_EQ(e.status, 0);
+    close(fd);
+    tide_store *s;
+    CHECK_EQ(tide_open(ts.url, &s), 0);
+    uint8_t *back = malloc(vlen);
+    size_t blen = 0;
+    CHECK_EQ(tide_get(s, "steady", 6, back, vlen, &blen), 0);
+    CHECK_EQ(blen, vlen);
+    CHECK(memcmp(back, val, vlen) == 0);
+    tide_close(s);
+    free(back);
+    free(val);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
 TEST(server_pipelined_requests) {
     test_server ts;
     server_start(&ts, quiet);
