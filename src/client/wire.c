@@ -199,6 +199,19 @@ int wire_io_fail(wire_call *k, const char *what, int rc) {
     return rc; /* a tide code: the message is already set */
 }
 
+/* After a send failed with rc: a tided that closes the connection (EPIPE, ECONNRESET)
+ * often said why first — a HELLO refused (--unix-allow-uid, --max-conns) or a request
+ * refused on its head (--max-value, --max-keys, --max-frame) while the client was still
+ * sending its value — and that reason, waiting in the socket, is the error to report.
+ * Replies owed to earlier requests come before it. 1 with the refusal in *m (and any
+ * descriptor in *fd), else 0. */
+static int wire_read_refusal(wire_call *k, int rc, frame_msg *m, int *fd) {
+    if (rc != -EPIPE && rc != -ECONNRESET) return 0;
+    for (; k->c->unread > 0; k->c->unread--)
+        if (wire_recv_head(k, m, NULL) != 0) return 0;
+    return wire_recv_head(k, m, fd) == 0 && m->h.status != 0;
+}
+
 /* ---- connections ---------------------------------------------------------------------- */
 
 static void wire_conn_close(wire_conn *c) {
@@ -221,11 +234,7 @@ static int wire_hello(wire_call *k) {
     frame_msg m;
     int fd = -1;
     if ((rc = wire_send(k, &v, 1)) != 0) {
-        /* A tided that refuses the connection at once (--unix-allow-uid, --max-conns) says
-         * why and closes, maybe before the HELLO was sent; on a Unix socket its reason is
-         * still there to read, and it is the error to report. */
-        if ((rc == -EPIPE || rc == -ECONNRESET) && wire_recv_head(k, &m, &fd) == 0 &&
-            m.h.status != 0) {
+        if (wire_read_refusal(k, rc, &m, &fd)) {
             if (fd >= 0) close(fd);
             return client_err(k->s, m.h.status, "%s: HELLO refused: %.*s", w->addr,
                               (int)m.errmsg_len, m.errmsg ? m.errmsg : "");
@@ -400,7 +409,8 @@ int wire_init(tide_store *s, wire *w, int nconns, uint64_t timeout_ms, const cha
     w->conns = calloc((size_t)nconns, sizeof(wire_conn));
     if (!w->conns) return client_err(s, -ENOMEM, "out of memory");
     w->nconns = nconns;
-    for (int i = 0; i < nconns; i++) w->conns[i].fd = -1;
+    for (int i = 0; i < nconns; i++)
+        w->conns[i].fd = -1;
     frame_limits lim;
     frame_limits_default(&lim);
     lim.max_value = UINT64_MAX >> 16; /* replies: trust sizes, the caller bounded them */
@@ -432,10 +442,10 @@ void wire_destroy(wire *w) {
 
 /* ---- exchanges ------------------------------------------------------------------------ */
 
-int wire_exchange(wire_call *k, uint8_t *head, size_t head_len, const struct iovec *vals,
-                  int nvals, const char *what, frame_msg *m) {
+int wire_exchange(wire_call *k, uint8_t *head, size_t head_len, const struct iovec *vals, int nvals,
+                  const char *what, frame_msg *m) {
     const char *addr = k->w->addr;
-    unsigned op = head[5]; /* every encoder puts the opcode at offset 5, req_id at 8 */
+    unsigned op = head[5];      /* every encoder puts the opcode at offset 5, req_id at 8 */
     size_t hint = k->head_hint; /* for this request's reply, not the unread ones before it */
     k->head_hint = 0;
     uint64_t req_id = k->c->next_req++;
@@ -449,7 +459,12 @@ int wire_exchange(wire_call *k, uint8_t *head, size_t head_len, const struct iov
     iov[0] = (struct iovec){head, head_len};
     int rc = wire_send(k, iov, nvals + 1);
     if (iov != &one) free(iov);
-    if (rc) return wire_io_fail(k, what, rc);
+    if (rc) {
+        if (wire_read_refusal(k, rc, m, NULL))
+            return client_err(k->s, m->h.status, "%s: %s failed: %.*s", addr, what,
+                              (int)m->errmsg_len, m->errmsg ? m->errmsg : "");
+        return wire_io_fail(k, what, rc);
+    }
     /* Replies come in order: first those of the requests not waited for. Their statuses
      * matter to nobody (unixshm.c says why), only that they answer what was sent. */
     for (; k->c->unread > 0; k->c->unread--) {
@@ -461,12 +476,11 @@ int wire_exchange(wire_call *k, uint8_t *head, size_t head_len, const struct iov
     k->head_hint = hint;
     if ((rc = wire_recv_head(k, m, NULL)) != 0) return wire_io_fail(k, what, rc);
     if (m->h.req_id != req_id)
-        return client_err(k->s, TIDE_EPROTO, "%s: %s: reply for request %llu, expected %llu",
-                          addr, what, (unsigned long long)m->h.req_id,
-                          (unsigned long long)req_id);
+        return client_err(k->s, TIDE_EPROTO, "%s: %s: reply for request %llu, expected %llu", addr,
+                          what, (unsigned long long)m->h.req_id, (unsigned long long)req_id);
     if (m->h.status != 0)
-        return client_err(k->s, m->h.status, "%s: %s failed: %.*s", addr, what,
-                          (int)m->errmsg_len, m->errmsg ? m->errmsg : "");
+        return client_err(k->s, m->h.status, "%s: %s failed: %.*s", addr, what, (int)m->errmsg_len,
+                          m->errmsg ? m->errmsg : "");
     if (m->h.opcode != (op | FRAME_OP_REPLY))
         return client_err(k->s, TIDE_EPROTO, "%s: %s answered with %s", addr, what,
                           frame_op_name(m->h.opcode));
@@ -565,14 +579,15 @@ static int wire_on_keys_reply(wire_call *k, const frame_msg *m, void *arg) {
  * (never present) and ends the chunk before it; MATCH_PREFIX stops there. present/results
  * (whichever the op fills) are indexed like keys. Returns the count present, removed or
  * matched. */
-static int wire_keys(tide_store *s, unsigned op, const tide_key *keys, size_t n,
-                     uint8_t *present, int *results) {
+static int wire_keys(tide_store *s, unsigned op, const tide_key *keys, size_t n, uint8_t *present,
+                     int *results) {
     wire *w = s->impl;
     int count = 0;
     for (size_t done = 0; done < n;) {
         size_t take = wire_chunk(w, keys + done, n - done, 0);
         size_t good = 0;
-        while (good < take && client_key_check(&keys[done + good]) == 0) good++;
+        while (good < take && client_key_check(&keys[done + good]) == 0)
+            good++;
         if (good == 0) {
             if (op == FRAME_OP_MATCH_PREFIX) return count;
             if (present) present[done] = 0;

@@ -250,6 +250,19 @@ TEST(limits_keys_per_batch_key_and_value_sizes) {
     CHECK_EQ(tide_put(s, "big", 3, big, 4096), 0);
     CHECK_EQ(tide_exists(s, "big", 3), 1);
 
+    /* A value far larger than the socket buffers: tided refuses it on its head and closes
+     * while the client is still sending (EPIPE or ECONNRESET there); the error reported is
+     * still tided's reason, every time. */
+    size_t huge_len = 16u << 20;
+    uint8_t *huge = calloc(1, huge_len);
+    CHECK(huge != NULL);
+    for (int i = 0; i < 8; i++) {
+        CHECK_EQ(tide_put(s, "huge", 4, huge, huge_len), TIDE_EVALBIG);
+        CHECK_CONTAINS(tide_errmsg(s), "max_value=4096");
+    }
+    free(huge);
+    CHECK_EQ(tide_exists(s, "big", 3), 1);
+
     /* The same over a raw frame (a client that ignores the HELLO limits): refused on the key
      * section, before any value byte is read. */
     tide_key bk = {"big2", 4};
