@@ -179,7 +179,7 @@ void conn_free(conn *c) {
     free(c);
 }
 
-/* ---- request handlers ---------------------------------------------------------------- */
+/* ---- request handlers: op_X() answers opcode X (do_x() elsewhere means "lock held") ---- */
 
 typedef int (*encode_fn)(void *buf, size_t cap, size_t *len, void *arg);
 
@@ -222,7 +222,7 @@ static int reply_empty(conn *c, unsigned op, uint64_t req_id) {
     return outq_owned(&c->io.out, buf, len);
 }
 
-static int do_hello(conn *c, const frame_msg *m, int *status) {
+static int op_hello(conn *c, const frame_msg *m, int *status) {
     const frame_hello *h = &m->hello;
     if (c->srv->cfg.auth_token[0] &&
         !connio_token_equal(c->srv->cfg.auth_token, h->token ? h->token : (const uint8_t *)"",
@@ -285,7 +285,7 @@ static int enc_get_reply(void *buf, size_t cap, size_t *len, void *arg) {
                                   NULL);
 }
 
-static int do_get(conn *c, const frame_msg *m, int *status) {
+static int op_get(conn *c, const frame_msg *m, int *status) {
     size_t n = m->h.count;
     int32_t *st = calloc(n ? n : 1, sizeof(*st));
     uint64_t *vlens = calloc(n ? n : 1, sizeof(*vlens)), *sums = calloc(n ? n : 1, 8);
@@ -346,7 +346,7 @@ static int enc_keys_reply(void *buf, size_t cap, size_t *len, void *arg) {
 }
 
 /* EXISTS and REMOVE: one answer per key. */
-static int do_keys(conn *c, const frame_msg *m, int *status) {
+static int op_keys(conn *c, const frame_msg *m, int *status) {
     size_t n = m->h.count;
     struct keys_reply_args a = {m->h.opcode, m->h.req_id, calloc(n ? n : 1, 4),
                                 calloc(n ? n : 1, 1), n};
@@ -372,7 +372,7 @@ out:
     return rc;
 }
 
-static int do_match(conn *c, const frame_msg *m, int *status) {
+static int op_match(conn *c, const frame_msg *m, int *status) {
     frame_iter it;
     frame_entry e;
     uint32_t matched = 0;
@@ -399,7 +399,7 @@ static int enc_stat(void *buf, size_t cap, size_t *len, void *arg) {
     return frame_encode_stat_reply(buf, cap, len, a->req_id, a->names, a->values, a->n);
 }
 
-static int do_stat(conn *c, const frame_msg *m) {
+static int op_stat(conn *c, const frame_msg *m) {
     tide_stats st;
     store_stats(c->srv->st, &st);
     static const char *const names[] = {
@@ -649,12 +649,12 @@ static int dispatch(conn *c, const frame_msg *m) {
                            "authentication required: send HELLO with the server's token first");
     }
     switch (op) {
-    case FRAME_OP_HELLO: rc = do_hello(c, m, &status); break;
-    case FRAME_OP_GET: rc = do_get(c, m, &status); break;
+    case FRAME_OP_HELLO: rc = op_hello(c, m, &status); break;
+    case FRAME_OP_GET: rc = op_get(c, m, &status); break;
     case FRAME_OP_EXISTS:
-    case FRAME_OP_REMOVE: rc = do_keys(c, m, &status); break;
-    case FRAME_OP_MATCH_PREFIX: rc = do_match(c, m, &status); break;
-    case FRAME_OP_STAT: rc = do_stat(c, m); break;
+    case FRAME_OP_REMOVE: rc = op_keys(c, m, &status); break;
+    case FRAME_OP_MATCH_PREFIX: rc = op_match(c, m, &status); break;
+    case FRAME_OP_STAT: rc = op_stat(c, m); break;
     case FRAME_OP_PING: rc = reply_empty(c, op, m->h.req_id); break;
     case FRAME_OP_CLEAR:
         store_clear(c->srv->st);
