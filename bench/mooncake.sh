@@ -48,18 +48,8 @@ export MC_TCP_BIND_ADDRESS=127.0.0.1
 
 TMP="$(mktemp -d)"
 PIDS=()
-stop_pid() {
-    local pid="$1"
-    if kill -0 "$pid" 2>/dev/null; then
-        kill -TERM "$pid" 2>/dev/null || true
-        for _ in $(seq 50); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
-    fi
-    wait "$pid" 2>/dev/null || true
-}
+# shellcheck source=bench/procs.sh
+. bench/procs.sh
 cleanup() {
     local i
     for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do stop_pid "${PIDS[$i]}"; done

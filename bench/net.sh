@@ -51,19 +51,8 @@ done
 TMP="$(mktemp -d)"
 TIDE_PID=""
 REDIS_PID=""
-stop_pid() {
-    local pid="$1"
-    [ -n "$pid" ] || return 0
-    if kill -0 "$pid" 2>/dev/null; then
-        kill -TERM "$pid" 2>/dev/null || true
-        for _ in $(seq 50); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
-    fi
-    wait "$pid" 2>/dev/null || true
-}
+# shellcheck source=bench/procs.sh
+. bench/procs.sh
 cleanup() {
     stop_pid "$TIDE_PID"
     stop_pid "$REDIS_PID"

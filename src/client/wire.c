@@ -1,5 +1,6 @@
 /*
- * wire.c — a connection to a tided: framed exchanges with deadlines, a pool, HELLO, retries.
+ * wire.c — a connection to a tided: framed exchanges with deadlines, a set of idle
+ * connections to reuse, HELLO, retries.
  *
  * What tide:// (node.c) and unix:// (unixshm.c) share; each backend keeps only what differs:
  * node.c its PUT/GET with values on the wire, unixshm.c its RESERVE/COMMIT/PIN/RELEASE and

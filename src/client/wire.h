@@ -1,5 +1,6 @@
 /*
- * wire.h — a connection to a tided: framed exchanges with deadlines, a pool, HELLO, retries.
+ * wire.h — a connection to a tided: framed exchanges with deadlines, a set of idle
+ * connections to reuse, HELLO, retries.
  *
  * Shared by the two backends that speak the native protocol to one tided: node.c (tide://,
  * TCP, values on the wire) and unixshm.c (unix://, values through the shared pool). A
@@ -96,7 +97,7 @@ wire_call wire_begin(tide_store *s, wire *w);
 int wire_take(wire_call *k);
 /* Give the connection back; a broken one is closed. No-op without one. */
 void wire_give(wire_call *k, int broken);
-/* Open one connection now (HELLO included) and keep it in the pool, so that a wrong
+/* Open one connection now (HELLO included) and keep it among the idle ones, so that a wrong
  * address or token fails tide_open rather than the first call. */
 int wire_connect_now(tide_store *s, wire *w);
 

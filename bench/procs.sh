@@ -1,0 +1,16 @@
+# procs.sh — sourced by the bench scripts that start servers (bench/net.sh, bench/mooncake.sh):
+# stop_pid PID sends SIGTERM, waits up to 5 s for the process to go, then SIGKILLs it, and
+# reaps it. An empty PID or one already gone is not an error.
+stop_pid() {
+    local pid="$1"
+    [ -n "$pid" ] || return 0
+    if kill -0 "$pid" 2>/dev/null; then
+        kill -TERM "$pid" 2>/dev/null || true
+        for _ in $(seq 50); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
+    fi
+    wait "$pid" 2>/dev/null || true
+}
