@@ -7,7 +7,7 @@
  * round trip, the hit search), sched.c (request state, load and save plans), meta.c (the
  * metadata: build, read, serialize, parse), worker.c (regions, job threads, completions).
  *
- * Lock order: conn->sched_lock (scheduler state) and conn->wlock (worker state) are never
+ * Lock order: c->sched_lock (scheduler state) and c->wlock (worker state) are never
  * held together; neither is held across a store call.
  */
 #ifndef TIDE_CONNECTOR_CONNECTOR_H
