@@ -7,10 +7,27 @@ A mixin: MooncakeDistributedStore inherits it and supplies the helpers it calls
 when a helper runs; without it the helpers raise ImportError saying so (the safetensors calls also need the
 safetensors package).
 
-Object layout: [magic "TIDT" u32, version u32, dtype i32 (Mooncake's dtype numbering),
-ndim i32, dims i64 x 8, data bytes u64] then the tensor's bytes. Mooncake's own header
-differs; a tide store is not read by Mooncake, so only put_tensor_from <-> get_tensor_into
-agreement counts.
+Object layout: Mooncake's own, byte for byte (its C struct TensorMetadata, 304 bytes,
+little-endian, natural alignment), then the tensor's bytes:
+
+  offset  field                       value written
+  0       magic u32                   0x4d4f4f4e
+  4       version u16                 1
+  6       header_size u16             304
+  8       dtype i32                   Mooncake's numbering (_TDTYPES below)
+  12      ndim i32                    0..8
+  16      layout_kind u32             0 full tensor, 1 shard (the *_with_tp shards)
+  20      reserved_flags u32          0
+  24      data_offset u64             304
+  32      data_bytes u64              bytes after the header
+  40      global_shape i64 x 8        the whole tensor's shape, -1 past ndim
+  104     local_shape i64 x 8         this object's shape (= global for a full tensor)
+  168     axis_count u32, reserved u32
+  176     axes: 4 x {kind, axis_index, shard_rank, shard_count, split_dim, reserved0 i32;
+          reserved1 i64 (a shard's extent along split_dim)}, zero past axis_count
+
+So a tensor put by code written for Mooncake reads back identically, and code that
+parses the header (Mooncake's structured_object_store) works on tide's objects.
 """
 
 from __future__ import annotations
@@ -31,13 +48,21 @@ from ._mooncake_codes import (
 if TYPE_CHECKING:
     from .mooncake import ReplicateConfig
 
-_TMAGIC = 0x54444954
-_THDR = struct.Struct("<IIii8qQ")
-TENSOR_HEADER_SIZE = _THDR.size
+_TMAGIC = 0x4D4F4F4E
+_TVERSION = 1
+_TMAXDIMS = 8
+_TMAXAXES = 4
+_TOBJ = struct.Struct("<IHHiiIIQQ")  # TensorObjectHeader, 40 bytes
+_TSHAPE = struct.Struct("<8q")
+_TAXIS = struct.Struct("<6iq")  # LayoutAxis, 32 bytes
+TENSOR_HEADER_SIZE = _TOBJ.size + 2 * _TSHAPE.size + 8 + _TMAXAXES * _TAXIS.size  # 304
+_LAYOUT_FULL, _LAYOUT_SHARD = 0, 1
+_AXIS_TP = 1
 _TDTYPES = (
     "float32", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32",
     "int64", "uint64", "bool", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2",
 )
+_TDSIZE = (4, 8, 1, 1, 2, 2, 4, 4, 8, 8, 1, 2, 2, 1, 1)
 
 
 def _torch() -> Any:
@@ -50,24 +75,63 @@ def _torch() -> Any:
         return None
 
 
-def _tensor_header(torch: Any, t: Any) -> bytes:
+def _pack_header(dtype: int, global_shape: Sequence[int], local_shape: Sequence[int],
+                 nbytes: int, layout_kind: int = _LAYOUT_FULL,
+                 axes: Sequence[Tuple[int, int, int, int, int, int, int]] = ()) -> bytes:
+    """Mooncake's TensorMetadata for one object (see the module docstring)."""
+    ndim = len(local_shape)
+    pad = [-1] * (_TMAXDIMS - ndim)
+    out = [_TOBJ.pack(_TMAGIC, _TVERSION, TENSOR_HEADER_SIZE, dtype, ndim, layout_kind, 0,
+                      TENSOR_HEADER_SIZE, nbytes),
+           _TSHAPE.pack(*global_shape, *pad), _TSHAPE.pack(*local_shape, *pad),
+           struct.pack("<II", len(axes), 0)]
+    out += [_TAXIS.pack(*a) for a in axes]
+    out.append(bytes(_TAXIS.size * (_TMAXAXES - len(axes))))
+    return b"".join(out)
+
+
+def _tensor_header(torch: Any, t: Any, global_shape: Optional[Sequence[int]] = None,
+                   axes: Sequence[Tuple[int, int, int, int, int, int, int]] = ()) -> bytes:
+    """The header for contiguous CPU tensor t; with global_shape, t is a shard of a
+    tensor of that shape (layout_kind 1, the given axes)."""
     name = str(t.dtype).replace("torch.", "")
     if name not in _TDTYPES:
         raise TypeError(f"tide: tensor dtype {t.dtype} is not one Mooncake stores")
-    if t.dim() > 8:
+    if t.dim() > _TMAXDIMS:
         raise TypeError(f"tide: tensor of {t.dim()} dimensions (at most 8)")
-    dims = list(t.shape) + [-1] * (8 - t.dim())
-    return _THDR.pack(_TMAGIC, 1, _TDTYPES.index(name), t.dim(), *dims, t.numel() * t.element_size())
+    local = list(t.shape)
+    kind = _LAYOUT_FULL if global_shape is None else _LAYOUT_SHARD
+    return _pack_header(_TDTYPES.index(name), local if global_shape is None else list(global_shape),
+                        local, t.numel() * t.element_size(), kind, axes)
 
 
-def _parse_header(raw: bytes) -> Optional[Tuple[str, List[int], int]]:
+def _parse_header(raw: bytes, total: Optional[int] = None) -> Optional[Tuple[str, List[int], int, int]]:
+    """(dtype name, local shape, data bytes, data offset) from a header, or None when it is
+    not one Mooncake's ValidateTensorMetadata accepts. total: the object's whole length,
+    when known (data_bytes must then be exactly what follows data_offset)."""
     if len(raw) < TENSOR_HEADER_SIZE:
         return None
-    f = _THDR.unpack_from(raw)
-    magic, dt, ndim, dims, nbytes = f[0], f[2], f[3], f[4:12], f[12]
-    if magic != _TMAGIC or not 0 <= dt < len(_TDTYPES) or not 0 <= ndim <= 8:
+    magic, ver, hsize, dt, ndim, kind, _flags, doff, nbytes = _TOBJ.unpack_from(raw)
+    if magic != _TMAGIC or ver != _TVERSION or hsize != TENSOR_HEADER_SIZE:
         return None
-    return _TDTYPES[dt], list(dims[:ndim]), nbytes
+    if not 0 <= dt < len(_TDTYPES) or not 0 <= ndim <= _TMAXDIMS or kind > _LAYOUT_SHARD:
+        return None
+    gshape = _TSHAPE.unpack_from(raw, _TOBJ.size)
+    lshape = _TSHAPE.unpack_from(raw, _TOBJ.size + _TSHAPE.size)
+    (naxes,) = struct.unpack_from("<I", raw, _TOBJ.size + 2 * _TSHAPE.size)
+    if naxes > _TMAXAXES or doff < TENSOR_HEADER_SIZE:
+        return None
+    if total is not None and (doff > total or nbytes != total - doff):
+        return None
+    if any(d < 0 for d in gshape[:ndim] + lshape[:ndim]) \
+            or any(d != -1 for d in gshape[ndim:] + lshape[ndim:]):
+        return None
+    numel = 1
+    for d in lshape[:ndim]:
+        numel *= d
+    if numel * _TDSIZE[dt] != nbytes:
+        return None
+    return _TDTYPES[dt], list(lshape[:ndim]), nbytes, doff
 
 
 def _tensor_from_bytes(torch: Any, raw: Any, offset: int = 0) -> Any:
@@ -76,11 +140,11 @@ def _tensor_from_bytes(torch: Any, raw: Any, offset: int = 0) -> Any:
     hdr = _parse_header(bytes(mv[:TENSOR_HEADER_SIZE]))
     if hdr is None:
         return None
-    name, dims, nbytes = hdr
-    if len(mv) < TENSOR_HEADER_SIZE + nbytes:
+    name, dims, nbytes, doff = hdr
+    if len(mv) < doff + nbytes:
         return None
     dtype = getattr(torch, name)
-    data = mv[TENSOR_HEADER_SIZE:TENSOR_HEADER_SIZE + nbytes]
+    data = mv[doff:doff + nbytes]
     if nbytes == 0:
         return torch.empty(dims, dtype=dtype)
     t = torch.frombuffer(data, dtype=torch.uint8)
@@ -133,16 +197,18 @@ class TensorHelpers:
             raise ImportError("tide.mooncake: the tensor helpers need torch, which does not import")
         return torch
 
-    def _tensor_blob(self, torch: Any, t: Any) -> List[Any]:
+    def _tensor_blob(self, torch: Any, t: Any, layout: Any = None) -> List[Any]:
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"expected a torch.Tensor, got {type(t).__name__}")
         c = t.detach().to("cpu").contiguous()
-        hdr = _tensor_header(torch, c)
+        hdr = _tensor_header(torch, c, *(layout or ()))
         data = c.view(torch.uint8).reshape(-1).numpy() if c.numel() else b""
         return [hdr, data, c]  # c keeps data's memory alive
 
     def _put_tensors(self, keys: List[str], tensors: List[Any], replace: bool,
-                     config: Optional[ReplicateConfig] = None) -> List[int]:
+                     config: Optional[ReplicateConfig] = None,
+                     layouts: Optional[List[Any]] = None) -> List[int]:
+        """layouts: per tensor None or (global shape, axes) for a shard's header."""
         torch = self._need_torch()
         if len(keys) != len(tensors):
             self._bad(f"{len(keys)} keys, {len(tensors)} tensors")
@@ -150,7 +216,8 @@ class TensorHelpers:
         rc = self._check_config(config)
         if rc != OK:
             return [rc] * len(keys)
-        blobs = [self._tensor_blob(torch, t) for t in tensors]
+        layouts = layouts or [None] * len(tensors)
+        blobs = [self._tensor_blob(torch, t, lay) for t, lay in zip(tensors, layouts)]
         lists = [[b[0], b[1]] if len(b[1]) else [b[0]] for b in blobs]
         if replace:
             return self._upsert_many(keys, lambda s, k: s.put_many_iov(k, lists))
@@ -216,8 +283,11 @@ class TensorHelpers:
                 out.append(self._bad(f"{key!r}: cannot split dim {split_dim} of shape "
                                      f"{tuple(t.shape)} into {tp_size} shards"))
                 continue
+            # Mooncake's shard header: the full shape, one TP axis per shard.
+            layouts = [(list(t.shape), [(_AXIS_TP, 0, r, tp_size, split_dim, 0,
+                                         sh.shape[split_dim])]) for r, sh in enumerate(shards)]
             res = self._put_tensors([self._tp_key(key, r) for r in range(tp_size)],
-                                    shards, replace, config)
+                                    shards, replace, config, layouts)
             bad = [r for r in res if r < 0]
             out.append(bad[0] if bad else OK)
         return out
@@ -318,7 +388,7 @@ class TensorHelpers:
                 self._bad(f"{keys[i]!r}: buffer outside every registered buffer")
                 continue
             hdr = _parse_header(ctypes.string_at(p, min(n, TENSOR_HEADER_SIZE)))
-            if hdr is None or TENSOR_HEADER_SIZE + hdr[2] > n:
+            if hdr is None or hdr[3] + hdr[2] > n:
                 self._bad(f"{keys[i]!r}: buffer does not start with a tensor header")
                 continue
             good.append(i)

@@ -35,7 +35,9 @@ import errno
 import json
 import logging
 import os
+import random
 import re
+import socket
 import threading
 import uuid
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -308,6 +310,14 @@ def parse_size(value: Any, what: str) -> int:
     return int(float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()])
 
 
+def _has_port(host: str) -> bool:
+    """Mooncake's hasExplicitPort: "[v6]:port" and "name:port" name one, a bare IPv6
+    address does not."""
+    if host.startswith("["):
+        return "]:" in host
+    return host.count(":") == 1
+
+
 def _master_to_url(addr: str) -> str:
     """A Mooncake master address as a tide URL: a tide URL stays as it is; a master
     address ``host:port`` (or ``h1:p1,h2:p2``, or ``;``-separated) names the tided
@@ -397,6 +407,8 @@ class MooncakeDistributedStore(TensorHelpers):
         self.last_error: Optional[Exception] = None
         self.url: Optional[str] = None
         self.hostname = ""
+        self._given_hostname = ""
+        self._port_hold: Optional[socket.socket] = None  # reserves get_hostname()'s port
         self.local_buffer_size = 0  # setup()'s: 0 means no staging buffer for the byte API
         self._any_pointer = False  # protocol "cxl": pointers need no registration
 
@@ -481,13 +493,46 @@ class MooncakeDistributedStore(TensorHelpers):
             self._store = _open_checked(url, where)
         except SetupError as e:
             return self._setup_failed(e)
-        self.url, self.hostname = url, hostname
+        self.url, self._given_hostname = url, hostname
+        self.hostname = self._endpoint_name(hostname)
         self.local_buffer_size = local_buffer_size
         # Mooncake's CXL mode reads and writes client memory with the CPU and needs no
         # registration; so does tide, which then takes any pointer (as Mooncake does).
         self._any_pointer = protocol == "cxl"
         self.last_error = None
         return OK
+
+    def _endpoint_name(self, hostname: str) -> str:
+        """get_hostname()'s answer, as Mooncake's RealClient builds it: local_hostname as
+        given when it names a port, else local_hostname:PORT with PORT a TCP port this
+        client holds (bound, not listening) until close(), taken from
+        $MC_STORE_CLIENT_MIN_PORT..$MC_STORE_CLIENT_MAX_PORT (12300..14300) as Mooncake
+        takes its transfer engine's, or one the kernel picks when all are taken. tide's
+        client listens on nothing; the port makes the name unique per client on a host,
+        which is what Mooncake's callers use it for (a segment name). "" stays ""
+        (Mooncake's dummy client)."""
+        if not hostname or _has_port(hostname):
+            return hostname
+        try:
+            lo = int(os.environ.get("MC_STORE_CLIENT_MIN_PORT", 12300))
+            hi = int(os.environ.get("MC_STORE_CLIENT_MAX_PORT", 14300))
+        except ValueError:
+            lo, hi = 12300, 14300
+        if not 1 <= lo <= hi <= 65535:
+            lo, hi = 12300, 14300
+        host = f"[{hostname}]" if ":" in hostname else hostname  # a bare IPv6 address
+        start = random.randint(lo, hi)
+        for i in range(min(hi - lo + 1, 64) + 1):  # bounded: 64 tries, then any port
+            port = 0 if i == min(hi - lo + 1, 64) else lo + (start - lo + i) % (hi - lo + 1)
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                s.bind(("", port))
+            except OSError:
+                s.close()
+                continue
+            self._port_hold = s
+            return f"{host}:{s.getsockname()[1]}"
+        return hostname
 
     def _setup_failed(self, e: SetupError) -> int:
         self.last_error = e
@@ -499,7 +544,7 @@ class MooncakeDistributedStore(TensorHelpers):
         server_address): here server_address resolves like a master address."""
         if not isinstance(mem_pool_size, int) or not isinstance(local_buffer_size, int):
             raise TypeError("setup_dummy(mem_pool_size: int, local_buffer_size: int, server_address: str)")
-        return self._do_setup("dummy", str(server_address), local_buffer_size,
+        return self._do_setup("", str(server_address), local_buffer_size,
                               explicit=bool(server_address))
 
     def init_all(self, protocol: str, device_name: str, mount_segment_size: int = 16 << 20) -> int:
@@ -511,6 +556,9 @@ class MooncakeDistributedStore(TensorHelpers):
         store, self._store = self._store, None
         if store is not None:
             store.close()
+        if self._port_hold is not None:
+            self._port_hold.close()
+            self._port_hold = None
         with self._lock:
             self._regions.clear()
             self._get_sessions.clear()
@@ -1206,7 +1254,7 @@ class MooncakeDistributedStore(TensorHelpers):
         keys = list(keys)
         if self._store is None:
             return []
-        if segment_name and segment_name not in (self.hostname, self.url):
+        if segment_name and segment_name not in (self.hostname, self._given_hostname, self.url):
             return []
         res = self._call(lambda s: s.remove_many(keys), None)
         if isinstance(res, int):

@@ -188,7 +188,7 @@ def test_setup_eight_argument_form_with_an_engine_and_keywords(clean_env, tided)
                    master(tided), engine, enable_ssd_offload=True, ssd_offload_path="/x",
                    tenant_id="t", enable_client_http_server=True, client_http_port=9301) == 0
     assert c.put("eight", b"arg") == 0 and c.get("eight") == b"arg"
-    assert c.get_hostname() == "localhost"
+    assert re.fullmatch(r"localhost:\d+", c.get_hostname())
     c.close()
     with pytest.raises(TypeError, match="master_server_addr"):
         c.setup("localhost", "P2PHANDSHAKE", 1, 1, "tcp", "")
@@ -750,3 +750,126 @@ def test_tensor_helpers(client, tmp_path):
     assert client.get_tensor_into_cuda("t", dst) == t.numel() * 4 and torch.equal(dst, t * 2)
     assert client.batch_get_tensor_into_cuda(["t1", "zz"], [dst, dst]) == [96, mc.OBJECT_NOT_FOUND]
     assert client.get_tensor_into_cuda("t", torch.zeros(3)) == mc.INVALID_PARAMS
+
+
+# -- get_hostname: Mooncake's "host:port" ------------------------------------------------
+
+
+def test_get_hostname_is_host_and_a_held_port(clean_env, tided, monkeypatch):
+    monkeypatch.setenv("MC_STORE_CLIENT_MIN_PORT", "20000")
+    monkeypatch.setenv("MC_STORE_CLIENT_MAX_PORT", "20063")
+    a, b = mc.MooncakeDistributedStore(), mc.MooncakeDistributedStore()
+    args = ("P2PHANDSHAKE", 1 << 20, 1 << 20, "tcp", "", master(tided))
+    assert a.setup("127.0.0.1", *args) == 0 and b.setup("127.0.0.1", *args) == 0
+    ha, hb = a.get_hostname(), b.get_hostname()
+    host, port = ha.rsplit(":", 1)
+    assert host == "127.0.0.1" and ha != hb  # two clients, two ports
+    # the port is held: binding it again fails until close()
+    import socket
+    s = socket.socket()
+    with pytest.raises(OSError):
+        s.bind(("", int(port)))
+    s.close()
+    # this client's segment name clears its keys; another client's does not
+    assert a.put("hn", b"x") == 0
+    assert a.batch_replica_clear(["hn"], hb) == []
+    assert a.batch_replica_clear(["hn"], ha) == ["hn"]
+    a.close()
+    b.close()
+    s = socket.socket()
+    s.bind(("", int(port)))  # released by close()
+    s.close()
+    # a hostname that names its port is kept as given; so is a bracketed IPv6 one
+    c = mc.MooncakeDistributedStore()
+    assert c.setup("node7:17777", *args) == 0 and c.get_hostname() == "node7:17777"
+    c.close()
+    assert c.setup("[::1]:17778", *args) == 0 and c.get_hostname() == "[::1]:17778"
+    c.close()
+    assert c.setup("::1", *args) == 0 and re.fullmatch(r"\[::1\]:\d+", c.get_hostname())
+    c.close()
+    d = mc.MooncakeDistributedStore()  # Mooncake's dummy client has no hostname
+    assert d.setup_dummy(1 << 20, 1 << 20, master(tided)) == 0 and d.get_hostname() == ""
+    d.close()
+
+
+# -- tensor objects: Mooncake's TensorMetadata, byte for byte ----------------------------
+
+# Mooncake's struct TensorMetadata (mooncake-integration/integration_utils.h), laid out
+# by hand from the struct: little-endian, natural alignment, 304 bytes.
+
+
+def _u(n, v, signed=False):
+    return int(v).to_bytes(n, "little", signed=signed)
+
+
+def _hand_header(dtype, global_shape, local_shape, nbytes, kind=0, axes=()):
+    h = bytearray(304)
+    h[0:4] = _u(4, 0x4D4F4F4E)        # magic "NOOM" little-endian
+    h[4:6] = _u(2, 1)                 # version
+    h[6:8] = _u(2, 304)               # header_size
+    h[8:12] = _u(4, dtype, True)
+    h[12:16] = _u(4, len(local_shape), True)
+    h[16:20] = _u(4, kind)            # layout_kind
+    h[20:24] = _u(4, 0)               # reserved_flags
+    h[24:32] = _u(8, 304)             # data_offset
+    h[32:40] = _u(8, nbytes)          # data_bytes
+    for base, shape in ((40, global_shape), (104, local_shape)):
+        for i in range(8):
+            h[base + 8 * i:base + 8 * i + 8] = _u(8, shape[i] if i < len(shape) else -1, True)
+    h[168:172] = _u(4, len(axes))     # axis_count; 172..176 reserved
+    for j, ax in enumerate(axes):     # LayoutAxis: six int32 then an int64
+        o = 176 + 32 * j
+        for k, v in enumerate(ax[:6]):
+            h[o + 4 * k:o + 4 * k + 4] = _u(4, v, True)
+        h[o + 24:o + 32] = _u(8, ax[6], True)
+    return bytes(h)
+
+
+def test_tensor_header_size_and_layout_without_torch():
+    assert mc.TENSOR_HEADER_SIZE == 304 and mc._tensor_metadata_size() == 304
+    from tide import _mooncake_tensor as mt
+    want = _hand_header(8, [3, 4], [3, 4], 96)  # int64 = 8 in Mooncake's numbering
+    assert mt._pack_header(8, [3, 4], [3, 4], 96) == want
+    assert mt._parse_header(want, 304 + 96) == ("int64", [3, 4], 96, 304)
+    axes = [(1, 0, 1, 2, 1, 0, 3)]
+    want = _hand_header(0, [2, 6], [2, 3], 24, 1, axes)
+    assert mt._pack_header(0, [2, 6], [2, 3], 24, 1, axes) == want
+    assert mt._parse_header(want, 304 + 24) == ("float32", [2, 3], 24, 304)
+    # what Mooncake's ValidateTensorMetadata refuses, tide refuses too
+    good = bytearray(_hand_header(6, [5], [5], 20))
+    for off, val in ((0, b"TIDT"), (4, b"\x02\x00"), (6, b"\x58\x00"), (8, _u(4, 15)),
+                     (12, _u(4, 9)), (16, _u(4, 2)), (24, _u(8, 8)), (32, _u(8, 21)),
+                     (48, _u(8, 0)), (104, _u(8, -2, True)), (168, _u(4, 5))):
+        bad = bytearray(good)
+        bad[off:off + len(val)] = val
+        assert mt._parse_header(bytes(bad)) is None, off
+    assert mt._parse_header(bytes(good), 304 + 19) is None  # data_bytes != what follows
+    assert mt._parse_header(bytes(good)[:303]) is None
+
+
+def test_tensor_objects_are_mooncake_bytes(client):
+    torch = pytest.importorskip("torch")
+    t = torch.arange(12, dtype=torch.int64).reshape(3, 4)
+    assert client.put_tensor("hdr", t) == 0
+    raw = client.get("hdr")
+    assert raw == _hand_header(8, [3, 4], [3, 4], 96) + t.numpy().tobytes()
+    meta, ptr, nbytes, owner = mc._serialize_tensor(t)
+    assert meta == raw[:304] and nbytes == 96 and ctypes.string_at(ptr, 96) == raw[304:]
+    assert torch.equal(mc._deserialize_tensor(raw), t)
+    # an object written by hand in Mooncake's layout reads back (bf16, 0-d, empty too)
+    data = torch.tensor([1.5, -2.0, 3.25], dtype=torch.bfloat16)
+    assert client.put("bf", _hand_header(12, [3], [3], 6) + data.view(torch.uint8).numpy().tobytes()) == 0
+    assert torch.equal(client.get_tensor("bf"), data)
+    assert client.put("s", _hand_header(1, [], [], 8) + _u(8, 0)) == 0
+    assert client.get_tensor("s").shape == () and client.get_tensor("s").dtype == torch.float64
+    assert client.put("e", _hand_header(0, [0, 2], [0, 2], 0)) == 0
+    assert client.get_tensor("e").shape == (0, 2)
+    # a TP shard: layout_kind 1, the full shape global, one TP axis (kind 1) whose
+    # reserved1 is the shard's extent along split_dim
+    w = torch.arange(12, dtype=torch.float32).reshape(2, 6)
+    assert client.put_tensor_with_tp("w", w, tp_size=2, split_dim=1) == 0
+    for r in range(2):
+        raw = client.get(f"w_tp_{r}")
+        shard = w[:, 3 * r:3 * r + 3].contiguous()
+        assert raw == _hand_header(0, [2, 6], [2, 3], 24, 1, [(1, 0, r, 2, 1, 0, 3)]) \
+            + shard.numpy().tobytes()
