@@ -26,6 +26,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build}"
 
+# The environment first: installing it needs PyPI, which the namespace below cannot reach.
+if [ -z "${MC_IN_NETNS:-}" ]; then scripts/mooncake-env.sh >&2; fi
+
 # Re-run inside a fresh network namespace (root, util-linux's unshare) unless already in one.
 if [ -z "${MC_IN_NETNS:-}" ] && [ "${MC_NETNS:-1}" != 0 ] && command -v unshare >/dev/null &&
     unshare --net true 2>/dev/null; then
@@ -33,7 +36,6 @@ if [ -z "${MC_IN_NETNS:-}" ] && [ "${MC_NETNS:-1}" != 0 ] && command -v unshare 
     exec unshare --net -- bash -c 'ip link set lo up && exec "$0" "$@"' "$0" "$@"
 fi
 
-scripts/mooncake-env.sh >&2
 VENV="${MOONCAKE_VENV:-.venv-mooncake}"
 MC_BIN="$VENV/bin"
 TIDE="$BUILD/tide"
