@@ -7,15 +7,16 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 static const uint64_t bucket_us[METRICS_NBUCKETS] = {
-    10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000,
-    500000, 1000000, 2500000, 5000000, 10000000, 30000000,
+    10,    25,    50,     100,    250,    500,     1000,    2500,    5000,     10000,
+    25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000, 30000000,
 };
 
 static const char *const op_names[MOP_COUNT] = {
-    "put", "get", "exists", "remove", "match_prefix", "stat", "ping", "clear", "hello",
-    "reserve", "commit", "pin", "release",
+    "put",   "get",   "exists",  "remove", "match_prefix", "stat",    "ping",
+    "clear", "hello", "reserve", "commit", "pin",          "release",
 };
 static const char *const status_names[MST_COUNT] = {"ok", "miss", "error"};
 
@@ -25,24 +26,44 @@ void metrics_op_done(metrics *m, int op, int status, uint64_t keys, uint64_t lat
     atomic_fetch_add_explicit(&m->keys[op], keys, memory_order_relaxed);
     uint64_t us = latency_ns / 1000;
     int b = 0;
-    while (b < METRICS_NBUCKETS && us > bucket_us[b]) b++;
+    while (b < METRICS_NBUCKETS && us > bucket_us[b])
+        b++;
     atomic_fetch_add_explicit(&m->latency[op].count[b], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&m->latency[op].sum_ns, latency_ns, memory_order_relaxed);
 }
 
-/* An appender that keeps counting past the end so the caller learns the size needed. */
+/* An appender into a buffer that grows as the text does. The text is rendered once: the
+ * counters move while it is (every worker updates them), so a size measured by a first
+ * pass would not hold for a second. On out of memory it stops (failed = 1). */
 typedef struct out {
     char *buf;
     size_t cap, len;
+    int failed;
 } out;
 
 __attribute__((format(printf, 2, 3))) static void emit(out *o, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    size_t room = o->len < o->cap ? o->cap - o->len : 0;
-    int n = vsnprintf(room ? o->buf + o->len : NULL, room, fmt, ap);
-    va_end(ap);
-    if (n > 0) o->len += (size_t)n;
+    if (o->failed) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) return;
+        if ((size_t)n < o->cap - o->len) {
+            o->len += (size_t)n;
+            return;
+        }
+        size_t cap = o->cap * 2;
+        while (cap - o->len <= (size_t)n)
+            cap *= 2;
+        char *grown = realloc(o->buf, cap);
+        if (!grown) {
+            o->failed = 1;
+            return;
+        }
+        o->buf = grown;
+        o->cap = cap;
+    }
 }
 
 static uint64_t ld(const atomic_uint_fast64_t *a) {
@@ -54,8 +75,10 @@ static void gauge(out *o, const char *name, const char *help, const char *type, 
          (unsigned long long)v);
 }
 
-size_t metrics_render(const metrics *m, const tide_stats *st, char *buf, size_t cap) {
-    out o = {buf, cap, 0};
+char *metrics_render(const metrics *m, const tide_stats *st, size_t *len) {
+    out o = {malloc(16384), 16384, 0, 0};
+    if (!o.buf) return NULL;
+    o.buf[0] = '\0';
     emit(&o, "# HELP tide_requests_total Requests by opcode and outcome.\n"
              "# TYPE tide_requests_total counter\n");
     for (int op = 0; op < MOP_COUNT; op++)
@@ -115,8 +138,8 @@ size_t metrics_render(const metrics *m, const tide_stats *st, char *buf, size_t 
         gauge(&o, "tide_reserved_objects", "Puts reserved and not yet committed.", "gauge",
               st->reserved);
         gauge(&o, "tide_store_puts_total", "Puts that stored a new object.", "counter", st->puts);
-        gauge(&o, "tide_store_put_duplicates_total", "Puts of a key already present.",
-              "counter", st->put_dups);
+        gauge(&o, "tide_store_put_duplicates_total", "Puts of a key already present.", "counter",
+              st->put_dups);
         gauge(&o, "tide_store_hits_total", "Gets that found their key.", "counter", st->gets);
         gauge(&o, "tide_store_misses_total", "Gets that found nothing.", "counter", st->misses);
         gauge(&o, "tide_evictions_total", "Objects evicted to make room.", "counter",
@@ -129,10 +152,13 @@ size_t metrics_render(const metrics *m, const tide_stats *st, char *buf, size_t 
         gauge(&o, "tide_store_bytes_out_total", "Value bytes read.", "counter", st->bytes_out);
         for (size_t i = 0; st->disk_capacity_bytes && i < stats_disk_nfields; i++) {
             const stats_field *f = &stats_disk_fields[i];
-            gauge(&o, f->metric, f->help, f->counter ? "counter" : "gauge",
-                  stats_field_get(st, f));
+            gauge(&o, f->metric, f->help, f->counter ? "counter" : "gauge", stats_field_get(st, f));
         }
     }
-    if (o.len < cap) buf[o.len] = '\0';
-    return o.len;
+    if (o.failed) {
+        free(o.buf);
+        return NULL;
+    }
+    *len = o.len;
+    return o.buf;
 }

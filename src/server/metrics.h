@@ -53,8 +53,9 @@ typedef struct metrics {
 /* Count one request: its outcome, how many keys it carried and how long it took. */
 void metrics_op_done(metrics *m, int op, int status, uint64_t keys, uint64_t latency_ns);
 
-/* Render everything, with the store's figures, as Prometheus text (format 0.0.4).
- * Returns the length written, or the length needed when cap is too small. */
-size_t metrics_render(const metrics *m, const tide_stats *st, char *buf, size_t cap);
+/* Render everything, with the store's figures, as Prometheus text (format 0.0.4), in one
+ * pass while the counters keep moving: a NUL-terminated buffer the caller frees, its
+ * length in *len; NULL when out of memory. */
+char *metrics_render(const metrics *m, const tide_stats *st, size_t *len);
 
 #endif

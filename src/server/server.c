@@ -122,11 +122,8 @@ static char *metrics_body(void *ctx, const char *path, size_t *len, int *status)
     if (strcmp(path, "/metrics") != 0) return NULL;
     tide_stats st;
     store_stats(srv->st, &st);
-    size_t need = metrics_render(&srv->m, &st, NULL, 0) + 1;
-    char *buf = malloc(need);
-    if (!buf) return NULL;
-    *len = metrics_render(&srv->m, &st, buf, need);
-    *status = 200;
+    char *buf = metrics_render(&srv->m, &st, len);
+    if (buf) *status = 200;
     return buf;
 }
 
