@@ -65,6 +65,15 @@ const char *test_build_dir(void) {
     return b ? b : "build";
 }
 
+int test_run(const char *cmd, char *out, size_t cap) {
+    FILE *p = popen(cmd, "r");
+    CHECK_MSG(p != NULL, "popen %s", cmd);
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
 const char *test_tmpdir(void) {
     if (!tmpdir[0]) {
         snprintf(tmpdir, sizeof(tmpdir), "/tmp/tide-test-XXXXXX");

@@ -22,41 +22,41 @@ void test_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4), noreturn));
 
 /* TEST(name): a test with the default 60 s limit; TEST_T(name, seconds) sets its own. */
-#define TEST_T(name, secs)                                                                    \
-    static void test_##name(void);                                                            \
-    __attribute__((constructor)) static void test_reg_##name(void) {                          \
-        test_register(#name, test_##name, __FILE__, (secs));                                  \
-    }                                                                                         \
+#define TEST_T(name, secs)                                                                         \
+    static void test_##name(void);                                                                 \
+    __attribute__((constructor)) static void test_reg_##name(void) {                               \
+        test_register(#name, test_##name, __FILE__, (secs));                                       \
+    }                                                                                              \
     static void test_##name(void)
 #define TEST(name) TEST_T(name, 60)
 
-#define CHECK(cond)                                                                           \
-    do {                                                                                      \
-        if (!(cond)) test_fail(__FILE__, __LINE__, "CHECK(%s)", #cond);                       \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) test_fail(__FILE__, __LINE__, "CHECK(%s)", #cond);                            \
     } while (0)
-#define CHECK_MSG(cond, ...)                                                                  \
-    do {                                                                                      \
-        if (!(cond)) test_fail(__FILE__, __LINE__, __VA_ARGS__);                              \
+#define CHECK_MSG(cond, ...)                                                                       \
+    do {                                                                                           \
+        if (!(cond)) test_fail(__FILE__, __LINE__, __VA_ARGS__);                                   \
     } while (0)
-#define CHECK_EQ(a, b)                                                                        \
-    do {                                                                                      \
-        long long _a = (long long)(a), _b = (long long)(b);                                   \
-        if (_a != _b) test_fail(__FILE__, __LINE__, "%s == %s: %lld != %lld", #a, #b, _a, _b); \
+#define CHECK_EQ(a, b)                                                                             \
+    do {                                                                                           \
+        long long _a = (long long)(a), _b = (long long)(b);                                        \
+        if (_a != _b) test_fail(__FILE__, __LINE__, "%s == %s: %lld != %lld", #a, #b, _a, _b);     \
     } while (0)
-#define CHECK_STR(a, b)                                                                       \
-    do {                                                                                      \
-        const char *_a = (a), *_b = (b);                                                      \
-        if (!_a || !_b || strcmp(_a, _b))                                                     \
-            test_fail(__FILE__, __LINE__, "%s == %s: \"%s\" != \"%s\"", #a, #b,               \
-                      _a ? _a : "(null)", _b ? _b : "(null)");                                \
+#define CHECK_STR(a, b)                                                                            \
+    do {                                                                                           \
+        const char *_a = (a), *_b = (b);                                                           \
+        if (!_a || !_b || strcmp(_a, _b))                                                          \
+            test_fail(__FILE__, __LINE__, "%s == %s: \"%s\" != \"%s\"", #a, #b,                    \
+                      _a ? _a : "(null)", _b ? _b : "(null)");                                     \
     } while (0)
 /* The haystack contains the needle. */
-#define CHECK_CONTAINS(hay, needle)                                                           \
-    do {                                                                                      \
-        const char *_h = (hay), *_n = (needle);                                               \
-        if (!_h || !strstr(_h, _n))                                                           \
-            test_fail(__FILE__, __LINE__, "\"%s\" does not contain \"%s\"", _h ? _h : "(null)", \
-                      _n);                                                                    \
+#define CHECK_CONTAINS(hay, needle)                                                                \
+    do {                                                                                           \
+        const char *_h = (hay), *_n = (needle);                                                    \
+        if (!_h || !strstr(_h, _n))                                                                \
+            test_fail(__FILE__, __LINE__, "\"%s\" does not contain \"%s\"", _h ? _h : "(null)",    \
+                      _n);                                                                         \
     } while (0)
 
 /* Helpers for tests that start real processes. */
@@ -67,5 +67,9 @@ const char *test_tide_bin(void);
 const char *test_build_dir(void);
 /* A fresh temporary directory, removed by the harness when the test ends. */
 const char *test_tmpdir(void);
+/* Run the shell command cmd (bound it with `timeout` yourself) and put what it printed on
+ * stdout (and stderr, when cmd says 2>&1) in out[0..cap), NUL-terminated. Returns its exit
+ * status, or 128 + the signal that killed it. */
+int test_run(const char *cmd, char *out, size_t cap);
 
 #endif

@@ -73,6 +73,14 @@ void server_start_unix(test_server *ts, const char *path, const char *capacity,
     server_start(ts, args);
 }
 
+int server_serve_status(const char *args, char *out, size_t cap) {
+    char cmd[1024];
+    int w = snprintf(cmd, sizeof(cmd), "timeout 5 %s serve --port 0 --metrics-port 0 %s 2>&1",
+                     test_tide_bin(), args);
+    CHECK_MSG(w > 0 && (size_t)w < sizeof(cmd), "command too long: serve %s", args);
+    return test_run(cmd, out, cap);
+}
+
 int server_stop(test_server *ts, int sig) {
     int st = 0;
     kill(ts->pid, sig);

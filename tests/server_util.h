@@ -20,6 +20,10 @@ void server_start(test_server *ts, const char *const *extra);
  * --metrics-port 0 EXTRA...` (metrics on a free port: the default, port + 1, may be taken). */
 void server_start_unix(test_server *ts, const char *path, const char *capacity,
                        const char *log_level, const char *const *extra);
+/* Run `tide serve --port 0 --metrics-port 0 ARGS` (a shell fragment; bounded: 5 s): its exit
+ * status and, in out, what it printed. A refused start exits at once; a start that should
+ * have been refused runs until the timeout (status 124). */
+int server_serve_status(const char *args, char *out, size_t cap);
 /* Send sig and wait for the exit; returns the wait status. */
 int server_stop(test_server *ts, int sig);
 /* Connect a blocking TCP socket to 127.0.0.1:port (receive timeout secs). */

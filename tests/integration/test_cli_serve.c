@@ -44,13 +44,9 @@ static int exists(const char *path) {
  * its stdout and stderr. */
 static int tide_run(const char *args, char *out, size_t cap) {
     char cmd[2048];
-    snprintf(cmd, sizeof(cmd), "timeout 10 %s %s 2>&1", test_tide_bin(), args);
-    FILE *p = popen(cmd, "r");
-    CHECK(p != NULL);
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    int w = snprintf(cmd, sizeof(cmd), "timeout 10 %s %s 2>&1", test_tide_bin(), args);
+    CHECK_MSG(w > 0 && (size_t)w < sizeof(cmd), "command too long: tide %s", args);
+    return test_run(cmd, out, cap);
 }
 
 TEST(cli_serve_repeated_settings_last_wins) {

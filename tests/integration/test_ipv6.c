@@ -89,19 +89,6 @@ static int file_has(const char *path, const char *needle) {
     return strstr(buf, needle) != NULL;
 }
 
-/* Run `tide serve ARGS`, bounded; its exit status and what it printed. */
-static int serve_status(const char *args, char *out, size_t cap) {
-    char cmd[1024];
-    snprintf(cmd, sizeof(cmd), "timeout 5 %s serve --port 0 --metrics-port 0 %s 2>&1",
-             test_tide_bin(), args);
-    FILE *p = popen(cmd, "r");
-    CHECK(p != NULL);
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 TEST_T(ipv6_tided_bind_v6_loopback_serves_tide_url, 120) {
     if (!have_ipv6_loopback()) return;
     test_server ts;
@@ -152,7 +139,7 @@ TEST(ipv6_sockets_keep_the_system_v6only_default) {
     printf("    net.ipv6.bindv6only = %d\n", v6only);
     if (v6only != 0) {
         char out[2048];
-        int st = serve_status("--bind ::ffff:127.0.0.1", out, sizeof(out));
+        int st = server_serve_status("--bind ::ffff:127.0.0.1", out, sizeof(out));
         if (v6only == 1) {
             CHECK_MSG(st == 1, "exit %d with V6ONLY on: %s", st, out);
             CHECK_CONTAINS(out, "cannot listen on [::ffff:127.0.0.1]");
@@ -348,8 +335,10 @@ TEST(ipv6_serve_flags_refuse_malformed_addresses) {
         {"--bind localhost", "--bind (bind): 'localhost' is not an IPv4 or IPv6 address", 2},
         {"--bind '[::1]:7474'", "--bind (bind): '[::1]:7474' is not an IPv4 or IPv6 address", 2},
         {"--bind '[::1'", "--bind (bind): '[::1' is not", 2},
-        {"--advertise ::1:7474", "--advertise (advertise): expected HOST:PORT, got '::1:7474': an IPv6", 2},
-        {"--advertise '[::1]'", "--advertise (advertise): expected HOST:PORT, got '[::1]': no port", 2},
+        {"--advertise ::1:7474",
+         "--advertise (advertise): expected HOST:PORT, got '::1:7474': an IPv6", 2},
+        {"--advertise '[::1]'", "--advertise (advertise): expected HOST:PORT, got '[::1]': no port",
+         2},
         {"--advertise '[::1:7474'", "missing ']'", 2},
         /* On every address, the address to announce must be given. */
         {"--bind :: --etcd 'http://[::1]:1' --cluster c1", "--advertise", 1},
@@ -359,7 +348,7 @@ TEST(ipv6_serve_flags_refuse_malformed_addresses) {
     char out[2048];
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         test_context = cases[i].args;
-        int st = serve_status(cases[i].args, out, sizeof(out));
+        int st = server_serve_status(cases[i].args, out, sizeof(out));
         CHECK_MSG(st == cases[i].status, "exit status %d (%d expected), output: %s", st,
                   cases[i].status, out);
         CHECK_CONTAINS(out, cases[i].words);

@@ -224,7 +224,8 @@ TEST(server_pipelined_requests) {
     size_t len;
     for (int i = 0; i < 10; i++)
         CHECK_EQ(frame_encode_empty(frames + i * FRAME_HDR_SIZE, FRAME_HDR_SIZE, &len,
-                                    FRAME_OP_PING, 100 + (uint64_t)i), 0);
+                                    FRAME_OP_PING, 100 + (uint64_t)i),
+                 0);
     int fd = server_connect(ts.port, 5);
     send_bytes(fd, frames, sizeof(frames));
     uint8_t buf[10 * FRAME_HDR_SIZE];
@@ -490,21 +491,6 @@ TEST(server_tided_name_runs_the_daemon) {
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
 }
 
-/* Run `tide serve --port 0 --metrics-port 0 ARGS` (bounded by `timeout`): its exit status
- * and, in out, what it printed. A refused start exits at once; a start that should have
- * been refused runs until the timeout (status 124). */
-static int serve_status(const char *args, char *out, size_t cap) {
-    char cmd[1024];
-    snprintf(cmd, sizeof(cmd), "timeout 5 %s serve --port 0 --metrics-port 0 %s 2>&1",
-             test_tide_bin(), args);
-    FILE *p = popen(cmd, "r");
-    CHECK(p != NULL);
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 /* Numeric settings that would start a tided that serves nobody are refused at start, each
  * with a message naming the setting — as flags and in a --config file alike. */
 TEST(server_useless_numeric_settings_refused) {
@@ -528,7 +514,7 @@ TEST(server_useless_numeric_settings_refused) {
     char out[2048];
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         test_context = cases[i].args;
-        int st = serve_status(cases[i].args, out, sizeof(out));
+        int st = server_serve_status(cases[i].args, out, sizeof(out));
         CHECK_MSG(st == 2, "%s: exit status %d (2 expected), output: %s", cases[i].args, st, out);
         CHECK_CONTAINS(out, cases[i].words);
     }
@@ -541,7 +527,7 @@ TEST(server_useless_numeric_settings_refused) {
     fclose(f);
     snprintf(args, sizeof(args), "--config %s", conf);
     test_context = args;
-    int st = serve_status(args, out, sizeof(out));
+    int st = server_serve_status(args, out, sizeof(out));
     CHECK_MSG(st == 2, "config file: exit status %d, output: %s", st, out);
     CHECK_CONTAINS(out, "max_frame");
     /* The smallest accepted values still serve. */
