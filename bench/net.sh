@@ -283,6 +283,17 @@ function row(label, key, rawkey) {
         rfig(key ".tide", key ".redis", 2)
 }
 # One line of the CPU target over the rows whose keys start with prefix.
+# GET of one value size >= 0.9x raw loopback TCP at every connection count measured.
+function get_raw_target(size, label,   j, key, all, any, line) {
+    all = 1; line = ""; any = 0
+    for (j = 1; j <= nc; j++) {
+        key = "get." size "." C[j]
+        if (!ratios(key ".tide", key ".raw", 1)) continue
+        any = 1; all = all && RMED >= 0.9
+        line = line sprintf(" x%s %.2f;", C[j], RMED)
+    }
+    if (any) printf "- %s GET >= 0.9x raw loopback TCP at the same connection count:%s %s\n", label, line, all ? "met" : "NOT met"
+}
 function cpu_target(what, prefix,   key, n, met, lo, hi, k) {
     n = 0; met = 0; lo = 99; hi = 0
     for (k in seen) {
@@ -325,23 +336,9 @@ END {
     printf "\nRaw TCP in the SET rows is the GET direction (the same figure as the GET row); in the batch\n"
     printf "rows it answers %d x %s in one response.\n\n", batch, bsize
     print "Targets (on the median of the per-run ratios):"
-    all = 1; line = ""; any = 0
-    for (j = 1; j <= nc; j++) {
-        key = "get.1MiB." C[j]
-        if (!ratios(key ".tide", key ".raw", 1)) continue
-        any = 1; all = all && RMED >= 0.9
-        line = line sprintf(" x%s %.2f;", C[j], RMED)
-    }
-    if (any) printf "- 1 MiB GET >= 0.9x raw loopback TCP at the same connection count:%s %s\n", line, all ? "met" : "NOT met"
+    get_raw_target("1MiB", "1 MiB")
     # Issue 18: the write path at the speed of the wire, and GET at 256 KiB.
-    all = 1; line = ""; any = 0
-    for (j = 1; j <= nc; j++) {
-        key = "get.256KiB." C[j]
-        if (!ratios(key ".tide", key ".raw", 1)) continue
-        any = 1; all = all && RMED >= 0.9
-        line = line sprintf(" x%s %.2f;", C[j], RMED)
-    }
-    if (any) printf "- 256 KiB GET >= 0.9x raw loopback TCP at the same connection count:%s %s\n", line, all ? "met" : "NOT met"
+    get_raw_target("256KiB", "256 KiB")
     all = 1; line = ""; any = 0
     for (i = 1; i <= ns; i++) {
         if (size_bytes(S[i]) < 262144) continue
