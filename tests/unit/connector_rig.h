@@ -63,6 +63,21 @@ static inline uint8_t *rig_hashes(uint64_t seed, size_t n, size_t len) {
     return h;
 }
 
+/* tide's own prefix hashes (tide_prefix_hashes, xxh3: RIG_TIDE_HL bytes each) of a prompt
+ * of n tokens (token i = seed * 1000 + i) at `unit` tokens a hash; *nh says how many. */
+#define RIG_TIDE_HL 16
+static inline uint8_t *rig_prompt_hashes(uint32_t seed, size_t n, size_t unit, size_t *nh) {
+    uint32_t *tok = malloc(n * sizeof(uint32_t));
+    for (size_t i = 0; i < n; i++)
+        tok[i] = seed * 1000 + (uint32_t)i;
+    uint8_t *h = malloc((n / unit + 1) * RIG_TIDE_HL);
+    int k = tide_prefix_hashes(TIDE_HASH_XXH3, tok, n, unit, NULL, 0, h, n / unit + 1);
+    CHECK(k >= 0);
+    *nh = (size_t)k;
+    free(tok);
+    return h;
+}
+
 /* Store a small value under the key of (group, namespace ns[which], hash). */
 static inline void rig_put_key(tide_store *st, const tide_connector *c, size_t g,
                                const connector_ns *ns, const uint8_t *hash, size_t hlen) {

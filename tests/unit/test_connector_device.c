@@ -18,7 +18,7 @@
 #include "device/device.h"
 #include "server_util.h"
 
-static const size_t HL = 16;
+static const size_t HL = RIG_TIDE_HL;
 
 /* A worker rank whose KV pages are in test device memory: per layer one tensor of shape
  * (2, nblocks, page / 2) (K and V planes). */
@@ -76,18 +76,6 @@ static int holds(drank *r, int64_t b, uint64_t seed, int64_t pb) {
     return 1;
 }
 
-static uint8_t *hashes_of(uint32_t seed, size_t n, size_t unit, size_t *nh) {
-    uint32_t *tok = malloc(n * sizeof(uint32_t));
-    for (size_t i = 0; i < n; i++)
-        tok[i] = seed * 1000 + (uint32_t)i;
-    uint8_t *h = malloc((n / unit + 1) * HL);
-    int k = tide_prefix_hashes(TIDE_HASH_XXH3, tok, n, unit, NULL, 0, h, n / unit + 1);
-    CHECK(k >= 0);
-    *nh = (size_t)k;
-    free(tok);
-    return h;
-}
-
 /* Build a step's metadata and start it on worker w (not waiting). */
 static void start(tide_connector *s, tide_connector *w, dev_test_stream *engine) {
     tide_connector_meta *m = NULL;
@@ -118,7 +106,7 @@ static void pair_open(pair *p, const char *url) {
     p->s = rig_open(json, p->st, TIDE_CONNECTOR_SCHEDULER);
     CHECK_EQ(drank_open(&p->prod, json, p->st, NB, 2), 0);
     CHECK_EQ(drank_open(&p->cons, json, p->st, NB, 2), 0);
-    p->h = hashes_of(1, PB * 16 + 5, 16, &p->nh);
+    p->h = rig_prompt_hashes(1, PB * 16 + 5, 16, &p->nh);
     p->engine = dev_test_stream_new();
 }
 

@@ -20,20 +20,7 @@
 #include "proto/frame.h"
 #include "server_util.h"
 
-static const size_t HL = 16; /* tide's own chain: tide_prefix_hashes */
-
-/* Hashes of a prompt of n tokens (token i = seed * 1000 + i) at `unit` tokens a hash. */
-static uint8_t *prompt_hashes(uint32_t seed, size_t n, size_t unit, size_t *nh) {
-    uint32_t *tok = malloc(n * sizeof(uint32_t));
-    for (size_t i = 0; i < n; i++)
-        tok[i] = seed * 1000 + (uint32_t)i;
-    uint8_t *h = malloc((n / unit + 1) * HL);
-    int k = tide_prefix_hashes(TIDE_HASH_XXH3, tok, n, unit, NULL, 0, h, n / unit + 1);
-    CHECK(k >= 0);
-    *nh = (size_t)k;
-    free(tok);
-    return h;
-}
+static const size_t HL = RIG_TIDE_HL;
 
 /* One step through a scheduler: build the metadata, pass it through its byte form (as it
  * travels to worker processes) and start it on each worker. Returns the metadata. */
@@ -76,7 +63,7 @@ static void round_trip(const char *url) {
     rig_rank_open(&cons, json, st, 32, 2);
     rig_rank *rp = &prod, *rc = &cons;
     size_t nh;
-    uint8_t *h = prompt_hashes(1, 100, 16, &nh);
+    uint8_t *h = rig_prompt_hashes(1, 100, 16, &nh);
     CHECK_EQ(nh, 6);
 
     /* Producer: request "p" computes its 100-token prompt in blocks 3..9. */
@@ -167,7 +154,7 @@ TEST(connector_save_dedup_and_chunked_prefill) {
     rig_rank_open(&r, json, st, 16, 2);
     rig_rank *rr = &r;
     size_t nh;
-    uint8_t *h = prompt_hashes(2, 64, 16, &nh);
+    uint8_t *h = rig_prompt_hashes(2, 64, 16, &nh);
     int32_t ids[4] = {0, 1, 2, 3};
     for (int b = 0; b < 4; b++)
         rig_fill(rr, 0, b, 7);
@@ -226,7 +213,7 @@ TEST(connector_decode_saves_only_with_save_decode_cache) {
     tide_store *st = NULL;
     CHECK_EQ(tide_open("mem://?capacity=16MiB", &st), 0);
     size_t nh;
-    uint8_t *h = prompt_hashes(3, 64, 16, &nh); /* a 40-token prompt, then 24 decoded */
+    uint8_t *h = rig_prompt_hashes(3, 64, 16, &nh); /* a 40-token prompt, then 24 decoded */
     int32_t ids[4] = {0, 1, 2, 3};
     for (int with = 0; with < 2; with++) {
         const char *extra = with ? "\"save_decode_cache\":true" : "";
@@ -271,7 +258,7 @@ TEST(connector_load_errors_per_block) {
     rig_rank_open(&c, json, st, 16, 2);
     rig_rank *rp = &p, *rc = &c;
     size_t nh;
-    uint8_t *h = prompt_hashes(3, 80, 16, &nh);
+    uint8_t *h = rig_prompt_hashes(3, 80, 16, &nh);
     int32_t ids[5] = {0, 1, 2, 3, 4}, cids[5] = {10, 11, 12, 13, 14};
     size_t five = 5;
     for (int b = 0; b < 5; b++)
@@ -329,7 +316,7 @@ TEST(connector_hybrid_mamba_round_trip) {
     rig_rank_open(&c, json, st, 16, 1);
     rig_rank *rp = &p, *rc = &c;
     size_t nh;
-    uint8_t *h = prompt_hashes(4, 100, 16, &nh);
+    uint8_t *h = rig_prompt_hashes(4, 100, 16, &nh);
     /* Attention blocks 0..6, Mamba slots 0..3 (slot i holds the state at (i + 1) * 32). */
     int32_t ids[11] = {0, 1, 2, 3, 4, 5, 6, /* mamba */ 0, 1, 2, 3};
     size_t counts[2] = {7, 4};
@@ -398,7 +385,7 @@ TEST(connector_sliding_window_saves_only_windows) {
         const char *json = rig_doc(16, cache, "", "kv_producer", "", R_FULL(16) "," R_SWA(16, 33));
         tide_connector *s = rig_open(json, st, TIDE_CONNECTOR_SCHEDULER);
         size_t nh;
-        uint8_t *h = prompt_hashes(5, 170, 16, &nh);
+        uint8_t *h = rig_prompt_hashes(5, 170, 16, &nh);
         int32_t ids[22];
         for (int i = 0; i < 11; i++)
             ids[i] = ids[11 + i] = i;
@@ -448,7 +435,7 @@ TEST(connector_save_striping_across_replicas) {
     }
     CHECK_EQ(s->cfg.groups[0].tp_factor, 2);
     size_t nh, six = 6;
-    uint8_t *h = prompt_hashes(6, 96, 16, &nh);
+    uint8_t *h = rig_prompt_hashes(6, 96, 16, &nh);
     int32_t ids[6] = {0, 1, 2, 3, 4, 5};
     CHECK_EQ(tide_connector_request_step(s, "s", 96, 96, h, nh, HL, ids, &six, 1, 1), 0);
     tide_connector_meta_free(step(s, rr, 2));
@@ -514,8 +501,8 @@ TEST_T(connector_pressure_mode, 60) {
     }
     CHECK_EQ(ps.reserved, 1);
     size_t nh, four = 4;
-    uint8_t *h = prompt_hashes(7, 64, 16, &nh);
-    uint8_t *h2 = prompt_hashes(8, 64, 16, &nh);
+    uint8_t *h = rig_prompt_hashes(7, 64, 16, &nh);
+    uint8_t *h2 = rig_prompt_hashes(8, 64, 16, &nh);
     int32_t ids[4] = {0, 1, 2, 3};
     CHECK_EQ(tide_connector_request_step(s, "a", 128, 32, h, nh, HL, ids, &four, 1, 1), 0);
     tide_connector_meta_free(step(s, &rr, 1));
@@ -650,7 +637,7 @@ TEST(connector_hybrid_dcp_round_trip) {
         }
     }
     size_t nh;
-    uint8_t *h = prompt_hashes(9, 100, 32, &nh);
+    uint8_t *h = rig_prompt_hashes(9, 100, 32, &nh);
     CHECK_EQ(nh, 3);
     int32_t ids[8] = {0, 1, 2, 3, /* mamba */ 0, 1, 2, 3};
     size_t counts[2] = {4, 4};
@@ -706,7 +693,7 @@ TEST(connector_mamba_all_mode_dense_retention) {
                                          "", "kv_producer", "", R_FULL(16) "," R_MAMBA(16)),
                                  st, TIDE_CONNECTOR_SCHEDULER);
     size_t nh;
-    uint8_t *h = prompt_hashes(10, 70, 16, &nh);
+    uint8_t *h = rig_prompt_hashes(10, 70, 16, &nh);
     int32_t ids[10] = {0, 1, 2, 3, 4, 0, 1, 2, 3, 4};
     size_t counts[2] = {5, 5};
     CHECK_EQ(tide_connector_request_step(s, "a", 70, 70, h, nh, HL, ids, counts, 2, 1), 0);
@@ -750,8 +737,8 @@ TEST(connector_partial_tail_round_trip) {
     rig_rank_open(&c, json, st, 16, 1);
     rig_rank *rp = &p, *rc = &c;
     size_t nh, nh2;
-    uint8_t *h = prompt_hashes(5, 90, 16, &nh);
-    uint8_t *h2 = prompt_hashes(5, 120, 16, &nh2); /* the consumer's: the same 90, then more */
+    uint8_t *h = rig_prompt_hashes(5, 90, 16, &nh);
+    uint8_t *h2 = rig_prompt_hashes(5, 120, 16, &nh2); /* the consumer's: the same 90, then more */
     CHECK_EQ(nh, 5);
     CHECK_EQ(memcmp(h, h2, nh * HL), 0);
     /* Attention blocks 0..2, Mamba slots 0..1; the private block 7 holds the state at 80. */
@@ -838,7 +825,7 @@ TEST(connector_partial_tail_one_boundary) {
     tide_connector *s = rig_open(json, st, TIDE_CONNECTOR_SCHEDULER);
     CHECK_EQ(s->cfg.partial_hits, 1);
     size_t nh;
-    uint8_t *h = prompt_hashes(6, 50, 16, &nh);
+    uint8_t *h = rig_prompt_hashes(6, 50, 16, &nh);
     int32_t ids[6] = {0, 1, 2, 3, 0, 0};
     size_t counts[3] = {4, 1, 1};
     CHECK_EQ(tide_connector_request_step(s, "p", 50, 50, h, nh, HL, ids, counts, 3, 1), 0);
@@ -909,7 +896,7 @@ TEST(connector_partial_tail_only_hybrid_align) {
                      TIDE_CONNECTOR_SCHEDULER);
         CHECK_EQ(s->cfg.partial_hits, t == 3 ? 1 : 0);
         size_t nh;
-        uint8_t *h = prompt_hashes(7, 50, 16, &nh);
+        uint8_t *h = rig_prompt_hashes(7, 50, 16, &nh);
         int32_t ids[12] = {0};
         size_t counts[3] = {0, 0, 0};
         CHECK_EQ(tide_connector_request_step(s, "p", 50, 50, h, nh, HL, ids, counts,
@@ -957,8 +944,8 @@ TEST_T(connector_completions_survive_out_of_memory, 120) {
         snprintf(cid, sizeof(cid), "c%d", n);
         snprintf(qid, sizeof(qid), "q%d", n);
         size_t nh, nq, five = 5;
-        uint8_t *h = prompt_hashes((uint32_t)n, 80, 16, &nh);
-        uint8_t *hq = prompt_hashes((uint32_t)(5000 + n), 80, 16, &nq);
+        uint8_t *h = rig_prompt_hashes((uint32_t)n, 80, 16, &nh);
+        uint8_t *hq = rig_prompt_hashes((uint32_t)(5000 + n), 80, 16, &nq);
         int32_t ids[5] = {0, 1, 2, 3, 4}, cids[5] = {10, 11, 12, 13, 14};
         /* Without faults: the producer saves the prompt the consumer will load. */
         for (int b = 0; b < 5; b++) {
