@@ -108,12 +108,7 @@ log "mooncake_master pid ${PIDS[0]} (rpc $RPC_PORT, metadata $META_PORT), moonca
 "$TIDE" serve --port 0 --capacity "$CAP" --threads 2 --metrics-port 0 --prefault \
     --log-level warn --ready-file "$TMP/tided.ready" >"$TMP/tided.log" 2>&1 &
 PIDS+=($!)
-for _ in $(seq 300); do
-    [ -s "$TMP/tided.ready" ] && break
-    kill -0 "${PIDS[-1]}" 2>/dev/null || break
-    sleep 0.1
-done
-[ -s "$TMP/tided.ready" ] || { echo "mooncake.sh: tided did not start:" >&2; cat "$TMP/tided.log" >&2; exit 1; }
+wait_ready "$TMP/tided.ready" "${PIDS[-1]}" "$TMP/tided.log" mooncake.sh
 TIDE_PORT="$(cut -d' ' -f1 "$TMP/tided.ready")"
 log "tided pid ${PIDS[2]} on $TIDE_PORT ($CAP bytes, prefaulted)"
 

@@ -92,12 +92,7 @@ log "starting tided (capacity $CAP, prefaulted, 2 I/O threads)"
 "$TIDE" serve --port 0 --capacity "$CAP" --threads 2 --metrics-port 0 --prefault \
     --log-level warn --ready-file "$TMP/tided.ready" >"$TMP/tided.log" 2>&1 &
 TIDE_PID=$!
-for _ in $(seq 300); do
-    [ -s "$TMP/tided.ready" ] && break
-    kill -0 "$TIDE_PID" 2>/dev/null || break
-    sleep 0.1
-done
-[ -s "$TMP/tided.ready" ] || { echo "net.sh: tided did not start:" >&2; cat "$TMP/tided.log" >&2; exit 1; }
+wait_ready "$TMP/tided.ready" "$TIDE_PID" "$TMP/tided.log" net.sh
 TIDE_PORT="$(cut -d' ' -f1 "$TMP/tided.ready")"
 TIDE_URL="tide://127.0.0.1:$TIDE_PORT"
 

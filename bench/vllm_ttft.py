@@ -141,14 +141,21 @@ class Tided:
         self.log.close()
 
 
-def run_engine(a, spec, workdir, name):
-    """One engine in its own process group; returns engine_run.py's OUT plus its log."""
+def engine_env(a):
+    """The environment every engine of the bench runs in: tide importable, this build's
+    libtide, the KV-cache space and the OpenMP binding of the command line."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in [os.path.join(ROOT, "python"), env.get("PYTHONPATH", "")] if p)
     env["TIDE_LIB"] = a.lib
     env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(a.kv_space_gib))
     env["VLLM_CPU_OMP_THREADS_BIND"] = a.omp_bind
+    return env
+
+
+def run_engine(a, spec, workdir, name):
+    """One engine in its own process group; returns engine_run.py's OUT plus its log."""
+    env = engine_env(a)
     before = loadavg()
     print(f"vllm_ttft: engine {name} (load average {before})", file=sys.stderr, flush=True)
     out, text, _ = engine_run.launch(a.python, spec, workdir, name, env, a.engine_timeout)
@@ -199,12 +206,7 @@ def serve_check(a, workdir, model, cold_prompt, warm_prompt):
     tided = Tided(a.tide, os.path.join(workdir, "tided-serve"), a.capacity)
     kt = {"kv_connector": "TideStoreConnector", "kv_connector_module_path": "tide.vllm",
           "kv_role": "kv_both", "kv_connector_extra_config": {"url": tided.urls["unix"]}}
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in [os.path.join(ROOT, "python"), env.get("PYTHONPATH", "")] if p)
-    env["TIDE_LIB"] = a.lib
-    env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(a.kv_space_gib))
-    env["VLLM_CPU_OMP_THREADS_BIND"] = a.omp_bind
+    env = engine_env(a)
     out = {"shim": None}
     # vllm-cpu's `vllm` command asks importlib.metadata for the distribution "vllm", which
     # vllm-cpu does not install (it is "vllm-cpu"): PackageNotFoundError before anything
