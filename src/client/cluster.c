@@ -193,7 +193,9 @@ static int etcd_open_url(tide_store *s, url *u) {
     return rc;
 }
 
-int cluster_claims(const url *u) {
+/* Whether a tide:// URL belongs to the cluster backend (several members, or a cluster
+ * option such as replicas=). */
+static int cluster_claims(const url *u) {
     if (strchr(u->authority, ',')) return 1;
     for (size_t i = 0; i < u->nopts; i++)
         if (!strcmp(u->opts[i].name, "replicas") || !strcmp(u->opts[i].name, "fallback")) return 1;

@@ -105,9 +105,6 @@ void view_put(cview *v);
 /* Build a view from addresses (duplicates dropped), reusing members of `old` (may be
  * NULL) that keep their address. Returns NULL when out of memory. */
 cview *view_build(char *const *addrs, size_t n, const cview *old);
-/* Install v as the current view (takes the caller's reference); 1 if the member set
- * changed. */
-int view_install(cluster *c, cview *v);
 /* Parse a comma-separated "host:port,host:port" list into malloc'd strings. */
 int cluster_parse_list(tide_store *s, const char *scheme, const char *list, char ***out, size_t *n);
 void cluster_free_list(char **list, size_t n);
@@ -189,8 +186,5 @@ int cluster_stats(tide_store *s, tide_stats *st);
 
 extern const backend_ops cluster_backend;
 extern const backend_ops etcd_backend;
-/* Whether a tide:// URL belongs to the cluster backend (several members, or a cluster
- * option such as replicas=). */
-int cluster_claims(const url *u);
 
 #endif

@@ -159,7 +159,9 @@ nomem:
     return NULL;
 }
 
-int view_install(cluster *c, cview *v) {
+/* Install v as the current view (takes the caller's reference); 1 if the member set
+ * changed. */
+static int view_install(cluster *c, cview *v) {
     pthread_mutex_lock(&c->view_lock);
     cview *old = c->view;
     int changed = !old || old->n != v->n;

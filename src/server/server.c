@@ -426,7 +426,9 @@ static void log_summary(server *srv) {
     }
 }
 
-int server_config_check(const server_config *cfg, char *err, size_t errlen) {
+/* 0 when cfg can serve clients, else TIDE_ECONFIG (or the frame limits' error) with the
+ * setting named in err: max_conns below 1, max_frame below SERVER_MIN_MAX_FRAME, ... */
+static int server_config_check(const server_config *cfg, char *err, size_t errlen) {
     if (cfg->max_conns < 1) {
         snprintf(err, errlen, "max_conns is %d: at least 1 is needed", cfg->max_conns);
         return TIDE_ECONFIG;

@@ -63,9 +63,6 @@ typedef struct server_config {
 /* Defaults for everything (port SERVER_DEFAULT_PORT, 1 GiB pool, 2 threads...). */
 void server_config_defaults(server_config *cfg);
 
-/* 0 when cfg can serve clients, else TIDE_ECONFIG (or the frame limits' error) with the
- * setting named in err: max_conns below 1, max_frame below SERVER_MIN_MAX_FRAME, ... */
-int server_config_check(const server_config *cfg, char *err, size_t errlen);
 
 /*
  * Run until SIGTERM/SIGINT. Logs through src/common/log.h. Returns 0 after a clean stop,

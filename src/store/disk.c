@@ -605,7 +605,8 @@ void disk_close(disk *d) {
     free(d);
 }
 
-const char *disk_io_name(const disk *d) {
+/* "io_uring" or "pwritev". */
+static const char *disk_io_name(const disk *d) {
     return d->io.uring ? "io_uring" : "pwritev";
 }
 

@@ -81,8 +81,6 @@ int disk_open(const disk_config *cfg, disk **out, char *err, size_t errlen);
 void disk_close(disk *d);
 /* One line on what the open found and how writes are issued, for the daemon's log. */
 void disk_describe(disk *d, char *buf, size_t len);
-/* "io_uring" or "pwritev". */
-const char *disk_io_name(const disk *d);
 
 /* 1 if the key has a record, else 0. */
 int disk_contains(disk *d, const void *key, size_t klen);
