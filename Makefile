@@ -2,7 +2,7 @@
 #
 #   make                     build/libtide.so, build/libtide.a, build/tide
 #   make SANITIZER=address,undefined   the same under sanitizers, in build/san/
-#   make test                unit + integration tests (+ fuzz corpus replay)
+#   make test                unit + integration tests (+ fuzz corpus replay); T=NAME: one test
 #   make check               test, test-vllm, ASan+UBSan, valgrind, tsan, short fuzz runs (README's);
 #                            one summary line at the end
 #   make python-test         the Python binding's tests (tests/python) against $(BUILD)/libtide.so
@@ -113,9 +113,11 @@ deps:
 	@scripts/deps.sh
 
 # The test runner finds build/tide through TIDE_BIN for tests that start real servers.
+# T=NAME runs only the C tests NAME selects (a name substring, a test file or a directory:
+# tests/README.md) and nothing else.
 test: all $(BUILD)/tests/tide-tests
-	TIDE_BIN=$(abspath $(BUILD)/tide) TIDE_BUILD=$(abspath $(BUILD)) $(BUILD)/tests/tide-tests
-	@if [ -x scripts/test-extra.sh ]; then BUILD=$(BUILD) scripts/test-extra.sh; fi
+	TIDE_BIN=$(abspath $(BUILD)/tide) TIDE_BUILD=$(abspath $(BUILD)) $(BUILD)/tests/tide-tests $(T)
+	@if [ -z "$(T)" ] && [ -x scripts/test-extra.sh ]; then BUILD=$(BUILD) scripts/test-extra.sh; fi
 
 # Also run by `make test` through scripts/test-extra.sh. The script runs, in short,
 #   PYTHONPATH=python TIDE_LIB=$(abspath $(BUILD)/libtide.so) /usr/bin/python3 -m pytest -q tests/python
