@@ -186,7 +186,8 @@ int main(int argc, char **argv) {
     printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
     if (ran == 0) {
         fprintf(stderr, "tide-tests: no test matches");
-        for (int i = 1; i < argc; i++) fprintf(stderr, " '%s'", argv[i]);
+        for (int i = 1; i < argc; i++)
+            fprintf(stderr, " '%s'", argv[i]);
         fprintf(stderr, " (a name substring, a file such as unit/test_store.c or store, or a "
                         "directory such as unit/)\n");
         return 2;
