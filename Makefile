@@ -268,6 +268,12 @@ $(BUILD)/libtide.so: $(BUILD)/.soname-$(TIDE_VERSION)
 $(BUILD)/.soname-%:
 	@mkdir -p $(dir $@) && rm -f $(BUILD)/.soname-* && touch $@
 
+# The soname link beside libtide.so lets a program linked against $(BUILD)/libtide.so run
+# from the build tree (LD_LIBRARY_PATH or an rpath naming $(BUILD)).
+all: $(BUILD)/$(TIDE_SONAME)
+$(BUILD)/$(TIDE_SONAME): $(BUILD)/libtide.so
+	ln -sfn libtide.so $@
+
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
 LIBDIR ?= $(PREFIX)/lib
