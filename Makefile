@@ -40,8 +40,10 @@ CFLAGS += -std=c11 $(OPT) -g -fPIC -fvisibility=hidden -pthread $(WARN) $(SANFLA
 LDFLAGS += -pthread $(SANFLAGS)
 LIBS := -lxxhash -lcrypto -lcjson -luring -lcurl -lm -ldl
 
-LIB_DIRS := src/common src/proto src/transport src/store src/client src/connector src/trace \
-	src/device
+# libtide is the library only: src/trace (trace replay and policy simulation) is linked by
+# the tide binary, and the test device kind (src/device/device_test.c) by the test runner.
+LIB_DIRS := src/common src/proto src/store src/client src/connector src/device
+TEST_DEVICE_SRC := src/device/device_test.c
 
 # The CUDA kind (src/device/device_cuda.c) loads the runtime with dlopen at run time and links
 # nothing of CUDA. When the toolkit's headers are here it is compiled against them (its
@@ -52,16 +54,17 @@ CUDA_CPPFLAGS := -DTIDE_HAVE_CUDA_H -isystem $(CUDA_HOME)/include
 endif
 $(BUILD)/obj/src/device/device_cuda.o: CPPFLAGS += $(CUDA_CPPFLAGS) \
 	-DTIDE_CUDA_LIBDIR='"$(CUDA_HOME)/lib64"'
-LIB_SRCS := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
+LIB_SRCS := $(filter-out $(TEST_DEVICE_SRC),$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
 SERVER_SRCS := $(wildcard src/server/*.c)
 CLI_SRCS := $(wildcard src/cli/*.c)
+TRACE_SRCS := $(wildcard src/trace/*.c)
 ENGINE_SRCS := $(wildcard engine/*.c)
-TEST_SRCS := $(wildcard tests/*.c tests/unit/*.c tests/integration/*.c)
+TEST_SRCS := $(wildcard tests/*.c tests/unit/*.c tests/integration/*.c) $(TEST_DEVICE_SRC)
 BENCH_SRCS := $(wildcard bench/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 LIB_OBJS := $(call obj,$(LIB_SRCS))
-APP_OBJS := $(call obj,$(SERVER_SRCS) $(ENGINE_SRCS))
+APP_OBJS := $(call obj,$(SERVER_SRCS) $(ENGINE_SRCS) $(TRACE_SRCS))
 CLI_OBJS := $(call obj,$(CLI_SRCS))
 TEST_OBJS := $(call obj,$(TEST_SRCS))
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))

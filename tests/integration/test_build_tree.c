@@ -40,3 +40,19 @@ TEST_T(build_tree_program_linked_against_libtide_so_runs, 60) {
     CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
     CHECK_CONTAINS(out, "version " HEADER_VERSION " put 0");
 }
+
+/* libtide holds the library only: the trace simulator and the test device kind are linked
+ * by the tide binary and the test runner, not shipped in libtide.so or libtide.a. */
+TEST_T(build_tree_libtide_holds_only_the_library, 60) {
+    char cmd[1200], out[8192];
+    snprintf(cmd, sizeof(cmd),
+             "nm %s/libtide.so %s/libtide.a 2>/dev/null | grep -E ' [TtDdBbR] "
+             "(sim_|trace_|dev_test_)' | head -20",
+             test_build_dir(), test_build_dir());
+    int rc = test_run(cmd, out, sizeof(out));
+    CHECK_EQ(rc, 0);
+    CHECK_MSG(out[0] == '\0', "libtide carries symbols of the CLI or the tests:\n%s", out);
+    snprintf(cmd, sizeof(cmd), "nm %s/libtide.so | grep -c ' T tide_open$'", test_build_dir());
+    test_run(cmd, out, sizeof(out));
+    CHECK_MSG(atoi(out) == 1, "nm found no tide_open in libtide.so: %s", out);
+}
