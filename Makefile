@@ -153,22 +153,21 @@ test-vllm: $(BUILD)/libtide.so $(BUILD)/tide
 bench: all
 	scripts/bench.sh
 
-# valgrind memcheck over the unit suite (each test in its own forked child, followed by
-# valgrind): an invalid access, an uninitialised read or a definite leak fails that test.
-# The engine tests are left out: minutes under valgrind, and ASan covers them in `check`.
-VALGRIND_TESTS ?= proto_ common_ hash_ histo_ conncfg_ store_ connector_ mem_ cluster_rank \
-	stats_ trace_ device_
+# valgrind memcheck over the unit suite, tests/unit/ (each test in its own forked child,
+# followed by valgrind): an invalid access, an uninitialised read or a definite leak fails
+# that test. The directory decides, not a list of names: a new unit test runs here at once.
+VALGRIND_TESTS ?= unit/
 valgrind: all $(BUILD)/tests/tide-tests
 	TIDE_BIN=$(abspath $(BUILD)/tide) TIDE_BUILD=$(abspath $(BUILD)) valgrind -q \
 		--error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
 		--show-leak-kinds=definite $(BUILD)/tests/tide-tests $(VALGRIND_TESTS)
 
 # ThreadSanitizer: tided, the CLI and the test runner built with -fsanitize=thread in
-# build/tsan, then the integration tests (real tided processes) run against that build. A
+# build/tsan, then the unit and integration tests (real tided processes) run against it. A
 # race reported in tided makes its exit status 66, which fails the test that stops it; one
 # in the client library fails the test itself. Suppressions: tests/tsan.supp (documented).
-TSAN_TESTS ?= server_ cluster_ unix_ security_ limits_ faults_ memory_ partition_ cli_ \
-	connector_round_trip_tided device_ connector_device_
+# Every C test runs here (unit/ and integration/): no list of names to fall out of.
+TSAN_TESTS ?= unit/ integration/
 tsan:
 	$(MAKE) BUILD=build/tsan SANITIZER=thread all build/tsan/tests/tide-tests
 	TSAN_OPTIONS="exitcode=66 suppressions=$(abspath tests/tsan.supp)" \
