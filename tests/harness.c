@@ -82,11 +82,46 @@ const char *test_tmpdir(void) {
     return tmpdir;
 }
 
-static int selected(const char *name, int argc, char **argv) {
+/* A test is selected by an argument that is a substring of its name ("store_"), or that
+ * names its file: the file's path from tests/ ("unit/test_store.c"), its name with or
+ * without "test_" and ".c" ("test_store", "store.c"), or a directory it is in ("unit/",
+ * "integration"). No argument selects every test. */
+static int names_file(const char *file, const char *arg) {
+    const char *rel = strstr(file, "tests/");
+    rel = rel ? rel + 6 : file;
+    size_t alen = strlen(arg);
+    if (alen == 0) return 0;
+    /* a directory: "unit", "unit/" */
+    size_t dlen = arg[alen - 1] == '/' ? alen - 1 : alen;
+    if (strncmp(rel, arg, dlen) == 0 && rel[dlen] == '/') return 1;
+    if (strcmp(rel, arg) == 0) return 1;
+    const char *base = strrchr(rel, '/');
+    base = base ? base + 1 : rel;
+    if (strcmp(base, arg) == 0) return 1;
+    char stem[256];
+    snprintf(stem, sizeof(stem), "%s", base);
+    char *dot = strrchr(stem, '.');
+    if (dot) *dot = '\0';
+    if (strcmp(stem, arg) == 0) return 1;
+    return strncmp(stem, "test_", 5) == 0 && strcmp(stem + 5, arg) == 0;
+}
+
+static int selected(const struct test *t, int argc, char **argv) {
     if (argc <= 1) return 1;
     for (int i = 1; i < argc; i++)
-        if (strstr(name, argv[i])) return 1;
+        if (strstr(t->name, argv[i]) || names_file(t->file, argv[i])) return 1;
     return 0;
+}
+
+void test_skip(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    printf("    SKIP: ");
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    fflush(NULL);
+    _exit(TEST_EXIT_SKIP);
 }
 
 static double elapsed_ms(struct timespec a) {
@@ -95,13 +130,21 @@ static double elapsed_ms(struct timespec a) {
     return (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
 }
 
+/* TIDE_TESTS_NO_SKIP=1 (set by `make check`, where every test's needs are installed):
+ * a skipped test fails the run, so a test that silently stopped running is seen. */
+static int skips_fail(void) {
+    const char *v = getenv("TIDE_TESTS_NO_SKIP");
+    return v && *v && strcmp(v, "0") != 0;
+}
+
 int main(int argc, char **argv) {
-    int passed = 0, failed = 0;
+    int passed = 0, failed = 0, skipped = 0, ran = 0;
     signal(SIGPIPE, SIG_IGN);
     setvbuf(stdout, NULL, _IOLBF, 0);
     for (int i = 0; i < ntests; i++) {
         struct test *t = &tests[i];
-        if (!selected(t->name, argc, argv)) continue;
+        if (!selected(t, argc, argv)) continue;
+        ran++;
         struct timespec t0;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         fflush(stdout);
@@ -128,6 +171,9 @@ int main(int argc, char **argv) {
         if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
             passed++;
             printf("PASS %-48s %8.1f ms\n", t->name, ms);
+        } else if (WIFEXITED(status) && WEXITSTATUS(status) == TEST_EXIT_SKIP) {
+            skipped++;
+            printf("SKIP %-48s %8.1f ms\n", t->name, ms);
         } else {
             failed++;
             if (WIFSIGNALED(status))
@@ -137,6 +183,19 @@ int main(int argc, char **argv) {
                 printf("FAIL %-48s (%s)\n", t->name, t->file);
         }
     }
-    printf("%d passed, %d failed\n", passed, failed);
+    printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+    if (ran == 0) {
+        fprintf(stderr, "tide-tests: no test matches");
+        for (int i = 1; i < argc; i++)
+            fprintf(stderr, " '%s'", argv[i]);
+        fprintf(stderr, " (a name substring, a file such as unit/test_store.c or store, or a "
+                        "directory such as unit/)\n");
+        return 2;
+    }
+    if (skipped && skips_fail()) {
+        fprintf(stderr, "tide-tests: %d skipped where every test must run (TIDE_TESTS_NO_SKIP)\n",
+                skipped);
+        return 1;
+    }
     return failed ? 1 : 0;
 }

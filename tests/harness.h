@@ -2,9 +2,11 @@
  * harness.h — the test harness: TEST(name) { ... } registers a test; CHECK(cond) and
  * friends fail it with the file and line. Every test runs in its own forked process with a
  * time limit, so a crash or a hang fails that test and the run goes on. The runner prints
- * one line per test and ends with "N passed, N failed".
+ * one line per test (PASS, FAIL or SKIP) and ends with "N passed, N failed, N skipped".
  *
- * Run a subset: tide-tests store_ proto_   (each argument is a name prefix/substring).
+ * Run a subset: tide-tests store_ unit/test_disk.c integration/   (each argument is a name
+ * substring, a test file or a directory; see tests/README.md). A selection that matches
+ * nothing exits 2. With TIDE_TESTS_NO_SKIP=1 a skipped test fails the run.
  */
 #ifndef TIDE_HARNESS_H
 #define TIDE_HARNESS_H
@@ -29,6 +31,12 @@ void test_fail(const char *file, int line, const char *fmt, ...)
     }                                                                                              \
     static void test_##name(void)
 #define TEST(name) TEST_T(name, 60)
+
+/* TEST_SKIP("no IPv6 on loopback: %s", why): the test cannot run here; it ends at once and
+ * counts as skipped, not passed. Say what is missing and what installs it. */
+#define TEST_EXIT_SKIP 77
+void test_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+#define TEST_SKIP(...) test_skip(__VA_ARGS__)
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \

@@ -7,7 +7,7 @@
  * before anything listens. Nothing binds beyond loopback.
  *
  * Every test first checks that ::1 can be bound here; when it cannot (no IPv6 on lo) it
- * says so with SKIP and passes.
+ * skips (TEST_SKIP), naming what is missing.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -24,7 +24,7 @@
 #include "harness.h"
 #include "tide.h"
 
-/* 1 when [::1] can be bound; else prints why the test skips and returns 0. */
+/* 1 when [::1] can be bound; else the test skips (TEST_SKIP), saying why. */
 static int have_ipv6_loopback(void) {
     int fd = socket(AF_INET6, SOCK_STREAM, 0);
     struct sockaddr_in6 a = {.sin6_family = AF_INET6, .sin6_addr = in6addr_loopback};
@@ -32,9 +32,8 @@ static int have_ipv6_loopback(void) {
     int e = errno;
     if (fd >= 0) close(fd);
     if (!ok)
-        printf("    SKIP: no IPv6 on loopback here (binding [::1]: %s; see `ip -6 addr show "
-               "lo`)\n",
-               strerror(e));
+        TEST_SKIP("no IPv6 on loopback here (binding [::1]: %s; see `ip -6 addr show lo`)",
+                  strerror(e));
     return ok;
 }
 
@@ -283,8 +282,7 @@ static int seen_kv(void *arg, const char *key, size_t klen, const char *val, siz
 TEST_T(ipv6_etcd_membership, 120) {
     if (!have_ipv6_loopback()) return;
     if (system("command -v etcd >/dev/null 2>&1") != 0) {
-        printf("    SKIP: etcd is missing (etcd-server; make deps)\n");
-        return;
+        TEST_SKIP("etcd is missing (etcd-server; make deps)");
     }
     test_etcd e;
     etcd_start_at(&e, "[::1]", 0);
