@@ -19,6 +19,7 @@
 #include "cli/cli.h"
 #include "common/hostport.h"
 #include "common/log.h"
+#include "common/redact.h"
 #include "proto/frame.h"
 #include "server/server.h"
 #include "tide.h"
@@ -458,6 +459,7 @@ static int load_token(server_config *cfg, const char *path, char *err, size_t er
     }
     memcpy(cfg->auth_token, t, n + 1);
     free(t);
+    redact_add_secret(cfg->auth_token); /* masked in every log line from here on */
     return 0;
 }
 

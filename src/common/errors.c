@@ -4,6 +4,8 @@
  */
 #include "errors.h"
 
+#include "common/redact.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -110,8 +112,9 @@ void errbuf_destroy(errbuf *e) {
 int err_vset(const void *owner, errbuf *eb, int code, const char *fmt, va_list ap) {
     /* Format into a local buffer first: an argument may be a message this thread holds
      * (tide_errmsg() of a store under a connector, say), which lives in tls_err.msg. */
-    char msg[ERR_MSG_MAX];
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    char raw[ERR_MSG_MAX], msg[ERR_MSG_MAX];
+    vsnprintf(raw, sizeof(raw), fmt, ap);
+    redact_text(raw, msg, sizeof(msg)); /* a URL in a message never shows its token */
     memcpy(tls_err.msg, msg, sizeof(msg));
     tls_err.owner = owner;
     if (eb) {
