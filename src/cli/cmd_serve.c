@@ -191,6 +191,10 @@ static const setting settings[] = {
      "also speak RESP2 (Redis protocol) on port P (default 0 = off)"},
     {"capacity", T_SIZE, FIELD(cfg.store.capacity), 1, UINT64_MAX, "a size above 0", NULL, "SIZE",
      "memory pool size, e.g. 4GiB (default 1GiB)"},
+    {"meta_budget", T_SIZE, FIELD(cfg.store.meta_budget), 1, UINT64_MAX, "a size above 0", NULL,
+     "SIZE",
+     "heap for the pool's per-object metadata (default capacity/2):\n"
+     "puts evict to stay within it, as they do for pool space"},
     {"threads", T_INT, FIELD(cfg.threads), 1, 256, NULL, NULL, "N",
      "I/O worker threads (default 2)"},
     {"policy", T_SET, 0, 0, 0, 0, NULL, set_policy, "NAME",

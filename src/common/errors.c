@@ -27,7 +27,7 @@ static const struct {
     {TIDE_ESCHEME, "TIDE_ESCHEME", "unknown URL scheme"},
     {TIDE_EOPTION, "TIDE_EOPTION", "unknown or invalid URL option"},
     {TIDE_ESIZE, "TIDE_ESIZE", "size does not parse"},
-    {TIDE_ENOSPACE, "TIDE_ENOSPACE", "no space left in the store"},
+    {TIDE_ENOSPACE, "TIDE_ENOSPACE", "no space left in the store (pool or metadata budget)"},
     {TIDE_ECHECKSUM, "TIDE_ECHECKSUM", "stored bytes failed their checksum"},
     {TIDE_EURL, "TIDE_EURL", "malformed URL"},
     {TIDE_EPROTO, "TIDE_EPROTO", "protocol error"},
