@@ -138,6 +138,10 @@ char *metrics_render(const metrics *m, const tide_stats *st, size_t *len) {
               st->used_bytes);
         gauge(&o, "tide_objects", "Committed objects.", "gauge", st->objects);
         gauge(&o, "tide_metadata_bytes", "Memory spent on metadata.", "gauge", st->meta_bytes);
+        gauge(&o, "tide_metadata_budget_bytes",
+              "Heap the memory tier's per-object metadata may take (--meta-budget); puts evict "
+              "to stay within it.",
+              "gauge", m->meta_budget);
         gauge(&o, "tide_pinned_objects", "Objects pinned by readers.", "gauge", st->pinned);
         gauge(&o, "tide_reserved_objects", "Puts reserved and not yet committed.", "gauge",
               st->reserved);

@@ -455,6 +455,7 @@ static int server_store(server *srv) {
         LOG_ERROR("cannot create the store: %s", err);
         return rc;
     }
+    srv->m.meta_budget = store_meta_budget(srv->st); /* before the metrics thread starts */
     if (cfg->store.disk_dir && cfg->store.disk_dir[0]) {
         char line[1024];
         store_describe_disk(srv->st, line, sizeof(line));

@@ -8,6 +8,8 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "server_util.h"
@@ -32,6 +34,21 @@ static long rss_anon_kib(pid_t pid) {
 #else
 #define SAN_BUILD 0
 #endif
+
+/* The body of GET /metrics. */
+static const char *metrics_text(int port) {
+    static char buf[1 << 18];
+    int fd = server_connect(port, 5);
+    static const char req[] = "GET /metrics HTTP/1.1\r\n\r\n";
+    CHECK_EQ(send(fd, req, sizeof(req) - 1, MSG_NOSIGNAL), (ssize_t)sizeof(req) - 1);
+    size_t have = 0;
+    for (ssize_t r;
+         have < sizeof(buf) - 1 && (r = recv(fd, buf + have, sizeof(buf) - 1 - have, 0)) > 0;)
+        have += (size_t)r;
+    buf[have] = '\0';
+    close(fd);
+    return buf;
+}
 
 enum { KLEN = 256, BATCH = 512, NPUTS = 300 * 1024 };
 
@@ -89,6 +106,7 @@ TEST_T(memory_metadata_within_budget_for_tiny_objects, 120) {
     if (!SAN_BUILD)
         CHECK_MSG(grew <= budget_kib + slack_kib, "tided's heap grew %ld KiB (budget %ld KiB)",
                   grew, budget_kib);
+    CHECK_CONTAINS(metrics_text(ts.metrics_port), "\ntide_metadata_budget_bytes 33554432\n");
     tide_close(s);
     CHECK_EQ(server_stop(&ts, SIGTERM), 0);
 }
