@@ -86,6 +86,14 @@ TIDE_API const char *tide_errname(int err);
 /* One-line description of an error code. Never NULL. */
 TIDE_API const char *tide_strerror(int err);
 
+/* Copy text to out[cap] with every secret in it masked as "***": the value of a URL option
+ * whose name ends in "token", "password" or "secret", the password of scheme://user:PW@,
+ * and the token in $TIDE_AUTH_TOKEN (8 bytes or more) wherever it appears. Every URL and message tide prints
+ * or writes passes through this; use it for URLs your program prints. Returns the length
+ * the whole result needs (as snprintf does); out is NUL-terminated and cut to fit when
+ * cap > 0. text NULL reads as "". */
+TIDE_API size_t tide_redact(const char *text, char *out, size_t cap);
+
 /* Library version as "MAJOR.MINOR.PATCH". */
 TIDE_API const char *tide_version(void);
 

@@ -186,7 +186,9 @@ int main(int argc, char **argv) {
     tide_store *s = NULL;
     int rc = tide_open(o.url, &s);
     if (rc < 0) {
-        fprintf(stderr, "tide_drive: %s: %s\n", o.url, tide_errmsg(NULL));
+        char shown[1024]; /* no token printed (tide_redact) */
+        tide_redact(o.url, shown, sizeof(shown));
+        fprintf(stderr, "tide_drive: %s: %s\n", shown, tide_errmsg(NULL));
         return 1;
     }
     worker *ws = calloc(o.threads, sizeof(*ws));

@@ -245,6 +245,7 @@ SIGNATURES = {
     "tide_errname": (c_char_p, [c_int]),
     "tide_strerror": (c_char_p, [c_int]),
     "tide_version": (c_char_p, []),
+    "tide_redact": (c_size_t, [c_char_p, c_char_p, c_size_t]),
     "tide_open": (c_int, [c_char_p, ctypes.POINTER(StorePtr)]),
     "tide_close": (None, [StorePtr]),
     "tide_errmsg": (c_char_p, [StorePtr]),

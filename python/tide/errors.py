@@ -14,7 +14,9 @@ expect: ``NotFound`` is a ``KeyError``, argument errors are ``ValueError``s, tra
 failures are ``ConnectionError``s. ``str(e)`` is the message followed by the name.
 """
 
+import ctypes
 import errno as _errno
+import re
 from typing import Any, Optional
 
 from . import _lib
@@ -61,7 +63,7 @@ class Error(Exception):
     def __init__(self, code: int, message: str = "") -> None:
         self.code = code
         self.name = errname(code)
-        self.message = message or strerror(code)
+        self.message = redact(message) if message else strerror(code)
         super().__init__(code, self.message)
 
     def __str__(self) -> str:
@@ -237,6 +239,36 @@ def strerror(code: int) -> str:
         return str(_lib.lib().tide_strerror(code).decode())
     except _lib.LibraryNotFound:
         return f"error {code}"
+
+
+_REDACT_NO_LIB = (
+    (re.compile(r"://[^/\s@'\"<>]*@"), "://***@"),
+    (re.compile(r"\?[^\s'\"<>]*"), "?***"),
+)
+
+
+def redact(text: str) -> str:
+    """``tide_redact(text)``: text with every secret masked as ``***`` (URL options named
+    *token, *password or *secret, a URL's user:password@, the token in $TIDE_AUTH_TOKEN):
+    what every exception message and repr of this package shows in place of a URL. When
+    libtide cannot be loaded (or lacks tide_redact) it masks more, not less: every URL's
+    user information and everything after a '?'."""
+    try:
+        loaded: Optional[Any] = _lib.lib()
+    except _lib.LibraryNotFound:
+        loaded = None
+    if loaded is None or "tide_redact" in loaded.missing:
+        for pattern, mask in _REDACT_NO_LIB:
+            text = pattern.sub(mask, text)
+        return text
+    raw = text.encode("utf-8", "surrogateescape")
+    cap = len(raw) + 64  # masks are 3 bytes: the result is at most a little longer
+    while True:
+        out = ctypes.create_string_buffer(cap)
+        need = int(loaded.tide_redact(raw, out, cap))
+        if need < cap:
+            return out.value.decode("utf-8", "replace")
+        cap = need + 1
 
 
 def last_message(handle: Any = None) -> str:

@@ -288,7 +288,7 @@ class SetupError(Exception):
     """Why setup() failed; its code is the Mooncake code setup() returns."""
 
     def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
+        super().__init__(errors.redact(message))  # URLs in it never show their token
         self.code = code
 
 

@@ -242,7 +242,7 @@ class Store:
             pass
 
     def __repr__(self) -> str:
-        return f"<tide.Store {self.url!r}{' closed' if self._closed else ''}>"
+        return f"<tide.Store {errors.redact(self.url)!r}{' closed' if self._closed else ''}>"
 
     def _error(self, rc: int, handle: Any, **extra: Any) -> errors.Error:
         return errors.make_error(rc, errors.last_message(handle), **extra)

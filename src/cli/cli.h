@@ -32,6 +32,10 @@ int cmd_analyze(int argc, char **argv);
 
 /* Print "tide NAME: message" to stderr and return 2 (usage) — for argument errors. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* text (a store URL, say) with its secrets masked (common/redact.h), in buf[cap]: what the
+ * CLI prints or writes in place of any URL. Returns buf. */
+const char *cli_redact(const char *text, char *buf, size_t cap);
+#define CLI_URL_MAX 1024
 /* 1 if argv[i] is -h or --help. */
 int cli_is_help(const char *arg);
 

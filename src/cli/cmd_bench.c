@@ -507,9 +507,11 @@ int cmd_bench(int argc, char **argv) {
     cJSON *doc = NULL;
     sh.run_id = now_ns() ^ ((uint64_t)getpid() << 32);
     atomic_init(&sh.stop, 0);
+    char shown[CLI_URL_MAX]; /* the URL as printed and reported: no token */
+    cli_redact(o.url, shown, sizeof(shown));
     rc = tide_open(o.url, &sh.s);
     if (rc) {
-        fprintf(stderr, "tide bench: cannot open %s: %s\n", o.url, tide_errmsg(NULL));
+        fprintf(stderr, "tide bench: cannot open %s: %s\n", shown, tide_errmsg(NULL));
         return 1;
     }
     sh.tmpl = malloc(o.size);
@@ -530,7 +532,7 @@ int cmd_bench(int argc, char **argv) {
     if (!o.json)
         printf("tide bench: %s, %s, %s values, %" PRIu64 " thread%s, batch %" PRIu64 ", %" PRIu64
                " keys (%s), %.2f s\n",
-               o.url, op_names[o.op], size_format(o.size, vsz, sizeof(vsz)), o.threads,
+               shown, op_names[o.op], size_format(o.size, vsz, sizeof(vsz)), o.threads,
                o.threads == 1 ? "" : "s", o.batch, o.keys,
                size_format(o.keys * o.size, wsz, sizeof(wsz)), o.seconds);
     if (have_stats && st0.capacity_bytes && o.keys * o.size > st0.capacity_bytes)
@@ -594,7 +596,7 @@ int cmd_bench(int argc, char **argv) {
     cJSON *arr = NULL;
     if (o.json) {
         doc = cJSON_CreateObject();
-        cJSON_AddStringToObject(doc, "url", o.url);
+        cJSON_AddStringToObject(doc, "url", shown);
         cJSON_AddStringToObject(doc, "op", op_names[o.op]);
         cJSON_AddNumberToObject(doc, "size", (double)o.size);
         cJSON_AddNumberToObject(doc, "threads", (double)o.threads);

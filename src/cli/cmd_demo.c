@@ -303,11 +303,12 @@ static int run_child(const demo_opts *o, char name, const char *url, uint64_t fi
         close(fds[0]);
         tide_store *s = NULL;
         demo_summary mine = {0};
+        char shown[CLI_URL_MAX];
         if (tide_open(url, &s)) {
             fprintf(stderr,
                     "tide demo: warning: engine %c: cannot open %s: %s; running without a "
                     "store\n",
-                    name, url, tide_errmsg(NULL));
+                    name, cli_redact(url, shown, sizeof(shown)), tide_errmsg(NULL));
             s = NULL;
         }
         run_engine(o, name, s, first_q, &mine);
@@ -487,21 +488,23 @@ int cmd_demo(int argc, char **argv) {
         printf(", Mamba snapshots every %" PRIu64 " tokens (align mode)",
                (o.interval + bt - 1) / bt * bt);
     printf("\n");
+    char shown[CLI_URL_MAX];
+    cli_redact(url, shown, sizeof(shown));
     if (srv.pid)
         printf("  store: %s, a tided started for this demo (pid %d; also %s); A and B are "
                "two processes sharing its pool (unix://: same-host zero-copy)\n",
-               url, (int)srv.pid, srv.tcp_url);
+               shown, (int)srv.pid, srv.tcp_url);
     else if (in_process)
-        printf("  store: %s, embedded; A and B are two engine instances in this process\n", url);
+        printf("  store: %s, embedded; A and B are two engine instances in this process\n", shown);
     else
-        printf("  store: %s; A and B are two processes\n", url);
+        printf("  store: %s; A and B are two processes\n", shown);
 
     demo_summary a = {0}, b = {0};
     int broken = 0;
     if (in_process) {
         tide_store *s = NULL;
         if (tide_open(url, &s)) {
-            fprintf(stderr, "tide demo: cannot open %s: %s\n", url, tide_errmsg(NULL));
+            fprintf(stderr, "tide demo: cannot open %s: %s\n", shown, tide_errmsg(NULL));
             return 1;
         }
         run_engine(&o, 'A', s, 0, &a);

@@ -16,7 +16,10 @@
 
 static int open_store(const char *cmd, const char *where, tide_store **s) {
     int rc = tide_open(where, s);
-    if (rc) fprintf(stderr, "tide %s: cannot open %s: %s\n", cmd, where, tide_errmsg(NULL));
+    char shown[CLI_URL_MAX];
+    if (rc)
+        fprintf(stderr, "tide %s: cannot open %s: %s\n", cmd,
+                cli_redact(where, shown, sizeof(shown)), tide_errmsg(NULL));
     return rc;
 }
 

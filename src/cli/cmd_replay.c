@@ -391,7 +391,8 @@ static int report(const replay_opts *o, const char *store_url, const trace *tr,
     if (o->json) {
         cJSON *doc = cJSON_CreateObject();
         cJSON_AddStringToObject(doc, "trace", o->path);
-        cJSON_AddStringToObject(doc, "url", store_url);
+        char shown[CLI_URL_MAX];
+        cJSON_AddStringToObject(doc, "url", cli_redact(store_url, shown, sizeof(shown)));
         if (o->blk.model) cJSON_AddStringToObject(doc, "model", o->blk.model);
         cJSON_AddNumberToObject(doc, "bytes_per_token", (double)o->blk.bytes_per_token);
         cJSON_AddNumberToObject(doc, "block_tokens", (double)o->blk.block_tokens);
@@ -436,7 +437,8 @@ static int report(const replay_opts *o, const char *store_url, const trace *tr,
         return 0;
     }
     char a[32], b[32], c[32];
-    printf("tide replay: %s against %s\n", o->path, store_url);
+    char shown[CLI_URL_MAX];
+    printf("tide replay: %s against %s\n", o->path, cli_redact(store_url, shown, sizeof(shown)));
     printf("blocks    %" PRIu64 " tokens x %" PRIu64 " B = %s (%s), %" PRIu64
            " requests, %.2f s (%.1f requests/s)%s\n",
            o->blk.block_tokens, o->blk.bytes_per_token,
@@ -525,7 +527,9 @@ int cmd_replay(int argc, char **argv) {
 
     rc = tide_open(store_url, &s);
     if (rc) {
-        fprintf(stderr, "tide replay: cannot open %s: %s\n", store_url, tide_errmsg(NULL));
+        char shown[CLI_URL_MAX];
+        fprintf(stderr, "tide replay: cannot open %s: %s\n",
+                cli_redact(store_url, shown, sizeof(shown)), tide_errmsg(NULL));
         goto out;
     }
     tide_stats st0 = {0}, st1 = {0};

@@ -19,6 +19,7 @@
 #include "cli/cli.h"
 #include "common/hostport.h"
 #include "common/log.h"
+#include "common/redact.h"
 #include "proto/frame.h"
 #include "server/server.h"
 #include "tide.h"
@@ -190,6 +191,10 @@ static const setting settings[] = {
      "also speak RESP2 (Redis protocol) on port P (default 0 = off)"},
     {"capacity", T_SIZE, FIELD(cfg.store.capacity), 1, UINT64_MAX, "a size above 0", NULL, "SIZE",
      "memory pool size, e.g. 4GiB (default 1GiB)"},
+    {"meta_budget", T_SIZE, FIELD(cfg.store.meta_budget), 1, UINT64_MAX, "a size above 0", NULL,
+     "SIZE",
+     "heap for the pool's per-object metadata (default capacity/2):\n"
+     "puts evict to stay within it, as they do for pool space"},
     {"threads", T_INT, FIELD(cfg.threads), 1, 256, NULL, NULL, "N",
      "I/O worker threads (default 2)"},
     {"policy", T_SET, 0, 0, 0, 0, NULL, set_policy, "NAME",
@@ -458,6 +463,7 @@ static int load_token(server_config *cfg, const char *path, char *err, size_t er
     }
     memcpy(cfg->auth_token, t, n + 1);
     free(t);
+    redact_add_secret(cfg->auth_token); /* masked in every log line from here on */
     return 0;
 }
 

@@ -471,9 +471,11 @@ int cmd_demo_synthetic(int argc, char **argv) {
     uint64_t block_bytes = o.block_tokens * o.bytes_per_token;
     uint64_t nreq = o.docs * (o.questions + 1);
 
+    char shown[CLI_URL_MAX]; /* the URL as printed: no token */
+    cli_redact(o.url, shown, sizeof(shown));
     rc = tide_open(o.url, &s);
     if (rc) {
-        fprintf(stderr, "tide demo: cannot open %s: %s\n", o.url, tide_errmsg(NULL));
+        fprintf(stderr, "tide demo: cannot open %s: %s\n", shown, tide_errmsg(NULL));
         return 1;
     }
     /* The prefix check needs to know everything the store holds: a fresh store. */
@@ -509,7 +511,7 @@ int cmd_demo_synthetic(int argc, char **argv) {
            "system %" PRIu64 " + document %" PRIu64
            " + question %zu..%zu tokens, blocks of %" PRIu64 " tokens x %" PRIu64
            " B = %s in %" PRIu64 " pieces, KV cache %s\n",
-           o.url, o.docs, o.questions, o.system_tokens, o.prefix_tokens, qmin, qmax, o.block_tokens,
+           shown, o.docs, o.questions, o.system_tokens, o.prefix_tokens, qmin, qmax, o.block_tokens,
            o.bytes_per_token, size_format(block_bytes, sz1, sizeof(sz1)), o.layers,
            size_format(kv.npages * block_bytes, sz2, sizeof(sz2)));
 

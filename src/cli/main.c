@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "common/redact.h"
 #include "tide.h"
 
 static const cli_command commands[] = {
@@ -18,7 +19,8 @@ static const cli_command commands[] = {
     {"stat", cmd_stat, "print a store's figures"},
     {"version", cmd_version, "print the version of tide and libtide"},
     {"bench", cmd_bench, "measure a store: ops/s, GB/s and latency percentiles"},
-    {"demo", cmd_demo, "the main job: an engine reusing prefixes through tide, checked bit for bit"},
+    {"demo", cmd_demo,
+     "the main job: an engine reusing prefixes through tide, checked bit for bit"},
     {"replay", cmd_replay,
      "replay a Mooncake-format trace against a store: hit rates, bytes, latency"},
     {"analyze", cmd_analyze, "a trace's hit rates under infinite, Belady, LRU and S3-FIFO caches"},
@@ -31,13 +33,19 @@ int cli_is_help(const char *arg) {
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
+    char msg[1024], shown[1024];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "tide %s: ", cmd);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n(see 'tide %s --help')\n", cmd);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    fprintf(stderr, "tide %s: %s\n(see 'tide %s --help')\n", cmd,
+            cli_redact(msg, shown, sizeof(shown)), cmd);
     return 2;
+}
+
+const char *cli_redact(const char *text, char *buf, size_t cap) {
+    redact_text(text, buf, cap);
+    return buf;
 }
 
 int cmd_version(int argc, char **argv) {

@@ -52,6 +52,7 @@ static int mem_open(tide_store *s, url *u) {
                           u->authority, u->path);
     if ((rc = url_opt_size(u, "capacity", MEM_DEFAULT_CAPACITY, &cfg.capacity, msg, sizeof(msg))) ||
         (rc = url_opt_size(u, "max_value", 0, &cfg.max_value, msg, sizeof(msg))) ||
+        (rc = url_opt_size(u, "meta_budget", 0, &cfg.meta_budget, msg, sizeof(msg))) ||
         (rc = url_opt_bool(u, "prefault", 0, &cfg.prefault, msg, sizeof(msg))) ||
         (rc = url_opt_bool(u, "hugepages", 0, &cfg.hugepages, msg, sizeof(msg))) ||
         (rc = url_opt_bool(u, "verify", 1, &verify, msg, sizeof(msg))))

@@ -4,6 +4,8 @@
  */
 #include "errors.h"
 
+#include "common/redact.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,7 +27,7 @@ static const struct {
     {TIDE_ESCHEME, "TIDE_ESCHEME", "unknown URL scheme"},
     {TIDE_EOPTION, "TIDE_EOPTION", "unknown or invalid URL option"},
     {TIDE_ESIZE, "TIDE_ESIZE", "size does not parse"},
-    {TIDE_ENOSPACE, "TIDE_ENOSPACE", "no space left in the store"},
+    {TIDE_ENOSPACE, "TIDE_ENOSPACE", "no space left in the store (pool or metadata budget)"},
     {TIDE_ECHECKSUM, "TIDE_ECHECKSUM", "stored bytes failed their checksum"},
     {TIDE_EURL, "TIDE_EURL", "malformed URL"},
     {TIDE_EPROTO, "TIDE_EPROTO", "protocol error"},
@@ -110,8 +112,9 @@ void errbuf_destroy(errbuf *e) {
 int err_vset(const void *owner, errbuf *eb, int code, const char *fmt, va_list ap) {
     /* Format into a local buffer first: an argument may be a message this thread holds
      * (tide_errmsg() of a store under a connector, say), which lives in tls_err.msg. */
-    char msg[ERR_MSG_MAX];
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    char raw[ERR_MSG_MAX], msg[ERR_MSG_MAX];
+    vsnprintf(raw, sizeof(raw), fmt, ap);
+    redact_text(raw, msg, sizeof(msg)); /* a URL in a message never shows its token */
     memcpy(tls_err.msg, msg, sizeof(msg));
     tls_err.owner = owner;
     if (eb) {

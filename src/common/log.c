@@ -4,6 +4,8 @@
  */
 #include "log.h"
 
+#include "common/redact.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -36,10 +38,10 @@ void log_write(int level, const char *fmt, ...) {
                   tag[level & 3]);
     va_list ap;
     va_start(ap, fmt);
-    int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+    if (vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap) < 0) line[n] = '\0';
     va_end(ap);
-    if (m < 0) m = 0;
-    n += m;
+    redact_inplace(line + n, sizeof(line) - (size_t)n - 1); /* no token is ever logged */
+    n += (int)strlen(line + n);
     if (n > (int)sizeof(line) - 2) n = (int)sizeof(line) - 2;
     line[n++] = '\n';
     ssize_t w = write(STDERR_FILENO, line, (size_t)n);

@@ -1,17 +1,25 @@
 /*
- * http.c — answering GET requests for /metrics and /health. Requests are read up to a
- * fixed size (8 KiB); anything larger or malformed gets 400 and the connection closes.
+ * http.c — tided's HTTP server for GET /metrics and GET /health, run on the metrics
+ * thread. Every connection is nonblocking and polled with the others, so a slow or silent
+ * client holds only its own slot. Invariants: a connection is open at most deadline_ms
+ * (accept to the last byte of its reply) and at most max_conns are open; when another
+ * arrives with all slots taken, the oldest is cut for it. A request (request line and
+ * headers) is read up to HTTP_REQ_MAX bytes; a larger one gets 431, a malformed one 400,
+ * and the connection closes after every reply.
  */
 #include "server/http.h"
 
+#include "common/log.h"
+
 #include <errno.h>
+#include <poll.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
-
-#define HTTP_REQ_MAX 8192
 
 int http_parse_request_line(const char *req, size_t len, char *path, size_t cap) {
     if (len < 14 || memcmp(req, "GET ", 4) != 0) return -1;
@@ -28,56 +36,226 @@ int http_parse_request_line(const char *req, size_t len, char *path, size_t cap)
     return 0;
 }
 
-static int write_all(int fd, const char *p, size_t n) {
-    while (n) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -errno;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
+/* One connection: reading its request (out == NULL), then writing its reply. */
+typedef struct hconn {
+    int fd; /* -1: a free slot */
+    uint64_t deadline_ms;
+    size_t len; /* request bytes read */
+    char *out;  /* the whole reply, head and body */
+    size_t outlen, outoff;
+    char req[HTTP_REQ_MAX];
+} hconn;
+
+static uint64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static int respond(int fd, int status, const char *ctype, const char *body, size_t len) {
+static void conn_close(const http_server_cfg *cfg, hconn *c, int answered) {
+    if (!answered && cfg->cut) atomic_fetch_add_explicit(cfg->cut, 1, memory_order_relaxed);
+    close(c->fd);
+    free(c->out);
+    c->fd = -1;
+    c->out = NULL;
+    c->len = c->outlen = c->outoff = 0;
+}
+
+static const char *reason(int status) {
+    switch (status) {
+    case 200:
+        return "OK";
+    case 404:
+        return "Not Found";
+    case 431:
+        return "Request Header Fields Too Large";
+    default:
+        return "Bad Request";
+    }
+}
+
+/* Make c's reply: head and body in one buffer. -1 when out of memory. */
+static int set_reply(hconn *c, int status, const char *ctype, const char *body, size_t len) {
     char head[256];
-    const char *reason = status == 200 ? "OK" : status == 404 ? "Not Found" : "Bad Request";
     int h = snprintf(head, sizeof(head),
                      "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
                      "Connection: close\r\n\r\n",
-                     status, reason, ctype, len);
-    int rc = write_all(fd, head, (size_t)h);
-    return rc ? rc : write_all(fd, body, len);
+                     status, reason(status), ctype, len);
+    c->out = malloc((size_t)h + len);
+    if (!c->out) return -1;
+    memcpy(c->out, head, (size_t)h);
+    memcpy(c->out + h, body, len);
+    c->outlen = (size_t)h + len;
+    c->outoff = 0;
+    return 0;
 }
 
-int http_answer(int fd, http_body_fn body, void *ctx) {
-    char req[HTTP_REQ_MAX];
-    size_t len = 0;
-    /* Read until the end of the headers; only the request line matters. */
-    while (len < sizeof(req) - 1) {
-        ssize_t r = recv(fd, req + len, sizeof(req) - 1 - len, 0);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) return r == 0 ? -ECONNRESET : -errno;
-        len += (size_t)r;
-        req[len] = '\0';
-        if (strstr(req, "\r\n\r\n") || strstr(req, "\n\n")) break;
+/* The request in c->req is complete (or as large as it may be): decide the reply. */
+static int answer(const http_server_cfg *cfg, hconn *c, int complete) {
+    static const char plain[] = "text/plain";
+    if (!complete) {
+        static const char msg[] = "request too large: tided reads at most 8 KiB of headers\n";
+        return set_reply(c, 431, plain, msg, sizeof(msg) - 1);
     }
     char path[256];
-    char *eol = memchr(req, '\n', len);
-    if (!eol || http_parse_request_line(req, (size_t)(eol - req), path, sizeof(path)) != 0) {
+    char *eol = memchr(c->req, '\n', c->len);
+    if (!eol || http_parse_request_line(c->req, (size_t)(eol - c->req), path, sizeof(path))) {
         static const char msg[] = "bad request: tided answers GET /metrics and GET /health\n";
-        return respond(fd, 400, "text/plain", msg, sizeof(msg) - 1);
+        return set_reply(c, 400, plain, msg, sizeof(msg) - 1);
     }
     size_t blen = 0;
     int status = 404;
-    char *b = body(ctx, path, &blen, &status);
+    char *b = cfg->body(cfg->ctx, path, &blen, &status);
     if (!b) {
         static const char msg[] = "not found: try /metrics or /health\n";
-        return respond(fd, 404, "text/plain", msg, sizeof(msg) - 1);
+        return set_reply(c, 404, plain, msg, sizeof(msg) - 1);
     }
-    int rc = respond(fd, status, "text/plain; version=0.0.4; charset=utf-8", b, blen);
+    int rc = set_reply(c, status, "text/plain; version=0.0.4; charset=utf-8", b, blen);
     free(b);
+    return rc;
+}
+
+/* Write what the socket takes; close c once the reply is all out or the peer is gone. */
+static void conn_write(const http_server_cfg *cfg, hconn *c) {
+    while (c->outoff < c->outlen) {
+        ssize_t w =
+            send(c->fd, c->out + c->outoff, c->outlen - c->outoff, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+        if (w < 0) {
+            conn_close(cfg, c, 1); /* the peer left: nothing more to do for it */
+            return;
+        }
+        c->outoff += (size_t)w;
+    }
+    conn_close(cfg, c, 1);
+}
+
+/* 1 when the headers end in req[0..len): a blank line. Only the bytes from `from` on
+ * (less three, for an end split across reads) are new. */
+static int headers_end(const char *req, size_t len, size_t from) {
+    size_t s = from > 3 ? from - 3 : 0;
+    return memmem(req + s, len - s, "\r\n\r\n", 4) || memmem(req + s, len - s, "\n\n", 2);
+}
+
+/* Read what has arrived; once the request is whole (or too large, or the peer shut its
+ * side after a request line), make the reply and start writing it. */
+static void conn_read(const http_server_cfg *cfg, hconn *c) {
+    for (;;) {
+        size_t room = sizeof(c->req) - c->len;
+        if (room == 0) break;
+        ssize_t r = recv(c->fd, c->req + c->len, room, MSG_DONTWAIT);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+        if (r < 0 || (r == 0 && !memchr(c->req, '\n', c->len))) {
+            conn_close(cfg, c, 0);
+            return;
+        }
+        if (r == 0) break; /* half-closed after a request line: answer what came */
+        size_t from = c->len;
+        c->len += (size_t)r;
+        if (headers_end(c->req, c->len, from)) break;
+    }
+    int complete = c->len < sizeof(c->req) || headers_end(c->req, c->len, 0);
+    if (answer(cfg, c, complete) != 0) {
+        conn_close(cfg, c, 0);
+        return;
+    }
+    conn_write(cfg, c);
+}
+
+/* A slot for a new connection: a free one, or the oldest cut for it. */
+static hconn *take_slot(const http_server_cfg *cfg, hconn *conns, int n) {
+    hconn *oldest = NULL;
+    for (int i = 0; i < n; i++) {
+        if (conns[i].fd < 0) return &conns[i];
+        if (!oldest || conns[i].deadline_ms < oldest->deadline_ms) oldest = &conns[i];
+    }
+    conn_close(cfg, oldest, 0);
+    return oldest;
+}
+
+/* 1 when accept() failed for want of a resource (fds, buffers, memory): the listener stays
+ * readable, so accepting must pause a little, or the loop spins. */
+static int accept_starved(int e) {
+    return e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM;
+}
+
+int http_serve(const http_server_cfg *cfg_in) {
+    http_server_cfg cfg = *cfg_in;
+    if (cfg.max_conns <= 0) cfg.max_conns = HTTP_MAX_CONNS;
+    if (cfg.deadline_ms <= 0) cfg.deadline_ms = HTTP_DEADLINE_MS;
+    int n = cfg.max_conns, rc = 0;
+    hconn *conns = calloc((size_t)n, sizeof(*conns));
+    struct pollfd *p = calloc((size_t)n + 2, sizeof(*p));
+    int *at = calloc((size_t)n, sizeof(*at)); /* pollfd index -> connection */
+    if (!conns || !p || !at) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    for (int i = 0; i < n; i++)
+        conns[i].fd = -1;
+    uint64_t paused_until = 0; /* accepting paused (fds or memory ran out) until then */
+    for (;;) {
+        uint64_t now = now_ms();
+        int np = 0, timeout = -1;
+        p[np++] = (struct pollfd){cfg.stop_fd, POLLIN, 0};
+        int listening = now >= paused_until;
+        if (listening)
+            p[np++] = (struct pollfd){cfg.listen_fd, POLLIN, 0};
+        else
+            timeout = (int)(paused_until - now);
+        int first = np;
+        for (int i = 0; i < n; i++) {
+            hconn *c = &conns[i];
+            if (c->fd < 0) continue;
+            if (c->deadline_ms <= now) {
+                conn_close(&cfg, c, 0);
+                continue;
+            }
+            int left = (int)(c->deadline_ms - now);
+            if (timeout < 0 || left < timeout) timeout = left;
+            at[np - first] = i;
+            p[np++] = (struct pollfd){c->fd, c->out ? POLLOUT : POLLIN, 0};
+        }
+        if (poll(p, (nfds_t)np, timeout) < 0) {
+            if (errno == EINTR) continue;
+            rc = -errno;
+            goto out;
+        }
+        if (p[0].revents) break;
+        /* Connections first: one answered now frees its slot before new ones need it. */
+        for (int k = first; k < np; k++) {
+            hconn *c = &conns[at[k - first]];
+            if (!p[k].revents || c->fd != p[k].fd) continue;
+            if (c->out)
+                conn_write(&cfg, c);
+            else
+                conn_read(&cfg, c);
+        }
+        if (!listening || !(p[1].revents & POLLIN)) continue;
+        /* At most half the slots per wake-up, so a connection accepted in one wake-up
+         * outlives at least the next, whatever the rate of arrivals. */
+        for (int k = 0; k < (n + 1) / 2; k++) {
+            int fd = accept4(cfg.listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+            if (fd < 0) {
+                if (accept_starved(errno)) {
+                    LOG_WARN("metrics: accept: %s; pausing 100 ms", strerror(errno));
+                    paused_until = now_ms() + 100;
+                }
+                break;
+            }
+            hconn *c = take_slot(&cfg, conns, n);
+            c->fd = fd;
+            c->deadline_ms = now_ms() + (uint64_t)cfg.deadline_ms;
+            conn_read(&cfg, c); /* a request already here is answered at once */
+        }
+    }
+out:
+    for (int i = 0; conns && i < n; i++)
+        if (conns[i].fd >= 0) conn_close(&cfg, &conns[i], 1);
+    free(conns);
+    free(p);
+    free(at);
     return rc;
 }

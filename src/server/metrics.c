@@ -128,12 +128,20 @@ char *metrics_render(const metrics *m, const tide_stats *st, size_t *len) {
           ld(&m->proto_errors));
     gauge(&o, "tide_auth_failures_total", "Connections that failed authentication.", "counter",
           ld(&m->auth_failures));
+    gauge(&o, "tide_http_connections_cut_total",
+          "HTTP connections to /metrics and /health closed unanswered: past their deadline, "
+          "or the oldest cut when all HTTP slots were taken.",
+          "counter", ld(&m->http_cut));
     if (st) {
         gauge(&o, "tide_capacity_bytes", "Pool size.", "gauge", st->capacity_bytes);
         gauge(&o, "tide_used_bytes", "Pool bytes held by objects and reservations.", "gauge",
               st->used_bytes);
         gauge(&o, "tide_objects", "Committed objects.", "gauge", st->objects);
         gauge(&o, "tide_metadata_bytes", "Memory spent on metadata.", "gauge", st->meta_bytes);
+        gauge(&o, "tide_metadata_budget_bytes",
+              "Heap the memory tier's per-object metadata may take (--meta-budget); puts evict "
+              "to stay within it.",
+              "gauge", m->meta_budget);
         gauge(&o, "tide_pinned_objects", "Objects pinned by readers.", "gauge", st->pinned);
         gauge(&o, "tide_reserved_objects", "Puts reserved and not yet committed.", "gauge",
               st->reserved);

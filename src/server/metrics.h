@@ -48,6 +48,8 @@ typedef struct metrics {
     atomic_uint_fast64_t conns_preauth;     /* open and not authenticated yet (with a token) */
     atomic_uint_fast64_t conns_preauth_cut; /* cut as the oldest pre-auth one when all were taken */
     atomic_uint_fast64_t proto_errors, auth_failures;
+    atomic_uint_fast64_t http_cut; /* HTTP connections closed unanswered (deadline, or room) */
+    uint64_t meta_budget; /* the store's metadata budget: set once, before any reader starts */
 } metrics;
 
 /* Count one request: its outcome, how many keys it carried and how long it took. */

@@ -133,41 +133,14 @@ static int accept_starved(int e) {
     return e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM;
 }
 
+/* The HTTP server (http.c): many scrapers at once, each bounded by a deadline, so a slow
+ * or silent one never keeps /health from answering, and none touches the data path. */
 static void *metrics_main(void *arg) {
     server *srv = arg;
-    int starved = 0;
-    for (;;) {
-        if (starved) { /* wait 100 ms, or less when told to stop */
-            struct pollfd s = {srv->metrics_stopfd, POLLIN, 0};
-            if (poll(&s, 1, 100) > 0) break;
-            starved = 0;
-        }
-        struct pollfd p[2] = {{srv->metrics_fd, POLLIN, 0}, {srv->metrics_stopfd, POLLIN, 0}};
-        if (poll(p, 2, -1) < 0) {
-            if (errno == EINTR) continue;
-            LOG_ERROR("metrics thread: poll: %s; /metrics stops answering", strerror(errno));
-            break;
-        }
-        if (p[1].revents) break;
-        if (!(p[0].revents & POLLIN)) continue;
-        int fd = accept4(srv->metrics_fd, NULL, NULL, SOCK_CLOEXEC);
-        if (fd < 0) {
-            if ((starved = accept_starved(errno)))
-                LOG_WARN("metrics: accept: %s; pausing 100 ms", strerror(errno));
-            continue;
-        }
-        /* One request at a time, each bounded by socket timeouts, so a stuck scraper
-         * delays the next scrape by at most two seconds and never touches the data path.
-         * Without the timeouts that bound would not hold: such a scraper is not answered. */
-        struct timeval tv = {.tv_sec = 2};
-        if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
-            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0)
-            LOG_WARN("metrics: cannot set a timeout on a scraper's socket: %s; closing it",
-                     strerror(errno));
-        else
-            http_answer(fd, metrics_body, srv);
-        close(fd);
-    }
+    http_server_cfg h = {.listen_fd = srv->metrics_fd, .stop_fd = srv->metrics_stopfd,
+                         .body = metrics_body, .ctx = srv, .cut = &srv->m.http_cut};
+    int rc = http_serve(&h);
+    if (rc < 0) LOG_ERROR("metrics thread: %s; /metrics stops answering", strerror(-rc));
     return NULL;
 }
 
@@ -482,6 +455,7 @@ static int server_store(server *srv) {
         LOG_ERROR("cannot create the store: %s", err);
         return rc;
     }
+    srv->m.meta_budget = store_meta_budget(srv->st); /* before the metrics thread starts */
     if (cfg->store.disk_dir && cfg->store.disk_dir[0]) {
         char line[1024];
         store_describe_disk(srv->st, line, sizeof(line));

@@ -29,6 +29,13 @@
  * rounding included): a 32-byte record plus the key in one heap block (40..55 bytes
  * beyond the key), 10.7..16 bytes of index slots, 24 bytes of allocator node: about 75..95
  * bytes beyond the key (test_store.c measures it).
+ *
+ * Metadata budget: every record is charged store_meta_cost(klen) (its heap block plus
+ * STORE_META_TABLES, the worst case of its index slots and allocator nodes) against
+ * meta_budget, from its reservation until it is freed. do_make_room evicts for the budget
+ * as it does for pool space, so what the tier's metadata takes is bounded by what the
+ * operator configured, whatever the mix of key and value sizes; with nothing evictable
+ * the put is refused (TIDE_ENOSPACE) and nothing stored is touched.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -71,6 +78,26 @@ static uint64_t rec_cost(size_t klen) {
     return malloc_cost(offsetof(obj, key) + klen);
 }
 
+uint64_t store_meta_cost(size_t klen) {
+    return rec_cost(klen) + STORE_META_TABLES;
+}
+
+/* What the records hold against the budget now. */
+static uint64_t do_meta_charged(const store *st) {
+    return st->rec_bytes + st->nrecs * STORE_META_TABLES;
+}
+
+/* A record of klen bytes of key now exists, or no longer does. */
+static void do_charge(store *st, size_t klen) {
+    st->rec_bytes += rec_cost(klen);
+    st->nrecs++;
+}
+
+static void do_uncharge(store *st, size_t klen) {
+    st->rec_bytes -= rec_cost(klen);
+    st->nrecs--;
+}
+
 static uint64_t obj_len(const store *st, const obj *o) {
     return (uint64_t)alloc_units(&st->al, o->node) * ALLOC_UNIT - o->tail;
 }
@@ -87,7 +114,7 @@ static obj *do_lookup(store *st, const void *key, size_t klen) {
 /* Give an object's space and record back. It must be out of the index and the policy. */
 static void do_free_obj(store *st, obj *o) {
     alloc_put(&st->al, o->node);
-    st->rec_bytes -= rec_cost(o->klen);
+    do_uncharge(st, o->klen);
     free(o);
 }
 
@@ -172,6 +199,18 @@ int store_create(const store_config *cfg, store **out, char *err, size_t errlen)
         return -ENOMEM;
     }
     st->capacity = units * ALLOC_UNIT;
+    /* The default holds at least one object of the longest key, however small the pool. */
+    uint64_t one = store_meta_cost(TIDE_KEY_MAX);
+    st->meta_budget = cfg->meta_budget ? cfg->meta_budget : st->capacity / STORE_META_BUDGET_DIV;
+    if (!cfg->meta_budget && st->meta_budget < one) st->meta_budget = one;
+    if (st->meta_budget < one) {
+        snprintf(err, errlen,
+                 "metadata budget %llu bytes is below %llu, what one object with a %d-byte key "
+                 "costs",
+                 (unsigned long long)st->meta_budget, (unsigned long long)one, TIDE_KEY_MAX);
+        free(st);
+        return TIDE_ECONFIG;
+    }
     st->max_value = cfg->max_value && cfg->max_value < st->capacity ? cfg->max_value : st->capacity;
     int rc = pool_open(&st->pool, st->capacity, cfg->hugepages, cfg->prefault, err, errlen);
     if (rc < 0) {
@@ -238,17 +277,34 @@ uint64_t store_capacity(store *st) {
     return st->capacity;
 }
 
+uint64_t store_meta_budget(store *st) {
+    return st->meta_budget;
+}
+
+uint64_t store_meta_charged(store *st) {
+    pthread_mutex_lock(&st->mu);
+    uint64_t c = do_meta_charged(st);
+    pthread_mutex_unlock(&st->mu);
+    return c;
+}
+
 int store_fd(store *st) {
     return st->pool.fd;
 }
 
-/* Find room for `units`, evicting in policy order. The caller holds the lock. */
-static int do_make_room(store *st, uint32_t units, uint32_t *node) {
+/* Find room for `units` of pool and `meta` bytes of metadata budget, evicting in policy
+ * order. The caller holds the lock. */
+static int do_make_room(store *st, uint32_t units, uint64_t meta, uint32_t *node) {
     for (;;) {
-        int rc = alloc_get(&st->al, units, node);
-        if (rc != TIDE_ENOSPACE) return rc;
-        /* Victims being written will free at least this much: wait for them first. */
-        if (st->spill_bytes >= (uint64_t)units * ALLOC_UNIT) return STORE_WAIT;
+        uint64_t charged = do_meta_charged(st);
+        if (charged + meta <= st->meta_budget) {
+            int rc = alloc_get(&st->al, units, node);
+            if (rc != TIDE_ENOSPACE) return rc;
+            /* Victims being written will free at least this much: wait for them first. */
+            if (st->spill_bytes >= (uint64_t)units * ALLOC_UNIT) return STORE_WAIT;
+        } else if (st->spill_held * store_meta_cost(1) >= charged + meta - st->meta_budget) {
+            return STORE_WAIT; /* the same for metadata: each frees at least this much */
+        }
         obj *v = st->pol.ops->victim(&st->pol);
         if (!v) return st->spill_held ? STORE_WAIT : TIDE_ENOSPACE;
         if (st->dk && do_tier_spill(st, v)) continue;
@@ -282,7 +338,7 @@ int store_reserve(store *st, const void *key, size_t klen, uint64_t vlen, uint64
             rc = -ENOMEM;
             goto out;
         }
-        rc = do_make_room(st, units, &o->node);
+        rc = do_make_room(st, units, store_meta_cost(klen), &o->node);
         if (rc != STORE_WAIT) break;
         pthread_cond_wait(&st->tier_cv, &st->mu);
     }
@@ -303,7 +359,7 @@ int store_reserve(store *st, const void *key, size_t klen, uint64_t vlen, uint64
     o->tail = (uint8_t)((uint64_t)units * ALLOC_UNIT - vlen);
     memcpy(o->key, key, klen);
     htab_insert(&st->index, o);
-    st->rec_bytes += rec_cost(klen);
+    do_charge(st, klen);
     *ref = (store_ref){.id = e->id, .offset = alloc_offset(&st->al, o->node), .len = vlen};
     o = NULL;
 out:
@@ -386,7 +442,7 @@ static int do_promote(store *st, const void *key, size_t klen, uint32_t h, obj *
         rc = -ENOMEM;
         goto fail;
     }
-    rc = do_make_room(st, units, &o->node);
+    rc = do_make_room(st, units, store_meta_cost(klen), &o->node);
     if (rc == STORE_WAIT) {
         free(o);
         disk_loc_put(st->dk, &loc);
@@ -407,7 +463,7 @@ static int do_promote(store *st, const void *key, size_t klen, uint32_t h, obj *
     o->tail = (uint8_t)((uint64_t)units * ALLOC_UNIT - loc.vlen);
     memcpy(o->key, key, klen);
     htab_insert(&st->index, o);
-    st->rec_bytes += rec_cost(klen);
+    do_charge(st, klen);
     st->promoting++;
     uint8_t *dst = st->pool.base + alloc_offset(&st->al, o->node);
 
@@ -648,7 +704,7 @@ int store_check(store *st) {
     int rc = alloc_check(&st->al);
     if (rc < 0) goto out;
     uint64_t live = 0, resv = 0, evictable = 0, pinned = 0, units = 0, live_pins = 0;
-    uint64_t rec = 0, promo = 0;
+    uint64_t rec = 0, nrec = 0, promo = 0;
     for (uint32_t i = 0; i < htab_slots(&st->index); i++) {
         obj *o = htab_slot(&st->index, i);
         if (!o) continue;
@@ -674,6 +730,7 @@ int store_check(store *st) {
         }
         units += alloc_units(&st->al, o->node);
         rec += rec_cost(o->klen);
+        nrec++;
     }
     CHECK_OR(live == st->objects && resv == st->ls.nresv && promo == st->promoting);
     CHECK_OR(evictable == st->pol.count + st->pol.count2);
@@ -749,9 +806,11 @@ int store_check(store *st) {
         pinned++;
         units += alloc_units(&st->al, hidden[i]->node);
         rec += rec_cost(hidden[i]->klen);
+        nrec++;
     }
     CHECK_OR(pinned == st->pinned);
-    CHECK_OR(units == st->al.used && rec == st->rec_bytes);
+    CHECK_OR(units == st->al.used && rec == st->rec_bytes && nrec == st->nrecs);
+    CHECK_OR(do_meta_charged(st) <= st->meta_budget);
     CHECK_OR((uint64_t)st->al.used * ALLOC_UNIT <= st->capacity);
     for (uint32_t i = 1; i < st->ls.heap_len; i++)
         CHECK_OR(st->ls.heap[(i - 1) / 2]->deadline <= st->ls.heap[i]->deadline);

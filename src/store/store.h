@@ -51,6 +51,12 @@ typedef struct store_config {
     int prefault;       /* touch every pool page at creation (slow start, fast first use) */
     int hugepages;      /* try MFD_HUGETLB first, fall back to normal pages */
     int policy;         /* enum store_policy (0 = LRU; callers take STORE_POLICY_DEFAULT) */
+    /* Heap the memory tier may spend on per-object metadata (record, key, index slots and
+     * allocator nodes: store_meta_cost() each); 0 = capacity / STORE_META_BUDGET_DIV. A put
+     * that would exceed it evicts, as a put that needs pool space does, and is refused
+     * with TIDE_ENOSPACE when nothing is evictable. At least store_meta_cost(TIDE_KEY_MAX)
+     * (TIDE_ECONFIG below; the default is raised to it for a tiny pool). */
+    uint64_t meta_budget;
 
     /* SSD tier, on when disk_dir is set and not empty (see tier.c and disk.h). */
     const char *disk_dir;
@@ -98,6 +104,17 @@ typedef struct store_ref {
  */
 int store_create(const store_config *cfg, store **out, char *err, size_t errlen);
 void store_destroy(store *st);
+
+/* The default metadata budget is the pool's capacity divided by this: with it, objects of
+ * one allocation unit (256 bytes) under keys of up to 24 bytes fill the pool before the
+ * budget, and the heap stays at most half the pool whatever the keys. */
+#define STORE_META_BUDGET_DIV 2
+/* What one object of a klen-byte key is charged against the metadata budget: its record
+ * and key in one heap block (glibc's header and rounding included) and STORE_META_TABLES. */
+uint64_t store_meta_cost(size_t klen);
+/* The budget in force, and what is charged against it now. */
+uint64_t store_meta_budget(store *st);
+uint64_t store_meta_charged(store *st);
 
 /* The pool: base address in this process, its size, and the memfd behind it. */
 uint8_t *store_base(store *st);

@@ -345,6 +345,14 @@ int64_t disk_pwritev_all(int fd, struct iovec *iov, int iovcnt, uint64_t off);
 #define OBJ_PROMOTE 0x40 /* RESERVED by a read-back from disk (no lease): readers wait */
 #define OBJ_GONE 0x20    /* removed while being promoted: the promotion must not commit */
 
+/* Heap an object costs beyond its record, charged against the metadata budget with it:
+ * index slots (the table is at most 3/4 and, once grown, at least 1/2 full: at most 2
+ * slots of 8 bytes an object at the peak) and allocator nodes (24 bytes for the value's
+ * block and 24 for a free block beside it: free blocks never touch, so there are at most
+ * one more of them than used blocks). Neither table shrinks, but neither outgrows what
+ * the peak number of objects, which the budget bounds, needs. */
+#define STORE_META_TABLES 64
+
 /* Internal result of do_make_room(): room is being made by the disk writer; wait on
  * tier_cv and try again. */
 #define STORE_WAIT 2
@@ -381,6 +389,11 @@ struct store {
     uint64_t rec_bytes; /* heap cost of every record */
     uint64_t puts, put_dups, gets, misses, evictions, evicted_bytes, checksum_errors;
     uint64_t bytes_in, bytes_out;
+
+    /* The metadata budget (store.c): records allocated (RESERVED, LIVE, HIDDEN), each
+     * charged store_meta_cost() of its key, and what they may take together. */
+    uint64_t nrecs;
+    uint64_t meta_budget;
 
     /* SSD tier (tier.c); dk is NULL when the store has none. */
     disk *dk;
