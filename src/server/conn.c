@@ -58,6 +58,7 @@
 #include "common/stats_fields.h"
 #include "common/util.h"
 #include "proto/frame.h"
+#include "server/conn_shm.h"
 #include "server/connio.h"
 #include "server/server_int.h"
 
@@ -65,7 +66,7 @@
  * a HELLO (at most FRAME_HDR_SIZE + FRAME_HELLO_META + FRAME_TOKEN_MAX bytes), so nothing
  * sizable is allocated for it before its token is checked. Once authenticated (or at once
  * when the server has no token) the buffer grows to IN_AUTHED on its first read. */
-#define IN_PREAUTH 512
+#define IN_PREAUTH CONNIO_PREAUTH_IN
 #define IN_AUTHED (64 * 1024)
 #define SCRATCH_SIZE (64 * 1024)
 #define IOV_BATCH 64 /* iovecs per readv of value bytes */
@@ -88,15 +89,14 @@ typedef struct put_slot {
     int32_t status;
 } put_slot;
 
+typedef struct conn conn;
+
 struct conn {
-    connio io; /* socket, epoll interest, output queue, timeouts (connio.c) */
-    worker *w;
+    connio io; /* first: the connection interface (connio.h) */
     server *srv;
-    conn *prev, *next;
     frame_decoder dec;
     uint8_t *in;
     size_t in_len, in_cap;
-    int authed;
 
     /* A PUT whose value bytes are arriving (io.in_body). */
     uint64_t put_req_id, put_start_ns;
@@ -110,22 +110,15 @@ struct conn {
     checksum_state *cs;     /* hash of slots[slot]'s bytes so far */
 
     int is_unix;    /* accepted on the Unix listener */
-    int send_fd;    /* the pool's memfd, to pass with the next bytes sent; -1 = none */
+    int fd_sent;    /* the pool's memfd went (or is queued to go) to this peer: never twice */
     shm_state *shm; /* leases of a connection granted FRAME_FEATURE_SHM, else NULL */
 };
 
-conn *conn_next(conn *c) {
-    return c->next;
-}
+static const connio_ops conn_ops;
 
-server *conn_server(conn *c) {
-    return c->srv;
-}
-
-conn *conn_new(worker *w, int fd) {
+connio *conn_new(worker *w, int fd) {
     conn *c = calloc(1, sizeof(*c));
     if (!c) return NULL;
-    c->w = w;
     c->srv = w->srv;
     c->in_cap = IN_PREAUTH;
     c->in = malloc(c->in_cap);
@@ -137,20 +130,15 @@ conn *conn_new(worker *w, int fd) {
         free(c);
         return NULL;
     }
-    c->authed = c->srv->cfg.auth_token[0] == '\0';
     struct sockaddr_storage sa;
     socklen_t salen = sizeof(sa);
     c->is_unix = getsockname(fd, (struct sockaddr *)&sa, &salen) == 0 && sa.ss_family == AF_UNIX;
-    c->send_fd = -1;
-    if (connio_init(&c->io, c->srv, w->epfd, fd, c, 0) != 0) {
+    if (connio_init(&c->io, &conn_ops, c->srv, w->epfd, fd, 0) != 0) {
         free(c->in);
         free(c);
         return NULL;
     }
-    c->next = w->conns;
-    if (w->conns) w->conns->prev = c;
-    w->conns = c;
-    return c;
+    return &c->io;
 }
 
 static void put_release(conn *c) {
@@ -162,15 +150,9 @@ static void put_release(conn *c) {
     c->io.in_body = 0;
 }
 
-void conn_free(conn *c) {
-    worker *w = c->w;
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        w->conns = c->next;
-    if (c->next) c->next->prev = c->prev;
-    preauth_release(c->srv, c->io.fd, c->authed); /* before its fd is closed: preauth.c */
-    connio_close(&c->io);
+/* connio_ops.free: the socket is closed already (connio_close). */
+static void conn_free(connio *io) {
+    conn *c = (conn *)io;
     put_release(c);
     shm_free(c->srv->st, c->shm);
     free(c->in);
@@ -181,24 +163,9 @@ void conn_free(conn *c) {
 
 /* ---- request handlers: op_X() answers opcode X (do_x() elsewhere means "lock held") ---- */
 
-typedef int (*encode_fn)(void *buf, size_t cap, size_t *len, void *arg);
-
 /* Encode with a size query first, into a buffer the output queue will own. */
-static int reply_encoded(conn *c, encode_fn fn, void *arg) {
-    size_t len = 0;
-    int rc = fn(NULL, 0, &len, arg);
-    if (rc != TIDE_EBUFSMALL && rc != 0) return rc;
-    uint8_t *buf = malloc(len ? len : 1);
-    if (!buf) return -ENOMEM;
-    if ((rc = fn(buf, len, &len, arg)) != 0) {
-        free(buf);
-        return rc;
-    }
-    return outq_owned(&c->io.out, buf, len);
-}
-
-int conn_reply(conn *c, conn_encode_fn fn, void *arg) {
-    return reply_encoded(c, fn, arg);
+static int reply_encoded(conn *c, outq_encode_fn fn, void *arg) {
+    return outq_encoded(&c->io.out, fn, arg);
 }
 
 static int reply_error(conn *c, unsigned op, uint64_t req_id, int32_t status, const char *msg) {
@@ -242,9 +209,9 @@ static int op_hello(conn *c, const frame_msg *m, int *status) {
                  "server speaks %u", h->min_version, h->max_version, FRAME_VERSION);
         return reply_error(c, FRAME_OP_HELLO, m->h.req_id, TIDE_EUNSUPPORTED, msg);
     }
-    if (!c->authed) {
+    if (!c->io.authed) {
         /* Out of its pre-auth slot, into an authenticated one (preauth.c). */
-        int rc = preauth_promote(c->srv, c->io.fd);
+        int rc = connio_authed(&c->io);
         if (rc == -ECONNABORTED) return rc;
         if (rc == TIDE_ELIMIT) {
             *status = MST_ERROR;
@@ -256,11 +223,22 @@ static int op_hello(conn *c, const frame_msg *m, int *status) {
             return reply_error(c, FRAME_OP_HELLO, m->h.req_id, TIDE_ELIMIT, msg);
         }
     }
-    c->authed = 1;
     uint64_t features = 0;
     if ((h->features & FRAME_FEATURE_SHM) && c->is_unix) {
+        /* The pool's descriptor goes to a connection once. Each one sent sits in the
+         * kernel's budget of descriptors in flight for tided's user until the peer reads
+         * it: a peer pipelining HELLOs it never reads could otherwise spend that budget
+         * and lock every other unix:// client out. */
+        if (c->fd_sent) {
+            *status = MST_ERROR;
+            c->io.close_after_flush = 1;
+            return reply_error(c, FRAME_OP_HELLO, m->h.req_id, TIDE_EPROTO,
+                               "the pool's descriptor is sent once per connection: a second "
+                               "HELLO asking for the shared pool is refused");
+        }
         if (!c->shm && !(c->shm = shm_new())) return -ENOMEM;
-        c->send_fd = store_fd(c->srv->st);
+        c->io.send_fd = store_fd(c->srv->st);
+        c->fd_sent = 1;
         features |= FRAME_FEATURE_SHM;
     }
     frame_hello_reply r = {FRAME_VERSION, c->dec.lim.max_keys, features, c->dec.lim.max_value,
@@ -598,6 +576,7 @@ static int body_read(conn *c) {
             body_wait(c);
             return 0;
         }
+        if (connio_spent(&c->io)) return 0; /* the worker runs it again after the others */
         struct iovec iov[IOV_BATCH + 1];
         int n = body_iov(c, iov);
         size_t cover = 0;
@@ -642,7 +621,7 @@ static int dispatch(conn *c, const frame_msg *m) {
     uint64_t t0 = now_ns();
     unsigned op = m->h.opcode;
     int status = MST_OK, rc;
-    if (!c->authed && op != FRAME_OP_HELLO) {
+    if (!c->io.authed && op != FRAME_OP_HELLO) {
         atomic_fetch_add(&c->srv->m.auth_failures, 1);
         c->io.close_after_flush = 1;
         return reply_error(c, op, m->h.req_id, TIDE_EAUTH,
@@ -665,7 +644,7 @@ static int dispatch(conn *c, const frame_msg *m) {
     case FRAME_OP_PIN:
     case FRAME_OP_RELEASE:
         if (c->shm) {
-            rc = shm_dispatch(c, c->shm, m, &status);
+            rc = shm_dispatch(c->srv, &c->io.out, c->shm, m, &status);
             break;
         }
         status = MST_ERROR;
@@ -688,9 +667,11 @@ static int dispatch(conn *c, const frame_msg *m) {
     return rc;
 }
 
-/* Decode and run the frames in `in`; returns 0, or negative to close now. */
-static int process_input(conn *c) {
-    while (!connio_held(&c->io)) {
+/* connio_ops.serve: decode and run the frames in `in`, reading more as needed, within the
+ * wake-up's budget. 0, or negative to close now. */
+static int conn_serve(connio *io) {
+    conn *c = (conn *)io;
+    while (!connio_held(&c->io) && !connio_spent(&c->io)) {
         if (!c->io.in_body && atomic_load(&c->srv->stopping)) return 0;
         if (c->io.in_body) {
             int rc = body_read(c);
@@ -698,7 +679,7 @@ static int process_input(conn *c) {
             if ((rc = put_finish(c)) != 0) return rc;
             continue;
         }
-        if (!c->authed && c->in_len >= FRAME_HDR_SIZE && frame_rd32(c->in) == FRAME_MAGIC &&
+        if (!c->io.authed && c->in_len >= FRAME_HDR_SIZE && frame_rd32(c->in) == FRAME_MAGIC &&
             c->in[5] != FRAME_OP_HELLO && frame_op_valid(c->in[5]) &&
             !(c->in[5] & FRAME_OP_REPLY)) {
             /* Refused on its header alone: its key section is never read. */
@@ -724,7 +705,7 @@ static int process_input(conn *c) {
             if (c->io.drained) return 0;
             /* Need more bytes: make room for at least d->need, then read. */
             size_t want = c->in_len + (c->dec.need > 4096 ? c->dec.need : 4096);
-            if (!c->authed) {
+            if (!c->io.authed) {
                 /* A HELLO always fits IN_PREAUTH (the decoder bounds its token). */
                 want = c->in_len + c->dec.need;
                 if (want > IN_PREAUTH) return -EPROTO;
@@ -741,7 +722,8 @@ static int process_input(conn *c) {
             continue;
         }
         int rc;
-        if (m.h.opcode == FRAME_OP_PUT && m.data_len > 0 && c->authed) {
+        connio_charge(&c->io);
+        if (m.h.opcode == FRAME_OP_PUT && m.data_len > 0 && c->io.authed) {
             c->put_start_ns = now_ns();
             rc = put_begin(c, &m);
             /* The value bytes read with the head go to their places from where they are
@@ -762,29 +744,16 @@ static int process_input(conn *c) {
     return 0;
 }
 
-int conn_on_event(conn *c, uint32_t events) {
-    int rc = 0;
-    if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
-        c->io.drained = 0;
-        rc = process_input(c);
-    }
-    for (;;) {
-        if (rc < 0) return rc;
-        int frc = connio_flush(&c->io, &c->send_fd);
-        if (frc) return frc;
-        /* Sending may have lifted the backpressure on frames already buffered: level-
-         * triggered epoll will not report them again, so run them now. */
-        if (connio_held(&c->io) || c->io.in_body || !c->in_len) break;
-        size_t before = c->in_len;
-        rc = process_input(c);
-        if (rc == 0 && c->in_len == before && !outq_busy(&c->io.out)) break;
-    }
-    if (c->io.close_after_flush && !outq_busy(&c->io.out)) return -ECONNABORTED;
-    connio_watch(&c->io);
-    return 0;
+/* connio_ops.buffered: bytes of a frame not yet run are in `in`. */
+static int conn_buffered(const connio *io) {
+    const conn *c = (const conn *)io;
+    return c->in_len > 0 && !c->io.in_body;
 }
 
-int conn_tick(conn *c, uint64_t now) {
+/* connio_ops.tick: keep the idle clock honest while SO_RCVLOWAT hides arrivals, give a
+ * grown input buffer back; 1 when a partial frame is buffered. */
+static int conn_tick(connio *io, uint64_t now) {
+    conn *c = (conn *)io;
     /* While epoll waits for the rest of a body (body_wait), bytes that arrive wake nobody:
      * they count as progress here, so a peer that sends slowly but steadily is not taken
      * for a stalled one. */
@@ -802,13 +771,14 @@ int conn_tick(conn *c, uint64_t now) {
             c->in_cap = IN_AUTHED;
         }
     }
-    /* A peer that has not authenticated is waited for no longer than a stalled request. */
-    return connio_stalled(&c->io, now, c->in_len > 0 || !c->authed, "",
-                          c->authed ? "request not finished" : "no HELLO with the token")
-               ? -ETIMEDOUT
-               : 0;
+    return c->in_len > 0;
 }
 
-int conn_drain(conn *c) {
-    return connio_drain(&c->io, &c->send_fd);
-}
+static const connio_ops conn_ops = {
+    .who = "",
+    .serve = conn_serve,
+    .buffered = conn_buffered,
+    .tick = conn_tick,
+    .free = conn_free,
+    .unfinished = "request not finished",
+};

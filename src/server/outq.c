@@ -10,12 +10,13 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 
 #include "common/checksum.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "server/server_int.h"
+#include "tide.h"
 
 #define OUTQ_IOV_BATCH 64
 
@@ -140,6 +141,38 @@ static void outq_done(outq *q, outq_seg *s) {
         free(s->owned);
 }
 
+/* writev() that also passes `fd` (SCM_RIGHTS) with the first byte sent. */
+static ssize_t outq_send_fd(int sock, const struct iovec *iov, int n, int fd) {
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } ctl;
+    memset(&ctl, 0, sizeof(ctl));
+    struct msghdr mh = {.msg_iov = (struct iovec *)iov,
+                        .msg_iovlen = (size_t)n,
+                        .msg_control = ctl.buf,
+                        .msg_controllen = sizeof(ctl.buf)};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    return sendmsg(sock, &mh, MSG_NOSIGNAL);
+}
+
+int outq_encoded(outq *q, outq_encode_fn fn, void *arg) {
+    size_t len = 0;
+    int rc = fn(NULL, 0, &len, arg);
+    if (rc != TIDE_EBUFSMALL && rc != 0) return rc;
+    uint8_t *buf = malloc(len ? len : 1);
+    if (!buf) return -ENOMEM;
+    if ((rc = fn(buf, len, &len, arg)) != 0) {
+        free(buf);
+        return rc;
+    }
+    return outq_owned(q, buf, len);
+}
+
 int outq_flush(outq *q, int fd, int *send_fd, uint64_t *progress_ns) {
     while (q->head < q->n) {
         struct iovec iov[OUTQ_IOV_BATCH];
@@ -155,7 +188,7 @@ int outq_flush(outq *q, int fd, int *send_fd, uint64_t *progress_ns) {
             iov[n].iov_len = q->seg[i].len - q->seg[i].off;
         }
         ssize_t w =
-            send_fd && *send_fd >= 0 ? shm_send_fd(fd, iov, n, *send_fd) : writev(fd, iov, n);
+            send_fd && *send_fd >= 0 ? outq_send_fd(fd, iov, n, *send_fd) : writev(fd, iov, n);
         if (w < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;

@@ -80,6 +80,11 @@ int outq_push_checked(outq *q, const uint8_t *p, size_t len, uint64_t pin_id, ui
 /* Queue a malloc'd buffer; ownership passes to the queue, also on failure (freed then).
  * 0 or -ENOMEM. */
 int outq_owned(outq *q, uint8_t *buf, size_t len);
+/* A reply encoded by fn: called once with a NULL buffer for the size (answering 0 or
+ * TIDE_EBUFSMALL), then with a malloc'd buffer of that size, which the queue then owns.
+ * 0, fn's error, or -ENOMEM. */
+typedef int (*outq_encode_fn)(void *buf, size_t cap, size_t *len, void *arg);
+int outq_encoded(outq *q, outq_encode_fn fn, void *arg);
 /* Room for n bytes at the end of the output (in the last chunk when it has room, else in
  * a new one); the bytes count once outq_wrote() commits them. NULL when out of memory. */
 uint8_t *outq_room(outq *q, size_t n);

@@ -31,7 +31,7 @@
  * reading stops while CONNIO_OUT_HIGH bytes of reply are queued; the socket side (epoll
  * interest, counted reads, idle clock, drain, teardown) is connio.c's, shared with conn.c.
  */
-#include "server/resp_conn.h"
+#include "server/server_int.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -64,17 +64,14 @@ typedef struct resp_conn resp_conn;
 enum set_reply { SR_OK, SR_ONE, SR_ZERO, SR_NIL, SR_ERR };
 
 struct resp_conn {
-    connio io; /* socket, epoll interest, output queue, timeouts (connio.c) */
-    worker *w;
+    connio io; /* first: the connection interface (connio.h) */
     server *srv;
-    resp_conn *prev, *next;
     resp_parser parser;
     resp_arg *argv;
     uint32_t argv_cap;
     uint8_t *in;
     size_t in_off, in_len, in_cap; /* unparsed bytes: in[in_off, in_len) */
     size_t want;                   /* parse again once this many bytes are unparsed */
-    int authed;
     uint64_t id;
     char name[64];
 
@@ -141,26 +138,14 @@ __attribute__((format(printf, 2, 3))) static int out_err(resp_conn *c, const cha
 
 /* ---- lifecycle ----------------------------------------------------------------------- */
 
-int resp_worker_init(worker *w) {
+static const connio_ops resp_ops;
+
+connio *resp_conn_new(worker *w, int fd) {
+    server *srv = w->srv;
     uint64_t zero = 0;
     atomic_compare_exchange_strong(&start_ns, &zero, now_ns());
-    w->resp_epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (w->resp_epfd < 0) return -errno;
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &w->resp_epfd};
-    if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->resp_epfd, &ev) != 0) return -errno;
-    return 0;
-}
-
-void resp_worker_fini(worker *w) {
-    if (w->resp_epfd >= 0) close(w->resp_epfd);
-    w->resp_epfd = -1;
-}
-
-int resp_conn_adopt(worker *w, int fd) {
-    server *srv = w->srv;
     resp_conn *c = calloc(1, sizeof(*c));
-    if (!c) return -ENOMEM;
-    c->w = w;
+    if (!c) return NULL;
     c->srv = srv;
     c->in_cap = IN_INITIAL;
     c->in = malloc(c->in_cap);
@@ -172,43 +157,27 @@ int resp_conn_adopt(worker *w, int fd) {
     if (srv->cfg.max_value && srv->cfg.max_value < max_value) max_value = srv->cfg.max_value;
     resp_limits lim = {max_value, 2 * srv->cfg.max_keys + 1, RESP_DEFAULT_MAX_INLINE,
                        srv->cfg.max_frame ? srv->cfg.max_frame : RESP_DEFAULT_MAX_CMD};
-    int rc = -ENOMEM;
     if (!c->in || !c->argv) goto fail;
-    if (resp_parser_init(&c->parser, &lim, STREAM_MIN) != 0) {
-        rc = -EINVAL;
-        goto fail;
-    }
-    c->authed = srv->cfg.auth_token[0] == '\0';
+    if (resp_parser_init(&c->parser, &lim, STREAM_MIN) != 0) goto fail;
     c->id = atomic_fetch_add(&next_client_id, 1);
     /* Replies go in CHUNK-sized owned chunks; large values go by pin. */
-    if ((rc = connio_init(&c->io, srv, w->resp_epfd, fd, c, CHUNK)) != 0) goto fail;
-    c->next = w->resp_conns;
-    if (w->resp_conns) w->resp_conns->prev = c;
-    w->resp_conns = c;
-    return 0;
+    if (connio_init(&c->io, &resp_ops, srv, w->epfd, fd, CHUNK) != 0) goto fail;
+    return &c->io;
 fail:
     free(c->in);
     free(c->argv);
     free(c);
-    return rc;
+    return NULL;
 }
 
-static void conn_close(resp_conn *c) {
-    worker *w = c->w;
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        w->resp_conns = c->next;
-    if (c->next) c->next->prev = c->prev;
-    preauth_release(c->srv, c->io.fd, c->authed); /* before its fd is closed: preauth.c */
-    connio_close(&c->io);
+/* connio_ops.free: the socket is closed already (connio_close). */
+static void resp_free(connio *io) {
+    resp_conn *c = (resp_conn *)io;
     if (c->io.in_body && c->res_id) store_abort(c->srv->st, c->res_id);
     free(c->in);
     free(c->argv);
     free(c->scratch);
     checksum_free(c->sum);
-    atomic_fetch_sub(&c->srv->open_conns, 1);
-    atomic_fetch_sub(&c->srv->m.conns_open, 1);
     free(c);
 }
 
@@ -332,6 +301,7 @@ static int body_read(resp_conn *c) {
     if (!direct && !c->scratch && !(c->scratch = malloc(scratch_size))) return -ENOMEM;
     while (c->got < c->vlen || c->crlf_got < 2) {
         if (c->io.drained) return 0; /* the socket was empty: epoll says when more came */
+        if (connio_spent(&c->io)) return 0; /* the worker runs it again after the others */
         struct iovec iov[3];
         int n = 0;
         uint64_t left = c->vlen - c->got;
@@ -777,12 +747,14 @@ static int cmd_auth(resp_conn *c, const resp_cmd *cmd, int *status) {
     const resp_arg *pw = &cmd->argv[cmd->argc - 1];
     int user_ok = cmd->argc == 2 || resp_arg_is(&cmd->argv[1], "default");
     if (!connio_token_equal(token, pw->p, pw->len) || !user_ok) {
-        atomic_fetch_add(&c->srv->m.auth_failures, 1);
+        /* The connection stays, but pauses before its next command, longer after each
+         * failure (connio_auth_failed): a few guesses a second at most. */
+        connio_auth_failed(&c->io);
         *status = MST_ERROR;
         return out_err(c, "WRONGPASS invalid username-password pair or user is disabled.");
     }
-    if (!c->authed) { /* out of its pre-auth slot (preauth.c) */
-        int rc = preauth_promote(c->srv, c->io.fd);
+    if (!c->io.authed) { /* out of its pre-auth slot (preauth.c) */
+        int rc = connio_authed(&c->io);
         if (rc == -ECONNABORTED) return rc;
         if (rc == TIDE_ELIMIT) {
             *status = MST_ERROR;
@@ -791,7 +763,6 @@ static int cmd_auth(resp_conn *c, const resp_cmd *cmd, int *status) {
                            c->srv->cfg.max_conns);
         }
     }
-    c->authed = 1;
     return OUT_LIT(c, "+OK\r\n");
 }
 
@@ -913,7 +884,7 @@ static int dispatch(resp_conn *c, const resp_cmd *cmd) {
         }
         return out_err(c, "ERR unknown command '%s', with args beginning with: %s", shown, args);
     }
-    if (!c->authed && d->fn != cmd_auth && d->fn != cmd_quit) {
+    if (!c->io.authed && d->fn != cmd_auth && d->fn != cmd_quit) {
         atomic_fetch_add(&c->srv->m.auth_failures, 1);
         return out_err(c, "NOAUTH Authentication required.");
     }
@@ -941,7 +912,7 @@ static int parse_one(resp_conn *c) {
     ssize_t n = resp_parse(&c->parser, b, avail, &cmd, 1);
     /* Only SET key value and SETNX key value stream their value. */
     if (n > 0 && cmd.pending &&
-        !(c->authed && cmd.argc == 3 &&
+        !(c->io.authed && cmd.argc == 3 &&
           (resp_arg_is(&cmd.argv[0], "SET") || resp_arg_is(&cmd.argv[0], "SETNX"))))
         n = resp_parse(&c->parser, b, avail, &cmd, 0);
     if (n < 0) {
@@ -961,6 +932,7 @@ static int parse_one(resp_conn *c) {
     }
     c->want = 0;
     c->in_off += (size_t)n;
+    connio_charge(&c->io);
     if (cmd.pending) return body_begin(c, &cmd) < 0 ? -ENOMEM : 1;
     if (cmd.argc == 0) return 1;
     int rc = dispatch(c, &cmd);
@@ -982,6 +954,16 @@ static int read_more(resp_conn *c) {
     }
     if (c->io.drained) return 0; /* the socket was empty: epoll says when more came */
     size_t room = c->want > avail + 4096 ? c->want : avail + 4096;
+    size_t ask = (size_t)-1;
+    if (!c->io.authed) {
+        /* Before AUTH a command must fit CONNIO_PREAUTH_IN bytes, as a native HELLO must:
+         * a peer without the token cannot make tided buffer more than that. */
+        if (c->want > CONNIO_PREAUTH_IN || avail >= CONNIO_PREAUTH_IN) {
+            int rc = proto_error(c, "a command of more than 512 bytes before AUTH");
+            return rc < 0 ? rc : 0;
+        }
+        ask = CONNIO_PREAUTH_IN - avail;
+    }
     if (c->in_off + room > c->in_cap) {
         if (c->in_off) {
             memmove(c->in, c->in + c->in_off, avail);
@@ -990,7 +972,8 @@ static int read_more(resp_conn *c) {
         }
         if (connio_grow(&c->in, &c->in_cap, room) != 0) return -ENOMEM;
     }
-    ssize_t r = connio_recv(&c->io, c->in + c->in_len, c->in_cap - c->in_len);
+    if (ask > c->in_cap - c->in_len) ask = c->in_cap - c->in_len;
+    ssize_t r = connio_recv(&c->io, c->in + c->in_len, ask);
     if (r < 0) return r == -EAGAIN ? 0 : (int)r;
     if (r == 0) { /* the peer is done sending: answer what it sent, then close */
         c->io.close_after_flush = 1;
@@ -1000,9 +983,11 @@ static int read_more(resp_conn *c) {
     return 1;
 }
 
-/* Run the commands in `in`, reading more as needed. 0, or negative to close now. */
-static int process_input(resp_conn *c) {
-    while (!connio_held(&c->io)) {
+/* connio_ops.serve: run the commands in `in`, reading more as needed, within the wake-up's
+ * budget. 0, or negative to close now. */
+static int resp_serve(connio *io) {
+    resp_conn *c = (resp_conn *)io;
+    while (!connio_held(&c->io) && !connio_spent(&c->io)) {
         int rc;
         if (c->io.in_body) {
             if ((rc = body_read(c)) <= 0) return rc;
@@ -1020,59 +1005,24 @@ static int process_input(resp_conn *c) {
     return 0;
 }
 
-static int on_event(resp_conn *c, uint32_t events) {
-    int rc = 0;
-    if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
-        c->io.drained = 0;
-        rc = process_input(c);
-    }
-    for (;;) {
-        if (rc < 0) return rc;
-        int frc = connio_flush(&c->io, NULL);
-        if (frc) return frc;
-        /* Sending may have lifted the backpressure on commands already buffered: level-
-         * triggered epoll will not report them again, so run them now. */
-        size_t avail = c->in_len - c->in_off;
-        if (connio_held(&c->io) || c->io.in_body || !avail || avail < c->want) break;
-        rc = process_input(c);
-        if (rc == 0 && c->in_len - c->in_off == avail && !outq_busy(&c->io.out)) break;
-    }
-    if (c->io.close_after_flush && !outq_busy(&c->io.out)) return -ECONNABORTED;
-    connio_watch(&c->io);
-    return 0;
+/* connio_ops.buffered: a whole command may be waiting in `in`. */
+static int resp_buffered(const connio *io) {
+    const resp_conn *c = (const resp_conn *)io;
+    size_t avail = c->in_len - c->in_off;
+    return avail > 0 && avail >= c->want;
 }
 
-void resp_worker_poll(worker *w) {
-    struct epoll_event evs[64];
-    int n = epoll_wait(w->resp_epfd, evs, 64, 0);
-    for (int i = 0; i < n; i++) {
-        resp_conn *c = evs[i].data.ptr;
-        if (on_event(c, evs[i].events) < 0) conn_close(c);
-    }
+/* connio_ops.tick: 1 when a partial command is buffered. */
+static int resp_tick(connio *io, uint64_t now) {
+    const resp_conn *c = (const resp_conn *)io;
+    return c->in_len > c->in_off;
 }
 
-void resp_worker_tick(worker *w, uint64_t now) {
-    for (resp_conn *c = w->resp_conns, *next; c; c = next) {
-        next = c->next;
-        if (connio_stalled(&c->io, now, c->in_len > c->in_off, "RESP: ", "command not finished"))
-            conn_close(c);
-    }
-}
-
-int resp_worker_drain(worker *w) {
-    int busy = 0;
-    for (resp_conn *c = w->resp_conns, *next; c; c = next) {
-        next = c->next;
-        /* Commands already read finish (a SET's value keeps arriving); a partial command
-         * is abandoned. */
-        if (connio_drain(&c->io, NULL))
-            conn_close(c);
-        else
-            busy = 1;
-    }
-    return busy;
-}
-
-void resp_worker_close_all(worker *w) {
-    while (w->resp_conns) conn_close(w->resp_conns);
-}
+static const connio_ops resp_ops = {
+    .who = "RESP: ",
+    .serve = resp_serve,
+    .buffered = resp_buffered,
+    .tick = resp_tick,
+    .free = resp_free,
+    .unfinished = "command not finished",
+};
