@@ -13,13 +13,13 @@
  * (the store holds none), and so are expiry options (the store has no TTL).
  *
  * Receiving. Commands are parsed from `in` (src/proto/resp.h). A SET whose value is large
- * and not yet buffered is streamed: the value bytes are read straight into the store's
- * reservation (readv into pool memory), hashed piece by piece as it lands (while the bytes
- * are still in cache) and committed when the last byte and the "\r\n" after it are in.
- * With a Unix socket (other processes map the pool) they are read into a staging buffer
- * (256 KiB, L2-sized), hashed there and streamed into the reservation instead, so that the
- * checksum is of the client's bytes. Smaller values are copied from `in` with the checksum computed on the
- * way.
+ * and not yet buffered is streamed by the intake native PUTs use (intake.c): the value
+ * bytes are read straight into the store's reservation, hashed piece by piece as they land,
+ * and committed when the last byte and the "\r\n" after it are in; with a Unix socket
+ * (other processes map the pool) the intake is staged, so that the checksum is of the
+ * client's bytes. Smaller values are copied from `in` with the checksum computed on the
+ * way. Before AUTH (a server with a token) a command must fit CONNIO_PREAUTH_IN bytes, a
+ * failed AUTH pauses the connection (connio_auth_failed), and the idle timeout applies.
  *
  * Sending. Replies are queued as segments (outq.c): small replies are appended to owned
  * chunks. RESP has no checksum of its own, so the server is the reader that checks, and
@@ -48,14 +48,13 @@
 #include "common/util.h"
 #include "proto/resp.h"
 #include "server/connio.h"
+#include "server/intake.h"
 
 #define IN_INITIAL (16 * 1024)
 #define IN_KEEP (1u << 20)     /* an idle input buffer larger than this is given back */
 #define CHUNK (16 * 1024)      /* owned reply chunks */
 #define COPY_MAX (16 * 1024)   /* GET values up to this are copied; larger go by pin */
 #define STREAM_MIN (16 * 1024) /* SET values from this size are read straight into the pool */
-#define SCRATCH_SIZE (64 * 1024)   /* where the bytes of a SET that is not stored go */
-#define STAGING_SIZE (256 * 1024) /* ... and with the pool shared, those that are (body_read) */
 #define ARGV_INITIAL 16
 
 typedef struct resp_conn resp_conn;
@@ -75,16 +74,14 @@ struct resp_conn {
     uint64_t id;
     char name[64];
 
-    /* A SET whose value is streaming in (io.in_body). */
-    uint64_t res_id, res_off, vlen, got; /* reservation (0: the bytes are dropped) */
-    uint8_t crlf[2];
-    unsigned crlf_got;
+    /* The SET being run: set_plan's reservation (0: the bytes are dropped) and answers. */
+    uint64_t res_id, res_off, vlen;
     int ok_reply, drop_reply;
     char err[160]; /* the error line of SR_ERR */
+    /* A SET whose value is streaming in (io.in_body): its value and "\r\n" (intake.c). */
+    intake_val val;
+    intake body;
     uint64_t body_start_ns;
-    checksum_state *sum; /* of the value's bytes, hashed as they arrive (still in cache) */
-    uint8_t *scratch;
-
 };
 
 static atomic_uint_fast64_t next_client_id = 1;
@@ -173,11 +170,10 @@ fail:
 /* connio_ops.free: the socket is closed already (connio_close). */
 static void resp_free(connio *io) {
     resp_conn *c = (resp_conn *)io;
-    if (c->io.in_body && c->res_id) store_abort(c->srv->st, c->res_id);
+    if (c->io.in_body) intake_abort(&c->body);
+    intake_free(&c->body);
     free(c->in);
     free(c->argv);
-    free(c->scratch);
-    checksum_free(c->sum);
     free(c);
 }
 
@@ -185,8 +181,7 @@ static void resp_free(connio *io) {
 
 /* Decide what a SET of key (vlen bytes) does: reserve room for the value (c->res_id set),
  * or drop the value and answer c->drop_reply. nx: only when absent; xx: only when present. */
-static void set_plan(resp_conn *c, const resp_arg *key, uint64_t vlen, int nx, int xx,
-                     int setnx) {
+static void set_plan(resp_conn *c, const resp_arg *key, uint64_t vlen, int nx, int xx, int setnx) {
     store *st = c->srv->st;
     c->res_id = 0;
     c->ok_reply = setnx ? SR_ONE : SR_OK;
@@ -231,11 +226,16 @@ static void set_plan(resp_conn *c, const resp_arg *key, uint64_t vlen, int nx, i
 
 static int set_reply(resp_conn *c, int kind) {
     switch (kind) {
-    case SR_OK: return OUT_LIT(c, "+OK\r\n");
-    case SR_ONE: return OUT_LIT(c, ":1\r\n");
-    case SR_ZERO: return OUT_LIT(c, ":0\r\n");
-    case SR_NIL: return OUT_LIT(c, "$-1\r\n");
-    default: return out_line(c, '-', c->err);
+    case SR_OK:
+        return OUT_LIT(c, "+OK\r\n");
+    case SR_ONE:
+        return OUT_LIT(c, ":1\r\n");
+    case SR_ZERO:
+        return OUT_LIT(c, ":0\r\n");
+    case SR_NIL:
+        return OUT_LIT(c, "$-1\r\n");
+    default:
+        return out_line(c, '-', c->err);
     }
 }
 
@@ -264,75 +264,38 @@ static int set_buffered(resp_conn *c, const resp_arg *key, const resp_arg *val, 
 }
 
 /* A SET (argv: SET key value) or SETNX whose value is still arriving: reserve, take the
- * bytes already buffered, and read the rest in body_read(). 0 or -ENOMEM. */
+ * bytes already buffered, and read the rest in body_read(). With the pool shared, other
+ * processes may write the reservation while the bytes land in it, so the intake is staged
+ * (intake.h): the checksum is then of the client's bytes. 0 or -ENOMEM. */
 static int body_begin(resp_conn *c, const resp_cmd *cmd) {
-    if (!c->sum && !(c->sum = checksum_new())) return -ENOMEM;
-    checksum_reset(c->sum);
     int setnx = resp_arg_is(&cmd->argv[0], "SETNX");
     c->body_start_ns = now_ns();
     c->vlen = cmd->argv[2].len;
     set_plan(c, &cmd->argv[1], c->vlen, setnx, 0, setnx);
-    c->got = 0;
-    c->crlf_got = 0;
-    c->io.in_body = 1;
-    /* The parser stopped at the value's header: every buffered byte belongs to the value
-     * and its "\r\n". */
-    size_t avail = c->in_len - c->in_off, take = avail < c->vlen ? avail : (size_t)c->vlen;
-    if (c->res_id) {
-        memcpy(store_base(c->srv->st) + c->res_off, c->in + c->in_off, take);
-        checksum_update(c->sum, c->in + c->in_off, take);
+    c->val = (intake_val){.res_id = c->res_id, .offset = c->res_off, .vlen = c->vlen};
+    int rc = intake_start(&c->body, c->srv->st, &c->val, 1, 2, server_pool_shared(c->srv));
+    if (rc) {
+        if (c->res_id) store_abort(c->srv->st, c->res_id);
+        c->res_id = 0;
+        return rc;
     }
-    c->got = take;
-    for (size_t i = take; i < avail && c->crlf_got < 2; i++)
-        c->crlf[c->crlf_got++] = c->in[c->in_off + i];
-    c->in_off = c->in_len = 0;
+    c->io.in_body = 1;
+    /* The parser stopped at the value's header: the buffered bytes are the value's, its
+     * "\r\n", and maybe commands after them. */
+    c->in_off += intake_feed(&c->body, c->in + c->in_off, c->in_len - c->in_off);
+    if (c->in_off == c->in_len) c->in_off = c->in_len = 0;
     return 0;
 }
 
-/* Read value bytes straight into place; the bytes after the value's "\r\n" (the next
- * commands) land in `in`. 1 when the value is complete, 0 when the socket has nothing more
- * now, negative on error or EOF. */
+/* Read value bytes into place; the bytes after the value's "\r\n" (the next commands)
+ * land in `in`. 1 when the value is complete, 0 when the socket has nothing more now or
+ * the budget is spent, negative on error or EOF. */
 static int body_read(resp_conn *c) {
-    /* With the pool shared, other processes may write the reservation while the bytes land
-     * in it: hashing it there could take their bytes for the client's. The value then comes
-     * through the scratch buffer (STAGING_SIZE), is hashed there and streamed into place. */
-    int shared = server_pool_shared(c->srv), direct = c->res_id && !shared;
-    size_t scratch_size = shared ? STAGING_SIZE : SCRATCH_SIZE;
-    if (!direct && !c->scratch && !(c->scratch = malloc(scratch_size))) return -ENOMEM;
-    while (c->got < c->vlen || c->crlf_got < 2) {
-        if (c->io.drained) return 0; /* the socket was empty: epoll says when more came */
-        if (connio_spent(&c->io)) return 0; /* the worker runs it again after the others */
-        struct iovec iov[3];
-        int n = 0;
-        uint64_t left = c->vlen - c->got;
-        size_t vtake = 0;
-        if (left) {
-            size_t lim = direct ? (1u << 30) : scratch_size;
-            vtake = left > lim ? lim : (size_t)left;
-            iov[n].iov_base = direct ? store_base(c->srv->st) + c->res_off + c->got : c->scratch;
-            iov[n++].iov_len = vtake;
-        }
-        if (vtake == left) {
-            iov[n].iov_base = c->crlf + c->crlf_got;
-            iov[n++].iov_len = 2 - c->crlf_got;
-            iov[n].iov_base = c->in + c->in_len;
-            iov[n++].iov_len = c->in_cap - c->in_len;
-        }
-        ssize_t r = connio_readv(&c->io, iov, n);
-        if (r <= 0) return (int)r;
-        size_t got = (size_t)r, t = got < vtake ? got : vtake;
-        if (direct && t)
-            checksum_update(c->sum, iov[0].iov_base, t);
-        else if (c->res_id && t)
-            checksum_update_copy(c->sum, store_base(c->srv->st) + c->res_off + c->got,
-                                 c->scratch, t);
-        c->got += t;
-        got -= t;
-        t = got < 2 - c->crlf_got ? got : 2 - c->crlf_got;
-        c->crlf_got += (unsigned)t;
-        c->in_len += got - t;
-    }
-    return 1;
+    if (intake_done(&c->body)) return 1;
+    size_t got;
+    int rc = intake_read(&c->body, &c->io, c->in + c->in_len, c->in_cap - c->in_len, &got);
+    c->in_len += got;
+    return rc;
 }
 
 static int proto_error(resp_conn *c, const char *msg) {
@@ -345,19 +308,20 @@ static int proto_error(resp_conn *c, const char *msg) {
 static int body_finish(resp_conn *c) {
     c->io.in_body = 0;
     int rc, ok = 0;
-    if (c->crlf[0] != '\r' || c->crlf[1] != '\n') {
+    c->res_id = c->val.res_id;
+    c->val.res_id = 0;
+    if (c->body.trail[0] != '\r' || c->body.trail[1] != '\n') {
         if (c->res_id) store_abort(c->srv->st, c->res_id);
         c->res_id = 0;
         rc = proto_error(c, "a bulk string not followed by \\r\\n");
     } else if (c->res_id) {
         ok = 1;
-        rc = set_commit(c, checksum_digest(c->sum));
+        rc = set_commit(c, c->val.got);
     } else {
         ok = c->drop_reply != SR_ERR;
         rc = set_reply(c, c->drop_reply);
     }
-    metrics_op_done(&c->srv->m, MOP_PUT, ok ? MST_OK : MST_ERROR, 1,
-                    now_ns() - c->body_start_ns);
+    metrics_op_done(&c->srv->m, MOP_PUT, ok ? MST_OK : MST_ERROR, 1, now_ns() - c->body_start_ns);
     return rc;
 }
 
@@ -468,8 +432,10 @@ static int cmd_set(resp_conn *c, const resp_cmd *cmd, int *status) {
         } else if (resp_arg_is(o, "EX") || resp_arg_is(o, "PX") || resp_arg_is(o, "EXAT") ||
                    resp_arg_is(o, "PXAT") || resp_arg_is(o, "KEEPTTL")) {
             *status = MST_ERROR;
-            return out_err(c, "ERR tide does not expire keys: SET %.*s is not supported "
-                              "(values leave by eviction or DEL)", (int)o->len, o->p);
+            return out_err(c,
+                           "ERR tide does not expire keys: SET %.*s is not supported "
+                           "(values leave by eviction or DEL)",
+                           (int)o->len, o->p);
         } else if (resp_arg_is(o, "GET")) {
             *status = MST_ERROR;
             return out_err(c, "ERR SET ... GET is not supported by tide");
@@ -626,8 +592,8 @@ static int cmd_info(resp_conn *c, const resp_cmd *cmd, int *status) {
         ADD("# Server\r\nredis_version:7.0.0\r\ntide_version:%s\r\nredis_mode:standalone\r\n"
             "process_id:%d\r\ntcp_port:%d\r\nio_threads_active:%d\r\nuptime_in_seconds:%llu\r\n"
             "uptime_in_days:%llu\r\n",
-            tide_version(), (int)getpid(), srv->resp_port, srv->cfg.threads,
-            (unsigned long long)up, (unsigned long long)(up / 86400));
+            tide_version(), (int)getpid(), srv->resp_port, srv->cfg.threads, (unsigned long long)up,
+            (unsigned long long)(up / 86400));
     }
     if (want & INFO_CLIENTS) {
         ADD("%s# Clients\r\nconnected_clients:%d\r\nmaxclients:%d\r\n", n ? "\r\n" : "",
@@ -639,14 +605,14 @@ static int cmd_info(resp_conn *c, const resp_cmd *cmd, int *status) {
             "tide_pinned_objects:%llu\r\ntide_reserved_objects:%llu\r\n",
             n ? "\r\n" : "", (unsigned long long)st.used_bytes, human(st.used_bytes, h1, 32),
             (unsigned long long)st.capacity_bytes, human(st.capacity_bytes, h2, 32),
-            maxmemory_policy(srv),
-            (unsigned long long)st.meta_bytes, (unsigned long long)st.pinned,
+            maxmemory_policy(srv), (unsigned long long)st.meta_bytes, (unsigned long long)st.pinned,
             (unsigned long long)st.reserved);
     }
     if (want & INFO_STATS) {
         uint64_t cmds = 0;
         for (int op = 0; op < MOP_COUNT; op++)
-            for (int s = 0; s < MST_COUNT; s++) cmds += atomic_load(&srv->m.ops[op][s]);
+            for (int s = 0; s < MST_COUNT; s++)
+                cmds += atomic_load(&srv->m.ops[op][s]);
         ADD("%s# Stats\r\ntotal_connections_received:%llu\r\ntotal_commands_processed:%llu\r\n"
             "total_net_input_bytes:%llu\r\ntotal_net_output_bytes:%llu\r\n"
             "rejected_connections:%llu\r\nevicted_keys:%llu\r\nkeyspace_hits:%llu\r\n"
@@ -697,8 +663,9 @@ static int cmd_client(resp_conn *c, const resp_cmd *cmd, int *status) {
     if (resp_arg_is(sub, "ID") && cmd->argc == 2) return out_num(c, ':', (int64_t)c->id);
     if (resp_arg_is(sub, "SETINFO") && cmd->argc == 4) return OUT_LIT(c, "+OK\r\n");
     *status = MST_ERROR;
-    return out_err(c, "ERR unknown subcommand or wrong number of arguments for CLIENT %.*s "
-                      "(tide answers SETNAME, GETNAME, ID, SETINFO)",
+    return out_err(c,
+                   "ERR unknown subcommand or wrong number of arguments for CLIENT %.*s "
+                   "(tide answers SETNAME, GETNAME, ID, SETINFO)",
                    (int)(sub->len > 32 ? 32 : sub->len), sub->p);
 }
 
@@ -710,8 +677,10 @@ static int cmd_config(resp_conn *c, const resp_cmd *cmd, int *status) {
     /* The settings clients and redis-benchmark ask about, as tided has them. */
     char maxmem[32];
     snprintf(maxmem, sizeof(maxmem), "%llu", (unsigned long long)store_capacity(c->srv->st));
-    const char *const kv[][2] = {{"save", ""},         {"appendonly", "no"},
-                                 {"databases", "1"},   {"maxmemory", maxmem},
+    const char *const kv[][2] = {{"save", ""},
+                                 {"appendonly", "no"},
+                                 {"databases", "1"},
+                                 {"maxmemory", maxmem},
                                  {"maxmemory-policy", maxmemory_policy(c->srv)}};
     size_t nkv = sizeof(kv) / sizeof(kv[0]);
     int match[sizeof(kv) / sizeof(kv[0])] = {0}, count = 0;
@@ -815,12 +784,14 @@ static const struct rcmd *cmd_find(const resp_arg *name) {
 /* One entry of a COMMAND reply: name, arity, flags, first key, last key, step. */
 static int command_entry(resp_conn *c, const struct rcmd *d) {
     int nf = 0;
-    while (nf < 3 && d->flags[nf]) nf++;
+    while (nf < 3 && d->flags[nf])
+        nf++;
     int rc = out_num(c, '*', 6);
     if (rc == 0) rc = out_bulk_str(c, d->name);
     if (rc == 0) rc = out_num(c, ':', d->arity);
     if (rc == 0) rc = out_num(c, '*', nf);
-    for (int i = 0; i < nf && rc == 0; i++) rc = out_line(c, '+', d->flags[i]);
+    for (int i = 0; i < nf && rc == 0; i++)
+        rc = out_line(c, '+', d->flags[i]);
     if (rc == 0) rc = out_num(c, ':', d->first);
     if (rc == 0) rc = out_num(c, ':', d->last);
     if (rc == 0) rc = out_num(c, ':', d->step);
@@ -830,7 +801,8 @@ static int command_entry(resp_conn *c, const struct rcmd *d) {
 static int cmd_command(resp_conn *c, const resp_cmd *cmd, int *status) {
     if (cmd->argc == 1) {
         int rc = out_num(c, '*', (int64_t)NCMDS);
-        for (size_t i = 0; i < NCMDS && rc == 0; i++) rc = command_entry(c, &cmds[i]);
+        for (size_t i = 0; i < NCMDS && rc == 0; i++)
+            rc = command_entry(c, &cmds[i]);
         return rc;
     }
     const resp_arg *sub = &cmd->argv[1];
@@ -839,7 +811,8 @@ static int cmd_command(resp_conn *c, const resp_cmd *cmd, int *status) {
         return OUT_LIT(c, "*0\r\n");
     if (resp_arg_is(sub, "LIST")) {
         int rc = out_num(c, '*', (int64_t)NCMDS);
-        for (size_t i = 0; i < NCMDS && rc == 0; i++) rc = out_bulk_str(c, cmds[i].name);
+        for (size_t i = 0; i < NCMDS && rc == 0; i++)
+            rc = out_bulk_str(c, cmds[i].name);
         return rc;
     }
     if (resp_arg_is(sub, "INFO")) {
@@ -851,8 +824,10 @@ static int cmd_command(resp_conn *c, const resp_cmd *cmd, int *status) {
         return rc;
     }
     *status = MST_ERROR;
-    return out_err(c, "ERR unknown subcommand '%.*s' (tide answers COMMAND, COMMAND COUNT, "
-                      "DOCS, LIST, INFO)", (int)(sub->len > 32 ? 32 : sub->len), sub->p);
+    return out_err(c,
+                   "ERR unknown subcommand '%.*s' (tide answers COMMAND, COMMAND COUNT, "
+                   "DOCS, LIST, INFO)",
+                   (int)(sub->len > 32 ? 32 : sub->len), sub->p);
 }
 
 /* An argument as it may appear in an error message: printable, at most 64 bytes. */
