@@ -34,20 +34,22 @@
  * connection holds one of the server's pre-auth slots until its HELLO succeeds, and may be
  * cut for a newer one meanwhile (preauth.c); --max-conns counts it only from then on.
  *
- * The socket side — epoll interest, backpressure, counted reads, the idle clock, drain and
- * teardown — is connio.c's, shared with the RESP port; this file keeps the protocol.
+ * This is a connection of the one connection interface (connio.h): the socket side —
+ * epoll interest, backpressure, the per-wake-up budget, counted reads, the clocks, drain
+ * and teardown — is connio.c's, shared with the RESP port; this file keeps the protocol
+ * (conn_ops). Its requests count against the budget (connio_charge) and it stops when the
+ * budget is spent, so a pipelining peer cannot hold its worker.
  *
  * Same-host connections (the Unix listener) may ask HELLO for the shared pool: the reply
- * then carries the pool's memfd (SCM_RIGHTS) and conn_shm.c serves their RESERVE, COMMIT,
- * PIN and RELEASE requests and holds their leases (`shm`), released when they close.
+ * then carries the pool's memfd (SCM_RIGHTS), once per connection (a second such HELLO is
+ * refused: see op_hello), and conn_shm.c serves their RESERVE, COMMIT, PIN and RELEASE
+ * requests and holds their leases (`shm`), released when they close.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include "common/log.h"
