@@ -50,7 +50,7 @@ head -c 1048576 /dev/zero | tr '\0' v >"$TMP/big"
 
 p99() { # one timed run of the well-behaved client: its p99 in microseconds
     "$TIDE" bench --url "$URL" --size "$SIZE" --threads 2 --seconds "$SECS" --keys 1024 \
-        --op get --json --quiet | python3 -c 'import json,sys; print(json.load(sys.stdin)["p99_us"])'
+        --op get --json --quiet | python3 -c 'import json,sys; print(json.load(sys.stdin)["results"][0]["p99_us"])'
 }
 
 start_hostile() { # 8 non-reading pipelining clients with a partial request, kept open
