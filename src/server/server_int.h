@@ -69,10 +69,10 @@ struct server {
     int metrics_started;
     struct announce *ann; /* etcd registration (announce.c), NULL when none */
     atomic_int stopping;
-    atomic_int open_conns;   /* every connection open, authenticated or not */
-    atomic_int authed_conns; /* with a token: those past HELLO/AUTH (<= max_conns) */
+    atomic_int open_conns;                 /* every connection open, authenticated or not */
+    atomic_int authed_conns;               /* with a token: those past HELLO/AUTH (<= max_conns) */
     atomic_uint_fast64_t fd_send_failures; /* the pool's descriptor could not be passed */
-    preauth pre;             /* with a token: those not yet authenticated */
+    preauth pre;                           /* with a token: those not yet authenticated */
     pthread_t metrics_thread;
     int metrics_stopfd;
     int unix_fd;                 /* Unix socket listener, -1 when none (uds.c) */
