@@ -58,7 +58,9 @@ void connio_watch(connio *io) {
 
 int connio_flush(connio *io) {
     int had_fd = io->send_fd >= 0;
-    int rc = outq_flush(&io->out, io->fd, &io->send_fd, &io->last_out_ns);
+    size_t max = io->wbudget > 0 ? (size_t)io->wbudget : 0, sent;
+    int rc = outq_flush_some(&io->out, io->fd, &io->send_fd, &io->last_out_ns, max, &sent);
+    io->wbudget -= (int64_t)sent;
     if (io->last_out_ns > io->last_progress_ns) io->last_progress_ns = io->last_out_ns;
     if (rc < 0 && had_fd && io->send_fd >= 0) {
         /* The descriptor did not go: most often the kernel's budget of descriptors in flight
@@ -78,6 +80,7 @@ int connio_more(const connio *io) {
 
 int connio_event(connio *io, uint32_t events) {
     io->budget = CONNIO_BUDGET;
+    io->wbudget = CONNIO_WBUDGET;
     int rc = 0;
     if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) io->drained = 0;
     if (!events || (events & (EPOLLIN | EPOLLHUP | EPOLLERR))) rc = io->ops->serve(io);
@@ -207,6 +210,7 @@ int connio_drain(connio *io) {
      * abandoned. */
     if (io->in_body) return 0;
     if (outq_busy(&io->out)) {
+        io->wbudget = CONNIO_WBUDGET;
         if (connio_flush(io) < 0) return 1;
         connio_watch(io);
         return !outq_busy(&io->out);

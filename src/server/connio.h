@@ -15,8 +15,10 @@
  * Fairness. One wake-up of one connection does a bounded amount of work: it may read
  * CONNIO_BUDGET bytes, each request it runs counting CONNIO_REQ_COST of them. A protocol's
  * serve() stops when the budget is spent (connio_spent); the worker then runs the
- * connection again after its other connections have had their turn (the ready list), so
- * no connection delays another by more than one budget's worth of work. A connection
+ * connection again after its other connections have had their turn (the ready list). It
+ * may send CONNIO_WBUDGET bytes of replies; the rest waits for the next EPOLLOUT, which
+ * level-triggered epoll reports on the next pass. So no connection delays another by more
+ * than one budget's worth of work per pass. A connection
  * whose replies are not being read stops being read (backpressure) and is cut once its
  * output has not moved for --write-stall-timeout seconds.
  *
@@ -38,6 +40,7 @@
 #define CONNIO_OUT_HIGH (64ull << 20) /* stop reading requests while this much is queued */
 #define CONNIO_BUDGET (4 << 20)       /* bytes one wake-up may read */
 #define CONNIO_REQ_COST (64 << 10)    /* what one request counts against the budget */
+#define CONNIO_WBUDGET (16 << 20)     /* reply bytes one wake-up may send */
 /* Before authentication a connection may buffer this much input: a native HELLO or a
  * RESP AUTH with the longest token fits. */
 #define CONNIO_PREAUTH_IN 512
@@ -72,6 +75,7 @@ struct connio {
     connio *next_ready;  /* the worker's ready list: work left when its budget ran out */
     int ready;           /* on that list */
     int64_t budget;      /* bytes this wake-up may still read (CONNIO_BUDGET at its start) */
+    int64_t wbudget;     /* bytes this wake-up may still send (CONNIO_WBUDGET at its start) */
     int authed;          /* past HELLO / AUTH (always, on a server without a token) */
     int in_body;         /* a request's value bytes are arriving: read on, even while stopping */
     int drained;         /* the last read took less than it asked for: the socket had nothing more

@@ -174,7 +174,15 @@ int outq_encoded(outq *q, outq_encode_fn fn, void *arg) {
 }
 
 int outq_flush(outq *q, int fd, int *send_fd, uint64_t *progress_ns) {
+    return outq_flush_some(q, fd, send_fd, progress_ns, SIZE_MAX, NULL);
+}
+
+int outq_flush_some(outq *q, int fd, int *send_fd, uint64_t *progress_ns, size_t max,
+                    size_t *sent) {
+    size_t done = 0;
+    if (sent) *sent = 0;
     while (q->head < q->n) {
+        if (done >= max) return 0; /* the rest goes on the next wake-up (EPOLLOUT) */
         struct iovec iov[OUTQ_IOV_BATCH];
         int n = 0;
         if (q->seg[q->head].check) {
@@ -183,9 +191,13 @@ int outq_flush(outq *q, int fd, int *send_fd, uint64_t *progress_ns) {
         }
         /* A batch stops before a checked segment: it is copied when it is at the head,
          * so that the queue holds at most one such copy at a time. */
-        for (size_t i = q->head; i < q->n && n < OUTQ_IOV_BATCH && !q->seg[i].check; i++, n++) {
+        size_t room = max - done; /* a batch never takes more than the bound leaves */
+        for (size_t i = q->head; i < q->n && n < OUTQ_IOV_BATCH && !q->seg[i].check && room;
+             i++, n++) {
             iov[n].iov_base = (void *)(q->seg[i].p + q->seg[i].off);
             iov[n].iov_len = q->seg[i].len - q->seg[i].off;
+            if (iov[n].iov_len > room) iov[n].iov_len = room;
+            room -= iov[n].iov_len;
         }
         ssize_t w =
             send_fd && *send_fd >= 0 ? outq_send_fd(fd, iov, n, *send_fd) : writev(fd, iov, n);
@@ -197,6 +209,8 @@ int outq_flush(outq *q, int fd, int *send_fd, uint64_t *progress_ns) {
         atomic_fetch_add_explicit(&q->m->bytes_out, (uint64_t)w, memory_order_relaxed);
         if (w > 0 && send_fd) *send_fd = -1; /* the fd went with these bytes */
         q->pending -= (uint64_t)w;
+        done += (size_t)w;
+        if (sent) *sent = done;
         *progress_ns = now_ns();
         /* Complete the segments the bytes covered; zero-length ones (an empty key section)
          * complete without bytes. */

@@ -96,5 +96,8 @@ void outq_wrote(outq *q, size_t n);
  * completed write sets *progress_ns to now. 0 when the queue is empty or the socket is
  * full, -errno on a send error, -ENOMEM when a checked segment cannot be copied. */
 int outq_flush(outq *q, int fd, int *send_fd, uint64_t *progress_ns);
+/* outq_flush that stops once max bytes have been sent (the queue may then still be busy
+ * with the socket writable); *sent (may be NULL) receives how many were. */
+int outq_flush_some(outq *q, int fd, int *send_fd, uint64_t *progress_ns, size_t max, size_t *sent);
 
 #endif
