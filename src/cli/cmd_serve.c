@@ -225,6 +225,10 @@ static const setting settings[] = {
     {"idle_timeout", T_INT, FIELD(cfg.idle_timeout_s), 0, INT_MAX_SETTING, NULL, NULL, "S",
      "close connections stalled mid-request for S seconds (default 60;\n"
      "0 = never)"},
+    {"write_stall_timeout", T_INT, FIELD(cfg.write_stall_timeout_s), 0, INT_MAX_SETTING, NULL, NULL,
+     "S",
+     "close connections whose replies have not been read for S seconds\n"
+     "(default 30; 0 = never)"},
     {"log_level", T_SET, 0, 0, 0, 0, NULL, set_log_level, "L",
      "error, warn, info (default) or debug"},
     {"ready_file", T_PATH, FIELD(ready_file), 0, 0, NULL, NULL, "F",

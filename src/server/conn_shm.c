@@ -18,6 +18,8 @@
  * An id whose lease expired stays in the set until the client names it or the connection
  * closes; the store answers it TIDE_ENOTFOUND. SHM_MAX_LEASES bounds the set.
  *
+ * Arrows: conn.c calls this file; this file calls only the store and the output queue.
+ *
  * The set: open addressing on the (nonzero, never reused) lease id with linear probing,
  * at most half full, deletion by backward shift so that no tombstones accumulate.
  */
@@ -27,7 +29,7 @@
 #include <sys/socket.h>
 
 #include "common/util.h"
-#include "server/server_int.h"
+#include "server/conn_shm.h"
 
 #define SHM_MAX_LEASES (1u << 18) /* leases one connection may hold at once */
 #define SHM_INITIAL_SLOTS 64u
@@ -126,24 +128,6 @@ void shm_free(store *st, shm_state *s) {
     free(s);
 }
 
-ssize_t shm_send_fd(int sock, const struct iovec *iov, int n, int fd) {
-    union {
-        struct cmsghdr h;
-        char buf[CMSG_SPACE(sizeof(int))];
-    } ctl;
-    memset(&ctl, 0, sizeof(ctl));
-    struct msghdr mh = {.msg_iov = (struct iovec *)iov,
-                        .msg_iovlen = (size_t)n,
-                        .msg_control = ctl.buf,
-                        .msg_controllen = sizeof(ctl.buf)};
-    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &fd, sizeof(int));
-    return sendmsg(sock, &mh, MSG_NOSIGNAL);
-}
-
 /* ---- requests ------------------------------------------------------------------------ */
 
 /* The arrays of one reply; the encoders take what their layout needs. */
@@ -230,8 +214,7 @@ static int32_t shm_one(server *srv, shm_state *s, unsigned op, const frame_entry
     }
 }
 
-int shm_dispatch(conn *c, shm_state *s, const frame_msg *m, int *status) {
-    server *srv = conn_server(c);
+int shm_dispatch(server *srv, outq *out, shm_state *s, const frame_msg *m, int *status) {
     size_t n = m->h.count, k = n ? n : 1;
     shm_reply r = {
         m->h.req_id,  m->h.opcode,  n,           calloc(k, sizeof(int32_t)), calloc(k, 8),
@@ -249,7 +232,7 @@ int shm_dispatch(conn *c, shm_state *s, const frame_msg *m, int *status) {
         all &= r.status[i] == 0;
     }
     *status = all ? MST_OK : m->h.opcode == FRAME_OP_PIN ? MST_MISS : MST_ERROR;
-    rc = conn_reply(c, shm_encode, &r);
+    rc = outq_encoded(out, shm_encode, &r);
     if (rc != 0 && (m->h.opcode == FRAME_OP_RESERVE || m->h.opcode == FRAME_OP_PIN)) {
         /* The client will never learn these ids: give them back now. */
         for (size_t i = 0; i < n; i++) {

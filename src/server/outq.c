@@ -10,12 +10,13 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 
 #include "common/checksum.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "server/server_int.h"
+#include "tide.h"
 
 #define OUTQ_IOV_BATCH 64
 
@@ -140,8 +141,48 @@ static void outq_done(outq *q, outq_seg *s) {
         free(s->owned);
 }
 
+/* writev() that also passes `fd` (SCM_RIGHTS) with the first byte sent. */
+static ssize_t outq_send_fd(int sock, const struct iovec *iov, int n, int fd) {
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } ctl;
+    memset(&ctl, 0, sizeof(ctl));
+    struct msghdr mh = {.msg_iov = (struct iovec *)iov,
+                        .msg_iovlen = (size_t)n,
+                        .msg_control = ctl.buf,
+                        .msg_controllen = sizeof(ctl.buf)};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    return sendmsg(sock, &mh, MSG_NOSIGNAL);
+}
+
+int outq_encoded(outq *q, outq_encode_fn fn, void *arg) {
+    size_t len = 0;
+    int rc = fn(NULL, 0, &len, arg);
+    if (rc != TIDE_EBUFSMALL && rc != 0) return rc;
+    uint8_t *buf = malloc(len ? len : 1);
+    if (!buf) return -ENOMEM;
+    if ((rc = fn(buf, len, &len, arg)) != 0) {
+        free(buf);
+        return rc;
+    }
+    return outq_owned(q, buf, len);
+}
+
 int outq_flush(outq *q, int fd, int *send_fd, uint64_t *progress_ns) {
+    return outq_flush_some(q, fd, send_fd, progress_ns, SIZE_MAX, NULL);
+}
+
+int outq_flush_some(outq *q, int fd, int *send_fd, uint64_t *progress_ns, size_t max,
+                    size_t *sent) {
+    size_t done = 0;
+    if (sent) *sent = 0;
     while (q->head < q->n) {
+        if (done >= max) return 0; /* the rest goes on the next wake-up (EPOLLOUT) */
         struct iovec iov[OUTQ_IOV_BATCH];
         int n = 0;
         if (q->seg[q->head].check) {
@@ -150,12 +191,16 @@ int outq_flush(outq *q, int fd, int *send_fd, uint64_t *progress_ns) {
         }
         /* A batch stops before a checked segment: it is copied when it is at the head,
          * so that the queue holds at most one such copy at a time. */
-        for (size_t i = q->head; i < q->n && n < OUTQ_IOV_BATCH && !q->seg[i].check; i++, n++) {
+        size_t room = max - done; /* a batch never takes more than the bound leaves */
+        for (size_t i = q->head; i < q->n && n < OUTQ_IOV_BATCH && !q->seg[i].check && room;
+             i++, n++) {
             iov[n].iov_base = (void *)(q->seg[i].p + q->seg[i].off);
             iov[n].iov_len = q->seg[i].len - q->seg[i].off;
+            if (iov[n].iov_len > room) iov[n].iov_len = room;
+            room -= iov[n].iov_len;
         }
         ssize_t w =
-            send_fd && *send_fd >= 0 ? shm_send_fd(fd, iov, n, *send_fd) : writev(fd, iov, n);
+            send_fd && *send_fd >= 0 ? outq_send_fd(fd, iov, n, *send_fd) : writev(fd, iov, n);
         if (w < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
@@ -164,6 +209,8 @@ int outq_flush(outq *q, int fd, int *send_fd, uint64_t *progress_ns) {
         atomic_fetch_add_explicit(&q->m->bytes_out, (uint64_t)w, memory_order_relaxed);
         if (w > 0 && send_fd) *send_fd = -1; /* the fd went with these bytes */
         q->pending -= (uint64_t)w;
+        done += (size_t)w;
+        if (sent) *sent = done;
         *progress_ns = now_ns();
         /* Complete the segments the bytes covered; zero-length ones (an empty key section)
          * complete without bytes. */

@@ -80,6 +80,11 @@ int outq_push_checked(outq *q, const uint8_t *p, size_t len, uint64_t pin_id, ui
 /* Queue a malloc'd buffer; ownership passes to the queue, also on failure (freed then).
  * 0 or -ENOMEM. */
 int outq_owned(outq *q, uint8_t *buf, size_t len);
+/* A reply encoded by fn: called once with a NULL buffer for the size (answering 0 or
+ * TIDE_EBUFSMALL), then with a malloc'd buffer of that size, which the queue then owns.
+ * 0, fn's error, or -ENOMEM. */
+typedef int (*outq_encode_fn)(void *buf, size_t cap, size_t *len, void *arg);
+int outq_encoded(outq *q, outq_encode_fn fn, void *arg);
 /* Room for n bytes at the end of the output (in the last chunk when it has room, else in
  * a new one); the bytes count once outq_wrote() commits them. NULL when out of memory. */
 uint8_t *outq_room(outq *q, size_t n);
@@ -91,5 +96,8 @@ void outq_wrote(outq *q, size_t n);
  * completed write sets *progress_ns to now. 0 when the queue is empty or the socket is
  * full, -errno on a send error, -ENOMEM when a checked segment cannot be copied. */
 int outq_flush(outq *q, int fd, int *send_fd, uint64_t *progress_ns);
+/* outq_flush that stops once max bytes have been sent (the queue may then still be busy
+ * with the socket writable); *sent (may be NULL) receives how many were. */
+int outq_flush_some(outq *q, int fd, int *send_fd, uint64_t *progress_ns, size_t max, size_t *sent);
 
 #endif

@@ -1,166 +1,46 @@
 /*
- * resp_conn.c — one RESP2 connection of tided and the Redis commands it runs against the
- * store: GET SET SETNX MGET MSET EXISTS DEL PING ECHO INFO DBSIZE FLUSHALL FLUSHDB SELECT
- * COMMAND CLIENT CONFIG AUTH QUIT. Owned by one worker thread, like conn.c.
- *
- * Keys and values are the store's: a key written here is read natively and the other way
- * round, same bytes. Tide objects are immutable, so SET of an existing key replaces it by
- * remove + put: the old value disappears when the SET's value starts to arrive and the
- * new one appears when its last byte is in (a GET in between misses; nobody ever sees a
- * mix of the two). Two SETs of one key at the same time: the first to reserve the key
- * stores its value, the other answers +OK and drops its bytes, as if it had come first.
- * SETNX and SET NX are first-writer-wins, the store's own rule. Empty values are refused
- * (the store holds none), and so are expiry options (the store has no TTL).
+ * resp_conn.c — one RESP2 connection of tided: reading, parsing, streaming a SET's value,
+ * the connection's place in the event loop (its connio_ops). The commands it runs are
+ * resp_cmd.c's. Owned by one worker thread, like conn.c.
  *
  * Receiving. Commands are parsed from `in` (src/proto/resp.h). A SET whose value is large
- * and not yet buffered is streamed: the value bytes are read straight into the store's
- * reservation (readv into pool memory), hashed piece by piece as it lands (while the bytes
- * are still in cache) and committed when the last byte and the "\r\n" after it are in.
- * With a Unix socket (other processes map the pool) they are read into a staging buffer
- * (256 KiB, L2-sized), hashed there and streamed into the reservation instead, so that the
- * checksum is of the client's bytes. Smaller values are copied from `in` with the checksum computed on the
- * way.
+ * and not yet buffered is streamed by the intake native PUTs use (intake.c): the value
+ * bytes are read straight into the store's reservation, hashed piece by piece as they land,
+ * and committed when the last byte and the "\r\n" after it are in; with a Unix socket
+ * (other processes map the pool) the intake is staged, so that the checksum is of the
+ * client's bytes. Smaller values are parsed whole and stored by resp_cmd.c. Before AUTH
+ * (a server with a token) a command must fit CONNIO_PREAUTH_IN bytes, a failed AUTH
+ * pauses the connection (connio_auth_failed), and the idle timeout applies.
  *
- * Sending. Replies are queued as segments (outq.c): small replies are appended to owned
- * chunks. RESP has no checksum of its own, so the server is the reader that checks, and
- * what it checks must be what it sends: a GET's value is copied and the copy is checked —
- * a small one into the reply's chunk, a large one just before it is sent, when the pool
- * is shared — except a large value while the pool is tided's alone (no Unix socket),
- * which is checked in the pool and sent with writev straight from there under a pin,
- * released when its segment has left (reply_value says why each is safe). As in conn.c,
- * reading stops while CONNIO_OUT_HIGH bytes of reply are queued; the socket side (epoll
- * interest, counted reads, idle clock, drain, teardown) is connio.c's, shared with conn.c.
+ * Sending is resp_cmd.c's (replies queued as segments, outq.c). As in conn.c, reading
+ * stops while CONNIO_OUT_HIGH bytes of reply are queued; the socket side (epoll interest,
+ * counted reads, the clocks, drain, teardown) is connio.c's.
  */
-#include "server/resp_conn.h"
-
 #include <errno.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/socket.h>
-#include <sys/uio.h>
-#include <unistd.h>
 
-#include "common/checksum.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "proto/resp.h"
-#include "server/connio.h"
+#include "server/resp_conn.h"
 
 #define IN_INITIAL (16 * 1024)
 #define IN_KEEP (1u << 20)     /* an idle input buffer larger than this is given back */
 #define CHUNK (16 * 1024)      /* owned reply chunks */
-#define COPY_MAX (16 * 1024)   /* GET values up to this are copied; larger go by pin */
 #define STREAM_MIN (16 * 1024) /* SET values from this size are read straight into the pool */
-#define SCRATCH_SIZE (64 * 1024)   /* where the bytes of a SET that is not stored go */
-#define STAGING_SIZE (256 * 1024) /* ... and with the pool shared, those that are (body_read) */
 #define ARGV_INITIAL 16
 
-typedef struct resp_conn resp_conn;
-
-/* What a SET answers: when its value was stored (ok) and when it was not (drop). */
-enum set_reply { SR_OK, SR_ONE, SR_ZERO, SR_NIL, SR_ERR };
-
-struct resp_conn {
-    connio io; /* socket, epoll interest, output queue, timeouts (connio.c) */
-    worker *w;
-    server *srv;
-    resp_conn *prev, *next;
-    resp_parser parser;
-    resp_arg *argv;
-    uint32_t argv_cap;
-    uint8_t *in;
-    size_t in_off, in_len, in_cap; /* unparsed bytes: in[in_off, in_len) */
-    size_t want;                   /* parse again once this many bytes are unparsed */
-    int authed;
-    uint64_t id;
-    char name[64];
-
-    /* A SET whose value is streaming in (io.in_body). */
-    uint64_t res_id, res_off, vlen, got; /* reservation (0: the bytes are dropped) */
-    uint8_t crlf[2];
-    unsigned crlf_got;
-    int ok_reply, drop_reply;
-    char err[160]; /* the error line of SR_ERR */
-    uint64_t body_start_ns;
-    checksum_state *sum; /* of the value's bytes, hashed as they arrive (still in cache) */
-    uint8_t *scratch;
-
-};
-
 static atomic_uint_fast64_t next_client_id = 1;
-static atomic_uint_fast64_t start_ns;
-
-/* ---- output -------------------------------------------------------------------------- */
-
-static int out_bytes(resp_conn *c, const void *p, size_t n) {
-    uint8_t *b = outq_room(&c->io.out, n);
-    if (!b) return -ENOMEM;
-    memcpy(b, p, n);
-    outq_wrote(&c->io.out, n);
-    return 0;
-}
-
-#define OUT_LIT(c, s) out_bytes((c), (s), sizeof(s) - 1)
-
-static int out_num(resp_conn *c, char type, int64_t v) {
-    uint8_t *b = outq_room(&c->io.out, RESP_NUM_MAX);
-    if (!b) return -ENOMEM;
-    outq_wrote(&c->io.out, resp_enc_num(b, type, v));
-    return 0;
-}
-
-static int out_bulk(resp_conn *c, const void *p, size_t n) {
-    int rc = out_num(c, '$', (int64_t)n);
-    if (rc == 0) rc = out_bytes(c, p, n);
-    return rc ? rc : OUT_LIT(c, "\r\n");
-}
-
-static int out_bulk_str(resp_conn *c, const char *s) {
-    return out_bulk(c, s, strlen(s));
-}
-
-static int out_line(resp_conn *c, char type, const char *s) {
-    size_t n = strlen(s);
-    uint8_t *b = outq_room(&c->io.out, n + 3);
-    if (!b) return -ENOMEM;
-    outq_wrote(&c->io.out, resp_enc_line(b, type, s, n));
-    return 0;
-}
-
-__attribute__((format(printf, 2, 3))) static int out_err(resp_conn *c, const char *fmt, ...) {
-    char msg[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    return out_line(c, '-', msg);
-}
 
 /* ---- lifecycle ----------------------------------------------------------------------- */
 
-int resp_worker_init(worker *w) {
-    uint64_t zero = 0;
-    atomic_compare_exchange_strong(&start_ns, &zero, now_ns());
-    w->resp_epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (w->resp_epfd < 0) return -errno;
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &w->resp_epfd};
-    if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->resp_epfd, &ev) != 0) return -errno;
-    return 0;
-}
+static const connio_ops resp_ops;
 
-void resp_worker_fini(worker *w) {
-    if (w->resp_epfd >= 0) close(w->resp_epfd);
-    w->resp_epfd = -1;
-}
-
-int resp_conn_adopt(worker *w, int fd) {
+connio *resp_conn_new(worker *w, int fd) {
     server *srv = w->srv;
+    resp_cmd_started();
     resp_conn *c = calloc(1, sizeof(*c));
-    if (!c) return -ENOMEM;
-    c->w = w;
+    if (!c) return NULL;
     c->srv = srv;
     c->in_cap = IN_INITIAL;
     c->in = malloc(c->in_cap);
@@ -172,761 +52,88 @@ int resp_conn_adopt(worker *w, int fd) {
     if (srv->cfg.max_value && srv->cfg.max_value < max_value) max_value = srv->cfg.max_value;
     resp_limits lim = {max_value, 2 * srv->cfg.max_keys + 1, RESP_DEFAULT_MAX_INLINE,
                        srv->cfg.max_frame ? srv->cfg.max_frame : RESP_DEFAULT_MAX_CMD};
-    int rc = -ENOMEM;
     if (!c->in || !c->argv) goto fail;
-    if (resp_parser_init(&c->parser, &lim, STREAM_MIN) != 0) {
-        rc = -EINVAL;
-        goto fail;
-    }
-    c->authed = srv->cfg.auth_token[0] == '\0';
+    if (resp_parser_init(&c->parser, &lim, STREAM_MIN) != 0) goto fail;
     c->id = atomic_fetch_add(&next_client_id, 1);
     /* Replies go in CHUNK-sized owned chunks; large values go by pin. */
-    if ((rc = connio_init(&c->io, srv, w->resp_epfd, fd, c, CHUNK)) != 0) goto fail;
-    c->next = w->resp_conns;
-    if (w->resp_conns) w->resp_conns->prev = c;
-    w->resp_conns = c;
-    return 0;
+    if (connio_init(&c->io, &resp_ops, srv, w->epfd, fd, CHUNK) != 0) goto fail;
+    return &c->io;
 fail:
     free(c->in);
     free(c->argv);
     free(c);
-    return rc;
+    return NULL;
 }
 
-static void conn_close(resp_conn *c) {
-    worker *w = c->w;
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        w->resp_conns = c->next;
-    if (c->next) c->next->prev = c->prev;
-    preauth_release(c->srv, c->io.fd, c->authed); /* before its fd is closed: preauth.c */
-    connio_close(&c->io);
-    if (c->io.in_body && c->res_id) store_abort(c->srv->st, c->res_id);
+/* connio_ops.free: the socket is closed already (connio_close). */
+static void resp_free(connio *io) {
+    resp_conn *c = (resp_conn *)io;
+    if (c->io.in_body) intake_abort(&c->body);
+    intake_free(&c->body);
     free(c->in);
     free(c->argv);
-    free(c->scratch);
-    checksum_free(c->sum);
-    atomic_fetch_sub(&c->srv->open_conns, 1);
-    atomic_fetch_sub(&c->srv->m.conns_open, 1);
     free(c);
 }
 
-/* ---- SET ----------------------------------------------------------------------------- */
-
-/* Decide what a SET of key (vlen bytes) does: reserve room for the value (c->res_id set),
- * or drop the value and answer c->drop_reply. nx: only when absent; xx: only when present. */
-static void set_plan(resp_conn *c, const resp_arg *key, uint64_t vlen, int nx, int xx,
-                     int setnx) {
-    store *st = c->srv->st;
-    c->res_id = 0;
-    c->ok_reply = setnx ? SR_ONE : SR_OK;
-    c->drop_reply = SR_ERR;
-    if (vlen == 0) { /* refused before anything is removed: a failed SET changes nothing */
-        snprintf(c->err, sizeof(c->err), "ERR empty value: tide does not store empty values");
-        return;
-    }
-    if (xx && store_exists(st, key->p, key->len) != 1) {
-        c->drop_reply = SR_NIL;
-        return;
-    }
-    if (!nx) store_remove(st, key->p, key->len); /* replace: see the top of this file */
-    store_ref ref;
-    int rc = store_reserve(st, key->p, key->len, vlen, 0, &ref);
-    switch (rc) {
-    case 0:
-        c->res_id = ref.id;
-        c->res_off = ref.offset;
-        return;
-    case STORE_DUP: /* present (nx), or another SET of this key is under way */
-        c->drop_reply = setnx ? SR_ZERO : nx ? SR_NIL : SR_OK;
-        return;
-    case TIDE_EKEYEMPTY:
-    case TIDE_EKEYLONG:
-        snprintf(c->err, sizeof(c->err), "ERR key of %zu bytes: tide keys are 1..%d bytes",
-                 key->len, TIDE_KEY_MAX);
-        return;
-    case TIDE_EVALBIG:
-        snprintf(c->err, sizeof(c->err), "ERR value of %llu bytes is over the limit of %llu",
-                 (unsigned long long)vlen, (unsigned long long)c->parser.lim.max_bulk);
-        return;
-    case TIDE_ENOSPACE:
-        snprintf(c->err, sizeof(c->err),
-                 "OOM no room for %llu bytes: the pool is full of pinned or incoming values",
-                 (unsigned long long)vlen);
-        return;
-    default:
-        snprintf(c->err, sizeof(c->err), "ERR cannot store the value: %s", tide_strerror(rc));
-    }
-}
-
-static int set_reply(resp_conn *c, int kind) {
-    switch (kind) {
-    case SR_OK: return OUT_LIT(c, "+OK\r\n");
-    case SR_ONE: return OUT_LIT(c, ":1\r\n");
-    case SR_ZERO: return OUT_LIT(c, ":0\r\n");
-    case SR_NIL: return OUT_LIT(c, "$-1\r\n");
-    default: return out_line(c, '-', c->err);
-    }
-}
-
-/* The value bytes are in place at the reservation: checksum, commit, answer. */
-static int set_commit(resp_conn *c, uint64_t sum) {
-    int rc = store_commit(c->srv->st, c->res_id, sum);
-    c->res_id = 0;
-    if (rc != 0) {
-        snprintf(c->err, sizeof(c->err), "ERR the value was lost: %s", tide_strerror(rc));
-        return set_reply(c, SR_ERR);
-    }
-    store_count_io(c->srv->st, c->vlen, 0);
-    return set_reply(c, c->ok_reply);
-}
-
-/* SET of a value that is in the buffer. *stored says whether it was. */
-static int set_buffered(resp_conn *c, const resp_arg *key, const resp_arg *val, int nx, int xx,
-                        int setnx, int *stored) {
-    set_plan(c, key, val->len, nx, xx, setnx);
-    *stored = c->res_id != 0;
-    if (!c->res_id) return set_reply(c, c->drop_reply);
-    tide_iov iov = {(void *)val->p, val->len};
-    uint64_t sum = copy_gather(store_base(c->srv->st) + c->res_off, &iov, 1, 1);
-    c->vlen = val->len;
-    return set_commit(c, sum);
-}
-
 /* A SET (argv: SET key value) or SETNX whose value is still arriving: reserve, take the
- * bytes already buffered, and read the rest in body_read(). 0 or -ENOMEM. */
+ * bytes already buffered, and read the rest in body_read(). With the pool shared, other
+ * processes may write the reservation while the bytes land in it, so the intake is staged
+ * (intake.h): the checksum is then of the client's bytes. 0 or -ENOMEM. */
 static int body_begin(resp_conn *c, const resp_cmd *cmd) {
-    if (!c->sum && !(c->sum = checksum_new())) return -ENOMEM;
-    checksum_reset(c->sum);
     int setnx = resp_arg_is(&cmd->argv[0], "SETNX");
     c->body_start_ns = now_ns();
     c->vlen = cmd->argv[2].len;
-    set_plan(c, &cmd->argv[1], c->vlen, setnx, 0, setnx);
-    c->got = 0;
-    c->crlf_got = 0;
-    c->io.in_body = 1;
-    /* The parser stopped at the value's header: every buffered byte belongs to the value
-     * and its "\r\n". */
-    size_t avail = c->in_len - c->in_off, take = avail < c->vlen ? avail : (size_t)c->vlen;
-    if (c->res_id) {
-        memcpy(store_base(c->srv->st) + c->res_off, c->in + c->in_off, take);
-        checksum_update(c->sum, c->in + c->in_off, take);
+    resp_set_plan(c, &cmd->argv[1], c->vlen, setnx, 0, setnx);
+    c->val = (intake_val){.res_id = c->res_id, .offset = c->res_off, .vlen = c->vlen};
+    int rc = intake_start(&c->body, c->srv->st, &c->val, 1, 2, server_pool_shared(c->srv));
+    if (rc) {
+        if (c->res_id) store_abort(c->srv->st, c->res_id);
+        c->res_id = 0;
+        return rc;
     }
-    c->got = take;
-    for (size_t i = take; i < avail && c->crlf_got < 2; i++)
-        c->crlf[c->crlf_got++] = c->in[c->in_off + i];
-    c->in_off = c->in_len = 0;
+    c->io.in_body = 1;
+    /* The parser stopped at the value's header: the buffered bytes are the value's, its
+     * "\r\n", and maybe commands after them. */
+    c->in_off += intake_feed(&c->body, c->in + c->in_off, c->in_len - c->in_off);
+    if (c->in_off == c->in_len) c->in_off = c->in_len = 0;
     return 0;
 }
 
-/* Read value bytes straight into place; the bytes after the value's "\r\n" (the next
- * commands) land in `in`. 1 when the value is complete, 0 when the socket has nothing more
- * now, negative on error or EOF. */
+/* Read value bytes into place; the bytes after the value's "\r\n" (the next commands)
+ * land in `in`. 1 when the value is complete, 0 when the socket has nothing more now or
+ * the budget is spent, negative on error or EOF. */
 static int body_read(resp_conn *c) {
-    /* With the pool shared, other processes may write the reservation while the bytes land
-     * in it: hashing it there could take their bytes for the client's. The value then comes
-     * through the scratch buffer (STAGING_SIZE), is hashed there and streamed into place. */
-    int shared = server_pool_shared(c->srv), direct = c->res_id && !shared;
-    size_t scratch_size = shared ? STAGING_SIZE : SCRATCH_SIZE;
-    if (!direct && !c->scratch && !(c->scratch = malloc(scratch_size))) return -ENOMEM;
-    while (c->got < c->vlen || c->crlf_got < 2) {
-        if (c->io.drained) return 0; /* the socket was empty: epoll says when more came */
-        struct iovec iov[3];
-        int n = 0;
-        uint64_t left = c->vlen - c->got;
-        size_t vtake = 0;
-        if (left) {
-            size_t lim = direct ? (1u << 30) : scratch_size;
-            vtake = left > lim ? lim : (size_t)left;
-            iov[n].iov_base = direct ? store_base(c->srv->st) + c->res_off + c->got : c->scratch;
-            iov[n++].iov_len = vtake;
-        }
-        if (vtake == left) {
-            iov[n].iov_base = c->crlf + c->crlf_got;
-            iov[n++].iov_len = 2 - c->crlf_got;
-            iov[n].iov_base = c->in + c->in_len;
-            iov[n++].iov_len = c->in_cap - c->in_len;
-        }
-        ssize_t r = connio_readv(&c->io, iov, n);
-        if (r <= 0) return (int)r;
-        size_t got = (size_t)r, t = got < vtake ? got : vtake;
-        if (direct && t)
-            checksum_update(c->sum, iov[0].iov_base, t);
-        else if (c->res_id && t)
-            checksum_update_copy(c->sum, store_base(c->srv->st) + c->res_off + c->got,
-                                 c->scratch, t);
-        c->got += t;
-        got -= t;
-        t = got < 2 - c->crlf_got ? got : 2 - c->crlf_got;
-        c->crlf_got += (unsigned)t;
-        c->in_len += got - t;
-    }
-    return 1;
+    if (intake_done(&c->body)) return 1;
+    size_t got;
+    int rc = intake_read(&c->body, &c->io, c->in + c->in_len, c->in_cap - c->in_len, &got);
+    c->in_len += got;
+    return rc;
 }
 
 static int proto_error(resp_conn *c, const char *msg) {
     atomic_fetch_add(&c->srv->m.proto_errors, 1);
     LOG_DEBUG("RESP: closing a connection after a protocol error: %s", msg);
     c->io.close_after_flush = 1;
-    return out_err(c, "ERR Protocol error: %s", msg);
+    return resp_out_err(c, "ERR Protocol error: %s", msg);
 }
 
 static int body_finish(resp_conn *c) {
     c->io.in_body = 0;
     int rc, ok = 0;
-    if (c->crlf[0] != '\r' || c->crlf[1] != '\n') {
+    c->res_id = c->val.res_id;
+    c->val.res_id = 0;
+    if (c->body.trail[0] != '\r' || c->body.trail[1] != '\n') {
         if (c->res_id) store_abort(c->srv->st, c->res_id);
         c->res_id = 0;
         rc = proto_error(c, "a bulk string not followed by \\r\\n");
     } else if (c->res_id) {
         ok = 1;
-        rc = set_commit(c, checksum_digest(c->sum));
+        rc = resp_set_commit(c, c->val.got);
     } else {
         ok = c->drop_reply != SR_ERR;
-        rc = set_reply(c, c->drop_reply);
+        rc = resp_set_reply(c, c->drop_reply);
     }
-    metrics_op_done(&c->srv->m, MOP_PUT, ok ? MST_OK : MST_ERROR, 1,
-                    now_ns() - c->body_start_ns);
-    return rc;
-}
-
-/* ---- commands ------------------------------------------------------------------------ */
-
-typedef int (*cmd_fn)(resp_conn *c, const resp_cmd *cmd, int *status);
-
-/* A value that failed its checksum: log, report it to the store (which drops it), unpin. */
-static void value_failed(store *st, const store_ref *ref) {
-    LOG_WARN("RESP: a value of %llu bytes failed its checksum; removed, answered as a miss",
-             (unsigned long long)ref->len);
-    store_verify_failed(st, ref->id);
-    store_unpin(st, ref->id);
-}
-
-/* Queue a small pinned value as a bulk string copied into the reply's chunks, checking the
- * copy (not the pool) against the checksum; nil when it fails. Unpins. *hit: 1 when the
- * value was queued. */
-static int reply_copy(resp_conn *c, const store_ref *ref, const uint8_t *v, int *hit) {
-    store *st = c->srv->st;
-    uint8_t hdr[RESP_NUM_MAX];
-    size_t hl = resp_enc_num(hdr, '$', (int64_t)ref->len), need = hl + ref->len + 2;
-    uint8_t *b = outq_room(&c->io.out, need);
-    if (!b) {
-        store_unpin(st, ref->id);
-        return -ENOMEM;
-    }
-    memcpy(b, hdr, hl);
-    if (copy_out_hashed(b + hl, v, ref->len) != ref->checksum) {
-        value_failed(st, ref);
-        return OUT_LIT(c, "$-1\r\n"); /* the room is reused: nothing was committed to it */
-    }
-    store_unpin(st, ref->id);
-    memcpy(b + hl + ref->len, "\r\n", 2);
-    outq_wrote(&c->io.out, need);
-    *hit = 1;
-    return 0;
-}
-
-/* Queue key's value as a bulk string, or nil when it is absent or fails its checksum.
- *
- * The bytes sent must be the bytes checked. Small values are copied into the reply and the
- * copy is checked (reply_copy). While the pool is tided's alone (no Unix socket: no other
- * process maps it), a committed object's bytes never change, so a large value is checked in
- * the pool and sent from there by writev under its pin. With a Unix socket, same-host
- * clients map the pool read-write and may write it between a check and the send, so a
- * large value is queued as a checked segment (outq_push_checked): copied out of the pool
- * and checked when it reaches the head of the output queue, just before it is sent (while
- * the copy is in cache, and one value at a time however long the reply), its bulk header
- * and "\r\n" going with it, or nil instead of all three when the check fails. The get is
- * counted as a hit when it is queued. */
-static int reply_value(resp_conn *c, const resp_arg *key, int *hit) {
-    store *st = c->srv->st;
-    store_ref ref;
-    *hit = 0;
-    if (store_pin(st, key->p, key->len, 0, &ref) != 0) return OUT_LIT(c, "$-1\r\n");
-    const uint8_t *v = store_base(st) + ref.offset;
-    int rc;
-    if (ref.len <= COPY_MAX) {
-        rc = reply_copy(c, &ref, v, hit);
-    } else if (server_pool_shared(c->srv)) {
-        outq_frame fr = {.post = "\r\n", .fail = "$-1\r\n", .npost = 2, .nfail = 5};
-        fr.npre = (uint8_t)resp_enc_num(fr.pre, '$', (int64_t)ref.len);
-        rc = outq_push_checked(&c->io.out, v, ref.len, ref.id, ref.checksum, &fr);
-        if (rc) store_unpin(st, ref.id);
-        *hit = rc == 0;
-    } else {
-        if (checksum_buf(v, ref.len) != ref.checksum) {
-            value_failed(st, &ref);
-            return OUT_LIT(c, "$-1\r\n");
-        }
-        rc = out_num(c, '$', (int64_t)ref.len);
-        if (rc == 0) rc = outq_push(&c->io.out, v, ref.len, NULL, ref.id); /* the pin goes along */
-        if (rc) store_unpin(st, ref.id);
-        if (rc == 0) rc = OUT_LIT(c, "\r\n");
-        *hit = 1;
-    }
-    if (*hit) store_count_io(st, 0, ref.len);
-    return rc;
-}
-
-static int cmd_get(resp_conn *c, const resp_cmd *cmd, int *status) {
-    int hit;
-    int rc = reply_value(c, &cmd->argv[1], &hit);
-    *status = hit ? MST_OK : MST_MISS;
-    return rc;
-}
-
-static int cmd_mget(resp_conn *c, const resp_cmd *cmd, int *status) {
-    int rc = out_num(c, '*', cmd->argc - 1), all = 1;
-    for (uint32_t i = 1; i < cmd->argc && rc == 0; i++) {
-        int hit;
-        rc = reply_value(c, &cmd->argv[i], &hit);
-        all &= hit;
-    }
-    *status = all ? MST_OK : MST_MISS;
-    return rc;
-}
-
-static int cmd_set(resp_conn *c, const resp_cmd *cmd, int *status) {
-    int nx = 0, xx = 0, stored;
-    for (uint32_t i = 3; i < cmd->argc; i++) {
-        const resp_arg *o = &cmd->argv[i];
-        if (resp_arg_is(o, "NX")) {
-            nx = 1;
-        } else if (resp_arg_is(o, "XX")) {
-            xx = 1;
-        } else if (resp_arg_is(o, "EX") || resp_arg_is(o, "PX") || resp_arg_is(o, "EXAT") ||
-                   resp_arg_is(o, "PXAT") || resp_arg_is(o, "KEEPTTL")) {
-            *status = MST_ERROR;
-            return out_err(c, "ERR tide does not expire keys: SET %.*s is not supported "
-                              "(values leave by eviction or DEL)", (int)o->len, o->p);
-        } else if (resp_arg_is(o, "GET")) {
-            *status = MST_ERROR;
-            return out_err(c, "ERR SET ... GET is not supported by tide");
-        } else {
-            *status = MST_ERROR;
-            return out_err(c, "ERR syntax error");
-        }
-    }
-    if (nx && xx) {
-        *status = MST_ERROR;
-        return out_err(c, "ERR syntax error");
-    }
-    int rc = set_buffered(c, &cmd->argv[1], &cmd->argv[2], nx, xx, 0, &stored);
-    *status = stored || c->drop_reply != SR_ERR ? MST_OK : MST_ERROR;
-    return rc;
-}
-
-static int cmd_setnx(resp_conn *c, const resp_cmd *cmd, int *status) {
-    int stored;
-    int rc = set_buffered(c, &cmd->argv[1], &cmd->argv[2], 1, 0, 1, &stored);
-    *status = stored || c->drop_reply != SR_ERR ? MST_OK : MST_ERROR;
-    return rc;
-}
-
-static int cmd_mset(resp_conn *c, const resp_cmd *cmd, int *status) {
-    if (cmd->argc % 2 != 1) {
-        *status = MST_ERROR;
-        return out_err(c, "ERR wrong number of arguments for 'mset' command");
-    }
-    /* Each pair is a SET; the first failure is the answer (the other pairs are stored). */
-    char first_err[sizeof(c->err)] = "";
-    for (uint32_t i = 1; i < cmd->argc; i += 2) {
-        set_plan(c, &cmd->argv[i], cmd->argv[i + 1].len, 0, 0, 0);
-        if (!c->res_id) {
-            if (c->drop_reply == SR_ERR && !first_err[0]) memcpy(first_err, c->err, sizeof(c->err));
-            continue;
-        }
-        tide_iov iov = {(void *)cmd->argv[i + 1].p, cmd->argv[i + 1].len};
-        uint64_t sum = copy_gather(store_base(c->srv->st) + c->res_off, &iov, 1, 1);
-        int rc = store_commit(c->srv->st, c->res_id, sum);
-        c->res_id = 0;
-        if (rc == 0)
-            store_count_io(c->srv->st, iov.len, 0);
-        else if (!first_err[0])
-            snprintf(first_err, sizeof(first_err), "ERR a value was lost: %s", tide_strerror(rc));
-    }
-    *status = first_err[0] ? MST_ERROR : MST_OK;
-    return first_err[0] ? out_line(c, '-', first_err) : OUT_LIT(c, "+OK\r\n");
-}
-
-static int cmd_exists(resp_conn *c, const resp_cmd *cmd, int *status) {
-    int64_t n = 0;
-    for (uint32_t i = 1; i < cmd->argc; i++)
-        n += store_exists(c->srv->st, cmd->argv[i].p, cmd->argv[i].len) == 1;
-    *status = n == (int64_t)cmd->argc - 1 ? MST_OK : MST_MISS;
-    return out_num(c, ':', n);
-}
-
-static int cmd_del(resp_conn *c, const resp_cmd *cmd, int *status) {
-    int64_t n = 0;
-    for (uint32_t i = 1; i < cmd->argc; i++)
-        n += store_remove(c->srv->st, cmd->argv[i].p, cmd->argv[i].len) == 0;
-    *status = n == (int64_t)cmd->argc - 1 ? MST_OK : MST_MISS;
-    return out_num(c, ':', n);
-}
-
-static int cmd_ping(resp_conn *c, const resp_cmd *cmd, int *status) {
-    if (cmd->argc > 2) {
-        *status = MST_ERROR;
-        return out_err(c, "ERR wrong number of arguments for 'ping' command");
-    }
-    if (cmd->argc == 2) return out_bulk(c, cmd->argv[1].p, cmd->argv[1].len);
-    return OUT_LIT(c, "+PONG\r\n");
-}
-
-static int cmd_echo(resp_conn *c, const resp_cmd *cmd, int *status) {
-    return out_bulk(c, cmd->argv[1].p, cmd->argv[1].len);
-}
-
-static int cmd_dbsize(resp_conn *c, const resp_cmd *cmd, int *status) {
-    tide_stats st;
-    store_stats(c->srv->st, &st);
-    return out_num(c, ':', (int64_t)st.objects);
-}
-
-static int cmd_flushall(resp_conn *c, const resp_cmd *cmd, int *status) {
-    if (cmd->argc > 2 || (cmd->argc == 2 && !resp_arg_is(&cmd->argv[1], "ASYNC") &&
-                          !resp_arg_is(&cmd->argv[1], "SYNC"))) {
-        *status = MST_ERROR;
-        return out_err(c, "ERR syntax error");
-    }
-    store_clear(c->srv->st);
-    return OUT_LIT(c, "+OK\r\n");
-}
-
-static int cmd_select(resp_conn *c, const resp_cmd *cmd, int *status) {
-    int64_t db;
-    if (resp_arg_int(&cmd->argv[1], &db) != 0) {
-        *status = MST_ERROR;
-        return out_err(c, "ERR value is not an integer or out of range");
-    }
-    if (db != 0) {
-        *status = MST_ERROR;
-        return out_err(c, "ERR DB index is out of range (tide has one keyspace, db 0)");
-    }
-    return OUT_LIT(c, "+OK\r\n");
-}
-
-/* Human-readable bytes the way Redis writes them (1.50M). */
-static const char *human(uint64_t v, char *buf, size_t cap) {
-    static const char units[] = "BKMGTP";
-    double d = (double)v;
-    int u = 0;
-    while (d >= 1024 && u < 5) {
-        d /= 1024;
-        u++;
-    }
-    if (u == 0)
-        snprintf(buf, cap, "%lluB", (unsigned long long)v);
-    else
-        snprintf(buf, cap, "%.2f%c", d, units[u]);
-    return buf;
-}
-
-enum { INFO_SERVER = 1, INFO_CLIENTS = 2, INFO_MEMORY = 4, INFO_STATS = 8, INFO_KEYSPACE = 16 };
-
-/* The eviction policy as INFO and CONFIG GET name it: Redis's name for LRU, tide's own for
- * the others. */
-static const char *maxmemory_policy(const server *srv) {
-    return srv->cfg.store.policy == STORE_POLICY_LRU ? "allkeys-lru"
-                                                     : store_policy_name(srv->cfg.store.policy);
-}
-
-static int cmd_info(resp_conn *c, const resp_cmd *cmd, int *status) {
-    static const char *const names[] = {"server", "clients", "memory", "stats", "keyspace"};
-    unsigned want = cmd->argc == 1 ? 0x1f : 0;
-    for (uint32_t i = 1; i < cmd->argc; i++) {
-        if (resp_arg_is(&cmd->argv[i], "all") || resp_arg_is(&cmd->argv[i], "everything") ||
-            resp_arg_is(&cmd->argv[i], "default"))
-            want = 0x1f;
-        for (unsigned s = 0; s < 5; s++)
-            if (resp_arg_is(&cmd->argv[i], names[s])) want |= 1u << s;
-    }
-    server *srv = c->srv;
-    tide_stats st;
-    store_stats(srv->st, &st);
-    char b[4096], h1[32], h2[32];
-    size_t n = 0;
-#define ADD(...) (n += (size_t)snprintf(b + n, n < sizeof(b) ? sizeof(b) - n : 0, __VA_ARGS__))
-    if (want & INFO_SERVER) {
-        uint64_t up = (now_ns() - atomic_load(&start_ns)) / 1000000000ull;
-        /* redis_version: the Redis release whose RESP2 commands tided answers like, for
-         * clients that look at it; tide_version is what this is. */
-        ADD("# Server\r\nredis_version:7.0.0\r\ntide_version:%s\r\nredis_mode:standalone\r\n"
-            "process_id:%d\r\ntcp_port:%d\r\nio_threads_active:%d\r\nuptime_in_seconds:%llu\r\n"
-            "uptime_in_days:%llu\r\n",
-            tide_version(), (int)getpid(), srv->resp_port, srv->cfg.threads,
-            (unsigned long long)up, (unsigned long long)(up / 86400));
-    }
-    if (want & INFO_CLIENTS) {
-        ADD("%s# Clients\r\nconnected_clients:%d\r\nmaxclients:%d\r\n", n ? "\r\n" : "",
-            atomic_load(&srv->open_conns), srv->cfg.max_conns);
-    }
-    if (want & INFO_MEMORY) {
-        ADD("%s# Memory\r\nused_memory:%llu\r\nused_memory_human:%s\r\nmaxmemory:%llu\r\n"
-            "maxmemory_human:%s\r\nmaxmemory_policy:%s\r\ntide_meta_bytes:%llu\r\n"
-            "tide_pinned_objects:%llu\r\ntide_reserved_objects:%llu\r\n",
-            n ? "\r\n" : "", (unsigned long long)st.used_bytes, human(st.used_bytes, h1, 32),
-            (unsigned long long)st.capacity_bytes, human(st.capacity_bytes, h2, 32),
-            maxmemory_policy(srv),
-            (unsigned long long)st.meta_bytes, (unsigned long long)st.pinned,
-            (unsigned long long)st.reserved);
-    }
-    if (want & INFO_STATS) {
-        uint64_t cmds = 0;
-        for (int op = 0; op < MOP_COUNT; op++)
-            for (int s = 0; s < MST_COUNT; s++) cmds += atomic_load(&srv->m.ops[op][s]);
-        ADD("%s# Stats\r\ntotal_connections_received:%llu\r\ntotal_commands_processed:%llu\r\n"
-            "total_net_input_bytes:%llu\r\ntotal_net_output_bytes:%llu\r\n"
-            "rejected_connections:%llu\r\nevicted_keys:%llu\r\nkeyspace_hits:%llu\r\n"
-            "keyspace_misses:%llu\r\ntide_puts:%llu\r\ntide_put_dups:%llu\r\n"
-            "tide_evicted_bytes:%llu\r\ntide_checksum_errors:%llu\r\ntide_value_bytes_in:%llu\r\n"
-            "tide_value_bytes_out:%llu\r\ntide_protocol_errors:%llu\r\ntide_auth_failures:%llu\r\n",
-            n ? "\r\n" : "", (unsigned long long)atomic_load(&srv->m.conns_total),
-            (unsigned long long)cmds, (unsigned long long)atomic_load(&srv->m.bytes_in),
-            (unsigned long long)atomic_load(&srv->m.bytes_out),
-            (unsigned long long)atomic_load(&srv->m.conns_rejected),
-            (unsigned long long)st.evictions, (unsigned long long)st.gets,
-            (unsigned long long)st.misses, (unsigned long long)st.puts,
-            (unsigned long long)st.put_dups, (unsigned long long)st.evicted_bytes,
-            (unsigned long long)st.checksum_errors, (unsigned long long)st.bytes_in,
-            (unsigned long long)st.bytes_out, (unsigned long long)atomic_load(&srv->m.proto_errors),
-            (unsigned long long)atomic_load(&srv->m.auth_failures));
-    }
-    if (want & INFO_KEYSPACE) {
-        ADD("%s# Keyspace\r\n", n ? "\r\n" : "");
-        if (st.objects)
-            ADD("db0:keys=%llu,expires=0,avg_ttl=0\r\n", (unsigned long long)st.objects);
-    }
-#undef ADD
-    return out_bulk(c, b, n < sizeof(b) ? n : sizeof(b) - 1);
-}
-
-static int cmd_client(resp_conn *c, const resp_cmd *cmd, int *status) {
-    const resp_arg *sub = &cmd->argv[1];
-    if (resp_arg_is(sub, "SETNAME") && cmd->argc == 3) {
-        const resp_arg *nm = &cmd->argv[2];
-        for (size_t i = 0; i < nm->len; i++) {
-            if (nm->p[i] < '!' || nm->p[i] > '~') {
-                *status = MST_ERROR;
-                return out_err(c, "ERR Client names cannot contain spaces, newlines or special "
-                                  "characters.");
-            }
-        }
-        if (nm->len >= sizeof(c->name)) {
-            *status = MST_ERROR;
-            return out_err(c, "ERR client name longer than %zu bytes", sizeof(c->name) - 1);
-        }
-        memcpy(c->name, nm->p, nm->len);
-        c->name[nm->len] = '\0';
-        return OUT_LIT(c, "+OK\r\n");
-    }
-    if (resp_arg_is(sub, "GETNAME") && cmd->argc == 2)
-        return c->name[0] ? out_bulk_str(c, c->name) : OUT_LIT(c, "$-1\r\n");
-    if (resp_arg_is(sub, "ID") && cmd->argc == 2) return out_num(c, ':', (int64_t)c->id);
-    if (resp_arg_is(sub, "SETINFO") && cmd->argc == 4) return OUT_LIT(c, "+OK\r\n");
-    *status = MST_ERROR;
-    return out_err(c, "ERR unknown subcommand or wrong number of arguments for CLIENT %.*s "
-                      "(tide answers SETNAME, GETNAME, ID, SETINFO)",
-                   (int)(sub->len > 32 ? 32 : sub->len), sub->p);
-}
-
-static int cmd_config(resp_conn *c, const resp_cmd *cmd, int *status) {
-    if (!resp_arg_is(&cmd->argv[1], "GET") || cmd->argc < 3) {
-        *status = MST_ERROR;
-        return out_err(c, "ERR tide answers CONFIG GET only (settings are tided's flags)");
-    }
-    /* The settings clients and redis-benchmark ask about, as tided has them. */
-    char maxmem[32];
-    snprintf(maxmem, sizeof(maxmem), "%llu", (unsigned long long)store_capacity(c->srv->st));
-    const char *const kv[][2] = {{"save", ""},         {"appendonly", "no"},
-                                 {"databases", "1"},   {"maxmemory", maxmem},
-                                 {"maxmemory-policy", maxmemory_policy(c->srv)}};
-    size_t nkv = sizeof(kv) / sizeof(kv[0]);
-    int match[sizeof(kv) / sizeof(kv[0])] = {0}, count = 0;
-    for (uint32_t i = 2; i < cmd->argc; i++) {
-        const resp_arg *pat = &cmd->argv[i];
-        for (size_t k = 0; k < nkv; k++) {
-            if (!match[k] && ((pat->len == 1 && pat->p[0] == '*') || resp_arg_is(pat, kv[k][0]))) {
-                match[k] = 1;
-                count++;
-            }
-        }
-    }
-    int rc = out_num(c, '*', 2 * count);
-    for (size_t k = 0; k < nkv && rc == 0; k++) {
-        if (!match[k]) continue;
-        rc = out_bulk_str(c, kv[k][0]);
-        if (rc == 0) rc = out_bulk_str(c, kv[k][1]);
-    }
-    return rc;
-}
-
-static int cmd_auth(resp_conn *c, const resp_cmd *cmd, int *status) {
-    const char *token = c->srv->cfg.auth_token;
-    if (cmd->argc > 3) {
-        *status = MST_ERROR;
-        return out_err(c, "ERR syntax error");
-    }
-    if (!token[0]) {
-        *status = MST_ERROR;
-        return out_err(c, "ERR AUTH <password> called without any password configured for "
-                          "the default user (tided runs without --auth-token-file)");
-    }
-    const resp_arg *pw = &cmd->argv[cmd->argc - 1];
-    int user_ok = cmd->argc == 2 || resp_arg_is(&cmd->argv[1], "default");
-    if (!connio_token_equal(token, pw->p, pw->len) || !user_ok) {
-        atomic_fetch_add(&c->srv->m.auth_failures, 1);
-        *status = MST_ERROR;
-        return out_err(c, "WRONGPASS invalid username-password pair or user is disabled.");
-    }
-    if (!c->authed) { /* out of its pre-auth slot (preauth.c) */
-        int rc = preauth_promote(c->srv, c->io.fd);
-        if (rc == -ECONNABORTED) return rc;
-        if (rc == TIDE_ELIMIT) {
-            *status = MST_ERROR;
-            c->io.close_after_flush = 1;
-            return out_err(c, "ERR max number of clients reached (--max-conns %d)",
-                           c->srv->cfg.max_conns);
-        }
-    }
-    c->authed = 1;
-    return OUT_LIT(c, "+OK\r\n");
-}
-
-static int cmd_quit(resp_conn *c, const resp_cmd *cmd, int *status) {
-    c->io.close_after_flush = 1;
-    return OUT_LIT(c, "+OK\r\n");
-}
-
-static int cmd_command(resp_conn *c, const resp_cmd *cmd, int *status);
-
-/* The command table: name, arity (Redis's convention: n = exactly n arguments with the
- * name, -n = at least n), flags, first/last/step key positions, handler, metrics op
- * (-1: not counted). */
-static const struct rcmd {
-    const char *name;
-    int arity;
-    const char *flags[3];
-    int first, last, step;
-    cmd_fn fn;
-    int mop;
-} cmds[] = {
-    {"get", 2, {"readonly", "fast"}, 1, 1, 1, cmd_get, MOP_GET},
-    {"set", -3, {"write", "denyoom"}, 1, 1, 1, cmd_set, MOP_PUT},
-    {"setnx", 3, {"write", "denyoom", "fast"}, 1, 1, 1, cmd_setnx, MOP_PUT},
-    {"mget", -2, {"readonly", "fast"}, 1, -1, 1, cmd_mget, MOP_GET},
-    {"mset", -3, {"write", "denyoom"}, 1, -1, 2, cmd_mset, MOP_PUT},
-    {"exists", -2, {"readonly", "fast"}, 1, -1, 1, cmd_exists, MOP_EXISTS},
-    {"del", -2, {"write"}, 1, -1, 1, cmd_del, MOP_REMOVE},
-    {"ping", -1, {"fast"}, 0, 0, 0, cmd_ping, MOP_PING},
-    {"echo", 2, {"fast"}, 0, 0, 0, cmd_echo, -1},
-    {"info", -1, {"loading", "stale"}, 0, 0, 0, cmd_info, MOP_STAT},
-    {"dbsize", 1, {"readonly", "fast"}, 0, 0, 0, cmd_dbsize, MOP_STAT},
-    {"flushall", -1, {"write"}, 0, 0, 0, cmd_flushall, MOP_CLEAR},
-    {"flushdb", -1, {"write"}, 0, 0, 0, cmd_flushall, MOP_CLEAR},
-    {"select", 2, {"loading", "fast"}, 0, 0, 0, cmd_select, -1},
-    {"command", -1, {"loading", "stale"}, 0, 0, 0, cmd_command, -1},
-    {"client", -2, {"loading", "stale"}, 0, 0, 0, cmd_client, -1},
-    {"config", -2, {"admin", "loading", "stale"}, 0, 0, 0, cmd_config, -1},
-    {"auth", -2, {"noscript", "loading", "stale"}, 0, 0, 0, cmd_auth, -1},
-    {"quit", -1, {"loading", "stale", "fast"}, 0, 0, 0, cmd_quit, -1},
-};
-#define NCMDS (sizeof(cmds) / sizeof(cmds[0]))
-
-static const struct rcmd *cmd_find(const resp_arg *name) {
-    for (size_t i = 0; i < NCMDS; i++)
-        if (resp_arg_is(name, cmds[i].name)) return &cmds[i];
-    return NULL;
-}
-
-/* One entry of a COMMAND reply: name, arity, flags, first key, last key, step. */
-static int command_entry(resp_conn *c, const struct rcmd *d) {
-    int nf = 0;
-    while (nf < 3 && d->flags[nf]) nf++;
-    int rc = out_num(c, '*', 6);
-    if (rc == 0) rc = out_bulk_str(c, d->name);
-    if (rc == 0) rc = out_num(c, ':', d->arity);
-    if (rc == 0) rc = out_num(c, '*', nf);
-    for (int i = 0; i < nf && rc == 0; i++) rc = out_line(c, '+', d->flags[i]);
-    if (rc == 0) rc = out_num(c, ':', d->first);
-    if (rc == 0) rc = out_num(c, ':', d->last);
-    if (rc == 0) rc = out_num(c, ':', d->step);
-    return rc;
-}
-
-static int cmd_command(resp_conn *c, const resp_cmd *cmd, int *status) {
-    if (cmd->argc == 1) {
-        int rc = out_num(c, '*', (int64_t)NCMDS);
-        for (size_t i = 0; i < NCMDS && rc == 0; i++) rc = command_entry(c, &cmds[i]);
-        return rc;
-    }
-    const resp_arg *sub = &cmd->argv[1];
-    if (resp_arg_is(sub, "COUNT")) return out_num(c, ':', (int64_t)NCMDS);
-    if (resp_arg_is(sub, "DOCS")) /* no docs: redis-cli falls back on its own help */
-        return OUT_LIT(c, "*0\r\n");
-    if (resp_arg_is(sub, "LIST")) {
-        int rc = out_num(c, '*', (int64_t)NCMDS);
-        for (size_t i = 0; i < NCMDS && rc == 0; i++) rc = out_bulk_str(c, cmds[i].name);
-        return rc;
-    }
-    if (resp_arg_is(sub, "INFO")) {
-        int rc = out_num(c, '*', cmd->argc - 2);
-        for (uint32_t i = 2; i < cmd->argc && rc == 0; i++) {
-            const struct rcmd *d = cmd_find(&cmd->argv[i]);
-            rc = d ? command_entry(c, d) : OUT_LIT(c, "*-1\r\n");
-        }
-        return rc;
-    }
-    *status = MST_ERROR;
-    return out_err(c, "ERR unknown subcommand '%.*s' (tide answers COMMAND, COMMAND COUNT, "
-                      "DOCS, LIST, INFO)", (int)(sub->len > 32 ? 32 : sub->len), sub->p);
-}
-
-/* An argument as it may appear in an error message: printable, at most 64 bytes. */
-static void arg_show(const resp_arg *a, char *buf, size_t cap) {
-    size_t n = 0;
-    for (size_t i = 0; i < a->len && n + 5 < cap && i < 64; i++) {
-        uint8_t ch = a->p[i];
-        if (ch >= 0x20 && ch < 0x7f && ch != '\'')
-            buf[n++] = (char)ch;
-        else
-            n += (size_t)snprintf(buf + n, cap - n, "\\x%02x", ch);
-    }
-    buf[n] = '\0';
-}
-
-/* Run one parsed command (never an empty one). */
-static int dispatch(resp_conn *c, const resp_cmd *cmd) {
-    uint64_t t0 = now_ns();
-    const struct rcmd *d = cmd_find(&cmd->argv[0]);
-    char shown[300];
-    if (!d) {
-        arg_show(&cmd->argv[0], shown, sizeof(shown));
-        char args[200] = "";
-        size_t n = 0;
-        for (uint32_t i = 1; i < cmd->argc && i < 4 && n < 150; i++) {
-            char a[300];
-            arg_show(&cmd->argv[i], a, 40);
-            n += (size_t)snprintf(args + n, sizeof(args) - n, "'%s' ", a);
-        }
-        return out_err(c, "ERR unknown command '%s', with args beginning with: %s", shown, args);
-    }
-    if (!c->authed && d->fn != cmd_auth && d->fn != cmd_quit) {
-        atomic_fetch_add(&c->srv->m.auth_failures, 1);
-        return out_err(c, "NOAUTH Authentication required.");
-    }
-    if ((d->arity > 0 && cmd->argc != (uint32_t)d->arity) ||
-        (d->arity < 0 && cmd->argc < (uint32_t)-d->arity))
-        return out_err(c, "ERR wrong number of arguments for '%s' command", d->name);
-    int status = MST_OK;
-    int rc = d->fn(c, cmd, &status);
-    if (d->mop >= 0) {
-        uint64_t keys = d->first ? cmd->argc - 1 : 0;
-        if (d->fn == cmd_mset || d->fn == cmd_set || d->fn == cmd_setnx) keys = (cmd->argc - 1) / 2;
-        metrics_op_done(&c->srv->m, d->mop, rc ? MST_ERROR : status, keys, now_ns() - t0);
-    }
+    metrics_op_done(&c->srv->m, MOP_PUT, ok ? MST_OK : MST_ERROR, 1, now_ns() - c->body_start_ns);
     return rc;
 }
 
@@ -941,7 +148,7 @@ static int parse_one(resp_conn *c) {
     ssize_t n = resp_parse(&c->parser, b, avail, &cmd, 1);
     /* Only SET key value and SETNX key value stream their value. */
     if (n > 0 && cmd.pending &&
-        !(c->authed && cmd.argc == 3 &&
+        !(c->io.authed && cmd.argc == 3 &&
           (resp_arg_is(&cmd.argv[0], "SET") || resp_arg_is(&cmd.argv[0], "SETNX"))))
         n = resp_parse(&c->parser, b, avail, &cmd, 0);
     if (n < 0) {
@@ -961,9 +168,10 @@ static int parse_one(resp_conn *c) {
     }
     c->want = 0;
     c->in_off += (size_t)n;
+    connio_charge(&c->io);
     if (cmd.pending) return body_begin(c, &cmd) < 0 ? -ENOMEM : 1;
     if (cmd.argc == 0) return 1;
-    int rc = dispatch(c, &cmd);
+    int rc = resp_dispatch(c, &cmd);
     return rc < 0 ? rc : 1;
 }
 
@@ -982,6 +190,16 @@ static int read_more(resp_conn *c) {
     }
     if (c->io.drained) return 0; /* the socket was empty: epoll says when more came */
     size_t room = c->want > avail + 4096 ? c->want : avail + 4096;
+    size_t ask = (size_t)-1;
+    if (!c->io.authed) {
+        /* Before AUTH a command must fit CONNIO_PREAUTH_IN bytes, as a native HELLO must:
+         * a peer without the token cannot make tided buffer more than that. */
+        if (c->want > CONNIO_PREAUTH_IN || avail >= CONNIO_PREAUTH_IN) {
+            int rc = proto_error(c, "a command of more than 512 bytes before AUTH");
+            return rc < 0 ? rc : 0;
+        }
+        ask = CONNIO_PREAUTH_IN - avail;
+    }
     if (c->in_off + room > c->in_cap) {
         if (c->in_off) {
             memmove(c->in, c->in + c->in_off, avail);
@@ -990,7 +208,8 @@ static int read_more(resp_conn *c) {
         }
         if (connio_grow(&c->in, &c->in_cap, room) != 0) return -ENOMEM;
     }
-    ssize_t r = connio_recv(&c->io, c->in + c->in_len, c->in_cap - c->in_len);
+    if (ask > c->in_cap - c->in_len) ask = c->in_cap - c->in_len;
+    ssize_t r = connio_recv(&c->io, c->in + c->in_len, ask);
     if (r < 0) return r == -EAGAIN ? 0 : (int)r;
     if (r == 0) { /* the peer is done sending: answer what it sent, then close */
         c->io.close_after_flush = 1;
@@ -1000,9 +219,11 @@ static int read_more(resp_conn *c) {
     return 1;
 }
 
-/* Run the commands in `in`, reading more as needed. 0, or negative to close now. */
-static int process_input(resp_conn *c) {
-    while (!connio_held(&c->io)) {
+/* connio_ops.serve: run the commands in `in`, reading more as needed, within the wake-up's
+ * budget. 0, or negative to close now. */
+static int resp_serve(connio *io) {
+    resp_conn *c = (resp_conn *)io;
+    while (!connio_held(&c->io) && !connio_spent(&c->io)) {
         int rc;
         if (c->io.in_body) {
             if ((rc = body_read(c)) <= 0) return rc;
@@ -1020,59 +241,24 @@ static int process_input(resp_conn *c) {
     return 0;
 }
 
-static int on_event(resp_conn *c, uint32_t events) {
-    int rc = 0;
-    if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
-        c->io.drained = 0;
-        rc = process_input(c);
-    }
-    for (;;) {
-        if (rc < 0) return rc;
-        int frc = connio_flush(&c->io, NULL);
-        if (frc) return frc;
-        /* Sending may have lifted the backpressure on commands already buffered: level-
-         * triggered epoll will not report them again, so run them now. */
-        size_t avail = c->in_len - c->in_off;
-        if (connio_held(&c->io) || c->io.in_body || !avail || avail < c->want) break;
-        rc = process_input(c);
-        if (rc == 0 && c->in_len - c->in_off == avail && !outq_busy(&c->io.out)) break;
-    }
-    if (c->io.close_after_flush && !outq_busy(&c->io.out)) return -ECONNABORTED;
-    connio_watch(&c->io);
-    return 0;
+/* connio_ops.buffered: a whole command may be waiting in `in`. */
+static int resp_buffered(const connio *io) {
+    const resp_conn *c = (const resp_conn *)io;
+    size_t avail = c->in_len - c->in_off;
+    return avail > 0 && avail >= c->want;
 }
 
-void resp_worker_poll(worker *w) {
-    struct epoll_event evs[64];
-    int n = epoll_wait(w->resp_epfd, evs, 64, 0);
-    for (int i = 0; i < n; i++) {
-        resp_conn *c = evs[i].data.ptr;
-        if (on_event(c, evs[i].events) < 0) conn_close(c);
-    }
+/* connio_ops.tick: 1 when a partial command is buffered. */
+static int resp_tick(connio *io, uint64_t now) {
+    const resp_conn *c = (const resp_conn *)io;
+    return c->in_len > c->in_off;
 }
 
-void resp_worker_tick(worker *w, uint64_t now) {
-    for (resp_conn *c = w->resp_conns, *next; c; c = next) {
-        next = c->next;
-        if (connio_stalled(&c->io, now, c->in_len > c->in_off, "RESP: ", "command not finished"))
-            conn_close(c);
-    }
-}
-
-int resp_worker_drain(worker *w) {
-    int busy = 0;
-    for (resp_conn *c = w->resp_conns, *next; c; c = next) {
-        next = c->next;
-        /* Commands already read finish (a SET's value keeps arriving); a partial command
-         * is abandoned. */
-        if (connio_drain(&c->io, NULL))
-            conn_close(c);
-        else
-            busy = 1;
-    }
-    return busy;
-}
-
-void resp_worker_close_all(worker *w) {
-    while (w->resp_conns) conn_close(w->resp_conns);
-}
+static const connio_ops resp_ops = {
+    .who = "RESP: ",
+    .serve = resp_serve,
+    .buffered = resp_buffered,
+    .tick = resp_tick,
+    .free = resp_free,
+    .unfinished = "command not finished",
+};

@@ -1,32 +1,68 @@
 /*
- * resp_conn.h — tided's RESP port: connections that speak RESP2 (src/proto/resp.h) to the
- * same store as the native port, so Redis clients and tools work against tided unchanged.
- *
- * RESP connections are served by the same I/O workers as native ones. Each worker keeps
- * them in an epoll set of their own (resp_epfd), nested in the worker's main set: the
- * worker calls resp_worker_poll() when that set is ready. Everything here runs on the
- * worker's thread and touches only that worker's RESP connections.
+ * resp_conn.h — tided's RESP port, internal to its two files: resp_conn.c (the connection:
+ * reading, parsing, streaming a SET's value, its connio_ops) and resp_cmd.c (the commands
+ * and the replies they queue). server_int.h declares resp_conn_new, the one entry the
+ * worker's event loop needs. Everything here runs on the connection's worker thread.
  */
-#ifndef TIDE_RESP_CONN_H
-#define TIDE_RESP_CONN_H
+#ifndef TIDE_SERVER_RESP_CONN_H
+#define TIDE_SERVER_RESP_CONN_H
 
 #include <stdint.h>
 
+#include "proto/resp.h"
+#include "server/connio.h"
+#include "server/intake.h"
 #include "server/server_int.h"
 
-/* Create w->resp_epfd and add it to w->epfd. 0 or -errno. */
-int resp_worker_init(worker *w);
-/* Close w->resp_epfd (after the worker thread has ended). */
-void resp_worker_fini(worker *w);
-/* Take a new RESP connection on fd. 0, or -ENOMEM / -errno (the caller closes fd). */
-int resp_conn_adopt(worker *w, int fd);
-/* Run the RESP connections that are ready; close those that fail or finish. */
-void resp_worker_poll(worker *w);
-/* Close connections stalled past the idle timeout. */
-void resp_worker_tick(worker *w, uint64_t now);
-/* While stopping: flush what is queued, close what is done. Returns 1 while some are busy. */
-int resp_worker_drain(worker *w);
-/* Close every RESP connection of w at once. */
-void resp_worker_close_all(worker *w);
+typedef struct resp_conn resp_conn;
+
+/* What a SET answers: when its value was stored (ok) and when it was not (drop). */
+enum set_reply { SR_OK, SR_ONE, SR_ZERO, SR_NIL, SR_ERR };
+
+struct resp_conn {
+    connio io; /* first: the connection interface (connio.h) */
+    server *srv;
+    resp_parser parser;
+    resp_arg *argv;
+    uint32_t argv_cap;
+    uint8_t *in;
+    size_t in_off, in_len, in_cap; /* unparsed bytes: in[in_off, in_len) */
+    size_t want;                   /* parse again once this many bytes are unparsed */
+    uint64_t id;
+    char name[64];
+
+    /* The SET being run: resp_set_plan's reservation (0: the bytes are dropped) and its
+     * answers. */
+    uint64_t res_id, res_off, vlen;
+    int ok_reply, drop_reply;
+    char err[160]; /* the error line of SR_ERR */
+    /* A SET whose value is streaming in (io.in_body): its value and "\r\n" (intake.c). */
+    intake_val val;
+    intake body;
+    uint64_t body_start_ns;
+};
+
+/* resp_cmd.c: run one parsed command (never an empty one). 0, or negative to close. */
+int resp_dispatch(resp_conn *c, const resp_cmd *cmd);
+/* resp_cmd.c: note when the RESP port began serving (INFO's uptime); the first call wins. */
+void resp_cmd_started(void);
+
+/* Replies, appended to the output queue. 0 or -ENOMEM. */
+int resp_out_bytes(resp_conn *c, const void *p, size_t n);
+#define RESP_OUT_LIT(c, s) resp_out_bytes((c), (s), sizeof(s) - 1)
+int resp_out_num(resp_conn *c, char type, int64_t v);
+int resp_out_bulk(resp_conn *c, const void *p, size_t n);
+int resp_out_bulk_str(resp_conn *c, const char *s);
+int resp_out_line(resp_conn *c, char type, const char *s);
+__attribute__((format(printf, 2, 3))) int resp_out_err(resp_conn *c, const char *fmt, ...);
+
+/* SET's rules (resp_cmd.c). resp_set_plan decides what a SET of key (vlen bytes) does:
+ * reserve room (c->res_id set) or drop the value and answer c->drop_reply; nx: only when
+ * absent, xx: only when present, setnx: answer as SETNX. resp_set_reply queues the answer
+ * `kind` (enum set_reply); resp_set_commit commits c->res_id with checksum sum and
+ * answers. */
+void resp_set_plan(resp_conn *c, const resp_arg *key, uint64_t vlen, int nx, int xx, int setnx);
+int resp_set_reply(resp_conn *c, int kind);
+int resp_set_commit(resp_conn *c, uint64_t sum);
 
 #endif

@@ -1,6 +1,6 @@
 /*
- * server.c — tided's lifecycle: listeners, the accept loop, I/O worker threads, the
- * metrics thread, signals and a clean stop.
+ * server.c — tided's lifecycle: listeners, the accept loop, the metrics thread, signals
+ * and a clean stop. The I/O workers and their event loop are worker.c's.
  *
  * The accept thread never touches a connection after handing it over: it pushes the fd on
  * a worker's queue (round robin) and wakes that worker's eventfd.
@@ -34,10 +34,7 @@
 #include "common/util.h"
 #include "server/announce.h"
 #include "server/http.h"
-#include "server/resp_conn.h"
 #include "server/server_int.h"
-
-#define DRAIN_DEADLINE_NS (5ull * 1000000000ull)
 
 /* Wake whoever polls the eventfd efd. A write to an eventfd fails only when its counter
  * would overflow (EAGAIN), and then the reader has a wake-up pending already: nothing is
@@ -73,6 +70,7 @@ void server_config_defaults(server_config *cfg) {
     cfg->max_keys = 4096;
     cfg->max_frame = 4ull << 30;
     cfg->idle_timeout_s = 60;
+    cfg->write_stall_timeout_s = 30;
     cfg->unix_mode = 0600;
     cfg->unix_lease_ms = 30000;
 }
@@ -142,146 +140,6 @@ static void *metrics_main(void *arg) {
     int rc = http_serve(&h);
     if (rc < 0) LOG_ERROR("metrics thread: %s; /metrics stops answering", strerror(-rc));
     return NULL;
-}
-
-/* ---- workers ------------------------------------------------------------------------- */
-
-static void worker_adopt(worker *w) {
-    pthread_mutex_lock(&w->qlock);
-    size_t n = w->nincoming;
-    int fds[64];
-    if (n == 0) { /* a wake-up to stop, not a connection */
-        pthread_mutex_unlock(&w->qlock);
-        return;
-    }
-    if (n > 64) n = 64;
-    memcpy(fds, w->incoming, n * sizeof(int));
-    memmove(w->incoming, w->incoming + n, (w->nincoming - n) * sizeof(int));
-    w->nincoming -= n;
-    int more = w->nincoming > 0;
-    pthread_mutex_unlock(&w->qlock);
-    for (size_t i = 0; i < n; i++) {
-        int resp = (fds[i] & WORKER_FD_RESP) != 0, fd = fds[i] & ~WORKER_FD_RESP;
-        if (resp ? resp_conn_adopt(w, fd) != 0 : !conn_new(w, fd)) {
-            LOG_WARN("worker %d: out of memory for a new connection; closing it", w->index);
-            preauth_release(w->srv, fd, 0);
-            close(fd);
-            atomic_fetch_sub(&w->srv->open_conns, 1);
-            atomic_fetch_sub(&w->srv->m.conns_open, 1);
-        }
-    }
-    if (more) efd_wake(w->wakefd);
-}
-
-static void worker_close(worker *w, conn *c) {
-    conn_free(c);
-    atomic_fetch_sub(&w->srv->open_conns, 1);
-    atomic_fetch_sub(&w->srv->m.conns_open, 1);
-}
-
-static void *worker_main(void *arg) {
-    worker *w = arg;
-    server *srv = w->srv;
-    struct epoll_event evs[64];
-    uint64_t last_tick = now_ns(), drain_start = 0;
-    for (;;) {
-        int n = epoll_wait(w->epfd, evs, 64, 250);
-        if (n < 0 && errno != EINTR) {
-            LOG_ERROR("worker %d: epoll_wait: %s", w->index, strerror(errno));
-            break;
-        }
-        for (int i = 0; i < n; i++) {
-            if (evs[i].data.ptr == NULL) {
-                uint64_t v;
-                ssize_t r = read(w->wakefd, &v, sizeof(v));
-                (void)r;
-                worker_adopt(w);
-                continue;
-            }
-            if (evs[i].data.ptr == &w->resp_epfd) {
-                resp_worker_poll(w);
-                continue;
-            }
-            conn *c = evs[i].data.ptr;
-            if (conn_on_event(c, evs[i].events) < 0) worker_close(w, c);
-        }
-        uint64_t now = now_ns();
-        if (now - last_tick > 250000000ull) {
-            last_tick = now;
-            for (conn *c = w->conns, *next; c; c = next) {
-                next = conn_next(c);
-                if (conn_tick(c, now) < 0) worker_close(w, c);
-            }
-            resp_worker_tick(w, now);
-        }
-        if (atomic_load(&srv->stopping)) {
-            if (!drain_start) drain_start = now;
-            int busy = 0;
-            for (conn *c = w->conns, *next; c; c = next) {
-                next = conn_next(c);
-                if (conn_drain(c))
-                    worker_close(w, c);
-                else
-                    busy = 1;
-            }
-            busy |= resp_worker_drain(w);
-            if (!busy) break;
-            if (now - drain_start > DRAIN_DEADLINE_NS) {
-                LOG_WARN("worker %d: closing connections still busy after the drain deadline",
-                         w->index);
-                while (w->conns)
-                    worker_close(w, w->conns);
-                resp_worker_close_all(w);
-                break;
-            }
-        }
-    }
-    resp_worker_close_all(w);
-    return NULL;
-}
-
-/* Make worker w's epoll set and wake-up eventfd and start its thread. Its fds start at -1
- * (server_start_workers); whatever this made is closed by server_teardown on a failure. */
-static int worker_start(worker *w) {
-    w->epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (w->epfd < 0) return log_errno("worker %d: epoll_create1", w->index);
-    w->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (w->wakefd < 0) return log_errno("worker %d: eventfd", w->index);
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
-    if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->wakefd, &ev) != 0)
-        return log_errno("worker %d: epoll_ctl", w->index);
-    int rc = resp_worker_init(w);
-    if (rc) {
-        errno = -rc;
-        return log_errno("worker %d: its RESP epoll set", w->index);
-    }
-    if ((rc = pthread_create(&w->thread, NULL, worker_main, w)) != 0) {
-        errno = rc;
-        return log_errno("worker %d: pthread_create", w->index);
-    }
-    w->started = 1;
-    return 0;
-}
-
-static void worker_hand(worker *w, int fd) {
-    pthread_mutex_lock(&w->qlock);
-    if (w->nincoming == w->capincoming) {
-        size_t cap = w->capincoming ? w->capincoming * 2 : 16;
-        int *grown = realloc(w->incoming, cap * sizeof(int));
-        if (!grown) {
-            pthread_mutex_unlock(&w->qlock);
-            preauth_release(w->srv, fd & ~WORKER_FD_RESP, 0);
-            close(fd & ~WORKER_FD_RESP);
-            atomic_fetch_sub(&w->srv->open_conns, 1);
-            atomic_fetch_sub(&w->srv->m.conns_open, 1);
-            return;
-        }
-        w->incoming = grown;
-        w->capincoming = cap;
-    }
-    w->incoming[w->nincoming++] = fd;
-    pthread_mutex_unlock(&w->qlock);
-    efd_wake(w->wakefd);
 }
 
 /* ---- accept loop --------------------------------------------------------------------- */
@@ -510,7 +368,7 @@ static int server_start_workers(server *srv) {
         worker *w = &srv->workers[i];
         w->srv = srv;
         w->index = i;
-        w->epfd = w->wakefd = w->resp_epfd = -1;
+        w->epfd = w->wakefd = -1;
         w->qlock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER; /* cannot fail, unlike _init */
     }
     for (int i = 0; i < srv->nworkers; i++) {
@@ -624,24 +482,10 @@ static int server_loop(server *srv) {
 static void server_teardown(server *srv) {
     announce_stop(srv->ann); /* leave the cluster before draining */
     atomic_store(&srv->stopping, 1);
-    for (int i = 0; i < srv->nworkers; i++) {
-        worker *w = &srv->workers[i];
-        if (!w->started) continue;
-        efd_wake(w->wakefd);
-        pthread_join(w->thread, NULL);
-    }
-    for (int i = 0; i < srv->nworkers; i++) {
-        worker *w = &srv->workers[i];
-        for (size_t j = 0; j < w->nincoming; j++) {
-            preauth_release(srv, w->incoming[j] & ~WORKER_FD_RESP, 0);
-            close(w->incoming[j] & ~WORKER_FD_RESP);
-        }
-        free(w->incoming);
-        if (w->epfd >= 0) close(w->epfd);
-        if (w->wakefd >= 0) close(w->wakefd);
-        resp_worker_fini(w);
-        pthread_mutex_destroy(&w->qlock);
-    }
+    for (int i = 0; i < srv->nworkers; i++)
+        worker_stop(&srv->workers[i]);
+    for (int i = 0; i < srv->nworkers; i++)
+        worker_fini(&srv->workers[i]);
     if (srv->metrics_started) {
         efd_wake(srv->metrics_stopfd);
         pthread_join(srv->metrics_thread, NULL);

@@ -44,7 +44,10 @@ typedef struct server_config {
     uint32_t max_keys;       /* keys in one frame */
     uint64_t max_frame;      /* bytes in one frame, values included */
     uint64_t max_value;      /* largest value; 0 = the pool's limit */
-    uint32_t idle_timeout_s; /* close a connection whose reply has not moved for this long */
+    uint32_t idle_timeout_s; /* close a connection whose partial request (or, before auth,
+                                whose HELLO / AUTH) has not moved for this long */
+    uint32_t write_stall_timeout_s; /* close a connection whose queued replies have not
+                                       moved for this long (a peer that does not read) */
     const char *ready_file;  /* when set, write "port metrics_port\n" here once listening */
     /* Cluster membership (announce.c): registered in etcd when etcd is not empty. */
     char etcd[256];      /* etcd endpoints, "http://host:2379[,...]" (etcd.h) */

@@ -1,7 +1,8 @@
 /*
- * server_int.h — tided's internal pieces shared by server.c (lifecycle, accept, workers)
- * and conn.c (one connection's protocol state machine). The socket side that native and
- * RESP connections share has its own headers: connio.h, and outq.h for the output queue.
+ * server_int.h — tided's internal pieces shared by server.c (lifecycle, accept), worker.c
+ * (the I/O workers' event loop) and the connection files. A connection of either protocol
+ * is a connio (connio.h: the one connection interface, with its table of operations);
+ * conn.c is the native protocol, resp_conn.c RESP, outq.h the output queue.
  *
  * Ownership: a connection belongs to exactly one worker and is touched only by that
  * worker's thread. The worker's `incoming` queue is the one place two threads meet
@@ -21,8 +22,8 @@
 #include "server/server.h"
 #include "store/store.h"
 
-typedef struct conn conn;
 typedef struct server server;
+typedef struct connio connio;
 
 typedef struct worker {
     server *srv;
@@ -33,10 +34,9 @@ typedef struct worker {
     pthread_mutex_t qlock;
     int *incoming; /* accepted fds waiting to be adopted (under qlock) */
     size_t nincoming, capincoming;
-    conn *conns; /* this worker's connections (doubly linked) */
-    int started; /* its thread runs (server_teardown joins it) */
-    int resp_epfd;                /* RESP connections' epoll set, nested in epfd */
-    struct resp_conn *resp_conns; /* this worker's RESP connections (resp_conn.c) */
+    connio *conns; /* this worker's connections, both protocols (doubly linked) */
+    connio *ready; /* connections whose budget ran out with work left (connio.h) */
+    int started;   /* its thread runs (server_teardown joins it) */
 } worker;
 
 /* Marks an fd in `incoming` as a RESP connection. fds stay below 2^30 (the kernel's
@@ -69,9 +69,10 @@ struct server {
     int metrics_started;
     struct announce *ann; /* etcd registration (announce.c), NULL when none */
     atomic_int stopping;
-    atomic_int open_conns;   /* every connection open, authenticated or not */
-    atomic_int authed_conns; /* with a token: those past HELLO/AUTH (<= max_conns) */
-    preauth pre;             /* with a token: those not yet authenticated */
+    atomic_int open_conns;                 /* every connection open, authenticated or not */
+    atomic_int authed_conns;               /* with a token: those past HELLO/AUTH (<= max_conns) */
+    atomic_uint_fast64_t fd_send_failures; /* the pool's descriptor could not be passed */
+    preauth pre;                           /* with a token: those not yet authenticated */
     pthread_t metrics_thread;
     int metrics_stopfd;
     int unix_fd;                 /* Unix socket listener, -1 when none (uds.c) */
@@ -84,31 +85,23 @@ static inline int server_pool_shared(const server *srv) {
     return srv->cfg.unix_path[0] != '\0';
 }
 
-/* conn.c */
-conn *conn_new(worker *w, int fd);
-/* Handle readiness; returns 0 to keep the connection, negative to close it. */
-int conn_on_event(conn *c, uint32_t events);
-/* Periodic check: close when the peer has stalled past the idle timeout. */
-int conn_tick(conn *c, uint64_t now);
-/* Stop reading new requests; returns 1 when nothing is left to send. */
-int conn_drain(conn *c);
-void conn_free(conn *c);
-conn *conn_next(conn *c);
-/* For conn_shm.c: the connection's server, and a reply encoded by fn (called once with a
- * NULL buffer for the size, then with a buffer the output queue will own). */
-typedef int (*conn_encode_fn)(void *buf, size_t cap, size_t *len, void *arg);
-server *conn_server(conn *c);
-int conn_reply(conn *c, conn_encode_fn fn, void *arg);
+/* worker.c: the I/O workers, one event loop each. */
+/* Make worker w's epoll set and wake-up eventfd and start its thread (fds made are closed
+ * by worker_fini, also on failure). 0 or -errno (logged). */
+int worker_start(worker *w);
+/* Wake the worker to stop and join its thread (nothing when it never started). */
+void worker_stop(worker *w);
+/* Close what worker_start made, and the connections still queued for it (after its thread
+ * has ended). */
+void worker_fini(worker *w);
+/* Accept thread: queue fd (| WORKER_FD_RESP for the RESP port) for w and wake it. */
+void worker_hand(worker *w, int fd);
 
-/* conn_shm.c: the shared-pool requests of a same-host connection and the leases it holds. */
-typedef struct shm_state shm_state;
-shm_state *shm_new(void);
-/* Release every pin and abort every reservation still held; NULL is ignored. */
-void shm_free(store *st, shm_state *s);
-/* Serve RESERVE, COMMIT, PIN or RELEASE; *status is the metrics outcome. */
-int shm_dispatch(conn *c, shm_state *s, const frame_msg *m, int *status);
-/* writev() that also passes `fd` (SCM_RIGHTS) with the first byte sent. */
-ssize_t shm_send_fd(int sock, const struct iovec *iov, int n, int fd);
+/* conn.c: a native protocol connection on fd, watched in w's epoll set. NULL when out of
+ * memory or epoll refuses it (fd is not closed). */
+connio *conn_new(worker *w, int fd);
+/* resp_conn.c: the same for a RESP connection. */
+connio *resp_conn_new(worker *w, int fd);
 
 /* preauth.c: connection budgets on a server with a token. */
 int preauth_init(preauth *p, int cap);

@@ -252,3 +252,30 @@ TEST(outq_checked_segment_freed_unsent_releases_its_pin) {
     CHECK_EQ(pinned(st), 0);
     rig_close(&g);
 }
+
+/* outq_flush_some stops once its bound is sent, with the socket still writable, and the
+ * next call goes on where it stopped: one wake-up of a connection sends a bounded amount
+ * however much is queued (connio.h, fairness). */
+TEST(outq_flush_some_stops_at_its_bound) {
+    rig g;
+    rig_open(&g, 0);
+    outq *q = &g.q;
+    for (int i = 0; i < 8; i++) {
+        uint8_t *b = malloc(1000);
+        memset(b, 'a' + i, 1000);
+        CHECK_EQ(outq_owned(q, b, 1000), 0);
+    }
+    uint64_t progress = 0;
+    size_t sent = 0;
+    CHECK_EQ(outq_flush_some(q, g.sv[0], NULL, &progress, 2500, &sent), 0);
+    CHECK_EQ(sent, 2500);
+    CHECK(outq_busy(q));
+    CHECK_EQ(q->pending, 8000 - sent);
+    CHECK_EQ(outq_flush_some(q, g.sv[0], NULL, &progress, SIZE_MAX, &sent), 0);
+    CHECK(!outq_busy(q));
+    uint8_t buf[9000];
+    CHECK_EQ(read_all(g.sv[1], buf, sizeof(buf)), 8000);
+    for (int i = 0; i < 8; i++)
+        CHECK_EQ(buf[i * 1000 + 999], 'a' + i);
+    rig_close(&g);
+}
