@@ -205,9 +205,9 @@ TEST(url_etcd_endpoints_take_ipv6) {
     socklen_t alen = sizeof(a);
     if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
         getsockname(fd, (struct sockaddr *)&a, &alen) != 0) {
-        int e = errno;
+        int bind_errno = errno;
         if (fd >= 0) close(fd);
-        TEST_SKIP("no IPv6 on loopback (cannot bind [::1]): %s", strerror(e));
+        TEST_SKIP("no IPv6 on loopback (cannot bind [::1]): %s", strerror(bind_errno));
     }
     char eps[64], want[64];
     snprintf(eps, sizeof(eps), "127.0.0.1:1,http://[::1]:%d/", ntohs(a.sin6_port));
