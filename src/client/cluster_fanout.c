@@ -37,6 +37,7 @@ static void task_run(ctask *t) {
         t->rc = rc;
         return;
     }
+    if (atomic_load(&t->m->missed) && atomic_exchange(&t->m->missed, 0)) node_mark_missed(h);
     switch (t->op) {
     case OP_PUT:
         rc = tide_put_many(h, t->keys, t->n, t->iov, t->iovcnt, t->res);

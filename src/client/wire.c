@@ -265,6 +265,32 @@ static int wire_hello(wire_call *k) {
     return 0;
 }
 
+/* REPLICA on k's connection (a cluster member's): the client's timeout and, when the
+ * cluster skipped this node since the last one, the MISSED flag, so that the node drops
+ * what may be stale before it answers anything else. */
+static int wire_replica(wire_call *k) {
+    wire *w = k->w;
+    int missed = atomic_exchange(&w->missed, 0);
+    uint64_t ms = w->timeout_ns / 1000000;
+    uint8_t buf[FRAME_HDR_SIZE + FRAME_REPLICA_META];
+    size_t len;
+    frame_msg m;
+    int rc = frame_encode_replica(buf, sizeof(buf), &len, 0, missed ? FRAME_REPLICA_MISSED : 0,
+                                  (uint32_t)(ms > UINT32_MAX ? UINT32_MAX
+                                             : ms            ? ms
+                                                             : 1));
+    if (rc == 0) rc = wire_exchange(k, buf, len, NULL, 0, "REPLICA", &m);
+    if (rc == 0)
+        atomic_store(&w->fences, m.replica.fences);
+    else if (missed)
+        atomic_store(&w->missed, 1); /* not delivered: the next connection says it */
+    return rc;
+}
+
+void wire_mark_missed(wire *w) {
+    atomic_store(&w->missed, 1);
+}
+
 /* TCP: a non-blocking connect, waited for against the deadline. */
 static int wire_connect_tcp(wire_call *k) {
     wire *w = k->w;
@@ -330,7 +356,7 @@ static int wire_conn_open(wire_call *k) {
         frame_decoder_reset(&c->dec);
         c->fresh = 1;
         c->unread = 0;
-        if ((rc = wire_hello(k)) == 0) return 0;
+        if ((rc = wire_hello(k)) == 0 && (!w->replica || (rc = wire_replica(k)) == 0)) return 0;
         wire_conn_close(c);
         if (w->sa.ss_family == AF_UNIX || (rc != -ECONNRESET && rc != -EPIPE) ||
             now_ns() >= k->deadline)
@@ -508,6 +534,14 @@ int wire_run(tide_store *s, wire *w, wire_request *x) {
             return rc;
         }
         int fresh = k.c->fresh;
+        k.got_reply_bytes = 0;
+        if (w->replica && !fresh && atomic_load(&w->missed) && (rc = wire_replica(&k)) != 0) {
+            /* A pooled connection the node closed (it dropped its contents since): again. */
+            wire_give(&k, 1);
+            int io_error = rc > -TIDE_ERRBASE && rc != -ETIMEDOUT;
+            if (w->retry && attempt == 0 && !k.got_reply_bytes && io_error) continue;
+            return rc;
+        }
         k.got_reply_bytes = 0;
         k.head_hint = x->reply_head;
         frame_msg m;

@@ -59,6 +59,7 @@
 #include "common/util.h"
 #include "proto/frame.h"
 #include "server/connio.h"
+#include "server/replica.h"
 #include "server/server_int.h"
 
 /* The input buffer starts small: a peer that has not authenticated yet can only ever send
@@ -112,6 +113,7 @@ struct conn {
     int is_unix;    /* accepted on the Unix listener */
     int send_fd;    /* the pool's memfd, to pass with the next bytes sent; -1 = none */
     shm_state *shm; /* leases of a connection granted FRAME_FEATURE_SHM, else NULL */
+    uint64_t replica_gen; /* replica.c: the node's generation when this connection began */
 };
 
 conn *conn_next(conn *c) {
@@ -656,6 +658,7 @@ static int dispatch(conn *c, const frame_msg *m) {
     case FRAME_OP_MATCH_PREFIX: rc = op_match(c, m, &status); break;
     case FRAME_OP_STAT: rc = op_stat(c, m); break;
     case FRAME_OP_PING: rc = reply_empty(c, op, m->h.req_id); break;
+    case FRAME_OP_REPLICA: rc = replica_op(c, m, &c->replica_gen, &status); break;
     case FRAME_OP_CLEAR:
         store_clear(c->srv->st);
         rc = reply_empty(c, op, m->h.req_id);
@@ -692,6 +695,7 @@ static int dispatch(conn *c, const frame_msg *m) {
 static int process_input(conn *c) {
     while (!connio_held(&c->io)) {
         if (!c->io.in_body && atomic_load(&c->srv->stopping)) return 0;
+        if (replica_gate(c->srv, &c->replica_gen) != 0) return -ECONNRESET; /* replica.c */
         if (c->io.in_body) {
             int rc = body_read(c);
             if (rc <= 0) return rc;

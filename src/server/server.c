@@ -35,6 +35,7 @@
 #include "server/announce.h"
 #include "server/http.h"
 #include "server/resp_conn.h"
+#include "server/replica.h"
 #include "server/server_int.h"
 
 #define DRAIN_DEADLINE_NS (5ull * 1000000000ull)
@@ -679,6 +680,7 @@ static void server_teardown(server *srv) {
     if (srv->epfd >= 0) close(srv->epfd);
     if (srv->sfd >= 0) close(srv->sfd);
     free(srv->workers);
+    replica_stop(srv);
     if (srv->st) store_destroy(srv->st);
     preauth_fini(&srv->pre);
 }
@@ -727,8 +729,9 @@ int server_run(const server_config *cfg) {
     }
     if ((rc = server_cluster_check(srv)) == 0 && (rc = server_preauth(srv)) == 0 &&
         (rc = server_signals(srv)) == 0 && (rc = server_store(srv)) == 0 &&
-        (rc = server_open_listeners(srv)) == 0 && (rc = server_start_workers(srv)) == 0 &&
-        (rc = server_accept_set(srv)) == 0 && (rc = server_announce(srv)) == 0)
+        (rc = replica_start(srv)) == 0 && (rc = server_open_listeners(srv)) == 0 &&
+        (rc = server_start_workers(srv)) == 0 && (rc = server_accept_set(srv)) == 0 &&
+        (rc = server_announce(srv)) == 0)
         rc = server_loop(srv);
     server_teardown(srv);
     free(srv);

@@ -1,0 +1,187 @@
+/*
+ * replica.c — a node that may have missed writes drops its contents before a cluster client
+ * reads from it again.
+ *
+ * tide clusters are masterless: a put or remove goes to the key's R replicas and is
+ * acknowledged when one copy took it; a replica that did not answer in time is skipped.
+ * That replica still holds the old state of the key (the bytes a remove deleted, or the
+ * older bytes a newer put replaced elsewhere) and, being unaware of it, would serve it when
+ * it answers again — and it may then be the only copy left. This file makes such a node
+ * discard everything before it serves a cluster client, whenever it cannot rule out having
+ * missed a write ("doubt"):
+ *
+ *   - at start: anything the SSD tier restored predates this process;
+ *   - after a stall: a heartbeat thread ticks every `period`; a gap between ticks (or
+ *     between the last tick and a request) longer than half the shortest timeout the cluster
+ *     clients announced means this node was stopped or starved for long enough that a
+ *     client may have given up on it;
+ *   - when a cluster client says it skipped this node (REPLICA with FRAME_REPLICA_MISSED,
+ *     sent before anything else once the client marked the node down).
+ *
+ * Doubt is settled by store_clear() (memory and disk) as soon as the node is in replica mode
+ * — set by the first REPLICA request, which cluster clients send on every new connection —
+ * and connections opened before the clear are closed at their next request, so a write
+ * buffered from before the gap (superseded since) is never applied after it. Plain clients
+ * (one node, no REPLICA) never put the node in replica mode: a single node cannot miss an
+ * acknowledged write, and its SSD contents survive restarts as before.
+ *
+ * Lock rules: `lock` serialises settling (the clear); the fast path reads atomics only.
+ * The tick is stored with release after any clear, so a worker that sees a fresh tick also
+ * sees the generation that clear bumped.
+ */
+#include "server/replica.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "server/server_int.h"
+
+/* The stall threshold before any cluster client announced its timeout: half the default
+ * cluster timeout (2000 ms). */
+#define REPLICA_DEFAULT_GAP_NS (1000ull * 1000000ull)
+/* Floor of the threshold: a client announcing a tiny timeout cannot make scheduling noise
+ * clear the node. */
+#define REPLICA_MIN_GAP_NS (20ull * 1000000ull)
+#define REPLICA_MAX_PERIOD_NS (100ull * 1000000ull)
+#define START_WHY                                                                                  \
+    "this node started since (what its SSD tier restored may predate writes it missed)"
+
+struct replica {
+    pthread_mutex_t lock;
+    pthread_t thread;
+    int started;
+    atomic_int stop;
+    atomic_int on;               /* a cluster client sent REPLICA: clear on doubt */
+    atomic_int doubt;            /* this node may have missed writes */
+    _Atomic uint64_t gap_ns;     /* a gap longer than this is a stall */
+    _Atomic uint64_t last_tick;  /* now_ns() of the last heartbeat */
+    _Atomic uint64_t generation; /* bumped by each clear; connections older are closed */
+    _Atomic uint64_t fences;     /* clears made */
+};
+
+static uint64_t period_of(uint64_t gap) {
+    uint64_t p = gap / 4;
+    return p > REPLICA_MAX_PERIOD_NS ? REPLICA_MAX_PERIOD_NS : p;
+}
+
+/* Note a stall seen at `now`, and clear when in doubt and in replica mode (lock held). */
+static void settle_locked(server *srv, replica *r, uint64_t now, const char *why) {
+    uint64_t last = atomic_load(&r->last_tick), gap = atomic_load(&r->gap_ns);
+    if (now > last && now - last > gap) {
+        if (!atomic_load(&r->doubt))
+            LOG_WARN("no progress for %llu ms (stopped or starved): this node may have missed "
+                     "writes its replicas took",
+                     (unsigned long long)((now - last) / 1000000));
+        atomic_store(&r->doubt, 1);
+        why = "it stalled";
+    }
+    if (atomic_load(&r->doubt) && atomic_load(&r->on)) {
+        tide_stats st;
+        store_stats(srv->st, &st);
+        store_clear(srv->st);
+        atomic_store(&r->doubt, 0);
+        atomic_fetch_add(&r->fences, 1);
+        atomic_fetch_add(&r->generation, 1);
+        LOG_WARN("dropped %llu objects: %s, so they may be stale (a remove or newer put "
+                 "acknowledged by other replicas); open connections are closed",
+                 (unsigned long long)st.objects, why);
+    }
+    if (now > last) atomic_store_explicit(&r->last_tick, now, memory_order_release);
+}
+
+static void settle(server *srv, replica *r, const char *why) {
+    pthread_mutex_lock(&r->lock);
+    settle_locked(srv, r, now_ns(), why);
+    pthread_mutex_unlock(&r->lock);
+}
+
+static void *replica_main(void *arg) {
+    server *srv = arg;
+    replica *r = srv->rep;
+    while (!atomic_load(&r->stop)) {
+        uint64_t p = period_of(atomic_load(&r->gap_ns));
+        struct timespec d = {(time_t)(p / 1000000000ull), (long)(p % 1000000000ull)};
+        nanosleep(&d, NULL);
+        settle(srv, r, START_WHY);
+    }
+    return NULL;
+}
+
+int replica_start(server *srv) {
+    replica *r = calloc(1, sizeof(*r));
+    if (!r) {
+        LOG_ERROR("cannot start tided: out of memory");
+        return -ENOMEM;
+    }
+    pthread_mutex_init(&r->lock, NULL);
+    atomic_store(&r->doubt, 1);
+    atomic_store(&r->gap_ns, REPLICA_DEFAULT_GAP_NS);
+    atomic_store(&r->last_tick, now_ns());
+    atomic_store(&r->generation, 1);
+    srv->rep = r;
+    int rc = pthread_create(&r->thread, NULL, replica_main, srv);
+    if (rc) {
+        LOG_ERROR("cannot start tided: replica heartbeat thread: %s", strerror(rc));
+        return -rc;
+    }
+    r->started = 1;
+    return 0;
+}
+
+void replica_stop(server *srv) {
+    replica *r = srv->rep;
+    if (!r) return;
+    atomic_store(&r->stop, 1);
+    if (r->started) pthread_join(r->thread, NULL);
+    pthread_mutex_destroy(&r->lock);
+    free(r);
+    srv->rep = NULL;
+}
+
+int replica_gate(server *srv, uint64_t *conn_gen) {
+    replica *r = srv->rep;
+    if (!r) return 0;
+    uint64_t last = atomic_load_explicit(&r->last_tick, memory_order_acquire), now = now_ns();
+    if ((now > last && now - last > atomic_load(&r->gap_ns)) ||
+        (atomic_load(&r->doubt) && atomic_load(&r->on)))
+        settle(srv, r, START_WHY);
+    uint64_t gen = atomic_load(&r->generation);
+    if (*conn_gen == 0) *conn_gen = gen;
+    return *conn_gen == gen ? 0 : -ECONNRESET;
+}
+
+static int enc_replica_reply(void *buf, size_t cap, size_t *len, void *arg) {
+    const uint64_t *a = arg;
+    return frame_encode_replica_reply(buf, cap, len, a[0], a[1], a[2]);
+}
+
+int replica_op(conn *c, const frame_msg *m, uint64_t *conn_gen, int *status) {
+    server *srv = conn_server(c);
+    replica *r = srv->rep;
+    (void)status;
+    uint64_t gap = (uint64_t)m->replica.timeout_ms * 1000000ull / 2;
+    if (gap < REPLICA_MIN_GAP_NS) gap = REPLICA_MIN_GAP_NS;
+    pthread_mutex_lock(&r->lock);
+    if (gap < atomic_load(&r->gap_ns)) atomic_store(&r->gap_ns, gap);
+    if (!atomic_load(&r->on)) {
+        atomic_store(&r->on, 1);
+        LOG_INFO("a cluster client connected: this node drops its contents whenever it may "
+                 "have missed writes (restart, stall, or a client that skipped it)");
+    }
+    const char *why = START_WHY;
+    if (m->replica.flags & FRAME_REPLICA_MISSED) {
+        atomic_store(&r->doubt, 1);
+        why = "a cluster client skipped this node (it did not answer in time)";
+    }
+    settle_locked(srv, r, now_ns(), why);
+    uint64_t reply[3] = {m->h.req_id, atomic_load(&r->fences), atomic_load(&r->generation)};
+    *conn_gen = reply[2]; /* this connection saw the clear: it stays */
+    pthread_mutex_unlock(&r->lock);
+    return conn_reply(c, enc_replica_reply, reply);
+}
