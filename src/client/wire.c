@@ -224,7 +224,9 @@ static void wire_conn_close(wire_conn *c) {
  * backend's on_hello with the reply and any descriptor that came with it. */
 static int wire_hello(wire_call *k) {
     wire *w = k->w;
-    frame_hello h = {FRAME_VERSION, FRAME_VERSION, w->features, (const uint8_t *)w->token,
+    frame_hello h = {FRAME_VERSION, FRAME_VERSION,
+                     w->features | (w->replica ? FRAME_FEATURE_REPLICA : 0),
+                     (const uint8_t *)w->token,
                      (uint16_t)strlen(w->token)};
     if (!h.token_len) h.token = NULL;
     uint8_t buf[FRAME_HDR_SIZE + FRAME_HELLO_META + FRAME_TOKEN_MAX];
@@ -260,6 +262,7 @@ static int wire_hello(wire_call *k) {
     w->max_keys = m.hello_reply.max_keys;
     w->max_frame = m.hello_reply.max_frame;
     pthread_mutex_unlock(&w->lock);
+    k->c->replica = w->replica && (m.hello_reply.features & FRAME_FEATURE_REPLICA);
     if (w->on_hello) return w->on_hello(k, &m, fd);
     if (fd >= 0) close(fd);
     return 0;
@@ -356,7 +359,7 @@ static int wire_conn_open(wire_call *k) {
         frame_decoder_reset(&c->dec);
         c->fresh = 1;
         c->unread = 0;
-        if ((rc = wire_hello(k)) == 0 && (!w->replica || (rc = wire_replica(k)) == 0)) return 0;
+        if ((rc = wire_hello(k)) == 0 && (!c->replica || (rc = wire_replica(k)) == 0)) return 0;
         wire_conn_close(c);
         if (w->sa.ss_family == AF_UNIX || (rc != -ECONNRESET && rc != -EPIPE) ||
             now_ns() >= k->deadline)
@@ -535,7 +538,7 @@ int wire_run(tide_store *s, wire *w, wire_request *x) {
         }
         int fresh = k.c->fresh;
         k.got_reply_bytes = 0;
-        if (w->replica && !fresh && atomic_load(&w->missed) && (rc = wire_replica(&k)) != 0) {
+        if (k.c->replica && !fresh && atomic_load(&w->missed) && (rc = wire_replica(&k)) != 0) {
             /* A pooled connection the node closed (it dropped its contents since): again. */
             wire_give(&k, 1);
             int io_error = rc > -TIDE_ERRBASE && rc != -ETIMEDOUT;

@@ -41,6 +41,7 @@ typedef struct wire_conn {
      * less than it asked): the next read polls first instead of trying a recvmsg that would
      * only say EAGAIN. */
     int drained;
+    int replica; /* its HELLO granted FRAME_FEATURE_REPLICA (wire.replica) */
 } wire_conn;
 
 typedef struct wire_call wire_call;

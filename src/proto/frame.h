@@ -131,6 +131,9 @@
 /* HELLO feature bits. */
 /* Send the pool's memfd with the reply and serve RESERVE, COMMIT, PIN, RELEASE. */
 #define FRAME_FEATURE_SHM (1ull << 0)
+/* Serve REPLICA (a cluster client's; an older tided never echoes the bit, and is then sent
+ * none). */
+#define FRAME_FEATURE_REPLICA (1ull << 1)
 
 enum frame_op {
     FRAME_OP_HELLO = 0x01,

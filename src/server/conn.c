@@ -265,6 +265,7 @@ static int op_hello(conn *c, const frame_msg *m, int *status) {
         c->send_fd = store_fd(c->srv->st);
         features |= FRAME_FEATURE_SHM;
     }
+    features |= h->features & FRAME_FEATURE_REPLICA; /* replica.c */
     frame_hello_reply r = {FRAME_VERSION, c->dec.lim.max_keys, features, c->dec.lim.max_value,
                            c->dec.lim.max_frame};
     uint8_t *buf = malloc(FRAME_HDR_SIZE + FRAME_HELLO_REPLY_META);

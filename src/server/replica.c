@@ -10,7 +10,7 @@
  * discard everything before it serves a cluster client, whenever it cannot rule out having
  * missed a write ("doubt"):
  *
- *   - at start: anything the SSD tier restored predates this process;
+ *   - at start, when the SSD tier restored anything: it predates this process;
  *   - after a stall: a heartbeat thread ticks every `period`; a gap between ticks (or
  *     between the last tick and a request) longer than half the shortest timeout the cluster
  *     clients announced means this node was stopped or starved for long enough that a
@@ -79,7 +79,7 @@ static void settle_locked(server *srv, replica *r, uint64_t now, const char *why
                      "writes its replicas took",
                      (unsigned long long)((now - last) / 1000000));
         atomic_store(&r->doubt, 1);
-        why = "it stalled";
+        why = "this node stalled";
     }
     if (atomic_load(&r->doubt) && atomic_load(&r->on)) {
         tide_stats st;
@@ -88,9 +88,9 @@ static void settle_locked(server *srv, replica *r, uint64_t now, const char *why
         atomic_store(&r->doubt, 0);
         atomic_fetch_add(&r->fences, 1);
         atomic_fetch_add(&r->generation, 1);
-        LOG_WARN("dropped %llu objects: %s, so they may be stale (a remove or newer put "
-                 "acknowledged by other replicas); open connections are closed",
-                 (unsigned long long)st.objects, why);
+        LOG_WARN("dropped %llu objects that may be stale after a remove or newer put the other "
+                 "replicas acknowledged (%s); connections opened before are closed",
+                 (unsigned long long)(st.objects + st.disk_objects), why);
     }
     if (now > last) atomic_store_explicit(&r->last_tick, now, memory_order_release);
 }
@@ -120,7 +120,11 @@ int replica_start(server *srv) {
         return -ENOMEM;
     }
     pthread_mutex_init(&r->lock, NULL);
-    atomic_store(&r->doubt, 1);
+    /* What the SSD tier restored predates this process: it may be stale. An empty store
+     * cannot be. */
+    tide_stats st;
+    store_stats(srv->st, &st);
+    atomic_store(&r->doubt, st.objects + st.disk_objects > 0);
     atomic_store(&r->gap_ns, REPLICA_DEFAULT_GAP_NS);
     atomic_store(&r->last_tick, now_ns());
     atomic_store(&r->generation, 1);
@@ -177,7 +181,7 @@ int replica_op(conn *c, const frame_msg *m, uint64_t *conn_gen, int *status) {
     const char *why = START_WHY;
     if (m->replica.flags & FRAME_REPLICA_MISSED) {
         atomic_store(&r->doubt, 1);
-        why = "a cluster client skipped this node (it did not answer in time)";
+        why = "a cluster client skipped this node: it did not answer in time";
     }
     settle_locked(srv, r, now_ns(), why);
     uint64_t reply[3] = {m->h.req_id, atomic_load(&r->fences), atomic_load(&r->generation)};

@@ -16,8 +16,8 @@ typedef struct server server;
 typedef struct conn conn;
 typedef struct replica replica;
 
-/* Start the state and its heartbeat thread (the node starts in doubt: whatever its SSD tier
- * restored predates it). 0, or -errno with the reason logged. */
+/* Start the state and its heartbeat thread, after the store (the node starts in doubt when
+ * its SSD tier restored objects: they predate it). 0, or -errno with the reason logged. */
 int replica_start(server *srv);
 /* Stop the thread and free the state; a server without one is a no-op. */
 void replica_stop(server *srv);
