@@ -11,10 +11,14 @@
  * missed a write ("doubt"):
  *
  *   - at start, when the SSD tier restored anything: it predates this process;
+ *   - after a stop: SIGCONT (blocked in every thread by server.c, read here from a signalfd)
+ *     says the process was stopped, for however long;
  *   - after a stall: a heartbeat thread ticks every `period`; a gap between ticks (or
- *     between the last tick and a request) longer than half the shortest timeout the cluster
+ *     between the last tick and a request) longer than the shortest timeout the cluster
  *     clients announced means this node was stopped or starved for long enough that a
- *     client may have given up on it;
+ *     client gave up on a call it made during the gap. The request path checks the gap
+ *     itself, so the first request after a SIGCONT is judged before it is served even when
+ *     a worker wakes before this thread;
  *   - when a cluster client says it skipped this node (REPLICA with FRAME_REPLICA_MISSED,
  *     sent before anything else once the client marked the node down).
  *
@@ -32,25 +36,28 @@
 #include "server/replica.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/signalfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "common/util.h"
 #include "server/server_int.h"
 
-/* The stall threshold before any cluster client announced its timeout: half the default
+/* The stall threshold before any cluster client announced its timeout: the default
  * cluster timeout (2000 ms). */
-#define REPLICA_DEFAULT_GAP_NS (1000ull * 1000000ull)
+#define REPLICA_DEFAULT_GAP_NS (2000ull * 1000000ull)
 /* Floor of the threshold: a client announcing a tiny timeout cannot make scheduling noise
  * clear the node. */
 #define REPLICA_MIN_GAP_NS (20ull * 1000000ull)
 #define REPLICA_MAX_PERIOD_NS (100ull * 1000000ull)
-#define START_WHY                                                                                  \
-    "this node started since (what its SSD tier restored may predate writes it missed)"
+#define START_WHY "restored from the SSD tier at start, they may predate writes this node missed"
 
 struct replica {
     pthread_mutex_t lock;
@@ -59,6 +66,7 @@ struct replica {
     atomic_int stop;
     atomic_int on;               /* a cluster client sent REPLICA: clear on doubt */
     atomic_int doubt;            /* this node may have missed writes */
+    int sigfd;                   /* signalfd of SIGCONT, -1 when none */
     _Atomic uint64_t gap_ns;     /* a gap longer than this is a stall */
     _Atomic uint64_t last_tick;  /* now_ns() of the last heartbeat */
     _Atomic uint64_t generation; /* bumped by each clear; connections older are closed */
@@ -106,9 +114,18 @@ static void *replica_main(void *arg) {
     replica *r = srv->rep;
     while (!atomic_load(&r->stop)) {
         uint64_t p = period_of(atomic_load(&r->gap_ns));
-        struct timespec d = {(time_t)(p / 1000000000ull), (long)(p % 1000000000ull)};
-        nanosleep(&d, NULL);
-        settle(srv, r, START_WHY);
+        struct pollfd pf = {r->sigfd, POLLIN, 0};
+        const char *why = START_WHY;
+        if (poll(&pf, r->sigfd >= 0 ? 1 : 0, (int)(p / 1000000)) > 0) {
+            struct signalfd_siginfo si;
+            if (read(r->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+                LOG_WARN("continued after a stop (SIGCONT): this node may have missed writes its "
+                         "replicas took");
+                atomic_store(&r->doubt, 1);
+                why = "this node was stopped";
+            }
+        }
+        settle(srv, r, why);
     }
     return NULL;
 }
@@ -128,6 +145,12 @@ int replica_start(server *srv) {
     atomic_store(&r->gap_ns, REPLICA_DEFAULT_GAP_NS);
     atomic_store(&r->last_tick, now_ns());
     atomic_store(&r->generation, 1);
+    sigset_t cont;
+    sigemptyset(&cont);
+    sigaddset(&cont, SIGCONT);
+    r->sigfd = signalfd(-1, &cont, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (r->sigfd < 0)
+        LOG_WARN("signalfd(SIGCONT): %s; stops are judged by the clock only", strerror(errno));
     srv->rep = r;
     int rc = pthread_create(&r->thread, NULL, replica_main, srv);
     if (rc) {
@@ -143,6 +166,7 @@ void replica_stop(server *srv) {
     if (!r) return;
     atomic_store(&r->stop, 1);
     if (r->started) pthread_join(r->thread, NULL);
+    if (r->sigfd >= 0) close(r->sigfd);
     pthread_mutex_destroy(&r->lock);
     free(r);
     srv->rep = NULL;
@@ -169,7 +193,7 @@ int replica_op(conn *c, const frame_msg *m, uint64_t *conn_gen, int *status) {
     server *srv = conn_server(c);
     replica *r = srv->rep;
     (void)status;
-    uint64_t gap = (uint64_t)m->replica.timeout_ms * 1000000ull / 2;
+    uint64_t gap = (uint64_t)m->replica.timeout_ms * 1000000ull;
     if (gap < REPLICA_MIN_GAP_NS) gap = REPLICA_MIN_GAP_NS;
     pthread_mutex_lock(&r->lock);
     if (gap < atomic_load(&r->gap_ns)) atomic_store(&r->gap_ns, gap);

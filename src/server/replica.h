@@ -23,7 +23,7 @@ int replica_start(server *srv);
 void replica_stop(server *srv);
 /*
  * Before each request of a native connection: settle any doubt (a stall past the cluster
- * clients' timeout) and refuse a connection opened before the node last dropped its
+ * clients' shortest timeout) and refuse a connection opened before the node last dropped its
  * contents, whose buffered requests may be writes that were since superseded. *conn_gen is
  * the connection's generation (0 until its first request). 0, or -ECONNRESET to close it.
  */

@@ -458,6 +458,7 @@ static int server_signals(server *srv) {
     sigaddset(&mask, SIGINT);
     srv->sfd = signalfd(-1, &mask, SFD_CLOEXEC);
     if (srv->sfd < 0) return log_errno("signalfd");
+    sigaddset(&mask, SIGCONT); /* blocked too, for replica.c's own signalfd (not srv->sfd) */
     int e = pthread_sigmask(SIG_BLOCK, &mask, NULL);
     if (e != 0) {
         errno = e;
