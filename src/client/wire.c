@@ -528,6 +528,16 @@ void wire_send_nowait(wire_call *k, uint8_t *head, size_t head_len) {
     }
 }
 
+/* Close every idle pooled connection: one was found dead, and those opened before it likely
+ * are too (the node restarted, or dropped its contents and closed its connections), so the
+ * retry opens a fresh one instead of trying them in turn and failing the call. */
+static void wire_drop_idle(wire *w) {
+    pthread_mutex_lock(&w->lock);
+    for (int i = 0; i < w->nconns; i++)
+        if (!w->conns[i].busy) wire_conn_close(&w->conns[i]);
+    pthread_mutex_unlock(&w->lock);
+}
+
 int wire_run(tide_store *s, wire *w, wire_request *x) {
     wire_call k = wire_begin(s, w);
     for (int attempt = 0;; attempt++) {
@@ -542,7 +552,10 @@ int wire_run(tide_store *s, wire *w, wire_request *x) {
             /* A pooled connection the node closed (it dropped its contents since): again. */
             wire_give(&k, 1);
             int io_error = rc > -TIDE_ERRBASE && rc != -ETIMEDOUT;
-            if (w->retry && attempt == 0 && !k.got_reply_bytes && io_error) continue;
+            if (w->retry && attempt == 0 && !k.got_reply_bytes && io_error) {
+                wire_drop_idle(w);
+                continue;
+            }
             return rc;
         }
         k.got_reply_bytes = 0;
@@ -553,7 +566,10 @@ int wire_run(tide_store *s, wire *w, wire_request *x) {
         wire_give(&k, rc != 0);
         if (rc == 0) return 0;
         int io_error = rc > -TIDE_ERRBASE && rc != -ETIMEDOUT;
-        if (w->retry && attempt == 0 && !fresh && !k.got_reply_bytes && io_error) continue;
+        if (w->retry && attempt == 0 && !fresh && !k.got_reply_bytes && io_error) {
+            wire_drop_idle(w);
+            continue;
+        }
         return rc;
     }
 }
