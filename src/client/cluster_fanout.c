@@ -32,8 +32,10 @@ struct cfanout {
 
 static void task_run(ctask *t) {
     tide_store *h;
+    const int write = t->op == OP_PUT || t->op == OP_REMOVE || t->op == OP_CLEAR;
     int rc = member_handle(t->c, t->m, &h, t->msg, sizeof(t->msg));
     if (rc) {
+        if (write) atomic_store(&t->m->missed, 1);
         t->rc = rc;
         return;
     }
@@ -60,6 +62,8 @@ static void task_run(ctask *t) {
     }
     if (rc < 0) {
         snprintf(t->msg, sizeof(t->msg), "%s", tide_errmsg(h));
+        /* The write may not have landed: the node must learn it (REPLICA MISSED, wire.c). */
+        if (write) atomic_store(&t->m->missed, 1);
         member_fail(t->c, t->m);
     } else {
         member_ok(t->m);

@@ -77,8 +77,6 @@ void member_ok(cmember *m) {
 }
 
 void member_fail(cluster *c, cmember *m) {
-    /* Writes may now go to the other replicas only: the node must learn it (task_run). */
-    atomic_store(&m->missed, 1);
     unsigned f = atomic_fetch_add(&m->fails, 1);
     uint64_t backoff = c->retry_ns << (f < 4 ? f : 4);
     atomic_store(&m->down_until, now_ns() + backoff);

@@ -19,6 +19,7 @@
  *     client gave up on a call it made during the gap. The request path checks the gap
  *     itself, so the first request after a SIGCONT is judged before it is served even when
  *     a worker wakes before this thread;
+ *   - when its etcd lease lapsed (announce.c): clients dropped it from their views;
  *   - when a cluster client says it skipped this node (REPLICA with FRAME_REPLICA_MISSED,
  *     sent before anything else once the client marked the node down).
  *
@@ -182,6 +183,18 @@ int replica_gate(server *srv, uint64_t *conn_gen) {
     uint64_t gen = atomic_load(&r->generation);
     if (*conn_gen == 0) *conn_gen = gen;
     return *conn_gen == gen ? 0 : -ECONNRESET;
+}
+
+void replica_lapsed(void *arg) {
+    server *srv = arg;
+    replica *r = srv->rep;
+    if (!r) return;
+    LOG_WARN("the etcd lease lapsed: clients dropped this node from the cluster meanwhile, and "
+             "it may have missed writes its replicas took");
+    pthread_mutex_lock(&r->lock);
+    atomic_store(&r->doubt, 1);
+    settle_locked(srv, r, now_ns(), "its etcd lease lapsed");
+    pthread_mutex_unlock(&r->lock);
 }
 
 static int enc_replica_reply(void *buf, size_t cap, size_t *len, void *arg) {

@@ -28,6 +28,9 @@ void replica_stop(server *srv);
  * the connection's generation (0 until its first request). 0, or -ECONNRESET to close it.
  */
 int replica_gate(server *srv, uint64_t *conn_gen);
+/* announce.c's hook (arg: the server): the etcd lease expired, so clients dropped this node
+ * from their views and wrote around it. Doubt, settled before the next request. */
+void replica_lapsed(void *srv);
 /* Serve REPLICA: the connection's client is a cluster client (turns replica mode on), with
  * its timeout and whether it skipped this node. *status is the metrics outcome. */
 int replica_op(conn *c, const frame_msg *m, uint64_t *conn_gen, int *status);

@@ -563,7 +563,7 @@ static int server_announce(server *srv) {
         LOG_INFO("metrics at http://%s/metrics",
                  hostport_format(cfg->bind, srv->metrics_port, where, sizeof(where)));
     if (cfg->etcd[0]) {
-        int rc = announce_start(cfg, srv->port, &srv->ann);
+        int rc = announce_start(cfg, srv->port, replica_lapsed, srv, &srv->ann);
         if (rc) return rc;
     }
     if (srv->unix_fd >= 0)
