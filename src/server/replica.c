@@ -55,8 +55,9 @@
  * cluster timeout (2000 ms). */
 #define REPLICA_DEFAULT_GAP_NS (2000ull * 1000000ull)
 /* Floor of the threshold: a client announcing a tiny timeout cannot make scheduling noise
- * clear the node. */
-#define REPLICA_MIN_GAP_NS (20ull * 1000000ull)
+ * clear the node, and the heartbeat (every REPLICA_MAX_PERIOD_NS at most, whatever period
+ * it slept with when the threshold fell) stays well inside it. */
+#define REPLICA_MIN_GAP_NS (250ull * 1000000ull)
 #define REPLICA_MAX_PERIOD_NS (100ull * 1000000ull)
 #define START_WHY "restored from the SSD tier at start, they may predate writes this node missed"
 
@@ -67,6 +68,7 @@ struct replica {
     atomic_int stop;
     atomic_int on;               /* a cluster client sent REPLICA: clear on doubt */
     atomic_int doubt;            /* this node may have missed writes */
+    const char *why;             /* why, for the log (lock) */
     int sigfd;                   /* signalfd of SIGCONT, -1 when none */
     _Atomic uint64_t gap_ns;     /* a gap longer than this is a stall */
     _Atomic uint64_t last_tick;  /* now_ns() of the last heartbeat */
@@ -79,16 +81,20 @@ static uint64_t period_of(uint64_t gap) {
     return p > REPLICA_MAX_PERIOD_NS ? REPLICA_MAX_PERIOD_NS : p;
 }
 
+/* This node may have missed writes, for the reason `why` (lock held). */
+static void doubt_locked(replica *r, const char *why) {
+    atomic_store(&r->doubt, 1);
+    r->why = why;
+}
+
 /* Note a stall seen at `now`, and clear when in doubt and in replica mode (lock held). */
-static void settle_locked(server *srv, replica *r, uint64_t now, const char *why) {
+static void settle_locked(server *srv, replica *r, uint64_t now) {
     uint64_t last = atomic_load(&r->last_tick), gap = atomic_load(&r->gap_ns);
     if (now > last && now - last > gap) {
-        if (!atomic_load(&r->doubt))
-            LOG_WARN("no progress for %llu ms (stopped or starved): this node may have missed "
-                     "writes its replicas took",
-                     (unsigned long long)((now - last) / 1000000));
-        atomic_store(&r->doubt, 1);
-        why = "this node stalled";
+        LOG_WARN("no progress for %llu ms (stopped or starved): this node may have missed "
+                 "writes its replicas took",
+                 (unsigned long long)((now - last) / 1000000));
+        doubt_locked(r, "this node stalled");
     }
     if (atomic_load(&r->doubt) && atomic_load(&r->on)) {
         tide_stats st;
@@ -99,14 +105,16 @@ static void settle_locked(server *srv, replica *r, uint64_t now, const char *why
         atomic_fetch_add(&r->generation, 1);
         LOG_WARN("dropped %llu objects that may be stale after a remove or newer put the other "
                  "replicas acknowledged (%s); connections opened before are closed",
-                 (unsigned long long)(st.objects + st.disk_objects), why);
+                 (unsigned long long)(st.objects + st.disk_objects), r->why);
     }
     if (now > last) atomic_store_explicit(&r->last_tick, now, memory_order_release);
 }
 
+/* Settle, after noting a reason for doubt when `why` is not NULL. */
 static void settle(server *srv, replica *r, const char *why) {
     pthread_mutex_lock(&r->lock);
-    settle_locked(srv, r, now_ns(), why);
+    if (why) doubt_locked(r, why);
+    settle_locked(srv, r, now_ns());
     pthread_mutex_unlock(&r->lock);
 }
 
@@ -116,13 +124,12 @@ static void *replica_main(void *arg) {
     while (!atomic_load(&r->stop)) {
         uint64_t p = period_of(atomic_load(&r->gap_ns));
         struct pollfd pf = {r->sigfd, POLLIN, 0};
-        const char *why = START_WHY;
+        const char *why = NULL;
         if (poll(&pf, r->sigfd >= 0 ? 1 : 0, (int)(p / 1000000)) > 0) {
             struct signalfd_siginfo si;
             if (read(r->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
                 LOG_WARN("continued after a stop (SIGCONT): this node may have missed writes its "
                          "replicas took");
-                atomic_store(&r->doubt, 1);
                 why = "this node was stopped";
             }
         }
@@ -143,6 +150,7 @@ int replica_start(server *srv) {
     tide_stats st;
     store_stats(srv->st, &st);
     atomic_store(&r->doubt, st.objects + st.disk_objects > 0);
+    r->why = START_WHY;
     atomic_store(&r->gap_ns, REPLICA_DEFAULT_GAP_NS);
     atomic_store(&r->last_tick, now_ns());
     atomic_store(&r->generation, 1);
@@ -179,7 +187,7 @@ int replica_gate(server *srv, uint64_t *conn_gen) {
     uint64_t last = atomic_load_explicit(&r->last_tick, memory_order_acquire), now = now_ns();
     if ((now > last && now - last > atomic_load(&r->gap_ns)) ||
         (atomic_load(&r->doubt) && atomic_load(&r->on)))
-        settle(srv, r, START_WHY);
+        settle(srv, r, NULL);
     uint64_t gen = atomic_load(&r->generation);
     if (*conn_gen == 0) *conn_gen = gen;
     return *conn_gen == gen ? 0 : -ECONNRESET;
@@ -191,10 +199,7 @@ void replica_lapsed(void *arg) {
     if (!r) return;
     LOG_WARN("the etcd lease lapsed: clients dropped this node from the cluster meanwhile, and "
              "it may have missed writes its replicas took");
-    pthread_mutex_lock(&r->lock);
-    atomic_store(&r->doubt, 1);
-    settle_locked(srv, r, now_ns(), "its etcd lease lapsed");
-    pthread_mutex_unlock(&r->lock);
+    settle(srv, r, "its etcd lease lapsed");
 }
 
 static int enc_replica_reply(void *buf, size_t cap, size_t *len, void *arg) {
@@ -215,12 +220,10 @@ int replica_op(conn *c, const frame_msg *m, uint64_t *conn_gen, int *status) {
         LOG_INFO("a cluster client connected: this node drops its contents whenever it may "
                  "have missed writes (restart, stall, or a client that skipped it)");
     }
-    const char *why = START_WHY;
-    if (m->replica.flags & FRAME_REPLICA_MISSED) {
-        atomic_store(&r->doubt, 1);
-        why = "a cluster client skipped this node: it did not answer in time";
-    }
-    settle_locked(srv, r, now_ns(), why);
+    if (m->replica.flags & FRAME_REPLICA_MISSED)
+        doubt_locked(r, "a cluster client skipped this node: a write to it failed or went around "
+                        "it");
+    settle_locked(srv, r, now_ns());
     uint64_t reply[3] = {m->h.req_id, atomic_load(&r->fences), atomic_load(&r->generation)};
     *conn_gen = reply[2]; /* this connection saw the clear: it stays */
     pthread_mutex_unlock(&r->lock);
