@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -94,7 +95,23 @@ static void put_all(tide_store *s, size_t vlen, int ver, int odd_only) {
     }
 }
 
-enum { RESUME_SIGCONT, RESUME_RESTART };
+/* RESUME_RESTART_FULL: node 0's files stop growing at 3 MiB (RLIMIT_FSIZE, inherited), so
+ * its SSD tier is full — spills and the records of removes and clears fail — and it is
+ * killed and restarted a second time once alone. */
+enum { RESUME_SIGCONT, RESUME_RESTART, RESUME_RESTART_FULL };
+
+/* Start node i; node 0 with RESUME_RESTART_FULL under the file size limit. */
+static void stale_start(test_server *ts, int port, const char **argv, int full) {
+    struct rlimit old, rl;
+    if (full) {
+        CHECK_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+        rl = old;
+        rl.rlim_cur = 3 << 20;
+        CHECK_EQ(setrlimit(RLIMIT_FSIZE, &rl), 0);
+    }
+    cluster_start_node(ts, port, argv);
+    if (full) CHECK_EQ(setrlimit(RLIMIT_FSIZE, &old), 0);
+}
 
 static void node_args(char (*a)[64], const char **argv, int disk, int idx) {
     int n = 0;
@@ -117,7 +134,7 @@ static void node_args(char (*a)[64], const char **argv, int disk, int idx) {
  * reads_between: read before the other node is killed. Returns the stale reads in total.
  */
 static int stale_attack(int resume, int reads_between) {
-    const int disk = resume == RESUME_RESTART;
+    const int disk = resume != RESUME_SIGCONT, full = resume == RESUME_RESTART_FULL;
     const size_t vlen = disk ? VMAX : 3000; /* with the SSD tier: 7.5 MiB through 2 MiB pools */
     test_server ts[2];
     int ports[2];
@@ -126,7 +143,7 @@ static int stale_attack(int resume, int reads_between) {
     for (int i = 0; i < 2; i++) {
         ports[i] = test_free_port();
         node_args(dirs[i], argv[i], disk, i);
-        cluster_start_node(&ts[i], ports[i], argv[i]);
+        stale_start(&ts[i], ports[i], argv[i], full && i == 0);
     }
     char u[512];
     cluster_url(u, sizeof(u), ts, 2, "replicas=2&timeout_ms=300&retry_ms=50");
@@ -158,7 +175,7 @@ static int stale_attack(int resume, int reads_between) {
         CHECK_EQ(kill(ts[0].pid, SIGCONT), 0);
     } else {
         CHECK_EQ(server_stop(&ts[0], SIGKILL), SIGKILL);
-        cluster_start_node(&ts[0], ports[0], argv[0]);
+        stale_start(&ts[0], ports[0], argv[0], full);
     }
     CHECK_MSG(tide_open(u, &b) == 0, "%s", tide_errmsg(NULL));
 
@@ -174,6 +191,12 @@ static int stale_attack(int resume, int reads_between) {
     read_all(a, vlen, 2, &after);
     read_all(b, vlen, 2, &after);
     read_all(c, vlen, 2, &after);
+    if (full) { /* alone now: killed and restarted again, what its full disk kept comes back */
+        CHECK_EQ(server_stop(&ts[0], SIGKILL), SIGKILL);
+        stale_start(&ts[0], ports[0], argv[0], full);
+        read_all(a, vlen, 2, &after);
+        read_all(c, vlen, 2, &after);
+    }
 
     /* Put again after the heal: the new bytes must win on the node that was stale. */
     put_all(c, vlen, 3, 1);
@@ -186,7 +209,10 @@ static int stale_attack(int resume, int reads_between) {
            reput.fresh);
     /* Node 1 was up with v2 of every odd key: the newest bytes were served (2 clients). */
     if (reads_between) CHECK_EQ(before.fresh, NKEYS);
-    CHECK_EQ(reput.fresh, NKEYS / 2);
+    if (full) /* 2 MiB of memory and a full disk cannot hold the 3.75 MiB put again */
+        CHECK(reput.fresh > 0 && reput.fresh + reput.misses == NKEYS);
+    else
+        CHECK_EQ(reput.fresh, NKEYS / 2);
     tide_close(a);
     tide_close(b);
     tide_close(c);
@@ -202,6 +228,11 @@ TEST_T(cluster_stale_replica_after_sigstop_reads_then_kill, 120) {
 /* The other replica killed right after the resume, before anything reads. */
 TEST_T(cluster_stale_replica_after_sigstop_kill_at_once, 120) {
     CHECK_EQ(stale_attack(RESUME_SIGCONT, 0), 0);
+}
+
+/* Its SSD tier full, killed while stopped, restarted, then killed and restarted again. */
+TEST_T(cluster_stale_replica_restarted_twice_from_a_full_disk, 180) {
+    CHECK_EQ(stale_attack(RESUME_RESTART_FULL, 1), 0);
 }
 
 /* Killed while stopped and restarted from its SSD tier, which still holds the old bytes. */
