@@ -110,10 +110,8 @@ extern const backend_ops cluster_backend;
 extern const backend_ops etcd_backend;
 extern const backend_ops unix_backend;
 
-/* node.c: a cluster member's handle was skipped by the cluster (a call failed or timed
- * out); its next call tells the node first (REPLICA with MISSED). Not a node handle: no-op. */
+/* node.c: the cluster's write failed on this member or went around it; the handle's next
+ * call tells the node first (REPLICA with MISSED). Not a node handle: no-op. */
 void node_mark_missed(tide_store *s);
-/* node.c: the node's fence count from its last REPLICA reply (0 for other handles). */
-uint64_t node_fences(tide_store *s);
 
 #endif

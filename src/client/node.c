@@ -409,10 +409,6 @@ void node_mark_missed(tide_store *s) {
     if (s && s->ops == &node_backend && s->impl) wire_mark_missed(s->impl);
 }
 
-uint64_t node_fences(tide_store *s) {
-    return s && s->ops == &node_backend && s->impl ? atomic_load(&((wire *)s->impl)->fences) : 0;
-}
-
 const backend_ops node_backend = {
     .scheme = "tide",
     .open = node_open,

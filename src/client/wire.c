@@ -283,10 +283,7 @@ static int wire_replica(wire_call *k) {
                                              : ms            ? ms
                                                              : 1));
     if (rc == 0) rc = wire_exchange(k, buf, len, NULL, 0, "REPLICA", &m);
-    if (rc == 0)
-        atomic_store(&w->fences, m.replica.fences);
-    else if (missed)
-        atomic_store(&w->missed, 1); /* not delivered: the next connection says it */
+    if (rc != 0 && missed) atomic_store(&w->missed, 1); /* not delivered: said next time */
     return rc;
 }
 

@@ -66,7 +66,6 @@ typedef struct wire {
      * sent before the next request (docs/CLUSTER.md, "Replicas that missed writes"). */
     int replica;
     atomic_int missed;
-    _Atomic uint64_t fences; /* the node's fence count from its last REPLICA reply */
     int nconns;
     wire_conn *conns;
     pthread_mutex_t lock; /* guards conns[].busy, max_keys, max_frame */
