@@ -85,6 +85,54 @@ static void read_all(tide_store *s, size_t vlen, int want, stale_counts *c) {
     }
 }
 
+/* A client reading every key in a loop throughout an attack (several clients; reads in
+ * flight across the stop and the resume). state[i] is the last change to key i that was
+ * acknowledged: 0 v1 put, 1 removed, 2 v2 put, 3 v3 put. A read is stale when it returns
+ * bytes older than the change acknowledged before it began. */
+typedef struct bgread {
+    tide_store *s;
+    size_t vlen;
+    atomic_int stop, state[NKEYS];
+    atomic_long reads, stale, wrong, errors;
+    pthread_t th;
+} bgread;
+static bgread *g_bg; /* the one running, or NULL */
+
+static void bg_note(int i, int change) {
+    if (g_bg) atomic_store(&g_bg->state[i], change);
+}
+
+static void *bg_main(void *arg) {
+    bgread *g = arg;
+    static uint8_t want[3][VMAX], got[VMAX]; /* one reader at a time */
+    while (!atomic_load(&g->stop)) {
+        for (int i = 0; i < NKEYS && !atomic_load(&g->stop); i++) {
+            char key[32];
+            for (int v = 0; v < 3; v++)
+                stale_value(key, sizeof(key), want[v], i, v + 1, g->vlen);
+            int before = atomic_load(&g->state[i]);
+            size_t n = 0;
+            int rc = tide_get(g->s, key, strlen(key), got, sizeof(got), &n);
+            atomic_fetch_add(&g->reads, 1);
+            if (rc == TIDE_ENOTFOUND) continue;
+            if (rc < 0) {
+                atomic_fetch_add(&g->errors, 1);
+                continue;
+            }
+            int v = 0;
+            while (v < 3 && (n != g->vlen || memcmp(got, want[v], n) != 0))
+                v++;
+            if (v == 3) {
+                atomic_fetch_add(&g->wrong, 1);
+                continue;
+            }
+            int change = v == 0 ? 0 : v + 1; /* v1 -> 0, v2 -> 2, v3 -> 3 */
+            if (change < before) atomic_fetch_add(&g->stale, 1);
+        }
+    }
+    return NULL;
+}
+
 static void put_all(tide_store *s, size_t vlen, int ver, int odd_only) {
     static uint8_t v[VMAX];
     for (int i = odd_only ? 1 : 0; i < NKEYS; i += odd_only ? 2 : 1) {
@@ -92,6 +140,7 @@ static void put_all(tide_store *s, size_t vlen, int ver, int odd_only) {
         stale_value(key, sizeof(key), v, i, ver, vlen);
         int rc = tide_put(s, key, strlen(key), v, vlen);
         CHECK_MSG(rc == 0, "put %s v%d: %s", key, ver, tide_errmsg(s));
+        bg_note(i, ver == 1 ? 0 : ver);
     }
 }
 
@@ -131,9 +180,10 @@ static void node_args(char (*a)[64], const char **argv, int disk, int idx) {
 
 /*
  * The attack. resume: SIGCONT, or SIGKILL and a restart on the same port and disk;
- * reads_between: read before the other node is killed. Returns the stale reads in total.
+ * reads_between: read before the other node is killed; bg: a client reads throughout.
+ * Returns the stale reads in total.
  */
-static int stale_attack(int resume, int reads_between) {
+static int stale_attack(int resume, int reads_between, int bg) {
     const int disk = resume != RESUME_SIGCONT, full = resume == RESUME_RESTART_FULL;
     const size_t vlen = disk ? VMAX : 3000; /* with the SSD tier: 7.5 MiB through 2 MiB pools */
     test_server ts[2];
@@ -150,6 +200,14 @@ static int stale_attack(int resume, int reads_between) {
     tide_store *a, *b, *c;
     CHECK_MSG(tide_open(u, &a) == 0, "%s", tide_errmsg(NULL));
     put_all(a, vlen, 1, 0);
+    bgread *g = NULL;
+    if (bg) {
+        g = calloc(1, sizeof(*g));
+        g->vlen = vlen;
+        CHECK_MSG(tide_open(u, &g->s) == 0, "%s", tide_errmsg(NULL));
+        g_bg = g;
+        CHECK_EQ(pthread_create(&g->th, NULL, bg_main, g), 0);
+    }
     if (disk) {
         tide_store *n0;
         CHECK_EQ(tide_open(ts[0].url, &n0), 0);
@@ -168,6 +226,7 @@ static int stale_attack(int resume, int reads_between) {
         snprintf(key, sizeof(key), "stale-%d", i);
         int rc = tide_remove(a, key, strlen(key));
         CHECK_MSG(rc == 0, "remove %s: %d %s", key, rc, tide_errmsg(a));
+        bg_note(i, 1);
     }
     put_all(a, vlen, 2, 1);
 
@@ -207,6 +266,20 @@ static int stale_attack(int resume, int reads_between) {
            "killed, %d of %d after putting again (%d of those found the new bytes)\n",
            before.stale, before.reads, after.stale, after.reads, reput.stale, reput.reads,
            reput.fresh);
+    long bg_stale = 0;
+    if (g) {
+        atomic_store(&g->stop, 1);
+        pthread_join(g->th, NULL);
+        g_bg = NULL;
+        printf("    a client reading throughout: %ld stale of %ld reads (%ld failed while a node "
+               "was stopped or killed), %ld of bytes never written\n",
+               atomic_load(&g->stale), atomic_load(&g->reads), atomic_load(&g->errors),
+               atomic_load(&g->wrong));
+        CHECK_EQ(atomic_load(&g->wrong), 0);
+        bg_stale = atomic_load(&g->stale);
+        tide_close(g->s);
+        free(g);
+    }
     /* Node 1 was up with v2 of every odd key: the newest bytes were served (2 clients). */
     if (reads_between) CHECK_EQ(before.fresh, NKEYS);
     if (full) /* 2 MiB of memory and a full disk cannot hold the 3.75 MiB put again */
@@ -217,27 +290,33 @@ static int stale_attack(int resume, int reads_between) {
     tide_close(b);
     tide_close(c);
     CHECK_EQ(server_stop(&ts[0], SIGTERM), 0); /* a clean exit (66: a race under TSAN) */
-    return before.stale + after.stale + reput.stale;
+    return before.stale + after.stale + reput.stale + (int)bg_stale;
 }
 
 /* Stopped, resumed, read by several clients, then the other replica killed. */
 TEST_T(cluster_stale_replica_after_sigstop_reads_then_kill, 120) {
-    CHECK_EQ(stale_attack(RESUME_SIGCONT, 1), 0);
+    CHECK_EQ(stale_attack(RESUME_SIGCONT, 1, 0), 0);
+}
+
+/* The same with a third client reading every key all along: in flight across the stop,
+ * the resume and the kill. */
+TEST_T(cluster_stale_replica_with_a_client_reading_throughout, 120) {
+    CHECK_EQ(stale_attack(RESUME_SIGCONT, 1, 1), 0);
 }
 
 /* The other replica killed right after the resume, before anything reads. */
 TEST_T(cluster_stale_replica_after_sigstop_kill_at_once, 120) {
-    CHECK_EQ(stale_attack(RESUME_SIGCONT, 0), 0);
+    CHECK_EQ(stale_attack(RESUME_SIGCONT, 0, 0), 0);
 }
 
 /* Its SSD tier full, killed while stopped, restarted, then killed and restarted again. */
 TEST_T(cluster_stale_replica_restarted_twice_from_a_full_disk, 180) {
-    CHECK_EQ(stale_attack(RESUME_RESTART_FULL, 1), 0);
+    CHECK_EQ(stale_attack(RESUME_RESTART_FULL, 1, 0), 0);
 }
 
 /* Killed while stopped and restarted from its SSD tier, which still holds the old bytes. */
 TEST_T(cluster_stale_replica_restarted_from_disk, 180) {
-    CHECK_EQ(stale_attack(RESUME_RESTART, 1), 0);
+    CHECK_EQ(stale_attack(RESUME_RESTART, 1, 0), 0);
 }
 
 /* ---- a node cut off while it runs --------------------------------------------------- */
