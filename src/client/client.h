@@ -110,4 +110,8 @@ extern const backend_ops cluster_backend;
 extern const backend_ops etcd_backend;
 extern const backend_ops unix_backend;
 
+/* node.c: the cluster's write failed on this member or went around it; the handle's next
+ * call tells the node first (REPLICA with MISSED). Not a node handle: no-op. */
+void node_mark_missed(tide_store *s);
+
 #endif

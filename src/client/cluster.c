@@ -92,8 +92,10 @@ static int cluster_open_common(tide_store *s, url *u, const char *scheme, cluste
     c->fallback = (unsigned)fallback;
     c->timeout_ms = timeout_ms;
     c->retry_ns = retry_ms * 1000000ull;
-    int n = snprintf(c->node_query, sizeof(c->node_query), "?timeout_ms=%llu&conns=%llu",
-                     (unsigned long long)timeout_ms, (unsigned long long)conns);
+    /* replica=1: the member handles tell their nodes they serve a cluster (wire.h). */
+    int n = snprintf(c->node_query, sizeof(c->node_query),
+                     "?timeout_ms=%llu&conns=%llu&replica=1", (unsigned long long)timeout_ms,
+                     (unsigned long long)conns);
     const char *token = url_get(u, "token");
     if (token) {
         char enc[400];

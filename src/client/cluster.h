@@ -43,6 +43,7 @@ typedef struct cmember {
     _Atomic(tide_store *) h;     /* the node's tide:// handle; NULL until opened */
     _Atomic uint64_t down_until; /* now_ns() below this: skipped (failed, backing off) */
     _Atomic unsigned fails;      /* consecutive failures, for the back-off */
+    atomic_int missed;           /* skipped since the node last heard it: tell it (REPLICA) */
     atomic_int refs;
 } cmember;
 

@@ -182,6 +182,14 @@ static size_t read_depth(const cluster *c) {
     return c->replicas + c->fallback;
 }
 
+/* A write skips the members backing off after a failure: each must learn, at its next call,
+ * that it may have missed writes (REPLICA MISSED; docs/CLUSTER.md). */
+static void batch_mark_skipped(const cbatch *b) {
+    const cview *v = b->plan.v;
+    for (size_t i = 0; i < v->n; i++)
+        if (member_is_down(v->m[i], b->plan.now)) atomic_store(&v->m[i]->missed, 1);
+}
+
 /* ---- operations ---------------------------------------------------------------------- */
 
 int cluster_put_many(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
@@ -198,6 +206,7 @@ int cluster_put_many(tide_store *s, const tide_key *keys, size_t n, const tide_i
         rc = client_err(s, -ENOMEM, "out of memory");
         goto out;
     }
+    batch_mark_skipped(&b);
     for (size_t i = 0; i < n; i++) {
         results[i] = client_key_check(&keys[i]);
         if (!results[i] && iov_total(iov + b.off[i], batch_cnt(&b, i)) == 0)
@@ -453,6 +462,7 @@ int cluster_remove_many(tide_store *s, const tide_key *keys, size_t n, int *resu
         rc = client_err(s, -ENOMEM, "out of memory");
         goto out;
     }
+    batch_mark_skipped(&b);
     size_t na = 0;
     for (size_t i = 0; i < n; i++) {
         results[i] = client_key_check(&keys[i]);

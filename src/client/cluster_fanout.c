@@ -32,11 +32,14 @@ struct cfanout {
 
 static void task_run(ctask *t) {
     tide_store *h;
+    const int write = t->op == OP_PUT || t->op == OP_REMOVE || t->op == OP_CLEAR;
     int rc = member_handle(t->c, t->m, &h, t->msg, sizeof(t->msg));
     if (rc) {
+        if (write) atomic_store(&t->m->missed, 1);
         t->rc = rc;
         return;
     }
+    if (atomic_load(&t->m->missed) && atomic_exchange(&t->m->missed, 0)) node_mark_missed(h);
     switch (t->op) {
     case OP_PUT:
         rc = tide_put_many(h, t->keys, t->n, t->iov, t->iovcnt, t->res);
@@ -59,6 +62,8 @@ static void task_run(ctask *t) {
     }
     if (rc < 0) {
         snprintf(t->msg, sizeof(t->msg), "%s", tide_errmsg(h));
+        /* The write may not have landed: the node must learn it (REPLICA MISSED, wire.c). */
+        if (write) atomic_store(&t->m->missed, 1);
         member_fail(t->c, t->m);
     } else {
         member_ok(t->m);

@@ -373,15 +373,22 @@ static int node_open(tide_store *s, url *u) {
     if (u->path[0] && strcmp(u->path, "/") != 0)
         return client_err(s, TIDE_EURL, "tide://%s%s: a node URL takes no path", u->authority,
                           u->path);
-    uint64_t timeout_ms, conns;
+    uint64_t timeout_ms, conns, replica;
     const char *token;
     int rc = wire_url_opts(s, u, "tide://", NODE_DEFAULT_CONNS, &timeout_ms, &conns, &token);
     if (rc) return rc;
+    /* replica=1: a cluster's member handle (cluster.c sets it; see wire.h). */
+    if ((rc = url_opt_uint(u, "replica", 0, &replica, msg, sizeof(msg))) != 0)
+        return client_err(s, rc, "tide://: %s", msg);
+    if (replica > 1)
+        return client_err(s, TIDE_EOPTION, "tide://: replica must be 0 or 1, got %llu",
+                          (unsigned long long)replica);
     wire *w = calloc(1, sizeof(*w));
     if (!w) return client_err(s, -ENOMEM, "out of memory");
     s->impl = w;
     w->retry = 1;     /* see atop */
     w->checksums = 1; /* GET values are hashed as they arrive */
+    w->replica = (int)replica;
     if ((rc = wire_init(s, w, (int)conns, timeout_ms, token)) != 0 ||
         (rc = node_resolve(s, w, u->authority)) != 0)
         goto fail;
@@ -396,6 +403,10 @@ static int node_open(tide_store *s, url *u) {
 fail:
     node_close(s);
     return rc;
+}
+
+void node_mark_missed(tide_store *s) {
+    if (s && s->ops == &node_backend && s->impl) wire_mark_missed(s->impl);
 }
 
 const backend_ops node_backend = {

@@ -224,7 +224,9 @@ static void wire_conn_close(wire_conn *c) {
  * backend's on_hello with the reply and any descriptor that came with it. */
 static int wire_hello(wire_call *k) {
     wire *w = k->w;
-    frame_hello h = {FRAME_VERSION, FRAME_VERSION, w->features, (const uint8_t *)w->token,
+    frame_hello h = {FRAME_VERSION, FRAME_VERSION,
+                     w->features | (w->replica ? FRAME_FEATURE_REPLICA : 0),
+                     (const uint8_t *)w->token,
                      (uint16_t)strlen(w->token)};
     if (!h.token_len) h.token = NULL;
     uint8_t buf[FRAME_HDR_SIZE + FRAME_HELLO_META + FRAME_TOKEN_MAX];
@@ -260,9 +262,33 @@ static int wire_hello(wire_call *k) {
     w->max_keys = m.hello_reply.max_keys;
     w->max_frame = m.hello_reply.max_frame;
     pthread_mutex_unlock(&w->lock);
+    k->c->replica = w->replica && (m.hello_reply.features & FRAME_FEATURE_REPLICA);
     if (w->on_hello) return w->on_hello(k, &m, fd);
     if (fd >= 0) close(fd);
     return 0;
+}
+
+/* REPLICA on k's connection (a cluster member's): the client's timeout and, when the
+ * cluster skipped this node since the last one, the MISSED flag, so that the node drops
+ * what may be stale before it answers anything else. */
+static int wire_replica(wire_call *k) {
+    wire *w = k->w;
+    int missed = atomic_exchange(&w->missed, 0);
+    uint64_t ms = w->timeout_ns / 1000000;
+    uint8_t buf[FRAME_HDR_SIZE + FRAME_REPLICA_META];
+    size_t len;
+    frame_msg m;
+    int rc = frame_encode_replica(buf, sizeof(buf), &len, 0, missed ? FRAME_REPLICA_MISSED : 0,
+                                  (uint32_t)(ms > UINT32_MAX ? UINT32_MAX
+                                             : ms            ? ms
+                                                             : 1));
+    if (rc == 0) rc = wire_exchange(k, buf, len, NULL, 0, "REPLICA", &m);
+    if (rc != 0 && missed) atomic_store(&w->missed, 1); /* not delivered: said next time */
+    return rc;
+}
+
+void wire_mark_missed(wire *w) {
+    atomic_store(&w->missed, 1);
 }
 
 /* TCP: a non-blocking connect, waited for against the deadline. */
@@ -330,7 +356,7 @@ static int wire_conn_open(wire_call *k) {
         frame_decoder_reset(&c->dec);
         c->fresh = 1;
         c->unread = 0;
-        if ((rc = wire_hello(k)) == 0) return 0;
+        if ((rc = wire_hello(k)) == 0 && (!c->replica || (rc = wire_replica(k)) == 0)) return 0;
         wire_conn_close(c);
         if (w->sa.ss_family == AF_UNIX || (rc != -ECONNRESET && rc != -EPIPE) ||
             now_ns() >= k->deadline)
@@ -499,6 +525,16 @@ void wire_send_nowait(wire_call *k, uint8_t *head, size_t head_len) {
     }
 }
 
+/* Close every idle pooled connection: one was found dead, and those opened before it likely
+ * are too (the node restarted, or dropped its contents and closed its connections), so the
+ * retry opens a fresh one instead of trying them in turn and failing the call. */
+static void wire_drop_idle(wire *w) {
+    pthread_mutex_lock(&w->lock);
+    for (int i = 0; i < w->nconns; i++)
+        if (!w->conns[i].busy) wire_conn_close(&w->conns[i]);
+    pthread_mutex_unlock(&w->lock);
+}
+
 int wire_run(tide_store *s, wire *w, wire_request *x) {
     wire_call k = wire_begin(s, w);
     for (int attempt = 0;; attempt++) {
@@ -509,6 +545,17 @@ int wire_run(tide_store *s, wire *w, wire_request *x) {
         }
         int fresh = k.c->fresh;
         k.got_reply_bytes = 0;
+        if (k.c->replica && !fresh && atomic_load(&w->missed) && (rc = wire_replica(&k)) != 0) {
+            /* A pooled connection the node closed (it dropped its contents since): again. */
+            wire_give(&k, 1);
+            int io_error = rc > -TIDE_ERRBASE && rc != -ETIMEDOUT;
+            if (w->retry && attempt == 0 && !k.got_reply_bytes && io_error) {
+                wire_drop_idle(w);
+                continue;
+            }
+            return rc;
+        }
+        k.got_reply_bytes = 0;
         k.head_hint = x->reply_head;
         frame_msg m;
         rc = wire_exchange(&k, x->head, x->head_len, x->vals, x->nvals, x->what, &m);
@@ -516,7 +563,10 @@ int wire_run(tide_store *s, wire *w, wire_request *x) {
         wire_give(&k, rc != 0);
         if (rc == 0) return 0;
         int io_error = rc > -TIDE_ERRBASE && rc != -ETIMEDOUT;
-        if (w->retry && attempt == 0 && !fresh && !k.got_reply_bytes && io_error) continue;
+        if (w->retry && attempt == 0 && !fresh && !k.got_reply_bytes && io_error) {
+            wire_drop_idle(w);
+            continue;
+        }
         return rc;
     }
 }

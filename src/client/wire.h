@@ -17,6 +17,7 @@
 #define TIDE_CLIENT_WIRE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -40,6 +41,7 @@ typedef struct wire_conn {
      * less than it asked): the next read polls first instead of trying a recvmsg that would
      * only say EAGAIN. */
     int drained;
+    int replica; /* its HELLO granted FRAME_FEATURE_REPLICA (wire.replica) */
 } wire_conn;
 
 typedef struct wire_call wire_call;
@@ -59,6 +61,11 @@ typedef struct wire {
      * it (-1 if none), which it takes ownership of. */
     int (*on_hello)(wire_call *k, const frame_msg *m, int fd);
     void *owner; /* the backend's impl, for on_hello */
+    /* A cluster member (node.c, replica=1): every new connection sends REPLICA after HELLO,
+     * and `missed` (set when the cluster skipped this node) goes with the next REPLICA,
+     * sent before the next request (docs/CLUSTER.md, "Replicas that missed writes"). */
+    int replica;
+    atomic_int missed;
     int nconns;
     wire_conn *conns;
     pthread_mutex_t lock; /* guards conns[].busy, max_keys, max_frame */
@@ -97,6 +104,8 @@ wire_call wire_begin(tide_store *s, wire *w);
 int wire_take(wire_call *k);
 /* Give the connection back; a broken one is closed. No-op without one. */
 void wire_give(wire_call *k, int broken);
+/* A cluster member: tell the node it was skipped (sent with the next REPLICA). */
+void wire_mark_missed(wire *w);
 /* Open one connection now (HELLO included) and keep it among the idle ones, so that a wrong
  * address or token fails tide_open rather than the first call. */
 int wire_connect_now(tide_store *s, wire *w);

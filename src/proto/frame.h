@@ -12,7 +12,7 @@
  *   off size field
  *    0   4   magic     0x45444954 (the bytes "TIDE")
  *    4   1   version   1 (HELLO and its reply always carry 1; see HELLO below)
- *    5   1   opcode    a request (0x01..0x0d), its reply (request | 0x80), or ERROR (0xff)
+ *    5   1   opcode    a request (0x01..0x0e), its reply (request | 0x80), or ERROR (0xff)
  *    6   2   flags     0; no flag is defined in version 1 and unknown bits are an error
  *    8   8   req_id    chosen by the client, echoed by the reply
  *   16   4   count     number of per-key entries in the key section
@@ -53,6 +53,12 @@
  *   STAT         count 0:  empty;        reply count n: n x { u8 name_len (1..64),
  *                          name ([A-Za-z0-9_.]), u64 value }
  *   PING, CLEAR  count 0:  empty;        reply count 0: empty
+ *   REPLICA      count 0:  u32 flags (FRAME_REPLICA_MISSED or 0), u32 timeout_ms (>= 1),
+ *                          u64 reserved (0). Sent by cluster clients (docs/CLUSTER.md,
+ *                          src/server/replica.c) on each new connection, and with
+ *                          MISSED before anything else once they skipped this node.
+ *   REPLICA reply count 0: u64 fences (times this node dropped its contents because it
+ *                          may have missed writes), u64 generation (bumped by each fence)
  *
  * Shared-pool requests, served only on a connection whose HELLO was granted
  * FRAME_FEATURE_SHM (a same-host Unix socket; the pool's memfd came with the HELLO reply).
@@ -117,10 +123,17 @@
 #define FRAME_STAT_NAME_MAX 64 /* longest figure name in a STAT reply */
 #define FRAME_HELLO_META 18    /* HELLO key section without the token */
 #define FRAME_HELLO_REPLY_META 32
+#define FRAME_REPLICA_META 16 /* REPLICA request and reply key sections */
+/* REPLICA flag: the client skipped this node (a call failed or timed out) and may have
+ * written to other replicas what this node did not see. */
+#define FRAME_REPLICA_MISSED 1u
 
 /* HELLO feature bits. */
 /* Send the pool's memfd with the reply and serve RESERVE, COMMIT, PIN, RELEASE. */
 #define FRAME_FEATURE_SHM (1ull << 0)
+/* Serve REPLICA (a cluster client's; an older tided never echoes the bit, and is then sent
+ * none). */
+#define FRAME_FEATURE_REPLICA (1ull << 1)
 
 enum frame_op {
     FRAME_OP_HELLO = 0x01,
@@ -136,6 +149,7 @@ enum frame_op {
     FRAME_OP_COMMIT = 0x0b,
     FRAME_OP_PIN = 0x0c,
     FRAME_OP_RELEASE = 0x0d,
+    FRAME_OP_REPLICA = 0x0e,
     FRAME_OP_REPLY = 0x80, /* bit set on every reply: FRAME_OP_GET | FRAME_OP_REPLY */
     FRAME_OP_ERROR = 0xff, /* reply to a request whose opcode was not understood */
 };
@@ -180,6 +194,12 @@ typedef struct frame_hello {
     uint16_t token_len;
 } frame_hello;
 
+/* REPLICA request (flags, timeout_ms) and reply (fences, generation). */
+typedef struct frame_replica {
+    uint32_t flags, timeout_ms;
+    uint64_t fences, generation;
+} frame_replica;
+
 typedef struct frame_hello_reply {
     uint16_t version;
     uint32_t max_keys;
@@ -200,6 +220,7 @@ typedef struct frame_msg {
     frame_hello hello;             /* HELLO */
     frame_hello_reply hello_reply; /* HELLO reply */
     uint32_t matched;              /* MATCH_PREFIX reply */
+    frame_replica replica;         /* REPLICA request and reply */
     const char *errmsg;            /* error reply: errmsg_len bytes, not NUL-terminated */
     size_t errmsg_len;
 } frame_msg;
@@ -336,6 +357,12 @@ int frame_encode_pin_reply(void *buf, size_t cap, size_t *len, uint64_t req_id,
 /* EXISTS, REMOVE or MATCH_PREFIX of n keys (op says which). */
 int frame_encode_keys(void *buf, size_t cap, size_t *len, unsigned op, uint64_t req_id,
                       const tide_key *keys, size_t n);
+
+/* REPLICA request (flags: 0 or FRAME_REPLICA_MISSED; timeout_ms >= 1) and its reply. */
+int frame_encode_replica(void *buf, size_t cap, size_t *len, uint64_t req_id, uint32_t flags,
+                         uint32_t timeout_ms);
+int frame_encode_replica_reply(void *buf, size_t cap, size_t *len, uint64_t req_id, uint64_t fences,
+                               uint64_t generation);
 
 /* A frame with no body: STAT, PING, CLEAR requests; PING and CLEAR replies. */
 int frame_encode_empty(void *buf, size_t cap, size_t *len, unsigned op, uint64_t req_id);

@@ -33,6 +33,8 @@ enum kind {
     K_RELEASE,
     K_RESERVE_REPLY,
     K_PIN_REPLY,
+    K_REPLICA,
+    K_REPLICA_REPLY,
 };
 
 /* A key section holds fmin..fmax fixed bytes plus count entries of emin..emax bytes each
@@ -96,6 +98,10 @@ static shape shape_of(unsigned op, int32_t status) {
         return (shape){K_MATCH_REPLY, 4, 4, 0, 0, 0};
     case FRAME_OP_STAT | FRAME_OP_REPLY:
         return (shape){K_STAT_REPLY, 0, 0, STAT_ENTRY_MIN, STAT_ENTRY_MAX, 0};
+    case FRAME_OP_REPLICA:
+        return (shape){K_REPLICA, FRAME_REPLICA_META, FRAME_REPLICA_META, 0, 0, 0};
+    case FRAME_OP_REPLICA | FRAME_OP_REPLY:
+        return (shape){K_REPLICA_REPLY, FRAME_REPLICA_META, FRAME_REPLICA_META, 0, 0, 0};
     case FRAME_OP_ERROR: /* only valid with a status, which returned above */
     default:
         return (shape){K_EMPTY, 0, 0, 0, 0, 0};
@@ -434,6 +440,23 @@ static int parse_meta(frame_decoder *d, frame_msg *m, const shape *sh) {
                         h->token_len, m->h.meta_len);
         return 0;
     }
+    case K_REPLICA: {
+        frame_replica *r = &m->replica;
+        r->flags = frame_rd32(p);
+        r->timeout_ms = frame_rd32(p + 4);
+        uint64_t reserved = frame_rd64(p + 8);
+        if (r->flags & ~FRAME_REPLICA_MISSED)
+            return fail(d, TIDE_EPROTO, "REPLICA: unknown flags 0x%08x", r->flags);
+        if (r->timeout_ms == 0) return fail(d, TIDE_EPROTO, "REPLICA: timeout_ms is 0");
+        if (reserved)
+            return fail(d, TIDE_EPROTO, "REPLICA: reserved field is 0x%016llx",
+                        (unsigned long long)reserved);
+        return 0;
+    }
+    case K_REPLICA_REPLY:
+        m->replica.fences = frame_rd64(p);
+        m->replica.generation = frame_rd64(p + 8);
+        return 0;
     case K_HELLO_REPLY: {
         frame_hello_reply *r = &m->hello_reply;
         r->version = frame_rd16(p);

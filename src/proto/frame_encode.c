@@ -269,6 +269,29 @@ int frame_encode_keys(void *buf, size_t cap, size_t *len, unsigned op, uint64_t 
     return 0;
 }
 
+int frame_encode_replica(void *buf, size_t cap, size_t *len, uint64_t req_id, uint32_t flags,
+                         uint32_t timeout_ms) {
+    if ((flags & ~FRAME_REPLICA_MISSED) || timeout_ms == 0) return TIDE_EPROTO;
+    int rc = room(buf, cap, len, FRAME_HDR_SIZE + FRAME_REPLICA_META);
+    if (rc) return rc;
+    uint8_t *p = put_header(buf, FRAME_OP_REPLICA, req_id, 0, 0, FRAME_REPLICA_META, 0);
+    frame_wr32(p, flags);
+    frame_wr32(p + 4, timeout_ms);
+    frame_wr64(p + 8, 0);
+    return 0;
+}
+
+int frame_encode_replica_reply(void *buf, size_t cap, size_t *len, uint64_t req_id, uint64_t fences,
+                               uint64_t generation) {
+    int rc = room(buf, cap, len, FRAME_HDR_SIZE + FRAME_REPLICA_META);
+    if (rc) return rc;
+    uint8_t *p =
+        put_header(buf, FRAME_OP_REPLICA | FRAME_OP_REPLY, req_id, 0, 0, FRAME_REPLICA_META, 0);
+    frame_wr64(p, fences);
+    frame_wr64(p + 8, generation);
+    return 0;
+}
+
 int frame_encode_empty(void *buf, size_t cap, size_t *len, unsigned op, uint64_t req_id) {
     switch (op) {
     case FRAME_OP_STAT:

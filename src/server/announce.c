@@ -39,6 +39,8 @@ struct announce {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     int stop;
+    void (*on_lapse)(void *); /* the lease expired: clients wrote around this node */
+    void *lapse_arg;
 };
 
 /* Grant a lease and put the key under it. */
@@ -83,6 +85,7 @@ static void announce_tick(announce *a) {
         LOG_WARN("lease %llx expired in etcd; registering %s again", (unsigned long long)a->lease,
                  a->addr);
         a->lease = 0;
+        if (a->on_lapse) a->on_lapse(a->lapse_arg);
         announce_register(a);
         return;
     }
@@ -146,13 +149,16 @@ int announce_check(const server_config *cfg) {
     return 0;
 }
 
-int announce_start(const server_config *cfg, int port, announce **out) {
+int announce_start(const server_config *cfg, int port, void (*on_lapse)(void *), void *lapse_arg,
+                   announce **out) {
     *out = NULL;
     int rc = announce_check(cfg);
     if (rc) return rc;
     announce *a = calloc(1, sizeof(*a));
     if (!a) return -ENOMEM;
     a->ttl_s = cfg->etcd_ttl_s > 0 ? cfg->etcd_ttl_s : 5;
+    a->on_lapse = on_lapse;
+    a->lapse_arg = lapse_arg;
     snprintf(a->endpoints, sizeof(a->endpoints), "%s", cfg->etcd);
     if (cfg->advertise[0])
         snprintf(a->addr, sizeof(a->addr), "%s", cfg->advertise);

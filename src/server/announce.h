@@ -17,9 +17,11 @@ int announce_check(const server_config *cfg);
 /*
  * Register (one try, logged) and start the keepalive thread. A node whose first try fails
  * keeps serving and keeps trying. Errors: -EINVAL for settings that cannot work (logged),
- * -ENOMEM, or a thread that cannot start.
+ * -ENOMEM, or a thread that cannot start. on_lapse (may be NULL) is called from the thread
+ * when etcd says the lease expired: clients dropped the node meanwhile.
  */
-int announce_start(const server_config *cfg, int port, announce **out);
+int announce_start(const server_config *cfg, int port, void (*on_lapse)(void *), void *lapse_arg,
+                   announce **out);
 
 /* Leave: revoke the lease, so clients drop the node at their next read, and stop the
  * thread. NULL is ignored. */

@@ -59,6 +59,7 @@
 #include "server/conn_shm.h"
 #include "server/connio.h"
 #include "server/intake.h"
+#include "server/replica.h"
 #include "server/server_int.h"
 
 /* The input buffer starts small: a peer that has not authenticated yet can only ever send
@@ -99,6 +100,7 @@ struct conn {
     int is_unix;    /* accepted on the Unix listener */
     int fd_sent;    /* the pool's memfd went (or is queued to go) to this peer: never twice */
     shm_state *shm; /* leases of a connection granted FRAME_FEATURE_SHM, else NULL */
+    uint64_t replica_gen; /* replica.c: the node's generation when this connection began */
 };
 
 static const connio_ops conn_ops;
@@ -153,6 +155,12 @@ static void conn_free(connio *io) {
 /* Encode with a size query first, into a buffer the output queue will own. */
 static int reply_encoded(conn *c, outq_encode_fn fn, void *arg) {
     return outq_encoded(&c->io.out, fn, arg);
+}
+
+/* REPLICA's reply: request id, fences, generation (replica_op). */
+static int enc_replica_reply(void *buf, size_t cap, size_t *len, void *arg) {
+    const uint64_t *a = arg;
+    return frame_encode_replica_reply(buf, cap, len, a[0], a[1], a[2]);
 }
 
 static int reply_error(conn *c, unsigned op, uint64_t req_id, int32_t status, const char *msg) {
@@ -230,6 +238,7 @@ static int op_hello(conn *c, const frame_msg *m, int *status) {
         c->fd_sent = 1;
         features |= FRAME_FEATURE_SHM;
     }
+    features |= h->features & FRAME_FEATURE_REPLICA; /* replica.c */
     frame_hello_reply r = {FRAME_VERSION, c->dec.lim.max_keys, features, c->dec.lim.max_value,
                            c->dec.lim.max_frame};
     uint8_t *buf = malloc(FRAME_HDR_SIZE + FRAME_HELLO_REPLY_META);
@@ -580,6 +589,12 @@ static int dispatch(conn *c, const frame_msg *m) {
     case FRAME_OP_PING:
         rc = reply_empty(c, op, m->h.req_id);
         break;
+    case FRAME_OP_REPLICA: {
+        uint64_t reply[3];
+        replica_op(c->srv, m, &c->replica_gen, reply);
+        rc = reply_encoded(c, enc_replica_reply, reply);
+        break;
+    }
     case FRAME_OP_CLEAR:
         store_clear(c->srv->st);
         rc = reply_empty(c, op, m->h.req_id);
@@ -617,6 +632,7 @@ static int conn_serve(connio *io) {
     conn *c = (conn *)io;
     while (!connio_held(&c->io) && !connio_spent(&c->io)) {
         if (!c->io.in_body && atomic_load(&c->srv->stopping)) return 0;
+        if (replica_gate(c->srv, &c->replica_gen) != 0) return -ECONNRESET; /* replica.c */
         if (c->io.in_body) {
             int rc = body_read(c);
             if (rc <= 0) return rc;

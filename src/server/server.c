@@ -34,6 +34,7 @@
 #include "common/util.h"
 #include "server/announce.h"
 #include "server/http.h"
+#include "server/replica.h"
 #include "server/server_int.h"
 
 /* Wake whoever polls the eventfd efd. A write to an eventfd fails only when its counter
@@ -288,6 +289,7 @@ static int server_signals(server *srv) {
     sigaddset(&mask, SIGINT);
     srv->sfd = signalfd(-1, &mask, SFD_CLOEXEC);
     if (srv->sfd < 0) return log_errno("signalfd");
+    sigaddset(&mask, SIGCONT); /* blocked too, for replica.c's own signalfd (not srv->sfd) */
     int e = pthread_sigmask(SIG_BLOCK, &mask, NULL);
     if (e != 0) {
         errno = e;
@@ -393,7 +395,7 @@ static int server_announce(server *srv) {
         LOG_INFO("metrics at http://%s/metrics",
                  hostport_format(cfg->bind, srv->metrics_port, where, sizeof(where)));
     if (cfg->etcd[0]) {
-        int rc = announce_start(cfg, srv->port, &srv->ann);
+        int rc = announce_start(cfg, srv->port, replica_lapsed, srv, &srv->ann);
         if (rc) return rc;
     }
     if (srv->unix_fd >= 0)
@@ -497,6 +499,7 @@ static void server_teardown(server *srv) {
     if (srv->epfd >= 0) close(srv->epfd);
     if (srv->sfd >= 0) close(srv->sfd);
     free(srv->workers);
+    replica_stop(srv);
     if (srv->st) store_destroy(srv->st);
     preauth_fini(&srv->pre);
 }
@@ -545,8 +548,9 @@ int server_run(const server_config *cfg) {
     }
     if ((rc = server_cluster_check(srv)) == 0 && (rc = server_preauth(srv)) == 0 &&
         (rc = server_signals(srv)) == 0 && (rc = server_store(srv)) == 0 &&
-        (rc = server_open_listeners(srv)) == 0 && (rc = server_start_workers(srv)) == 0 &&
-        (rc = server_accept_set(srv)) == 0 && (rc = server_announce(srv)) == 0)
+        (rc = replica_start(srv)) == 0 && (rc = server_open_listeners(srv)) == 0 &&
+        (rc = server_start_workers(srv)) == 0 && (rc = server_accept_set(srv)) == 0 &&
+        (rc = server_announce(srv)) == 0)
         rc = server_loop(srv);
     server_teardown(srv);
     free(srv);

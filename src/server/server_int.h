@@ -68,6 +68,7 @@ struct server {
     int epfd;     /* the accept loop's epoll set, -1 until made */
     int metrics_started;
     struct announce *ann; /* etcd registration (announce.c), NULL when none */
+    struct replica *rep;  /* replica.c: dropping what may be stale; NULL until made */
     atomic_int stopping;
     atomic_int open_conns;                 /* every connection open, authenticated or not */
     atomic_int authed_conns;               /* with a token: those past HELLO/AUTH (<= max_conns) */

@@ -90,6 +90,13 @@ static int fc_reencode(const frame_msg *m, uint8_t *out, size_t cap, size_t *len
     case FRAME_OP_HELLO | FRAME_OP_REPLY:
         rc = frame_encode_hello_reply(out, cap, len, id, &m->hello_reply);
         break;
+    case FRAME_OP_REPLICA:
+        rc = frame_encode_replica(out, cap, len, id, m->replica.flags, m->replica.timeout_ms);
+        break;
+    case FRAME_OP_REPLICA | FRAME_OP_REPLY:
+        rc =
+            frame_encode_replica_reply(out, cap, len, id, m->replica.fences, m->replica.generation);
+        break;
     case FRAME_OP_PUT:
         rc = frame_encode_put(out, cap, len, id, keys, n, iov, NULL, b, data_len);
         break;

@@ -390,6 +390,46 @@ TEST(proto_frame_control_opcodes_roundtrip) {
     CHECK(!frame_op_valid(0x3e) && !frame_op_valid(0x80) && !frame_op_valid(0x100));
 }
 
+/* REPLICA (a cluster client's notice, docs/CLUSTER.md) and its reply; bad flags, a zero
+ * timeout and a reserved field refused with the field named. */
+TEST(proto_frame_replica_roundtrip_and_refusals) {
+    frame_decoder d;
+    CHECK_EQ(frame_decoder_init(&d, NULL), 0);
+    stream s = {0};
+    S_ENC(&s, frame_encode_replica, 7, FRAME_REPLICA_MISSED, 300);
+    frame_msg m = decode_one(&d, &s, 0);
+    CHECK_EQ(m.h.opcode, FRAME_OP_REPLICA);
+    CHECK_EQ(m.replica.flags, FRAME_REPLICA_MISSED);
+    CHECK_EQ(m.replica.timeout_ms, 300);
+    free(s.p);
+    s = (stream){0};
+    S_ENC(&s, frame_encode_replica_reply, 8, 3, 4);
+    m = decode_one(&d, &s, 0);
+    CHECK_EQ(m.h.opcode, FRAME_OP_REPLICA | FRAME_OP_REPLY);
+    CHECK(m.replica.fences == 3 && m.replica.generation == 4);
+    free(s.p);
+    CHECK_STR(frame_op_name(FRAME_OP_REPLICA), "REPLICA");
+
+    uint8_t buf[FRAME_HDR_SIZE + FRAME_REPLICA_META];
+    size_t len;
+    CHECK_EQ(frame_encode_replica(buf, sizeof(buf), &len, 1, 2, 300), TIDE_EPROTO);
+    CHECK_EQ(frame_encode_replica(buf, sizeof(buf), &len, 1, 0, 0), TIDE_EPROTO);
+    const struct {
+        size_t off;
+        uint8_t byte;
+        const char *msg;
+    } bad[] = {{FRAME_HDR_SIZE, 2, "REPLICA: unknown flags 0x00000002"},
+               {FRAME_HDR_SIZE + 4, 0, "REPLICA: timeout_ms is 0"},
+               {FRAME_HDR_SIZE + 8, 1, "REPLICA: reserved field"}};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        CHECK_EQ(frame_encode_replica(buf, sizeof(buf), &len, 1, 0, 1), 0);
+        buf[bad[i].off] = bad[i].byte;
+        frame_decoder_reset(&d);
+        CHECK_EQ(frame_decode(&d, buf, len, &m), TIDE_EPROTO);
+        CHECK_CONTAINS(d.errstr, bad[i].msg);
+    }
+}
+
 TEST(proto_frame_zero_keys) {
     frame_decoder d;
     frame_decoder_init(&d, NULL);
