@@ -1,6 +1,7 @@
 #!/bin/sh
 # bench.sh — run tide's benchmarks (every program under $BUILD/bench/, then bench/net.sh,
 # the trace replay of scripts/bench_trace.sh, bench/resp.sh (also with the pool shared),
+# bench/hostile.sh,
 # bench/mooncake.sh and bench/cluster.sh) and write
 # bench/RESULTS.md: the machine, the date, each command and what it printed, and the plot
 # bench/hitrate.svg.
@@ -96,6 +97,17 @@ echo "bench: running bench/resp.sh with the pool shared" >&2
     echo
 } >>"$TMP"
 BUILD="$BUILD" TIDE_UNIX=1 SIZES=1048576 bench/resp.sh | tee -a "$TMP"
+# Fairness under hostile clients: well-behaved clients' p99 alone and beside 8 connections
+# that never read their replies (bench/hostile.sh; target <= 2x).
+echo "bench: running bench/hostile.sh" >&2
+{
+    echo
+    echo "## hostile"
+    echo
+    echo "Command: \`BUILD=$BUILD bench/hostile.sh\`"
+    echo
+} >>"$TMP"
+BUILD="$BUILD" bench/hostile.sh | tee -a "$TMP"
 # The network benchmark: tided against redis-server and raw loopback TCP (a script, since
 # it starts servers; it stops them by PID when it ends).
 echo "bench: running bench/net.sh" >&2
