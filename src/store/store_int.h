@@ -418,6 +418,13 @@ void tier_stop(struct store *st);
 int do_tier_spill(struct store *st, obj *v);
 /* Tombstones were queued: make sure the writer runs. */
 void do_tier_wake(struct store *st);
+/* 1 if o is in the batch the writer is writing now (its record is about to exist). */
+int do_tier_writing(const struct store *st, const obj *o);
+/* Remove a key from the disk and wait (the lock released meanwhile) until the tombstone is
+ * durable: 0, TIDE_ENOTFOUND, or the negative code with which it was refused. */
+int do_tier_remove(struct store *st, const void *key, size_t klen);
+/* Clear the disk and wait until the clear record is durable: 0 or a negative code. */
+int do_tier_clear(struct store *st);
 
 /* ---------------------------------------------------------------------------------------
  * store.c extras for tests
