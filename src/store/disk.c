@@ -988,7 +988,7 @@ int disk_clear(disk *d, uint64_t *ticket) {
     }
     if (!d->active) d->active_sealed = 0;
     /* Tombstones queued before stay: each has a waiter, and written first they do no harm. */
-    int rc = do_pend_ticket(d, REC_CLEAR, NULL, 0, NULL, 0, ticket);
+    int rc = do_pend_ticket(d, REC_CLEAR, NULL, 0, NULL, d->next_seq, ticket);
     pthread_mutex_unlock(&d->mu);
     return rc;
 }
@@ -1020,7 +1020,9 @@ int disk_pending(disk *d) {
 
 /* Create the next segment file with its header. Called without mu (file creation). */
 static int seg_create(disk *d, disk_seg **out, char *err, size_t errlen) {
+    pthread_mutex_lock(&d->mu); /* disk_clear reads it */
     uint64_t seq = d->next_seq++;
+    pthread_mutex_unlock(&d->mu);
     char path[DISK_PATH_MAX];
     seg_path(d, seq, path, sizeof(path));
     int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, DISK_FILE_MODE);
@@ -1083,9 +1085,18 @@ typedef struct wrec {
 
 static const uint8_t zeros[8];
 
-/* Index bytes an object record's entry will take: the entry and its share of the table. */
+/* Heap bytes an object record's entry will take (its table slots are counted apart). */
 static uint64_t entry_cost(const wrec *r) {
-    return r->item ? malloc_cost(sizeof(dent) + r->klen) + 2 * sizeof(void *) : 0;
+    return r->item ? malloc_cost(sizeof(dent) + r->klen) : 0;
+}
+
+/* What the index would take with `more` entries of `meta` bytes added: the table grows as
+ * htab_reserve grows it. Caller holds mu. */
+static uint64_t do_index_bytes_with(const disk *d, uint64_t more, uint64_t meta) {
+    uint64_t n = htab_slots(&d->index), need = (uint64_t)d->index.count + more;
+    while (need * 4 > n * 3)
+        n += n / 2;
+    return do_index_bytes(d) - htab_meta_bytes(&d->index) + n * sizeof(void *) + meta;
 }
 
 /*
@@ -1107,9 +1118,10 @@ static size_t plan_chunk(disk *d, wrec *w, size_t n, disk_seg **segp, int *errp,
     uint64_t em0 = entry_cost(&w[0]);
     pthread_mutex_lock(&d->mu);
     disk_seg *s = d->active;
-    int rotate = !s || d->active_sealed || (s->size + need > d->seg_size && s->size > SEG_HDR) ||
-                 (d->used + need > d->capacity && s == d->oldest && s->size > SEG_HDR) ||
-                 (em0 && do_index_bytes(d) + em0 > d->index_budget && s == d->oldest && s->entries);
+    int rotate =
+        !s || d->active_sealed || (s->size + need > d->seg_size && s->size > SEG_HDR) ||
+        (d->used + need > d->capacity && s == d->oldest && s->size > SEG_HDR) ||
+        (em0 && do_index_bytes_with(d, 1, em0) > d->index_budget && s == d->oldest && s->entries);
     pthread_mutex_unlock(&d->mu);
     if (rotate) {
         if (s) fdatasync(s->fd); /* sealed: its records now survive a power loss too */
@@ -1129,7 +1141,7 @@ static size_t plan_chunk(disk *d, wrec *w, size_t n, disk_seg **segp, int *errp,
     }
     pthread_mutex_lock(&d->mu);
     s = d->active;
-    size_t placed = 0;
+    size_t placed = 0, nobj = 0;
     uint64_t meta = 0;
     int budget = 0;
     for (; placed < n; placed++) {
@@ -1137,10 +1149,11 @@ static size_t plan_chunk(disk *d, wrec *w, size_t n, disk_seg **segp, int *errp,
         if (placed > 0 && s->size + sz > d->seg_size) break;
         while (d->used + sz > d->capacity && d->oldest != s)
             do_drop_seg(d, d->oldest, 1);
-        while (em && do_index_bytes(d) + meta + em > d->index_budget && d->oldest != s)
+        while (em && do_index_bytes_with(d, nobj + 1, meta + em) > d->index_budget &&
+               d->oldest != s)
             do_drop_seg(d, d->oldest, 1);
         if (d->used + sz > d->capacity) break;
-        if (em && do_index_bytes(d) + meta + em > d->index_budget) {
+        if (em && do_index_bytes_with(d, nobj + 1, meta + em) > d->index_budget) {
             budget = 1;
             break;
         }
@@ -1148,6 +1161,7 @@ static size_t plan_chunk(disk *d, wrec *w, size_t n, disk_seg **segp, int *errp,
         s->size += sz;
         d->used += sz;
         meta += em;
+        nobj += em != 0;
     }
     if (placed == 0) {
         char b[32];
@@ -1224,24 +1238,46 @@ static void do_pend_written(disk *d, const pend *p) {
 }
 
 /* Nothing a queued record speaks of is left on disk: the tombstone's record has gone with
- * its segment (or is no longer the key's entry), or no segment is left for a clear to
- * clear. Caller holds mu. */
+ * its segment (or is no longer the key's entry), or no segment made before the clear is
+ * left (a clear's off is the first seq made after it). Caller holds mu. */
 static int do_pend_moot(disk *d, const pend *p) {
-    if (p->kind == REC_CLEAR) return d->oldest == NULL;
+    if (p->kind == REC_CLEAR) return !d->oldest || d->oldest->seq >= p->off;
     if (!p->seg || p->seg->dropped) return 1;
     dent *e = do_lookup(d, p->key, p->klen);
     return !e || e->seg != p->seg || e->off != p->off;
 }
 
+/* Write one queued record on its own: 1 when it is on disk. Writer only. */
+static int pend_write_one(disk *d, pend *p) {
+    wrec w = {.kind = p->kind, .key = p->key, .klen = p->klen, .pend = p};
+    w.size = disk_record_size(w.klen, 0);
+    disk_seg *s = NULL;
+    int perr;
+    char e1[1024];
+    if (plan_chunk(d, &w, 1, &s, &perr, e1, sizeof(e1)) != 1 ||
+        write_chunk(d, s, &w, 1, e1, sizeof(e1)) != 1)
+        return 0;
+    pthread_mutex_lock(&d->mu);
+    do_pend_written(d, p);
+    pthread_mutex_unlock(&d->mu);
+    return 1;
+}
+
 /*
- * A tombstone or clear record could not be written (the disk is full, an I/O error). It is
- * never dropped while what it removes is still on disk: segments go, oldest first (as
- * eviction drops them), and the record is tried again after each, until it is written or
+ * A tombstone or clear record could not be written (the disk is full, an I/O error, a file
+ * size limit). It is never dropped while what it removes is still on disk. First it is
+ * tried in a fresh segment (the failure may be the file's own); then segments go, oldest
+ * first (as eviction drops them), and it is tried again after each, until it is written or
  * nothing it speaks of is left. A segment dropped here takes its objects with it (misses,
  * counted as evictions); a removed object never comes back. Returns 0, or -errno when a
  * segment file cannot be unlinked (the remove is then refused). Writer only.
  */
 static int pend_fallback(disk *d, pend *p, char *err, size_t errlen) {
+    pthread_mutex_lock(&d->mu);
+    int moot = do_pend_moot(d, p);
+    if (!moot && d->active) d->active_sealed = 1;
+    pthread_mutex_unlock(&d->mu);
+    if (moot || pend_write_one(d, p)) return 0;
     for (;;) {
         pthread_mutex_lock(&d->mu);
         if (do_pend_moot(d, p)) {
@@ -1259,18 +1295,7 @@ static int pend_fallback(disk *d, pend *p, char *err, size_t errlen) {
                      strerror(-rc));
             return rc;
         }
-        wrec w = {.kind = p->kind, .key = p->key, .klen = p->klen, .pend = p};
-        w.size = disk_record_size(w.klen, 0);
-        disk_seg *s = NULL;
-        int perr;
-        char e1[1024];
-        if (plan_chunk(d, &w, 1, &s, &perr, e1, sizeof(e1)) == 1 &&
-            write_chunk(d, s, &w, 1, e1, sizeof(e1)) == 1) {
-            pthread_mutex_lock(&d->mu);
-            do_pend_written(d, p);
-            pthread_mutex_unlock(&d->mu);
-            return 0;
-        }
+        if (pend_write_one(d, p)) return 0;
     }
 }
 

@@ -3,7 +3,8 @@
  * read-back with promotion (both write paths), the index rebuilt at reopen, torn tails,
  * flipped bytes and cut files (a miss and a counter, never wrong bytes), eviction from
  * disk by capacity, remove and clear across tiers and restarts, a disk that refuses writes
- * (RLIMIT_FSIZE), threads, file modes (0700 directory, 0600 segments), a disk_dir that is
+ * (RLIMIT_FSIZE, the log's drop count equal to disk_dropped), threads, file modes (0700
+ * directory, 0600 segments, the secret), a disk_dir that is
  * not a writable directory, and the mem:// options.
  */
 #include <dirent.h>
@@ -423,7 +424,15 @@ TEST(store_disk_refusing_writes_keeps_memory_serving) {
     CHECK(stats(st).disk_writes > before);
     pthread_mutex_lock(&logmu);
     CHECK_CONTAINS(logbuf, "writes succeed again");
+    /* The count the log gives is every object the spell cost: the ones whose write failed
+     * and the ones evictions dropped unqueued while the disk was backed off. */
+    const char *at = strstr(logbuf, "failed batches (");
+    CHECK(at);
+    unsigned long long logged = strtoull(at + strlen("failed batches ("), NULL, 10);
     pthread_mutex_unlock(&logmu);
+    CHECK_MSG(logged == stats(st).disk_dropped,
+              "the log says %llu objects dropped, disk_dropped %llu", logged,
+              (unsigned long long)stats(st).disk_dropped);
     CHECK_EQ(store_check(st), 0);
     store_destroy(st);
 }
