@@ -502,13 +502,66 @@ static int on_disk(store *st, int i) {
     return disk_contains(st->dk, k, strlen(k));
 }
 
+/* The newest segment file's size. */
+static off_t newest_segment_size(void) {
+    DIR *dp = opendir(g_dir);
+    CHECK(dp);
+    char best[300] = "";
+    for (struct dirent *de; (de = readdir(dp));)
+        if (strlen(de->d_name) == 20 && strstr(de->d_name, ".seg") && strcmp(de->d_name, best) > 0)
+            snprintf(best, sizeof(best), "%s", de->d_name);
+    closedir(dp);
+    CHECK(best[0]);
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/%s", g_dir, best);
+    struct stat sb;
+    CHECK_EQ(stat(path, &sb), 0);
+    return sb.st_size;
+}
+
+/* Make the disk refuse every append from now on: on the tmpfs, a file takes every free
+ * page; under the file size limit, the limit comes down to the newest segment's size. */
+static void make_full(int use_tmpfs) {
+    if (use_tmpfs) {
+        char path[1024];
+        snprintf(path, sizeof(path), "%s/filler", g_dir);
+        int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        CHECK(fd >= 0);
+        static uint8_t page[4096];
+        for (int i = 0; i < 4096 && write(fd, page, sizeof(page)) == (ssize_t)sizeof(page); i++)
+            ;
+        close(fd);
+    } else {
+        struct rlimit rl;
+        CHECK_EQ(getrlimit(RLIMIT_FSIZE, &rl), 0);
+        rl.rlim_cur = (rlim_t)newest_segment_size();
+        CHECK_EQ(setrlimit(RLIMIT_FSIZE, &rl), 0);
+    }
+}
+
+static void make_room(int use_tmpfs, rlim_t was) {
+    if (use_tmpfs) {
+        char path[1024];
+        snprintf(path, sizeof(path), "%s/filler", g_dir);
+        CHECK_EQ(unlink(path), 0);
+    } else {
+        struct rlimit rl;
+        CHECK_EQ(getrlimit(RLIMIT_FSIZE, &rl), 0);
+        rl.rlim_cur = was;
+        CHECK_EQ(setrlimit(RLIMIT_FSIZE, &rl), 0);
+    }
+}
+
 /*
- * Fill the disk until it refuses writes, then remove keys that are only on disk and clear:
- * every acknowledged remove and the clear must hold across a restart. `how` says what
- * refuses: a small tmpfs (ENOSPC) or a file size limit (EFBIG).
+ * Spill until the disk refuses writes, make it refuse every append, then remove keys that
+ * are only on disk, and later clear: every acknowledged remove and the clear must hold
+ * across a restart, and the disk's error counter must count the refusals. The tmpfs case
+ * uses 4 KiB segments (one 16 KiB record each), so that a record needs a new segment file,
+ * the path where a record "cannot be planned", once the first tombstones have filled what
+ * the last page of the newest file had left; so it removes up to 200 keys.
  */
 static void removes_survive_a_full_disk(int use_tmpfs) {
-    const uint64_t val = 64 * KIB;
+    const uint64_t val = use_tmpfs ? 16 * KIB : 64 * KIB, seg = use_tmpfs ? 4096 : 8 * MIB;
     signal(SIGXFSZ, SIG_IGN);
     struct rlimit rl;
     CHECK_EQ(getrlimit(RLIMIT_FSIZE, &rl), 0);
@@ -518,52 +571,62 @@ static void removes_survive_a_full_disk(int use_tmpfs) {
         CHECK_EQ(setrlimit(RLIMIT_FSIZE, &rl), 0);
     }
     logbuf[0] = '\0';
-    /* tmpfs: 4 MiB of room under a 64 MiB capacity in 1 MiB segments; the file size limit:
-     * one 8 MiB segment that cannot pass 1 MiB. */
-    store *st = mk_store(1 * MIB, 64 * MIB, use_tmpfs ? 1 * MIB : 8 * MIB);
-    int n = use_tmpfs ? 120 : 64;
+    store *st = mk_store(1 * MIB, 64 * MIB, seg);
+    int n = use_tmpfs ? 400 : 64, most = use_tmpfs ? 200 : 29;
     for (int i = 0; i < n; i++)
         CHECK_EQ(sput(st, i, val), 0);
     settle(st);
+    make_full(use_tmpfs);
     tide_stats s;
     store_stats(st, &s);
-    CHECK(s.disk_errors > 0);
     CHECK(s.disk_dropped > 0);
-    int removed[64], nrem = 0;
-    for (int i = 0; i < n && nrem < 29; i++) {
+    uint64_t errors = s.disk_errors;
+    int removed[256], nrem = 0, refused = 0;
+    for (int i = 0; i < n && nrem < most; i++) {
         if (!on_disk(st, i)) continue;
         char k[32];
         skey(k, sizeof(k), i);
         int rc = store_remove(st, k, strlen(k));
         CHECK_MSG(rc == 0 || rc < 0, "remove: %d", rc);
         if (rc == 0) removed[nrem++] = i;
-        CHECK_EQ(sget(st, i, val), rc == 0 ? 0 : sget(st, i, val));
+        refused += rc != 0;
     }
-    CHECK_MSG(nrem >= 5, "only %d keys were on disk to remove", nrem);
+    CHECK_MSG(nrem >= 5, "only %d keys were on disk to remove (%d refused)", nrem, refused);
     for (int j = 0; j < nrem; j++)
         CHECK_EQ(sget(st, removed[j], val), 0);
     settle(st);
+    store_stats(st, &s);
+    CHECK_MSG(s.disk_errors > errors, "disk_errors stayed %llu while appends were refused",
+              (unsigned long long)s.disk_errors);
     store_destroy(st);
-    st = mk_store(1 * MIB, 64 * MIB, use_tmpfs ? 1 * MIB : 8 * MIB);
+    make_room(use_tmpfs, was);
+    st = mk_store(1 * MIB, 64 * MIB, seg);
     int back = 0;
     for (int j = 0; j < nrem; j++)
         back += sget(st, removed[j], val);
+    printf("    %d removes acknowledged on the full disk, %d refused, %d came back after the "
+           "restart\n",
+           nrem, refused, back);
     CHECK_MSG(back == 0, "%d of %d removed keys came back after the restart", back, nrem);
-    /* Fill again and clear: nothing of it comes back either. */
+    /* Fill again, refuse appends, clear: nothing of it comes back either. */
+    if (!use_tmpfs) {
+        rl.rlim_cur = 1 * MIB;
+        CHECK_EQ(setrlimit(RLIMIT_FSIZE, &rl), 0);
+    }
     for (int i = 1000; i < 1000 + n; i++)
         CHECK_EQ(sput(st, i, val), 0);
     settle(st);
+    make_full(use_tmpfs);
     store_clear(st);
     settle(st);
     store_destroy(st);
-    st = mk_store(1 * MIB, 64 * MIB, use_tmpfs ? 1 * MIB : 8 * MIB);
+    make_room(use_tmpfs, was);
+    st = mk_store(1 * MIB, 64 * MIB, seg);
     back = 0;
     for (int i = 1000; i < 1000 + n; i++)
         back += sget(st, i, val);
     CHECK_MSG(back == 0, "%d cleared keys came back after the restart", back);
     store_destroy(st);
-    rl.rlim_cur = was;
-    CHECK_EQ(setrlimit(RLIMIT_FSIZE, &rl), 0);
 }
 
 TEST(store_disk_removes_on_a_file_size_limit_survive_restart) {
