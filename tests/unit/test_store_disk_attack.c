@@ -658,7 +658,7 @@ TEST_T(store_disk_index_stays_within_its_budget, 120) {
     char key[220];
     memset(key, 'k', sizeof(key));
     uint64_t worst = 0;
-    int n = 40000;
+    int n = 15000;
     for (int i = 0; i < n; i++) {
         snprintf(key, 24, "tiny-%09d|", i);
         key[23] = 'k';
@@ -707,5 +707,8 @@ TEST_T(store_disk_index_stays_within_its_budget, 120) {
     ds = (tide_stats){0};
     disk_stats(st->dk, &ds);
     CHECK(ds.meta_bytes <= budget);
+    char desc[1024];
+    store_describe_disk(st, desc, sizeof(desc));
+    printf("    %s\n", desc);
     store_destroy(st);
 }
