@@ -110,8 +110,8 @@ struct disk {
      * and file creation, which are metadata calls). The active segment's file is appended
      * to only by disk_write's caller, outside the lock; it reserves the bytes under the
      * lock first (size grows), so capacity and rotation are decided in one place. Nothing
-     * is called out while `mu` is held. A caller may hold the store's lock (store -> disk). Helpers
-     * named do_x() expect `mu` held; x() takes it.
+     * is called out while `mu` is held. A caller may hold the store's lock (store -> disk).
+     * Helpers named do_x() expect `mu` held; x() takes it.
      */
     pthread_mutex_t mu;
     char dir[DISK_DIR_MAX];
@@ -256,7 +256,8 @@ typedef struct rec {
 } rec;
 
 /* Check a header and its key at buf (have bytes) for a record at off of segment s whose
- * file is file_size bytes. 1 and *r when valid. */
+ * file is file_size bytes. 1 and *r when valid, 0 when not, -ENOMEM when the checksum
+ * could not be computed (which says nothing about the record). */
 static int rec_decode(const disk *d, const disk_seg *s, const uint8_t *buf, size_t have,
                       uint64_t off, uint64_t file_size, rec *r) {
     if (have < REC_HDR || le32(buf) != REC_MAGIC || buf[5] != 0) return 0;
@@ -271,8 +272,9 @@ static int rec_decode(const disk *d, const disk_seg *s, const uint8_t *buf, size
     if (have < REC_HDR + r->klen) return 0;
     if (r->vlen > file_size || off + disk_record_size(r->klen, r->vlen) > file_size) return 0;
     uint64_t h;
-    if (rec_hsum(d, s, off, buf, r->key, r->klen, &h) < 0 || le64(buf + 24) != h) return 0;
-    return 1;
+    int rc = rec_hsum(d, s, off, buf, r->key, r->klen, &h);
+    if (rc < 0) return rc;
+    return le64(buf + 24) == h;
 }
 
 static void seg_path(const disk *d, uint64_t seq, char *buf, size_t len) {
@@ -407,7 +409,13 @@ static int scan_seg(disk *d, disk_seg *s, char *err, size_t errlen) {
             return -e;
         }
         rec r;
-        if (!rec_decode(d, s, hb, (size_t)h, off, s->size, &r)) {
+        int ok = rec_decode(d, s, hb, (size_t)h, off, s->size, &r);
+        if (ok < 0) {
+            snprintf(err, errlen, "out of memory verifying segment %016llx",
+                     (unsigned long long)s->seq);
+            return ok;
+        }
+        if (!ok) {
             /* Damaged or torn: this record and the rest of the segment go. Cut them off so
              * that the accounting is true and nothing ever follows them. */
             d->torn++;
@@ -910,9 +918,12 @@ int disk_read(disk *d, const disk_loc *loc, const void *key, size_t klen, void *
     }
     if (rc == 0) {
         rec r;
-        if (!rec_decode(d, loc->seg, hb, REC_HDR + klen, loc->off, UINT64_MAX / 2, &r) ||
-            r.kind != REC_OBJECT || r.klen != klen || memcmp(r.key, key, klen) != 0 ||
-            r.vlen != loc->vlen || r.vsum != loc->sum || checksum_buf(dst, loc->vlen) != loc->sum)
+        int ok = rec_decode(d, loc->seg, hb, REC_HDR + klen, loc->off, UINT64_MAX / 2, &r);
+        if (ok < 0)
+            rc = ok; /* not the record's fault: an error, and the record is kept */
+        else if (!ok || r.kind != REC_OBJECT || r.klen != klen || memcmp(r.key, key, klen) != 0 ||
+                 r.vlen != loc->vlen || r.vsum != loc->sum ||
+                 checksum_buf(dst, loc->vlen) != loc->sum)
             rc = TIDE_ECHECKSUM;
     }
     pthread_mutex_lock(&d->mu);
