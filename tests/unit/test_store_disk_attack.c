@@ -639,7 +639,7 @@ TEST(store_disk_removes_on_a_file_size_limit_survive_restart) {
 TEST(store_disk_removes_on_a_full_tmpfs_survive_restart) {
     snprintf(g_dir, sizeof(g_dir), "%s/tmpfs", test_tmpdir());
     CHECK_EQ(mkdir(g_dir, 0700), 0);
-    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+    if (unshare(CLONE_NEWNS) != 0 || mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) != 0 ||
         mount("tmpfs", g_dir, "tmpfs", 0, "size=4m,mode=0700") != 0) {
         printf("    (no CAP_SYS_ADMIN: the tmpfs case is skipped; the file size limit case "
                "covers refused writes)\n");
