@@ -52,6 +52,7 @@
 #define REC_TOMB 2
 #define REC_CLEAR 3
 #define SEG_NONCE 16u
+#define SCAN_CHUNK (1u << 20) /* bytes read at once when a damaged tail is searched */
 #define SECRET_NAME "tide.secret"
 #define SECRET_LEN 32u
 #define WRITE_CHUNK_MAX 256 /* records in one batch of writes */
@@ -143,6 +144,7 @@ struct disk {
     uint64_t found_segs, found_objects, found_bytes, torn_bytes, bad_files, scan_ns;
     uint64_t old_format, foreign; /* segments dropped: format 1, another store's secret */
     uint64_t budget_drops;        /* segments dropped at open to fit the index budget */
+    uint64_t removals_kept;       /* removes and clears found in the damaged tails */
 };
 
 typedef struct keyref {
@@ -389,13 +391,73 @@ static int do_pend(disk *d, int kind, const void *key, size_t klen, disk_seg *se
 
 /* ---- scan at open ------------------------------------------------------------------ */
 
+/* Apply a verified tombstone or clear record to the index. Caller holds mu (or is the
+ * scan at open, before anyone else can see the disk). */
+static void do_apply_removal(disk *d, const rec *r) {
+    if (r->kind == REC_TOMB) {
+        dent *e = do_lookup(d, r->key, r->klen);
+        if (e) do_unlink_entry(d, e);
+        return;
+    }
+    for (disk_seg *t = d->oldest; t; t = t->next)
+        while (t->entries)
+            do_unlink_entry(d, t->entries);
+}
+
+/*
+ * The scan of s stopped at damage at `from`: the records after it cannot be walked, and
+ * their objects are dropped. A remove or clear recorded there must still hold, though, or
+ * a flipped bit would bring removed keys back. So the rest is searched for tombstone and
+ * clear records only, each accepted only where its keyed checksum holds for its very
+ * offset: only records the writer wrote there, never bytes of a value (nobody else can
+ * make the checksum). Applying a removal can only forget objects, never serve one.
+ */
+static int scan_removals(disk *d, disk_seg *s, uint64_t from, char *err, size_t errlen) {
+    size_t span = SCAN_CHUNK + REC_HDR + TIDE_KEY_MAX;
+    uint8_t *chunk = malloc(span);
+    if (!chunk) {
+        snprintf(err, errlen, "out of memory searching segment %016llx",
+                 (unsigned long long)s->seq);
+        return -ENOMEM;
+    }
+    int rc = 0;
+    for (uint64_t base = from + 8; rc == 0 && base < s->size; base += SCAN_CHUNK) {
+        ssize_t n = pread(s->fd, chunk, span, (off_t)base);
+        if (n < 0) {
+            rc = -errno;
+            snprintf(err, errlen, "reading segment %016llx at %llu: %s", (unsigned long long)s->seq,
+                     (unsigned long long)base, strerror(-rc));
+            break;
+        }
+        for (uint64_t i = 0; i < SCAN_CHUNK && i + REC_HDR <= (uint64_t)n; i += 8) {
+            const uint8_t *b = chunk + i;
+            if (le32(b) != REC_MAGIC || (b[4] != REC_TOMB && b[4] != REC_CLEAR) || le64(b + 8))
+                continue;
+            rec r;
+            int ok = rec_decode(d, s, b, (size_t)n - i, base + i, s->size, &r);
+            if (ok < 0) {
+                rc = ok;
+                snprintf(err, errlen, "out of memory verifying segment %016llx",
+                         (unsigned long long)s->seq);
+                break;
+            }
+            if (!ok) continue;
+            do_apply_removal(d, &r);
+            d->removals_kept++;
+        }
+    }
+    free(chunk);
+    return rc;
+}
+
 /*
  * Apply every record of segment s to the index, in file order, from its first record on.
  * The scan visits only the boundaries the writer wrote: each record's length comes from a
  * header whose keyed checksum held. It never looks for a record anywhere else, so bytes
  * inside a value are never read as a header. The first record that fails to verify (torn
  * by a crash, damaged, or written under another secret) ends the segment: it and all that
- * follows are cut off and counted, never searched for something that decodes.
+ * follows are cut off and counted, never searched for an object that decodes (only for
+ * the removals recorded there: scan_removals).
  */
 static int scan_seg(disk *d, disk_seg *s, char *err, size_t errlen) {
     uint8_t hb[REC_HDR + TIDE_KEY_MAX];
@@ -416,8 +478,11 @@ static int scan_seg(disk *d, disk_seg *s, char *err, size_t errlen) {
             return ok;
         }
         if (!ok) {
-            /* Damaged or torn: this record and the rest of the segment go. Cut them off so
-             * that the accounting is true and nothing ever follows them. */
+            /* Damaged or torn: this record and the rest of the segment go, but the removes
+             * recorded there still hold. Then cut them off so that the accounting is true
+             * and nothing ever follows them. */
+            int rc = scan_removals(d, s, off, err, errlen);
+            if (rc < 0) return rc;
             d->torn++;
             d->torn_bytes += s->size - off;
             if (ftruncate(s->fd, (off_t)off) != 0) {
@@ -435,13 +500,8 @@ static int scan_seg(disk *d, disk_seg *s, char *err, size_t errlen) {
                 snprintf(err, errlen, "out of memory for the disk index");
                 return -ENOMEM;
             }
-        } else if (r.kind == REC_TOMB) {
-            dent *e = do_lookup(d, r.key, r.klen);
-            if (e) do_unlink_entry(d, e);
         } else {
-            for (disk_seg *t = d->oldest; t; t = t->next)
-                while (t->entries)
-                    do_unlink_entry(d, t->entries);
+            do_apply_removal(d, &r);
         }
         off += disk_record_size(r.klen, r.vlen);
     }
@@ -837,7 +897,8 @@ void disk_describe(disk *d, char *buf, size_t len) {
     snprintf(buf, len,
              "disk tier at %s: capacity %s in segments of %s, index budget %s; found %llu "
              "segments, %llu objects, %s in %.1f ms; %llu damaged or torn records (%llu bytes "
-             "cut off), %llu unreadable files set aside as *.bad, %llu segments of format 1 "
+             "cut off, %llu removes and clears in them kept), %llu unreadable files set aside "
+             "as *.bad, %llu segments of format 1 "
              "and %llu written under another secret dropped unread, %llu segments dropped "
              "to fit the index budget; writes through %s, reads through preadv",
              d->dir, size_format(d->capacity, cap, sizeof(cap)),
@@ -846,8 +907,9 @@ void disk_describe(disk *d, char *buf, size_t len) {
              (unsigned long long)d->found_segs, (unsigned long long)d->found_objects,
              size_format(d->found_bytes, found, sizeof(found)), (double)d->scan_ns / 1e6,
              (unsigned long long)d->torn, (unsigned long long)d->torn_bytes,
-             (unsigned long long)d->bad_files, (unsigned long long)d->old_format,
-             (unsigned long long)d->foreign, (unsigned long long)d->budget_drops, disk_io_name(d));
+             (unsigned long long)d->removals_kept, (unsigned long long)d->bad_files,
+             (unsigned long long)d->old_format, (unsigned long long)d->foreign,
+             (unsigned long long)d->budget_drops, disk_io_name(d));
     pthread_mutex_unlock(&d->mu);
 }
 

@@ -24,10 +24,12 @@
  * written in the same call whose completion was never reported may or may not be. Values
  * are verified against vsum on every read (disk_read); the scan checks headers only. The
  * scan walks each segment from its first record by the lengths of verified headers and
- * never searches: the first record that fails to verify ends its segment (it and the rest
- * are cut off and counted), so a damaged record is dropped and nothing inside a value is
- * ever read as a record. Segments of format 1 or written under another secret are deleted
- * unread (counted in disk_describe). A remove or clear that reached disk_remove/disk_clear
+ * never searches for objects: the first record that fails to verify ends its segment (it
+ * and the rest are cut off and counted), so a damaged record is dropped and nothing inside
+ * a value is ever read as a record. Only tombstones and clear records in the cut-off tail
+ * are looked for, accepted where their keyed checksum holds at their offset, and applied,
+ * so that damage never undoes a remove. Segments of format 1 or written under another secret are
+ * deleted unread (counted in disk_describe). A remove or clear that reached disk_remove/disk_clear
  * with a ticket is acknowledged only once its record is durable (disk_ticket) — or once
  * what it removes has left the disk with its segment; never dropped. Eviction drops whole
  * segments, oldest first, when a write would take the files past the capacity or the

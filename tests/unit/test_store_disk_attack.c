@@ -292,6 +292,97 @@ TEST_T(store_disk_forged_records_inside_values_never_adopted, 120) {
         free(g_files[i].bytes);
 }
 
+/* A forged tombstone for key as format 1 framed it, claiming file offset off of seq. */
+static size_t forge_tomb(uint8_t *p, uint64_t seq, uint64_t off, const char *key) {
+    size_t klen = strlen(key);
+    uint8_t hb[24 + 64];
+    memset(p, 0, 32);
+    le_put(p, 0x43455254u, 4);
+    p[4] = 2;
+    le_put(p + 6, klen, 2);
+    memcpy(hb, p, 24);
+    memcpy(hb + 24, key, klen);
+    le_put(p + 24, XXH3_64bits_withSeed(hb, 24 + klen, forge_seed(seq, off)), 8);
+    memcpy(p + 32, key, klen);
+    size_t sz = (32 + klen + 7) & ~(size_t)7;
+    memset(p + 32 + klen, 0, sz - 32 - klen);
+    return sz;
+}
+
+static void write_pending(disk *d, uint64_t ticket) {
+    char err[512];
+    CHECK_EQ(disk_write(d, NULL, 0, err, sizeof(err)), 0);
+    CHECK_MSG(err[0] == '\0', "%s", err);
+    CHECK_EQ(disk_ticket(d, ticket), 0);
+}
+
+static void flip_at(const char *path, uint64_t at) {
+    int fd = open(path, O_RDWR);
+    CHECK(fd >= 0);
+    uint8_t b;
+    CHECK_EQ(pread(fd, &b, 1, (off_t)at), 1);
+    b ^= 0x10;
+    CHECK_EQ(pwrite(fd, &b, 1, (off_t)at), 1);
+    close(fd);
+}
+
+/*
+ * A damaged record ends its segment's walk, but a remove or clear recorded after it still
+ * holds across the restart: the damaged tail is searched for removals only, each accepted
+ * only with its keyed checksum at its offset. A client's value full of forged tombstones
+ * (format-1 checksums, for every offset) removes nothing.
+ */
+TEST(store_disk_damage_never_undoes_a_remove) {
+    static uint8_t v[2000], trap[8192];
+    memset(v, 0x42, sizeof(v));
+    for (int clear = 0; clear < 2; clear++) {
+        snprintf(g_dir, sizeof(g_dir), "%s/rm%d", test_tmpdir(), clear);
+        disk *d = must_open();
+        /* Layout: [T 2000][A][B][C][D = forged tombstones for T][tombstone A or clear][E] */
+        uint64_t rec = disk_record_size(1, sizeof(v));
+        uint64_t d_val = 64 + 4 * rec + 32 + 1; /* key "D": one byte; forged from the next 8 */
+        memset(trap, 0, sizeof(trap));
+        for (size_t p = (8 - d_val % 8) % 8; p + 40 <= sizeof(trap);)
+            p += forge_tomb(trap + p, 1, d_val + p, "T");
+        const char *k1[] = {"T", "A", "B", "C", "D"};
+        uint8_t *v1[] = {v, v, v, v, trap};
+        uint64_t l1[] = {sizeof(v), sizeof(v), sizeof(v), sizeof(v), sizeof(trap)};
+        put_objs(d, k1, v1, l1, 5);
+        uint64_t t = 0;
+        if (clear) {
+            CHECK_EQ(disk_clear(d, &t), 0);
+        } else {
+            CHECK_EQ(disk_remove(d, "A", 1, &t), 0);
+            CHECK_EQ(read_is(d, "A", v, sizeof(v)), 1); /* until the tombstone is down */
+        }
+        write_pending(d, t);
+        CHECK_EQ(read_is(d, "A", v, sizeof(v)), 0);
+        const char *k2[] = {"E"};
+        uint8_t *v2[] = {v};
+        uint64_t l2[] = {sizeof(v)};
+        put_objs(d, k2, v2, l2, 1);
+        disk_close(d);
+        save_segments();
+        CHECK_EQ(g_nfiles, 1);
+        char seg[1024];
+        segment_path(0, seg, sizeof(seg));
+        CHECK(memcmp(g_files[0].bytes + 64 + 4 * rec + 32, "D", 1) == 0);
+        flip_at(seg, 64 + 2 * rec + 9); /* B's value length */
+        d = must_open();
+        CHECK_EQ(read_is(d, "A", v, sizeof(v)), 0);
+        CHECK_EQ(read_is(d, "T", v, sizeof(v)), !clear); /* no forged tombstone taken */
+        CHECK_EQ(read_is(d, "B", v, sizeof(v)), 0);
+        CHECK_EQ(read_is(d, "E", v, sizeof(v)), 0);
+        char desc[1024];
+        disk_describe(d, desc, sizeof(desc));
+        CHECK_CONTAINS(desc, "1 damaged or torn records");
+        CHECK_CONTAINS(desc, "1 removes and clears in them kept");
+        disk_close(d);
+        for (int i = 0; i < g_nfiles; i++)
+            free(g_files[i].bytes);
+    }
+}
+
 static int count_files(const char *dir, const char *suffix) {
     DIR *dp = opendir(dir);
     CHECK(dp);
