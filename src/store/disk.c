@@ -1197,7 +1197,13 @@ static size_t plan_chunk(disk *d, wrec *w, size_t n, disk_seg **segp, int *errp,
         (em0 && do_index_bytes_with(d, 1, em0) > d->index_budget && s == d->oldest && s->entries);
     pthread_mutex_unlock(&d->mu);
     if (rotate) {
-        if (s) fdatasync(s->fd); /* sealed: its records now survive a power loss too */
+        /* Sealed: its records now survive a power loss too. A failed sync is an I/O error
+         * of the disk, counted like a refused write. */
+        if (s && fdatasync(s->fd) != 0) {
+            pthread_mutex_lock(&d->mu);
+            d->errors++;
+            pthread_mutex_unlock(&d->mu);
+        }
         disk_seg *ns = NULL;
         int rc = seg_create(d, &ns, err, errlen);
         if (rc < 0) {
