@@ -52,6 +52,7 @@
 #define REC_TOMB 2
 #define REC_CLEAR 3
 #define SEG_NONCE 16u
+#define INDEX_SEG_SHARE 4     /* a segment's entries take at most 1/4 of the index budget */
 #define SCAN_CHUNK (1u << 20) /* bytes read at once when a damaged tail is searched */
 #define SECRET_NAME "tide.secret"
 #define SECRET_LEN 32u
@@ -72,6 +73,7 @@ struct disk_seg {
     uint32_t refs;  /* disk_locs held, plus one while on the list */
     int dropped;    /* off the list (evicted or cleared), file unlinked */
     dent *entries;  /* index entries in this segment */
+    uint64_t meta;  /* their heap bytes */
     disk_seg *next; /* list order, oldest first */
 };
 
@@ -293,6 +295,7 @@ static void do_unlink_entry(disk *d, dent *e) {
     if (e->snext) e->snext->sprev = e->sprev;
     htab_delete(&d->index, e);
     d->meta -= malloc_cost(sizeof(dent) + e->klen);
+    e->seg->meta -= malloc_cost(sizeof(dent) + e->klen);
     free(e);
 }
 
@@ -317,6 +320,7 @@ static int do_index(disk *d, disk_seg *s, const void *key, uint16_t klen, uint64
     s->entries = e;
     htab_insert(&d->index, e);
     d->meta += malloc_cost(sizeof(dent) + klen);
+    s->meta += malloc_cost(sizeof(dent) + klen);
     return 0;
 }
 
@@ -1194,7 +1198,8 @@ static size_t plan_chunk(disk *d, wrec *w, size_t n, disk_seg **segp, int *errp,
     int rotate =
         !s || d->active_sealed || (s->size + need > d->seg_size && s->size > SEG_HDR) ||
         (d->used + need > d->capacity && s == d->oldest && s->size > SEG_HDR) ||
-        (em0 && do_index_bytes_with(d, 1, em0) > d->index_budget && s == d->oldest && s->entries);
+        (em0 && do_index_bytes_with(d, 1, em0) > d->index_budget && s == d->oldest && s->entries) ||
+        (em0 && s->entries && s->meta + em0 > d->index_budget / INDEX_SEG_SHARE);
     pthread_mutex_unlock(&d->mu);
     if (rotate) {
         /* Sealed: its records now survive a power loss too. A failed sync is an I/O error
@@ -1226,6 +1231,7 @@ static size_t plan_chunk(disk *d, wrec *w, size_t n, disk_seg **segp, int *errp,
     for (; placed < n; placed++) {
         uint64_t sz = w[placed].size, em = entry_cost(&w[placed]);
         if (placed > 0 && s->size + sz > d->seg_size) break;
+        if (placed > 0 && em && s->meta + meta + em > d->index_budget / INDEX_SEG_SHARE) break;
         while (d->used + sz > d->capacity && d->oldest != s)
             do_drop_seg(d, d->oldest, 1);
         while (em && do_index_bytes_with(d, nobj + 1, meta + em) > d->index_budget &&

@@ -770,10 +770,13 @@ TEST_T(store_disk_index_stays_within_its_budget, 120) {
     store_stats(st, &s);
     tide_stats ds = {0};
     disk_stats(st->dk, &ds);
-    printf("    %llu objects on disk in %llu bytes, index %llu bytes (worst %llu, budget %llu)\n",
+    printf("    %llu objects on disk in %llu bytes, index %llu bytes (worst %llu, budget %llu); "
+           "%llu evicted from disk, %llu dropped unwritten, %llu disk errors\n",
            (unsigned long long)s.disk_objects, (unsigned long long)s.disk_used_bytes,
-           (unsigned long long)ds.meta_bytes, (unsigned long long)worst,
-           (unsigned long long)budget);
+           (unsigned long long)ds.meta_bytes, (unsigned long long)worst, (unsigned long long)budget,
+           (unsigned long long)s.disk_evictions, (unsigned long long)s.disk_dropped,
+           (unsigned long long)s.disk_errors);
+    CHECK_EQ(s.disk_errors, 0); /* the budget is not an error of the disk */
     CHECK_MSG(worst <= budget, "the disk index took %llu bytes, over its budget of %llu",
               (unsigned long long)worst, (unsigned long long)budget);
     CHECK(s.disk_objects > 1000);
