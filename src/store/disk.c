@@ -11,7 +11,17 @@
  * Capacity: `used` is the sum of the segment files' sizes. Before a record is appended,
  * sealed segments are dropped oldest first until it fits (the simplest order, and the one
  * an append-only log can keep without compaction: a segment's records are all older than
- * the next one's). A record larger than the capacity is refused.
+ * the next one's). A record larger than the capacity is refused. The index is held to its
+ * budget the same way: an object's entry that would pass it drops the oldest segments
+ * first, and a segment is sealed when its entries reach a quarter of the budget.
+ *
+ * Trust: every header checksum is an HMAC keyed by the store's secret (DIR/tide.secret),
+ * bound to the segment's random nonce and the record's offset. The scan at open walks each
+ * segment by verified lengths and stops at the first record that fails; only removals are
+ * looked for beyond it (scan_removals). Removes and clears with a waiter are resolved
+ * (disk_ticket) only once their record is on disk or what they remove has left the disk;
+ * on a refused append they are retried in a fresh segment and then after dropping the
+ * oldest segments (pend_fallback), never dropped.
  *
  * Permissions: the directory is made 0700 and segment files 0600 (the umask may narrow them
  * further); segments found at open with wider bits are narrowed to 0600. A directory that
@@ -21,7 +31,7 @@
  * Durability: a write is reported (indexed) once the kernel has completed it, which is
  * what survives the death of the process. A sealed segment is fdatasync'ed when it is
  * sealed; the active one is not, so a power loss can lose the unsealed tail (the scan then
- * truncates what is torn).
+ * cuts off what is torn).
  */
 #include <dirent.h>
 #include <errno.h>

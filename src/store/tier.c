@@ -14,8 +14,13 @@
  * (evicted) and its space is freed when its last pin goes, the hold being one. A reserve
  * or promotion that needed the room waits on tier_cv until a batch is done (store.c).
  *
- * Objects removed or cleared while held become HIDDEN as usual; if their record was
- * written anyway, the writer removes it again (disk_remove queues a tombstone). A write
+ * Objects removed or cleared while held become HIDDEN as usual. A remove of an object in
+ * the batch being written waits for the batch (do_tier_writing), then removes the record
+ * like any on disk: do_tier_remove queues a tombstone and waits until the writer has made
+ * it durable (or refused it), so a remove is acknowledged only once a restart cannot undo
+ * it; a clear waits for its clear record the same way. An object that a clear hid while
+ * its record was being written gets a tombstone without a waiter (the clear record comes
+ * after its record in the file anyway). A write
  * that fails (disk full, I/O error) drops the object from memory all the same — the node
  * must keep serving from memory — counts it in disk_dropped and logs once per failure
  * spell; for a second after a failure evictions skip the disk instead of queueing behind
