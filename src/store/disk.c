@@ -157,6 +157,7 @@ struct disk {
     uint64_t old_format, foreign; /* segments dropped: format 1, another store's secret */
     uint64_t budget_drops;        /* segments dropped at open to fit the index budget */
     uint64_t removals_kept;       /* removes and clears found in the damaged tails */
+    uint64_t hidden_drops;        /* segments dropped before one whose header is damaged */
 };
 
 typedef struct keyref {
@@ -618,6 +619,15 @@ static int scan_dir(disk *d, char *err, size_t errlen) {
         uint8_t h[SEG_HDR];
         int kind = pread(fd, h, SEG_HDR, 0) == SEG_HDR ? seg_header_check(d, h, seqs[i]) : SEG_BAD;
         if (kind == SEG_BAD) {
+            /* Records follow a header that cannot be verified: none of them can be, and
+             * the removes among them would be lost. Every older segment goes too (misses),
+             * so that what they removed never comes back. */
+            if ((uint64_t)sb.st_size > SEG_HDR) {
+                while (d->oldest) {
+                    do_drop_seg(d, d->oldest, 1);
+                    d->hidden_drops++;
+                }
+            }
             set_aside(d, path, fd, sb.st_size);
             continue;
         }
@@ -912,7 +922,8 @@ void disk_describe(disk *d, char *buf, size_t len) {
              "disk tier at %s: capacity %s in segments of %s, index budget %s; found %llu "
              "segments, %llu objects, %s in %.1f ms; %llu damaged or torn records (%llu bytes "
              "cut off, %llu removes and clears in them kept), %llu unreadable files set aside "
-             "as *.bad, %llu segments of format 1 "
+             "as *.bad (%llu older segments dropped with them, their removes unknown), "
+             "%llu segments of format 1 "
              "and %llu written under another secret dropped unread, %llu segments dropped "
              "to fit the index budget; writes through %s, reads through preadv",
              d->dir, size_format(d->capacity, cap, sizeof(cap)),
@@ -922,8 +933,8 @@ void disk_describe(disk *d, char *buf, size_t len) {
              size_format(d->found_bytes, found, sizeof(found)), (double)d->scan_ns / 1e6,
              (unsigned long long)d->torn, (unsigned long long)d->torn_bytes,
              (unsigned long long)d->removals_kept, (unsigned long long)d->bad_files,
-             (unsigned long long)d->old_format, (unsigned long long)d->foreign,
-             (unsigned long long)d->budget_drops, disk_io_name(d));
+             (unsigned long long)d->hidden_drops, (unsigned long long)d->old_format,
+             (unsigned long long)d->foreign, (unsigned long long)d->budget_drops, disk_io_name(d));
     pthread_mutex_unlock(&d->mu);
 }
 

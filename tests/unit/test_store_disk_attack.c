@@ -292,6 +292,8 @@ TEST_T(store_disk_forged_records_inside_values_never_adopted, 120) {
         free(g_files[i].bytes);
 }
 
+static int count_files(const char *dir, const char *suffix);
+
 /* A forged tombstone for key as format 1 framed it, claiming file offset off of seq. */
 static size_t forge_tomb(uint8_t *p, uint64_t seq, uint64_t off, const char *key) {
     size_t klen = strlen(key);
@@ -381,6 +383,42 @@ TEST(store_disk_damage_never_undoes_a_remove) {
         for (int i = 0; i < g_nfiles; i++)
             free(g_files[i].bytes);
     }
+}
+
+/* A segment whose own header is damaged cannot be read, nor its removes: the segments
+ * before it go too, so that a key removed there stays removed; later segments stay. */
+TEST(store_disk_damaged_segment_header_never_undoes_a_remove) {
+    snprintf(g_dir, sizeof(g_dir), "%s/seghdr", test_tmpdir());
+    static uint8_t v[2000];
+    memset(v, 0x24, sizeof(v));
+    char err[512];
+    int rc;
+    /* 4 KiB segments: one 2000-byte record each, the tombstone joins B's. */
+    disk *d = open_disk(64 * MIB, 4096, err, sizeof(err), &rc);
+    CHECK_MSG(rc == 0, "%s", err);
+    const char *ka[] = {"A"}, *kb[] = {"B"}, *kc[] = {"C"};
+    uint8_t *vs[] = {v};
+    uint64_t l[] = {sizeof(v)};
+    put_objs(d, ka, vs, l, 1);
+    put_objs(d, kb, vs, l, 1);
+    uint64_t t = 0;
+    CHECK_EQ(disk_remove(d, "A", 1, &t), 0);
+    write_pending(d, t);
+    put_objs(d, kc, vs, l, 1);
+    disk_close(d);
+    char seg2[1024];
+    snprintf(seg2, sizeof(seg2), "%s/0000000000000002.seg", g_dir);
+    flip_at(seg2, 40); /* a byte of its nonce */
+    d = open_disk(64 * MIB, 4096, err, sizeof(err), &rc);
+    CHECK_MSG(rc == 0, "%s", err);
+    CHECK_EQ(read_is(d, "A", v, sizeof(v)), 0);
+    CHECK_EQ(read_is(d, "B", v, sizeof(v)), 0);
+    CHECK_EQ(read_is(d, "C", v, sizeof(v)), 1);
+    char desc[1024];
+    disk_describe(d, desc, sizeof(desc));
+    CHECK_CONTAINS(desc, "1 unreadable files set aside as *.bad (1 older segments dropped");
+    disk_close(d);
+    CHECK_EQ(count_files(g_dir, ".bad"), 1);
 }
 
 static int count_files(const char *dir, const char *suffix) {
