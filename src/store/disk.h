@@ -90,7 +90,8 @@ typedef struct disk_item {
 /*
  * Open (creating if needed) the directory and its secret, scan every segment and build the
  * index. A damaged record ends its segment's scan (cut off), files whose header is not a
- * segment's are renamed to *.bad, segments of format 1 or of another secret are deleted.
+ * segment's are renamed to *.bad (with records after it, every older segment is dropped:
+ * its removes are unknown), segments of format 1 or of another secret are deleted.
  * Errors (with a message naming the path and errno): -errno from mkdir, opendir, open,
  * read, ftruncate, unlink; TIDE_ECONFIG for a zero capacity, a forced io_uring the kernel
  * refuses, or a secret file with group or other permission bits, another owner or the
