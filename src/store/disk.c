@@ -42,9 +42,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
-#include <openssl/core_names.h>
-#include <openssl/evp.h>
-#include <openssl/params.h>
 #include <sys/random.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -64,10 +61,8 @@
 #define SEG_NONCE 16u
 #define INDEX_SEG_SHARE 4     /* a segment's entries take at most 1/4 of the index budget */
 #define SCAN_CHUNK (1u << 20) /* bytes read at once when a damaged tail is searched */
-#define SECRET_NAME "tide.secret"
-#define SECRET_LEN 32u
-#define WRITE_CHUNK_MAX 256 /* records in one batch of writes */
-#define DISK_DIR_MAX 512    /* longest directory path */
+#define WRITE_CHUNK_MAX 256   /* records in one batch of writes */
+#define DISK_DIR_MAX 512      /* longest directory path */
 #define DISK_PATH_MAX (DISK_DIR_MAX + 32)
 /* Segment files hold KV blocks: readable by tided's user only (the directory, when tide
  * makes it, is 0700). The umask can narrow these further, never widen them. */
@@ -130,12 +125,7 @@ struct disk {
     char dir[DISK_DIR_MAX];
     uint64_t capacity, seg_size;
     uint64_t index_budget; /* heap bytes the index may take (entries and hash table) */
-    /* The store's secret keys every checksum written (HMAC-SHA256): base is initialised
-     * with it and only ever copied (disk_mac), so any thread may use it. keyid names the
-     * secret in segment headers. */
-    EVP_MAC *mac;
-    EVP_MAC_CTX *mac_base;
-    uint64_t keyid;
+    disk_key key;          /* the store's secret keys every checksum written (disk_key.c) */
     disk_io io;
     htab index;
     disk_seg *oldest, *active; /* list ends; active is the newest */
@@ -212,24 +202,6 @@ static uint64_t le64(const uint8_t *p) {
     return v;
 }
 
-/* HMAC-SHA256 keyed by the store's secret over parts[0..n) laid end to end, cut to its
- * first 64 bits. 0 and *out, or -ENOMEM when OpenSSL cannot allocate. Each call works on
- * its own copy of the keyed context, so readers, the writer and the scan never share one. */
-static int disk_mac(const disk *d, const struct iovec *parts, int n, uint64_t *out) {
-    EVP_MAC_CTX *c = EVP_MAC_CTX_dup(d->mac_base);
-    if (!c) return -ENOMEM;
-    int ok = 1;
-    for (int i = 0; ok && i < n; i++)
-        ok = EVP_MAC_update(c, parts[i].iov_base, parts[i].iov_len) == 1;
-    unsigned char md[EVP_MAX_MD_SIZE];
-    size_t mdlen = 0;
-    ok = ok && EVP_MAC_final(c, md, &mdlen, sizeof(md)) == 1 && mdlen >= 8;
-    EVP_MAC_CTX_free(c);
-    if (!ok) return -ENOMEM;
-    *out = le64(md);
-    return 0;
-}
-
 /*
  * Header checksum: HMAC of the segment's nonce, its seq, the record's offset, the first 24
  * header bytes and the key. Without the secret nobody can make bytes that pass for a
@@ -244,7 +216,7 @@ static int rec_hsum(const disk *d, const disk_seg *s, uint64_t off, const uint8_
                              {place, sizeof(place)},
                              {(void *)hdr, 24},
                              {(void *)key, klen}};
-    return disk_mac(d, parts, klen ? 4 : 3, out);
+    return disk_key_mac(&d->key, parts, klen ? 4 : 3, out);
 }
 
 static int rec_encode(const disk *d, const disk_seg *s, uint8_t *hdr, int kind, const void *key,
@@ -555,10 +527,10 @@ static int seg_header_check(const disk *d, const uint8_t *h, uint64_t seq) {
         return SEG_BAD;
     if (le32(h + 8) == 1 && le64(h + 56) == XXH3_64bits(h, 56)) return SEG_OLD;
     if (le32(h + 8) != SEG_VERSION) return SEG_BAD;
-    if (le64(h + 48) != d->keyid) return SEG_FOREIGN;
+    if (le64(h + 48) != d->key.id) return SEG_FOREIGN;
     uint64_t m;
     struct iovec part = {(void *)h, 56};
-    if (disk_mac(d, &part, 1, &m) < 0 || m != le64(h + 56)) return SEG_BAD;
+    if (disk_key_mac(&d->key, &part, 1, &m) < 0 || m != le64(h + 56)) return SEG_BAD;
     return SEG_OK;
 }
 
@@ -710,95 +682,6 @@ static int disk_dir_ready(const char *dir, char *err, size_t errlen) {
     return 0;
 }
 
-/*
- * The store's secret: SECRET_LEN random bytes in DIR/tide.secret, made at first use (written
- * to a private temporary name, then linked into place, so a crash never leaves half a
- * secret under the real name). A secret that others could read, that is not tided's user's
- * own, or that has the wrong size is refused: anyone who can read it can forge records.
- */
-static int load_secret(const char *dir, uint8_t *secret, char *err, size_t errlen) {
-    char path[DISK_PATH_MAX];
-    snprintf(path, sizeof(path), "%s/" SECRET_NAME, dir);
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0 && errno == ENOENT) {
-        char tmp[DISK_PATH_MAX];
-        snprintf(tmp, sizeof(tmp), "%s/.tide-secret-%d", dir, (int)getpid());
-        unlink(tmp);
-        uint8_t fresh[SECRET_LEN];
-        int rc = getrandom(fresh, sizeof(fresh), 0) == (ssize_t)sizeof(fresh) ? 0 : -EIO;
-        int t = rc == 0 ? open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600) : -1;
-        if (rc == 0 && t < 0) rc = -errno;
-        if (t >= 0) {
-            if (write(t, fresh, sizeof(fresh)) != (ssize_t)sizeof(fresh) || fsync(t) != 0)
-                rc = errno ? -errno : -EIO;
-            close(t);
-            if (rc == 0 && link(tmp, path) != 0 && errno != EEXIST) rc = -errno;
-            unlink(tmp);
-        }
-        if (rc < 0) {
-            snprintf(err, errlen, "disk_dir %s: cannot create its secret %s: %s", dir, path,
-                     strerror(-rc));
-            return rc;
-        }
-        fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    }
-    if (fd < 0) {
-        int e = errno;
-        snprintf(err, errlen, "disk secret %s: %s", path, strerror(e));
-        return -e;
-    }
-    struct stat sb;
-    int rc = 0;
-    if (fstat(fd, &sb) != 0) {
-        rc = -errno;
-        snprintf(err, errlen, "disk secret %s: %s", path, strerror(-rc));
-    } else if (!S_ISREG(sb.st_mode)) {
-        rc = TIDE_ECONFIG;
-        snprintf(err, errlen, "disk secret %s is not a regular file", path);
-    } else if (sb.st_mode & 077) {
-        rc = TIDE_ECONFIG;
-        snprintf(err, errlen,
-                 "disk secret %s is mode %04o: it must be readable by its owner only "
-                 "(chmod 600 %s), since whoever reads it can forge records",
-                 path, (unsigned)(sb.st_mode & 07777), path);
-    } else if (sb.st_uid != geteuid()) {
-        rc = TIDE_ECONFIG;
-        snprintf(err, errlen, "disk secret %s belongs to uid %u, not to tided's uid %u", path,
-                 (unsigned)sb.st_uid, (unsigned)geteuid());
-    } else if (sb.st_size != SECRET_LEN) {
-        rc = TIDE_ECONFIG;
-        snprintf(err, errlen,
-                 "disk secret %s is %lld bytes, not %u: not a tide disk secret (remove it "
-                 "together with the *.seg files to start the tier empty)",
-                 path, (long long)sb.st_size, SECRET_LEN);
-    } else if (pread(fd, secret, SECRET_LEN, 0) != (ssize_t)SECRET_LEN) {
-        rc = -EIO;
-        snprintf(err, errlen, "disk secret %s: short read", path);
-    }
-    close(fd);
-    return rc;
-}
-
-/* Key the checksums with the secret: d->mac_base and d->keyid. */
-static int disk_key(disk *d, const uint8_t *secret, char *err, size_t errlen) {
-    char digest[] = "SHA256";
-    OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
-                           OSSL_PARAM_construct_end()};
-    d->mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
-    d->mac_base = d->mac ? EVP_MAC_CTX_new(d->mac) : NULL;
-    if (!d->mac_base || EVP_MAC_init(d->mac_base, secret, SECRET_LEN, params) != 1) {
-        snprintf(err, errlen, "OpenSSL's HMAC-SHA256 is not available for the disk tier");
-        return TIDE_ECONFIG;
-    }
-    static const char label[] = "tide disk key id";
-    struct iovec part = {(void *)label, sizeof(label) - 1};
-    if (disk_mac(d, &part, 1, &d->keyid) < 0) {
-        snprintf(err, errlen, "out of memory keying the disk tier");
-        return -ENOMEM;
-    }
-    return 0;
-}
-
 int disk_open(const disk_config *cfg, disk **out, char *err, size_t errlen) {
     *out = NULL;
     if (!cfg->dir || !cfg->dir[0] || cfg->capacity == 0) {
@@ -833,27 +716,20 @@ int disk_open(const disk_config *cfg, disk **out, char *err, size_t errlen) {
         free(d);
         return rc;
     }
-    uint8_t secret[SECRET_LEN];
-    rc = load_secret(d->dir, secret, err, errlen);
-    if (rc == 0) rc = disk_key(d, secret, err, errlen);
-    OPENSSL_cleanse(secret, sizeof(secret));
+    rc = disk_key_open(&d->key, d->dir, err, errlen);
     if (rc < 0) {
-        EVP_MAC_CTX_free(d->mac_base);
-        EVP_MAC_free(d->mac);
         free(d);
         return rc;
     }
     rc = disk_io_init(&d->io, cfg->io, err, errlen);
     if (rc < 0) {
-        EVP_MAC_CTX_free(d->mac_base);
-        EVP_MAC_free(d->mac);
+        disk_key_close(&d->key);
         free(d);
         return rc;
     }
     if (htab_init(&d->index, 1024, dent_hash) < 0) {
         disk_io_fini(&d->io);
-        EVP_MAC_CTX_free(d->mac_base);
-        EVP_MAC_free(d->mac);
+        disk_key_close(&d->key);
         free(d);
         snprintf(err, errlen, "out of memory for the disk index");
         return -ENOMEM;
@@ -896,8 +772,7 @@ void disk_close(disk *d) {
         if (d->pending[i].seg) do_seg_unref(d, d->pending[i].seg);
     htab_fini(&d->index);
     disk_io_fini(&d->io);
-    EVP_MAC_CTX_free(d->mac_base);
-    EVP_MAC_free(d->mac);
+    disk_key_close(&d->key);
     free(d->failed);
     free(d->pending);
     pthread_mutex_destroy(&d->mu);
@@ -1138,10 +1013,10 @@ static int seg_create(disk *d, disk_seg **out, char *err, size_t errlen) {
     clock_gettime(CLOCK_REALTIME, &ts);
     put_le64(h + 24, (uint64_t)ts.tv_sec);
     int64_t w = getrandom(h + 32, SEG_NONCE, 0) == (ssize_t)SEG_NONCE ? 0 : -EIO;
-    put_le64(h + 48, d->keyid);
+    put_le64(h + 48, d->key.id);
     uint64_t m = 0;
     struct iovec part = {h, 56};
-    if (w == 0) w = disk_mac(d, &part, 1, &m);
+    if (w == 0) w = disk_key_mac(&d->key, &part, 1, &m);
     put_le64(h + 56, m);
     struct iovec v = {h, SEG_HDR};
     if (w == 0) w = disk_pwritev_all(fd, &v, 1, 0);
