@@ -11,7 +11,17 @@
  * Capacity: `used` is the sum of the segment files' sizes. Before a record is appended,
  * sealed segments are dropped oldest first until it fits (the simplest order, and the one
  * an append-only log can keep without compaction: a segment's records are all older than
- * the next one's). A record larger than the capacity is refused.
+ * the next one's). A record larger than the capacity is refused. The index is held to its
+ * budget the same way: an object's entry that would pass it drops the oldest segments
+ * first, and a segment is sealed when its entries reach a quarter of the budget.
+ *
+ * Trust: every header checksum is an HMAC keyed by the store's secret (DIR/tide.secret),
+ * bound to the segment's random nonce and the record's offset. The scan at open walks each
+ * segment by verified lengths and stops at the first record that fails; only removals are
+ * looked for beyond it (scan_removals). Removes and clears with a waiter are resolved
+ * (disk_ticket) only once their record is on disk or what they remove has left the disk;
+ * on a refused append they are retried in a fresh segment and then after dropping the
+ * oldest segments (pend_fallback), never dropped.
  *
  * Permissions: the directory is made 0700 and segment files 0600 (the umask may narrow them
  * further); segments found at open with wider bits are narrowed to 0600. A directory that
@@ -21,7 +31,7 @@
  * Durability: a write is reported (indexed) once the kernel has completed it, which is
  * what survives the death of the process. A sealed segment is fdatasync'ed when it is
  * sealed; the active one is not, so a power loss can lose the unsealed tail (the scan then
- * truncates what is torn).
+ * cuts off what is torn).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -32,6 +42,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <sys/random.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -40,16 +51,18 @@
 #include "store/store_int.h"
 
 #define SEG_MAGIC "TIDESEG1"
-#define SEG_VERSION 1u
+#define SEG_VERSION 2u /* 1: checksums anyone could compute; 2: keyed by the store's secret */
 #define SEG_HDR 64u
 #define REC_MAGIC 0x43455254u /* "TREC" little-endian */
 #define REC_HDR 32u
 #define REC_OBJECT 1
 #define REC_TOMB 2
 #define REC_CLEAR 3
-#define SCAN_CHUNK (1u << 20)
-#define WRITE_CHUNK_MAX 256 /* records in one batch of writes */
-#define DISK_DIR_MAX 512    /* longest directory path */
+#define SEG_NONCE 16u
+#define INDEX_SEG_SHARE 4     /* a segment's entries take at most 1/4 of the index budget */
+#define SCAN_CHUNK (1u << 20) /* bytes read at once when a damaged tail is searched */
+#define WRITE_CHUNK_MAX 256   /* records in one batch of writes */
+#define DISK_DIR_MAX 512      /* longest directory path */
 #define DISK_PATH_MAX (DISK_DIR_MAX + 32)
 /* Segment files hold KV blocks: readable by tided's user only (the directory, when tide
  * makes it, is 0700). The umask can narrow these further, never widen them. */
@@ -59,11 +72,13 @@ typedef struct dent dent;
 
 struct disk_seg {
     uint64_t seq;
+    uint8_t nonce[SEG_NONCE]; /* random, from its header: binds its records to this file */
     int fd;
     uint64_t size;  /* bytes in the file: header and every record appended */
     uint32_t refs;  /* disk_locs held, plus one while on the list */
     int dropped;    /* off the list (evicted or cleared), file unlinked */
     dent *entries;  /* index entries in this segment */
+    uint64_t meta;  /* their heap bytes */
     disk_seg *next; /* list order, oldest first */
 };
 
@@ -76,11 +91,24 @@ struct dent {
     uint8_t key[];
 };
 
+/* A tombstone or clear record waiting for the writer. A remove's tombstone names the record
+ * it removes (seg holds a reference on its segment); the record leaves the index only once
+ * the tombstone is on disk, or once the record's segment is gone. A ticket above 0 has a
+ * waiter (disk_ticket); 0 is a tombstone nobody waits for (disk_forget). */
 typedef struct pend {
     uint8_t kind; /* REC_TOMB or REC_CLEAR */
     uint16_t klen;
+    disk_seg *seg;
+    uint64_t off;
+    uint64_t ticket;
     uint8_t key[TIDE_KEY_MAX];
 } pend;
+
+/* A ticket whose record could not be made durable, until its waiter collects it. */
+typedef struct tfail {
+    uint64_t ticket;
+    int err;
+} tfail;
 
 struct disk {
     /*
@@ -90,12 +118,14 @@ struct disk {
      * and file creation, which are metadata calls). The active segment's file is appended
      * to only by disk_write's caller, outside the lock; it reserves the bytes under the
      * lock first (size grows), so capacity and rotation are decided in one place. Nothing
-     * is called out while `mu` is held. A caller may hold the store's lock (store -> disk). Helpers named do_x()
-     * expect `mu` held; x() takes it.
+     * is called out while `mu` is held. A caller may hold the store's lock (store -> disk).
+     * Helpers named do_x() expect `mu` held; x() takes it.
      */
     pthread_mutex_t mu;
     char dir[DISK_DIR_MAX];
     uint64_t capacity, seg_size;
+    uint64_t index_budget; /* heap bytes the index may take (entries and hash table) */
+    disk_key key;          /* the store's secret keys every checksum written (disk_key.c) */
     disk_io io;
     htab index;
     disk_seg *oldest, *active; /* list ends; active is the newest */
@@ -104,11 +134,20 @@ struct disk {
     uint64_t meta; /* heap bytes of entries */
     pend *pending;
     size_t npending, cap_pending;
+    uint64_t ticket_next; /* last ticket handed out */
+    uint64_t ticket_done; /* every ticket up to this one is resolved */
+    size_t waiters;       /* tickets handed out and not yet collected as resolved */
+    tfail *failed;        /* resolved tickets that failed, not yet collected */
+    size_t nfailed, cap_failed;
     /* Counters (tide_stats disk_*). */
     uint64_t writes, write_bytes, reads, read_bytes, errors, checksum_errors, evictions;
     uint64_t torn;
     /* What the scan at open found, for disk_describe. */
     uint64_t found_segs, found_objects, found_bytes, torn_bytes, bad_files, scan_ns;
+    uint64_t old_format, foreign; /* segments dropped: format 1, another store's secret */
+    uint64_t budget_drops;        /* segments dropped at open to fit the index budget */
+    uint64_t removals_kept;       /* removes and clears found in the damaged tails */
+    uint64_t hidden_drops;        /* segments dropped before one whose header is damaged */
 };
 
 typedef struct keyref {
@@ -133,10 +172,6 @@ static uint32_t key_hash(const void *key, size_t klen) {
 
 uint64_t disk_record_size(uint64_t klen, uint64_t vlen) {
     return (REC_HDR + klen + vlen + 7) & ~7ull;
-}
-
-static uint64_t rec_seed(uint64_t seq, uint64_t off) {
-    return seq * 0x9E3779B97F4A7C15ull ^ off;
 }
 
 static void put_le16(uint8_t *p, uint16_t v) {
@@ -167,24 +202,36 @@ static uint64_t le64(const uint8_t *p) {
     return v;
 }
 
-/* Header checksum: the first 24 header bytes and the key, seeded by place. */
-static uint64_t rec_hsum(const uint8_t *hdr, const void *key, size_t klen, uint64_t seq,
-                         uint64_t off) {
-    uint8_t buf[24 + TIDE_KEY_MAX];
-    memcpy(buf, hdr, 24);
-    if (klen) memcpy(buf + 24, key, klen);
-    return XXH3_64bits_withSeed(buf, 24 + klen, rec_seed(seq, off));
+/*
+ * Header checksum: HMAC of the segment's nonce, its seq, the record's offset, the first 24
+ * header bytes and the key. Without the secret nobody can make bytes that pass for a
+ * record, and a record is valid only in the file and at the place it was written.
+ */
+static int rec_hsum(const disk *d, const disk_seg *s, uint64_t off, const uint8_t *hdr,
+                    const void *key, size_t klen, uint64_t *out) {
+    uint8_t place[16];
+    put_le64(place, s->seq);
+    put_le64(place + 8, off);
+    struct iovec parts[4] = {{(void *)s->nonce, SEG_NONCE},
+                             {place, sizeof(place)},
+                             {(void *)hdr, 24},
+                             {(void *)key, klen}};
+    return disk_key_mac(&d->key, parts, klen ? 4 : 3, out);
 }
 
-static void rec_encode(uint8_t *hdr, int kind, const void *key, uint16_t klen, uint64_t vlen,
-                       uint64_t vsum, uint64_t seq, uint64_t off) {
+static int rec_encode(const disk *d, const disk_seg *s, uint8_t *hdr, int kind, const void *key,
+                      uint16_t klen, uint64_t vlen, uint64_t vsum, uint64_t off) {
     memset(hdr, 0, REC_HDR);
     put_le32(hdr, REC_MAGIC);
     hdr[4] = (uint8_t)kind;
     put_le16(hdr + 6, klen);
     put_le64(hdr + 8, vlen);
     put_le64(hdr + 16, vsum);
-    put_le64(hdr + 24, rec_hsum(hdr, key, klen, seq, off));
+    uint64_t h;
+    int rc = rec_hsum(d, s, off, hdr, key, klen, &h);
+    if (rc < 0) return rc;
+    put_le64(hdr + 24, h);
+    return 0;
 }
 
 /* A decoded record header, valid when its checksum (over the key that follows) holds. */
@@ -195,10 +242,11 @@ typedef struct rec {
     const uint8_t *key;
 } rec;
 
-/* Check a header and its key at buf (have bytes) for a record at off of segment seq whose
- * file is file_size bytes. 1 and *r when valid. */
-static int rec_decode(const uint8_t *buf, size_t have, uint64_t seq, uint64_t off,
-                      uint64_t file_size, rec *r) {
+/* Check a header and its key at buf (have bytes) for a record at off of segment s whose
+ * file is file_size bytes. 1 and *r when valid, 0 when not, -ENOMEM when the checksum
+ * could not be computed (which says nothing about the record). */
+static int rec_decode(const disk *d, const disk_seg *s, const uint8_t *buf, size_t have,
+                      uint64_t off, uint64_t file_size, rec *r) {
     if (have < REC_HDR || le32(buf) != REC_MAGIC || buf[5] != 0) return 0;
     r->kind = buf[4];
     r->klen = le16(buf + 6);
@@ -209,9 +257,11 @@ static int rec_decode(const uint8_t *buf, size_t have, uint64_t seq, uint64_t of
     if ((r->kind == REC_CLEAR) != (r->klen == 0)) return 0;
     if (r->kind != REC_OBJECT && r->vlen != 0) return 0;
     if (have < REC_HDR + r->klen) return 0;
-    if (le64(buf + 24) != rec_hsum(buf, r->key, r->klen, seq, off)) return 0;
     if (r->vlen > file_size || off + disk_record_size(r->klen, r->vlen) > file_size) return 0;
-    return 1;
+    uint64_t h;
+    int rc = rec_hsum(d, s, off, buf, r->key, r->klen, &h);
+    if (rc < 0) return rc;
+    return le64(buf + 24) == h;
 }
 
 static void seg_path(const disk *d, uint64_t seq, char *buf, size_t len) {
@@ -228,6 +278,7 @@ static void do_unlink_entry(disk *d, dent *e) {
     if (e->snext) e->snext->sprev = e->sprev;
     htab_delete(&d->index, e);
     d->meta -= malloc_cost(sizeof(dent) + e->klen);
+    e->seg->meta -= malloc_cost(sizeof(dent) + e->klen);
     free(e);
 }
 
@@ -252,6 +303,7 @@ static int do_index(disk *d, disk_seg *s, const void *key, uint16_t klen, uint64
     s->entries = e;
     htab_insert(&d->index, e);
     d->meta += malloc_cost(sizeof(dent) + klen);
+    s->meta += malloc_cost(sizeof(dent) + klen);
     return 0;
 }
 
@@ -261,8 +313,9 @@ static void do_seg_unref(disk *d, disk_seg *s) {
     free(s);
 }
 
-/* Take a segment off the list: forget its entries, unlink its file. */
-static void do_drop_seg(disk *d, disk_seg *s, int evicted) {
+/* Take a segment off the list: forget its entries, unlink its file. 0, or -errno when the
+ * file could not be unlinked (it is off the list all the same; a restart would find it). */
+static int do_drop_seg(disk *d, disk_seg *s, int evicted) {
     while (s->entries) {
         if (evicted) d->evictions++;
         do_unlink_entry(d, s->entries);
@@ -277,11 +330,17 @@ static void do_drop_seg(disk *d, disk_seg *s, int evicted) {
     if (d->active == s) d->active = prev;
     char path[DISK_PATH_MAX];
     seg_path(d, s->seq, path, sizeof(path));
-    unlink(path);
+    int rc = unlink(path) == 0 || errno == ENOENT ? 0 : -errno;
     d->used -= s->size;
     d->nsegs--;
     s->dropped = 1;
     do_seg_unref(d, s);
+    return rc;
+}
+
+/* Heap bytes the index takes now: entries, hash table, segments. */
+static uint64_t do_index_bytes(const disk *d) {
+    return d->meta + htab_meta_bytes(&d->index) + d->nsegs * malloc_cost(sizeof(disk_seg));
 }
 
 static void do_append_seg(disk *d, disk_seg *s) {
@@ -295,7 +354,10 @@ static void do_append_seg(disk *d, disk_seg *s) {
     d->used += s->size;
 }
 
-static int do_pend(disk *d, int kind, const void *key, size_t klen) {
+/* Queue a tombstone or clear record; a tombstone may name the record it removes (seg, off:
+ * a reference on seg is taken) and a ticket its waiter holds. */
+static int do_pend(disk *d, int kind, const void *key, size_t klen, disk_seg *seg, uint64_t off,
+                   uint64_t ticket) {
     if (d->npending == d->cap_pending) {
         size_t cap = d->cap_pending ? d->cap_pending * 2 : 16;
         pend *p = realloc(d->pending, cap * sizeof(*p));
@@ -306,30 +368,85 @@ static int do_pend(disk *d, int kind, const void *key, size_t klen) {
     pend *p = &d->pending[d->npending++];
     p->kind = (uint8_t)kind;
     p->klen = (uint16_t)klen;
+    p->seg = seg;
+    p->off = off;
+    p->ticket = ticket;
+    if (seg) seg->refs++;
     if (klen) memcpy(p->key, key, klen);
     return 0;
 }
 
 /* ---- scan at open ------------------------------------------------------------------ */
 
-/* Find the next valid record at an 8-aligned offset after `from`; 0 when none. */
-static uint64_t scan_resync(disk *d, disk_seg *s, uint64_t from, uint8_t *chunk) {
-    uint8_t hb[REC_HDR + TIDE_KEY_MAX];
-    for (uint64_t base = (from + 8) & ~7ull; base < s->size; base += SCAN_CHUNK) {
-        ssize_t n = pread(s->fd, chunk, SCAN_CHUNK, (off_t)base);
-        if (n <= 0) return 0;
-        for (uint64_t i = 0; i + 4 <= (uint64_t)n; i += 8) {
-            if (le32(chunk + i) != REC_MAGIC) continue;
-            ssize_t h = pread(s->fd, hb, sizeof(hb), (off_t)(base + i));
-            rec r;
-            if (h > 0 && rec_decode(hb, (size_t)h, s->seq, base + i, s->size, &r)) return base + i;
-        }
+/* Apply a verified tombstone or clear record to the index. Caller holds mu (or is the
+ * scan at open, before anyone else can see the disk). */
+static void do_apply_removal(disk *d, const rec *r) {
+    if (r->kind == REC_TOMB) {
+        dent *e = do_lookup(d, r->key, r->klen);
+        if (e) do_unlink_entry(d, e);
+        return;
     }
-    return 0;
+    for (disk_seg *t = d->oldest; t; t = t->next)
+        while (t->entries)
+            do_unlink_entry(d, t->entries);
 }
 
-/* Apply every record of segment s to the index, skipping damage and cutting a torn tail. */
-static int scan_seg(disk *d, disk_seg *s, uint8_t *chunk, char *err, size_t errlen) {
+/*
+ * The scan of s stopped at damage at `from`: the records after it cannot be walked, and
+ * their objects are dropped. A remove or clear recorded there must still hold, though, or
+ * a flipped bit would bring removed keys back. So the rest is searched for tombstone and
+ * clear records only, each accepted only where its keyed checksum holds for its very
+ * offset: only records the writer wrote there, never bytes of a value (nobody else can
+ * make the checksum). Applying a removal can only forget objects, never serve one.
+ */
+static int scan_removals(disk *d, disk_seg *s, uint64_t from, char *err, size_t errlen) {
+    size_t span = SCAN_CHUNK + REC_HDR + TIDE_KEY_MAX;
+    uint8_t *chunk = malloc(span);
+    if (!chunk) {
+        snprintf(err, errlen, "out of memory searching segment %016llx",
+                 (unsigned long long)s->seq);
+        return -ENOMEM;
+    }
+    int rc = 0;
+    for (uint64_t base = from + 8; rc == 0 && base < s->size; base += SCAN_CHUNK) {
+        ssize_t n = pread(s->fd, chunk, span, (off_t)base);
+        if (n < 0) {
+            rc = -errno;
+            snprintf(err, errlen, "reading segment %016llx at %llu: %s", (unsigned long long)s->seq,
+                     (unsigned long long)base, strerror(-rc));
+            break;
+        }
+        for (uint64_t i = 0; i < SCAN_CHUNK && i + REC_HDR <= (uint64_t)n; i += 8) {
+            const uint8_t *b = chunk + i;
+            if (le32(b) != REC_MAGIC || (b[4] != REC_TOMB && b[4] != REC_CLEAR) || le64(b + 8))
+                continue;
+            rec r;
+            int ok = rec_decode(d, s, b, (size_t)n - i, base + i, s->size, &r);
+            if (ok < 0) {
+                rc = ok;
+                snprintf(err, errlen, "out of memory verifying segment %016llx",
+                         (unsigned long long)s->seq);
+                break;
+            }
+            if (!ok) continue;
+            do_apply_removal(d, &r);
+            d->removals_kept++;
+        }
+    }
+    free(chunk);
+    return rc;
+}
+
+/*
+ * Apply every record of segment s to the index, in file order, from its first record on.
+ * The scan visits only the boundaries the writer wrote: each record's length comes from a
+ * header whose keyed checksum held. It never looks for a record anywhere else, so bytes
+ * inside a value are never read as a header. The first record that fails to verify (torn
+ * by a crash, damaged, or written under another secret) ends the segment: it and all that
+ * follows are cut off and counted, never searched for an object that decodes (only for
+ * the removals recorded there: scan_removals).
+ */
+static int scan_seg(disk *d, disk_seg *s, char *err, size_t errlen) {
     uint8_t hb[REC_HDR + TIDE_KEY_MAX];
     uint64_t off = SEG_HDR;
     while (off < s->size) {
@@ -341,15 +458,19 @@ static int scan_seg(disk *d, disk_seg *s, uint8_t *chunk, char *err, size_t errl
             return -e;
         }
         rec r;
-        if (!rec_decode(hb, (size_t)h, s->seq, off, s->size, &r)) {
+        int ok = rec_decode(d, s, hb, (size_t)h, off, s->size, &r);
+        if (ok < 0) {
+            snprintf(err, errlen, "out of memory verifying segment %016llx",
+                     (unsigned long long)s->seq);
+            return ok;
+        }
+        if (!ok) {
+            /* Damaged or torn: this record and the rest of the segment go, but the removes
+             * recorded there still hold. Then cut them off so that the accounting is true
+             * and nothing ever follows them. */
+            int rc = scan_removals(d, s, off, err, errlen);
+            if (rc < 0) return rc;
             d->torn++;
-            uint64_t next = scan_resync(d, s, off, chunk);
-            if (next) {
-                d->torn_bytes += next - off;
-                off = next;
-                continue;
-            }
-            /* Nothing valid follows: a torn tail. Cut it off so appends never follow it. */
             d->torn_bytes += s->size - off;
             if (ftruncate(s->fd, (off_t)off) != 0) {
                 int e = errno;
@@ -366,13 +487,8 @@ static int scan_seg(disk *d, disk_seg *s, uint8_t *chunk, char *err, size_t errl
                 snprintf(err, errlen, "out of memory for the disk index");
                 return -ENOMEM;
             }
-        } else if (r.kind == REC_TOMB) {
-            dent *e = do_lookup(d, r.key, r.klen);
-            if (e) do_unlink_entry(d, e);
         } else {
-            for (disk_seg *t = d->oldest; t; t = t->next)
-                while (t->entries)
-                    do_unlink_entry(d, t->entries);
+            do_apply_removal(d, &r);
         }
         off += disk_record_size(r.klen, r.vlen);
     }
@@ -397,9 +513,25 @@ static void set_aside(disk *d, const char *path, int fd, off_t size) {
     d->bad_files++;
 }
 
-static int seg_header_ok(const uint8_t *h, uint64_t seq) {
-    return memcmp(h, SEG_MAGIC, 8) == 0 && le32(h + 8) == SEG_VERSION && le32(h + 12) == SEG_HDR &&
-           le64(h + 16) == seq && le64(h + 56) == XXH3_64bits(h, 56);
+/* What a segment file's 64-byte header says about it. */
+enum { SEG_OK, SEG_BAD, SEG_OLD, SEG_FOREIGN };
+
+/*
+ * Header v2: magic, u32 version, u32 header size, u64 seq, u64 creation time, 16-byte
+ * random nonce, u64 key id (which secret wrote it), u64 HMAC of the 56 bytes before it.
+ * SEG_OLD: a format-1 segment (checksums anyone can compute: never trusted, dropped).
+ * SEG_FOREIGN: written under another secret (dropped). SEG_BAD: not a segment header.
+ */
+static int seg_header_check(const disk *d, const uint8_t *h, uint64_t seq) {
+    if (memcmp(h, SEG_MAGIC, 8) != 0 || le32(h + 12) != SEG_HDR || le64(h + 16) != seq)
+        return SEG_BAD;
+    if (le32(h + 8) == 1 && le64(h + 56) == XXH3_64bits(h, 56)) return SEG_OLD;
+    if (le32(h + 8) != SEG_VERSION) return SEG_BAD;
+    if (le64(h + 48) != d->key.id) return SEG_FOREIGN;
+    uint64_t m;
+    struct iovec part = {(void *)h, 56};
+    if (disk_key_mac(&d->key, &part, 1, &m) < 0 || m != le64(h + 56)) return SEG_BAD;
+    return SEG_OK;
 }
 
 static int scan_dir(disk *d, char *err, size_t errlen) {
@@ -432,11 +564,6 @@ static int scan_dir(disk *d, char *err, size_t errlen) {
         seqs[n++] = seq;
     }
     closedir(dir);
-    uint8_t *chunk = rc == 0 ? malloc(SCAN_CHUNK) : NULL;
-    if (rc == 0 && !chunk) {
-        rc = -ENOMEM;
-        snprintf(err, errlen, "out of memory for the disk scan");
-    }
     if (n) qsort(seqs, n, sizeof(*seqs), cmp_u64);
     for (size_t i = 0; rc == 0 && i < n; i++) {
         char path[DISK_PATH_MAX];
@@ -460,9 +587,36 @@ static int scan_dir(disk *d, char *err, size_t errlen) {
             rc = -e;
             break;
         }
+        if (seqs[i] >= d->next_seq) d->next_seq = seqs[i] + 1; /* never reuse a name */
         uint8_t h[SEG_HDR];
-        if (pread(fd, h, SEG_HDR, 0) != SEG_HDR || !seg_header_ok(h, seqs[i])) {
+        int kind = pread(fd, h, SEG_HDR, 0) == SEG_HDR ? seg_header_check(d, h, seqs[i]) : SEG_BAD;
+        if (kind == SEG_BAD) {
+            /* Records follow a header that cannot be verified: none of them can be, and
+             * the removes among them would be lost. Every older segment goes too (misses),
+             * so that what they removed never comes back. */
+            if ((uint64_t)sb.st_size > SEG_HDR) {
+                while (d->oldest) {
+                    do_drop_seg(d, d->oldest, 1);
+                    d->hidden_drops++;
+                }
+            }
             set_aside(d, path, fd, sb.st_size);
+            continue;
+        }
+        if (kind != SEG_OK) { /* never adopted: its records cannot be told from forgeries */
+            close(fd);
+            if (unlink(path) != 0) {
+                int e = errno;
+                snprintf(err, errlen, "%s was written %s and cannot be removed: %s", path,
+                         kind == SEG_OLD ? "in segment format 1" : "under another secret",
+                         strerror(e));
+                rc = -e;
+                break;
+            }
+            if (kind == SEG_OLD)
+                d->old_format++;
+            else
+                d->foreign++;
             continue;
         }
         disk_seg *s = calloc(1, sizeof(*s));
@@ -473,14 +627,18 @@ static int scan_dir(disk *d, char *err, size_t errlen) {
             break;
         }
         s->seq = seqs[i];
+        memcpy(s->nonce, h + 32, SEG_NONCE);
         s->fd = fd;
         s->size = (uint64_t)sb.st_size;
         s->refs = 1;
         do_append_seg(d, s); /* before the scan: a clear record forgets its entries too */
-        d->next_seq = s->seq + 1;
-        rc = scan_seg(d, s, chunk, err, errlen);
+        rc = scan_seg(d, s, err, errlen);
+        /* The index stays within its budget while it is built: the oldest segments go. */
+        while (rc == 0 && do_index_bytes(d) > d->index_budget && d->oldest != s) {
+            do_drop_seg(d, d->oldest, 1);
+            d->budget_drops++;
+        }
     }
-    free(chunk);
     free(seqs);
     return rc;
 }
@@ -551,19 +709,27 @@ int disk_open(const disk_config *cfg, disk **out, char *err, size_t errlen) {
     }
     if (seg < 4096) seg = 4096;
     d->seg_size = seg;
+    d->index_budget = disk_index_budget(cfg);
     d->next_seq = 1;
     int rc = disk_dir_ready(d->dir, err, errlen);
     if (rc < 0) {
         free(d);
         return rc;
     }
+    rc = disk_key_open(&d->key, d->dir, err, errlen);
+    if (rc < 0) {
+        free(d);
+        return rc;
+    }
     rc = disk_io_init(&d->io, cfg->io, err, errlen);
     if (rc < 0) {
+        disk_key_close(&d->key);
         free(d);
         return rc;
     }
     if (htab_init(&d->index, 1024, dent_hash) < 0) {
         disk_io_fini(&d->io);
+        disk_key_close(&d->key);
         free(d);
         snprintf(err, errlen, "out of memory for the disk index");
         return -ENOMEM;
@@ -583,6 +749,10 @@ int disk_open(const disk_config *cfg, disk **out, char *err, size_t errlen) {
     /* Over capacity (a smaller --disk-capacity than last time): drop the oldest now. */
     while (d->used > d->capacity && d->oldest)
         do_drop_seg(d, d->oldest, 1);
+    while (do_index_bytes(d) > d->index_budget && d->oldest) {
+        do_drop_seg(d, d->oldest, 1);
+        d->budget_drops++;
+    }
     /* Appends go to a fresh segment, never after what an earlier run left. */
     d->active_sealed = d->active != NULL;
     *out = d;
@@ -598,8 +768,12 @@ void disk_close(disk *d) {
         d->oldest = s->next;
         do_seg_unref(d, s);
     }
+    for (size_t i = 0; i < d->npending; i++)
+        if (d->pending[i].seg) do_seg_unref(d, d->pending[i].seg);
     htab_fini(&d->index);
     disk_io_fini(&d->io);
+    disk_key_close(&d->key);
+    free(d->failed);
     free(d->pending);
     pthread_mutex_destroy(&d->mu);
     free(d);
@@ -610,21 +784,40 @@ static const char *disk_io_name(const disk *d) {
     return d->io.uring ? "io_uring" : "pwritev";
 }
 
+uint64_t disk_index_budget(const disk_config *cfg) {
+    if (cfg->index_budget) return cfg->index_budget;
+    uint64_t b = cfg->capacity / DISK_INDEX_SHARE;
+    return b < DISK_INDEX_MIN ? DISK_INDEX_MIN : b;
+}
+
 void disk_describe(disk *d, char *buf, size_t len) {
-    char cap[32], found[32], seg[32];
+    char cap[32], found[32], seg[32], budget[32];
     pthread_mutex_lock(&d->mu);
     snprintf(buf, len,
-             "disk tier at %s: capacity %s in segments of %s; found %llu segments, %llu "
-             "objects, %s in %.1f ms; %llu damaged or torn records (%llu bytes skipped or "
-             "truncated), %llu unreadable files set aside as *.bad; writes through %s, "
-             "reads through preadv",
+             "disk tier at %s: capacity %s in segments of %s, index budget %s; found %llu "
+             "segments, %llu objects, %s in %.1f ms; %llu damaged or torn records (%llu bytes "
+             "cut off, %llu removes and clears in them kept), %llu unreadable files set aside "
+             "as *.bad (%llu older segments dropped with them, their removes unknown), "
+             "%llu segments of format 1 "
+             "and %llu written under another secret dropped unread, %llu segments dropped "
+             "to fit the index budget; writes through %s, reads through preadv",
              d->dir, size_format(d->capacity, cap, sizeof(cap)),
-             size_format(d->seg_size, seg, sizeof(seg)), (unsigned long long)d->found_segs,
-             (unsigned long long)d->found_objects,
+             size_format(d->seg_size, seg, sizeof(seg)),
+             size_format(d->index_budget, budget, sizeof(budget)),
+             (unsigned long long)d->found_segs, (unsigned long long)d->found_objects,
              size_format(d->found_bytes, found, sizeof(found)), (double)d->scan_ns / 1e6,
              (unsigned long long)d->torn, (unsigned long long)d->torn_bytes,
-             (unsigned long long)d->bad_files, disk_io_name(d));
+             (unsigned long long)d->removals_kept, (unsigned long long)d->bad_files,
+             (unsigned long long)d->hidden_drops, (unsigned long long)d->old_format,
+             (unsigned long long)d->foreign, (unsigned long long)d->budget_drops, disk_io_name(d));
     pthread_mutex_unlock(&d->mu);
+}
+
+uint64_t disk_index_bytes(disk *d) {
+    pthread_mutex_lock(&d->mu);
+    uint64_t n = do_index_bytes(d);
+    pthread_mutex_unlock(&d->mu);
+    return n;
 }
 
 /* ---- lookups and reads ------------------------------------------------------------- */
@@ -687,9 +880,12 @@ int disk_read(disk *d, const disk_loc *loc, const void *key, size_t klen, void *
     }
     if (rc == 0) {
         rec r;
-        if (!rec_decode(hb, REC_HDR + klen, loc->seg->seq, loc->off, UINT64_MAX / 2, &r) ||
-            r.kind != REC_OBJECT || r.klen != klen || memcmp(r.key, key, klen) != 0 ||
-            r.vlen != loc->vlen || r.vsum != loc->sum || checksum_buf(dst, loc->vlen) != loc->sum)
+        int ok = rec_decode(d, loc->seg, hb, REC_HDR + klen, loc->off, UINT64_MAX / 2, &r);
+        if (ok < 0)
+            rc = ok; /* not the record's fault: an error, and the record is kept */
+        else if (!ok || r.kind != REC_OBJECT || r.klen != klen || memcmp(r.key, key, klen) != 0 ||
+                 r.vlen != loc->vlen || r.vsum != loc->sum ||
+                 checksum_buf(dst, loc->vlen) != loc->sum)
             rc = TIDE_ECHECKSUM;
     }
     pthread_mutex_lock(&d->mu);
@@ -710,23 +906,48 @@ void disk_forget(disk *d, const disk_loc *loc, const void *key, size_t klen) {
     dent *e = do_lookup(d, key, klen);
     if (e && e->seg == loc->seg && e->off == loc->off) {
         do_unlink_entry(d, e);
-        do_pend(d, REC_TOMB, key, klen);
+        do_pend(d, REC_TOMB, key, klen, NULL, 0, 0); /* best effort: the record is bad anyway */
     }
     pthread_mutex_unlock(&d->mu);
 }
 
-int disk_remove(disk *d, const void *key, size_t klen) {
+/* Queue a record with a ticket for its waiter, keeping room for the ticket's failure (so
+ * that recording one never needs memory): 0 and *ticket, or -ENOMEM. Caller holds mu. */
+static int do_pend_ticket(disk *d, int kind, const void *key, size_t klen, disk_seg *seg,
+                          uint64_t off, uint64_t *ticket) {
+    if (d->cap_failed < d->waiters + 1) {
+        size_t cap = (d->waiters + 1) * 2;
+        tfail *f = realloc(d->failed, cap * sizeof(*f));
+        if (!f) return -ENOMEM;
+        d->failed = f;
+        d->cap_failed = cap;
+    }
+    int rc = do_pend(d, kind, key, klen, seg, off, d->ticket_next + 1);
+    if (rc < 0) return rc;
+    d->waiters++;
+    *ticket = ++d->ticket_next;
+    return 0;
+}
+
+int disk_remove(disk *d, const void *key, size_t klen, uint64_t *ticket) {
     pthread_mutex_lock(&d->mu);
     dent *e = do_lookup(d, key, klen);
-    if (e) {
+    int rc = TIDE_ENOTFOUND;
+    if (e && !ticket) { /* nobody waits: gone from the index now, the tombstone follows */
         do_unlink_entry(d, e);
-        do_pend(d, REC_TOMB, key, klen);
+        do_pend(d, REC_TOMB, key, klen, NULL, 0, 0);
+        rc = 0;
+    } else if (e) {
+        /* The entry stays until the tombstone is durable (or its segment gone): a remove
+         * that cannot be recorded is refused, and until then the old value is still the
+         * store's. */
+        rc = do_pend_ticket(d, REC_TOMB, key, klen, e->seg, e->off, ticket);
     }
     pthread_mutex_unlock(&d->mu);
-    return e ? 0 : TIDE_ENOTFOUND;
+    return rc;
 }
 
-void disk_clear(disk *d) {
+int disk_clear(disk *d, uint64_t *ticket) {
     pthread_mutex_lock(&d->mu);
     /* Entries of the active segment go too; its file stays (the writer may be appending)
      * and the clear record written next makes a restart forget what precedes it. */
@@ -739,9 +960,26 @@ void disk_clear(disk *d) {
             do_drop_seg(d, s, 0);
     }
     if (!d->active) d->active_sealed = 0;
-    d->npending = 0; /* tombstones before a clear have nothing left to say */
-    do_pend(d, REC_CLEAR, NULL, 0);
+    /* Tombstones queued before stay: each has a waiter, and written first they do no harm. */
+    int rc = do_pend_ticket(d, REC_CLEAR, NULL, 0, NULL, d->next_seq, ticket);
     pthread_mutex_unlock(&d->mu);
+    return rc;
+}
+
+int disk_ticket(disk *d, uint64_t ticket) {
+    pthread_mutex_lock(&d->mu);
+    int rc = ticket > d->ticket_done;
+    if (!rc) {
+        d->waiters--;
+        for (size_t i = 0; i < d->nfailed; i++) {
+            if (d->failed[i].ticket != ticket) continue;
+            rc = d->failed[i].err;
+            d->failed[i] = d->failed[--d->nfailed];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&d->mu);
+    return rc;
 }
 
 int disk_pending(disk *d) {
@@ -755,7 +993,9 @@ int disk_pending(disk *d) {
 
 /* Create the next segment file with its header. Called without mu (file creation). */
 static int seg_create(disk *d, disk_seg **out, char *err, size_t errlen) {
+    pthread_mutex_lock(&d->mu); /* disk_clear reads it */
     uint64_t seq = d->next_seq++;
+    pthread_mutex_unlock(&d->mu);
     char path[DISK_PATH_MAX];
     seg_path(d, seq, path, sizeof(path));
     int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, DISK_FILE_MODE);
@@ -772,9 +1012,14 @@ static int seg_create(disk *d, disk_seg **out, char *err, size_t errlen) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     put_le64(h + 24, (uint64_t)ts.tv_sec);
-    put_le64(h + 56, XXH3_64bits(h, 56));
+    int64_t w = getrandom(h + 32, SEG_NONCE, 0) == (ssize_t)SEG_NONCE ? 0 : -EIO;
+    put_le64(h + 48, d->key.id);
+    uint64_t m = 0;
+    struct iovec part = {h, 56};
+    if (w == 0) w = disk_key_mac(&d->key, &part, 1, &m);
+    put_le64(h + 56, m);
     struct iovec v = {h, SEG_HDR};
-    int64_t w = disk_pwritev_all(fd, &v, 1, 0);
+    if (w == 0) w = disk_pwritev_all(fd, &v, 1, 0);
     if (w < 0) {
         snprintf(err, errlen, "writing the header of %s: %s", path, strerror((int)-w));
         close(fd);
@@ -789,6 +1034,7 @@ static int seg_create(disk *d, disk_seg **out, char *err, size_t errlen) {
         return -ENOMEM;
     }
     s->seq = seq;
+    memcpy(s->nonce, h + 32, SEG_NONCE);
     s->fd = fd;
     s->size = SEG_HDR;
     s->refs = 1;
@@ -804,16 +1050,33 @@ typedef struct wrec {
     const uint8_t *val;
     uint64_t vlen, sum, off, size;
     disk_item *item; /* NULL for tombstones and clears */
+    pend *pend;      /* the queued tombstone or clear, for those */
+    int failed;      /* a tombstone or clear that could not be written as planned */
     uint8_t hdr[REC_HDR];
     struct iovec iov[4];
 } wrec;
 
 static const uint8_t zeros[8];
 
+/* Heap bytes an object record's entry will take (its table slots are counted apart). */
+static uint64_t entry_cost(const wrec *r) {
+    return r->item ? malloc_cost(sizeof(dent) + r->klen) : 0;
+}
+
+/* What the index would take with `more` entries of `meta` bytes added: the table grows as
+ * htab_reserve grows it. Caller holds mu. */
+static uint64_t do_index_bytes_with(const disk *d, uint64_t more, uint64_t meta) {
+    uint64_t n = htab_slots(&d->index), need = (uint64_t)d->index.count + more;
+    while (need * 4 > n * 3)
+        n += n / 2;
+    return do_index_bytes(d) - htab_meta_bytes(&d->index) + n * sizeof(void *) + meta;
+}
+
 /*
  * Place records w[0..n) at the end of the active segment, rotating to a new segment and
- * dropping old ones as needed. All records of one call go to one segment; returns how many
- * were placed (0 with err set when even the first cannot be), and the segment in *segp.
+ * dropping old ones as needed: for the capacity, and for the index budget (an object's
+ * entry must fit in it). All records of one call go to one segment; returns how many were
+ * placed (0 with err set when even the first cannot be), and the segment in *segp.
  */
 static size_t plan_chunk(disk *d, wrec *w, size_t n, disk_seg **segp, int *errp, char *err,
                          size_t errlen) {
@@ -825,16 +1088,29 @@ static size_t plan_chunk(disk *d, wrec *w, size_t n, disk_seg **segp, int *errp,
         *errp = TIDE_ENOSPACE;
         return 0;
     }
+    uint64_t em0 = entry_cost(&w[0]);
     pthread_mutex_lock(&d->mu);
     disk_seg *s = d->active;
-    int rotate = !s || d->active_sealed || (s->size + need > d->seg_size && s->size > SEG_HDR) ||
-                 (d->used + need > d->capacity && s == d->oldest && s->size > SEG_HDR);
+    int rotate =
+        !s || d->active_sealed || (s->size + need > d->seg_size && s->size > SEG_HDR) ||
+        (d->used + need > d->capacity && s == d->oldest && s->size > SEG_HDR) ||
+        (em0 && do_index_bytes_with(d, 1, em0) > d->index_budget && s == d->oldest && s->entries) ||
+        (em0 && s->entries && s->meta + em0 > d->index_budget / INDEX_SEG_SHARE);
     pthread_mutex_unlock(&d->mu);
     if (rotate) {
-        if (s) fdatasync(s->fd); /* sealed: its records now survive a power loss too */
+        /* Sealed: its records now survive a power loss too. A failed sync is an I/O error
+         * of the disk, counted like a refused write. */
+        if (s && fdatasync(s->fd) != 0) {
+            pthread_mutex_lock(&d->mu);
+            d->errors++;
+            pthread_mutex_unlock(&d->mu);
+        }
         disk_seg *ns = NULL;
         int rc = seg_create(d, &ns, err, errlen);
         if (rc < 0) {
+            pthread_mutex_lock(&d->mu);
+            d->errors++;
+            pthread_mutex_unlock(&d->mu);
             *errp = rc;
             return 0;
         }
@@ -845,20 +1121,39 @@ static size_t plan_chunk(disk *d, wrec *w, size_t n, disk_seg **segp, int *errp,
     }
     pthread_mutex_lock(&d->mu);
     s = d->active;
-    size_t placed = 0;
+    size_t placed = 0, nobj = 0;
+    uint64_t meta = 0;
+    int budget = 0;
     for (; placed < n; placed++) {
-        uint64_t sz = w[placed].size;
+        uint64_t sz = w[placed].size, em = entry_cost(&w[placed]);
         if (placed > 0 && s->size + sz > d->seg_size) break;
+        if (placed > 0 && em && s->meta + meta + em > d->index_budget / INDEX_SEG_SHARE) break;
         while (d->used + sz > d->capacity && d->oldest != s)
             do_drop_seg(d, d->oldest, 1);
+        while (em && do_index_bytes_with(d, nobj + 1, meta + em) > d->index_budget &&
+               d->oldest != s)
+            do_drop_seg(d, d->oldest, 1);
         if (d->used + sz > d->capacity) break;
+        if (em && do_index_bytes_with(d, nobj + 1, meta + em) > d->index_budget) {
+            budget = 1;
+            break;
+        }
         w[placed].off = s->size;
         s->size += sz;
         d->used += sz;
+        meta += em;
+        nobj += em != 0;
     }
     if (placed == 0) {
-        snprintf(err, errlen, "no room for a record of %llu bytes within the disk capacity",
-                 (unsigned long long)need);
+        char b[32];
+        if (budget)
+            snprintf(err, errlen,
+                     "no room for an index entry of %llu bytes within the disk index budget "
+                     "of %s",
+                     (unsigned long long)em0, size_format(d->index_budget, b, sizeof(b)));
+        else
+            snprintf(err, errlen, "no room for a record of %llu bytes within the disk capacity",
+                     (unsigned long long)need);
         *errp = TIDE_ENOSPACE;
     }
     *segp = s;
@@ -870,9 +1165,15 @@ static size_t plan_chunk(disk *d, wrec *w, size_t n, disk_seg **segp, int *errp,
  * n. Records from the first failure on are cut off the file. */
 static size_t write_chunk(disk *d, disk_seg *s, wrec *w, size_t n, char *err, size_t errlen) {
     disk_op ops[WRITE_CHUNK_MAX];
+    size_t enc = n;
+    int enc_err = 0;
     for (size_t i = 0; i < n; i++) {
         wrec *r = &w[i];
-        rec_encode(r->hdr, r->kind, r->key, r->klen, r->vlen, r->sum, s->seq, r->off);
+        enc_err = rec_encode(d, s, r->hdr, r->kind, r->key, r->klen, r->vlen, r->sum, r->off);
+        if (enc_err < 0) {
+            enc = i;
+            break;
+        }
         int c = 0;
         r->iov[c++] = (struct iovec){r->hdr, REC_HDR};
         if (r->klen) r->iov[c++] = (struct iovec){(void *)r->key, r->klen};
@@ -881,10 +1182,12 @@ static size_t write_chunk(disk *d, disk_seg *s, wrec *w, size_t n, char *err, si
         if (pad) r->iov[c++] = (struct iovec){(void *)zeros, pad};
         ops[i] = (disk_op){.fd = s->fd, .off = r->off, .iov = r->iov, .iovcnt = c};
     }
-    disk_io_write(&d->io, ops, n);
+    disk_io_write(&d->io, ops, enc);
     size_t bad = n;
+    int64_t res = 0;
     for (size_t i = 0; i < n; i++) {
-        if (ops[i].res < 0) {
+        res = i < enc ? ops[i].res : enc_err;
+        if (res < 0) {
             bad = i;
             break;
         }
@@ -893,7 +1196,7 @@ static size_t write_chunk(disk *d, disk_seg *s, wrec *w, size_t n, char *err, si
         char path[DISK_PATH_MAX];
         seg_path(d, s->seq, path, sizeof(path));
         snprintf(err, errlen, "writing %s at offset %llu: %s", path, (unsigned long long)w[bad].off,
-                 strerror((int)-ops[bad].res));
+                 strerror((int)-res));
         pthread_mutex_lock(&d->mu);
         /* Cut the file back to the last good record: later records of the chunk may have
          * landed, but they were never reported, and a hole must not precede a good one. */
@@ -907,6 +1210,76 @@ static size_t write_chunk(disk *d, disk_seg *s, wrec *w, size_t n, char *err, si
     return bad;
 }
 
+/* A queued tombstone is on disk: the record it removes leaves the index (if it is still
+ * the key's entry). Caller holds mu. */
+static void do_pend_written(disk *d, const pend *p) {
+    if (p->kind != REC_TOMB || !p->seg) return;
+    dent *e = do_lookup(d, p->key, p->klen);
+    if (e && e->seg == p->seg && e->off == p->off) do_unlink_entry(d, e);
+}
+
+/* Nothing a queued record speaks of is left on disk: the tombstone's record has gone with
+ * its segment (or is no longer the key's entry), or no segment made before the clear is
+ * left (a clear's off is the first seq made after it). Caller holds mu. */
+static int do_pend_moot(disk *d, const pend *p) {
+    if (p->kind == REC_CLEAR) return !d->oldest || d->oldest->seq >= p->off;
+    if (!p->seg || p->seg->dropped) return 1;
+    dent *e = do_lookup(d, p->key, p->klen);
+    return !e || e->seg != p->seg || e->off != p->off;
+}
+
+/* Write one queued record on its own: 1 when it is on disk. Writer only. */
+static int pend_write_one(disk *d, pend *p) {
+    wrec w = {.kind = p->kind, .key = p->key, .klen = p->klen, .pend = p};
+    w.size = disk_record_size(w.klen, 0);
+    disk_seg *s = NULL;
+    int perr;
+    char e1[1024];
+    if (plan_chunk(d, &w, 1, &s, &perr, e1, sizeof(e1)) != 1 ||
+        write_chunk(d, s, &w, 1, e1, sizeof(e1)) != 1)
+        return 0;
+    pthread_mutex_lock(&d->mu);
+    do_pend_written(d, p);
+    pthread_mutex_unlock(&d->mu);
+    return 1;
+}
+
+/*
+ * A tombstone or clear record could not be written (the disk is full, an I/O error, a file
+ * size limit). It is never dropped while what it removes is still on disk. First it is
+ * tried in a fresh segment (the failure may be the file's own); then segments go, oldest
+ * first (as eviction drops them), and it is tried again after each, until it is written or
+ * nothing it speaks of is left. A segment dropped here takes its objects with it (misses,
+ * counted as evictions); a removed object never comes back. Returns 0, or -errno when a
+ * segment file cannot be unlinked (the remove is then refused). Writer only.
+ */
+static int pend_fallback(disk *d, pend *p, char *err, size_t errlen) {
+    pthread_mutex_lock(&d->mu);
+    int moot = do_pend_moot(d, p);
+    if (!moot && d->active) d->active_sealed = 1;
+    pthread_mutex_unlock(&d->mu);
+    if (moot || pend_write_one(d, p)) return 0;
+    for (;;) {
+        pthread_mutex_lock(&d->mu);
+        if (do_pend_moot(d, p)) {
+            pthread_mutex_unlock(&d->mu);
+            return 0;
+        }
+        disk_seg *victim = d->oldest;
+        uint64_t seq = victim->seq;
+        int rc = do_drop_seg(d, victim, 1);
+        if (rc < 0) d->errors++;
+        pthread_mutex_unlock(&d->mu);
+        if (rc < 0) {
+            snprintf(err, errlen, "removing segment %s/%016llx.seg to record a %s: %s", d->dir,
+                     (unsigned long long)seq, p->kind == REC_CLEAR ? "clear" : "remove",
+                     strerror(-rc));
+            return rc;
+        }
+        if (pend_write_one(d, p)) return 0;
+    }
+}
+
 size_t disk_write(disk *d, disk_item *items, size_t n, char *err, size_t errlen) {
     pthread_mutex_lock(&d->mu);
     pend *pending = d->pending;
@@ -917,15 +1290,30 @@ size_t disk_write(disk *d, disk_item *items, size_t n, char *err, size_t errlen)
 
     size_t total = np + n, failed = 0, done = 0;
     wrec *w = calloc(total ? total : 1, sizeof(*w));
-    if (!w) {
+    int *pres = calloc(np ? np : 1, sizeof(*pres)); /* each queued record's outcome */
+    err[0] = '\0';
+    if (!w || !pres) {
         snprintf(err, errlen, "out of memory for a disk write");
         for (size_t i = 0; i < n; i++)
             items[i].result = -ENOMEM;
+        free(w);
+        free(pres);
+        /* The queued records wait for the next call: never dropped. */
+        pthread_mutex_lock(&d->mu);
+        for (size_t i = 0; i < np; i++) {
+            pend *p = &pending[i];
+            do_pend(d, p->kind, p->key, p->klen, p->seg, p->off, p->ticket);
+            if (p->seg) do_seg_unref(d, p->seg);
+        }
+        pthread_mutex_unlock(&d->mu);
         free(pending);
         return n;
     }
     for (size_t i = 0; i < np; i++) {
-        w[i] = (wrec){.kind = pending[i].kind, .key = pending[i].key, .klen = pending[i].klen};
+        w[i] = (wrec){.kind = pending[i].kind,
+                      .key = pending[i].key,
+                      .klen = pending[i].klen,
+                      .pend = &pending[i]};
         w[i].size = disk_record_size(w[i].klen, 0);
     }
     for (size_t i = 0; i < n; i++) {
@@ -940,7 +1328,6 @@ size_t disk_write(disk *d, disk_item *items, size_t n, char *err, size_t errlen)
         r->size = disk_record_size(r->klen, r->vlen);
         items[i].result = 0;
     }
-    err[0] = '\0';
     while (done < total) {
         size_t want = total - done < WRITE_CHUNK_MAX ? total - done : WRITE_CHUNK_MAX;
         disk_seg *s = NULL;
@@ -952,6 +1339,8 @@ size_t disk_write(disk *d, disk_item *items, size_t n, char *err, size_t errlen)
             if (w[done].item) {
                 w[done].item->result = perr;
                 failed++;
+            } else {
+                w[done].failed = 1;
             }
             done++;
             continue;
@@ -965,10 +1354,15 @@ size_t disk_write(disk *d, disk_item *items, size_t n, char *err, size_t errlen)
                 if (r->item) {
                     r->item->result = -EIO;
                     failed++;
+                } else {
+                    r->failed = 1;
                 }
                 continue;
             }
-            if (!r->item) continue;
+            if (!r->item) {
+                do_pend_written(d, r->pend);
+                continue;
+            }
             if (do_index(d, s, r->key, r->klen, r->off, r->vlen, r->sum) < 0) {
                 r->item->result = -ENOMEM;
                 failed++;
@@ -980,7 +1374,27 @@ size_t disk_write(disk *d, disk_item *items, size_t n, char *err, size_t errlen)
         pthread_mutex_unlock(&d->mu);
         done += placed;
     }
+    /* Tombstones and clears that did not make it as planned are retried now, making room
+     * as they must; the outcome of each goes to its waiter. */
+    for (size_t i = 0; i < np; i++) {
+        if (!w[i].failed) continue;
+        char e1[1024];
+        pres[i] = pend_fallback(d, &pending[i], e1, sizeof(e1));
+        if (pres[i] < 0 && !err[0]) snprintf(err, errlen, "%s", e1);
+    }
+    pthread_mutex_lock(&d->mu);
+    for (size_t i = 0; i < np; i++) {
+        pend *p = &pending[i];
+        if (pres[i] < 0 && p->ticket) {
+            /* Room was reserved when the ticket was handed out (do_ticket). */
+            d->failed[d->nfailed++] = (tfail){.ticket = p->ticket, .err = pres[i]};
+        }
+        if (p->ticket > d->ticket_done) d->ticket_done = p->ticket;
+        if (p->seg) do_seg_unref(d, p->seg);
+    }
+    pthread_mutex_unlock(&d->mu);
     free(w);
+    free(pres);
     free(pending);
     return failed;
 }
@@ -999,7 +1413,6 @@ void disk_stats(disk *d, tide_stats *out) {
     out->disk_evictions = d->evictions;
     out->disk_torn_records = d->torn;
     out->disk_segments = d->nsegs;
-    out->meta_bytes +=
-        d->meta + htab_meta_bytes(&d->index) + d->nsegs * malloc_cost(sizeof(disk_seg));
+    out->meta_bytes += do_index_bytes(d);
     pthread_mutex_unlock(&d->mu);
 }

@@ -3,27 +3,37 @@
  * one directory, with an in-memory index from key to record that is rebuilt from the files
  * when the directory is opened. store.c (through tier.c) is its only user.
  *
- * Files: DIR/<seq as 16 hex digits>.seg, seq growing. A segment starts with a 64-byte
- * header (magic "TIDESEG1", version, seq, header checksum), then records at 8-byte aligned
- * offsets:
+ * Files: DIR/tide.secret (32 random bytes, mode 0600, made at first use) and
+ * DIR/<seq as 16 hex digits>.seg, seq growing. A segment (format 2) starts with a 64-byte
+ * header (magic "TIDESEG1", version 2, seq, time, a random 16-byte nonce, the id of the
+ * secret, an HMAC of the header), then records at 8-byte aligned offsets:
  *
  *   record header, 32 bytes, little-endian:
  *     u32 magic 'TREC'   u8 kind (1 object, 2 tombstone, 3 clear)   u8 0   u16 klen
  *     u64 vlen           u64 vsum (xxh3-64 of the value: the store's checksum)
- *     u64 hsum (xxh3-64 of the 24 bytes above and the key, seeded with seq and offset)
+ *     u64 hsum (HMAC-SHA256, keyed by the secret, of the segment's nonce, seq, the
+ *              record's offset, the 24 bytes above and the key; its first 8 bytes)
  *   key (klen bytes), value (vlen bytes), zeros to the next multiple of 8
  *
  * A tombstone (vlen 0) records a remove, a clear record (klen 0) a tide_clear; both are
- * applied in file order when the index is rebuilt. The header checksum is seeded with the
- * segment's seq and the record's offset, so a record is valid only where it was written.
+ * applied in file order when the index is rebuilt. Nobody without the secret can make
+ * bytes that pass for a record, and a record is valid only in its file at its offset.
  *
  * Guarantees: a record is in the index (disk_contains, disk_find) only after its write has
  * completed, so after a crash every indexed record is found again by the scan; records
  * written in the same call whose completion was never reported may or may not be. Values
- * are verified against vsum on every read (disk_read); the scan checks headers only. A
- * damaged header found by the scan is skipped up to the next valid header; a damaged or
- * short tail is truncated away. Eviction drops whole segments, oldest first, when a write
- * would take the files past the capacity.
+ * are verified against vsum on every read (disk_read); the scan checks headers only. The
+ * scan walks each segment from its first record by the lengths of verified headers and
+ * never searches for objects: the first record that fails to verify ends its segment (it
+ * and the rest are cut off and counted), so a damaged record is dropped and nothing inside
+ * a value is ever read as a record. Only tombstones and clear records in the cut-off tail
+ * are looked for, accepted where their keyed checksum holds at their offset, and applied,
+ * so that damage never undoes a remove. Segments of format 1 or written under another secret are
+ * deleted unread (counted in disk_describe). A remove or clear that reached disk_remove/disk_clear
+ * with a ticket is acknowledged only once its record is durable (disk_ticket) — or once
+ * what it removes has left the disk with its segment; never dropped. Eviction drops whole
+ * segments, oldest first, when a write would take the files past the capacity or the
+ * index past its budget.
  *
  * Threads: every function may be called from any thread, except disk_write(), which one
  * thread at a time calls (the tier's writer). Lock order: a caller may hold the store's
@@ -48,7 +58,15 @@ typedef struct disk_config {
     uint64_t capacity;     /* bytes of segment files at most */
     uint64_t segment_size; /* 0 = capacity/8 clamped to 1..64 MiB, at least capacity/256 */
     int io;                /* enum disk_io_mode: how writes are issued */
+    uint64_t index_budget; /* heap bytes for the index; 0 = disk_index_budget()'s default */
 } disk_config;
+
+/* The index's default budget: capacity / DISK_INDEX_SHARE, at least DISK_INDEX_MIN. An
+ * object's entry costs about 72 bytes plus its key (docs/SSD.md); at the default, objects
+ * of 1 KiB and more fill the capacity before the index fills its budget. */
+#define DISK_INDEX_SHARE 8
+#define DISK_INDEX_MIN (1ull << 20)
+uint64_t disk_index_budget(const disk_config *cfg);
 
 /* Where a record is. Holds a reference on its segment (the file stays open even if the
  * segment is evicted meanwhile) until disk_loc_put(). */
@@ -70,11 +88,14 @@ typedef struct disk_item {
 } disk_item;
 
 /*
- * Open (creating if needed) the directory, scan every segment and build the index. Damaged
- * records are skipped, short tails truncated, files whose header is not a segment's are
- * renamed to *.bad. Errors (with a message naming the path and errno): -errno from mkdir,
- * opendir, open, read, ftruncate; TIDE_ECONFIG for a zero capacity or a forced io_uring
- * the kernel refuses; -ENOMEM.
+ * Open (creating if needed) the directory and its secret, scan every segment and build the
+ * index. A damaged record ends its segment's scan (cut off), files whose header is not a
+ * segment's are renamed to *.bad (with records after it, every older segment is dropped:
+ * its removes are unknown), segments of format 1 or of another secret are deleted.
+ * Errors (with a message naming the path and errno): -errno from mkdir, opendir, open,
+ * read, ftruncate, unlink; TIDE_ECONFIG for a zero capacity, a forced io_uring the kernel
+ * refuses, or a secret file with group or other permission bits, another owner or the
+ * wrong size; -ENOMEM.
  */
 int disk_open(const disk_config *cfg, disk **out, char *err, size_t errlen);
 /* Close every file and free the index. */
@@ -99,10 +120,19 @@ int disk_read(disk *d, const disk_loc *loc, const void *key, size_t klen, void *
  * record) and a tombstone is queued so a restart does not bring it back. */
 void disk_forget(disk *d, const disk_loc *loc, const void *key, size_t klen);
 
-/* Remove a key: 0 (a tombstone is queued for the writer) or TIDE_ENOTFOUND. */
-int disk_remove(disk *d, const void *key, size_t klen);
-/* Forget every record and delete the sealed segments; a clear record is queued. */
-void disk_clear(disk *d);
+/*
+ * Remove a key: 0 (a tombstone is queued for the writer), TIDE_ENOTFOUND, or -ENOMEM. With
+ * a ticket, the key's record stays in the index until the tombstone is durable; the caller
+ * must then wait (disk_ticket) before acknowledging the remove. Without (NULL), the entry
+ * goes at once and the tombstone is best effort (for records a later clear record covers).
+ */
+int disk_remove(disk *d, const void *key, size_t klen, uint64_t *ticket);
+/* Forget every record and delete the sealed segments; a clear record is queued under a
+ * ticket to wait for. 0, or -ENOMEM (nothing queued; the segments are gone all the same). */
+int disk_clear(disk *d, uint64_t *ticket);
+/* A ticket's state: 1 still queued or being written, 0 durable, or the negative code with
+ * which it was refused (-errno). Once it returned 0 or below, the ticket is spent. */
+int disk_ticket(disk *d, uint64_t ticket);
 /* Tombstones and clear records waiting for disk_write(). */
 int disk_pending(disk *d);
 
@@ -114,6 +144,9 @@ int disk_pending(disk *d);
  * items that failed.
  */
 size_t disk_write(disk *d, disk_item *items, size_t n, char *err, size_t errlen);
+
+/* Heap bytes the index takes now (entries, hash table, segments). */
+uint64_t disk_index_bytes(disk *d);
 
 /* Fill the disk_* fields of *out. */
 void disk_stats(disk *d, tide_stats *out);

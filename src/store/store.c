@@ -585,19 +585,30 @@ int store_remove(store *st, const void *key, size_t klen) {
     int rc = check_key(key, klen);
     if (rc < 0) return rc;
     pthread_mutex_lock(&st->mu);
-    obj *o = do_lookup(st, key, klen);
     int removed = 0;
-    if (o && OBJ_STATE(o) == OBJ_LIVE) {
-        do_remove_live(st, o);
+    /* With a disk tier the remove is acknowledged only once its tombstone is durable
+     * (do_tier_remove waits for it, the lock released): a copy being written is waited
+     * for first, and one that a read promoted meanwhile is removed on the next round. */
+    for (;;) {
+        obj *o = do_lookup(st, key, klen);
+        if (o && OBJ_STATE(o) == OBJ_LIVE && st->dk && do_tier_writing(st, o)) {
+            pthread_cond_wait(&st->tier_cv, &st->mu);
+            continue;
+        }
+        if (o && OBJ_STATE(o) == OBJ_LIVE) {
+            do_remove_live(st, o);
+            removed = 1;
+        } else if (o && (o->state & OBJ_PROMOTE)) {
+            o->state |= OBJ_GONE; /* the promotion will not commit it */
+        }
+        if (!st->dk) break;
+        rc = do_tier_remove(st, key, klen);
+        if (rc == TIDE_ENOTFOUND) break;
+        if (rc < 0) goto out;
         removed = 1;
-    } else if (o && (o->state & OBJ_PROMOTE)) {
-        o->state |= OBJ_GONE; /* the promotion will not commit it */
-    }
-    if (st->dk && disk_remove(st->dk, key, klen) == 0) {
-        removed = 1;
-        do_tier_wake(st);
     }
     rc = removed ? 0 : TIDE_ENOTFOUND;
+out:
     pthread_mutex_unlock(&st->mu);
     return rc;
 }
@@ -611,10 +622,9 @@ void store_clear(store *st) {
             do_remove_live(st, o);
         if (o && (o->state & OBJ_PROMOTE)) o->state |= OBJ_GONE;
     }
-    if (st->dk) {
-        disk_clear(st->dk);
-        do_tier_wake(st);
-    }
+    /* Returns once the clear record is durable (or no segment is left to clear); a clear
+     * that cannot be recorded is reported through the tier's log. */
+    if (st->dk) do_tier_clear(st);
     pthread_mutex_unlock(&st->mu);
 }
 

@@ -159,9 +159,12 @@ void store_verify_failed(store *st, uint64_t pin_id);
 
 /* 1 if the key is committed, 0 if not, negative on a key error. */
 int store_exists(store *st, const void *key, size_t klen);
-/* Remove a committed key: 0, or TIDE_ENOTFOUND. */
+/* Remove a committed key: 0, or TIDE_ENOTFOUND. With a disk tier, returns once the remove
+ * is durable (its tombstone written); a negative code when the disk could not record it
+ * (the key is then still there). */
 int store_remove(store *st, const void *key, size_t klen);
-/* Remove every committed object (pinned ones are hidden now and freed when unpinned). */
+/* Remove every committed object (pinned ones are hidden now and freed when unpinned). With
+ * a disk tier, returns once the clear record is durable (a failure is logged by the tier). */
 void store_clear(store *st);
 
 /* Release pins and reservations whose deadline is before now_ns. Returns how many. */

@@ -14,6 +14,7 @@
  *   tier.c    the SSD tier's side of the store: spill writer thread, promotion from disk
  *   disk.c    the SSD tier's segment files and their index (disk.h, its own lock)
  *   disk_io.c how disk.c issues its writes: io_uring, or pwritev when the kernel refuses
+ *   disk_key.c the SSD tier's secret (DIR/tide.secret) and the keyed checksum disk.c uses
  *
  * Nothing here locks except disk.c; store.c holds its mutex around every call into the
  * other files.
@@ -336,6 +337,25 @@ void disk_io_write(disk_io *io, disk_op *ops, size_t n);
 int64_t disk_pwritev_all(int fd, struct iovec *iov, int iovcnt, uint64_t off);
 
 /* ---------------------------------------------------------------------------------------
+ * The disk tier's secret and keyed checksum (disk_key.c), for disk.c.
+ * ------------------------------------------------------------------------------------- */
+typedef struct disk_key {
+    struct evp_mac_st *mac;      /* OpenSSL's EVP_MAC (HMAC) */
+    struct evp_mac_ctx_st *base; /* keyed with the secret; only ever copied */
+    uint64_t id;                 /* names the secret in segment headers */
+} disk_key;
+
+/* Load DIR/tide.secret (made 0600 at first use) and key the checksum with it. Errors, with
+ * a message naming the file: TIDE_ECONFIG for a secret with group or other permission
+ * bits, another owner or the wrong size, or no HMAC in OpenSSL; -errno (ELOOP for a link);
+ * -ENOMEM. */
+int disk_key_open(disk_key *k, const char *dir, char *err, size_t errlen);
+void disk_key_close(disk_key *k);
+/* HMAC-SHA256 of parts[0..n) laid end to end, its first 64 bits (little-endian) in *out.
+ * Any thread. 0, or -ENOMEM. */
+int disk_key_mac(const disk_key *k, const struct iovec *parts, int n, uint64_t *out);
+
+/* ---------------------------------------------------------------------------------------
  * The store itself (store.c), with the SSD tier's state (tier.c)
  * ------------------------------------------------------------------------------------- */
 
@@ -431,6 +451,13 @@ void tier_stop(struct store *st);
 int do_tier_spill(struct store *st, obj *v);
 /* Tombstones were queued: make sure the writer runs. */
 void do_tier_wake(struct store *st);
+/* 1 if o is in the batch the writer is writing now (its record is about to exist). */
+int do_tier_writing(const struct store *st, const obj *o);
+/* Remove a key from the disk and wait (the lock released meanwhile) until the tombstone is
+ * durable: 0, TIDE_ENOTFOUND, or the negative code with which it was refused. */
+int do_tier_remove(struct store *st, const void *key, size_t klen);
+/* Clear the disk and wait until the clear record is durable: 0 or a negative code. */
+int do_tier_clear(struct store *st);
 
 /* ---------------------------------------------------------------------------------------
  * store.c extras for tests

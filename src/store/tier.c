@@ -14,8 +14,13 @@
  * (evicted) and its space is freed when its last pin goes, the hold being one. A reserve
  * or promotion that needed the room waits on tier_cv until a batch is done (store.c).
  *
- * Objects removed or cleared while held become HIDDEN as usual; if their record was
- * written anyway, the writer removes it again (disk_remove queues a tombstone). A write
+ * Objects removed or cleared while held become HIDDEN as usual. A remove of an object in
+ * the batch being written waits for the batch (do_tier_writing), then removes the record
+ * like any on disk: do_tier_remove queues a tombstone and waits until the writer has made
+ * it durable (or refused it), so a remove is acknowledged only once a restart cannot undo
+ * it; a clear waits for its clear record the same way. An object that a clear hid while
+ * its record was being written gets a tombstone without a waiter (the clear record comes
+ * after its record in the file anyway). A write
  * that fails (disk full, I/O error) drops the object from memory all the same — the node
  * must keep serving from memory — counts it in disk_dropped and logs once per failure
  * spell; for a second after a failure evictions skip the disk instead of queueing behind
@@ -129,7 +134,9 @@ static size_t do_take_batch(store *st, disk_item *items) {
 
 /* A batch member's write is over (result 0: written and indexed on disk). */
 static void do_spill_done(store *st, obj *o, int result) {
-    if (result == 0 && OBJ_STATE(o) != OBJ_LIVE) disk_remove(st->dk, o->key, o->klen);
+    /* Written though removed meanwhile: only a clear does that (a remove waits for the
+     * batch, do_tier_writing), and the clear record follows this one in the file. */
+    if (result == 0 && OBJ_STATE(o) != OBJ_LIVE) disk_remove(st->dk, o->key, o->klen, NULL);
     if (result != 0) st->disk_dropped++;
     if (OBJ_STATE(o) == OBJ_LIVE) { /* evicted now: from here on the disk serves it */
         htab_delete(&st->index, o);
@@ -153,11 +160,41 @@ static void tier_log(store *st, int level, const char *fmt, ...) {
     st->log(st->log_ctx, level, msg);
 }
 
+int do_tier_writing(const store *st, const obj *o) {
+    if (!(o->state & OBJ_SPILL)) return 0;
+    for (uint32_t i = 0; i < st->nbatch; i++)
+        if (st->batch[i] == o) return 1;
+    return 0;
+}
+
+/* Wait (the store's lock released meanwhile) until the writer has resolved a ticket. */
+static int do_tier_wait(store *st, uint64_t ticket) {
+    pthread_cond_signal(&st->writer_cv);
+    int rc;
+    while ((rc = disk_ticket(st->dk, ticket)) > 0)
+        pthread_cond_wait(&st->tier_cv, &st->mu);
+    return rc;
+}
+
+int do_tier_remove(store *st, const void *key, size_t klen) {
+    uint64_t ticket = 0;
+    int rc = disk_remove(st->dk, key, klen, &ticket);
+    if (rc != 0) return rc;
+    return do_tier_wait(st, ticket);
+}
+
+int do_tier_clear(store *st) {
+    uint64_t ticket = 0;
+    int rc = disk_clear(st->dk, &ticket);
+    if (rc != 0) return rc;
+    return do_tier_wait(st, ticket);
+}
+
 static void *tier_writer(void *arg) {
     store *st = arg;
     disk_item items[TIER_BATCH];
     char err[512];
-    uint64_t failed_batches = 0, dropped_in_spell = 0;
+    uint64_t failed_batches = 0, dropped_at_spell = 0;
     pthread_mutex_lock(&st->mu);
     while (!st->writer_stop) {
         if (st->spill_head == ALLOC_NIL && !disk_pending(st->dk)) {
@@ -167,21 +204,32 @@ static void *tier_writer(void *arg) {
         size_t n = do_take_batch(st, items);
         pthread_mutex_unlock(&st->mu);
 
-        size_t failed = disk_write(st->dk, items, n, err, sizeof(err));
+        disk_write(st->dk, items, n, err, sizeof(err));
         int bad = err[0] != '\0';
-        if (bad && failed_batches++ == 0)
+        /* What a spell of failures cost is read off disk_dropped, which also counts the
+         * objects evictions dropped without queueing them while the disk was backed off. */
+        pthread_mutex_lock(&st->mu);
+        uint64_t dropped_now = st->disk_dropped;
+        for (size_t i = 0; i < n; i++)
+            dropped_now += items[i].result != 0;
+        pthread_mutex_unlock(&st->mu);
+        if (bad && failed_batches++ == 0) {
+            dropped_at_spell = dropped_now;
+            for (size_t i = 0; i < n; i++)
+                dropped_at_spell -= items[i].result != 0;
             tier_log(st, LOG_LEVEL_ERROR,
                      "disk tier: %s; evicted objects are dropped instead of spilled until a "
                      "disk write succeeds again (the node keeps serving from memory)",
                      err);
+        }
         if (!bad && failed_batches) {
             tier_log(st, LOG_LEVEL_INFO,
                      "disk tier: writes succeed again after %llu failed batches (%llu objects "
                      "dropped from memory unwritten)",
-                     (unsigned long long)failed_batches, (unsigned long long)dropped_in_spell);
-            failed_batches = dropped_in_spell = 0;
+                     (unsigned long long)failed_batches,
+                     (unsigned long long)(dropped_now - dropped_at_spell));
+            failed_batches = 0;
         }
-        dropped_in_spell += failed;
 
         pthread_mutex_lock(&st->mu);
         if (bad) st->disk_backoff_until = now_ns() + TIER_BACKOFF_NS;

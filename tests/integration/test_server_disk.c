@@ -2,14 +2,21 @@
  * test_server_disk.c — tided with an SSD tier, for real: SIGKILL at random points while it
  * spills and every write it reported before the kill served after the restart (never a
  * wrong byte), the tier's figures in /metrics and `tide stat`, a disk that refuses writes
- * (RLIMIT_FSIZE) with the node serving from memory, and the flags.
+ * (RLIMIT_FSIZE) with the node serving from memory, a client's value full of forged record
+ * headers followed by a damaged record and a restart, removes acknowledged while the disk
+ * refuses appends surviving a SIGKILL, the error counter and the log's drop count, and the
+ * flags.
  */
+#include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "harness.h"
 #include "server_util.h"
@@ -281,4 +288,230 @@ TEST(server_disk_flags) {
         CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 1, "%s: status %d: %s", bad[i].dir, st, out);
         CHECK_CONTAINS(out, bad[i].words);
     }
+}
+
+/* The segment file holding key (path into out) and the offset of its record; 0 if none. */
+static int find_key(const char *key, char *out, size_t outlen, uint64_t *off) {
+    DIR *d = opendir(disk_dir());
+    CHECK(d);
+    static uint8_t buf[8 << 20];
+    int found = 0;
+    for (struct dirent *de; !found && (de = readdir(d));) {
+        if (strlen(de->d_name) != 20 || !strstr(de->d_name, ".seg")) continue;
+        snprintf(out, outlen, "%s/%s", disk_dir(), de->d_name);
+        int fd = open(out, O_RDONLY);
+        CHECK(fd >= 0);
+        ssize_t n = read(fd, buf, sizeof(buf));
+        close(fd);
+        const uint8_t *at = n > 0 ? memmem(buf, (size_t)n, key, strlen(key)) : NULL;
+        if (at) {
+            *off = (uint64_t)(at - buf) - 32;
+            found = 1;
+        }
+    }
+    closedir(d);
+    return found;
+}
+
+static void put_le(uint8_t *p, uint64_t v, int n) {
+    for (int i = 0; i < n; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* A record for key/val as format 1 framed it, claiming offset off of segment seq, with the
+ * checksum anyone could compute then. Returns its size. */
+static size_t forge_record(uint8_t *p, uint64_t seq, uint64_t off, const char *key,
+                           const uint8_t *val, uint64_t vlen) {
+    size_t klen = strlen(key);
+    uint8_t hb[24 + 64];
+    memset(p, 0, 32);
+    put_le(p, 0x43455254u, 4);
+    p[4] = 1;
+    put_le(p + 6, klen, 2);
+    put_le(p + 8, vlen, 8);
+    put_le(p + 16, XXH3_64bits(val, vlen), 8);
+    memcpy(hb, p, 24);
+    memcpy(hb + 24, key, klen);
+    put_le(p + 24, XXH3_64bits_withSeed(hb, 24 + klen, seq * 0x9E3779B97F4A7C15ull ^ off), 8);
+    memcpy(p + 32, key, klen);
+    memcpy(p + 32 + klen, val, vlen);
+    size_t sz = (32 + klen + vlen + 7) & ~(size_t)7;
+    memset(p + 32 + klen + vlen, 0, sz - 32 - klen - vlen);
+    return sz;
+}
+
+/*
+ * Issue 25.1 against a real tided: the target key is stored, then a client stores a value
+ * made of forged records for the target (one for every offset it could have in segment 1),
+ * more puts spill both, and tided is killed. The victim's record is then damaged the two
+ * ways the docs call recoverable — one flipped bit in its header, or a torn tail — and
+ * tided restarts on the directory. The target is its genuine bytes, never the forged ones.
+ */
+TEST_T(server_disk_forged_records_in_a_value_never_served, 90) {
+    const char *tkey = "r0/k00000", *vkey = "evil/value00"; /* 9 and 12 bytes */
+    static uint8_t val[VLEN], evil[64];
+    memset(evil, 'F', sizeof(evil));
+    /* LRU order: the target is evicted first (record at 64), the victim next. */
+    uint64_t vrec = 64 + ((32 + 9 + VLEN + 7) & ~7ull), vstart = vrec + 32 + 12;
+    static uint8_t victim[VLEN];
+    memset(victim, 0, sizeof(victim));
+    size_t p = (8 - vstart % 8) % 8, forged = 0;
+    while (p + 32 + 9 + sizeof(evil) + 8 <= sizeof(victim)) {
+        p += forge_record(victim + p, 1, vstart + p, tkey, evil, sizeof(evil));
+        forged++;
+    }
+    for (int damage = 0; damage < 2; damage++) {
+        char cmd[600];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", disk_dir());
+        CHECK_EQ(system(cmd), 0);
+        test_server ts;
+        start_disk(&ts, "1MiB", "64MiB", "4MiB", "info");
+        tide_store *s;
+        CHECK_EQ(tide_open(ts.url, &s), 0);
+        fill(val, 0, 0);
+        CHECK_EQ(tide_put(s, tkey, strlen(tkey), val, VLEN), 0);
+        CHECK_EQ(tide_put(s, vkey, strlen(vkey), victim, VLEN), 0);
+        for (int i = 1; i < 40; i++) {
+            char k[32];
+            key_of(k, sizeof(k), 1, i);
+            fill(val, 1, i);
+            CHECK_EQ(tide_put(s, k, strlen(k), val, VLEN), 0);
+        }
+        for (int i = 0; i < 200 && stat_of(s).disk_writes < 20; i++)
+            usleep(10000);
+        tide_close(s);
+        server_stop(&ts, SIGKILL);
+        char seg[600];
+        uint64_t off;
+        CHECK(find_key(vkey, seg, sizeof(seg), &off));
+        CHECK_MSG(off == vrec, "the victim's record is at %llu, not %llu as forged",
+                  (unsigned long long)off, (unsigned long long)vrec);
+        if (damage == 0) { /* one flipped bit in the victim's value length */
+            int fd = open(seg, O_RDWR);
+            CHECK(fd >= 0);
+            uint8_t b;
+            CHECK_EQ(pread(fd, &b, 1, (off_t)(off + 9)), 1);
+            b ^= 0x01;
+            CHECK_EQ(pwrite(fd, &b, 1, (off_t)(off + 9)), 1);
+            close(fd);
+        } else { /* torn: the file ends inside the victim's value */
+            CHECK_EQ(truncate(seg, (off_t)(vstart + VLEN / 2 + 3)), 0);
+        }
+        start_disk(&ts, "1MiB", "64MiB", "4MiB", "info");
+        CHECK_EQ(tide_open(ts.url, &s), 0);
+        static uint8_t got[VLEN];
+        size_t vlen = 0;
+        int rc = tide_get(s, tkey, strlen(tkey), got, sizeof(got), &vlen);
+        CHECK_MSG(rc == 0 || rc == TIDE_ENOTFOUND, "get: %s", tide_strerror(rc));
+        CHECK_MSG(rc != 0 || vlen != sizeof(evil), "damage %d: the forged record was served",
+                  damage);
+        CHECK_EQ(get_ok(s, 0, 0), 1); /* its genuine record, before the damage, stays */
+        rc = tide_get(s, vkey, strlen(vkey), got, sizeof(got), &vlen);
+        CHECK_EQ(rc, TIDE_ENOTFOUND);
+        tide_close(s);
+        CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+        const char *log = slurp(ts.log);
+        CHECK_CONTAINS(log, "1 damaged or torn records");
+    }
+    CHECK(forged > 400);
+}
+
+/* The metric line `name value`, as a number; fails when absent. */
+static unsigned long long metric(int port, const char *name) {
+    int fd = server_connect(port, 5);
+    const char req[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+    CHECK_EQ(send(fd, req, sizeof(req) - 1, MSG_NOSIGNAL), (ssize_t)(sizeof(req) - 1));
+    static char body[1 << 17];
+    size_t have = 0;
+    for (ssize_t r; (r = recv(fd, body + have, sizeof(body) - 1 - have, 0)) > 0;)
+        have += (size_t)r;
+    body[have] = '\0';
+    close(fd);
+    char pat[128];
+    snprintf(pat, sizeof(pat), "\n%s ", name);
+    const char *at = strstr(body, pat);
+    CHECK_MSG(at, "no %s in /metrics", name);
+    return strtoull(at + strlen(pat), NULL, 10);
+}
+
+static void set_fsize(pid_t pid, rlim_t cur) {
+    struct rlimit rl;
+    CHECK_EQ(prlimit(pid, RLIMIT_FSIZE, NULL, &rl), 0);
+    rl.rlim_cur = cur;
+    CHECK_EQ(prlimit(pid, RLIMIT_FSIZE, &rl, NULL), 0);
+}
+
+/*
+ * Issue 25.3(a) against a real tided: spill under a 1 MiB file size limit, then lower the
+ * limit to the segment's size so that no record can be appended, remove every key that is
+ * on disk only (each acknowledged), SIGKILL, restart without the limit: none comes back.
+ * Then the counters: tide_disk_errors_total counts the refusals, and when writes succeed
+ * again the log's drop count equals tide_disk_dropped_total.
+ */
+TEST_T(server_disk_removes_acknowledged_on_a_full_disk_stay_removed, 90) {
+    signal(SIGXFSZ, SIG_IGN);
+    test_server ts;
+    start_disk(&ts, "1MiB", "64MiB", "8MiB", "info");
+    set_fsize(ts.pid, 1 << 20);
+    tide_store *s;
+    CHECK_EQ(tide_open(ts.url, &s), 0);
+    static uint8_t val[VLEN];
+    for (int i = 0; i < 64; i++) {
+        char k[32];
+        key_of(k, sizeof(k), 0, i);
+        fill(val, 0, i);
+        CHECK_EQ(tide_put(s, k, strlen(k), val, VLEN), 0);
+    }
+    char seg[600];
+    uint64_t off;
+    CHECK(find_key("r0/k00000", seg, sizeof(seg), &off));
+    struct stat sb;
+    CHECK_EQ(stat(seg, &sb), 0);
+    set_fsize(ts.pid, (rlim_t)sb.st_size);
+    CHECK(metric(ts.metrics_port, "tide_disk_errors_total") > 0);
+    int removed = 0;
+    for (int i = 0; i < 48; i++) { /* 48..63 are in memory */
+        char k[32];
+        key_of(k, sizeof(k), 0, i);
+        int rc = tide_remove(s, k, strlen(k));
+        CHECK_MSG(rc == 0 || rc == TIDE_ENOTFOUND || rc < 0, "remove: %d", rc);
+        removed += rc == 0;
+    }
+    CHECK_MSG(removed >= 8, "only %d keys were on disk to remove", removed);
+    tide_close(s);
+    server_stop(&ts, SIGKILL);
+    start_disk(&ts, "1MiB", "64MiB", "8MiB", "info");
+    CHECK_EQ(tide_open(ts.url, &s), 0);
+    int back = 0;
+    for (int i = 0; i < 48; i++)
+        back += get_ok(s, 0, i);
+    CHECK_MSG(back == 0, "%d of %d acknowledged removes undone by the restart", back, removed);
+
+    /* The drop count: refuse writes, then let them succeed again. */
+    set_fsize(ts.pid, 1 << 20);
+    for (int i = 0; i < 64; i++) {
+        char k[32];
+        key_of(k, sizeof(k), 1, i);
+        fill(val, 1, i);
+        CHECK_EQ(tide_put(s, k, strlen(k), val, VLEN), 0);
+    }
+    set_fsize(ts.pid, RLIM_INFINITY);
+    uint64_t before = stat_of(s).disk_writes;
+    for (int i = 64; i < 64 + 400 && stat_of(s).disk_writes == before; i++) {
+        char k[32];
+        key_of(k, sizeof(k), 1, i);
+        fill(val, 1, i);
+        CHECK_EQ(tide_put(s, k, strlen(k), val, VLEN), 0);
+        usleep(10000);
+    }
+    unsigned long long dropped = metric(ts.metrics_port, "tide_disk_dropped_total");
+    CHECK(metric(ts.metrics_port, "tide_disk_errors_total") > 0);
+    tide_close(s);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+    const char *log = slurp(ts.log);
+    const char *at = strstr(log, "failed batches (");
+    CHECK_MSG(at, "no 'writes succeed again' line in the log");
+    unsigned long long logged = strtoull(at + strlen("failed batches ("), NULL, 10);
+    CHECK_MSG(logged == dropped, "the log says %llu objects dropped, tide_disk_dropped_total %llu",
+              logged, dropped);
 }
