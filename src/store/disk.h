@@ -48,6 +48,7 @@ typedef struct disk_config {
     uint64_t capacity;     /* bytes of segment files at most */
     uint64_t segment_size; /* 0 = capacity/8 clamped to 1..64 MiB, at least capacity/256 */
     int io;                /* enum disk_io_mode: how writes are issued */
+    struct store_events *events; /* where keys evicted with their segment are announced */
 } disk_config;
 
 /* Where a record is. Holds a reference on its segment (the file stays open even if the
