@@ -23,6 +23,7 @@ from vllm.distributed.kv_events import (  # noqa: E402
     BlockRemoved,
     BlockStored,
     KVEventBatch,
+    ZmqEventPublisher,
 )
 from vllm.v1.core.kv_cache_utils import maybe_convert_block_hash  # noqa: E402
 
@@ -64,18 +65,19 @@ def received(sub, want, timeout=10):
     return out
 
 
-def test_router_sees_stores_and_departures():
+def test_router_sees_stores_and_departures(tmp_path):
     store = tide.Store("mem://?capacity=256KiB")
     ev = StoreEvents([BS, BS], BS)
     ev.feed = departures.DepartureFeed(store, departures.key_start(CONFIG))
-    # vLLM's publisher connects to a concrete tcp endpoint: the router's subscriber binds.
+    # vLLM's own publisher, bound on an ipc endpoint (it binds wildcard and ipc endpoints and
+    # connects to the rest); the router's subscriber connects, as routers do.
+    endpoint = f"ipc://{tmp_path}/kv-events"
+    pub = ZmqEventPublisher(0, endpoint=endpoint, topic="kv@engine-a@tiny")
     ctx = zmq.Context()
     sub = ctx.socket(zmq.SUB)
     sub.setsockopt(zmq.SUBSCRIBE, b"")
     sub.setsockopt(zmq.RCVTIMEO, 200)
-    port = sub.bind_to_random_port("tcp://127.0.0.1")
-    pub = ctx.socket(zmq.PUB)  # the frames vLLM's ZmqEventPublisher sends
-    pub.connect(f"tcp://127.0.0.1:{port}")
+    sub.connect(endpoint)
     try:
         hashes = [bytes([i]) * 32 for i in range(1, 5)]
         # Saves of one request: 4 blocks of group 0 and the last two of group 1.
@@ -99,12 +101,9 @@ def test_router_sees_stores_and_departures():
         ev.poll_feed()
         events = ev.take()
         assert events
-        time.sleep(0.5)  # the publisher has connected before the first publish
-        payload = msgspec.msgpack.Encoder().encode(KVEventBatch(ts=time.time(), events=events))
-        pub.send_multipart([b"kv@engine-a@tiny", (0).to_bytes(8, "big"), payload])
-        got = received(sub, len(events), timeout=3)
-        if not got:  # the frames did not come over the socket here: decode the payload itself
-            got = msgspec.msgpack.Decoder(type=KVEventBatch).decode(payload).events
+        time.sleep(0.5)  # the subscriber has connected before the first publish
+        pub.publish(KVEventBatch(ts=time.time(), events=events))
+        got = received(sub, len(events))
         stored = [e for e in got if isinstance(e, BlockStored)]
         removed = [e for e in got if isinstance(e, BlockRemoved)]
         cleared = [e for e in got if isinstance(e, AllBlocksCleared)]
@@ -127,7 +126,7 @@ def test_router_sees_stores_and_departures():
     finally:
         sub.close(0)
         ctx.destroy(linger=0)
-        pub.close(0)
+        pub.shutdown()
         store.close()
 
 
