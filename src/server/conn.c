@@ -655,6 +655,7 @@ static int dispatch(conn *c, const frame_msg *m) {
     case FRAME_OP_REMOVE: rc = op_keys(c, m, &status); break;
     case FRAME_OP_MATCH_PREFIX: rc = op_match(c, m, &status); break;
     case FRAME_OP_STAT: rc = op_stat(c, m); break;
+    case FRAME_OP_EVENTS: rc = events_op(c, m); break;
     case FRAME_OP_PING: rc = reply_empty(c, op, m->h.req_id); break;
     case FRAME_OP_CLEAR:
         store_clear(c->srv->st);

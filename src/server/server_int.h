@@ -100,6 +100,9 @@ typedef int (*conn_encode_fn)(void *buf, size_t cap, size_t *len, void *arg);
 server *conn_server(conn *c);
 int conn_reply(conn *c, conn_encode_fn fn, void *arg);
 
+/* events_op.c: answer an EVENTS request (the store's departure feed). */
+int events_op(conn *c, const frame_msg *m);
+
 /* conn_shm.c: the shared-pool requests of a same-host connection and the leases it holds. */
 typedef struct shm_state shm_state;
 shm_state *shm_new(void);

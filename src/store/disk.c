@@ -266,7 +266,8 @@ static void do_seg_unref(disk *d, disk_seg *s) {
 static void do_drop_seg(disk *d, disk_seg *s, int evicted) {
     while (s->entries) {
         if (evicted) d->evictions++;
-        if (evicted) store_events_add(d->events, TIDE_EVENT_EVICTED, s->entries->key, s->entries->klen);
+        if (evicted)
+            store_events_add(d->events, TIDE_EVENT_EVICTED, s->entries->key, s->entries->klen);
         do_unlink_entry(d, s->entries);
     }
     disk_seg **pp = &d->oldest;

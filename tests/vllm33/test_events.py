@@ -14,6 +14,7 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"))
+sys.path.insert(0, HERE)
 
 pytest.importorskip("vllm")
 import msgspec  # noqa: E402
@@ -28,6 +29,7 @@ from vllm.distributed.kv_events import (  # noqa: E402
 from vllm.v1.core.kv_cache_utils import maybe_convert_block_hash  # noqa: E402
 
 import tide  # noqa: E402
+import tide_proc  # noqa: E402
 from tide.vllm import departures  # noqa: E402
 from tide.vllm.events import StoreEvents  # noqa: E402
 
@@ -155,3 +157,26 @@ def test_parse_key():
     assert departures.parse_key(key(b"\x01" * 32, prefix="t2"), start) is None
     assert departures.parse_key(b"t1@tiny-llama@fp:x@tp_rank:0@pcp0@dcp0@pp_rank:0@group:z@00",
                                 start) is None
+
+
+def test_feed_over_tided(tmp_path):
+    """The same feed from a tided (the EVENTS request), as a connector on another host reads
+    it: removals of this deployment's blocks, one per block."""
+    proc, port = tide_proc.start_tided(tmp_path)
+    try:
+        store = tide.Store(f"tide://127.0.0.1:{port}")
+        feed = departures.DepartureFeed(store, departures.key_start(CONFIG))
+        assert feed.unsupported is None
+        hs = [bytes([i]) * 32 for i in range(3)]
+        for h in hs:
+            for tp in (0, 1):
+                store.put(key(h, 2, tp), b"x" * 100)
+        for tp in (0, 1):
+            store.remove(key(hs[0], 2, tp))
+            store.remove(key(hs[2], 2, tp))
+        gone, everything = feed.poll()
+        assert not everything and gone == {2: [hs[0], hs[2]]}
+        assert feed.poll() == ({}, False)
+        store.close()
+    finally:
+        tide_proc.stop(proc)
