@@ -184,6 +184,38 @@ TIDE_API int tide_match_prefix(tide_store *s, const tide_key *keys, size_t n);
 /* Remove every object. */
 TIDE_API int tide_clear(tide_store *s);
 
+/*
+ * Departure events: a store numbers every key that leaves it (removed, evicted with no
+ * copy left on its SSD tier, dropped after a failed checksum or disk write) and every
+ * clear, and keeps the newest events in a bounded ring, so that whoever announces what the
+ * store holds (the vLLM connector's KV events, for routers) can announce what it lost too.
+ */
+#define TIDE_EVENT_REMOVED 1 /* removed by a caller (tide_remove_many) */
+#define TIDE_EVENT_EVICTED 2 /* evicted for room, or dropped from the SSD tier's oldest segment */
+#define TIDE_EVENT_DROPPED 3 /* dropped: failed its checksum, or its disk write failed */
+#define TIDE_EVENT_CLEARED 4 /* every key left (tide_clear); klen 0 */
+
+typedef struct tide_event {
+    uint64_t seq;  /* 1, 2, 3, ... in the order the store saw them */
+    uint32_t kind; /* TIDE_EVENT_* */
+    uint32_t klen; /* bytes of key (0 for TIDE_EVENT_CLEARED) */
+    uint8_t key[TIDE_KEY_MAX];
+} tide_event;
+
+/*
+ * Read up to max departure events numbered `from` on into ev[0..max), oldest first, and
+ * return how many (0..max). *next receives the number to pass next time. *lost receives
+ * how many events numbered from `from` on the store no longer holds (the caller fell behind
+ * its ring of a few thousand events, or the store restarted: then 1 at least): those
+ * departures are unknown, so a caller that mirrors the store's contents must treat
+ * everything as gone. from 0 starts at the current end: no events, *next set.
+ * mem://, unix:// and tide:// (one server) support it. Errors: -EINVAL for a NULL pointer,
+ * TIDE_EUNSUPPORTED for a backend without the feed (a cluster, an older tided), the
+ * backend's I/O errors.
+ */
+TIDE_API int tide_events_read(tide_store *s, uint64_t from, tide_event *ev, size_t max,
+                              uint64_t *next, uint64_t *lost);
+
 /* Figures a store reports about itself. Counters are totals since the store started. */
 typedef struct tide_stats {
     uint64_t capacity_bytes;  /* pool size */

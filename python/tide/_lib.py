@@ -105,6 +105,20 @@ STATS_FIELDS = (
 )
 
 
+KEY_MAX = 256  # TIDE_KEY_MAX
+
+
+class Event(ctypes.Structure):
+    """``tide_event``: one departure from the store (tide_events_read)."""
+
+    _fields_ = [
+        ("seq", ctypes.c_uint64),
+        ("kind", ctypes.c_uint32),
+        ("klen", ctypes.c_uint32),
+        ("key", ctypes.c_uint8 * KEY_MAX),
+    ]
+
+
 class Stats(ctypes.Structure):
     """``tide_stats``: uint64 figures, in the header's order."""
 
@@ -259,6 +273,10 @@ SIGNATURES = {
     "tide_remove_many": (c_int, [StorePtr, P_Key, c_size_t, P_int]),
     "tide_match_prefix": (c_int, [StorePtr, P_Key, c_size_t]),
     "tide_clear": (c_int, [StorePtr]),
+    "tide_events_read": (
+        c_int,
+        [StorePtr, ctypes.c_uint64, ctypes.POINTER(Event), c_size_t, P_uint64, P_uint64],
+    ),
     "tide_stats_get": (c_int, [StorePtr, ctypes.POINTER(Stats), c_size_t]),
     "tide_cluster_info_get": (c_int, [StorePtr, ctypes.POINTER(ClusterInfo), c_size_t]),
     "tide_cluster_members": (c_int, [StorePtr, c_char_p, c_size_t]),

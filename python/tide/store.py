@@ -37,7 +37,7 @@ import itertools
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
-from typing import Any, Literal, Optional, Union, overload
+from typing import Any, Literal, NamedTuple, Optional, Union, overload
 
 from . import _buffers, _lib, errors
 from ._buffers import BufferLike
@@ -169,6 +169,18 @@ def _raw_iov_array(
     words = (ctypes.c_size_t * (2 * max(1, len(flat))))()
     words[: 2 * len(flat)] = list(itertools.chain.from_iterable(flat))
     return (_lib.Iov * max(1, len(flat))).from_buffer(words), counts
+
+
+class StoreEvent(NamedTuple):
+    """One departure (tide_event): ``kind`` is EVENT_REMOVED, EVENT_EVICTED, EVENT_DROPPED or
+    EVENT_CLEARED (then ``key`` is empty)."""
+
+    seq: int
+    kind: int
+    key: bytes
+
+
+EVENT_REMOVED, EVENT_EVICTED, EVENT_DROPPED, EVENT_CLEARED = 1, 2, 3, 4
 
 
 class Store:
@@ -556,6 +568,30 @@ class Store:
             rc = self._lib.tide_clear(h)
             if rc < 0:
                 raise self._error(rc, h)
+        finally:
+            self._leave()
+
+    def events(self, since: int, max_events: int = 1024) -> "tuple[list[StoreEvent], int, int]":
+        """Departures numbered `since` on (tide_events_read): ``(events, next, lost)``. Pass
+        ``next`` as `since` next time; ``lost`` > 0 says the store no longer holds some of the
+        events asked for (the caller fell behind its ring, or the store restarted), so their
+        departures are unknown. ``since`` 0 starts at the current end."""
+        n = max(1, min(int(max_events), 65536))
+        buf = (_lib.Event * n)()
+        nxt = ctypes.c_uint64(0)
+        lost = ctypes.c_uint64(0)
+        h = self._enter()
+        try:
+            rc = self._lib.tide_events_read(
+                h, int(since), buf, n, ctypes.byref(nxt), ctypes.byref(lost)
+            )
+            if rc < 0:
+                raise self._error(rc, h)
+            out = [
+                StoreEvent(int(e.seq), int(e.kind), bytes(e.key[: e.klen]))
+                for e in buf[: int(rc)]
+            ]
+            return out, int(nxt.value), int(lost.value)
         finally:
             self._leave()
 

@@ -189,6 +189,21 @@ TIDE_API int tide_clear(tide_store *s) {
     return s->ops->clear(s);
 }
 
+TIDE_API int tide_events_read(tide_store *s, uint64_t from, tide_event *ev, size_t max,
+                              uint64_t *next, uint64_t *lost) {
+    if (!s || !next || !lost || (max && !ev))
+        return err_set(s, s ? &s->err : NULL, -EINVAL, "tide_events_read: NULL argument");
+    *next = from;
+    *lost = 0;
+    if (!s->ops->events)
+        return client_err(s, TIDE_EUNSUPPORTED,
+                          "tide_events_read: %s:// stores have no departure feed (mem://, unix:// "
+                          "and tide:// to one tided do)",
+                          s->ops->scheme);
+    if (max > TIDE_BATCH_MAX) max = TIDE_BATCH_MAX;
+    return s->ops->events(s, from, ev, max, next, lost);
+}
+
 _Static_assert(offsetof(tide_stats, reserved) + 8 == TIDE_STATS_SIZE_V1, "the first fields moved");
 _Static_assert(sizeof(tide_stats) % 8 == 0 && sizeof(tide_stats) <= TIDE_STATS_SIZE_MAX,
                "tide_stats grows by whole uint64 fields");

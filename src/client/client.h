@@ -35,6 +35,9 @@ typedef struct backend_ops {
     int (*match_prefix)(tide_store *s, const tide_key *keys, size_t n);
     int (*clear)(tide_store *s);
     int (*stats)(tide_store *s, tide_stats *st);
+    /* May be NULL (TIDE_EUNSUPPORTED): tide_events_read, arguments checked, max >= 1. */
+    int (*events)(tide_store *s, uint64_t from, tide_event *ev, size_t max, uint64_t *next,
+                  uint64_t *lost);
     /* May be NULL (then no pool: device copies are staged through a host buffer, devio.c).
      * The host memory values live in, for registering it with a device once. */
     int (*pool)(tide_store *s, void **base, uint64_t *len);

@@ -424,6 +424,11 @@ static int mem_clear(tide_store *s) {
     return 0;
 }
 
+static int mem_events(tide_store *s, uint64_t from, tide_event *ev, size_t max, uint64_t *next,
+                      uint64_t *lost) {
+    return (int)store_events_get(mem_store(s), from, ev, max, next, lost);
+}
+
 static int mem_stats(tide_store *s, tide_stats *st) {
     store_stats(mem_store(s), st);
     return 0;
@@ -440,6 +445,7 @@ const backend_ops mem_backend = {
     .match_prefix = mem_match_prefix,
     .clear = mem_clear,
     .stats = mem_stats,
+    .events = mem_events,
     .pool = mem_pool,
     .put_many_dev = mem_put_many_dev,
     .get_many_dev = mem_get_many_dev,

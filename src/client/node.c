@@ -420,4 +420,5 @@ const backend_ops node_backend = {
     .match_prefix = wire_match_prefix,
     .clear = wire_clear,
     .stats = wire_stats,
+    .events = wire_events,
 };

@@ -605,6 +605,7 @@ const backend_ops unix_backend = {
     .match_prefix = wire_match_prefix,
     .clear = wire_clear,
     .stats = wire_stats,
+    .events = wire_events,
     .pool = ux_pool,
     .put_many_dev = ux_put_many_dev,
     .get_many_dev = ux_get_many_dev,

@@ -748,6 +748,46 @@ int wire_clear(tide_store *s) {
     return wire_simple(s, FRAME_OP_CLEAR, "CLEAR", wire_on_empty_reply, NULL);
 }
 
+struct wire_events_arg {
+    tide_event *ev;
+    size_t max, n;
+    uint64_t *next, *lost;
+};
+
+static int wire_on_events_reply(wire_call *k, const frame_msg *m, void *arg) {
+    struct wire_events_arg *a = arg;
+    frame_iter it;
+    frame_entry e;
+    frame_iter_init(&it, m);
+    while (a->n < a->max && frame_iter_next(&it, &e)) {
+        tide_event *v = &a->ev[a->n++];
+        v->seq = e.seq;
+        v->kind = e.kind;
+        v->klen = (uint32_t)e.key.len;
+        memcpy(v->key, e.key.data, e.key.len);
+    }
+    *a->next = m->ev_next;
+    *a->lost = m->ev_lost;
+    return 0;
+}
+
+int wire_events(tide_store *s, uint64_t from, tide_event *ev, size_t max, uint64_t *next,
+                uint64_t *lost) {
+    uint8_t head[FRAME_HDR_SIZE + FRAME_EVENTS_META];
+    size_t len;
+    if (max > FRAME_EVENTS_MAX) max = FRAME_EVENTS_MAX;
+    max = wire_chunk(s->impl, NULL, max, 0); /* the server's key limit bounds a reply's events */
+    frame_encode_events(head, sizeof(head), &len, 0, from, (uint32_t)max);
+    struct wire_events_arg a = {ev, max, 0, next, lost};
+    wire_request x = {.what = "EVENTS",
+                      .head = head,
+                      .head_len = len,
+                      .on_reply = wire_on_events_reply,
+                      .arg = &a};
+    int rc = wire_run(s, s->impl, &x);
+    return rc < 0 ? rc : (int)a.n;
+}
+
 int wire_stats(tide_store *s, tide_stats *st) {
     return wire_simple(s, FRAME_OP_STAT, "STAT", wire_on_stat_reply, st);
 }

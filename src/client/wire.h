@@ -195,5 +195,7 @@ int wire_remove_many(tide_store *s, const tide_key *keys, size_t n, int *results
 int wire_match_prefix(tide_store *s, const tide_key *keys, size_t n);
 int wire_clear(tide_store *s);
 int wire_stats(tide_store *s, tide_stats *st);
+int wire_events(tide_store *s, uint64_t from, tide_event *ev, size_t max, uint64_t *next,
+                uint64_t *lost);
 
 #endif

@@ -12,7 +12,7 @@ static const char *const request_names[] = {
     [FRAME_OP_STAT] = "STAT",       [FRAME_OP_PING] = "PING",
     [FRAME_OP_CLEAR] = "CLEAR",     [FRAME_OP_RESERVE] = "RESERVE",
     [FRAME_OP_COMMIT] = "COMMIT",   [FRAME_OP_PIN] = "PIN",
-    [FRAME_OP_RELEASE] = "RELEASE", [FRAME_OP_REPLICA] = "REPLICA",
+    [FRAME_OP_RELEASE] = "RELEASE", [FRAME_OP_REPLICA] = "REPLICA", [FRAME_OP_EVENTS] = "EVENTS",
 };
 static const char *const reply_names[] = {
     [FRAME_OP_HELLO] = "HELLO_REPLY",     [FRAME_OP_PUT] = "PUT_REPLY",
@@ -22,12 +22,13 @@ static const char *const reply_names[] = {
     [FRAME_OP_CLEAR] = "CLEAR_REPLY",     [FRAME_OP_RESERVE] = "RESERVE_REPLY",
     [FRAME_OP_COMMIT] = "COMMIT_REPLY",   [FRAME_OP_PIN] = "PIN_REPLY",
     [FRAME_OP_RELEASE] = "RELEASE_REPLY", [FRAME_OP_REPLICA] = "REPLICA_REPLY",
+    [FRAME_OP_EVENTS] = "EVENTS_REPLY",
 };
 
 int frame_op_valid(unsigned op) {
     if (op == FRAME_OP_ERROR) return 1;
     unsigned base = op & ~(unsigned)FRAME_OP_REPLY;
-    return op <= 0xff && base >= FRAME_OP_HELLO && base <= FRAME_OP_REPLICA;
+    return op <= 0xff && base >= FRAME_OP_HELLO && base <= FRAME_OP_EVENTS;
 }
 
 const char *frame_op_name(unsigned op) {

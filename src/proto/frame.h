@@ -12,7 +12,7 @@
  *   off size field
  *    0   4   magic     0x45444954 (the bytes "TIDE")
  *    4   1   version   1 (HELLO and its reply always carry 1; see HELLO below)
- *    5   1   opcode    a request (0x01..0x0e), its reply (request | 0x80), or ERROR (0xff)
+ *    5   1   opcode    a request (0x01..0x0f), its reply (request | 0x80), or ERROR (0xff)
  *    6   2   flags     0; no flag is defined in version 1 and unknown bits are an error
  *    8   8   req_id    chosen by the client, echoed by the reply
  *   16   4   count     number of per-key entries in the key section
@@ -59,6 +59,11 @@
  *                          MISSED before anything else once they skipped this node.
  *   REPLICA reply count 0: u64 fences (times this node dropped its contents because it
  *                          may have missed writes), u64 generation (bumped by each fence)
+ *   EVENTS       count 0:  u64 from, u32 max (1..max_keys), u32 reserved (0): the store's
+ *                          departure events numbered from `from` on (0: from now on)
+ *   EVENTS reply count n:  u64 next, u64 lost, then n x { u64 seq, u8 kind (1..4),
+ *                          u16 klen, klen bytes of key } (klen 0 exactly for kind 4,
+ *                          TIDE_EVENT_CLEARED; see tide_events_read)
  *
  * Shared-pool requests, served only on a connection whose HELLO was granted
  * FRAME_FEATURE_SHM (a same-host Unix socket; the pool's memfd came with the HELLO reply).
@@ -150,6 +155,8 @@ enum frame_op {
     FRAME_OP_PIN = 0x0c,
     FRAME_OP_RELEASE = 0x0d,
     FRAME_OP_REPLICA = 0x0e,
+    /* the store's departure feed (tide_events_read) */
+    FRAME_OP_EVENTS = 0x0f,
     FRAME_OP_REPLY = 0x80, /* bit set on every reply: FRAME_OP_GET | FRAME_OP_REPLY */
     FRAME_OP_ERROR = 0xff, /* reply to a request whose opcode was not understood */
 };
@@ -221,6 +228,8 @@ typedef struct frame_msg {
     frame_hello_reply hello_reply; /* HELLO reply */
     uint32_t matched;              /* MATCH_PREFIX reply */
     frame_replica replica;         /* REPLICA request and reply */
+    uint64_t ev_from, ev_next, ev_lost; /* EVENTS request (from) and reply (next, lost) */
+    uint32_t ev_max;                    /* EVENTS request */
     const char *errmsg;            /* error reply: errmsg_len bytes, not NUL-terminated */
     size_t errmsg_len;
 } frame_msg;
@@ -239,6 +248,8 @@ typedef struct frame_entry {
     uint64_t offset;    /* RESERVE and PIN replies: pool offset of the value */
     int32_t status;     /* PUT, GET, REMOVE, COMMIT, RELEASE replies; RELEASE: outcome */
     uint8_t present;    /* EXISTS reply */
+    uint64_t seq;       /* EVENTS reply: the event's number (key: its key, or empty) */
+    uint8_t kind;       /* EVENTS reply: TIDE_EVENT_* */
 } frame_entry;
 
 /* Walks the entries of a frame the decoder accepted (never of anything else). */
@@ -400,6 +411,16 @@ int frame_encode_stat_reply(void *buf, size_t cap, size_t *len, uint64_t req_id,
  */
 int frame_encode_error(void *buf, size_t cap, size_t *len, unsigned op, uint64_t req_id,
                        int32_t status, const char *msg, size_t msglen);
+
+/* EVENTS request; EVENTS reply of n events (kinds 1..4, klen <= TIDE_KEY_MAX, 0 only for
+ * TIDE_EVENT_CLEARED: else TIDE_EPROTO). In frame_events.c. */
+int frame_encode_events(void *buf, size_t cap, size_t *len, uint64_t req_id, uint64_t from,
+                        uint32_t max);
+int frame_encode_events_reply(void *buf, size_t cap, size_t *len, uint64_t req_id, uint64_t next,
+                              uint64_t lost, const tide_event *ev, size_t n);
+#define FRAME_EVENTS_META 16u     /* the request's key section; the reply's head */
+#define FRAME_EVENT_ENTRY_MIN 11u /* u64 seq, u8 kind, u16 klen */
+#define FRAME_EVENTS_MAX 4096u    /* events a server puts in one reply at most */
 
 /* Little-endian loads and stores shared by the codec's files. */
 static inline uint16_t frame_rd16(const uint8_t *p) {

@@ -35,6 +35,8 @@ enum kind {
     K_PIN_REPLY,
     K_REPLICA,
     K_REPLICA_REPLY,
+    K_EVENTS,
+    K_EVENTS_REPLY,
 };
 
 /* A key section holds fmin..fmax fixed bytes plus count entries of emin..emax bytes each
@@ -102,6 +104,15 @@ static shape shape_of(unsigned op, int32_t status) {
         return (shape){K_REPLICA, FRAME_REPLICA_META, FRAME_REPLICA_META, 0, 0, 0};
     case FRAME_OP_REPLICA | FRAME_OP_REPLY:
         return (shape){K_REPLICA_REPLY, FRAME_REPLICA_META, FRAME_REPLICA_META, 0, 0, 0};
+    case FRAME_OP_EVENTS:
+        return (shape){K_EVENTS, FRAME_EVENTS_META, FRAME_EVENTS_META, 0, 0, 0};
+    case FRAME_OP_EVENTS | FRAME_OP_REPLY:
+        return (shape){K_EVENTS_REPLY,
+                       FRAME_EVENTS_META,
+                       FRAME_EVENTS_META,
+                       FRAME_EVENT_ENTRY_MIN,
+                       FRAME_EVENT_ENTRY_MIN + TIDE_KEY_MAX,
+                       0};
     case FRAME_OP_ERROR: /* only valid with a status, which returned above */
     default:
         return (shape){K_EMPTY, 0, 0, 0, 0, 0};
@@ -377,6 +388,33 @@ static int parse_stat_reply(frame_decoder *d, frame_msg *m) {
     return 0;
 }
 
+/* EVENTS reply: next and lost, then entries held to their canonical form. */
+static int parse_events_reply(frame_decoder *d, frame_msg *m) {
+    const uint8_t *p = m->meta + FRAME_EVENTS_META, *end = m->meta + m->h.meta_len;
+    m->ev_next = frame_rd64(m->meta);
+    m->ev_lost = frame_rd64(m->meta + 8);
+    for (uint32_t i = 0; i < m->h.count; i++) {
+        if ((size_t)(end - p) < FRAME_EVENT_ENTRY_MIN)
+            return fail(d, TIDE_EPROTO, "EVENTS_REPLY: key section ends inside entry %u of %u", i,
+                        m->h.count);
+        unsigned kind = p[8], klen = frame_rd16(p + 9);
+        if (kind < TIDE_EVENT_REMOVED || kind > TIDE_EVENT_CLEARED)
+            return fail(d, TIDE_EPROTO, "EVENTS_REPLY: entry %u has kind %u (1..4)", i, kind);
+        if ((klen == 0) != (kind == TIDE_EVENT_CLEARED) || klen > TIDE_KEY_MAX)
+            return fail(d, TIDE_EPROTO, "EVENTS_REPLY: entry %u of kind %u has a key of %u bytes",
+                        i, kind, klen);
+        p += FRAME_EVENT_ENTRY_MIN;
+        if ((size_t)(end - p) < klen)
+            return fail(d, TIDE_EPROTO, "EVENTS_REPLY: key section ends inside entry %u of %u", i,
+                        m->h.count);
+        p += klen;
+    }
+    if (p != end)
+        return fail(d, TIDE_EPROTO, "EVENTS_REPLY: %zu bytes left over after %u entries",
+                    (size_t)(end - p), m->h.count);
+    return 0;
+}
+
 /* Parse the key section of m (whose header check_header accepted) and fill the fields of
  * the fixed-form bodies. */
 static int parse_meta(frame_decoder *d, frame_msg *m, const shape *sh) {
@@ -419,6 +457,16 @@ static int parse_meta(frame_decoder *d, frame_msg *m, const shape *sh) {
     case K_MATCH_REPLY:
         m->matched = frame_rd32(p);
         return 0;
+    case K_EVENTS:
+        m->ev_from = frame_rd64(p);
+        m->ev_max = frame_rd32(p + 8);
+        if (frame_rd32(p + 12)) return fail(d, TIDE_EPROTO, "EVENTS: reserved field is not 0");
+        if (m->ev_max < 1 || m->ev_max > d->lim.max_keys)
+            return fail(d, TIDE_EPROTO, "EVENTS: max %u events, must be 1..%u", m->ev_max,
+                        d->lim.max_keys);
+        return 0;
+    case K_EVENTS_REPLY:
+        return parse_events_reply(d, m);
     case K_ERROR:
         m->errmsg = (const char *)p;
         m->errmsg_len = m->h.meta_len;
@@ -517,6 +565,7 @@ ssize_t frame_decode_head(frame_decoder *d, const void *buf, size_t len, frame_m
 void frame_iter_init(frame_iter *it, const frame_msg *m) {
     it->m = m;
     it->p = m->meta;
+    if (shape_of(m->h.opcode, m->h.status).kind == K_EVENTS_REPLY) it->p += FRAME_EVENTS_META;
     it->i = 0;
     it->voff = 0;
 }
@@ -586,6 +635,13 @@ int frame_iter_next(frame_iter *it, frame_entry *e) {
         e->vlen = frame_rd64(p + 20);
         e->sum = frame_rd64(p + 28);
         p += PIN_REPLY_ENTRY;
+        break;
+    case K_EVENTS_REPLY:
+        e->seq = frame_rd64(p);
+        e->kind = p[8];
+        e->key.len = frame_rd16(p + 9);
+        e->key.data = p + FRAME_EVENT_ENTRY_MIN;
+        p += FRAME_EVENT_ENTRY_MIN + e->key.len;
         break;
     case K_STAT_REPLY:
         e->key.len = *p;

@@ -595,6 +595,9 @@ static int dispatch(conn *c, const frame_msg *m) {
         rc = reply_encoded(c, enc_replica_reply, reply);
         break;
     }
+    case FRAME_OP_EVENTS:
+        rc = events_op(c->srv, &c->io.out, m);
+        break;
     case FRAME_OP_CLEAR:
         store_clear(c->srv->st);
         rc = reply_empty(c, op, m->h.req_id);

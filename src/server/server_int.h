@@ -103,6 +103,10 @@ void worker_hand(worker *w, int fd);
 connio *conn_new(worker *w, int fd);
 /* resp_conn.c: the same for a RESP connection. */
 connio *resp_conn_new(worker *w, int fd);
+/* events_op.c: answer an EVENTS request (the store's departure feed): the reply is queued on
+ * out. 0, or negative (-ENOMEM). */
+typedef struct outq outq;
+int events_op(server *srv, outq *out, const frame_msg *m);
 
 /* preauth.c: connection budgets on a server with a token. */
 int preauth_init(preauth *p, int cap);

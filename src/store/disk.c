@@ -142,6 +142,7 @@ struct disk {
     /* Counters (tide_stats disk_*). */
     uint64_t writes, write_bytes, reads, read_bytes, errors, checksum_errors, evictions;
     uint64_t torn;
+    struct store_events *events; /* departures of evicted segments' keys (may be NULL) */
     /* What the scan at open found, for disk_describe. */
     uint64_t found_segs, found_objects, found_bytes, torn_bytes, bad_files, scan_ns;
     uint64_t old_format, foreign; /* segments dropped: format 1, another store's secret */
@@ -318,6 +319,8 @@ static void do_seg_unref(disk *d, disk_seg *s) {
 static int do_drop_seg(disk *d, disk_seg *s, int evicted) {
     while (s->entries) {
         if (evicted) d->evictions++;
+        if (evicted)
+            store_events_add(d->events, TIDE_EVENT_EVICTED, s->entries->key, s->entries->klen);
         do_unlink_entry(d, s->entries);
     }
     disk_seg **pp = &d->oldest;
@@ -700,6 +703,7 @@ int disk_open(const disk_config *cfg, disk **out, char *err, size_t errlen) {
     }
     snprintf(d->dir, sizeof(d->dir), "%s", cfg->dir);
     d->capacity = cfg->capacity;
+    d->events = cfg->events;
     uint64_t seg = cfg->segment_size;
     if (!seg) {
         seg = cfg->capacity / 8;

@@ -59,6 +59,7 @@ typedef struct disk_config {
     uint64_t segment_size; /* 0 = capacity/8 clamped to 1..64 MiB, at least capacity/256 */
     int io;                /* enum disk_io_mode: how writes are issued */
     uint64_t index_budget; /* heap bytes for the index; 0 = disk_index_budget()'s default */
+    struct store_events *events; /* where keys evicted with their segment are announced */
 } disk_config;
 
 /* The index's default budget: capacity / DISK_INDEX_SHARE, at least DISK_INDEX_MIN. An

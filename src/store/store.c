@@ -223,8 +223,10 @@ int store_create(const store_config *cfg, store **out, char *err, size_t errlen)
     if (rc == 0) rc = htab_init(&st->index, 1024, obj_hash);
     if (rc == 0) rc = leases_init(&st->ls);
     if (rc == 0) rc = ops->init(&st->pol);
+    if (rc == 0) rc = store_events_init(&st->ev);
     if (rc < 0) {
         snprintf(err, errlen, "out of memory for the store's metadata");
+        ops->fini(&st->pol);
         leases_fini(&st->ls);
         htab_fini(&st->index);
         alloc_fini(&st->al);
@@ -266,6 +268,7 @@ void store_destroy(store *st) {
     pthread_cond_destroy(&st->tier_cv);
     pthread_cond_destroy(&st->writer_cv);
     pthread_mutex_destroy(&st->mu);
+    store_events_fini(&st->ev);
     free(st);
 }
 
@@ -308,6 +311,8 @@ static int do_make_room(store *st, uint32_t units, uint64_t meta, uint32_t *node
         obj *v = st->pol.ops->victim(&st->pol);
         if (!v) return st->spill_held ? STORE_WAIT : TIDE_ENOSPACE;
         if (st->dk && do_tier_spill(st, v)) continue;
+        if (!st->dk || !disk_contains(st->dk, v->key, v->klen)) /* no copy left: a departure */
+            store_events_add(&st->ev, TIDE_EVENT_EVICTED, v->key, v->klen);
         st->evictions++;
         st->evicted_bytes += (uint64_t)alloc_units(&st->al, v->node) * ALLOC_UNIT;
         do_remove_live(st, v);
@@ -476,6 +481,7 @@ static int do_promote(store *st, const void *key, size_t klen, uint32_t h, obj *
     o->state &= (uint8_t) ~(OBJ_PROMOTE | OBJ_GONE);
     if (rc == TIDE_ECHECKSUM) {
         disk_forget(st->dk, &loc, key, klen);
+        store_events_add(&st->ev, TIDE_EVENT_DROPPED, key, klen);
         do_tier_wake(st);
     }
     disk_loc_put(st->dk, &loc);
@@ -565,6 +571,7 @@ void store_verify_failed(store *st, uint64_t pin_id) {
             htab_delete(&st->index, o);
             st->objects--;
             OBJ_SET_STATE(o, OBJ_HIDDEN);
+            store_events_add(&st->ev, TIDE_EVENT_DROPPED, o->key, o->klen);
         }
     }
     pthread_mutex_unlock(&st->mu);
@@ -608,6 +615,7 @@ int store_remove(store *st, const void *key, size_t klen) {
         removed = 1;
     }
     rc = removed ? 0 : TIDE_ENOTFOUND;
+    if (removed) store_events_add(&st->ev, TIDE_EVENT_REMOVED, key, klen);
 out:
     pthread_mutex_unlock(&st->mu);
     return rc;
@@ -625,6 +633,7 @@ void store_clear(store *st) {
     /* Returns once the clear record is durable (or no segment is left to clear); a clear
      * that cannot be recorded is reported through the tier's log. */
     if (st->dk) do_tier_clear(st);
+    store_events_add(&st->ev, TIDE_EVENT_CLEARED, NULL, 0);
     pthread_mutex_unlock(&st->mu);
 }
 

@@ -170,6 +170,11 @@ void store_clear(store *st);
 /* Release pins and reservations whose deadline is before now_ns. Returns how many. */
 int store_expire(store *st, uint64_t now_ns);
 
+/* Departure events from `from` on (events.h; tide_events_read's contract): how many were
+ * copied into out[0..max). */
+size_t store_events_get(store *st, uint64_t from, tide_event *out, size_t max, uint64_t *next,
+                        uint64_t *lost);
+
 /* Fill *out with the store's figures. */
 void store_stats(store *st, tide_stats *out);
 

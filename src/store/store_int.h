@@ -29,6 +29,7 @@
 #include <sys/uio.h>
 
 #include "store/disk.h"
+#include "store/events.h"
 #include "store/store.h"
 
 /* What malloc(n) costs in glibc: the request plus an 8-byte header, rounded up to 16,
@@ -433,6 +434,7 @@ struct store {
     uint64_t disk_backoff_until; /* now_ns() before which evictions skip the disk (it failed) */
     void (*log)(void *ctx, int level, const char *msg);
     void *log_ctx;
+    store_events ev; /* departures (events.c): its own leaf lock */
 };
 
 /* store.c helpers for tier.c (the lock held). */

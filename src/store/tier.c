@@ -138,6 +138,8 @@ static void do_spill_done(store *st, obj *o, int result) {
      * batch, do_tier_writing), and the clear record follows this one in the file. */
     if (result == 0 && OBJ_STATE(o) != OBJ_LIVE) disk_remove(st->dk, o->key, o->klen, NULL);
     if (result != 0) st->disk_dropped++;
+    if (result != 0 && OBJ_STATE(o) == OBJ_LIVE)
+        store_events_add(&st->ev, TIDE_EVENT_DROPPED, o->key, o->klen);
     if (OBJ_STATE(o) == OBJ_LIVE) { /* evicted now: from here on the disk serves it */
         htab_delete(&st->index, o);
         st->objects--;
@@ -260,6 +262,7 @@ int tier_start(store *st, const store_config *cfg, char *err, size_t errlen) {
                       .io = cfg->disk_io};
     st->log = cfg->log;
     st->log_ctx = cfg->log_ctx;
+    dc.events = &st->ev;
     int rc = disk_open(&dc, &st->dk, err, errlen);
     if (rc < 0) return rc;
     st->disk_capacity = cfg->disk_capacity;

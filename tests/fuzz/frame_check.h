@@ -45,8 +45,10 @@ static int fc_reencode(const frame_msg *m, uint8_t *out, size_t cap, size_t *len
     uint8_t *present = calloc(n + 1, 1);
     char(*names)[FRAME_STAT_NAME_MAX + 1] = calloc(n + 1, sizeof(*names));
     const char **np = calloc(n + 1, sizeof(*np));
+    tide_event *evs = calloc(n + 1, sizeof(*evs));
     int rc = -1;
-    if (!keys || !iov || !a || !b || !ids || !offs || !st || !present || !names || !np) goto out;
+    if (!keys || !iov || !a || !b || !ids || !offs || !st || !present || !names || !np || !evs)
+        goto out;
     frame_iter it;
     frame_entry e;
     frame_iter_init(&it, m);
@@ -57,6 +59,10 @@ static int fc_reencode(const frame_msg *m, uint8_t *out, size_t cap, size_t *len
         st[k] = e.status;
         present[k] = e.present;
         np[k] = names[k];
+        evs[k].seq = e.seq;
+        evs[k].kind = e.kind;
+        evs[k].klen = (uint32_t)(e.key.len <= TIDE_KEY_MAX ? e.key.len : 0);
+        if (e.key.len) memcpy(evs[k].key, e.key.data, evs[k].klen);
         ids[k] = e.id;
         offs[k] = e.offset;
         switch (m->h.opcode) {
@@ -151,6 +157,12 @@ static int fc_reencode(const frame_msg *m, uint8_t *out, size_t cap, size_t *len
     case FRAME_OP_STAT | FRAME_OP_REPLY:
         rc = frame_encode_stat_reply(out, cap, len, id, np, a, n);
         break;
+    case FRAME_OP_EVENTS:
+        rc = frame_encode_events(out, cap, len, id, m->ev_from, m->ev_max);
+        break;
+    case FRAME_OP_EVENTS | FRAME_OP_REPLY:
+        rc = frame_encode_events_reply(out, cap, len, id, m->ev_next, m->ev_lost, evs, n);
+        break;
     default:
         rc = -2;
         break;
@@ -165,6 +177,7 @@ out:
     free(st);
     free(present);
     free(names);
+    free(evs);
     free(np);
     return rc;
 }

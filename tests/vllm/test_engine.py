@@ -95,7 +95,7 @@ def test_cold_saves_warm_loads(models, tided, engine, baseline, transport):
     st = t.stats()
     assert st["objects"] > 0, st
     # vLLM published tide's tier with its own KV events: every block tide saved.
-    assert cold["kv_events"]["BlockStored/CPU"]["hashes"] == st["objects"], cold["kv_events"]
+    assert cold["kv_events"]["BlockStored/EXTERNAL"]["hashes"] == st["objects"], cold["kv_events"]
 
     warm = engine(spec(models, ps, tide_conn(url)), "warm")
     same_output(warm, base)

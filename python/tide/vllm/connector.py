@@ -18,6 +18,7 @@ from .config import (
     python_option,
 )
 from .marshal import _block_table, _groups, _hash_bytes, _prompt_len, _req_id
+from .departures import open_feed
 from .events import StoreEvents
 from .metadata import TideConnectorMetadata, _parse_meta
 from .metrics import TideConnectorStats, TidePromMetrics, delta
@@ -192,7 +193,9 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         groups = (self.config or {}).get("kv_cache_config", {}).get("kv_cache_groups", [])
         sizes = [int(g.get("kv_cache_spec", {}).get("block_size") or self.info.hash_block_size)
                  for g in groups]
-        return StoreEvents(sizes, self.info.hash_block_size)
+        events = StoreEvents(sizes, self.info.hash_block_size)
+        events.feed = open_feed(self._store, self.url, self.config or {})
+        return events
 
     def _create(self, doc, role_value, url):
         h = _lib.ConnectorPtr()
@@ -502,7 +505,10 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         """KV-cache events of tide's tier since the last call (events.py): BlockStored for
         blocks of requests every worker reported saved, AllBlocksCleared after a reset.
         Empty unless KV events are enabled."""
-        return self._events.take() if self._events is not None else ()
+        if self._events is None:
+            return ()
+        self._events.poll_feed()
+        return self._events.take()
 
     def has_pending_push_work(self):
         """False: tide pushes nothing to other engines. Requests whose saves are pending

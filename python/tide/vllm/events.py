@@ -1,24 +1,52 @@
 """KV-cache events of tide's tier, for routers that consume vLLM's KV events: the scheduler
-connector announces the blocks tide holds (``BlockStored``, medium ``CPU``, with the group
-index) once every worker has reported their request saved, and ``AllBlocksCleared`` when
-the cache is reset. vLLM publishes them with its own (``take_events``) when
-``kv_events_config.enable_kv_cache_events`` is on.
+connector announces the blocks tide holds (``BlockStored``, medium ``EXTERNAL``, with the
+group index, LoRA name and per-block extra keys) once every worker has reported their
+request saved; ``BlockRemoved`` for blocks the store lost (removed, evicted, dropped: read
+from the store's departure feed, tide_events_read, see departures.py); ``AllBlocksCleared``
+when the cache is reset or the feed reports a gap. vLLM publishes them with its own
+(``take_events``) when ``kv_events_config.enable_kv_cache_events`` is on.
 
-Not announced: evictions (the store evicts without telling connectors, so a router learns of
-them only as a smaller hit), and a save the store refused (full, or lost) is announced all
-the same.
+Why ``EXTERNAL`` (docs/VLLM.md, "KV events"): tide's pool is shared by every engine that
+reaches it, and ``CPU`` tells routers "this engine's own host memory". Dynamo's router maps
+``EXTERNAL`` to its shared external tier (``CPU`` to the engine's host-pinned tier, and drops
+media it does not know); llm-d takes the medium as a device-tier label with a configurable
+weight; vLLM 0.33's own names are GPU, CPU and STORAGE (STORAGE meaning an engine's disk).
+
+Still not announced: a save the store refused (full, or lost) is announced all the same, and
+its departure never comes (it never arrived).
 """
 
-MEDIUM = "CPU"  # tide's pool is host memory, on this host (unix://) or another (tide://)
+MEDIUM = "EXTERNAL"  # a store shared by every engine that reaches it
 
 try:  # pragma: no cover - exercised only where vLLM is installed
-    from vllm.distributed.kv_events import AllBlocksCleared, BlockStored
+    from vllm.distributed.kv_events import AllBlocksCleared, BlockRemoved, BlockStored
     from vllm.v1.core.kv_cache_utils import maybe_convert_block_hash
 except ImportError:
-    BlockStored = AllBlocksCleared = None
+    BlockStored = BlockRemoved = AllBlocksCleared = None
 
     def maybe_convert_block_hash(h):
         return h
+
+
+try:  # pragma: no cover - present in vLLM 0.32 and 0.33
+    from vllm.v1.core.kv_cache_utils import generate_block_hash_extra_keys, to_event_extra_keys
+except ImportError:
+    generate_block_hash_extra_keys = to_event_extra_keys = None
+
+
+def _extra_keys(req, starts, bs):
+    """The per-block extra keys of the blocks starting at `starts` (LoRA name, multimodal
+    identifiers, cache salt: what vLLM's own BlockStored carries), or None."""
+    if req is None or generate_block_hash_extra_keys is None:
+        return None
+    out, mm = [], 0
+    try:
+        for start in starts:
+            keys, mm = generate_block_hash_extra_keys(req, start, start + bs, mm)
+            out.append(keys)
+        return to_event_extra_keys(out)
+    except (AttributeError, TypeError):  # a stand-in request without vLLM's fields
+        return None
 
 
 class StoreEvents:
@@ -31,6 +59,7 @@ class StoreEvents:
         self.planned = {}  # req_id -> {(group, end_token): hash}
         self.requests = {}  # req_id -> the Request (its tokens and block hashes)
         self.ready = []
+        self.feed = None  # a departures.DepartureFeed, set by the connector
 
     def plan(self, described, requests):
         """A step's metadata (TideConnectorMetadata.describe()): remember its saves."""
@@ -58,24 +87,39 @@ class StoreEvents:
             run = []
             for end in ends + [None]:
                 if run and (end is None or end != run[-1] + bs):
-                    self._stored(group, bs, run, blocks, tokens, hashes)
+                    self._stored(group, bs, run, blocks, tokens, hashes, req)
                     run = []
                 if end is not None:
                     run.append(end)
 
-    def _stored(self, group, bs, ends, blocks, tokens, hashes):
+    def removed(self, by_group):
+        """The store lost these blocks ({group: [hash bytes]}, from departures.py)."""
+        if BlockRemoved is None:
+            return
+        for group in sorted(by_group):
+            self.ready.append(
+                BlockRemoved(
+                    block_hashes=[maybe_convert_block_hash(h) for h in by_group[group]],
+                    medium=MEDIUM,
+                    group_idx=group,
+                )
+            )
+
+    def _stored(self, group, bs, ends, blocks, tokens, hashes, req=None):
         parent_at = (ends[0] - bs) // self.hash_block_size - 1
         parent = hashes[parent_at] if 0 <= parent_at < len(hashes) else None
         toks = tokens[ends[0] - bs:ends[-1]] if len(tokens) >= ends[-1] else []
+        lora = getattr(req, "lora_request", None)
         self.ready.append(
             BlockStored(
                 block_hashes=[maybe_convert_block_hash(blocks[(group, e)]) for e in ends],
                 parent_block_hash=None if parent is None else maybe_convert_block_hash(parent),
                 token_ids=toks,
                 block_size=bs,
-                lora_id=None,
+                lora_id=getattr(lora, "adapter_id", None) if lora else None,
                 medium=MEDIUM,
-                lora_name=None,
+                lora_name=getattr(lora, "name", None) if lora else None,
+                extra_keys=_extra_keys(req, [e - bs for e in ends], bs),
                 group_idx=group,
             )
         )
@@ -90,6 +134,18 @@ class StoreEvents:
         self.requests.clear()
         if AllBlocksCleared is not None:
             self.ready.append(AllBlocksCleared())
+
+    def poll_feed(self):
+        """Turn the store's departures since the last call into events (departures.py)."""
+        if self.feed is None:
+            return
+        gone, everything = self.feed.poll()
+        if everything:
+            if AllBlocksCleared is not None:
+                self.ready.append(AllBlocksCleared())
+            return
+        if gone:
+            self.removed(gone)
 
     def take(self):
         out, self.ready = self.ready, []
