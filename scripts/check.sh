@@ -1,7 +1,8 @@
 #!/bin/sh
 # check.sh — `make check`: every test stage in turn, then one summary line over all of them.
 #
-# Stages: test (unit + integration + Python), test-vllm (real vLLM engines), asan (the test
+# Stages: test (unit + integration + Python), test-vllm (real vLLM 0.32 engines), test-vllm33
+# (vLLM 0.33's own scheduler and connector classes; check-config against 0.32 and 0.33), asan (the test
 # suite under ASan+UBSan), valgrind (the unit suite under memcheck), tsan (tided and the
 # integration suite under ThreadSanitizer), fuzz (a short, reproducible run of every fuzz
 # target). A failed stage does not stop the others, so one run shows every broken stage;
@@ -11,17 +12,18 @@
 # Called by the Makefile with MAKE set to the make that called it.
 cd "$(dirname "$0")/.." || exit 2
 MAKE="${MAKE:-make}"
-STAGES="${CHECK_STAGES:-test test-vllm asan valgrind tsan fuzz}"
+STAGES="${CHECK_STAGES:-test test-vllm test-vllm33 asan valgrind tsan fuzz}"
 
 run_stage() {
     case "$1" in
     test) $MAKE test ;;
     test-vllm) $MAKE test-vllm ;;
+    test-vllm33) $MAKE test-vllm33 ;;
     asan) $MAKE test SANITIZER=address,undefined ;;
     valgrind) $MAKE valgrind ;;
     tsan) $MAKE tsan ;;
     fuzz) $MAKE fuzz FUZZ_FLAGS='-runs=30000 -seed=1' ;;
-    *) echo "check: unknown stage '$1' (stages: test test-vllm asan valgrind tsan fuzz)" >&2
+    *) echo "check: unknown stage '$1' (stages: test test-vllm test-vllm33 asan valgrind tsan fuzz)" >&2
        return 2 ;;
     esac
 }
