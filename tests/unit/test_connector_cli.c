@@ -299,3 +299,79 @@ TEST(connector_examples_get_their_verdicts) {
         }
     }
 }
+
+/* The README's --kv-transfer-config (kv_connector_module_path, url, reconnect_s) is a
+ * configuration tide's connector takes, so check-config takes it too: both read one key
+ * table. Every key of that table is accepted with a value of its type. */
+TEST(connector_cli_accepts_every_key_the_connector_accepts) {
+    const char *p = write_tmp(
+        "readme.json", doc("", "",
+                           "\"kv_connector\":\"TideStoreConnector\",\"kv_connector_module_path\":"
+                           "\"tide.vllm\",\"kv_load_failure_policy\":\"recompute\","
+                           "\"kv_connector_extra_config\":{\"url\":\"unix:///run/tide/tide.sock\","
+                           "\"reconnect_s\":5,\"kv_events\":true}",
+                           G_FULL(16)));
+    char args[1024];
+    snprintf(args, sizeof(args), "'%s'", p);
+    CHECK_EQ(run_check(args), 0);
+    CHECK_STR(err_text, "");
+    CHECK(strncmp(out_text, NEWEST "accepted\n", strlen(NEWEST "accepted\n")) == 0);
+
+    static const char *const sample[] = {"true", "\"true\"", "\"s\"", "null", "7", "null",
+                                         "2.5",  "null",     NULL,    NULL,   NULL};
+    size_t nt, nx;
+    const conncfg_key *tk = conncfg_transfer_keys(&nt), *xk = conncfg_extra_keys(&nx);
+    char inner[4096], body[8192];
+    size_t len = 0;
+    for (size_t i = 0; i < nx; i++) {
+        const char *val = xk[i].type == CONNCFG_KEY_ENUM ? "\"x\"" : sample[xk[i].type];
+        if (!val) continue;
+        if (strcmp(xk[i].name, "lookup_rpc_port") == 0) val = "0";
+        len += (size_t)snprintf(inner + len, sizeof(inner) - len, "%s\"%s\":%s", len ? "," : "",
+                                xk[i].name, val);
+    }
+    len = (size_t)snprintf(body, sizeof(body), "\"kv_connector_extra_config\":{%s}", inner);
+    for (size_t i = 0; i < nt; i++) {
+        const char *val = sample[tk[i].type];
+        if (!val || strcmp(tk[i].name, "kv_role") == 0) continue; /* kv_role: doc() sets it */
+        len += (size_t)snprintf(body + len, sizeof(body) - len, ",\"%s\":%s", tk[i].name, val);
+    }
+    p = write_tmp("every-key.json", doc("", "", body, G_FULL(16)));
+    snprintf(args, sizeof(args), "'%s'", p);
+    CHECK_MSG(run_check(args) == 0, "%s\n%s", body, err_text);
+    CHECK(nt >= 9 && nx >= 12);
+
+    /* A typo is refused with the key's path and a suggestion; a wrong type with the type. */
+    p = write_tmp("typo.json", doc("", "",
+                                   "\"kv_connector_extra_config\":{\"reconect_s\":5,"
+                                   "\"url\":7}",
+                                   G_FULL(16)));
+    snprintf(args, sizeof(args), "'%s'", p);
+    CHECK_EQ(run_check(args), 2);
+    CHECK_CONTAINS(err_text, "kv_transfer_config.kv_connector_extra_config.reconect_s: unknown "
+                             "key (did you mean 'reconnect_s'?)");
+    CHECK_CONTAINS(err_text, "kv_transfer_config.kv_connector_extra_config.url: expected a "
+                             "string, got an integer");
+}
+
+/* --vllm: the label names the release and its rule set; an unknown or malformed release is a
+ * usage error naming it (and, for a newer one, the newest tide knows). */
+TEST(connector_cli_vllm_option) {
+    const char *p = write_tmp("plain.json", doc("", "", "", G_FULL(16)));
+    char args[1024];
+    snprintf(args, sizeof(args), "--quiet '%s'", p);
+    CHECK_EQ(run_check(args), 0);
+    CHECK(strncmp(out_text, NEWEST "accepted\n", strlen(NEWEST "accepted\n")) == 0);
+    snprintf(args, sizeof(args), "--quiet --vllm=0.29.1 '%s'", p);
+    CHECK_EQ(run_check(args), 0);
+    CHECK_CONTAINS(out_text, "vLLM 0.29 MooncakeStoreConnector (rules of vLLM 0.29): accepted\n");
+    snprintf(args, sizeof(args), "--vllm 0.34 '%s'", p);
+    CHECK_EQ(run_check(args), 2);
+    CHECK_CONTAINS(err_text, "vLLM 0.34 is newer than the releases whose MooncakeStoreConnector "
+                             "rules tide knows (up to vLLM 0.33)");
+    snprintf(args, sizeof(args), "--vllm latest '%s'", p);
+    CHECK_EQ(run_check(args), 2);
+    CHECK_CONTAINS(err_text, "'latest' is not a vLLM version");
+    CHECK_EQ(run_check("--vllm"), 2);
+    CHECK_CONTAINS(err_text, "--vllm needs a VERSION");
+}

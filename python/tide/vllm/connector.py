@@ -93,7 +93,11 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         self._lib = _lib.lib()
         self._doc, self._role_value = doc, role_value
         self._cache_hit_source = _hit_source(self.url)
-        self.reconnect_s = float(python_option(vllm_config, "reconnect_s", RECONNECT_S))
+        rs = python_option(vllm_config, "reconnect_s", RECONNECT_S)
+        # A value that is not a number > 0 is the C parser's to refuse (below, in the words
+        # of check-config); until then the default stands.
+        ok = isinstance(rs, (int, float)) and not isinstance(rs, bool) and rs > 0
+        self.reconnect_s = float(rs) if ok else RECONNECT_S
         self.offline = None  # why the store cannot be reached, while it cannot
         self._next_try = 0.0
         self._carry = {_lib.CONNECTOR_LOAD: set(), _lib.CONNECTOR_SAVE: set()}
