@@ -147,13 +147,15 @@ test-vllm: $(BUILD)/libtide.so $(BUILD)/tide
 # its real Scheduler and KV-cache manager with tide's connector, and compares check-config with
 # its MooncakeStoreConnector. scripts/vllm33-env.sh makes or checks $(VENV33); the check-config
 # differential test runs again in .venv-vllm against vLLM 0.32.
+# VENV33 and VENV32 move the two environments.
 VENV33 ?= .venv-vllm33
+VENV32 ?= .venv-vllm
 test-vllm33: $(BUILD)/libtide.so $(BUILD)/tide
 	VENV=$(VENV33) scripts/vllm33-env.sh
 	BUILD=$(abspath $(BUILD)) $(VENV33)/bin/python -m pytest -q -p no:cacheprovider \
 		tests/vllm33 $(VLLM33_TESTS)
-	scripts/vllm-env.sh
-	BUILD=$(abspath $(BUILD)) .venv-vllm/bin/python -m pytest -q -p no:cacheprovider \
+	VLLM_VENV=$(VENV32) scripts/vllm-env.sh
+	BUILD=$(abspath $(BUILD)) $(VENV32)/bin/python -m pytest -q -p no:cacheprovider \
 		tests/vllm33/test_check_config_diff.py
 
 bench: all
