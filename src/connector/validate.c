@@ -8,8 +8,11 @@
  *
  * connector_validate() then answers "does this connector take it?" for two rule sets:
  *
- *   CONNECTOR_IMPL_REFERENCE  vLLM's MooncakeStoreConnector as pinned in shared/seed: its items,
- *                        their order and wording, and its capacity-only skip, exactly.
+ *   CONNECTOR_IMPL_REFERENCE  vLLM's MooncakeStoreConnector of one release: its items, their
+ *                        order and wording, and its capacity-only skip, exactly. The rules
+ *                        changed in 0.29 and 0.30 (connector_rules; the release table
+ *                        vllm_releases maps a release to its rule set); tests/vllm33 checks
+ *                        them against the real function of vLLM 0.32 and 0.33.
  *   CONNECTOR_IMPL_TIDE       tide's connector. Each combination the reference rejects has one
  *                        rule function below that decides tide's answer; supporting a
  *                        combination later means changing that one function (and the
