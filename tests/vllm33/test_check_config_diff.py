@@ -213,9 +213,16 @@ def generated():
 
 
 def examples():
-    d = os.path.join(ROOT, "examples")
-    return [(f, json.load(open(os.path.join(d, f)))) for f in sorted(os.listdir(d))
-            if f.endswith(".json")]
+    """examples/*.json (the table test's) and the fuzz corpus's release-rule seeds (every
+    spec kind tide knows in one configuration, groups out of transfer)."""
+    out = []
+    for d, prefix in (("examples", ""), ("tests/fuzz/corpus/conncfg", "release-rules-")):
+        d = os.path.join(ROOT, d)
+        for f in sorted(os.listdir(d)):
+            if f.startswith(prefix) and f.endswith(".json"):
+                with open(os.path.join(d, f)) as fh:
+                    out.append((f, json.load(fh)))
+    return out
 
 
 # ---------------------------------------------------------------------------------------
@@ -223,14 +230,15 @@ def examples():
 # ---------------------------------------------------------------------------------------
 
 def test_examples_match_the_real_reference(tmp_path):
-    """The configurations of the examples table (tests/unit/test_connector_cli.c)."""
+    """The configurations of the examples table (tests/unit/test_connector_cli.c) and the
+    fuzz corpus's release-rule seeds."""
     seen = 0
     for name, doc in examples():
         want = reference_verdict(doc)
         got = tide_verdict(doc, tmp_path)
         assert got == want, f"{name}: check-config said {got!r}, vLLM {VERSION} {want!r}"
         seen += 1
-    assert seen >= 6
+    assert seen >= 8
 
 
 def test_generated_configurations_match_the_real_reference(tmp_path):
