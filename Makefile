@@ -145,8 +145,8 @@ test-vllm: $(BUILD)/libtide.so $(BUILD)/tide
 
 # vLLM 0.33.0 (the `vllm` package, GPU build, imported on CPU; no engine): tests/vllm33 drives
 # its real Scheduler and KV-cache manager with tide's connector, and compares check-config with
-# its MooncakeStoreConnector. scripts/vllm33-env.sh makes or checks $(VENV33); the check-config
-# differential test runs again in .venv-vllm against vLLM 0.32.
+# its MooncakeStoreConnector. scripts/vllm33-env.sh makes or checks $(VENV33); both tests run
+# again in $(VENV32) against vLLM 0.32.
 # VENV33 and VENV32 move the two environments.
 VENV33 ?= .venv-vllm33
 VENV32 ?= .venv-vllm
@@ -156,7 +156,7 @@ test-vllm33: $(BUILD)/libtide.so $(BUILD)/tide
 		tests/vllm33 $(VLLM33_TESTS)
 	VLLM_VENV=$(VENV32) scripts/vllm-env.sh
 	BUILD=$(abspath $(BUILD)) $(VENV32)/bin/python -m pytest -q -p no:cacheprovider \
-		tests/vllm33/test_check_config_diff.py
+		tests/vllm33/test_check_config_diff.py tests/vllm33/test_connector_scheduler.py
 
 bench: all
 	scripts/bench.sh

