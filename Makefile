@@ -3,7 +3,8 @@
 #   make                     build/libtide.so, build/libtide.a, build/tide
 #   make SANITIZER=address,undefined   the same under sanitizers, in build/san/
 #   make test                unit + integration tests (+ fuzz corpus replay); T=NAME: one test
-#   make check               test, test-vllm, ASan+UBSan, valgrind, tsan, short fuzz runs (README's);
+#   make check               test, test-vllm, test-vllm33, ASan+UBSan, valgrind, tsan, short fuzz
+#                            runs (README's);
 #                            one summary line at the end
 #   make python-test         the Python binding's tests (tests/python) against $(BUILD)/libtide.so
 #   make deps                install missing Debian packages (silent when all are present)
@@ -14,6 +15,8 @@
 #   make valgrind            the unit suite under valgrind memcheck
 #   make tsan                tided and the tests under ThreadSanitizer (build/tsan), integration
 #   make test-vllm           tide inside a real vLLM (CPU build, in .venv-vllm/): tests/vllm
+#   make test-vllm33         tide with vLLM 0.33.0's own scheduler and connector classes (in
+#                            .venv-vllm33/): tests/vllm33; check-config against 0.32 and 0.33
 #
 # CI=1 turns warnings into errors. BUILD=dir moves every output under dir.
 
@@ -72,7 +75,7 @@ BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 DRIVE_BINS := $(patsubst bench/drive/%.c,$(BUILD)/bench/drive/%,$(wildcard bench/drive/*.c))
 
 .PHONY: all deps test check bench demo fuzz fuzz-seeds clean format python-test soak \
-	valgrind tsan test-vllm
+	valgrind tsan test-vllm test-vllm33
 all: $(BUILD)/libtide.so $(BUILD)/libtide.a $(BUILD)/tide $(BUILD)/tided $(BENCH_BINS) $(DRIVE_BINS)
 
 $(BUILD)/obj/%.o: %.c
@@ -149,6 +152,21 @@ test-vllm: $(BUILD)/libtide.so $(BUILD)/tide
 	PYTHONPATH=python TIDE_LIB=$(abspath $(BUILD)/libtide.so) TIDE_BIN=$(abspath $(BUILD)/tide) \
 		.venv-vllm/bin/python -m pytest -q -p no:cacheprovider tests/python/test_mooncake.py \
 		-k "tensor and not without_torch"
+
+# vLLM 0.33.0 (the `vllm` package, GPU build, imported on CPU; no engine): tests/vllm33 drives
+# its real Scheduler and KV-cache manager with tide's connector, and compares check-config with
+# its MooncakeStoreConnector. scripts/vllm33-env.sh makes or checks $(VENV33); both tests run
+# again in $(VENV32) against vLLM 0.32.
+# VENV33 and VENV32 move the two environments.
+VENV33 ?= .venv-vllm33
+VENV32 ?= .venv-vllm
+test-vllm33: $(BUILD)/libtide.so $(BUILD)/tide
+	VENV=$(VENV33) scripts/vllm33-env.sh
+	BUILD=$(abspath $(BUILD)) $(VENV33)/bin/python -m pytest -q -p no:cacheprovider \
+		tests/vllm33 $(VLLM33_TESTS)
+	VLLM_VENV=$(VENV32) scripts/vllm-env.sh
+	BUILD=$(abspath $(BUILD)) $(VENV32)/bin/python -m pytest -q -p no:cacheprovider \
+		tests/vllm33/test_check_config_diff.py tests/vllm33/test_connector_scheduler.py
 
 bench: all
 	scripts/bench.sh

@@ -1,7 +1,8 @@
 #!/bin/sh
 # check.sh — `make check`: every test stage in turn, then one summary line over all of them.
 #
-# Stages: test (unit + integration + Python), test-vllm (real vLLM engines), asan (the test
+# Stages: test (unit + integration + Python), test-vllm (real vLLM 0.32 engines), test-vllm33
+# (vLLM 0.33's own scheduler and connector classes; check-config against 0.32 and 0.33), asan (the test
 # suite under ASan+UBSan), valgrind (the unit suite under memcheck), tsan (tided and the
 # integration suite under ThreadSanitizer), fuzz (a short, reproducible run of every fuzz
 # target). A failed stage does not stop the others, so one run shows every broken stage;
@@ -14,17 +15,18 @@ MAKE="${MAKE:-make}"
 # Everything the tests need is installed by `make deps`, so a C test that skips here has
 # silently stopped testing what it should: it fails the stage (tests/harness.c).
 export TIDE_TESTS_NO_SKIP="${TIDE_TESTS_NO_SKIP:-1}"
-STAGES="${CHECK_STAGES:-test test-vllm asan valgrind tsan fuzz}"
+STAGES="${CHECK_STAGES:-test test-vllm test-vllm33 asan valgrind tsan fuzz}"
 
 run_stage() {
     case "$1" in
     test) $MAKE test ;;
     test-vllm) $MAKE test-vllm ;;
+    test-vllm33) $MAKE test-vllm33 ;;
     asan) $MAKE test SANITIZER=address,undefined ;;
     valgrind) $MAKE valgrind ;;
     tsan) $MAKE tsan ;;
     fuzz) $MAKE fuzz FUZZ_FLAGS='-runs=30000 -seed=1' ;;
-    *) echo "check: unknown stage '$1' (stages: test test-vllm asan valgrind tsan fuzz)" >&2
+    *) echo "check: unknown stage '$1' (stages: test test-vllm test-vllm33 asan valgrind tsan fuzz)" >&2
        return 2 ;;
     esac
 }

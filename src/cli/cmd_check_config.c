@@ -1,9 +1,11 @@
 /*
- * cmd_check_config.c — `tide check-config FILE.json`: would vLLM's MooncakeStoreConnector
- * take this deployment, would tide's connector, and what to change when not.
+ * cmd_check_config.c — `tide check-config [--vllm VERSION] FILE.json`: would vLLM's
+ * MooncakeStoreConnector (of that vLLM release, the newest tide knows by default) take this
+ * deployment, would tide's connector, and what to change when not.
  *
- * Output (stdout): two verdict lines, the reference's first; then the fixes for each item
- * either connector rejects; then tide's own problems with their fixes, or, when there are
+ * Output (stdout): two verdict lines, the reference's first, labelled with the vLLM release
+ * and the rule set applied (the reference's rules changed in 0.29 and 0.30); then the fixes for
+ * each item either connector rejects; then tide's own problems with their fixes, or, when there are
  * none, what tide derives (block sizes, per-group replication factors and key prefixes).
  * vLLM builds its connector before its KV-cache manager checks block sizes, so the
  * reference's line is the connector's own verdict whenever the configuration gets that far
@@ -22,17 +24,19 @@
 #include "tide.h"
 
 static void help(void) {
-    printf("usage: tide check-config [--quiet] FILE.json\n"
+    printf("usage: tide check-config [--quiet] [--vllm VERSION] FILE.json\n"
            "\n"
            "Reads a connector configuration (the JSON schema of docs/CONNECTOR_CONFIG.md:\n"
            "model_config, cache_config, parallel_config, kv_transfer_config, kv_cache_config)\n"
            "and prints two verdicts, each on its own line, the reference's first:\n"
-           "  - whether vLLM's built-in MooncakeStoreConnector accepts it: \"accepted\", or\n"
-           "    \"rejected: \" and its own message (\"MooncakeStoreConnector does not support:\n"
-           "    <item>; <item>\"). vLLM builds the connector before its KV-cache manager checks\n"
-           "    block sizes, so this is the connector's verdict even when those checks fail;\n"
-           "    only a problem vLLM meets before building the connector makes it \"rejected:\n"
-           "    the configuration is invalid\";\n"
+           "  - whether vLLM's built-in MooncakeStoreConnector of vLLM VERSION accepts it:\n"
+           "    \"accepted\", or \"rejected: \" and that vLLM's own message, byte for byte.\n"
+           "    The line names the release and the rule set applied: vLLM <= 0.28, vLLM 0.29,\n"
+           "    or vLLM 0.30 to 0.33 (the reference's rules changed twice). vLLM builds the\n"
+           "    connector before its KV-cache manager checks block sizes, so this is the\n"
+           "    connector's verdict even when those checks fail; only a problem vLLM meets\n"
+           "    before building the connector makes it \"rejected: the configuration is\n"
+           "    invalid\";\n"
            "  - whether tide's TideStoreConnector accepts it (\"rejected: the configuration is\n"
            "    invalid\" when any check fails),\n"
            "then, for every unsupported item, the fixes that apply; then tide's own problems\n"
@@ -40,13 +44,17 @@ static void help(void) {
            "and key prefixes tide derives.\n"
            "\n"
            "Options:\n"
-           "  -q, --quiet   print only the two verdict lines\n"
+           "  -q, --quiet       print only the two verdict lines\n"
+           "  --vllm VERSION    the vLLM release whose rules the reference line applies\n"
+           "                    (MAJOR.MINOR[.PATCH], up to %s; default %s)\n"
            "\n"
            "Exit status (tide's verdict; the reference's never changes it):\n"
            "  0  tide's connector supports the configuration\n"
            "  1  it does not, or a value is invalid (the problems are listed on stdout)\n"
            "  2  the file cannot be read or parsed (errors on stderr name the line and column,\n"
-           "     or the JSON path of an unknown or mistyped key), or a usage error\n");
+           "     or the JSON path of an unknown or mistyped key), or a usage error (an\n"
+           "     unknown vLLM version among them)\n",
+           CONNECTOR_VLLM_NEWEST, CONNECTOR_VLLM_NEWEST);
 }
 
 /* Does verdict v hold an item of this kind about this group? */
@@ -105,6 +113,25 @@ static void print_fixes(const conncfg *c, const connector_item *it, connector_im
             "parallelism is supported)");
         fix("or use another connector (e.g. LMCache or NIXL) if prefill context parallelism "
             "with a hybrid model is a hard requirement");
+        break;
+    case CONNECTOR_ITEM_MAMBA_MODE:
+        fix("set cache_config.mamba_cache_mode to \"align\" (vLLM then keeps a Mamba state "
+            "snapshot at every block end a step reaches)");
+        if (it->group >= 0 && c->groups[it->group].mamba_mode == CONNECTOR_MAMBA_ALL &&
+            !has_item(tide, CONNECTOR_ITEM_MAMBA_MODE_NONE, it->group))
+            fix("or use tide (kv_connector \"TideStoreConnector\"), which supports Mamba groups "
+                "in 'all' mode too");
+        break;
+    case CONNECTOR_ITEM_NO_CACHEABLE_GROUP:
+        fix("no KV-cache group of this model is prefix-cacheable (every group is kept out of "
+            "transfer, or is a CircularBufferSpec, HiSparse or bounded-replay group): a KV-cache "
+            "store has nothing to keep; run without a store connector");
+        break;
+    case CONNECTOR_ITEM_NOT_TRANSFERRED:
+        fix("tide keys, saves and looks up every group at one prefix boundary, which a group "
+            "outside vLLM's prefix caching or transfer does not have: run this model without a "
+            "store connector, or with vLLM's own MooncakeStoreConnector (vLLM >= 0.30 skips such "
+            "groups)");
         break;
     case CONNECTOR_ITEM_KEY_TOO_LONG:
         fix("shorten kv_connector_extra_config.cache_prefix, or serve the model under a "
@@ -203,7 +230,7 @@ static void print_derived(const conncfg *c) {
 }
 
 int cmd_check_config(int argc, char **argv) {
-    const char *path = NULL;
+    const char *path = NULL, *version = CONNECTOR_VLLM_NEWEST;
     int quiet = 0;
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) {
@@ -212,6 +239,13 @@ int cmd_check_config(int argc, char **argv) {
         }
         if (strcmp(argv[i], "-q") == 0 || strcmp(argv[i], "--quiet") == 0)
             quiet = 1;
+        else if (strcmp(argv[i], "--vllm") == 0 && i + 1 < argc)
+            version = argv[++i];
+        else if (strncmp(argv[i], "--vllm=", 7) == 0)
+            version = argv[i] + 7;
+        else if (strcmp(argv[i], "--vllm") == 0)
+            return cli_usage_error("check-config", "--vllm needs a VERSION (e.g. %s)",
+                                   CONNECTOR_VLLM_NEWEST);
         else if (argv[i][0] == '-' && argv[i][1])
             return cli_usage_error("check-config", "unknown option '%s'", argv[i]);
         else if (path)
@@ -219,6 +253,10 @@ int cmd_check_config(int argc, char **argv) {
         else
             path = argv[i];
     }
+    connector_vllm vllm;
+    char verr[256];
+    if (connector_vllm_parse(version, &vllm, verr, sizeof(verr)) < 0)
+        return cli_usage_error("check-config", "--vllm: %s", verr);
     if (!path) return cli_usage_error("check-config", "FILE.json is required");
 
     conncfg cfg;
@@ -239,13 +277,15 @@ int cmd_check_config(int argc, char **argv) {
         return 2;
     }
 
-    const char *ref_label = "vLLM MooncakeStoreConnector";
+    char ref_label[128];
+    snprintf(ref_label, sizeof(ref_label), "vLLM %s MooncakeStoreConnector (rules of %s)",
+             vllm.name, connector_rules_span(vllm.rules));
     const char *tide_label = "tide TideStoreConnector";
     int crc = conncfg_check(&cfg, &errs);
     /* The reference's verdict whenever vLLM would build its connector; tide's only for a
      * configuration every check passed (TIDE_ECONFIG otherwise, with no items). */
     connector_verdict ref, tide;
-    int rrc = connector_validate(&cfg, CONNECTOR_IMPL_REFERENCE, &ref);
+    int rrc = connector_validate_reference(&cfg, vllm.rules, &ref);
     int trc = connector_validate(&cfg, CONNECTOR_IMPL_TIDE, &tide);
     if (rrc == TIDE_ECONFIG)
         printf("%s: rejected: the configuration is invalid\n", ref_label);

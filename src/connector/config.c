@@ -13,6 +13,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,16 +61,34 @@ void conncfg_errs_add(conncfg_errs *e, const char *fmt, ...) {
 /* ------------------------------------------------------------------------------------
  * Names.
  * ---------------------------------------------------------------------------------- */
-static const char *const spec_names[] = {"FullAttentionSpec", "SlidingWindowSpec", "MambaSpec",
-                                         "CrossAttentionSpec", "MLAAttentionSpec"};
-static const char *const role_names[] = {"kv_producer", "kv_consumer", "kv_both"};
+/* By connector_spec_kind. */
+static const char *const spec_names[] = {
+    "FullAttentionSpec",  "SlidingWindowSpec", "MambaSpec",
+    "CrossAttentionSpec", "MLAAttentionSpec",  "SlidingWindowMLASpec",
+    "CircularBufferSpec", "HiSparseHotSpec",   "HiSparseResidentSpec"};
 static const char *const mamba_mode_names[] = {"none", "align", "all"};
 static const char *const hash_names[] = {"sha256", "sha256_cbor", "xxhash", "xxhash_cbor"};
-static const char *const failure_names[] = {"fail", "recompute"};
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
 const char *conncfg_spec_name(connector_spec_kind k) {
     return (unsigned)k < NELEM(spec_names) ? spec_names[k] : "?";
+}
+
+const char *conncfg_mamba_mode_name(connector_mamba_mode m) {
+    return (unsigned)m < NELEM(mamba_mode_names) ? mamba_mode_names[m] : "?";
+}
+
+int conncfg_spec_prefix_cacheable(const connector_group *g) {
+    switch (g->kind) {
+    case CONNECTOR_SPEC_CIRCULAR:
+    case CONNECTOR_SPEC_HISPARSE_HOT:
+    case CONNECTOR_SPEC_HISPARSE_RESIDENT:
+        return 0;
+    case CONNECTOR_SPEC_SLIDING_MLA:
+        return !g->bounded_replay;
+    default:
+        return 1;
+    }
 }
 
 /* Element types by torch name (an optional "torch." prefix is accepted). */
@@ -396,35 +415,159 @@ static void parse_parallel(conncfg *c, const cJSON *j, conncfg_errs *e) {
     rd_close(&rd);
 }
 
+/* ------------------------------------------------------------------------------------
+ * The key tables of kv_transfer_config and kv_connector_extra_config.
+ *
+ * Every key tide's connector accepts, whoever reads it: the parser reads these tables both
+ * for `tide check-config` and when the connector is created (tide.vllm hands the whole
+ * configuration, its own keys included, to the C parser), so the two accept the same keys.
+ * ---------------------------------------------------------------------------------- */
+static const char *const role_enum[] = {"kv_producer", "kv_consumer", "kv_both", NULL};
+static const char *const failure_enum[] = {"fail", "recompute", NULL};
+
+#define TK(name, type, reader, req, names, field)                                                  \
+    { name, type, reader, req, names, field }
+#define IN_CFG(f) offsetof(conncfg, f)
+#define IN_EXTRA(f) offsetof(connector_extra, f)
+
+static const conncfg_key transfer_keys[] = {
+    TK("kv_connector", CONNCFG_KEY_STRING_NULL, CONNCFG_READ_CONNECTOR, 0, NULL,
+       IN_CFG(kv_connector)),
+    TK("kv_role", CONNCFG_KEY_ENUM, CONNCFG_READ_CONNECTOR, 1, role_enum, IN_CFG(kv_role)),
+    TK("kv_load_failure_policy", CONNCFG_KEY_ENUM, CONNCFG_READ_CONNECTOR, 0, failure_enum,
+       IN_CFG(load_failure_policy)),
+    TK("kv_connector_extra_config", CONNCFG_KEY_OBJECT, CONNCFG_READ_CONNECTOR, 0, NULL,
+       CONNCFG_NO_FIELD),
+    /* vLLM's own KVTransferConfig fields (0.32, 0.33): vLLM reads them, the connector not. */
+    TK("kv_connector_module_path", CONNCFG_KEY_STRING_NULL, CONNCFG_READ_VLLM, 0, NULL,
+       CONNCFG_NO_FIELD),
+    TK("engine_id", CONNCFG_KEY_STRING_NULL, CONNCFG_READ_VLLM, 0, NULL, CONNCFG_NO_FIELD),
+    TK("kv_buffer_device", CONNCFG_KEY_STRING, CONNCFG_READ_VLLM, 0, NULL, CONNCFG_NO_FIELD),
+    TK("kv_port", CONNCFG_KEY_INT, CONNCFG_READ_VLLM, 0, NULL, CONNCFG_NO_FIELD),
+    TK("enable_permute_local_kv", CONNCFG_KEY_BOOL, CONNCFG_READ_VLLM, 0, NULL, CONNCFG_NO_FIELD),
+};
+
+static const conncfg_key extra_keys[] = {
+    TK("load_async", CONNCFG_KEY_BOOL, CONNCFG_READ_CONNECTOR, 0, NULL, IN_EXTRA(load_async)),
+    TK("lookup_async", CONNCFG_KEY_BOOL, CONNCFG_READ_CONNECTOR, 0, NULL, IN_EXTRA(lookup_async)),
+    TK("enable_lookup", CONNCFG_KEY_BOOL, CONNCFG_READ_CONNECTOR, 0, NULL, IN_EXTRA(enable_lookup)),
+    TK("save_decode_cache", CONNCFG_KEY_BOOL, CONNCFG_READ_CONNECTOR, 0, NULL,
+       IN_EXTRA(save_decode_cache)),
+    TK("cache_prefix", CONNCFG_KEY_STRING, CONNCFG_READ_CONNECTOR, 0, NULL, IN_EXTRA(cache_prefix)),
+    TK("preferred_segment", CONNCFG_KEY_STRING_NULL, CONNCFG_READ_CONNECTOR, 0, NULL,
+       IN_EXTRA(preferred_segment)),
+    TK("lookup_rpc_port", CONNCFG_KEY_INT, CONNCFG_READ_CONNECTOR, 0, NULL,
+       IN_EXTRA(lookup_rpc_port)),
+    TK("enable_group_semantics", CONNCFG_KEY_BOOLISH, CONNCFG_READ_CONNECTOR, 0, NULL,
+       IN_EXTRA(enable_group_semantics)),
+    TK("enable_cross_layers_blocks", CONNCFG_KEY_BOOLISH, CONNCFG_READ_CONNECTOR, 0, NULL,
+       IN_EXTRA(enable_cross_layers_blocks)),
+    /* Read by tide.vllm (python/tide/vllm/config.py, connector.py). */
+    TK("url", CONNCFG_KEY_STRING, CONNCFG_READ_BINDING, 0, NULL, CONNCFG_NO_FIELD),
+    TK("reconnect_s", CONNCFG_KEY_NUMBER_POS, CONNCFG_READ_BINDING, 0, NULL, CONNCFG_NO_FIELD),
+    TK("kv_events", CONNCFG_KEY_BOOL, CONNCFG_READ_BINDING, 0, NULL, CONNCFG_NO_FIELD),
+};
+
+const conncfg_key *conncfg_transfer_keys(size_t *n) {
+    *n = NELEM(transfer_keys);
+    return transfer_keys;
+}
+
+const conncfg_key *conncfg_extra_keys(size_t *n) {
+    *n = NELEM(extra_keys);
+    return extra_keys;
+}
+
+static size_t enum_count(const char *const *names) {
+    size_t n = 0;
+    while (names[n])
+        n++;
+    return n;
+}
+
+/* Read every key of a table from rd into base (a conncfg or a connector_extra); OBJECT
+ * keys are left to the caller. Returns 0 or -ENOMEM. */
+static int read_keys(objrd *rd, const conncfg_key *keys, size_t n, void *base) {
+    for (size_t i = 0; i < n; i++) {
+        const conncfg_key *k = &keys[i];
+        char *field = k->offset == CONNCFG_NO_FIELD ? NULL : (char *)base + k->offset;
+        int flags = k->required ? F_REQUIRED : 0;
+        int iv = 0;
+        int64_t lv = 0;
+        char *sv = NULL;
+        int r;
+        switch (k->type) {
+        case CONNCFG_KEY_BOOL:
+            if (rd_bool(rd, k->name, &iv) && field) memcpy(field, &iv, sizeof(int));
+            break;
+        case CONNCFG_KEY_BOOLISH:
+            if (rd_boolish(rd, k->name, &iv) && field) memcpy(field, &iv, sizeof(int));
+            break;
+        case CONNCFG_KEY_STRING:
+        case CONNCFG_KEY_STRING_NULL:
+            r = rd_str(rd, k->name, flags | (k->type == CONNCFG_KEY_STRING_NULL ? F_NULLABLE : 0),
+                       field ? (char **)(void *)field : &sv);
+            free(sv);
+            if (r < 0) return -ENOMEM;
+            break;
+        case CONNCFG_KEY_INT:
+        case CONNCFG_KEY_INT_NULL:
+            if (rd_int(rd, k->name, flags | (k->type == CONNCFG_KEY_INT_NULL ? F_NULLABLE : 0), &lv,
+                       NULL) &&
+                field)
+                memcpy(field, &lv, sizeof(int64_t));
+            break;
+        case CONNCFG_KEY_NUMBER_POS:
+        case CONNCFG_KEY_NUMBER_NULL: {
+            const cJSON *j = rd_get(rd, k->name);
+            if (!j || (cJSON_IsNull(j) && k->type == CONNCFG_KEY_NUMBER_NULL)) break;
+            if (!cJSON_IsNumber(j)) {
+                type_error(rd, k->name,
+                           k->type == CONNCFG_KEY_NUMBER_NULL ? "a number or null" : "a number", j);
+            } else if (k->type == CONNCFG_KEY_NUMBER_POS &&
+                       !(isfinite(j->valuedouble) && j->valuedouble > 0)) {
+                char p[320];
+                join_path(p, sizeof(p), rd->path, k->name);
+                conncfg_errs_add(rd->errs, "%s: must be > 0, got %g", p, j->valuedouble);
+            }
+            break;
+        }
+        case CONNCFG_KEY_ENUM:
+            if (rd_enum(rd, k->name, flags, k->names, enum_count(k->names), &iv) && field)
+                memcpy(field, &iv, sizeof(int));
+            break;
+        case CONNCFG_KEY_OBJECT:
+            rd_get(rd, k->name); /* known; read by the caller */
+            break;
+        case CONNCFG_KEY_OBJECT_NULL: {
+            const cJSON *j = rd_get(rd, k->name);
+            if (j && !cJSON_IsObject(j) && !cJSON_IsNull(j))
+                type_error(rd, k->name, "an object or null", j);
+            break;
+        }
+        }
+    }
+    return 0;
+}
+
 static int parse_extra(conncfg *c, const cJSON *j, const char *path, conncfg_errs *e) {
     objrd rd;
-    connector_extra *x = &c->extra;
     rd_open(&rd, j, path, e);
-    rd_bool(&rd, "load_async", &x->load_async);
-    rd_bool(&rd, "lookup_async", &x->lookup_async);
-    rd_bool(&rd, "enable_lookup", &x->enable_lookup);
-    rd_bool(&rd, "save_decode_cache", &x->save_decode_cache);
-    if (rd_str(&rd, "cache_prefix", 0, &x->cache_prefix) < 0) return -ENOMEM;
-    if (rd_str(&rd, "preferred_segment", F_NULLABLE, &x->preferred_segment) < 0) return -ENOMEM;
-    rd_int(&rd, "lookup_rpc_port", 0, &x->lookup_rpc_port, NULL);
-    rd_boolish(&rd, "enable_group_semantics", &x->enable_group_semantics);
-    rd_boolish(&rd, "enable_cross_layers_blocks", &x->enable_cross_layers_blocks);
+    int r = read_keys(&rd, extra_keys, NELEM(extra_keys), &c->extra);
     rd_close(&rd);
-    return 0;
+    return r;
 }
 
 static int parse_transfer(conncfg *c, const cJSON *j, conncfg_errs *e) {
     objrd rd;
-    int v;
     rd_open(&rd, j, "kv_transfer_config", e);
     if (!j) conncfg_errs_add(e, "kv_transfer_config: required key is missing");
-    if (rd_str(&rd, "kv_connector", F_NULLABLE, &c->kv_connector) < 0) return -ENOMEM;
-    if (rd_enum(&rd, "kv_role", F_REQUIRED, role_names, NELEM(role_names), &v))
-        c->kv_role = (connector_role)v;
-    if (rd_enum(&rd, "kv_load_failure_policy", 0, failure_names, NELEM(failure_names), &v))
-        c->load_failure_policy = (connector_load_failure)v;
-    const cJSON *x = rd_get(&rd, "kv_connector_extra_config");
-    int r = parse_extra(c, x, "kv_transfer_config.kv_connector_extra_config", e);
+    int r = read_keys(&rd, transfer_keys, NELEM(transfer_keys), c);
+    if (r == 0) {
+        const cJSON *x =
+            rd.obj ? cJSON_GetObjectItemCaseSensitive(rd.obj, "kv_connector_extra_config") : NULL;
+        r = parse_extra(c, x, "kv_transfer_config.kv_connector_extra_config", e);
+    }
     rd_close(&rd);
     return r;
 }
@@ -497,12 +640,17 @@ static void parse_spec(conncfg *c, connector_group *g, const cJSON *j, const cha
     } else {
         for (size_t i = 0; i < NELEM(spec_names); i++)
             if (strcmp(t->valuestring, spec_names[i]) == 0) kind = (int)i;
-        if (kind < 0)
+        if (kind < 0) {
+            char list[512] = "";
+            for (size_t i = 0; i < NELEM(spec_names); i++) {
+                size_t l = strlen(list);
+                snprintf(list + l, sizeof(list) - l, "%s%s", i ? ", " : "", spec_names[i]);
+            }
             conncfg_errs_add(e,
-                             "%s.type: unknown KV-cache spec '%s' (expected FullAttentionSpec, "
-                             "SlidingWindowSpec, MambaSpec, CrossAttentionSpec or "
-                             "MLAAttentionSpec)",
-                             path, t->valuestring);
+                             "%s.type: unknown KV-cache spec '%s': tide knows neither its layout "
+                             "nor how vLLM's rules treat it (known: %s)",
+                             path, t->valuestring, list);
+        }
     }
     if (kind < 0) {
         /* Without a known class the other keys cannot be judged; do not list them. */
@@ -528,16 +676,22 @@ static void parse_spec(conncfg *c, connector_group *g, const cJSON *j, const cha
         }
         rd_name(&rd, "mamba_type", 0, g->mamba_type, sizeof(g->mamba_type));
         rd_int(&rd, "num_speculative_blocks", 0, &g->num_speculative_blocks, NULL);
+    } else if (g->kind == CONNECTOR_SPEC_HISPARSE_HOT ||
+               g->kind == CONNECTOR_SPEC_HISPARSE_RESIDENT) {
+        rd_int(&rd, "page_size", F_REQUIRED, &g->page_size, NULL);
+        if (g->kind == CONNECTOR_SPEC_HISPARSE_HOT)
+            rd_int(&rd, "blocks_per_request", F_REQUIRED, &g->blocks_per_request, NULL);
     } else {
         int hv = 0;
+        int latent = g->kind == CONNECTOR_SPEC_MLA || g->kind == CONNECTOR_SPEC_SLIDING_MLA;
         rd_int(&rd, "num_kv_heads", F_REQUIRED, &g->num_kv_heads, NULL);
         rd_int(&rd, "head_size", F_REQUIRED, &g->head_size, NULL);
         hv = rd_int(&rd, "head_size_v", F_NULLABLE, &g->head_size_v, NULL);
-        if (!hv) g->head_size_v = g->kind == CONNECTOR_SPEC_MLA ? 0 : g->head_size;
+        if (!hv) g->head_size_v = latent ? 0 : g->head_size;
         char dt[CONNECTOR_NAME_MAX] = "";
         if (rd_name(&rd, "dtype", F_REQUIRED, dt, sizeof(dt)) && dtype_lookup(dt, &g->dtype) < 0)
             conncfg_errs_add(e, "%s.dtype: unknown dtype '%s'", path, dt);
-        if (g->kind == CONNECTOR_SPEC_SLIDING) {
+        if (g->kind == CONNECTOR_SPEC_SLIDING || g->kind == CONNECTOR_SPEC_SLIDING_MLA) {
             rd_int(&rd, "sliding_window", F_REQUIRED, &g->sliding_window, NULL);
             rd_int(&rd, "extra_retained_tokens", 0, &g->extra_retained_tokens, NULL);
         }
@@ -545,11 +699,13 @@ static void parse_spec(conncfg *c, connector_group *g, const cJSON *j, const cha
             rd_int(&rd, "sliding_window", F_NULLABLE, &g->sliding_window, NULL);
             rd_int(&rd, "attention_chunk_size", F_NULLABLE, &g->attention_chunk_size, NULL);
         }
-        if (g->kind == CONNECTOR_SPEC_MLA) {
+        if (latent)
             rd_name(&rd, "cache_dtype_str", F_NULLABLE, g->cache_dtype_str,
                     sizeof(g->cache_dtype_str));
+        if (g->kind == CONNECTOR_SPEC_MLA)
             rd_int(&rd, "compress_ratio", 0, &g->compress_ratio, NULL);
-        }
+        if (g->kind == CONNECTOR_SPEC_SLIDING_MLA)
+            rd_bool(&rd, "bounded_replay", &g->bounded_replay);
     }
     rd_close(&rd);
 }
@@ -588,6 +744,8 @@ static int parse_groups(conncfg *c, const cJSON *j, conncfg_errs *e) {
             snprintf(sp, sizeof(sp), "%s.kv_cache_spec", gp);
             parse_spec(c, g, spec, sp, e);
             rd_bool(&gr, "is_eagle_group", &g->is_eagle_group);
+            g->enable_kv_transfer = 1;
+            rd_bool(&gr, "enable_kv_transfer", &g->enable_kv_transfer);
             const cJSON *ln = rd_get(&gr, "layer_names");
             if (ln && !cJSON_IsArray(ln)) type_error(&gr, "layer_names", "an array of strings", ln);
             if (ln && cJSON_IsArray(ln) && cJSON_GetArraySize(ln) > 0) {

@@ -60,6 +60,12 @@ typedef enum connector_spec_kind {
     CONNECTOR_SPEC_MAMBA,    /* MambaSpec */
     CONNECTOR_SPEC_CROSS,    /* CrossAttentionSpec */
     CONNECTOR_SPEC_MLA,      /* MLAAttentionSpec */
+    /* Kinds of vLLM >= 0.29 whose groups are not (or not always) prefix-cacheable: the
+     * reference skips them from 0.30 on; tide's connector does not transfer them. */
+    CONNECTOR_SPEC_SLIDING_MLA,       /* SlidingWindowMLASpec (not cacheable with bounded_replay) */
+    CONNECTOR_SPEC_CIRCULAR,          /* CircularBufferSpec */
+    CONNECTOR_SPEC_HISPARSE_HOT,      /* HiSparseHotSpec */
+    CONNECTOR_SPEC_HISPARSE_RESIDENT, /* HiSparseResidentSpec */
 } connector_spec_kind;
 
 typedef enum connector_role {
@@ -99,6 +105,7 @@ typedef struct connector_group {
     char **layer_names; /* nlayers names (may be 0) */
     size_t nlayers;
     int is_eagle_group;
+    int enable_kv_transfer; /* true; false: vLLM keeps the group out of external transfer */
 
     /* Attention specs (FULL, SLIDING, CROSS, MLA). */
     int64_t num_kv_heads; /* KV heads held on this rank */
@@ -108,8 +115,13 @@ typedef struct connector_group {
     int64_t sliding_window;                   /* SLIDING (required); FULL/MLA optional; 0 = none */
     int64_t attention_chunk_size;             /* FULL/MLA optional; 0 = none */
     int64_t extra_retained_tokens;            /* SLIDING */
-    char cache_dtype_str[CONNECTOR_NAME_MAX]; /* MLA; "" = none */
+    char cache_dtype_str[CONNECTOR_NAME_MAX]; /* MLA, SLIDING_MLA; "" = none */
     int64_t compress_ratio;                   /* MLA; 1 = none */
+    int bounded_replay;                       /* SLIDING_MLA: replays the window, not cacheable */
+
+    /* HiSparse specs: the page is given whole. */
+    int64_t page_size;          /* HISPARSE_HOT, HISPARSE_RESIDENT */
+    int64_t blocks_per_request; /* HISPARSE_HOT */
 
     /* MambaSpec. */
     size_t nstates;
@@ -193,6 +205,57 @@ typedef struct conncfg {
 /* The name of a spec kind, for messages and the CLI. */
 const char *conncfg_spec_name(connector_spec_kind k); /* "FullAttentionSpec" ... */
 
+/* Whether vLLM's prefix caching covers the group's spec (vLLM's `prefix_cacheable`):
+ * false for CircularBufferSpec, the HiSparse specs and SlidingWindowMLASpec with
+ * bounded_replay. */
+int conncfg_spec_prefix_cacheable(const connector_group *g);
+
+/* "none", "align" or "all". */
+const char *conncfg_mamba_mode_name(connector_mamba_mode m);
+
+/* ------------------------------------------------------------------------------------
+ * Keys of kv_transfer_config and kv_connector_extra_config: one table, read by the parser
+ * (so by `tide check-config` and by the connector alike). Each key says who reads it.
+ * ---------------------------------------------------------------------------------- */
+typedef enum conncfg_key_reader {
+    CONNCFG_READ_CONNECTOR = 0, /* libtide's connector */
+    CONNCFG_READ_BINDING,       /* tide.vllm, the Python binding (url, reconnect_s, ...) */
+    CONNCFG_READ_VLLM,          /* vLLM itself (kv_connector_module_path, ...); not used */
+} conncfg_key_reader;
+
+typedef enum conncfg_key_type {
+    CONNCFG_KEY_BOOL = 0,    /* true/false */
+    CONNCFG_KEY_BOOLISH,     /* true/false or the strings "true"/"false" */
+    CONNCFG_KEY_STRING,      /* a string */
+    CONNCFG_KEY_STRING_NULL, /* a string or null */
+    CONNCFG_KEY_INT,         /* an integer */
+    CONNCFG_KEY_INT_NULL,    /* an integer or null */
+    CONNCFG_KEY_NUMBER_POS,  /* a number > 0 */
+    CONNCFG_KEY_NUMBER_NULL, /* a number or null */
+    CONNCFG_KEY_ENUM,        /* one of the strings in names */
+    CONNCFG_KEY_OBJECT,      /* an object (read by its own table) */
+    CONNCFG_KEY_OBJECT_NULL, /* an object or null, not looked into */
+} conncfg_key_type;
+
+#define CONNCFG_NO_FIELD ((size_t)-1)
+
+typedef struct conncfg_key {
+    const char *name;
+    conncfg_key_type type;
+    conncfg_key_reader reader;
+    int required;
+    const char *const *names; /* ENUM: the accepted strings, NULL-terminated */
+    size_t offset;            /* of the field in conncfg (transfer) or connector_extra (extra)
+                                 that receives the value: int for BOOL, BOOLISH and ENUM,
+                                 char * for STRING(_NULL), int64_t for INT(_NULL);
+                                 CONNCFG_NO_FIELD when the connector does not keep it */
+} conncfg_key;
+
+/* The tables: kv_transfer_config's keys and kv_connector_extra_config's (n set to the
+ * count). */
+const conncfg_key *conncfg_transfer_keys(size_t *n);
+const conncfg_key *conncfg_extra_keys(size_t *n);
+
 /*
  * Parse a JSON document (len bytes at json; it need not end with a NUL) into *cfg, which
  * the call initialises. Every problem found is appended to errs.
@@ -227,13 +290,54 @@ typedef enum connector_impl {
     CONNECTOR_IMPL_TIDE = 1,      /* tide's TideStoreConnector */
 } connector_impl;
 
+/*
+ * The rule sets of vLLM's MooncakeStoreConnector._validate_kv_cache_config, by release
+ * (read from the released wheels; docs/VLLM.md):
+ *
+ *   SEED  (vLLM <= 0.28)   every group; Mamba by block size; hybrid under PCP or DCP
+ *   V029  (vLLM 0.29)      the transfer groups, numbered among themselves; Mamba by block
+ *                          size; hybrid under PCP only
+ *   V030  (vLLM 0.30-0.33) the prefix-cacheable transfer groups, by their group id (none:
+ *                          its own message); Mamba by mode; hybrid under PCP only
+ */
+typedef enum connector_rules {
+    CONNECTOR_RULES_SEED = 0,
+    CONNECTOR_RULES_V029,
+    CONNECTOR_RULES_V030,
+} connector_rules;
+
+/* The newest vLLM release tide knows the rules of: check-config's default. */
+#define CONNECTOR_VLLM_NEWEST "0.33"
+
+/* A vLLM release as `tide check-config --vllm` takes it. */
+typedef struct connector_vllm {
+    int major, minor;
+    connector_rules rules;
+    char name[32]; /* "0.33" */
+} connector_vllm;
+
+/*
+ * Parse "MAJOR.MINOR" or "MAJOR.MINOR.PATCH" and find the rule set of that release.
+ * Returns 0, or -EINVAL with a sentence in err (a malformed version, or one newer than
+ * CONNECTOR_VLLM_NEWEST: both versions are named).
+ */
+int connector_vllm_parse(const char *s, connector_vllm *out, char *err, size_t cap);
+
+/* "vLLM <= 0.28", "vLLM 0.29", "vLLM 0.30 to 0.33". */
+const char *connector_rules_span(connector_rules r);
+
 typedef enum connector_item_kind {
     CONNECTOR_ITEM_CROSS_ATTENTION = 0, /* a CrossAttentionSpec group */
-    CONNECTOR_ITEM_MAMBA_BLOCK_SIZE,    /* reference: Mamba block_size != cache block_size */
+    CONNECTOR_ITEM_MAMBA_BLOCK_SIZE,    /* reference <= 0.29: Mamba block_size != cache's */
     CONNECTOR_ITEM_MAMBA_MODE_NONE,     /* tide: Mamba with mamba_cache_mode 'none' */
-    CONNECTOR_ITEM_HYBRID_CP,           /* reference: >1 group with pcp*dcp > 1 */
-    CONNECTOR_ITEM_HYBRID_PCP,          /* tide: >1 group with pcp > 1 */
+    CONNECTOR_ITEM_HYBRID_CP,           /* reference <= 0.28: >1 group with pcp*dcp > 1 */
+    CONNECTOR_ITEM_HYBRID_PCP,          /* reference >= 0.29 and tide: >1 group, pcp > 1 */
     CONNECTOR_ITEM_KEY_TOO_LONG,        /* tide: keys over TIDE_KEY_MAX bytes */
+    CONNECTOR_ITEM_MAMBA_MODE,          /* reference >= 0.30: Mamba mode other than 'align' */
+    CONNECTOR_ITEM_NO_CACHEABLE_GROUP,  /* reference >= 0.30: no prefix-cacheable group (its
+                                           message stands alone) */
+    CONNECTOR_ITEM_NOT_TRANSFERRED,     /* tide: a group tide would not transfer (not
+                                           prefix-cacheable, or enable_kv_transfer false) */
 } connector_item_kind;
 
 /* One unsupported combination, with the figures its message names. */
@@ -247,7 +351,8 @@ typedef struct connector_item {
 
 typedef struct connector_verdict {
     connector_impl impl;
-    int capacity_only; /* validation skipped: the rank only lends memory to the pool */
+    connector_rules rules; /* the reference's rule set applied (REFERENCE only) */
+    int capacity_only;     /* validation skipped: the rank only lends memory to the pool */
     connector_item items[CONNECTOR_MAX_ITEMS];
     size_t nitems;
     char message[CONNECTOR_MAX_ITEMS * 260]; /* "<Connector> does not support: <item>; ..." or "" */
@@ -269,6 +374,10 @@ int connector_capacity_only(const conncfg *cfg);
  * the reference's order).
  */
 int connector_validate(const conncfg *cfg, connector_impl impl, connector_verdict *v);
+
+/* The reference's verdict under one release's rules (connector_validate applies the newest,
+ * CONNECTOR_VLLM_NEWEST's). Same returns as connector_validate. */
+int connector_validate_reference(const conncfg *cfg, connector_rules rules, connector_verdict *v);
 
 /* TP ranks that hold byte-identical copies of group g: 1 when dcp > 1 or for Mamba;
  * tp_size for MLA; else max(1, tp_size / total_num_kv_heads). */

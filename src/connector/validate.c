@@ -8,8 +8,11 @@
  *
  * connector_validate() then answers "does this connector take it?" for two rule sets:
  *
- *   CONNECTOR_IMPL_REFERENCE  vLLM's MooncakeStoreConnector as pinned in shared/seed: its items,
- *                        their order and wording, and its capacity-only skip, exactly.
+ *   CONNECTOR_IMPL_REFERENCE  vLLM's MooncakeStoreConnector of one release: its items, their
+ *                        order and wording, and its capacity-only skip, exactly. The rules
+ *                        changed in 0.29 and 0.30 (connector_rules; the release table
+ *                        vllm_releases maps a release to its rule set); tests/vllm33 checks
+ *                        them against the real function of vLLM 0.32 and 0.33.
  *   CONNECTOR_IMPL_TIDE       tide's connector. Each combination the reference rejects has one
  *                        rule function below that decides tide's answer; supporting a
  *                        combination later means changing that one function (and the
@@ -86,6 +89,8 @@ static int64_t unpadded_page(const connector_group *g) {
         }
         return total;
     }
+    if (g->kind == CONNECTOR_SPEC_HISPARSE_HOT || g->kind == CONNECTOR_SPEC_HISPARSE_RESIDENT)
+        return g->page_size;
     int64_t tokens = g->block_size / (g->compress_ratio > 0 ? g->compress_ratio : 1);
     int64_t n = mul_capped(g->num_kv_heads, tokens);
     n = n < 0 ? -1 : mul_capped(n, g->head_size + g->head_size_v);
@@ -124,13 +129,18 @@ static void check_group(conncfg *c, size_t i, conncfg_errs *e) {
                              GP ".block_size: %" PRId64 " differs from cache_config."
                                 "mamba_block_size %" PRId64,
                              i, g->block_size, c->mamba_block_size);
+    } else if (g->kind == CONNECTOR_SPEC_HISPARSE_HOT ||
+               g->kind == CONNECTOR_SPEC_HISPARSE_RESIDENT) {
+        positive(e, FIELD("page_size"), g->page_size);
+        if (g->kind == CONNECTOR_SPEC_HISPARSE_HOT)
+            positive(e, FIELD("blocks_per_request"), g->blocks_per_request);
     } else {
         positive(e, FIELD("num_kv_heads"), g->num_kv_heads);
         positive(e, FIELD("head_size"), g->head_size);
         /* head_size_v defaults to head_size: report it only when it says something else. */
         if (g->head_size_v < 0 && g->head_size_v != g->head_size)
             conncfg_errs_add(e, GP ".head_size_v: must be >= 0, got %" PRId64, i, g->head_size_v);
-        if (g->kind == CONNECTOR_SPEC_SLIDING) {
+        if (g->kind == CONNECTOR_SPEC_SLIDING || g->kind == CONNECTOR_SPEC_SLIDING_MLA) {
             positive(e, FIELD("sliding_window"), g->sliding_window);
             if (g->extra_retained_tokens < 0)
                 conncfg_errs_add(e, GP ".extra_retained_tokens: must be >= 0, got %" PRId64, i,
@@ -184,9 +194,14 @@ static int derive_pages(conncfg *c, conncfg_errs *e) {
     return bad ? -1 : 0;
 }
 
-/* Scheduler and hash block sizes, as vLLM resolves them with a KV connector present. */
+/* Scheduler and hash block sizes, as vLLM resolves them with a KV connector present, over
+ * the groups whose blocks prefix caching hashes (a CircularBufferSpec's block is a ring,
+ * a HiSparse spec's a per-request allocation). */
 static int derive_block_sizes(conncfg *c, conncfg_errs *e) {
-    if (c->ngroups == 1) {
+    size_t ncacheable = 0;
+    for (size_t i = 0; i < c->ngroups; i++)
+        ncacheable += conncfg_spec_prefix_cacheable(&c->groups[i]);
+    if (c->ngroups == 1 || ncacheable == 0) {
         c->scheduler_block_size = c->hash_block_size = c->block_size * c->dcp_size;
         c->partial_hits = 0;
         return 0;
@@ -194,6 +209,7 @@ static int derive_block_sizes(conncfg *c, conncfg_errs *e) {
     int64_t lcm = 1, gcd = 0;
     int mamba_unaligned = 0;
     for (size_t i = 0; i < c->ngroups; i++) {
+        if (!conncfg_spec_prefix_cacheable(&c->groups[i])) continue;
         int64_t b = c->groups[i].eff_block_size;
         lcm = mul_capped(lcm / gcd64(lcm, b), b);
         if (lcm < 0) {
@@ -227,6 +243,7 @@ static int derive_block_sizes(conncfg *c, conncfg_errs *e) {
     c->partial_hits = mamba_partial && !sliding && c->dcp_size == 1 && c->pcp_size == 1;
     int bad = 0;
     for (size_t i = 0; i < c->ngroups; i++) {
+        if (!conncfg_spec_prefix_cacheable(&c->groups[i])) continue;
         int64_t b = c->groups[i].eff_block_size;
         if (b % c->hash_block_size) {
             conncfg_errs_add(e,
@@ -395,24 +412,147 @@ static void add_item(connector_verdict *v, connector_item_kind kind, int group, 
     va_end(ap);
 }
 
-/* The reference's rules, in its order: per group (cross attention, then the Mamba block
- * size), then hybrid attention under context parallelism. */
-static void reference_rules(const conncfg *c, connector_verdict *v) {
-    for (size_t i = 0; i < c->ngroups; i++) {
-        const connector_group *g = &c->groups[i];
-        if (g->kind == CONNECTOR_SPEC_CROSS)
-            add_item(v, CONNECTOR_ITEM_CROSS_ATTENTION, (int)i, 0, 0,
-                     "group %zu: CrossAttentionSpec", i);
-        if (g->kind == CONNECTOR_SPEC_MAMBA && g->block_size != c->block_size)
-            add_item(v, CONNECTOR_ITEM_MAMBA_BLOCK_SIZE, (int)i, g->block_size, c->block_size,
-                     "group %zu: MambaSpec with block_size=%" PRId64
-                     " != cache_config.block_size=%" PRId64 " (mamba_cache_mode != 'align')",
-                     i, g->block_size, c->block_size);
+/* ------------------------------------------------------------------------------------
+ * vLLM releases and their rule sets.
+ * ---------------------------------------------------------------------------------- */
+
+/* Each 0.x release range and the rules its MooncakeStoreConnector applies; the last row
+ * ends at CONNECTOR_VLLM_NEWEST. Supporting a new release: extend the last row or add one
+ * (and a case to reference_rules), and update CONNECTOR_VLLM_NEWEST. */
+static const struct {
+    int minor_lo, minor_hi;
+    connector_rules rules;
+    const char *span;
+} vllm_releases[] = {
+    {0, 28, CONNECTOR_RULES_SEED, "vLLM <= 0.28"},
+    {29, 29, CONNECTOR_RULES_V029, "vLLM 0.29"},
+    {30, 33, CONNECTOR_RULES_V030, "vLLM 0.30 to 0.33"},
+};
+#define NRELEASES (sizeof(vllm_releases) / sizeof(vllm_releases[0]))
+
+const char *connector_rules_span(connector_rules r) {
+    for (size_t i = 0; i < NRELEASES; i++)
+        if (vllm_releases[i].rules == r) return vllm_releases[i].span;
+    return "?";
+}
+
+/* A decimal number of at most 4 digits at *s; -1 when none. */
+static int version_part(const char **s) {
+    int n = 0, d = 0;
+    while (isdigit((unsigned char)**s) && d < 5) {
+        n = n * 10 + (**s - '0');
+        (*s)++;
+        d++;
     }
-    if (c->ngroups > 1 && c->pcp_size * c->dcp_size > 1)
-        add_item(v, CONNECTOR_ITEM_HYBRID_CP, -1, c->pcp_size, c->dcp_size,
-                 "PCP/DCP > 1 (pcp=%" PRId64 ", dcp=%" PRId64 ") with hybrid attention",
-                 c->pcp_size, c->dcp_size);
+    return d == 0 || d > 4 ? -1 : n;
+}
+
+int connector_vllm_parse(const char *s, connector_vllm *out, char *err, size_t cap) {
+    const char *p = s;
+    int major = version_part(&p), minor = -1;
+    if (major >= 0 && *p == '.') {
+        p++;
+        minor = version_part(&p);
+    }
+    if (minor >= 0 && *p == '.') {
+        p++;
+        if (version_part(&p) < 0) minor = -1;
+    }
+    if (major < 0 || minor < 0 || *p) {
+        snprintf(err, cap, "'%s' is not a vLLM version (MAJOR.MINOR or MAJOR.MINOR.PATCH, e.g. %s)",
+                 s, CONNECTOR_VLLM_NEWEST);
+        return -EINVAL;
+    }
+    for (size_t i = 0; major == 0 && i < NRELEASES; i++)
+        if (minor >= vllm_releases[i].minor_lo && minor <= vllm_releases[i].minor_hi) {
+            out->major = major;
+            out->minor = minor;
+            out->rules = vllm_releases[i].rules;
+            snprintf(out->name, sizeof(out->name), "%d.%d", major, minor);
+            return 0;
+        }
+    snprintf(err, cap,
+             "vLLM %s is newer than the releases whose MooncakeStoreConnector rules tide knows "
+             "(up to vLLM %s): pass --vllm %s, or use a tide that knows vLLM %s",
+             s, CONNECTOR_VLLM_NEWEST, CONNECTOR_VLLM_NEWEST, s);
+    return -EINVAL;
+}
+
+/* ------------------------------------------------------------------------------------
+ * The reference's rules.
+ * ---------------------------------------------------------------------------------- */
+
+/* i: the group's index in the configuration (item.group); idx: the number the message
+ * names. */
+static void reference_mamba_block_size(const conncfg *c, size_t i, size_t idx,
+                                       connector_verdict *v) {
+    const connector_group *g = &c->groups[i];
+    if (g->kind == CONNECTOR_SPEC_MAMBA && g->block_size != c->block_size)
+        add_item(v, CONNECTOR_ITEM_MAMBA_BLOCK_SIZE, (int)i, g->block_size, c->block_size,
+                 "group %zu: MambaSpec with block_size=%" PRId64
+                 " != cache_config.block_size=%" PRId64 " (mamba_cache_mode != 'align')",
+                 idx, g->block_size, c->block_size);
+}
+
+static void reference_cross(const conncfg *c, size_t i, size_t idx, connector_verdict *v) {
+    if (c->groups[i].kind == CONNECTOR_SPEC_CROSS)
+        add_item(v, CONNECTOR_ITEM_CROSS_ATTENTION, (int)i, 0, 0, "group %zu: CrossAttentionSpec",
+                 idx);
+}
+
+static void reference_hybrid_pcp(const conncfg *c, size_t ngroups, connector_verdict *v) {
+    if (ngroups > 1 && c->pcp_size > 1)
+        add_item(v, CONNECTOR_ITEM_HYBRID_PCP, -1, c->pcp_size, c->dcp_size,
+                 "PCP > 1 (pcp=%" PRId64 ") with hybrid attention", c->pcp_size);
+}
+
+/* The reference's rules, in its order, under one release's rule set. Items carry the group's
+ * index (item.group); the message names it (<= 0.28, >= 0.30), or its position among the
+ * transfer groups (0.29). Returns 1 when the verdict is the stand-alone "no prefix-cacheable
+ * group" error. */
+static int reference_rules(const conncfg *c, connector_rules rules, connector_verdict *v) {
+    size_t n = 0;
+    switch (rules) {
+    case CONNECTOR_RULES_SEED:
+        for (size_t i = 0; i < c->ngroups; i++) {
+            reference_cross(c, i, i, v);
+            reference_mamba_block_size(c, i, i, v);
+        }
+        if (c->ngroups > 1 && c->pcp_size * c->dcp_size > 1)
+            add_item(v, CONNECTOR_ITEM_HYBRID_CP, -1, c->pcp_size, c->dcp_size,
+                     "PCP/DCP > 1 (pcp=%" PRId64 ", dcp=%" PRId64 ") with hybrid attention",
+                     c->pcp_size, c->dcp_size);
+        return 0;
+    case CONNECTOR_RULES_V029:
+        for (size_t i = 0; i < c->ngroups; i++) {
+            if (!c->groups[i].enable_kv_transfer) continue;
+            reference_cross(c, i, n, v);
+            reference_mamba_block_size(c, i, n, v);
+            n++;
+        }
+        reference_hybrid_pcp(c, n, v);
+        return 0;
+    case CONNECTOR_RULES_V030:
+        for (size_t i = 0; i < c->ngroups; i++)
+            n += c->groups[i].enable_kv_transfer && conncfg_spec_prefix_cacheable(&c->groups[i]);
+        if (n == 0) {
+            add_item(v, CONNECTOR_ITEM_NO_CACHEABLE_GROUP, -1, 0, 0,
+                     "MooncakeStore requires at least one prefix-cacheable KV cache group");
+            return 1;
+        }
+        for (size_t i = 0; i < c->ngroups; i++) {
+            const connector_group *g = &c->groups[i];
+            if (!g->enable_kv_transfer || !conncfg_spec_prefix_cacheable(g)) continue;
+            reference_cross(c, i, i, v);
+            if (g->kind == CONNECTOR_SPEC_MAMBA && g->mamba_mode != CONNECTOR_MAMBA_ALIGN)
+                add_item(v, CONNECTOR_ITEM_MAMBA_MODE, (int)i, 0, 0,
+                         "group %zu: mamba_cache_mode='%s' != 'align'", i,
+                         conncfg_mamba_mode_name(g->mamba_mode));
+        }
+        reference_hybrid_pcp(c, n, v);
+        return 0;
+    }
+    return 0;
 }
 
 /*
@@ -452,10 +592,29 @@ static void tide_rule_hybrid_cp(const conncfg *c, connector_verdict *v) {
                  c->dcp_size);
 }
 
+/* Groups tide's connector would not transfer: tide keys, saves and loads every group, and
+ * looks up a prefix in every group; a group vLLM keeps out of transfer (enable_kv_transfer
+ * false), or whose blocks vLLM's prefix caching does not cover, has no meaning at a shared
+ * prefix boundary. Rejected, naming the group and why. */
+static void tide_rule_not_transferred(const conncfg *c, size_t i, connector_verdict *v) {
+    const connector_group *g = &c->groups[i];
+    if (!g->enable_kv_transfer)
+        add_item(v, CONNECTOR_ITEM_NOT_TRANSFERRED, (int)i, 0, 0,
+                 "group %zu: %s with enable_kv_transfer=false (tide transfers every group)", i,
+                 conncfg_spec_name(g->kind));
+    else if (!conncfg_spec_prefix_cacheable(g))
+        add_item(v, CONNECTOR_ITEM_NOT_TRANSFERRED, (int)i, 0, 0,
+                 "group %zu: %s%s is not prefix-cacheable (tide transfers prefix-cacheable "
+                 "groups only)",
+                 i, conncfg_spec_name(g->kind),
+                 g->kind == CONNECTOR_SPEC_SLIDING_MLA ? " with bounded_replay" : "");
+}
+
 static void tide_rules(const conncfg *c, connector_verdict *v) {
     for (size_t i = 0; i < c->ngroups; i++) {
         if (c->groups[i].kind == CONNECTOR_SPEC_CROSS) tide_rule_cross(c, i, v);
         if (c->groups[i].kind == CONNECTOR_SPEC_MAMBA) tide_rule_mamba(c, i, v);
+        tide_rule_not_transferred(c, i, v);
     }
     tide_rule_hybrid_cp(c, v);
     size_t klen = connector_key_max_len(c);
@@ -465,9 +624,11 @@ static void tide_rules(const conncfg *c, connector_verdict *v) {
                  TIDE_KEY_MAX);
 }
 
-int connector_validate(const conncfg *cfg, connector_impl impl, connector_verdict *v) {
+static int verdict_of(const conncfg *cfg, connector_impl impl, connector_rules rules,
+                      connector_verdict *v) {
     memset(v, 0, sizeof(*v));
     v->impl = impl;
+    v->rules = rules;
     /* conncfg_check() first; the reference needs only what vLLM checks before it. */
     if (!(impl == CONNECTOR_IMPL_REFERENCE ? cfg->reached_connector : cfg->checked))
         return TIDE_ECONFIG;
@@ -475,10 +636,12 @@ int connector_validate(const conncfg *cfg, connector_impl impl, connector_verdic
         v->capacity_only = 1;
         return 0;
     }
-    if (impl == CONNECTOR_IMPL_REFERENCE)
-        reference_rules(cfg, v);
-    else
-        tide_rules(cfg, v);
+    if (impl == CONNECTOR_IMPL_REFERENCE && reference_rules(cfg, rules, v)) {
+        /* An error of its own, not an item of the aggregated list. */
+        snprintf(v->message, sizeof(v->message), "%s", v->items[0].text);
+        return TIDE_EUNSUPPORTED;
+    }
+    if (impl == CONNECTOR_IMPL_TIDE) tide_rules(cfg, v);
     if (v->nitems == 0) return 0;
     size_t len = (size_t)snprintf(v->message, sizeof(v->message),
                                   "%s does not support: ", connector_impl_name(impl));
@@ -486,4 +649,12 @@ int connector_validate(const conncfg *cfg, connector_impl impl, connector_verdic
         len += (size_t)snprintf(v->message + len, sizeof(v->message) - len, "%s%s", i ? "; " : "",
                                 v->items[i].text);
     return TIDE_EUNSUPPORTED;
+}
+
+int connector_validate(const conncfg *cfg, connector_impl impl, connector_verdict *v) {
+    return verdict_of(cfg, impl, CONNECTOR_RULES_V030, v);
+}
+
+int connector_validate_reference(const conncfg *cfg, connector_rules rules, connector_verdict *v) {
+    return verdict_of(cfg, CONNECTOR_IMPL_REFERENCE, rules, v);
 }

@@ -12,7 +12,8 @@
  *     verdict, and never tide's;
  *   - after a successful check: ngroups >= 1, every parallel size >= 1 and every rank
  *     within its size, block and hash sizes > 0, each group's page bytes > 0;
- *   - validate returns 0 or TIDE_EUNSUPPORTED (then with a non-empty message);
+ *   - validate returns 0 or TIDE_EUNSUPPORTED (then with a non-empty message), for tide and
+ *     for the reference under every release's rules;
  *   - keys are at most TIDE_KEY_MAX bytes or refused with TIDE_EKEYLONG.
  * Sanitizers (ASan, UBSan) catch what the properties do not: overflows, leaks, UB.
  * The outcome (0 = accepted by tide's connector, else the failing code) goes to *outcome.
@@ -61,6 +62,15 @@ static inline const char *conncfg_props(conncfg *cfg, conncfg_errs *errs, const 
     for (size_t g = 0; g < cfg->ngroups; g++)
         if (cfg->groups[g].page_bytes < 1) return "checked: a group with page_bytes < 1";
     static connector_verdict v;
+    /* The reference under every release's rules, then tide's. */
+    for (int r = CONNECTOR_RULES_SEED; r <= CONNECTOR_RULES_V030; r++) {
+        memset(&v, 0, sizeof(v));
+        rc = connector_validate_reference(cfg, (connector_rules)r, &v);
+        if (rc != 0 && rc != TIDE_EUNSUPPORTED) return "reference: unexpected return code";
+        if (rc == TIDE_EUNSUPPORTED && (v.message[0] == '\0' || v.nitems == 0))
+            return "reference refused without a message";
+        if (memchr(v.message, '\0', sizeof(v.message)) == NULL) return "verdict not terminated";
+    }
     for (int impl = 0; impl < 2; impl++) {
         memset(&v, 0, sizeof(v));
         rc = connector_validate(cfg, (connector_impl)impl, &v);

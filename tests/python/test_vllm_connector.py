@@ -851,7 +851,9 @@ def test_config_from_vllm_objects(tided):
     )
     cfg, got_url = tv.config_from_vllm(vc, kvc, "scheduler")
     assert got_url == url
-    assert cfg["kv_transfer_config"]["kv_connector_extra_config"] == {"cache_prefix": "t"}
+    # The binding's own keys go to C with the rest: its key table accepts them.
+    assert cfg["kv_transfer_config"]["kv_connector_extra_config"] == {"url": url,
+                                                                      "cache_prefix": "t"}
     assert cfg["kv_cache_config"]["kv_cache_groups"][0]["kv_cache_spec"] == {
         "type": "FullAttentionSpec", "block_size": BLOCK, "num_kv_heads": HEADS,
         "head_size": HEAD, "head_size_v": HEAD, "dtype": "torch.float16",

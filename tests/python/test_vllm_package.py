@@ -68,18 +68,43 @@ class GoodBase:
         pass
 
 
+class GoodBase033(GoodBase):
+    """vLLM 0.33's base: the sleep-mode hooks added."""
+
+    @classmethod
+    def supports_sleep_mode(cls, kv_transfer_config):
+        return True
+
+    def unregister_kv_caches(self):
+        pass
+
+    def restore_kv_caches(self):
+        pass
+
+
 def test_interface_check_accepts_the_tested_interface():
     assert _base.interface_problems(GoodBase) == []
     assert _base.check_vllm("0.32.0", GoodBase) is None
+    assert _base.check_vllm("0.33.0", GoodBase033) is None
+
+
+def test_interface_check_wants_the_sleep_mode_hooks_from_033():
+    """A vLLM that says 0.33 but lacks a hook 0.33 calls is refused, naming both versions."""
+    with pytest.raises(RuntimeError) as e:
+        _base.check_vllm("0.33.0", GoodBase)
+    text = str(e.value)
+    assert "vLLM 0.33.0" in text and "0.32.x, 0.33.x" in text
+    assert "KVConnectorBase_V1.unregister_kv_caches is gone" in text
+    assert "KVConnectorBase_V1.supports_sleep_mode is gone" in text
 
 
 def test_interface_check_warns_on_an_untested_version_that_matches():
-    msg = _base.check_vllm("0.40.1", GoodBase)
-    assert "0.40.1" in msg and "0.32.x" in msg and "matches" in msg
+    msg = _base.check_vllm("0.40.1", GoodBase033)
+    assert "0.40.1" in msg and "0.32.x, 0.33.x" in msg and "matches" in msg
 
 
 def test_interface_check_refuses_a_changed_interface():
-    class Changed(GoodBase):
+    class Changed(GoodBase033):
         def get_num_new_matched_tokens(self, req, computed):  # renamed parameters
             pass
 

@@ -23,6 +23,11 @@ static void slurp(const char *path, char *buf, size_t cap) {
     fclose(f);
 }
 
+/* The reference's verdict line under the seed's rules (--vllm 0.28), which most tests here
+ * use, and under the default (the newest release's). */
+#define SEED "vLLM 0.28 MooncakeStoreConnector (rules of vLLM <= 0.28): "
+#define NEWEST "vLLM 0.33 MooncakeStoreConnector (rules of vLLM 0.30 to 0.33): "
+
 /* Run `tide check-config ARGS`; returns the exit status, output in out_text/err_text. */
 static int run_check(const char *args) {
     char cmd[4096], out[512], err[512];
@@ -80,14 +85,14 @@ TEST(connector_cli_unreadable_and_unparsable) {
 
     const char *p = write_tmp("bad.json", "{\n  \"model_config\": {\"model\": \"m\"},\n"
                                           "  \"cache_config\": {\"block_size\": 16,}\n}\n");
-    snprintf(args, sizeof(args), "'%s'", p);
+    snprintf(args, sizeof(args), "--vllm 0.28 '%s'", p);
     CHECK_EQ(run_check(args), 2);
     CHECK_CONTAINS(err_text, "bad.json: line 3, column ");
     CHECK_CONTAINS(err_text, "invalid JSON");
     CHECK_STR(out_text, "");
 
     p = write_tmp("typo.json", doc("\"blok_size\":16", "", "", G_FULL(16)));
-    snprintf(args, sizeof(args), "'%s'", p);
+    snprintf(args, sizeof(args), "--vllm 0.28 '%s'", p);
     CHECK_EQ(run_check(args), 2);
     CHECK_CONTAINS(err_text, "typo.json: cache_config.blok_size: unknown key (did you mean "
                              "'block_size'?)");
@@ -96,11 +101,12 @@ TEST(connector_cli_unreadable_and_unparsable) {
 TEST(connector_cli_invalid_values_exit_1) {
     const char *p = write_tmp("replay.json", doc("\"use_replayssm\":true", "", "", G_FULL(16)));
     char args[1024];
-    snprintf(args, sizeof(args), "'%s'", p);
+    snprintf(args, sizeof(args), "--vllm 0.28 '%s'", p);
     CHECK_EQ(run_check(args), 1);
-    CHECK_CONTAINS(out_text, "vLLM MooncakeStoreConnector: rejected: the configuration is "
-                             "invalid\ntide TideStoreConnector: rejected: the configuration is "
-                             "invalid\n");
+    CHECK_CONTAINS(out_text,
+                   SEED "rejected: the configuration is "
+                        "invalid\ntide TideStoreConnector: rejected: the configuration is "
+                        "invalid\n");
     CHECK_CONTAINS(out_text, "--use-replayssm is incompatible with KV connectors (P/D "
                              "disaggregation, KV cache offload)");
 }
@@ -111,18 +117,19 @@ TEST(connector_cli_verdict_lines_and_fixes) {
                                   "\"tensor_parallel_size\":2,\"decode_context_parallel_size\":2",
                                   "", G_FULL(16) "," G_MAMBA(64)));
     char args[1024];
-    snprintf(args, sizeof(args), "'%s'", p);
+    snprintf(args, sizeof(args), "--vllm 0.28 '%s'", p);
     CHECK_EQ(run_check(args), 0);
-    CHECK(strncmp(out_text,
-                  "vLLM MooncakeStoreConnector: rejected: MooncakeStoreConnector does not "
-                  "support: group 1: MambaSpec with block_size=64 != cache_config.block_size=16 "
-                  "(mamba_cache_mode != 'align'); PCP/DCP > 1 (pcp=1, dcp=2) with hybrid "
-                  "attention\ntide TideStoreConnector: accepted\n",
-                  strlen("vLLM MooncakeStoreConnector: rejected: MooncakeStoreConnector does not "
-                         "support: group 1: MambaSpec with block_size=64 != "
-                         "cache_config.block_size=16 (mamba_cache_mode != 'align'); PCP/DCP > 1 "
-                         "(pcp=1, dcp=2) with hybrid attention\ntide TideStoreConnector: "
-                         "accepted\n")) == 0);
+    CHECK(
+        strncmp(out_text,
+                SEED "rejected: MooncakeStoreConnector does not "
+                     "support: group 1: MambaSpec with block_size=64 != cache_config.block_size=16 "
+                     "(mamba_cache_mode != 'align'); PCP/DCP > 1 (pcp=1, dcp=2) with hybrid "
+                     "attention\ntide TideStoreConnector: accepted\n",
+                strlen(SEED "rejected: MooncakeStoreConnector does not "
+                            "support: group 1: MambaSpec with block_size=64 != "
+                            "cache_config.block_size=16 (mamba_cache_mode != 'align'); PCP/DCP > 1 "
+                            "(pcp=1, dcp=2) with hybrid attention\ntide TideStoreConnector: "
+                            "accepted\n")) == 0);
     CHECK(strstr(out_text, "set cache_config.mamba_cache_mode to \"align\"") == NULL);
     CHECK_CONTAINS(out_text, "make the MambaSpec block_size (64) match cache_config.block_size "
                              "(16)");
@@ -132,17 +139,17 @@ TEST(connector_cli_verdict_lines_and_fixes) {
 
     /* Mode 'none': the reference accepts (equal block sizes), tide does not. */
     p = write_tmp("none.json", doc("", "", "", G_FULL(16) "," G_MAMBA(16)));
-    snprintf(args, sizeof(args), "'%s'", p);
+    snprintf(args, sizeof(args), "--vllm 0.28 '%s'", p);
     CHECK_EQ(run_check(args), 1);
     CHECK(strncmp(out_text,
-                  "vLLM MooncakeStoreConnector: accepted\ntide TideStoreConnector: "
-                  "rejected: TideStoreConnector does not support: group 1: MambaSpec "
-                  "with mamba_cache_mode='none'",
+                  SEED "accepted\ntide TideStoreConnector: "
+                       "rejected: TideStoreConnector does not support: group 1: MambaSpec "
+                       "with mamba_cache_mode='none'",
                   120) == 0);
     CHECK_CONTAINS(out_text, "set cache_config.mamba_cache_mode to \"align\" (recommended)");
 
     /* --quiet prints only the two verdict lines. */
-    snprintf(args, sizeof(args), "--quiet '%s'", p);
+    snprintf(args, sizeof(args), "--vllm 0.28 --quiet '%s'", p);
     CHECK_EQ(run_check(args), 1);
     int lines = 0;
     for (const char *s = out_text; *s; s++)
@@ -157,10 +164,10 @@ TEST(connector_cli_reference_verdict_before_derived_problems) {
     const char *p = write_tmp(
         "mamba-all.json", doc("\"mamba_cache_mode\":\"all\"", "", "", G_FULL(16) "," G_MAMBA(64)));
     char args[1024];
-    snprintf(args, sizeof(args), "'%s'", p);
+    snprintf(args, sizeof(args), "--vllm 0.28 '%s'", p);
     CHECK_EQ(run_check(args), 1);
-    CHECK_STR(out_text,
-              "vLLM MooncakeStoreConnector: rejected: MooncakeStoreConnector does not support: "
+    CHECK_STR(out_text, SEED
+              "rejected: MooncakeStoreConnector does not support: "
               "group 1: MambaSpec with block_size=64 != cache_config.block_size=16 "
               "(mamba_cache_mode != 'align')\n"
               "tide TideStoreConnector: rejected: the configuration is invalid\n"
@@ -185,13 +192,12 @@ TEST(connector_cli_reference_verdict_before_derived_problems) {
               "    - or make every group's block size a multiple of 64\n");
     CHECK_STR(err_text, "");
 
-    snprintf(args, sizeof(args), "--quiet '%s'", p);
+    snprintf(args, sizeof(args), "--vllm 0.28 --quiet '%s'", p);
     CHECK_EQ(run_check(args), 1);
-    CHECK_STR(out_text,
-              "vLLM MooncakeStoreConnector: rejected: MooncakeStoreConnector does not support: "
-              "group 1: MambaSpec with block_size=64 != cache_config.block_size=16 "
-              "(mamba_cache_mode != 'align')\n"
-              "tide TideStoreConnector: rejected: the configuration is invalid\n");
+    CHECK_STR(out_text, SEED "rejected: MooncakeStoreConnector does not support: "
+                             "group 1: MambaSpec with block_size=64 != cache_config.block_size=16 "
+                             "(mamba_cache_mode != 'align')\n"
+                             "tide TideStoreConnector: rejected: the configuration is invalid\n");
 }
 
 /* Every reference rule with every derived check that can fire with it (connector_testutil.h):
@@ -202,11 +208,11 @@ TEST(connector_cli_reference_verdict_with_every_derived_problem) {
         const derived_case *t = &derived_cases[i];
         const char *p = write_tmp("derived.json", doc(t->cache, t->parallel, "", t->groups));
         char args[1024];
-        snprintf(args, sizeof(args), "'%s'", p);
+        snprintf(args, sizeof(args), "--vllm 0.28 '%s'", p);
         CHECK_MSG(run_check(args) == 1, "%s: exit status", t->name);
         snprintf(want, sizeof(want),
-                 "vLLM MooncakeStoreConnector: %s%s\n"
-                 "tide TideStoreConnector: rejected: the configuration is invalid\n",
+                 SEED "%s%s\n"
+                      "tide TideStoreConnector: rejected: the configuration is invalid\n",
                  t->ref[0] ? "rejected: " : "accepted", t->ref);
         CHECK_MSG(strncmp(out_text, want, strlen(want)) == 0, "%s: output starts\n%s", t->name,
                   out_text);
@@ -232,28 +238,33 @@ TEST(connector_cli_reference_verdict_with_every_derived_problem) {
                   "\"kv_connector_extra_config\":{\"enable_lookup\":false}},"
                   "\"kv_cache_config\":{\"kv_cache_groups\":[" G_CROSS(16) "," G_MAMBA(64) "]}}");
     char args[1024];
-    snprintf(args, sizeof(args), "'%s'", p);
+    snprintf(args, sizeof(args), "--vllm 0.28 '%s'", p);
     CHECK_EQ(run_check(args), 1);
-    CHECK(strncmp(out_text, "vLLM MooncakeStoreConnector: accepted (capacity-only",
-                  strlen("vLLM MooncakeStoreConnector: accepted (capacity-only")) == 0);
+    CHECK(strncmp(out_text, SEED "accepted (capacity-only",
+                  strlen(SEED "accepted (capacity-only")) == 0);
     CHECK_CONTAINS(out_text, "\ntide TideStoreConnector: rejected: the configuration is invalid\n");
     CHECK_CONTAINS(out_text, "\n  " HASH_LINE(0, 16, 64) "\n");
 }
 
-/* The table of examples in docs/VLLM.md: file, the reference's verdict, tide's verdict. */
+/* The table of examples in docs/VLLM.md: file, the reference's verdict under each rule set
+ * (vLLM <= 0.28, 0.29, 0.30 to 0.33), tide's verdict. */
 static const struct {
     const char *file;
-    int ref_ok, tide_ok;
+    int ref_ok[3], tide_ok;
 } example_table[] = {
-    {"llama-dense.json", 1, 1},
-    {"gemma-sliding-window.json", 1, 1},
-    {"qwen3-next-hybrid-align.json", 1, 1},
-    {"deepseek-mla-tp8.json", 1, 1},
-    {"whisper-cross-attention.json", 0, 0},
-    {"falcon-h1-dcp-reference-rejects.json", 0, 1},
+    {"llama-dense.json", {1, 1, 1}, 1},
+    {"gemma-sliding-window.json", {1, 1, 1}, 1},
+    {"qwen3-next-hybrid-align.json", {1, 1, 1}, 1},
+    {"deepseek-mla-tp8.json", {1, 1, 1}, 1},
+    {"whisper-cross-attention.json", {0, 0, 0}, 0},
+    /* Mamba block 128 vs cache block 32 (align mode), DCP 2: 0.29 drops the DCP item but keeps
+     * the block-size one; 0.30 judges Mamba by mode. */
+    {"falcon-h1-dcp-reference-rejects.json", {0, 0, 1}, 1},
 };
 
 TEST(connector_examples_get_their_verdicts) {
+    static const char *const versions[3] = {"0.28", "0.29", "0.33"};
+    static const char *const spans[3] = {"vLLM <= 0.28", "vLLM 0.29", "vLLM 0.30 to 0.33"};
     const char *dir = examples_dir();
     for (size_t i = 0; i < sizeof(example_table) / sizeof(example_table[0]); i++) {
         char path[PATH_MAX + 64];
@@ -265,19 +276,102 @@ TEST(connector_examples_get_their_verdicts) {
         if (rc == 0) rc = conncfg_check(&c, &e);
         CHECK_MSG(rc == 0, "%s: %s", example_table[i].file, e.n ? e.msg[0] : "?");
         connector_verdict v;
+        for (int r = 0; r < 3; r++)
+            CHECK_MSG((connector_validate_reference(&c, (connector_rules)r, &v) == 0) ==
+                          example_table[i].ref_ok[r],
+                      "%s: reference verdict (%s)", example_table[i].file, spans[r]);
         CHECK_MSG((connector_validate(&c, CONNECTOR_IMPL_REFERENCE, &v) == 0) ==
-                      example_table[i].ref_ok,
-                  "%s: reference verdict", example_table[i].file);
+                      example_table[i].ref_ok[2],
+                  "%s: reference verdict (default)", example_table[i].file);
         CHECK_MSG((connector_validate(&c, CONNECTOR_IMPL_TIDE, &v) == 0) ==
                       example_table[i].tide_ok,
                   "%s: tide verdict", example_table[i].file);
         conncfg_free(&c);
         conncfg_errs_free(&e);
 
-        char args[PATH_MAX + 80];
-        snprintf(args, sizeof(args), "'%s'", path);
-        CHECK_EQ(run_check(args), example_table[i].tide_ok ? 0 : 1);
-        CHECK_CONTAINS(out_text, example_table[i].ref_ok ? "vLLM MooncakeStoreConnector: accepted"
-                                                         : "vLLM MooncakeStoreConnector: rejected");
+        for (int r = 0; r < 3; r++) {
+            char args[PATH_MAX + 80], want[160];
+            snprintf(args, sizeof(args), "--vllm %s '%s'", versions[r], path);
+            CHECK_EQ(run_check(args), example_table[i].tide_ok ? 0 : 1);
+            snprintf(want, sizeof(want), "vLLM %s MooncakeStoreConnector (rules of %s): %s",
+                     versions[r], spans[r], example_table[i].ref_ok[r] ? "accepted" : "rejected");
+            CHECK_MSG(strncmp(out_text, want, strlen(want)) == 0, "%s: %s", args, out_text);
+        }
     }
+}
+
+/* The README's --kv-transfer-config (kv_connector_module_path, url, reconnect_s) is a
+ * configuration tide's connector takes, so check-config takes it too: both read one key
+ * table. Every key of that table is accepted with a value of its type. */
+TEST(connector_cli_accepts_every_key_the_connector_accepts) {
+    const char *p = write_tmp(
+        "readme.json", doc("", "",
+                           "\"kv_connector\":\"TideStoreConnector\",\"kv_connector_module_path\":"
+                           "\"tide.vllm\",\"kv_load_failure_policy\":\"recompute\","
+                           "\"kv_connector_extra_config\":{\"url\":\"unix:///run/tide/tide.sock\","
+                           "\"reconnect_s\":5,\"kv_events\":true}",
+                           G_FULL(16)));
+    char args[1024];
+    snprintf(args, sizeof(args), "'%s'", p);
+    CHECK_EQ(run_check(args), 0);
+    CHECK_STR(err_text, "");
+    CHECK(strncmp(out_text, NEWEST "accepted\n", strlen(NEWEST "accepted\n")) == 0);
+
+    static const char *const sample[] = {"true", "\"true\"", "\"s\"", "null", "7", "null",
+                                         "2.5",  "null",     NULL,    NULL,   NULL};
+    size_t nt, nx;
+    const conncfg_key *tk = conncfg_transfer_keys(&nt), *xk = conncfg_extra_keys(&nx);
+    char inner[4096], body[8192];
+    size_t len = 0;
+    for (size_t i = 0; i < nx; i++) {
+        const char *val = xk[i].type == CONNCFG_KEY_ENUM ? "\"x\"" : sample[xk[i].type];
+        if (!val) continue;
+        if (strcmp(xk[i].name, "lookup_rpc_port") == 0) val = "0";
+        len += (size_t)snprintf(inner + len, sizeof(inner) - len, "%s\"%s\":%s", len ? "," : "",
+                                xk[i].name, val);
+    }
+    len = (size_t)snprintf(body, sizeof(body), "\"kv_connector_extra_config\":{%s}", inner);
+    for (size_t i = 0; i < nt; i++) {
+        const char *val = sample[tk[i].type];
+        if (!val || strcmp(tk[i].name, "kv_role") == 0) continue; /* kv_role: doc() sets it */
+        len += (size_t)snprintf(body + len, sizeof(body) - len, ",\"%s\":%s", tk[i].name, val);
+    }
+    p = write_tmp("every-key.json", doc("", "", body, G_FULL(16)));
+    snprintf(args, sizeof(args), "'%s'", p);
+    CHECK_MSG(run_check(args) == 0, "%s\n%s", body, err_text);
+    CHECK(nt >= 9 && nx >= 12);
+
+    /* A typo is refused with the key's path and a suggestion; a wrong type with the type. */
+    p = write_tmp("typo.json", doc("", "",
+                                   "\"kv_connector_extra_config\":{\"reconect_s\":5,"
+                                   "\"url\":7}",
+                                   G_FULL(16)));
+    snprintf(args, sizeof(args), "'%s'", p);
+    CHECK_EQ(run_check(args), 2);
+    CHECK_CONTAINS(err_text, "kv_transfer_config.kv_connector_extra_config.reconect_s: unknown "
+                             "key (did you mean 'reconnect_s'?)");
+    CHECK_CONTAINS(err_text, "kv_transfer_config.kv_connector_extra_config.url: expected a "
+                             "string, got an integer");
+}
+
+/* --vllm: the label names the release and its rule set; an unknown or malformed release is a
+ * usage error naming it (and, for a newer one, the newest tide knows). */
+TEST(connector_cli_vllm_option) {
+    const char *p = write_tmp("plain.json", doc("", "", "", G_FULL(16)));
+    char args[1024];
+    snprintf(args, sizeof(args), "--quiet '%s'", p);
+    CHECK_EQ(run_check(args), 0);
+    CHECK(strncmp(out_text, NEWEST "accepted\n", strlen(NEWEST "accepted\n")) == 0);
+    snprintf(args, sizeof(args), "--quiet --vllm=0.29.1 '%s'", p);
+    CHECK_EQ(run_check(args), 0);
+    CHECK_CONTAINS(out_text, "vLLM 0.29 MooncakeStoreConnector (rules of vLLM 0.29): accepted\n");
+    snprintf(args, sizeof(args), "--vllm 0.34 '%s'", p);
+    CHECK_EQ(run_check(args), 2);
+    CHECK_CONTAINS(err_text, "vLLM 0.34 is newer than the releases whose MooncakeStoreConnector "
+                             "rules tide knows (up to vLLM 0.33)");
+    snprintf(args, sizeof(args), "--vllm latest '%s'", p);
+    CHECK_EQ(run_check(args), 2);
+    CHECK_CONTAINS(err_text, "'latest' is not a vLLM version");
+    CHECK_EQ(run_check("--vllm"), 2);
+    CHECK_CONTAINS(err_text, "--vllm needs a VERSION");
 }

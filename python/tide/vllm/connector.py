@@ -94,7 +94,11 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         self._lib = _lib.lib()
         self._doc, self._role_value = doc, role_value
         self._cache_hit_source = _hit_source(self.url)
-        self.reconnect_s = float(python_option(vllm_config, "reconnect_s", RECONNECT_S))
+        rs = python_option(vllm_config, "reconnect_s", RECONNECT_S)
+        # A value that is not a number > 0 is the C parser's to refuse (below, in the words
+        # of check-config); until then the default stands.
+        ok = isinstance(rs, (int, float)) and not isinstance(rs, bool) and rs > 0
+        self.reconnect_s = float(rs) if ok else RECONNECT_S
         self.offline = None  # why the store cannot be reached, while it cannot
         self._next_try = 0.0
         self._carry = {_lib.CONNECTOR_LOAD: set(), _lib.CONNECTOR_SAVE: set()}
@@ -133,6 +137,7 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         self._kv_caches = None
         self._cuda_device = None  # the device of the KV caches when they are CUDA tensors
         self._started = None  # (metadata object, kinds already started)
+        self._asleep = False  # KV caches unregistered for vLLM's sleep mode (>= 0.33)
 
     @staticmethod
     def _unreachable(e):
@@ -221,6 +226,50 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
 
     # -- plumbing ------------------------------------------------------------------------
 
+    # -- sleep mode (vLLM >= 0.33) ---------------------------------------------------------
+
+    @classmethod
+    def supports_sleep_mode(cls, kv_transfer_config=None):
+        """vLLM >= 0.33 asks before it allows sleep mode: yes. At sleep a worker's
+        ``unregister_kv_caches`` waits for its queued I/O and lets go of the C connector,
+        and with it every raw pointer into the KV caches; ``restore_kv_caches`` opens the
+        connector again and registers the tensors as they are after wake-up, wherever the
+        sleep-mode backend put their memory."""
+        return True
+
+    def unregister_kv_caches(self):
+        """Before vLLM sleeps (it has drained its transfers): wait for every queued save
+        and load, keep what they reported for the next ``get_finished``, and free the C
+        worker, so that nothing holds a pointer into memory sleep mode releases.
+        Idempotent; nothing to do on the scheduler or before ``register_kv_caches``."""
+        if self._role_value != _lib.CONNECTOR_WORKER or self._asleep or not self._h:
+            return
+        if self._kv_caches is None:
+            return
+        h = self._h
+        self._check(self._lib.tide_connector_wait(h))
+        self._carry[_lib.CONNECTOR_LOAD] |= self._drain(_lib.CONNECTOR_LOAD, h)
+        self._carry[_lib.CONNECTOR_SAVE] |= self._drain(_lib.CONNECTOR_SAVE, h)
+        self._carry_errors |= self._load_errors(h)
+        self._h = None
+        self._lib.tide_connector_destroy(h)
+        self._regions, self._started, self._asleep = [], None, True
+
+    def restore_kv_caches(self):
+        """After vLLM wakes up: a new C worker on the same store, and the KV caches
+        registered again from the tensors (their addresses now). Idempotent."""
+        if not self._asleep:
+            return
+        try:
+            self._h = self._create(self._doc, self._role_value, self.url)
+        except errors.Error as e:
+            if not self._unreachable(e):
+                raise
+            self._go_offline(e)
+        self._asleep = False
+        self._cuda_device = None
+        self.register_kv_caches(self._kv_caches)
+
     def _check(self, rc):
         """Raise the tide.Error for a negative return, with the connector's message."""
         if rc < 0:
@@ -230,6 +279,12 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
 
     def _handle(self):
         if not self._h:
+            if self._asleep:
+                raise errors.ClosedError(
+                    errors.ECLOSED,
+                    "TideStoreConnector: the KV caches are unregistered (vLLM sleep mode): "
+                    "no save or load until restore_kv_caches",
+                )
             raise errors.ClosedError(errors.ECLOSED, "TideStoreConnector is shut down")
         return self._h
 
