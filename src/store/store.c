@@ -189,6 +189,9 @@ int store_create(const store_config *cfg, store **out, char *err, size_t errlen)
     case STORE_POLICY_CHAIN:
         ops = &policy_chain;
         break;
+    case STORE_POLICY_ADAPT:
+        ops = &policy_adapt;
+        break;
     default:
         snprintf(err, errlen, "unknown eviction policy %d", cfg->policy);
         return TIDE_ECONFIG;
@@ -373,7 +376,7 @@ out:
     return rc;
 }
 
-static const char *const policy_names[] = {"lru", "s3fifo", "chain"};
+static const char *const policy_names[] = {"lru", "s3fifo", "chain", "adapt"};
 
 int store_policy_parse(const char *name) {
     for (int i = 0; i < (int)(sizeof(policy_names) / sizeof(policy_names[0])); i++)

@@ -33,16 +33,26 @@
 
 typedef struct store store;
 
-enum store_policy { STORE_POLICY_LRU = 0, STORE_POLICY_S3FIFO = 1, STORE_POLICY_CHAIN = 2 };
+enum store_policy {
+    STORE_POLICY_LRU = 0,
+    STORE_POLICY_S3FIFO = 1,
+    STORE_POLICY_CHAIN = 2,
+    STORE_POLICY_ADAPT = 3
+};
 
 /* The default policy (chosen by replaying traces, README "Trace replay"). */
 #define STORE_POLICY_DEFAULT STORE_POLICY_CHAIN
 
-/* "lru", "s3fifo" or "chain" as enum store_policy, or -1; and back ("?" when unknown). */
+/* "lru", "s3fifo", "chain" or "adapt" as enum store_policy, or -1; and back ("?" when unknown). */
 int store_policy_parse(const char *name);
 const char *store_policy_name(int policy);
 /* The names for messages: "lru, s3fifo or chain". */
-#define STORE_POLICY_NAMES "lru, s3fifo or chain"
+#define STORE_POLICY_NAMES "lru, s3fifo, chain or adapt"
+
+/* The 32-bit hash the adapt policy's ghost keeps of an evicted key (adapt.c); the trace
+ * simulator (src/trace/sim.c) hashes the keys `tide replay` uses with it, so that its
+ * ghost collides exactly where the store's does. */
+uint32_t store_ghost_hash(const void *key, size_t klen);
 
 typedef struct store_config {
     uint64_t capacity;  /* pool bytes (rounded up to the allocator's 256-byte unit; at most

@@ -8,6 +8,7 @@
  *   lru.c     the LRU eviction policy (behind policy_ops)
  *   s3fifo.c  the S3-FIFO eviction policy (the same interface)
  *   chain.c   chain-aware segmented LRU for prefix chains (the same interface; the default)
+ *   adapt.c   chain.c with a ghost of evicted keys that readmits them as proven reuse
  *   plist.c   the intrusive lists the three policies keep through the records
  *   lease.c   pins and reservations: ids, the id table and the deadline heap
  *   store.c   store.h on top of the above, under one mutex
@@ -223,8 +224,11 @@ typedef struct policy {
     uint32_t head2, tail2;  /* a second list for policies that need one */
     uint64_t count, count2; /* objects on each list */
     uint64_t bytes, bytes2; /* allocator units on each list */
-    uint32_t *ghost;        /* S3-FIFO: key hashes of recent evictions */
+    uint32_t *ghost;        /* S3-FIFO, adapt: key hashes of recent evictions */
     uint32_t ghost_mask;
+    uint64_t ghost_nmax;    /* adapt: the most objects held at once */
+    uint64_t ghost_left;    /* adapt: evictions left in the ghost's epoch */
+    uint32_t ghost_epoch;   /* adapt: the ghost's epoch */
 } policy;
 
 typedef struct policy_ops {
@@ -268,6 +272,7 @@ void plist_remove(const policy *p, plist q, obj *o);
 extern const policy_ops policy_lru;
 extern const policy_ops policy_s3fifo;
 extern const policy_ops policy_chain;
+extern const policy_ops policy_adapt;
 
 /* ---------------------------------------------------------------------------------------
  * Leases (lease.c): pins and reservations, named by ids unique for the store's life,

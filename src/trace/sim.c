@@ -49,16 +49,18 @@
  * while that block is still on the list being placed into, as the store checks it.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "store/store.h"
 #include "trace/trace.h"
 
 #define NIL UINT32_MAX
 #define NEVER SIZE_MAX /* next reference of a block that is not referenced again */
 
-static const char *const names[SIM_NPOLICIES] = {"infinite", "belady", "lru",   "s3fifo",
-                                                 "arc",      "admit",  "chain", "chainarc"};
+static const char *const names[SIM_NPOLICIES] = {"infinite", "belady", "lru",      "s3fifo", "arc",
+                                                 "admit",    "chain",  "chainarc", "adapt"};
 
 const char *sim_policy_name(int policy) {
     return policy >= 0 && policy < SIM_NPOLICIES ? names[policy] : "unknown";
@@ -93,6 +95,11 @@ typedef struct sim {
     uint32_t *heap, *hpos;
     size_t hlen;
     uint64_t evictions, refused;
+    /* adapt */
+    uint32_t *ghash; /* per block: store_ghost_hash of its replay key */
+    uint32_t *gtab;  /* the ghost's entries */
+    uint64_t gslots, nmax, epoch_left;
+    uint32_t epoch;
 } sim;
 
 static inline int held(const sim *s, uint32_t b) {
@@ -322,6 +329,84 @@ static void chain_use(sim *s, uint32_t b) {
     }
 }
 
+/* adapt (src/store/adapt.c): chain's rules, and a ghost of evicted keys whose save again
+ * enters protected. The ghost is adapt.c's, slot for slot: sets of ADAPT_WAYS 32-bit
+ * entries (a 16-bit tag of the key's hash, with its low bit set, and the 16-bit epoch of
+ * the eviction), ADAPT_GHOST_PER_OBJ entries or more per block held (a power of two, at
+ * least ADAPT_GHOST_MIN, cleared when it grows); an epoch is the most blocks held /
+ * ADAPT_EPOCH_DIV evictions, and an entry counts for ADAPT_EPOCHS epochs. */
+#define ADAPT_GHOST_MIN 1024u
+#define ADAPT_GHOST_PER_OBJ 16u
+#define ADAPT_WAYS 4u
+#define ADAPT_EPOCH_DIV 16u
+#define ADAPT_EPOCHS 32u
+
+static void adapt_trim(sim *s) {
+    while (s->q[2].count > s->prot_max) {
+        uint32_t v = s->q[2].tail;
+        unlink_block(s, v);
+        push_head(s, 1, v);
+    }
+}
+
+static uint32_t *adapt_set(const sim *s, uint32_t h) {
+    return &s->gtab[(h & (s->gslots / ADAPT_WAYS - 1)) * ADAPT_WAYS];
+}
+
+static uint32_t adapt_age(const sim *s, uint32_t e) {
+    return (s->epoch - e) & 0xFFFF;
+}
+
+static void adapt_fit(sim *s, uint64_t n) {
+    if (n > s->nmax) s->nmax = n;
+    uint64_t want = s->gslots;
+    while (want < (1u << 31) && n * ADAPT_GHOST_PER_OBJ > want)
+        want *= 2;
+    if (want == s->gslots) return;
+    uint32_t *t = calloc(want, sizeof(*t));
+    if (!t) return;
+    free(s->gtab);
+    s->gtab = t;
+    s->gslots = want;
+}
+
+static void adapt_evict(sim *s) {
+    uint32_t v = s->q[1].count ? s->q[1].tail : s->q[2].tail;
+    unlink_block(s, v);
+    s->held--;
+    s->evictions++;
+    uint32_t h = s->ghash[v], *set = adapt_set(s, h), *w = &set[0];
+    for (unsigned i = 0; i < ADAPT_WAYS; i++) { /* an empty way, else the oldest */
+        if (!set[i]) {
+            w = &set[i];
+            break;
+        }
+        if (adapt_age(s, set[i]) > adapt_age(s, *w)) w = &set[i];
+    }
+    *w = ((h >> 16) | 1) << 16 | (s->epoch & 0xFFFF);
+    if (--s->epoch_left == 0) {
+        s->epoch++;
+        s->epoch_left = s->nmax / ADAPT_EPOCH_DIV ? s->nmax / ADAPT_EPOCH_DIV : 1;
+    }
+}
+
+static void adapt_insert(sim *s, uint32_t b, int last) {
+    if (s->held >= s->cap) adapt_evict(s);
+    adapt_fit(s, s->held + 1);
+    uint32_t h = s->ghash[b], *set = adapt_set(s, h);
+    for (unsigned i = 0; i < ADAPT_WAYS; i++)
+        if (set[i] >> 16 == ((h >> 16) | 1) && adapt_age(s, set[i]) < ADAPT_EPOCHS) {
+            set[i] = 0; /* evicted and saved again: reuse shown */
+            place(s, 2, b);
+            adapt_trim(s);
+            return;
+        }
+    if (last)
+        push_tail(s, 1, b);
+    else
+        place(s, 1, b);
+}
+
 /* A use of held block b at reference position k. */
 static void use(sim *s, uint32_t b, size_t k) {
     switch (s->policy) {
@@ -347,6 +432,9 @@ static void use(sim *s, uint32_t b, size_t k) {
         break;
     case SIM_CHAIN:
         chain_use(s, b);
+        break;
+    case SIM_ADAPT:
+        chain_use(s, b); /* adapt reads as chain does */
         break;
     case SIM_ADMIT:
         unlink_block(s, b);
@@ -425,6 +513,9 @@ static int insert(sim *s, uint32_t b, size_t k, int last) {
         else
             place(s, 1, b);
         break;
+    case SIM_ADAPT:
+        adapt_insert(s, b, last);
+        break;
     default:
         s->where[b] = 1;
         break;
@@ -443,6 +534,8 @@ static void sim_free(sim *s) {
     free(s->key);
     free(s->heap);
     free(s->hpos);
+    free(s->gtab);
+    free(s->ghash);
 }
 
 static int sim_init(sim *s, const trace *t, int policy, uint64_t cap) {
@@ -473,6 +566,18 @@ static int sim_init(sim *s, const trace *t, int policy, uint64_t cap) {
         s->ghost_seq = calloc(nb, sizeof(*s->ghost_seq));
         if (!s->ghost_seq) return -ENOMEM;
         s->ghost_cap = cap;
+    }
+    if (policy == SIM_ADAPT) {
+        s->gslots = ADAPT_GHOST_MIN;
+        s->epoch_left = 1;
+        s->gtab = calloc(s->gslots, sizeof(*s->gtab));
+        s->ghash = malloc(nb * sizeof(*s->ghash));
+        if (!s->gtab || !s->ghash) return -ENOMEM;
+        for (size_t k = 0; k < t->nrefs; k++) {
+            char key[32];
+            int len = snprintf(key, sizeof(key), TRACE_KEY_FMT, t->hash_ids[k]);
+            s->ghash[t->ids[k]] = store_ghost_hash(key, (size_t)len);
+        }
     }
     if (policy == SIM_BELADY) {
         size_t nr = t->nrefs ? t->nrefs : 1;

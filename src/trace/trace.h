@@ -25,6 +25,7 @@
 #ifndef TIDE_TRACE_H
 #define TIDE_TRACE_H
 
+#include <inttypes.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,6 +48,9 @@ typedef struct trace {
     uint64_t tokens;       /* sum of input_len */
     uint64_t block_tokens; /* what the loader checked input_len against */
 } trace;
+
+/* The store key `tide replay` gives a block of hash id H (PRIu64 from inttypes.h). */
+#define TRACE_KEY_FMT "trace/%" PRIu64
 
 /* Longest line the loader accepts, and the most blocks one request may name. */
 #define TRACE_LINE_MAX (16u << 20)
@@ -100,7 +104,8 @@ enum sim_policy {
                          its second put (an exact ghost of the last `capacity` blocks seen) */
     SIM_CHAIN = 6,    /* src/store/chain.c: chain-ordered segmented LRU (batch hints) */
     SIM_CHAINARC = 7, /* ARC with the same chain hints: chain order in T1/T2, tails last */
-    SIM_NPOLICIES = 8
+    SIM_ADAPT = 8,    /* src/store/adapt.c: chain order, ghost admission, adaptive protected */
+    SIM_NPOLICIES = 9
 };
 
 /* The name of a policy ("infinite", "belady", "lru", "s3fifo", "arc", "admit", "chain",

@@ -13,7 +13,8 @@
 #include "store/store_int.h"
 #include "tide.h"
 
-static const int policies[] = {STORE_POLICY_LRU, STORE_POLICY_S3FIFO, STORE_POLICY_CHAIN};
+static const int policies[] = {STORE_POLICY_LRU, STORE_POLICY_S3FIFO, STORE_POLICY_CHAIN,
+                               STORE_POLICY_ADAPT};
 
 static store *mk(int pol, uint64_t cap, uint64_t budget) {
     store_config c = {.capacity = cap, .policy = pol, .meta_budget = budget};
@@ -180,4 +181,35 @@ TEST(store_meta_budget_spills_to_disk) {
         CHECK(len == 1 && v[0] == 'v');
     }
     tide_close(s);
+}
+
+/* Metadata of the adapt policy's ghost, the one thing it keeps beyond chain's: the same puts
+ * into a chain and an adapt store, and the difference of their meta_bytes is the ghost,
+ * within its stated bound of 64 to 128 bytes per object held (adapt.c) once the store holds
+ * more than its minimum, and no more after evictions than the most it held. */
+TEST(store_adapt_meta_bytes_per_object) {
+    const int n = 6000; /* 256-byte values in a 1 MiB pool: 4096 fit */
+    store *st[2] = {mk(STORE_POLICY_CHAIN, 1 << 20, 0), mk(STORE_POLICY_ADAPT, 1 << 20, 0)};
+    uint64_t held = 0;
+    for (int i = 0; i < n; i++) {
+        char k[16];
+        key_of(k, sizeof(k), i);
+        for (int s = 0; s < 2; s++)
+            CHECK_EQ(put1(st[s], k, sizeof(k)), 0);
+        tide_stats a, b;
+        store_stats(st[0], &a);
+        store_stats(st[1], &b);
+        CHECK_EQ(a.objects, b.objects);
+        if (a.objects > held) held = a.objects;
+        uint64_t ghost = b.meta_bytes - a.meta_bytes;
+        CHECK_MSG(ghost <= (held < 64 ? 64 : held) * 128,
+                  "ghost %llu bytes for %llu objects held at most", (unsigned long long)ghost,
+                  (unsigned long long)held);
+        if (held >= 64) CHECK(ghost >= held * 64);
+    }
+    CHECK_EQ(held, 4096);
+    for (int s = 0; s < 2; s++) {
+        CHECK_EQ(store_check(st[s]), 0);
+        store_destroy(st[s]);
+    }
 }

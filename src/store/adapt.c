@@ -1,0 +1,233 @@
+/*
+ * adapt.c — chain.c's chain-ordered segmented LRU, plus a ghost of recently evicted keys
+ * that readmits a key straight into the protected list when it is saved again: the second
+ * save of an evicted block is reuse shown, the same evidence as a read (the admission rule
+ * of S3-FIFO and ARC, where a ghost hit enters the main or frequency list).
+ *
+ * Why: chain.c learns reuse only from reads, so a block that was evicted before its first
+ * reuse comes back into probation like a new one and leaves again; on workloads where
+ * most reuse is farther away than the cache reaches (conversation turns, tool calls), a
+ * frequency-aware policy (S3-FIFO) beats it by keeping those blocks once they return.
+ * With the ghost, a returning block joins protected, in chain order behind the batch's
+ * previous block there (so a returning prefix comes back whole, parent before child), and
+ * chain order keeps every other rule of chain.c: probation takes new blocks behind their
+ * parent, a saved batch's last block at the eviction end; reads move blocks to protected,
+ * which holds at most PROTECT_NUM/PROTECT_DEN of the pool and overflows to probation's
+ * head; victims come from probation's tail, else protected's.
+ *
+ * The ghost keeps, for each recent eviction, 32 bits: a 16-bit tag of the key's hash h
+ * (store_ghost_hash; h >> 16 with its low bit set, so 0 means empty) and the 16-bit epoch
+ * of the eviction. Entries live in sets of GHOST_WAYS, set (h & (sets - 1)); an eviction
+ * takes an empty way or the oldest. An epoch is nmax / EPOCH_DIV evictions (nmax: the most
+ * objects the policy has held at once) and an entry counts for GHOST_EPOCHS epochs, about
+ * two cachefuls of evictions: a save of a key whose tag is in its set within that window
+ * is a ghost hit, which clears the entry. The table is a power of two of at least
+ * GHOST_MIN entries and GHOST_PER_OBJ per object of nmax, cleared when it grows (which
+ * happens only while the pool first fills, before there is much to forget).
+ * Metadata: 4 bytes an entry, 16 to 32 entries per object the pool has held at once,
+ * so 64 to 128 bytes per object (test_store_adapt checks the bound), plus bit 2 of a
+ * record's state; no links beyond the record's own. (Fewer entries per object keep fewer
+ * of the older evictions, whose return is the best sign of reuse; 8 per object loses
+ * 2.4% of hits on Mooncake's synthetic trace at 1024 blocks, docs/TRACES.md.)
+ *
+ * src/trace/sim.c simulates exactly these rules (SIM_ADAPT), hashing the keys that
+ * `tide replay` writes with the same function, so its ghost collides where this one does;
+ * the tests replay traces through the store and check the two agree block for block.
+ *
+ * Work: O(1) per insert, erase, read and victim (GHOST_WAYS probes); the ghost's growth is
+ * O(entries) once per doubling, amortised O(1) per insert. Invariants: as chain.c's (each
+ * list's count and units match its objects, an object is on the list its bit names,
+ * protected's units at most the limit after every insert); the ghost has at least
+ * GHOST_PER_OBJ entries per object of nmax.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <xxhash.h>
+
+#include "store/store_int.h"
+
+#define IN_PROT 0x04u
+#define PROTECT_NUM 2u /* protected holds at most 2/5 of the pool, as in chain.c */
+#define PROTECT_DEN 5u
+#define GHOST_MIN 1024u   /* entries */
+#define GHOST_PER_OBJ 16u /* entries per object held, at least */
+#define GHOST_WAYS 4u     /* entries per set */
+#define GHOST_MAX (1u << 31)
+#define EPOCH_DIV 16u    /* an epoch is nmax / EPOCH_DIV evictions */
+#define GHOST_EPOCHS 32u /* an entry counts for this many epochs */
+
+uint32_t store_ghost_hash(const void *key, size_t klen) {
+    return (uint32_t)XXH3_64bits(key, klen);
+}
+
+static uint32_t ghost_hash(const obj *o) {
+    return store_ghost_hash(o->key, o->klen);
+}
+
+static int on_prot(const obj *o) {
+    return (o->state & IN_PROT) != 0;
+}
+
+static void link_obj(policy *p, obj *o, const obj *after, int at_tail) {
+    plist q = plist_of(p, on_prot(o));
+    if (at_tail && *q.tail != ALLOC_NIL) after = plist_obj(p, *q.tail);
+    if (after && on_prot(after) != on_prot(o)) after = NULL;
+    plist_insert_after(p, q, o, after);
+}
+
+static void unlink_obj(policy *p, obj *o) {
+    plist_remove(p, plist_of(p, on_prot(o)), o);
+}
+
+static int adapt_init(policy *p) {
+    p->head = p->tail = p->head2 = p->tail2 = ALLOC_NIL;
+    p->count = p->count2 = p->bytes = p->bytes2 = 0;
+    p->ghost_nmax = 0;
+    p->ghost_left = 1;
+    p->ghost_epoch = 0;
+    p->ghost = calloc(GHOST_MIN, sizeof(uint32_t));
+    if (!p->ghost) return -ENOMEM;
+    p->ghost_mask = GHOST_MIN - 1;
+    return 0;
+}
+
+static void adapt_fini(policy *p) {
+    free(p->ghost);
+    p->ghost = NULL;
+}
+
+static uint64_t adapt_meta_bytes(const policy *p) {
+    return ((uint64_t)p->ghost_mask + 1) * sizeof(uint32_t);
+}
+
+/* The set of hash h: GHOST_WAYS entries. */
+static uint32_t *ghost_set(const policy *p, uint32_t h) {
+    uint32_t sets = (p->ghost_mask + 1) / GHOST_WAYS;
+    return &p->ghost[(h & (sets - 1)) * GHOST_WAYS];
+}
+
+static uint32_t ghost_tag(uint32_t h) {
+    return (h >> 16) | 1;
+}
+
+/* Epochs since entry e was written. */
+static uint32_t ghost_age(const policy *p, uint32_t e) {
+    return (p->ghost_epoch - e) & 0xFFFF;
+}
+
+/* The policy is about to hold n objects: keep at least GHOST_PER_OBJ entries per object of
+ * the most it has held. When memory is short the ghost stays as it is: the policy still
+ * works, with a shorter memory. */
+static void ghost_fit(policy *p, uint64_t n) {
+    if (n > p->ghost_nmax) p->ghost_nmax = n;
+    uint64_t slots = (uint64_t)p->ghost_mask + 1, want = slots;
+    while (want < GHOST_MAX && n * GHOST_PER_OBJ > want)
+        want *= 2;
+    if (want == slots) return;
+    uint32_t *g = calloc(want, sizeof(uint32_t));
+    if (!g) return;
+    free(p->ghost);
+    p->ghost = g;
+    p->ghost_mask = (uint32_t)(want - 1);
+}
+
+/* Remember an evicted key, then count the eviction towards the epoch. */
+static void ghost_add(policy *p, uint32_t h) {
+    uint32_t *set = ghost_set(p, h), *w = &set[0];
+    for (unsigned i = 0; i < GHOST_WAYS; i++) { /* an empty way, else the oldest */
+        if (!set[i]) {
+            w = &set[i];
+            break;
+        }
+        if (ghost_age(p, set[i]) > ghost_age(p, *w)) w = &set[i];
+    }
+    *w = ghost_tag(h) << 16 | (p->ghost_epoch & 0xFFFF);
+    if (--p->ghost_left == 0) {
+        p->ghost_epoch++;
+        p->ghost_left = p->ghost_nmax / EPOCH_DIV ? p->ghost_nmax / EPOCH_DIV : 1;
+    }
+}
+
+/* 1 (and the entry forgotten) if the ghost remembers h within its window. */
+static int ghost_take(policy *p, uint32_t h) {
+    uint32_t *set = ghost_set(p, h);
+    for (unsigned i = 0; i < GHOST_WAYS; i++)
+        if (set[i] >> 16 == ghost_tag(h) && ghost_age(p, set[i]) < GHOST_EPOCHS) {
+            set[i] = 0;
+            return 1;
+        }
+    return 0;
+}
+
+/* Protected over its limit: its least recent objects go to probation's head. */
+static void trim(policy *p) {
+    uint64_t limit = (uint64_t)p->al->total * PROTECT_NUM / PROTECT_DEN;
+    while (p->bytes2 > limit) {
+        obj *v = plist_obj(p, p->tail2);
+        unlink_obj(p, v);
+        v->state = (uint8_t)(v->state & ~IN_PROT);
+        link_obj(p, v, NULL, 0);
+    }
+}
+
+static void adapt_insert(policy *p, obj *o, int reused, const policy_hint *h) {
+    const obj *after = h ? h->after : NULL;
+    if (!reused) {
+        ghost_fit(p, p->count + p->count2 + 1);
+        if (ghost_take(p, ghost_hash(o))) { /* evicted and saved again: reuse shown */
+            o->state |= IN_PROT;
+            link_obj(p, o, after, 0);
+            trim(p);
+            return;
+        }
+        o->state = (uint8_t)(o->state & ~IN_PROT);
+        link_obj(p, o, after, h && h->tail);
+        return;
+    }
+    if (after && !on_prot(after)) {
+        /* The batch's previous read went back to probation (protected overflowed): this
+         * deeper block follows it there, so the batch's head keeps its place. */
+        o->state = (uint8_t)(o->state & ~IN_PROT);
+        link_obj(p, o, after, 0);
+        return;
+    }
+    o->state |= IN_PROT;
+    link_obj(p, o, after, 0);
+    trim(p);
+}
+
+static void adapt_erase(policy *p, obj *o) {
+    unlink_obj(p, o);
+}
+
+static void adapt_access(policy *p, obj *o) {
+    (void)p;
+    (void)o;
+}
+
+/* The store evicts every victim this returns (store.c, do_make_room), so the victim's key
+ * enters the ghost here. */
+static obj *adapt_victim(policy *p) {
+    uint32_t n = p->tail != ALLOC_NIL ? p->tail : p->tail2;
+    if (n == ALLOC_NIL) return NULL;
+    obj *v = plist_obj(p, n);
+    ghost_add(p, ghost_hash(v));
+    return v;
+}
+
+static int adapt_list_of(const obj *o) {
+    return on_prot(o) ? 2 : 1;
+}
+
+const policy_ops policy_adapt = {
+    .name = "adapt",
+    .init = adapt_init,
+    .fini = adapt_fini,
+    .insert = adapt_insert,
+    .erase = adapt_erase,
+    .access = adapt_access,
+    .victim = adapt_victim,
+    .meta_bytes = adapt_meta_bytes,
+    .list_of = adapt_list_of,
+    .keeps_units = 1,
+};
