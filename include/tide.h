@@ -88,10 +88,10 @@ TIDE_API const char *tide_strerror(int err);
 
 /* Copy text to out[cap] with every secret in it masked as "***": the value of a URL option
  * whose name ends in "token", "password" or "secret", the password of scheme://user:PW@,
- * and the token in $TIDE_AUTH_TOKEN (8 bytes or more) wherever it appears. Every URL and message tide prints
- * or writes passes through this; use it for URLs your program prints. Returns the length
- * the whole result needs (as snprintf does); out is NUL-terminated and cut to fit when
- * cap > 0. text NULL reads as "". */
+ * and the token in $TIDE_AUTH_TOKEN (8 bytes or more) wherever it appears. Every URL and message
+ * tide prints or writes passes through this; use it for URLs your program prints. Returns the
+ * length the whole result needs (as snprintf does); out is NUL-terminated and cut to fit when cap >
+ * 0. text NULL reads as "". */
 TIDE_API size_t tide_redact(const char *text, char *out, size_t cap);
 
 /* Library version as "MAJOR.MINOR.PATCH". */
@@ -190,15 +190,16 @@ TIDE_API int tide_clear(tide_store *s);
  * clear, and keeps the newest events in a bounded ring, so that whoever announces what the
  * store holds (the vLLM connector's KV events, for routers) can announce what it lost too.
  */
-#define TIDE_EVENT_REMOVED 1 /* removed by a caller (tide_remove_many) */
-#define TIDE_EVENT_EVICTED 2 /* evicted for room, or dropped from the SSD tier's oldest segment */
-#define TIDE_EVENT_DROPPED 3 /* dropped: failed its checksum, or its disk write failed */
-#define TIDE_EVENT_CLEARED 4 /* every key left (tide_clear); klen 0 */
+#define TIDE_DEPARTURE_REMOVED 1 /* removed by a caller (tide_remove_many) */
+/* evicted for room, or dropped from the SSD tier's oldest segment */
+#define TIDE_DEPARTURE_EVICTED 2
+#define TIDE_DEPARTURE_DROPPED 3 /* dropped: failed its checksum, or its disk write failed */
+#define TIDE_DEPARTURE_CLEARED 4 /* every key left (tide_clear); klen 0 */
 
 typedef struct tide_event {
     uint64_t seq;  /* 1, 2, 3, ... in the order the store saw them */
-    uint32_t kind; /* TIDE_EVENT_* */
-    uint32_t klen; /* bytes of key (0 for TIDE_EVENT_CLEARED) */
+    uint32_t kind; /* TIDE_DEPARTURE_* */
+    uint32_t klen; /* bytes of key (0 for TIDE_DEPARTURE_CLEARED) */
     uint8_t key[TIDE_KEY_MAX];
 } tide_event;
 

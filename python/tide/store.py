@@ -172,15 +172,15 @@ def _raw_iov_array(
 
 
 class StoreEvent(NamedTuple):
-    """One departure (tide_event): ``kind`` is EVENT_REMOVED, EVENT_EVICTED, EVENT_DROPPED or
-    EVENT_CLEARED (then ``key`` is empty)."""
+    """One departure (tide_event): ``kind`` is DEPARTURE_REMOVED, DEPARTURE_EVICTED,
+    DEPARTURE_DROPPED or DEPARTURE_CLEARED (then ``key`` is empty)."""
 
     seq: int
     kind: int
     key: bytes
 
 
-EVENT_REMOVED, EVENT_EVICTED, EVENT_DROPPED, EVENT_CLEARED = 1, 2, 3, 4
+DEPARTURE_REMOVED, DEPARTURE_EVICTED, DEPARTURE_DROPPED, DEPARTURE_CLEARED = 1, 2, 3, 4
 
 
 class Store:

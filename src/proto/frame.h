@@ -63,7 +63,7 @@
  *                          departure events numbered from `from` on (0: from now on)
  *   EVENTS reply count n:  u64 next, u64 lost, then n x { u64 seq, u8 kind (1..4),
  *                          u16 klen, klen bytes of key } (klen 0 exactly for kind 4,
- *                          TIDE_EVENT_CLEARED; see tide_events_read)
+ *                          TIDE_DEPARTURE_CLEARED; see tide_events_read)
  *
  * Shared-pool requests, served only on a connection whose HELLO was granted
  * FRAME_FEATURE_SHM (a same-host Unix socket; the pool's memfd came with the HELLO reply).
@@ -249,7 +249,7 @@ typedef struct frame_entry {
     int32_t status;     /* PUT, GET, REMOVE, COMMIT, RELEASE replies; RELEASE: outcome */
     uint8_t present;    /* EXISTS reply */
     uint64_t seq;       /* EVENTS reply: the event's number (key: its key, or empty) */
-    uint8_t kind;       /* EVENTS reply: TIDE_EVENT_* */
+    uint8_t kind;       /* EVENTS reply: TIDE_DEPARTURE_* */
 } frame_entry;
 
 /* Walks the entries of a frame the decoder accepted (never of anything else). */
@@ -413,7 +413,7 @@ int frame_encode_error(void *buf, size_t cap, size_t *len, unsigned op, uint64_t
                        int32_t status, const char *msg, size_t msglen);
 
 /* EVENTS request; EVENTS reply of n events (kinds 1..4, klen <= TIDE_KEY_MAX, 0 only for
- * TIDE_EVENT_CLEARED: else TIDE_EPROTO). In frame_events.c. */
+ * TIDE_DEPARTURE_CLEARED: else TIDE_EPROTO). In frame_events.c. */
 int frame_encode_events(void *buf, size_t cap, size_t *len, uint64_t req_id, uint64_t from,
                         uint32_t max);
 int frame_encode_events_reply(void *buf, size_t cap, size_t *len, uint64_t req_id, uint64_t next,

@@ -398,9 +398,9 @@ static int parse_events_reply(frame_decoder *d, frame_msg *m) {
             return fail(d, TIDE_EPROTO, "EVENTS_REPLY: key section ends inside entry %u of %u", i,
                         m->h.count);
         unsigned kind = p[8], klen = frame_rd16(p + 9);
-        if (kind < TIDE_EVENT_REMOVED || kind > TIDE_EVENT_CLEARED)
+        if (kind < TIDE_DEPARTURE_REMOVED || kind > TIDE_DEPARTURE_CLEARED)
             return fail(d, TIDE_EPROTO, "EVENTS_REPLY: entry %u has kind %u (1..4)", i, kind);
-        if ((klen == 0) != (kind == TIDE_EVENT_CLEARED) || klen > TIDE_KEY_MAX)
+        if ((klen == 0) != (kind == TIDE_DEPARTURE_CLEARED) || klen > TIDE_KEY_MAX)
             return fail(d, TIDE_EPROTO, "EVENTS_REPLY: entry %u of kind %u has a key of %u bytes",
                         i, kind, klen);
         p += FRAME_EVENT_ENTRY_MIN;

@@ -320,7 +320,7 @@ static int do_drop_seg(disk *d, disk_seg *s, int evicted) {
     while (s->entries) {
         if (evicted) d->evictions++;
         if (evicted)
-            store_events_add(d->events, TIDE_EVENT_EVICTED, s->entries->key, s->entries->klen);
+            store_events_add(d->events, TIDE_DEPARTURE_EVICTED, s->entries->key, s->entries->klen);
         do_unlink_entry(d, s->entries);
     }
     disk_seg **pp = &d->oldest;

@@ -24,7 +24,7 @@
 
 typedef struct store_event_slot {
     uint64_t seq;
-    uint32_t kind; /* TIDE_EVENT_* */
+    uint32_t kind; /* TIDE_DEPARTURE_* */
     uint32_t klen;
     uint8_t key[TIDE_KEY_MAX];
 } store_event_slot;
@@ -39,7 +39,7 @@ typedef struct store_events {
 int store_events_init(store_events *ev);
 void store_events_fini(store_events *ev);
 
-/* Append one event (key NULL and klen 0 for TIDE_EVENT_CLEARED); the oldest is forgotten
+/* Append one event (key NULL and klen 0 for TIDE_DEPARTURE_CLEARED); the oldest is forgotten
  * when the ring is full. */
 void store_events_add(store_events *ev, uint32_t kind, const void *key, size_t klen);
 

@@ -315,7 +315,7 @@ static int do_make_room(store *st, uint32_t units, uint64_t meta, uint32_t *node
         if (!v) return st->spill_held ? STORE_WAIT : TIDE_ENOSPACE;
         if (st->dk && do_tier_spill(st, v)) continue;
         if (!st->dk || !disk_contains(st->dk, v->key, v->klen)) /* no copy left: a departure */
-            store_events_add(&st->ev, TIDE_EVENT_EVICTED, v->key, v->klen);
+            store_events_add(&st->ev, TIDE_DEPARTURE_EVICTED, v->key, v->klen);
         st->evictions++;
         st->evicted_bytes += (uint64_t)alloc_units(&st->al, v->node) * ALLOC_UNIT;
         do_remove_live(st, v);
@@ -484,7 +484,7 @@ static int do_promote(store *st, const void *key, size_t klen, uint32_t h, obj *
     o->state &= (uint8_t) ~(OBJ_PROMOTE | OBJ_GONE);
     if (rc == TIDE_ECHECKSUM) {
         disk_forget(st->dk, &loc, key, klen);
-        store_events_add(&st->ev, TIDE_EVENT_DROPPED, key, klen);
+        store_events_add(&st->ev, TIDE_DEPARTURE_DROPPED, key, klen);
         do_tier_wake(st);
     }
     disk_loc_put(st->dk, &loc);
@@ -574,7 +574,7 @@ void store_verify_failed(store *st, uint64_t pin_id) {
             htab_delete(&st->index, o);
             st->objects--;
             OBJ_SET_STATE(o, OBJ_HIDDEN);
-            store_events_add(&st->ev, TIDE_EVENT_DROPPED, o->key, o->klen);
+            store_events_add(&st->ev, TIDE_DEPARTURE_DROPPED, o->key, o->klen);
         }
     }
     pthread_mutex_unlock(&st->mu);
@@ -618,7 +618,7 @@ int store_remove(store *st, const void *key, size_t klen) {
         removed = 1;
     }
     rc = removed ? 0 : TIDE_ENOTFOUND;
-    if (removed) store_events_add(&st->ev, TIDE_EVENT_REMOVED, key, klen);
+    if (removed) store_events_add(&st->ev, TIDE_DEPARTURE_REMOVED, key, klen);
 out:
     pthread_mutex_unlock(&st->mu);
     return rc;
@@ -636,7 +636,7 @@ void store_clear(store *st) {
     /* Returns once the clear record is durable (or no segment is left to clear); a clear
      * that cannot be recorded is reported through the tier's log. */
     if (st->dk) do_tier_clear(st);
-    store_events_add(&st->ev, TIDE_EVENT_CLEARED, NULL, 0);
+    store_events_add(&st->ev, TIDE_DEPARTURE_CLEARED, NULL, 0);
     pthread_mutex_unlock(&st->mu);
 }
 

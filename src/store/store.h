@@ -46,7 +46,7 @@ enum store_policy {
 /* "lru", "s3fifo", "chain" or "adapt" as enum store_policy, or -1; and back ("?" when unknown). */
 int store_policy_parse(const char *name);
 const char *store_policy_name(int policy);
-/* The names for messages: "lru, s3fifo or chain". */
+/* The names for messages: "lru, s3fifo, chain or adapt". */
 #define STORE_POLICY_NAMES "lru, s3fifo, chain or adapt"
 
 /* The 32-bit hash the adapt policy's ghost keeps of an evicted key (adapt.c); the trace

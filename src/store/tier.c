@@ -139,7 +139,7 @@ static void do_spill_done(store *st, obj *o, int result) {
     if (result == 0 && OBJ_STATE(o) != OBJ_LIVE) disk_remove(st->dk, o->key, o->klen, NULL);
     if (result != 0) st->disk_dropped++;
     if (result != 0 && OBJ_STATE(o) == OBJ_LIVE)
-        store_events_add(&st->ev, TIDE_EVENT_DROPPED, o->key, o->klen);
+        store_events_add(&st->ev, TIDE_DEPARTURE_DROPPED, o->key, o->klen);
     if (OBJ_STATE(o) == OBJ_LIVE) { /* evicted now: from here on the disk serves it */
         htab_delete(&st->index, o);
         st->objects--;

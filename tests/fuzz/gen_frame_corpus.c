@@ -137,12 +137,12 @@ int main(int argc, char **argv) {
     emit("ok-stat-reply");
     add(frame_encode_events(ROOM, 17, 5, 64), NULL, 0);
     emit("ok-events");
-    tide_event evs[2] = {{.seq = 5, .kind = TIDE_EVENT_EVICTED, .klen = 3, .key = "abc"},
-                         {.seq = 6, .kind = TIDE_EVENT_CLEARED}};
+    tide_event evs[2] = {{.seq = 5, .kind = TIDE_DEPARTURE_EVICTED, .klen = 3, .key = "abc"},
+                         {.seq = 6, .kind = TIDE_DEPARTURE_CLEARED}};
     add(frame_encode_events_reply(ROOM, 17, 7, 1, evs, 2), NULL, 0);
     emit("ok-events-reply");
     add(frame_encode_events_reply(ROOM, 17, 7, 1, evs, 2), NULL, 0);
-    buf[FRAME_HDR_SIZE + 16 + 8] = TIDE_EVENT_CLEARED; /* a clear that names a key */
+    buf[FRAME_HDR_SIZE + 16 + 8] = TIDE_DEPARTURE_CLEARED; /* a clear that names a key */
     emit("err-TIDE_EPROTO-events-reply-clear-with-key");
     add(frame_encode_empty(ROOM, FRAME_OP_PING, 16), NULL, 0);
     emit("ok-ping");

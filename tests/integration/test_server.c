@@ -478,7 +478,7 @@ TEST(server_bad_flags) {
     CHECK(fread(out, 1, sizeof(out) - 1, p) > 0);
     st = pclose(p);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
-    CHECK_CONTAINS(out, "lru, s3fifo or chain");
+    CHECK_CONTAINS(out, "lru, s3fifo, chain or adapt");
 }
 
 TEST(server_tided_name_runs_the_daemon) {

@@ -42,11 +42,11 @@ static void exercise(const char *url) {
     CHECK(n >= 3);
     for (size_t j = 0; j < n; j++)
         CHECK_EQ(evs[j].seq, start + j);
-    CHECK_EQ(evs[n - 1].kind, TIDE_EVENT_CLEARED);
-    CHECK_EQ(evs[n - 2].kind, TIDE_EVENT_REMOVED);
+    CHECK_EQ(evs[n - 1].kind, TIDE_DEPARTURE_CLEARED);
+    CHECK_EQ(evs[n - 2].kind, TIDE_DEPARTURE_REMOVED);
     CHECK(evs[n - 2].klen == 4 && memcmp(evs[n - 2].key, "e199", 4) == 0);
     for (size_t j = 0; j + 2 < n; j++) {
-        CHECK_EQ(evs[j].kind, TIDE_EVENT_EVICTED);
+        CHECK_EQ(evs[j].kind, TIDE_DEPARTURE_EVICTED);
         CHECK(evs[j].klen >= 2 && evs[j].key[0] == 'e');
     }
     tide_close(s);
@@ -65,8 +65,8 @@ TEST(server_events_tcp_and_unix) {
 }
 
 TEST(server_events_codec) {
-    tide_event ev[2] = {{.seq = 5, .kind = TIDE_EVENT_EVICTED, .klen = 3, .key = "abc"},
-                        {.seq = 6, .kind = TIDE_EVENT_CLEARED, .klen = 0}};
+    tide_event ev[2] = {{.seq = 5, .kind = TIDE_DEPARTURE_EVICTED, .klen = 3, .key = "abc"},
+                        {.seq = 6, .kind = TIDE_DEPARTURE_CLEARED, .klen = 0}};
     uint8_t buf[1024];
     size_t len;
     CHECK_EQ(frame_encode_events_reply(buf, sizeof(buf), &len, 9, 7, 2, ev, 2), 0);
@@ -79,16 +79,16 @@ TEST(server_events_codec) {
     frame_iter it;
     frame_entry e;
     frame_iter_init(&it, &m);
-    CHECK(frame_iter_next(&it, &e) && e.seq == 5 && e.kind == TIDE_EVENT_EVICTED &&
+    CHECK(frame_iter_next(&it, &e) && e.seq == 5 && e.kind == TIDE_DEPARTURE_EVICTED &&
           e.key.len == 3 && memcmp(e.key.data, "abc", 3) == 0);
-    CHECK(frame_iter_next(&it, &e) && e.seq == 6 && e.kind == TIDE_EVENT_CLEARED && e.key.len == 0);
+    CHECK(frame_iter_next(&it, &e) && e.seq == 6 && e.kind == TIDE_DEPARTURE_CLEARED && e.key.len == 0);
     CHECK(!frame_iter_next(&it, &e));
     /* A clear with a key, and an evicted key without one, are not canonical. */
     ev[1].klen = 1;
     CHECK_EQ(frame_encode_events_reply(buf, sizeof(buf), &len, 9, 7, 2, ev, 2), TIDE_EPROTO);
     ev[1].klen = 0;
     CHECK_EQ(frame_encode_events_reply(buf, sizeof(buf), &len, 9, 7, 2, ev, 2), 0);
-    buf[FRAME_HDR_SIZE + 16 + 8] = TIDE_EVENT_CLEARED; /* first entry: kind 4 with a key */
+    buf[FRAME_HDR_SIZE + 16 + 8] = TIDE_DEPARTURE_CLEARED; /* first entry: kind 4 with a key */
     frame_decoder_reset(&d);
     CHECK_EQ(frame_decode(&d, buf, len, &m), TIDE_EPROTO);
     CHECK_CONTAINS(d.errstr, "EVENTS_REPLY");

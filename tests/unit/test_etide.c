@@ -135,14 +135,15 @@ TEST(etide_dcp2_load_is_bit_identical) {
     engine_config c;
     small(&c, ENGINE_PRESET_ATTENTION, 1, 2); /* logical blocks of 8 tokens */
     share_case(&c, 96, 104);
-    small(&c, ENGINE_PRESET_HYBRID, 1, 2); /* vLLM's reference rejects this one */
+    small(&c, ENGINE_PRESET_HYBRID, 1, 2); /* vLLM <= 0.28's reference rejected this one */
     share_case(&c, 96, 104);
     small(&c, ENGINE_PRESET_HYBRID, 2, 2);
     share_case(&c, 96, 104);
 }
 
-/* The generated configuration passes tide's validation; vLLM's reference rejects only the
- * hybrid model under DCP, with its own message. */
+/* The generated configuration passes tide's validation. vLLM's reference up to 0.28 rejects
+ * only the hybrid model under DCP, with its own message; from 0.29 on DCP is no longer
+ * rejected (only PCP is), so the newest rules accept every case. */
 TEST(etide_config_is_validated) {
     static const struct {
         engine_preset p;
@@ -172,7 +173,8 @@ TEST(etide_config_is_validated) {
             CHECK_EQ(cfg.scheduler_block_size, engine_block_tokens(m));
             connector_verdict v;
             CHECK_EQ(connector_validate(&cfg, CONNECTOR_IMPL_TIDE, &v), 0);
-            rc = connector_validate(&cfg, CONNECTOR_IMPL_REFERENCE, &v);
+            CHECK_EQ(connector_validate(&cfg, CONNECTOR_IMPL_REFERENCE, &v), 0);
+            rc = connector_validate_reference(&cfg, CONNECTOR_RULES_SEED, &v);
             if (cases[i].reference_ok) {
                 CHECK_EQ(rc, 0);
             } else {

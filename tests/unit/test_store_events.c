@@ -58,7 +58,7 @@ TEST(store_events_remove_evict_clear) {
     CHECK_EQ(tide_remove(s, "k1", 2), TIDE_ENOTFOUND); /* nothing left: no second event */
     CHECK_EQ(tide_events_read(s, next, evs, 10, &next, &lost), 1);
     CHECK_EQ(evs[0].seq, 1);
-    CHECK_EQ(evs[0].kind, TIDE_EVENT_REMOVED);
+    CHECK_EQ(evs[0].kind, TIDE_DEPARTURE_REMOVED);
     CHECK(key_is(&evs[0], "k1"));
     CHECK_EQ(next, 2);
 
@@ -76,7 +76,7 @@ TEST(store_events_remove_evict_clear) {
         int announced = 0;
         for (size_t j = 0; j < n; j++)
             if (key_is(&evs[j], k)) {
-                CHECK_EQ(evs[j].kind, TIDE_EVENT_EVICTED);
+                CHECK_EQ(evs[j].kind, TIDE_DEPARTURE_EVICTED);
                 announced++;
             }
         CHECK_MSG(announced == !tide_exists(s, k, strlen(k)), "%s: announced %d times, exists %d",
@@ -87,7 +87,7 @@ TEST(store_events_remove_evict_clear) {
 
     CHECK_EQ(tide_clear(s), 0);
     CHECK_EQ(tide_events_read(s, next, evs, 10, &next, &lost), 1);
-    CHECK_EQ(evs[0].kind, TIDE_EVENT_CLEARED);
+    CHECK_EQ(evs[0].kind, TIDE_DEPARTURE_CLEARED);
     CHECK_EQ(evs[0].klen, 0);
     tide_close(s);
 }

@@ -17,7 +17,7 @@ import logging
 from typing import Any
 
 from .. import errors
-from ..store import EVENT_CLEARED, Store
+from ..store import DEPARTURE_CLEARED, Store
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ class DepartureFeed:
         everything = lost > 0
         self.lost += lost
         for ev in evs:
-            if ev.kind == EVENT_CLEARED:
+            if ev.kind == DEPARTURE_CLEARED:
                 everything = True
                 gone.clear()
                 continue
