@@ -266,22 +266,18 @@ static int op_get(conn *c, const frame_msg *m, int *status) {
     int32_t *st = calloc(n ? n : 1, sizeof(*st));
     uint64_t *vlens = calloc(n ? n : 1, sizeof(*vlens)), *sums = calloc(n ? n : 1, 8);
     store_ref *refs = calloc(n ? n : 1, sizeof(*refs));
-    int rc = -ENOMEM, hits = 0;
+    int rc = -ENOMEM, outcome = MST_OK;
     if (!st || !vlens || !sums || !refs) goto out;
     frame_iter it;
     frame_entry e;
     frame_iter_init(&it, m);
     for (size_t i = 0; frame_iter_next(&it, &e); i++) {
-        st[i] = store_pin(c->srv->st, e.key.data, e.key.len, 0, &refs[i]);
-        if (st[i] == 0 && refs[i].len > e.cap) {
-            store_unpin(c->srv->st, refs[i].id);
-            st[i] = TIDE_EBUFSMALL;
-            vlens[i] = refs[i].len;
-        } else if (st[i] == 0) {
-            vlens[i] = refs[i].len;
-            sums[i] = refs[i].checksum;
-            hits++;
-        }
+        /* A value longer than the caller's room is answered with its size and counted as
+         * neither a hit nor a miss (store_pin_cap): the read that follows counts. */
+        st[i] = store_pin_cap(c->srv->st, e.key.data, e.key.len, 0, e.cap, &refs[i]);
+        if (st[i] == 0) sums[i] = refs[i].checksum;
+        if (st[i] == 0 || st[i] == TIDE_EBUFSMALL) vlens[i] = refs[i].len;
+        outcome = metrics_worse(outcome, metrics_read_status(st[i]));
     }
     struct get_reply_args a = {m->h.req_id, st, vlens, sums, n};
     rc = reply_encoded(c, enc_get_reply, &a);
@@ -297,7 +293,7 @@ static int op_get(conn *c, const frame_msg *m, int *status) {
         if (rc != 0) store_unpin(c->srv->st, refs[i].id);
     }
     store_count_io(c->srv->st, 0, out_bytes);
-    *status = hits == (int)n ? MST_OK : MST_MISS;
+    *status = outcome;
 out:
     free(st);
     free(vlens);
@@ -553,6 +549,8 @@ static int metric_op(unsigned op) {
         return MOP_PIN;
     case FRAME_OP_RELEASE:
         return MOP_RELEASE;
+    case FRAME_OP_REPLICA:
+        return MOP_REPLICA;
     default:
         return MOP_HELLO;
     }

@@ -16,9 +16,9 @@ static const uint64_t bucket_us[METRICS_NBUCKETS] = {
 
 static const char *const op_names[MOP_COUNT] = {
     "put",   "get",   "exists",  "remove", "match_prefix", "stat",    "ping",
-    "clear", "hello", "reserve", "commit", "pin",          "release",
+    "clear", "hello", "reserve", "commit", "pin",          "release", "replica",
 };
-static const char *const status_names[MST_COUNT] = {"ok", "miss", "error"};
+static const char *const status_names[MST_COUNT] = {"ok", "too_small", "miss", "error"};
 
 void metrics_op_done(metrics *m, int op, int status, uint64_t keys, uint64_t latency_ns) {
     if (op < 0 || op >= MOP_COUNT || status < 0 || status >= MST_COUNT) return;
@@ -79,7 +79,9 @@ char *metrics_render(const metrics *m, const tide_stats *st, size_t *len) {
     out o = {malloc(16384), 16384, 0, 0};
     if (!o.buf) return NULL;
     o.buf[0] = '\0';
-    emit(&o, "# HELP tide_requests_total Requests by opcode and outcome.\n"
+    emit(&o, "# HELP tide_requests_total Requests by opcode and outcome (a request of several "
+             "keys takes its worst key's: ok, too_small, miss, error; too_small is a read "
+             "answered with the value's size only).\n"
              "# TYPE tide_requests_total counter\n");
     for (int op = 0; op < MOP_COUNT; op++)
         for (int s = 0; s < MST_COUNT; s++)
