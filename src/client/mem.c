@@ -154,7 +154,8 @@ static int mem_get_many(tide_store *s, const tide_key *keys, size_t n, const tid
         int rc = client_key_check(&keys[i]);
         /* A value too long for the caller's room: its size, counted as neither a hit nor
          * a miss (store_pin_cap). */
-        if (rc == 0) rc = store_pin_cap(m->st, keys[i].data, keys[i].len, 0, iov_total(v, cnt), &ref);
+        if (rc == 0)
+            rc = store_pin_cap(m->st, keys[i].data, keys[i].len, 0, iov_total(v, cnt), &ref);
         if (rc == TIDE_EBUFSMALL) len = ref.len;
         if (rc == 0) {
             len = ref.len;
@@ -316,7 +317,8 @@ static int mem_get_many_dev(tide_store *s, const tide_key *keys, size_t n, const
         store_ref ref;
         int rc = client_key_check(&keys[i]);
         if (vlens) vlens[i] = 0;
-        if (rc == 0) rc = store_pin_cap(m->st, keys[i].data, keys[i].len, 0, iov_total(v, cnt), &ref);
+        if (rc == 0)
+            rc = store_pin_cap(m->st, keys[i].data, keys[i].len, 0, iov_total(v, cnt), &ref);
         if (rc == TIDE_EBUFSMALL) {
             if (vlens) vlens[i] = ref.len; /* size only: not counted (store_pin_cap) */
         } else if (rc == 0) {

@@ -97,9 +97,9 @@ struct conn {
     uint32_t nslots;
     intake body; /* a PUT's value bytes (intake.c) */
 
-    int is_unix;    /* accepted on the Unix listener */
-    int fd_sent;    /* the pool's memfd went (or is queued to go) to this peer: never twice */
-    shm_state *shm; /* leases of a connection granted FRAME_FEATURE_SHM, else NULL */
+    int is_unix;          /* accepted on the Unix listener */
+    int fd_sent;          /* the pool's memfd went (or is queued to go) to this peer: never twice */
+    shm_state *shm;       /* leases of a connection granted FRAME_FEATURE_SHM, else NULL */
     uint64_t replica_gen; /* replica.c: the node's generation when this connection began */
 };
 

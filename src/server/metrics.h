@@ -39,8 +39,10 @@ enum metrics_status { MST_OK, MST_TOO_SMALL, MST_MISS, MST_ERROR, MST_COUNT };
 /* The outcome of one key of a read (a get or a pin): 0, TIDE_EBUFSMALL, TIDE_ENOTFOUND, or
  * anything else (an error). */
 static inline int metrics_read_status(int rc) {
-    return rc == 0 ? MST_OK : rc == TIDE_EBUFSMALL ? MST_TOO_SMALL : rc == TIDE_ENOTFOUND ? MST_MISS
-                                                                                          : MST_ERROR;
+    return rc == 0                ? MST_OK
+           : rc == TIDE_EBUFSMALL ? MST_TOO_SMALL
+           : rc == TIDE_ENOTFOUND ? MST_MISS
+                                  : MST_ERROR;
 }
 /* The worse of two outcomes. */
 static inline int metrics_worse(int a, int b) {
@@ -59,7 +61,7 @@ typedef struct metrics {
     atomic_uint_fast64_t ops[MOP_COUNT][MST_COUNT]; /* requests by opcode and outcome */
     atomic_uint_fast64_t keys[MOP_COUNT];           /* keys carried by those requests */
     metrics_hist latency[MOP_COUNT];
-    atomic_uint_fast64_t bytes_in, bytes_out;       /* bytes read from and written to sockets */
+    atomic_uint_fast64_t bytes_in, bytes_out; /* bytes read from and written to sockets */
     atomic_uint_fast64_t conns_total, conns_open, conns_rejected;
     atomic_uint_fast64_t conns_preauth;     /* open and not authenticated yet (with a token) */
     atomic_uint_fast64_t conns_preauth_cut; /* cut as the oldest pre-auth one when all were taken */
