@@ -656,6 +656,9 @@ static int conn_serve(connio *io) {
             unsigned op = c->in_len >= 6 && frame_op_valid(c->in[5]) ? c->in[5] : FRAME_OP_ERROR;
             if (op & FRAME_OP_REPLY) op = FRAME_OP_ERROR;
             uint64_t req_id = c->in_len >= 16 ? frame_rd64(c->in + 8) : 0;
+            /* A request refused on its head (a value over --max-value, say) is still a
+             * request of its opcode, and it failed. */
+            if (op != FRAME_OP_ERROR) metrics_op_done(&c->srv->m, metric_op(op), MST_ERROR, 0, 0);
             return reply_error(c, op, req_id, (int32_t)n, c->dec.errstr);
         }
         if (n == 0) {
