@@ -91,6 +91,7 @@ TEST_T(cli_bench_mostly_missed_fails, 60) {
     CHECK_MSG(j != NULL, "not JSON: %s", out);
     CHECK(cJSON_IsFalse(cJSON_GetObjectItem(j, "ok")));
     cJSON *r = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "results"), 0);
+    CHECK_MSG(cJSON_GetObjectItem(r, "attempted") != NULL, "no attempted in: %s", out);
     double ops = cJSON_GetObjectItem(r, "ops")->valuedouble;
     double tried = cJSON_GetObjectItem(r, "attempted")->valuedouble;
     double misses = cJSON_GetObjectItem(j, "misses")->valuedouble;
@@ -114,8 +115,9 @@ TEST_T(cli_bench_fitting_passes, 60) {
     CHECK_MSG(j != NULL, "not JSON: %s", out);
     CHECK(cJSON_IsTrue(cJSON_GetObjectItem(j, "ok")));
     cJSON *r = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "results"), 0);
-    CHECK(cJSON_GetObjectItem(r, "ops")->valuedouble > 0);
-    CHECK_EQ(cJSON_GetObjectItem(r, "ops")->valuedouble,
-             cJSON_GetObjectItem(r, "attempted")->valuedouble);
+    cJSON *ops = cJSON_GetObjectItem(r, "ops"), *tried = cJSON_GetObjectItem(r, "attempted");
+    CHECK_MSG(ops && tried, "no ops or attempted in: %s", out);
+    CHECK(ops->valuedouble > 0);
+    CHECK_EQ(ops->valuedouble, tried->valuedouble);
     cJSON_Delete(j);
 }
