@@ -14,11 +14,15 @@ static const uint64_t bucket_us[METRICS_NBUCKETS] = {
     25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000, 30000000,
 };
 
-static const char *const op_names[MOP_COUNT] = {
-    "put",   "get",   "exists",  "remove", "match_prefix", "stat",    "ping",
-    "clear", "hello", "reserve", "commit", "pin",          "release", "replica",
+static const char *const op_names[] = {
+    "put",   "get",     "exists", "remove", "match_prefix", "stat",    "ping",  "clear",
+    "hello", "reserve", "commit", "pin",    "release",      "replica", "other",
 };
-static const char *const status_names[MST_COUNT] = {"ok", "too_small", "miss", "error"};
+static const char *const status_names[] = {"ok", "too_small", "miss", "error"};
+/* A label for every op and every outcome: an enum grown without its name fails here. */
+_Static_assert(sizeof(op_names) / sizeof(op_names[0]) == MOP_COUNT, "an op without a label");
+_Static_assert(sizeof(status_names) / sizeof(status_names[0]) == MST_COUNT,
+               "an outcome without a label");
 
 void metrics_op_done(metrics *m, int op, int status, uint64_t keys, uint64_t latency_ns) {
     if (op < 0 || op >= MOP_COUNT || status < 0 || status >= MST_COUNT) return;

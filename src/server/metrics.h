@@ -28,6 +28,7 @@ enum metrics_op {
     MOP_PIN,
     MOP_RELEASE,
     MOP_REPLICA, /* a cluster client's REPLICA check on each connection it opens */
+    MOP_OTHER,   /* an opcode with no label of its own: never counted as another op */
     MOP_COUNT
 };
 /* A request's outcome. A request of several keys takes its worst key's, in this order:
