@@ -104,8 +104,11 @@ static uint8_t *slurp(const char *path, size_t *len) {
 }
 
 int cmd_put(int argc, char **argv) {
-    static const char help[] = "usage: tide put URL KEY [FILE|-]\n\nStore the bytes of FILE "
-                               "(standard input when FILE is - or absent) under KEY.\n";
+    static const char help[] =
+        "usage: tide put URL KEY [FILE|-]\n\nStore the bytes of FILE (standard input when FILE "
+        "is - or absent) under KEY.\n\nURL is a store that outlives the command: tide://, "
+        "unix:// or etcd://. mem:// and an empty URL are refused: such a store is gone when "
+        "the command exits.\n";
     if (want_help(argc, argv, help)) return 0;
     if (argc < 3 || argc > 4) return cli_usage_error("put", "expected URL KEY [FILE|-]");
     int orc = check_lasting("put", argv[1]); /* before reading a value only to lose it */
