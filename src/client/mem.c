@@ -152,20 +152,20 @@ static int mem_get_many(tide_store *s, const tide_key *keys, size_t n, const tid
         size_t len = 0;
         store_ref ref;
         int rc = client_key_check(&keys[i]);
-        if (rc == 0) rc = store_pin(m->st, keys[i].data, keys[i].len, 0, &ref);
+        /* A value too long for the caller's room: its size, counted as neither a hit nor
+         * a miss (store_pin_cap). */
+        if (rc == 0)
+            rc = store_pin_cap(m->st, keys[i].data, keys[i].len, 0, iov_total(v, cnt), &ref);
+        if (rc == TIDE_EBUFSMALL) len = ref.len;
         if (rc == 0) {
             len = ref.len;
-            if (ref.len > iov_total(v, cnt)) {
-                rc = TIDE_EBUFSMALL;
+            uint64_t sum = copy_scatter(v, cnt, base + ref.offset, ref.len, m->verify);
+            if (m->verify && sum != ref.checksum) {
+                store_verify_failed(m->st, ref.id);
+                rc = TIDE_ENOTFOUND;
+                len = 0;
             } else {
-                uint64_t sum = copy_scatter(v, cnt, base + ref.offset, ref.len, m->verify);
-                if (m->verify && sum != ref.checksum) {
-                    store_verify_failed(m->st, ref.id);
-                    rc = TIDE_ENOTFOUND;
-                    len = 0;
-                } else {
-                    out += ref.len;
-                }
+                out += ref.len;
             }
             store_unpin_chain(m->st, ref.id, &chain);
         }
@@ -317,11 +317,10 @@ static int mem_get_many_dev(tide_store *s, const tide_key *keys, size_t n, const
         store_ref ref;
         int rc = client_key_check(&keys[i]);
         if (vlens) vlens[i] = 0;
-        if (rc == 0) rc = store_pin(m->st, keys[i].data, keys[i].len, 0, &ref);
-        if (rc == 0 && ref.len > iov_total(v, cnt)) {
-            if (vlens) vlens[i] = ref.len;
-            store_unpin_chain(m->st, ref.id, &chain);
-            rc = TIDE_EBUFSMALL;
+        if (rc == 0)
+            rc = store_pin_cap(m->st, keys[i].data, keys[i].len, 0, iov_total(v, cnt), &ref);
+        if (rc == TIDE_EBUFSMALL) {
+            if (vlens) vlens[i] = ref.len; /* size only: not counted (store_pin_cap) */
         } else if (rc == 0) {
             it[nit] = (mem_dev_item){i, ref, 0};
             b.ptr[nit] = base + ref.offset;

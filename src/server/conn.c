@@ -97,9 +97,9 @@ struct conn {
     uint32_t nslots;
     intake body; /* a PUT's value bytes (intake.c) */
 
-    int is_unix;    /* accepted on the Unix listener */
-    int fd_sent;    /* the pool's memfd went (or is queued to go) to this peer: never twice */
-    shm_state *shm; /* leases of a connection granted FRAME_FEATURE_SHM, else NULL */
+    int is_unix;          /* accepted on the Unix listener */
+    int fd_sent;          /* the pool's memfd went (or is queued to go) to this peer: never twice */
+    shm_state *shm;       /* leases of a connection granted FRAME_FEATURE_SHM, else NULL */
     uint64_t replica_gen; /* replica.c: the node's generation when this connection began */
 };
 
@@ -266,22 +266,18 @@ static int op_get(conn *c, const frame_msg *m, int *status) {
     int32_t *st = calloc(n ? n : 1, sizeof(*st));
     uint64_t *vlens = calloc(n ? n : 1, sizeof(*vlens)), *sums = calloc(n ? n : 1, 8);
     store_ref *refs = calloc(n ? n : 1, sizeof(*refs));
-    int rc = -ENOMEM, hits = 0;
+    int rc = -ENOMEM, outcome = MST_OK;
     if (!st || !vlens || !sums || !refs) goto out;
     frame_iter it;
     frame_entry e;
     frame_iter_init(&it, m);
     for (size_t i = 0; frame_iter_next(&it, &e); i++) {
-        st[i] = store_pin(c->srv->st, e.key.data, e.key.len, 0, &refs[i]);
-        if (st[i] == 0 && refs[i].len > e.cap) {
-            store_unpin(c->srv->st, refs[i].id);
-            st[i] = TIDE_EBUFSMALL;
-            vlens[i] = refs[i].len;
-        } else if (st[i] == 0) {
-            vlens[i] = refs[i].len;
-            sums[i] = refs[i].checksum;
-            hits++;
-        }
+        /* A value longer than the caller's room is answered with its size and counted as
+         * neither a hit nor a miss (store_pin_cap): the read that follows counts. */
+        st[i] = store_pin_cap(c->srv->st, e.key.data, e.key.len, 0, e.cap, &refs[i]);
+        if (st[i] == 0) sums[i] = refs[i].checksum;
+        if (st[i] == 0 || st[i] == TIDE_EBUFSMALL) vlens[i] = refs[i].len;
+        outcome = metrics_worse(outcome, metrics_read_status(st[i]));
     }
     struct get_reply_args a = {m->h.req_id, st, vlens, sums, n};
     rc = reply_encoded(c, enc_get_reply, &a);
@@ -297,7 +293,7 @@ static int op_get(conn *c, const frame_msg *m, int *status) {
         if (rc != 0) store_unpin(c->srv->st, refs[i].id);
     }
     store_count_io(c->srv->st, 0, out_bytes);
-    *status = hits == (int)n ? MST_OK : MST_MISS;
+    *status = outcome;
 out:
     free(st);
     free(vlens);
@@ -553,8 +549,12 @@ static int metric_op(unsigned op) {
         return MOP_PIN;
     case FRAME_OP_RELEASE:
         return MOP_RELEASE;
-    default:
+    case FRAME_OP_REPLICA:
+        return MOP_REPLICA;
+    case FRAME_OP_HELLO:
         return MOP_HELLO;
+    default: /* an opcode added without a label is "other", never passed off as another */
+        return MOP_OTHER;
     }
 }
 
@@ -661,6 +661,9 @@ static int conn_serve(connio *io) {
             unsigned op = c->in_len >= 6 && frame_op_valid(c->in[5]) ? c->in[5] : FRAME_OP_ERROR;
             if (op & FRAME_OP_REPLY) op = FRAME_OP_ERROR;
             uint64_t req_id = c->in_len >= 16 ? frame_rd64(c->in + 8) : 0;
+            /* A request refused on its head (a value over --max-value, say) is still a
+             * request of its opcode, and it failed. */
+            if (op != FRAME_OP_ERROR) metrics_op_done(&c->srv->m, metric_op(op), MST_ERROR, 0, 0);
             return reply_error(c, op, req_id, (int32_t)n, c->dec.errstr);
         }
         if (n == 0) {

@@ -175,13 +175,11 @@ static int32_t shm_one(server *srv, shm_state *s, unsigned op, const frame_entry
         return 0;
     case FRAME_OP_PIN:
         if (s->n >= SHM_MAX_LEASES) return TIDE_ELIMIT;
-        rc = store_pin(st, e->key.data, e->key.len, deadline, &ref);
+        /* Too long for the caller's room: its size only, counted as neither a hit nor a
+         * miss (store_pin_cap). */
+        rc = store_pin_cap(st, e->key.data, e->key.len, deadline, e->cap, &ref);
+        if (rc == TIDE_EBUFSMALL) r->vlens[i] = ref.len;
         if (rc) return rc;
-        if (ref.len > e->cap) {
-            store_unpin(st, ref.id);
-            r->vlens[i] = ref.len;
-            return TIDE_EBUFSMALL;
-        }
         if (shm_add(s, ref.id, ref.len, SHM_PIN) != 0) {
             store_unpin(st, ref.id);
             return -ENOMEM;
@@ -219,7 +217,7 @@ int shm_dispatch(server *srv, outq *out, shm_state *s, const frame_msg *m, int *
     shm_reply r = {
         m->h.req_id,  m->h.opcode,  n,           calloc(k, sizeof(int32_t)), calloc(k, 8),
         calloc(k, 8), calloc(k, 8), calloc(k, 8)};
-    int rc = -ENOMEM, all = 1;
+    int rc = -ENOMEM, all = 1, outcome = MST_OK;
     if (!r.status || !r.ids || !r.offsets || !r.vlens || !r.sums) goto out;
     uint64_t deadline = now_ns() + (uint64_t)srv->cfg.unix_lease_ms * 1000000ull;
     frame_iter it;
@@ -230,8 +228,10 @@ int shm_dispatch(server *srv, outq *out, shm_state *s, const frame_msg *m, int *
         int last = n > 1 && i + 1 == n;
         r.status[i] = shm_one(srv, s, m->h.opcode, &e, &r, i, deadline, &chain, last);
         all &= r.status[i] == 0;
+        outcome = metrics_worse(outcome, metrics_read_status(r.status[i]));
     }
-    *status = all ? MST_OK : m->h.opcode == FRAME_OP_PIN ? MST_MISS : MST_ERROR;
+    /* A pin is a read (ok, too_small, miss or error); the other requests fail or not. */
+    *status = m->h.opcode == FRAME_OP_PIN ? outcome : all ? MST_OK : MST_ERROR;
     rc = outq_encoded(out, shm_encode, &r);
     if (rc != 0 && (m->h.opcode == FRAME_OP_RESERVE || m->h.opcode == FRAME_OP_PIN)) {
         /* The client will never learn these ids: give them back now. */

@@ -14,11 +14,15 @@ static const uint64_t bucket_us[METRICS_NBUCKETS] = {
     25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000, 30000000,
 };
 
-static const char *const op_names[MOP_COUNT] = {
-    "put",   "get",   "exists",  "remove", "match_prefix", "stat",    "ping",
-    "clear", "hello", "reserve", "commit", "pin",          "release",
+static const char *const op_names[] = {
+    "put",   "get",     "exists", "remove", "match_prefix", "stat",    "ping",  "clear",
+    "hello", "reserve", "commit", "pin",    "release",      "replica", "other",
 };
-static const char *const status_names[MST_COUNT] = {"ok", "miss", "error"};
+static const char *const status_names[] = {"ok", "too_small", "miss", "error"};
+/* A label for every op and every outcome: an enum grown without its name fails here. */
+_Static_assert(sizeof(op_names) / sizeof(op_names[0]) == MOP_COUNT, "an op without a label");
+_Static_assert(sizeof(status_names) / sizeof(status_names[0]) == MST_COUNT,
+               "an outcome without a label");
 
 void metrics_op_done(metrics *m, int op, int status, uint64_t keys, uint64_t latency_ns) {
     if (op < 0 || op >= MOP_COUNT || status < 0 || status >= MST_COUNT) return;
@@ -79,7 +83,9 @@ char *metrics_render(const metrics *m, const tide_stats *st, size_t *len) {
     out o = {malloc(16384), 16384, 0, 0};
     if (!o.buf) return NULL;
     o.buf[0] = '\0';
-    emit(&o, "# HELP tide_requests_total Requests by opcode and outcome.\n"
+    emit(&o, "# HELP tide_requests_total Requests by opcode and outcome (a request of several "
+             "keys takes its worst key's: ok, too_small, miss, error; too_small is a read "
+             "answered with the value's size only).\n"
              "# TYPE tide_requests_total counter\n");
     for (int op = 0; op < MOP_COUNT; op++)
         for (int s = 0; s < MST_COUNT; s++)

@@ -27,9 +27,28 @@ enum metrics_op {
     MOP_COMMIT,
     MOP_PIN,
     MOP_RELEASE,
+    MOP_REPLICA, /* a cluster client's REPLICA check on each connection it opens */
+    MOP_OTHER,   /* an opcode with no label of its own: never counted as another op */
     MOP_COUNT
 };
-enum metrics_status { MST_OK, MST_MISS, MST_ERROR, MST_COUNT };
+/* A request's outcome. A request of several keys takes its worst key's, in this order:
+ * ok < too_small < miss < error. too_small: a get (or pin) whose buffer was too small for
+ * the value, answered with the value's size only (how a caller asks a size); the read
+ * that follows counts on its own. */
+enum metrics_status { MST_OK, MST_TOO_SMALL, MST_MISS, MST_ERROR, MST_COUNT };
+
+/* The outcome of one key of a read (a get or a pin): 0, TIDE_EBUFSMALL, TIDE_ENOTFOUND, or
+ * anything else (an error). */
+static inline int metrics_read_status(int rc) {
+    return rc == 0                ? MST_OK
+           : rc == TIDE_EBUFSMALL ? MST_TOO_SMALL
+           : rc == TIDE_ENOTFOUND ? MST_MISS
+                                  : MST_ERROR;
+}
+/* The worse of two outcomes. */
+static inline int metrics_worse(int a, int b) {
+    return a > b ? a : b;
+}
 
 /* Latency bucket upper bounds in microseconds; the last bucket is +Inf. */
 #define METRICS_NBUCKETS 20
@@ -43,7 +62,7 @@ typedef struct metrics {
     atomic_uint_fast64_t ops[MOP_COUNT][MST_COUNT]; /* requests by opcode and outcome */
     atomic_uint_fast64_t keys[MOP_COUNT];           /* keys carried by those requests */
     metrics_hist latency[MOP_COUNT];
-    atomic_uint_fast64_t bytes_in, bytes_out;       /* bytes read from and written to sockets */
+    atomic_uint_fast64_t bytes_in, bytes_out; /* bytes read from and written to sockets */
     atomic_uint_fast64_t conns_total, conns_open, conns_rejected;
     atomic_uint_fast64_t conns_preauth;     /* open and not authenticated yet (with a token) */
     atomic_uint_fast64_t conns_preauth_cut; /* cut as the oldest pre-auth one when all were taken */

@@ -507,6 +507,11 @@ fail:
 }
 
 int store_pin(store *st, const void *key, size_t klen, uint64_t deadline_ns, store_ref *ref) {
+    return store_pin_cap(st, key, klen, deadline_ns, UINT64_MAX, ref);
+}
+
+int store_pin_cap(store *st, const void *key, size_t klen, uint64_t deadline_ns, uint64_t cap,
+                  store_ref *ref) {
     int rc = check_key(key, klen);
     if (rc < 0) return rc;
     uint32_t h = key_hash(key, klen);
@@ -524,6 +529,11 @@ int store_pin(store *st, const void *key, size_t klen, uint64_t deadline_ns, sto
         if (rc == 0) break;
         if (rc == STORE_WAIT) continue;
         if (rc == TIDE_ENOTFOUND) st->misses++;
+        goto out;
+    }
+    if (obj_len(st, o) > cap) { /* a size-only answer: neither a get nor a miss */
+        ref->len = obj_len(st, o);
+        rc = TIDE_EBUFSMALL;
         goto out;
     }
     lease *e;

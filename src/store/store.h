@@ -157,6 +157,12 @@ int store_abort(store *st, uint64_t id);
  * key errors, -ENOMEM.
  */
 int store_pin(store *st, const void *key, size_t klen, uint64_t deadline_ns, store_ref *ref);
+/* store_pin for a reader with cap bytes of room: a value longer than cap is not pinned and
+ * returns TIDE_EBUFSMALL with ref->len its length. Such a size-only answer (a caller asking
+ * the size with cap 0, say) counts as neither a get nor a miss: the read that follows it
+ * counts, so one value read is one get whatever it took to size the buffer. */
+int store_pin_cap(store *st, const void *key, size_t klen, uint64_t deadline_ns, uint64_t cap,
+                  store_ref *ref);
 /* Release a pin. Errors: TIDE_ENOTFOUND (unknown or expired pin id). */
 int store_unpin(store *st, uint64_t id);
 /* The same as one key of a chain batch of reads (chain may be NULL). */
