@@ -551,6 +551,8 @@ static int metric_op(unsigned op) {
         return MOP_RELEASE;
     case FRAME_OP_REPLICA:
         return MOP_REPLICA;
+    case FRAME_OP_EVENTS:
+        return MOP_EVENTS;
     case FRAME_OP_HELLO:
         return MOP_HELLO;
     default: /* an opcode added without a label is "other", never passed off as another */

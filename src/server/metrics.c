@@ -15,8 +15,8 @@ static const uint64_t bucket_us[METRICS_NBUCKETS] = {
 };
 
 static const char *const op_names[] = {
-    "put",   "get",     "exists", "remove", "match_prefix", "stat",    "ping",  "clear",
-    "hello", "reserve", "commit", "pin",    "release",      "replica", "other",
+    "put",   "get",     "exists", "remove", "match_prefix", "stat",    "ping",   "clear",
+    "hello", "reserve", "commit", "pin",    "release",      "replica", "events", "other",
 };
 static const char *const status_names[] = {"ok", "too_small", "miss", "error"};
 /* A label for every op and every outcome: an enum grown without its name fails here. */

@@ -28,6 +28,7 @@ enum metrics_op {
     MOP_PIN,
     MOP_RELEASE,
     MOP_REPLICA, /* a cluster client's REPLICA check on each connection it opens */
+    MOP_EVENTS,  /* reads of the store's departure feed (EVENTS) */
     MOP_OTHER,   /* an opcode with no label of its own: never counted as another op */
     MOP_COUNT
 };
