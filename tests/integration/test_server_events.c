@@ -2,9 +2,11 @@
  * test_server_events.c — the departure feed through tided (EVENTS, 0x0f): over tide:// and
  * unix://, a remove, evictions and a clear reach a client as numbered events; a client that
  * asks for more events than one reply holds reads on from `next`; a reply too short for its
- * entries, or with a key on a clear, is refused by the decoder.
+ * entries, or with a key on a clear, is refused by the decoder; /metrics counts EVENTS
+ * requests as op="events".
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
@@ -56,12 +58,25 @@ TEST(server_events_tcp_and_unix) {
     char path[300];
     snprintf(path, sizeof(path), "%s/ev.sock", test_tmpdir());
     test_server ts;
-    server_start_unix(&ts, path, "8MiB", "error", NULL);
+    char mport[16];
+    snprintf(mport, sizeof(mport), "%d", test_free_port());
+    const char *const extra[] = {"--metrics-port", mport, NULL};
+    server_start_unix(&ts, path, "8MiB", "error", extra);
     exercise(ts.url);
     char url[400];
     snprintf(url, sizeof(url), "unix://%s", path);
     exercise(url);
-    server_stop(&ts, 15);
+    /* Each round read the feed with at least 2 EVENTS requests (the first read, then reads
+     * on from next): /metrics counts them under their own label. */
+    char cmd[200], out[65536];
+    snprintf(cmd, sizeof(cmd),
+             "timeout 10 curl -sf http://127.0.0.1:%d/metrics | grep "
+             "'^tide_requests_total{op=\"events\",status=\"ok\"}'",
+             atoi(mport));
+    CHECK_EQ(test_run(cmd, out, sizeof(out)), 0);
+    const char *sp = strrchr(out, ' ');
+    CHECK_MSG(sp && atoi(sp + 1) >= 4, "EVENTS requests in /metrics: %s", out);
+    CHECK_EQ(server_stop(&ts, 15), 0);
 }
 
 TEST(server_events_codec) {
