@@ -150,11 +150,6 @@ struct disk {
     uint64_t hidden_drops;        /* segments dropped before one whose header is damaged */
 };
 
-typedef struct keyref {
-    const void *p;
-    size_t len;
-} keyref;
-
 static uint32_t dent_hash(const void *e) {
     return ((const dent *)e)->hash;
 }
@@ -163,11 +158,6 @@ static int dent_eq(const void *e, const void *k) {
     const dent *d = e;
     const keyref *kr = k;
     return d->klen == kr->len && memcmp(d->key, kr->p, kr->len) == 0;
-}
-
-static uint32_t key_hash(const void *key, size_t klen) {
-    uint64_t h = checksum_buf(key, klen);
-    return (uint32_t)(h ^ (h >> 32));
 }
 
 uint64_t disk_record_size(uint64_t klen, uint64_t vlen) {
