@@ -31,6 +31,7 @@
 #include <xxhash.h>
 
 #include "cli/cli.h"
+#include "common/endian.h"
 #include "common/histo.h"
 #include "common/util.h"
 #include "tide.h"
@@ -105,18 +106,13 @@ static uint64_t xorshift(uint64_t *s) {
     return *s = x;
 }
 
-static void put_le64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
 /* Write the key's stamps into a value buffer that already holds the template. */
 static void stamp_value(uint8_t *v, size_t size, const void *key, size_t klen) {
     uint64_t kh = XXH3_64bits(key, klen);
     for (size_t off = 0; off < size; off += STAMP_EVERY) {
         uint8_t st[STAMP_BYTES];
-        put_le64(st, kh);
-        put_le64(st + 8, off);
+        le_wr64(st, kh);
+        le_wr64(st + 8, off);
         size_t n = size - off < STAMP_BYTES ? size - off : STAMP_BYTES;
         memcpy(v + off, st, n);
     }
@@ -129,8 +125,8 @@ static long check_value(const uint8_t *v, const uint8_t *tmpl, size_t size, cons
     uint64_t kh = XXH3_64bits(key, klen);
     for (size_t off = 0; off < size; off += STAMP_EVERY) {
         uint8_t st[STAMP_BYTES];
-        put_le64(st, kh);
-        put_le64(st + 8, off);
+        le_wr64(st, kh);
+        le_wr64(st + 8, off);
         size_t n = size - off < STAMP_BYTES ? size - off : STAMP_BYTES;
         if (memcmp(v + off, st, n) != 0) return (long)off;
         if (full) {

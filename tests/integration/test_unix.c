@@ -113,7 +113,7 @@ static void raw_close(raw *r) {
 
 /* Send a frame encoded in f[0..len) and read the reply. 0 or -1. */
 static int raw_call(raw *r, uint8_t *f, size_t len, frame_msg *m) {
-    frame_wr64(f + 8, r->req++);
+    le_wr64(f + 8, r->req++);
     if (send(r->fd, f, len, MSG_NOSIGNAL) != (ssize_t)len) return -1;
     return raw_read(r, m, NULL);
 }

@@ -399,7 +399,7 @@ static unsigned bad_inputs(int port, uint64_t *rng) {
             break;
         default:
             frame_encode_keys(f, sizeof(f), &len, FRAME_OP_EXISTS, 3, &k, 1);
-            frame_wr32(f + 16, (uint32_t)rng_next(rng));
+            le_wr32(f + 16, (uint32_t)rng_next(rng));
             break;
         }
         int fd = raw_connect(port);
