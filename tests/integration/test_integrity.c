@@ -36,6 +36,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "common/prng.h"
 #include "harness.h"
 #include "proto/frame.h"
 #include "server_util.h"
@@ -49,13 +50,12 @@
 #define HOLD 1500        /* spins a flipped byte stays flipped */
 #define GAP 1500         /* spins between two flips */
 
-/* The bytes of generation g's value: xorshift from the seed g (distinct per generation,
+/* The bytes of generation g's value: a prng stream from the seed g (distinct per generation,
  * so that the scribbler finds this value's bytes and no earlier one's). */
 static void fill(uint8_t *p, size_t n, uint64_t g) {
     uint64_t x = g * 0x9e3779b97f4a7c15ull + 1;
     for (size_t i = 0; i < n; i++) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        p[i] = (uint8_t)(x >> 24);
+        p[i] = (uint8_t)(prng_next(&x) >> 24);
     }
 }
 
