@@ -42,13 +42,16 @@ KNOWN = {
 # A function definition in this tree's style: the return type at column 0, the name, the
 # parameters, and the opening brace at the end of the (possibly continued) declaration.
 FUNC_DEF = re.compile(
-    r"^(?!static\b)(?!typedef\b)(?:TIDE_API\s+)?[A-Za-z_][\w \t\*]*?\b([A-Za-z_]\w*)\s*\(([^;{}]*?)\)"
+    r"^(?!static\b)(?!typedef\b)(?:TIDE_API\s+)?[A-Za-z_][\w \t\*]*?\b([A-Za-z_]\w*)"
+    r"\s*\(([^;{}]*?)\)"
     r"\s*(?:__attribute__\s*\(\(.*?\)\)\s*)?\{",
     re.M | re.S,
 )
-# An exported variable: a definition at column 0 with an initializer or a plain ';'.
+# An exported variable: a definition at column 0 with an initializer or a plain ';' (not a
+# forward declaration of a struct, union or enum).
 VAR_DEF = re.compile(
-    r"^(?!static\b)(?!extern\b)(?!typedef\b)(?!return\b)[A-Za-z_][\w \t\*]*?\b([A-Za-z_]\w*)"
+    r"^(?!static\b)(?!extern\b)(?!typedef\b)(?!return\b)(?!(?:struct|union|enum)\s+\w+\s*;)"
+    r"[A-Za-z_][\w \t\*]*?\b([A-Za-z_]\w*)"
     r"\s*(?:\[[^\]]*\]\s*)*(?:=|;)",
     re.M,
 )
@@ -85,7 +88,7 @@ def graph(src: str) -> dict:
     mods = set(files)
     defined: dict = {}  # exported name -> (module, how it is used)
     statics: dict = {}  # module -> its static names
-    for m in mods:
+    for m in sorted(mods):
         text = files[m]["c"]
         for fm in FUNC_DEF.finditer(text):
             if fm.group(1) not in KEYWORDS:
@@ -198,7 +201,8 @@ def main() -> int:
         head = min(comp)
         for w in sorted(comp - {head}):
             hops = path(checked, head, w, comp) + path(checked, w, head, comp)[1:]
-            print("    " + "; ".join(f"{x} -> {y} ({checked[x][y]})" for x, y in zip(hops, hops[1:])))
+            why = [f"{x} -> {y} ({checked[x][y]})" for x, y in zip(hops, hops[1:])]
+            print("    " + "; ".join(why))
     if not bad:
         print(f"module-graph: {len(edges)} modules, no cycle outside the known list")
     return 1 if bad else 0
