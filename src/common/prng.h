@@ -6,7 +6,9 @@
  *
  * prng_mix(x) is a pure function of x: the generator's output for counter x, so a stream
  * can be indexed without state (word i of a block = prng_mix(base + i)). prng_next(&s)
- * walks a stream: it returns prng_mix(s) and advances s by one step.
+ * walks a stream: it returns prng_mix(s) and advances s by one step. Where one variable
+ * must be both the state and the draw, x = prng_mix(x) walks a sequence too (the mixer is
+ * a bijection of 64-bit words).
  */
 #ifndef TIDE_COMMON_PRNG_H
 #define TIDE_COMMON_PRNG_H

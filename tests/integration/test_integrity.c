@@ -83,10 +83,10 @@ static void *scribble(void *arg) {
     uint64_t mine = 0;
     size_t vlen = 0;
     uint8_t *obj = NULL, prefix[PREFIX];
-    uint32_t r = 12345;
+    uint64_t r = 12345;
     while (!atomic_load(&sc->stop)) {
         if (sc->whole) {
-            r ^= r << 13, r ^= r >> 17, r ^= r << 5;
+            r = prng_mix(r);
             volatile uint8_t *b = sc->pool + r % sc->size;
             *b ^= 0x5a;
             spin(HOLD);
@@ -112,7 +112,7 @@ static void *scribble(void *arg) {
             sched_yield();
             continue;
         }
-        r ^= r << 13, r ^= r >> 17, r ^= r << 5;
+        r = prng_mix(r);
         volatile uint8_t *b = obj + PREFIX + r % (vlen - PREFIX);
         *b ^= 0x5a;
         spin(HOLD);
