@@ -29,6 +29,7 @@
 
 #include "common/checksum.h"
 #include "tide.h"
+#include "common/prng.h"
 
 #define MAX_RUNS 31
 #define NSIZES 4
@@ -113,8 +114,8 @@ int main(int argc, char **argv) {
     }
     uint64_t x = 0x9e3779b97f4a7c15ull;
     for (size_t i = 0; i < total; i += 8) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        memcpy(src + i, &x, 8);
+        uint64_t r = prng_next(&x);
+        memcpy(src + i, &r, 8);
     }
     printf("Working set %llu MiB of source and of destination, pre-faulted; one thread; GB/s "
            "(1e9 bytes/s), medians of %d runs.\n\n",

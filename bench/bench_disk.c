@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "tide.h"
+#include "common/prng.h"
 
 #define MAX_RUNS 9
 
@@ -74,10 +75,8 @@ static void key_of(char *buf, size_t len, int i) {
 static void fill(uint8_t *v, uint64_t n, int i) {
     uint64_t x = (uint64_t)i * 0x9E3779B97F4A7C15ull + 1;
     for (uint64_t j = 0; j + 8 <= n; j += 8) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        memcpy(v + j, &x, 8);
+        uint64_t r = prng_next(&x);
+        memcpy(v + j, &r, 8);
     }
 }
 
@@ -221,10 +220,7 @@ static int *request_stream(const opts *o) {
         cdf[i] = (sum += 1.0 / pow(i + 1, 0.9));
     uint64_t x = 88172645463325252ull;
     for (int r = 0; r < o->requests; r++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        double u = (double)(x >> 11) / 9007199254740992.0 * sum;
+        double u = (double)(prng_next(&x) >> 11) / 9007199254740992.0 * sum;
         int lo = 0, hi = o->keys - 1;
         while (lo < hi) {
             int mid = (lo + hi) / 2;

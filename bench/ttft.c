@@ -38,6 +38,7 @@
 
 #include "engine/engine.h"
 #include "engine/etide.h"
+#include "common/prng.h"
 #include "tide.h"
 
 #define MAX_SIZES 8
@@ -56,20 +57,13 @@ typedef struct opts {
     int no_tided;
 } opts;
 
-static uint64_t splitmix64(uint64_t x) {
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
 /* Document of p tokens (stream 0), then question q's tokens. */
 static void make_prompt(uint32_t p, uint32_t qlen, uint64_t q, uint32_t vocab, uint32_t *out) {
     for (uint32_t i = 0; i < p; i++)
-        out[i] = (uint32_t)(splitmix64(i) % vocab);
-    uint64_t qb = splitmix64(0xABCDull + q) << 20;
+        out[i] = (uint32_t)(prng_mix(i) % vocab);
+    uint64_t qb = prng_mix(0xABCDull + q) << 20;
     for (uint32_t i = 0; i < qlen; i++)
-        out[p + i] = (uint32_t)(splitmix64(qb + i) % vocab);
+        out[p + i] = (uint32_t)(prng_mix(qb + i) % vocab);
 }
 
 static int cmp_u64(const void *a, const void *b) {

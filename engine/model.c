@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/prng.h"
 #include "internal.h"
 
 void engine_config_init(engine_config *cfg, engine_preset preset) {
@@ -136,16 +137,9 @@ typedef struct rng {
     uint64_t s;
 } rng;
 
-static uint64_t splitmix64(rng *r) {
-    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 /* Uniform in [-1, 1), 24 random bits. */
 static float uniform(rng *r) {
-    return (float)(splitmix64(r) >> 40) * (2.0f / 16777216.0f) - 1.0f;
+    return (float)(prng_next(&r->s) >> 40) * (2.0f / 16777216.0f) - 1.0f;
 }
 
 typedef struct gen {
@@ -164,7 +158,7 @@ static float *tensor(gen *g, size_t n, float scale, float offset) {
     float *t = g->next;
     g->next += n;
     rng r = {g->m->cfg.seed ^ ((uint64_t)(id + 1) * 0xd1b54a32d192ed03ull)};
-    splitmix64(&r);
+    prng_next(&r.s);
     for (size_t i = 0; i < n; i++)
         t[i] = uniform(&r) * scale + offset;
     return t;

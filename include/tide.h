@@ -52,34 +52,72 @@ extern "C" {
 
 /* ---------------------------------------------------------------------------------------
  * Error codes. 0 is success; negative errno values pass through; tide's own codes follow.
- * The table in src/common/errors.c is the single source of their names and texts.
+ *
+ * TIDE_ERRNO_MAP is the one list of tide's codes: XX(NAME, value, text) for each, in
+ * order, where TIDE_NAME is the constant, value its number (stable: a new code goes at the
+ * end with the next number) and text what tide_strerror() returns; the comment above each
+ * says what it means. The TIDE_E* constants below, tide_errname() and tide_strerror()
+ * (src/common/errors.c) all expand this list, and the Python binding's copy
+ * (python/tide/errors.py) is checked against it by tests/python/test_binding.py.
  * ------------------------------------------------------------------------------------- */
+#define TIDE_ERRNO_MAP(XX)                                                                         \
+    /* the key is not in the store */                                                              \
+    XX(ENOTFOUND, -1001, "key not found")                                                          \
+    /* a key of zero bytes */                                                                      \
+    XX(EKEYEMPTY, -1002, "empty key")                                                              \
+    /* a key longer than TIDE_KEY_MAX */                                                           \
+    XX(EKEYLONG, -1003, "key longer than 256 bytes")                                               \
+    /* a value of zero bytes */                                                                    \
+    XX(EVALEMPTY, -1004, "empty value")                                                            \
+    /* a value larger than the store's limit or capacity */                                        \
+    XX(EVALBIG, -1005, "value larger than the store accepts")                                      \
+    /* the caller's buffer is smaller than the value */                                            \
+    XX(EBUFSMALL, -1006, "buffer too small for the value")                                         \
+    /* a URL whose scheme no backend serves */                                                     \
+    XX(ESCHEME, -1007, "unknown URL scheme")                                                       \
+    /* a URL option that is unknown or has a bad value */                                          \
+    XX(EOPTION, -1008, "unknown or invalid URL option")                                            \
+    /* a size string that does not parse ("1GiB", "512MB") */                                      \
+    XX(ESIZE, -1009, "size does not parse")                                                        \
+    /* no room even after evicting everything evictable */                                         \
+    XX(ENOSPACE, -1010, "no space left in the store (pool or metadata budget)")                    \
+    /* stored bytes failed their checksum (reported as a miss) */                                  \
+    XX(ECHECKSUM, -1011, "stored bytes failed their checksum")                                     \
+    /* a malformed URL */                                                                          \
+    XX(EURL, -1012, "malformed URL")                                                               \
+    /* a peer broke the wire protocol */                                                           \
+    XX(EPROTO, -1013, "protocol error")                                                            \
+    /* authentication failed */                                                                    \
+    XX(EAUTH, -1014, "authentication failed")                                                      \
+    /* a configuration that is invalid */                                                          \
+    XX(ECONFIG, -1015, "invalid configuration")                                                    \
+    /* a combination or operation that is not supported */                                         \
+    XX(EUNSUPPORTED, -1016, "not supported")                                                       \
+    /* the key is being written by someone else */                                                 \
+    XX(EBUSY, -1017, "key is being written")                                                       \
+    /* a batch, frame or connection limit was exceeded */                                          \
+    XX(ELIMIT, -1018, "limit exceeded")                                                            \
+    /* the handle or connection is closed */                                                       \
+    XX(ECLOSED, -1019, "closed")                                                                   \
+    /* a server reported an internal failure */                                                    \
+    XX(ESERVER, -1020, "server error")                                                             \
+    /* a document (JSON, trace) does not parse */                                                  \
+    XX(EPARSE, -1021, "document does not parse")                                                   \
+    /* partial-tail offloads of one request name two boundaries */                                 \
+    XX(EPARTIALTAIL, -1022, "partial-tail offloads name different boundaries")                     \
+    /* device memory: no runtime, not device memory, a copy failed */                              \
+    XX(EDEVICE, -1023, "device memory error")
+
 #define TIDE_OK 0
 #define TIDE_ERRBASE 1000
-#define TIDE_ENOTFOUND (-1001)    /* the key is not in the store */
-#define TIDE_EKEYEMPTY (-1002)    /* a key of zero bytes */
-#define TIDE_EKEYLONG (-1003)     /* a key longer than TIDE_KEY_MAX */
-#define TIDE_EVALEMPTY (-1004)    /* a value of zero bytes */
-#define TIDE_EVALBIG (-1005)      /* a value larger than the store's limit or capacity */
-#define TIDE_EBUFSMALL (-1006)    /* the caller's buffer is smaller than the value */
-#define TIDE_ESCHEME (-1007)      /* a URL whose scheme no backend serves */
-#define TIDE_EOPTION (-1008)      /* a URL option that is unknown or has a bad value */
-#define TIDE_ESIZE (-1009)        /* a size string that does not parse ("1GiB", "512MB") */
-#define TIDE_ENOSPACE (-1010)     /* no room even after evicting everything evictable */
-#define TIDE_ECHECKSUM (-1011)    /* stored bytes failed their checksum (reported as a miss) */
-#define TIDE_EURL (-1012)         /* a malformed URL */
-#define TIDE_EPROTO (-1013)       /* a peer broke the wire protocol */
-#define TIDE_EAUTH (-1014)        /* authentication failed */
-#define TIDE_ECONFIG (-1015)      /* a configuration that is invalid */
-#define TIDE_EUNSUPPORTED (-1016) /* a combination or operation that is not supported */
-#define TIDE_EBUSY (-1017)        /* the key is being written by someone else */
-#define TIDE_ELIMIT (-1018)       /* a batch, frame or connection limit was exceeded */
-#define TIDE_ECLOSED (-1019)      /* the handle or connection is closed */
-#define TIDE_ESERVER (-1020)      /* a server reported an internal failure */
-#define TIDE_EPARSE (-1021)       /* a document (JSON, trace) does not parse */
-#define TIDE_EPARTIALTAIL (-1022) /* partial-tail offloads of one request name two boundaries */
-#define TIDE_EDEVICE (-1023)      /* device memory: no runtime, not device memory, a copy failed */
-#define TIDE_ERRLAST (-1023)
+enum {
+#define TIDE__ERRCODE(name, value, text) TIDE_##name = (value),
+    TIDE_ERRNO_MAP(TIDE__ERRCODE)
+#undef TIDE__ERRCODE
+};
+/* The last tide code: they run from -(TIDE_ERRBASE + 1) down to TIDE_ERRLAST, no gap. */
+#define TIDE__ERRONE(name, value, text) +1
+#define TIDE_ERRLAST (-TIDE_ERRBASE - (0 TIDE_ERRNO_MAP(TIDE__ERRONE)))
 
 /* Name of an error code, e.g. "TIDE_ENOTFOUND" or "ENOMEM". Never NULL. */
 TIDE_API const char *tide_errname(int err);

@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 
+#include "common/prng.h"
 #include "harness.h"
 #include "tide.h"
 
@@ -13,10 +14,7 @@ static void fill_value(uint8_t *p, size_t n, const char *key) {
     uint64_t x = 1469598103934665603ull;
     for (const char *k = key; *k; k++) x = (x ^ (uint8_t)*k) * 1099511628211ull;
     for (size_t i = 0; i < n; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        p[i] = (uint8_t)x;
+        p[i] = (uint8_t)prng_next(&x);
     }
 }
 

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/prng.h"
 #include "common/etcd.h"
 #include "harness.h"
 
@@ -59,10 +60,7 @@ size_t cluster_value(char *key, size_t cap, uint8_t *v, int i) {
     size_t len = 100 + (size_t)((unsigned)i * 37u % 3900u);
     uint64_t x = 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1);
     for (size_t j = 0; j < len; j++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        v[j] = (uint8_t)x;
+        v[j] = (uint8_t)prng_next(&x);
     }
     return len;
 }

@@ -1,7 +1,8 @@
 """tide's error codes and the exceptions that carry them.
 
 Every failing libtide call returns a negative code: one of tide's own (the TIDE_E* values
-of include/tide.h, mirrored below without the TIDE_ prefix) or a negative errno passed
+of include/tide.h's TIDE_ERRNO_MAP, mirrored below without the TIDE_ prefix;
+tests/python/test_binding.py fails when the two lists differ) or a negative errno passed
 through. The binding raises it as an ``Error`` subclass chosen by the code, carrying
 
 - ``code``: the negative number,

@@ -31,7 +31,9 @@
 #include <xxhash.h>
 
 #include "cli/cli.h"
+#include "common/endian.h"
 #include "common/histo.h"
+#include "common/prng.h"
 #include "common/util.h"
 #include "tide.h"
 
@@ -98,26 +100,13 @@ typedef struct bench_thread {
     char first_error[256];
 } bench_thread;
 
-static uint64_t xorshift(uint64_t *s) {
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *s = x;
-}
-
-static void put_le64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
 /* Write the key's stamps into a value buffer that already holds the template. */
 static void stamp_value(uint8_t *v, size_t size, const void *key, size_t klen) {
     uint64_t kh = XXH3_64bits(key, klen);
     for (size_t off = 0; off < size; off += STAMP_EVERY) {
         uint8_t st[STAMP_BYTES];
-        put_le64(st, kh);
-        put_le64(st + 8, off);
+        le_wr64(st, kh);
+        le_wr64(st + 8, off);
         size_t n = size - off < STAMP_BYTES ? size - off : STAMP_BYTES;
         memcpy(v + off, st, n);
     }
@@ -130,8 +119,8 @@ static long check_value(const uint8_t *v, const uint8_t *tmpl, size_t size, cons
     uint64_t kh = XXH3_64bits(key, klen);
     for (size_t off = 0; off < size; off += STAMP_EVERY) {
         uint8_t st[STAMP_BYTES];
-        put_le64(st, kh);
-        put_le64(st + 8, off);
+        le_wr64(st, kh);
+        le_wr64(st + 8, off);
         size_t n = size - off < STAMP_BYTES ? size - off : STAMP_BYTES;
         if (memcmp(v + off, st, n) != 0) return (long)off;
         if (full) {
@@ -206,7 +195,7 @@ static int timed_call(bench_thread *w, int is_put) {
             snprintf(kt, KEY_CAP, "bench/%" PRIu64 "/p%" PRIx64 ".%u.%" PRIu64, o->size, sh->run_id,
                      w->id, w->put_seq++);
         else
-            ws_key(o, xorshift(&w->rng) % o->keys, kt);
+            ws_key(o, prng_next(&w->rng) % o->keys, kt);
         slot_bind(w, is_put ? w->putbuf : w->getbuf, j, strlen(kt));
         if (is_put) stamp_value(w->iov[j].base, o->size, kt, w->keys[j].len);
     }
@@ -288,7 +277,7 @@ static void *timed_main(void *arg) {
     /* The loop ends at the deadline (checked after every call) or when the main thread
      * says stop; a call that fails as a whole also ends it. */
     while (!atomic_load_explicit(&w->sh->stop, memory_order_relaxed)) {
-        int is_put = o->op == OP_PUT || (o->op == OP_MIXED && (xorshift(&w->rng) >> 11) & 1);
+        int is_put = o->op == OP_PUT || (o->op == OP_MIXED && (prng_next(&w->rng) >> 11) & 1);
         if (timed_call(w, is_put) < 0) break;
     }
     if (o->op != OP_GET) readback_puts(w);
@@ -534,7 +523,7 @@ int cmd_bench(int argc, char **argv) {
     if (!sh.tmpl || !ws) goto oom;
     uint64_t seed = 0x2545F4914F6CDD1Dull;
     for (size_t i = 0; i < o.size; i++)
-        sh.tmpl[i] = (uint8_t)(xorshift(&seed) >> 24);
+        sh.tmpl[i] = (uint8_t)(prng_next(&seed) >> 24);
     for (unsigned t = 0; t < o.threads; t++) {
         if (bench_thread_alloc(&ws[t], &sh, t)) goto oom; /* `out` frees every bench_thread */
         ws[t].fill_lo = o.keys * t / o.threads;

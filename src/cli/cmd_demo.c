@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "common/prng.h"
 #include "engine/engine.h"
 #include "engine/etide.h"
 #include "tide.h"
@@ -148,21 +149,14 @@ static int parse_args(int argc, char **argv, demo_opts *o) {
     return 0;
 }
 
-static uint64_t splitmix64(uint64_t x) {
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
 /* Prompt of question q: the document (stream 0), then the question (stream q + 1). */
 static void make_prompt(const demo_opts *o, uint32_t vocab, uint64_t q, uint32_t *out) {
-    uint64_t base = splitmix64(o->seed);
+    uint64_t base = prng_mix(o->seed);
     for (uint64_t i = 0; i < o->prefix_tokens; i++)
-        out[i] = (uint32_t)(splitmix64(base + i) % vocab);
-    uint64_t qb = splitmix64(base ^ splitmix64(q + 1));
+        out[i] = (uint32_t)(prng_mix(base + i) % vocab);
+    uint64_t qb = prng_mix(base ^ prng_mix(q + 1));
     for (uint64_t i = 0; i < o->question_tokens; i++)
-        out[o->prefix_tokens + i] = (uint32_t)(splitmix64(qb + i) % vocab);
+        out[o->prefix_tokens + i] = (uint32_t)(prng_mix(qb + i) % vocab);
 }
 
 static void model_config(const demo_opts *o, engine_config *cfg) {

@@ -12,7 +12,7 @@
  *              store already holds is a duplicate put that changes nothing.
  *
  * Every block is block_tokens x bytes_per_token bytes, and its bytes are a function of its
- * hash id: 64-bit words seed + i * golden, seed = splitmix64(hash id), so any wrong,
+ * hash id: 64-bit words seed + i * golden, seed = prng_mix(hash id), so any wrong,
  * stale or misplaced byte is caught (all bytes by default; --verify sample checks the
  * first and last 64 bytes and a 4 KiB window of each). A wrong byte fails the run.
  *
@@ -32,12 +32,12 @@
 
 #include "cli/cli.h"
 #include "common/histo.h"
+#include "common/prng.h"
 #include "common/util.h"
 #include "tide.h"
 #include "trace/trace.h"
 
 #define KEY_MAX 32 /* "trace/" and up to 16 digits (ids are below 2^53) */
-#define GOLDEN 0x9E3779B97F4A7C15ull
 
 enum verify_mode { VERIFY_ALL = 0, VERIFY_SAMPLE = 1, VERIFY_NONE = 2 };
 /* Whether a URL's query has the option `name` (as a whole name: "disk_capacity" is not
@@ -160,20 +160,13 @@ static int parse_args(int argc, char **argv, replay_opts *o) {
     return 0;
 }
 
-static uint64_t splitmix64(uint64_t x) {
-    x += GOLDEN;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
-/* Fill a block's value: word i is seed + i * GOLDEN, little-endian; a tail shorter than a
+/* Fill a block's value: word i is seed + i * PRNG_GOLDEN, little-endian; a tail shorter than a
  * word takes the low bytes of its word. The loop is a running sum, which compilers
  * vectorize, so filling costs about what a copy does. */
 static void block_fill(uint64_t seed, uint8_t *p, size_t n) {
     size_t words = n / 8;
     uint64_t w = seed;
-    for (size_t i = 0; i < words; i++, w += GOLDEN)
+    for (size_t i = 0; i < words; i++, w += PRNG_GOLDEN)
         memcpy(p + i * 8, &w, 8);
     for (size_t i = words * 8; i < n; i++)
         p[i] = (uint8_t)(w >> (8 * (i % 8)));
@@ -183,9 +176,9 @@ static void block_fill(uint64_t seed, uint8_t *p, size_t n) {
 static int block_range_ok(uint64_t seed, const uint8_t *p, size_t off, size_t len) {
     size_t i = off, end = off + len;
     for (; i < end && i % 8; i++)
-        if (p[i] != (uint8_t)((seed + (i / 8) * GOLDEN) >> (8 * (i % 8)))) return 0;
-    uint64_t w = seed + (i / 8) * GOLDEN, got;
-    for (; i + 8 <= end; i += 8, w += GOLDEN) {
+        if (p[i] != (uint8_t)((seed + (i / 8) * PRNG_GOLDEN) >> (8 * (i % 8)))) return 0;
+    uint64_t w = seed + (i / 8) * PRNG_GOLDEN, got;
+    for (; i + 8 <= end; i += 8, w += PRNG_GOLDEN) {
         memcpy(&got, p + i, 8);
         if (got != w) return 0;
     }
@@ -200,7 +193,7 @@ static int block_ok(uint64_t seed, const uint8_t *p, size_t n, int mode, uint64_
         return block_range_ok(seed, p, 0, n);
     }
     size_t edge = n < 64 ? n : 64, win = n < 4096 ? n : 4096;
-    size_t at = (size_t)(splitmix64(seed) % (n - win + 1));
+    size_t at = (size_t)(prng_mix(seed) % (n - win + 1));
     *checked += 2 * edge + win;
     return block_range_ok(seed, p, 0, edge) && block_range_ok(seed, p, n - edge, edge) &&
            block_range_ok(seed, p, at, win);
@@ -324,7 +317,7 @@ static int replay_one(tide_store *s, const replay_opts *o, const trace *tr, cons
         char *k = w->keytext + i * KEY_MAX;
         int len = snprintf(k, KEY_MAX, "trace/%" PRIu64, id);
         w->keys[i] = (tide_key){k, (size_t)len};
-        w->seed[i] = splitmix64(id);
+        w->seed[i] = prng_mix(id);
     }
     uint64_t t0 = now_ns();
     int hit = tide_match_prefix(s, w->keys, n);

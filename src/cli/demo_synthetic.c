@@ -19,7 +19,7 @@
  *   4. "computes" the blocks that missed (writes their bytes into fresh pages) and saves
  *      the full ones with one tide_put_many() from the same scatter lists.
  *
- * A block's bytes are a function of its key: 64-bit words splitmix64(xxh3-64(key) + i) for
+ * A block's bytes are a function of its key: 64-bit words prng_mix(xxh3-64(key) + i) for
  * word index i, laid out across the layer pieces in order. So a wrong, stale or misplaced
  * block is caught by the byte check, whichever request wrote it.
  *
@@ -39,6 +39,7 @@
 #include <xxhash.h>
 
 #include "cli/cli.h"
+#include "common/prng.h"
 #include "common/util.h"
 #include "tide.h"
 
@@ -65,23 +66,16 @@ typedef struct demo_totals {
     uint64_t wrong_blocks, load_errors, unexpected, verified_bytes;
 } demo_totals;
 
-static uint64_t splitmix64(uint64_t x) {
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
 /* Deterministic token streams: stream (a, b, c) under the seed gives token i. */
 static void gen_tokens(uint32_t *out, size_t n, uint64_t seed, uint64_t a, uint64_t b, uint64_t c) {
-    uint64_t base = splitmix64(splitmix64(splitmix64(seed ^ a) ^ b) ^ c);
+    uint64_t base = prng_mix(prng_mix(prng_mix(seed ^ a) ^ b) ^ c);
     for (size_t i = 0; i < n; i++)
-        out[i] = (uint32_t)(splitmix64(base + i) % VOCAB);
+        out[i] = (uint32_t)(prng_mix(base + i) % VOCAB);
 }
 
 /* The byte at value offset `off` of the block whose key hash is kh. */
 static uint8_t block_byte(uint64_t kh, uint64_t off) {
-    return (uint8_t)(splitmix64(kh + off / 8) >> (8 * (off % 8)));
+    return (uint8_t)(prng_mix(kh + off / 8) >> (8 * (off % 8)));
 }
 
 /* Write or check n bytes of a block's value starting at value offset off. Whole words go
@@ -91,7 +85,7 @@ static void block_fill(uint64_t kh, uint64_t off, uint8_t *p, size_t n) {
     for (; i < n && (off + i) % 8; i++)
         p[i] = block_byte(kh, off + i);
     for (; i + 8 <= n; i += 8) {
-        uint64_t w = splitmix64(kh + (off + i) / 8);
+        uint64_t w = prng_mix(kh + (off + i) / 8);
         memcpy(p + i, &w, 8); /* little-endian hosts: byte j of w is byte off+i+j */
     }
     for (; i < n; i++)
@@ -104,7 +98,7 @@ static long block_check(uint64_t kh, uint64_t off, const uint8_t *p, size_t n) {
     for (; i < n && (off + i) % 8; i++)
         if (p[i] != block_byte(kh, off + i)) return (long)i;
     for (; i + 8 <= n; i += 8) {
-        uint64_t w = splitmix64(kh + (off + i) / 8), got;
+        uint64_t w = prng_mix(kh + (off + i) / 8), got;
         memcpy(&got, p + i, 8);
         if (got != w) break;
     }
@@ -256,7 +250,7 @@ static void kv_shuffle(kv_cache *kv, uint64_t *rng) {
     for (size_t i = 0; i < kv->npages; i++)
         kv->table[i] = i;
     for (size_t i = kv->npages - 1; i > 0; i--) {
-        *rng = splitmix64(*rng);
+        *rng = prng_mix(*rng);
         size_t j = (size_t)(*rng % (i + 1));
         size_t t = kv->table[i];
         kv->table[i] = kv->table[j];
@@ -515,13 +509,13 @@ int cmd_demo_synthetic(int argc, char **argv) {
            o.bytes_per_token, size_format(block_bytes, sz1, sizeof(sz1)), o.layers,
            size_format(kv.npages * block_bytes, sz2, sizeof(sz2)));
 
-    uint64_t rng = splitmix64(o.seed ^ 0xD1B54A32D192ED03ull);
+    uint64_t rng = prng_mix(o.seed ^ 0xD1B54A32D192ED03ull);
     uint64_t t0 = now_ns();
     /* Round r asks question r of every document; the last round repeats question 0. */
     for (uint64_t r = 0; r <= o.questions; r++) {
         for (uint64_t d = 0; d < o.docs; d++) {
             uint64_t q = r < o.questions ? r : 0;
-            size_t qlen = qmin + (size_t)(splitmix64(o.seed ^ (d << 20) ^ q) % (qmax - qmin + 1));
+            size_t qlen = qmin + (size_t)(prng_mix(o.seed ^ (d << 20) ^ q) % (qmax - qmin + 1));
             size_t n = 0;
             gen_tokens(rq.tokens, (size_t)o.system_tokens, o.seed, 'S', 0, 0);
             n += (size_t)o.system_tokens;

@@ -1,9 +1,9 @@
 /*
- * api.c — the public store API: argument checks, the scheme table, and dispatch to the
+ * api.c — the public store API on an open handle: argument checks and dispatch to the
  * backend. Single-key calls are batch calls of one key, so every backend implements only
- * the batch forms and behaves the same either way.
+ * the batch forms and behaves the same either way. Opening (the scheme table) is open.c;
+ * the handle itself and the helpers every backend calls are base.c.
  */
-#include <ctype.h>
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -12,99 +12,6 @@
 
 #include "client/client.h"
 #include "common/abi.h"
-
-static const backend_ops *const backends[] = {
-    &mem_backend,  &cluster_backend, /* tide:// with several members or cluster options */
-    &node_backend, &etcd_backend,    &unix_backend,
-};
-
-int client_err(tide_store *s, int code, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    err_vset(s, s ? &s->err : NULL, code, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
-int client_key_check(const tide_key *k) {
-    if (k->len == 0 || !k->data) return TIDE_EKEYEMPTY;
-    if (k->len > TIDE_KEY_MAX) return TIDE_EKEYLONG;
-    return 0;
-}
-
-const char *client_key_repr(const void *key, size_t klen, char *buf, size_t len) {
-    const unsigned char *k = key;
-    size_t j = 0;
-    for (size_t i = 0; i < klen && j + 8 < len && j < 64; i++) {
-        if (isprint(k[i]) && k[i] != '\\')
-            buf[j++] = (char)k[i];
-        else
-            j += (size_t)snprintf(buf + j, len - j, "\\x%02x", k[i]);
-        if (i + 1 < klen && (j + 8 >= len || j >= 64)) {
-            j += (size_t)snprintf(buf + j, len - j, "...");
-            break;
-        }
-    }
-    buf[j < len ? j : len - 1] = '\0';
-    return buf;
-}
-
-TIDE_API const char *tide_errmsg(const tide_store *s) {
-    return err_get(s, s ? (errbuf *)&s->err : NULL);
-}
-
-TIDE_API int tide_open(const char *text, tide_store **out) {
-    char msg[ERR_MSG_MAX];
-    if (!out) return err_set(NULL, NULL, -EINVAL, "tide_open: out is NULL");
-    *out = NULL;
-    if (!text || !*text) text = "mem://";
-    url u;
-    int rc = url_parse(text, &u, msg, sizeof(msg));
-    if (rc) return err_set(NULL, NULL, rc, "%s", msg);
-    const backend_ops *ops = NULL;
-    for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++)
-        if (!ops && strcmp(backends[i]->scheme, u.scheme) == 0 &&
-            (!backends[i]->claims || backends[i]->claims(&u)))
-            ops = backends[i];
-    if (!ops) {
-        rc =
-            err_set(NULL, NULL, TIDE_ESCHEME,
-                    "unknown URL scheme '%s://' in '%s' (known: mem://, tide://, etcd://, unix://)",
-                    u.scheme, text);
-        url_free(&u);
-        return rc;
-    }
-    tide_store *s = calloc(1, sizeof(*s));
-    if (!s) {
-        url_free(&u);
-        return err_set(NULL, NULL, -ENOMEM, "out of memory opening '%s'", text);
-    }
-    errbuf_init(&s->err);
-    s->ops = ops;
-    rc = ops->open(s, &u);
-    if (rc == 0 && (rc = url_check_unused(&u, msg, sizeof(msg))) != 0) {
-        ops->close(s);
-        err_set(s, &s->err, rc, "%s", msg);
-    }
-    url_free(&u);
-    if (rc) {
-        /* The backend left its message on s; carry it to the no-handle slot. */
-        snprintf(msg, sizeof(msg), "%s", err_get(s, &s->err));
-        err_set(NULL, NULL, rc, "%s", msg);
-        errbuf_destroy(&s->err);
-        free(s);
-        return rc;
-    }
-    *out = s;
-    return 0;
-}
-
-TIDE_API void tide_close(tide_store *s) {
-    if (!s) return;
-    s->ops->close(s);
-    errbuf_destroy(&s->err);
-    free(s);
-}
 
 /* Checks shared by every batch call. */
 static int batch_check(tide_store *s, const char *fn, const tide_key *keys, size_t n,

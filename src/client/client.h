@@ -1,8 +1,9 @@
 /*
  * client.h — what every backend implements, and the handle that carries it.
  *
- * tide_open() picks a backend by URL scheme from the table in api.c; the public calls in
- * api.c check their arguments and then call the backend through `ops`. Backends see only
+ * tide_open() picks a backend by URL scheme from the table in open.c (base.c makes the
+ * handle); the public calls in api.c check their arguments and then call the backend
+ * through `ops`. Backends see only
  * well-formed arguments: non-NULL arrays, n ≤ TIDE_BATCH_MAX, and for single-key calls a
  * valid key and value. Per-key problems inside a batch (an empty key, say) are reported by
  * the backend in results[], the same way on every backend.
@@ -55,6 +56,17 @@ struct tide_store {
     void *impl;
     errbuf err;
 };
+
+/* ---- the handle and the helpers every backend calls (base.c) ------------------------- */
+
+/*
+ * Parse text, pick the first backend of table[0..n) whose scheme matches and that claims
+ * the URL, make a handle with it and open it; every URL option must have been read. 0 and
+ * *out, or the code with a message for the calling thread (fn names the caller in it).
+ * tide_open() passes every backend; the cluster opens its members with node_backend only.
+ */
+int client_open(const char *fn, const char *text, const backend_ops *const *table, size_t n,
+                tide_store **out);
 
 /* Record a message on the handle and return code. */
 int client_err(tide_store *s, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -92,7 +92,9 @@ int member_handle(cluster *c, cmember *m, tide_store **out, char *msg, size_t le
         if (!h) {
             char u[CLUSTER_ADDR_MAX + sizeof(c->node_query) + 16];
             snprintf(u, sizeof(u), "tide://%s%s", m->addr, c->node_query);
-            if ((rc = tide_open(u, &h)) != 0) {
+            /* A member is one node: its URL names one address and node options only. */
+            static const backend_ops *const node_only[] = {&node_backend};
+            if ((rc = client_open("tide_open", u, node_only, 1, &h)) != 0) {
                 snprintf(msg, len, "%s", tide_errmsg(NULL));
                 h = NULL;
                 member_fail(c, m);

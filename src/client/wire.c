@@ -476,7 +476,7 @@ int wire_exchange(wire_call *k, uint8_t *head, size_t head_len, const struct iov
     size_t hint = k->head_hint; /* for this request's reply, not the unread ones before it */
     k->head_hint = 0;
     uint64_t req_id = k->c->next_req++;
-    frame_wr64(head + 8, req_id);
+    le_wr64(head + 8, req_id);
     struct iovec one, *iov = &one;
     if (nvals) {
         iov = malloc((size_t)(nvals + 1) * sizeof(*iov));
@@ -515,7 +515,7 @@ int wire_exchange(wire_call *k, uint8_t *head, size_t head_len, const struct iov
 }
 
 void wire_send_nowait(wire_call *k, uint8_t *head, size_t head_len) {
-    frame_wr64(head + 8, k->c->next_req++);
+    le_wr64(head + 8, k->c->next_req++);
     struct iovec v = {head, head_len};
     if (wire_send(k, &v, 1) == 0) {
         k->c->unread_op = head[5];

@@ -1,6 +1,7 @@
 /*
- * errors.c — the table of tide's error codes (names and texts) and the per-handle,
- * per-thread detailed messages. This table is the only place codes are described.
+ * errors.c — tide_errname() and tide_strerror() over the table that TIDE_ERRNO_MAP
+ * (include/tide.h, the only place codes are described) expands to, and the per-handle,
+ * per-thread detailed messages.
  */
 #include "errors.h"
 
@@ -12,68 +13,92 @@
 
 #include "tide.h"
 
+/* Every code of TIDE_ERRNO_MAP (include/tide.h), with its name and text; index i holds
+ * code -(TIDE_ERRBASE + i) (TIDE_OK at 0), which the assertions below hold the list to. */
+/* One row a line, as the list reads. */
+/* clang-format off */
 static const struct {
     int code;
     const char *name;
     const char *text;
 } error_table[] = {
-    {TIDE_OK, "TIDE_OK", "success"},
-    {TIDE_ENOTFOUND, "TIDE_ENOTFOUND", "key not found"},
-    {TIDE_EKEYEMPTY, "TIDE_EKEYEMPTY", "empty key"},
-    {TIDE_EKEYLONG, "TIDE_EKEYLONG", "key longer than 256 bytes"},
-    {TIDE_EVALEMPTY, "TIDE_EVALEMPTY", "empty value"},
-    {TIDE_EVALBIG, "TIDE_EVALBIG", "value larger than the store accepts"},
-    {TIDE_EBUFSMALL, "TIDE_EBUFSMALL", "buffer too small for the value"},
-    {TIDE_ESCHEME, "TIDE_ESCHEME", "unknown URL scheme"},
-    {TIDE_EOPTION, "TIDE_EOPTION", "unknown or invalid URL option"},
-    {TIDE_ESIZE, "TIDE_ESIZE", "size does not parse"},
-    {TIDE_ENOSPACE, "TIDE_ENOSPACE", "no space left in the store (pool or metadata budget)"},
-    {TIDE_ECHECKSUM, "TIDE_ECHECKSUM", "stored bytes failed their checksum"},
-    {TIDE_EURL, "TIDE_EURL", "malformed URL"},
-    {TIDE_EPROTO, "TIDE_EPROTO", "protocol error"},
-    {TIDE_EAUTH, "TIDE_EAUTH", "authentication failed"},
-    {TIDE_ECONFIG, "TIDE_ECONFIG", "invalid configuration"},
-    {TIDE_EUNSUPPORTED, "TIDE_EUNSUPPORTED", "not supported"},
-    {TIDE_EBUSY, "TIDE_EBUSY", "key is being written"},
-    {TIDE_ELIMIT, "TIDE_ELIMIT", "limit exceeded"},
-    {TIDE_ECLOSED, "TIDE_ECLOSED", "closed"},
-    {TIDE_ESERVER, "TIDE_ESERVER", "server error"},
-    {TIDE_EPARSE, "TIDE_EPARSE", "document does not parse"},
-    {TIDE_EPARTIALTAIL, "TIDE_EPARTIALTAIL", "partial-tail offloads name different boundaries"},
-    {TIDE_EDEVICE, "TIDE_EDEVICE", "device memory error"},
+    {TIDE_OK, "TIDE_OK", "success"}, /* not in the list: not an error */
+#define ERR_ROW(name, value, text) {TIDE_##name, "TIDE_" #name, text},
+    TIDE_ERRNO_MAP(ERR_ROW)
+#undef ERR_ROW
 };
+/* clang-format on */
+
+/* The list runs -1001, -1002, ... in order with no gap or repeat: a code's position in it
+ * (counted from TIDE_ERRBASE + 1) is its number. */
+enum {
+    ERR_POS_BASE = TIDE_ERRBASE,
+#define ERR_POS(name, value, text) ERR_POS_##name,
+    TIDE_ERRNO_MAP(ERR_POS)
+#undef ERR_POS
+};
+#define ERR_IN_ORDER(name, value, text)                                                            \
+    _Static_assert(TIDE_##name == -ERR_POS_##name,                                                 \
+                   "TIDE_" #name " is out of order in TIDE_ERRNO_MAP");
+TIDE_ERRNO_MAP(ERR_IN_ORDER)
+#undef ERR_IN_ORDER
+_Static_assert(sizeof(error_table) / sizeof(error_table[0]) ==
+                   (size_t)(-TIDE_ERRLAST - TIDE_ERRBASE + 1),
+               "TIDE_ERRLAST is not the last code");
 
 static int table_index(int err) {
-    for (size_t i = 0; i < sizeof(error_table) / sizeof(error_table[0]); i++)
-        if (error_table[i].code == err) return (int)i;
+    if (err == TIDE_OK) return 0;
+    if (err < -TIDE_ERRBASE && err >= TIDE_ERRLAST) return -err - TIDE_ERRBASE;
     return -1;
 }
 
 /* errno names for the values a store call can pass through. */
 static const char *errno_name(int e) {
     switch (e) {
-    case ENOMEM: return "ENOMEM";
-    case EINVAL: return "EINVAL";
-    case ENOENT: return "ENOENT";
-    case EIO: return "EIO";
-    case EAGAIN: return "EAGAIN";
-    case EINTR: return "EINTR";
-    case EPIPE: return "EPIPE";
-    case ETIMEDOUT: return "ETIMEDOUT";
-    case ECONNREFUSED: return "ECONNREFUSED";
-    case ECONNRESET: return "ECONNRESET";
-    case EHOSTUNREACH: return "EHOSTUNREACH";
-    case ENETUNREACH: return "ENETUNREACH";
-    case EADDRINUSE: return "EADDRINUSE";
-    case EACCES: return "EACCES";
-    case EPERM: return "EPERM";
-    case ENOSPC: return "ENOSPC";
-    case EMFILE: return "EMFILE";
-    case ENFILE: return "ENFILE";
-    case EBADF: return "EBADF";
-    case ENOTCONN: return "ENOTCONN";
-    case ENOSYS: return "ENOSYS";
-    default: return NULL;
+    case ENOMEM:
+        return "ENOMEM";
+    case EINVAL:
+        return "EINVAL";
+    case ENOENT:
+        return "ENOENT";
+    case EIO:
+        return "EIO";
+    case EAGAIN:
+        return "EAGAIN";
+    case EINTR:
+        return "EINTR";
+    case EPIPE:
+        return "EPIPE";
+    case ETIMEDOUT:
+        return "ETIMEDOUT";
+    case ECONNREFUSED:
+        return "ECONNREFUSED";
+    case ECONNRESET:
+        return "ECONNRESET";
+    case EHOSTUNREACH:
+        return "EHOSTUNREACH";
+    case ENETUNREACH:
+        return "ENETUNREACH";
+    case EADDRINUSE:
+        return "EADDRINUSE";
+    case EACCES:
+        return "EACCES";
+    case EPERM:
+        return "EPERM";
+    case ENOSPC:
+        return "ENOSPC";
+    case EMFILE:
+        return "EMFILE";
+    case ENFILE:
+        return "ENFILE";
+    case EBADF:
+        return "EBADF";
+    case ENOTCONN:
+        return "ENOTCONN";
+    case ENOSYS:
+        return "ENOSYS";
+    default:
+        return NULL;
     }
 }
 

@@ -21,6 +21,7 @@
 #include <openssl/evp.h>
 #include <xxhash.h>
 
+#include "common/endian.h"
 #include "tide.h"
 
 /* 2 KiB holds a block of up to ~500 tokens with a short extra key. */
@@ -70,13 +71,9 @@ static void sink_write(hash_sink *s, const void *p, size_t n) {
 }
 
 static void sink_le32(hash_sink *s, uint32_t v) {
-    uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+    uint8_t b[4];
+    le_wr32(b, v);
     sink_write(s, b, 4);
-}
-
-static void put_le64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
 }
 
 /* Finish and write the 16-byte result; 0, or -ENOMEM when OpenSSL failed. */
@@ -90,8 +87,8 @@ static int sink_final(hash_sink *s, uint8_t out[TIDE_HASH_BYTES]) {
         } else {
             h = XXH3_128bits(s->stage, s->used);
         }
-        put_le64(out, h.low64);
-        put_le64(out + 8, h.high64);
+        le_wr64(out, h.low64);
+        le_wr64(out + 8, h.high64);
         return 0;
     }
     uint8_t md[EVP_MAX_MD_SIZE];

@@ -3,9 +3,12 @@
  * the handle, the lookup search, the scheduler's request table, the per-step metadata and
  * the worker's regions and job threads.
  *
- * Files: api.c (create/destroy, info, stats, messages), lookup.c (keys, the one existence
- * round trip, the hit search), sched.c (request state, load and save plans), meta.c (the
- * metadata: build, read, serialize, parse), worker.c (regions, job threads, completions).
+ * Files: handle.c (create/destroy, info, stats, messages), base.c (the helpers every file
+ * calls: messages, counting, argument checks), lookup.c (keys, the one existence round
+ * trip, the hit search), sched.c (request state, load and save plans), meta.c (the
+ * metadata: build, read, serialize, parse), worker.c (regions, job threads, completions),
+ * devmem.c (device memory). Arrows point one way: handle.c calls the others, every file
+ * may call base.c, base.c calls none of them.
  *
  * Lock order: c->sched_lock (scheduler state) and c->wlock (worker state) are never
  * held together; neither is held across a store call.
@@ -172,6 +175,8 @@ int connector_store_get(tide_connector *c, size_t t, const tide_key *keys, size_
 void connector_mem_thread_exit(tide_connector *c, size_t t);
 /* After the threads stopped: unregister the pool, close the device. */
 void connector_mem_stop(tide_connector *c);
+
+/* ---- base.c: what every file calls ------------------------------------------------------ */
 
 /* Record a message on the handle and return code. */
 int connector_err(tide_connector *c, int code, const char *fmt, ...)

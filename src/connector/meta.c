@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/endian.h"
 #include "common/errors.h"
 #include "connector/connector.h"
 
@@ -123,8 +124,7 @@ static void put_bytes(wbuf *w, const void *src, size_t n) {
 
 static void put_u(wbuf *w, uint64_t v, size_t n) {
     uint8_t b[8];
-    for (size_t i = 0; i < n; i++)
-        b[i] = (uint8_t)(v >> (8 * i));
+    le_wrn(b, v, n);
     put_bytes(w, b, n);
 }
 
@@ -177,9 +177,7 @@ static uint64_t get_u(rbuf *r, size_t n) {
         r->bad = 1;
         return 0;
     }
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; i++)
-        v |= (uint64_t)r->p[r->off + i] << (8 * i);
+    uint64_t v = le_rdn(r->p + r->off, n);
     r->off += n;
     return v;
 }

@@ -118,6 +118,7 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "common/endian.h"
 #include "tide.h"
 
 #define FRAME_MAGIC 0x45444954u /* "TIDE" on the wire */
@@ -421,28 +422,5 @@ int frame_encode_events_reply(void *buf, size_t cap, size_t *len, uint64_t req_i
 #define FRAME_EVENTS_META 16u     /* the request's key section; the reply's head */
 #define FRAME_EVENT_ENTRY_MIN 11u /* u64 seq, u8 kind, u16 klen */
 #define FRAME_EVENTS_MAX 4096u    /* events a server puts in one reply at most */
-
-/* Little-endian loads and stores shared by the codec's files. */
-static inline uint16_t frame_rd16(const uint8_t *p) {
-    return (uint16_t)(p[0] | p[1] << 8);
-}
-static inline uint32_t frame_rd32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static inline uint64_t frame_rd64(const uint8_t *p) {
-    return (uint64_t)frame_rd32(p) | (uint64_t)frame_rd32(p + 4) << 32;
-}
-static inline void frame_wr16(uint8_t *p, uint16_t v) {
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-static inline void frame_wr32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static inline void frame_wr64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
 
 #endif

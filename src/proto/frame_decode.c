@@ -169,13 +169,13 @@ static int check_header(frame_decoder *d, const uint8_t *p, frame_header *h, sha
     if (rc) return rc;
     h->version = p[4];
     h->opcode = p[5];
-    h->flags = frame_rd16(p + 6);
-    h->req_id = frame_rd64(p + 8);
-    h->count = frame_rd32(p + 16);
-    h->status = (int32_t)frame_rd32(p + 20);
-    h->meta_len = frame_rd32(p + 24);
-    uint32_t reserved = frame_rd32(p + 28);
-    h->body_len = frame_rd64(p + 32);
+    h->flags = le_rd16(p + 6);
+    h->req_id = le_rd64(p + 8);
+    h->count = le_rd32(p + 16);
+    h->status = (int32_t)le_rd32(p + 20);
+    h->meta_len = le_rd32(p + 24);
+    uint32_t reserved = le_rd32(p + 28);
+    h->body_len = le_rd64(p + 32);
     const char *op = frame_op_name(h->opcode);
     const frame_limits *lim = &d->lim;
 
@@ -243,7 +243,7 @@ static int parse_keys(frame_decoder *d, frame_msg *m, size_t extra, enum key_ext
         if (end - p < 2)
             return fail(d, TIDE_EPROTO, "%s: key section ends inside entry %u of %u", op, i,
                         m->h.count);
-        unsigned klen = frame_rd16(p);
+        unsigned klen = le_rd16(p);
         p += 2;
         if (klen == 0) return fail(d, TIDE_EKEYEMPTY, "%s: key %u is empty", op, i);
         if (klen > TIDE_KEY_MAX)
@@ -253,10 +253,10 @@ static int parse_keys(frame_decoder *d, frame_msg *m, size_t extra, enum key_ext
             return fail(d, TIDE_EPROTO, "%s: key section ends inside entry %u of %u", op, i,
                         m->h.count);
         p += klen;
-        if (mode == X_RESERVE_VLEN && frame_rd64(p) == 0)
+        if (mode == X_RESERVE_VLEN && le_rd64(p) == 0)
             return fail(d, TIDE_EVALEMPTY, "%s: value of key %u is empty", op, i);
         if (put) {
-            uint64_t vlen = frame_rd64(p);
+            uint64_t vlen = le_rd64(p);
             if (vlen == 0) return fail(d, TIDE_EVALEMPTY, "%s: value of key %u is empty", op, i);
             if (vlen > d->lim.max_value)
                 return fail(d, TIDE_EVALBIG,
@@ -285,8 +285,8 @@ static int parse_get_reply(frame_decoder *d, frame_msg *m) {
     const uint8_t *p = m->meta;
     uint64_t total = 0;
     for (uint32_t i = 0; i < m->h.count; i++, p += GET_REPLY_ENTRY) {
-        int32_t st = (int32_t)frame_rd32(p);
-        uint64_t vlen = frame_rd64(p + 4), sum = frame_rd64(p + 12);
+        int32_t st = (int32_t)le_rd32(p);
+        uint64_t vlen = le_rd64(p + 4), sum = le_rd64(p + 12);
         if (st > 0)
             return fail(d, TIDE_EPROTO, "GET_REPLY: entry %u has positive status %d", i, st);
         if (st == 0) {
@@ -326,15 +326,15 @@ static int parse_leases(frame_decoder *d, frame_msg *m, enum kind kind) {
     for (uint32_t i = 0; i < m->h.count; i++) {
         const uint8_t *p = m->meta + (size_t)i * esize;
         if (kind == K_COMMIT || kind == K_RELEASE) {
-            if (frame_rd64(p) == 0) return fail(d, TIDE_EPROTO, "%s: entry %u has id 0", op, i);
-            int32_t out = kind == K_RELEASE ? (int32_t)frame_rd32(p + 8) : 0;
+            if (le_rd64(p) == 0) return fail(d, TIDE_EPROTO, "%s: entry %u has id 0", op, i);
+            int32_t out = kind == K_RELEASE ? (int32_t)le_rd32(p + 8) : 0;
             if (out != 0 && out != TIDE_ECHECKSUM)
                 return fail(d, TIDE_EPROTO, "%s: entry %u has outcome %d (0 or %d)", op, i, out,
                             TIDE_ECHECKSUM);
             continue;
         }
-        int32_t st = (int32_t)frame_rd32(p);
-        uint64_t id = frame_rd64(p + 4), off = frame_rd64(p + 12);
+        int32_t st = (int32_t)le_rd32(p);
+        uint64_t id = le_rd64(p + 4), off = le_rd64(p + 12);
         if (st > 0) return fail(d, TIDE_EPROTO, "%s: entry %u has positive status %d", op, i, st);
         if (kind == K_RESERVE_REPLY) {
             if ((st != 0 || id == 0) && off != 0)
@@ -346,7 +346,7 @@ static int parse_leases(frame_decoder *d, frame_msg *m, enum kind kind) {
                 return fail(d, TIDE_EPROTO, "%s: entry %u with status %d has an id", op, i, st);
             continue;
         }
-        uint64_t vlen = frame_rd64(p + 20), sum = frame_rd64(p + 28);
+        uint64_t vlen = le_rd64(p + 20), sum = le_rd64(p + 28);
         if (st == 0 && (id == 0 || vlen == 0))
             return fail(d, TIDE_EPROTO, "%s: entry %u pinned with id %llu and vlen %llu", op, i,
                         (unsigned long long)id, (unsigned long long)vlen);
@@ -391,13 +391,13 @@ static int parse_stat_reply(frame_decoder *d, frame_msg *m) {
 /* EVENTS reply: next and lost, then entries held to their canonical form. */
 static int parse_events_reply(frame_decoder *d, frame_msg *m) {
     const uint8_t *p = m->meta + FRAME_EVENTS_META, *end = m->meta + m->h.meta_len;
-    m->ev_next = frame_rd64(m->meta);
-    m->ev_lost = frame_rd64(m->meta + 8);
+    m->ev_next = le_rd64(m->meta);
+    m->ev_lost = le_rd64(m->meta + 8);
     for (uint32_t i = 0; i < m->h.count; i++) {
         if ((size_t)(end - p) < FRAME_EVENT_ENTRY_MIN)
             return fail(d, TIDE_EPROTO, "EVENTS_REPLY: key section ends inside entry %u of %u", i,
                         m->h.count);
-        unsigned kind = p[8], klen = frame_rd16(p + 9);
+        unsigned kind = p[8], klen = le_rd16(p + 9);
         if (kind < TIDE_DEPARTURE_REMOVED || kind > TIDE_DEPARTURE_CLEARED)
             return fail(d, TIDE_EPROTO, "EVENTS_REPLY: entry %u has kind %u (1..4)", i, kind);
         if ((klen == 0) != (kind == TIDE_DEPARTURE_CLEARED) || klen > TIDE_KEY_MAX)
@@ -442,7 +442,7 @@ static int parse_meta(frame_decoder *d, frame_msg *m, const shape *sh) {
         return parse_stat_reply(d, m);
     case K_STATUS:
         for (uint32_t i = 0; i < n; i++) {
-            int32_t st = (int32_t)frame_rd32(p + 4 * (size_t)i);
+            int32_t st = (int32_t)le_rd32(p + 4 * (size_t)i);
             if (st > 0)
                 return fail(d, TIDE_EPROTO, "%s: entry %u has positive status %d",
                             frame_op_name(m->h.opcode), i, st);
@@ -455,12 +455,12 @@ static int parse_meta(frame_decoder *d, frame_msg *m, const shape *sh) {
                             p[i]);
         return 0;
     case K_MATCH_REPLY:
-        m->matched = frame_rd32(p);
+        m->matched = le_rd32(p);
         return 0;
     case K_EVENTS:
-        m->ev_from = frame_rd64(p);
-        m->ev_max = frame_rd32(p + 8);
-        if (frame_rd32(p + 12)) return fail(d, TIDE_EPROTO, "EVENTS: reserved field is not 0");
+        m->ev_from = le_rd64(p);
+        m->ev_max = le_rd32(p + 8);
+        if (le_rd32(p + 12)) return fail(d, TIDE_EPROTO, "EVENTS: reserved field is not 0");
         if (m->ev_max < 1 || m->ev_max > d->lim.max_keys)
             return fail(d, TIDE_EPROTO, "EVENTS: max %u events, must be 1..%u", m->ev_max,
                         d->lim.max_keys);
@@ -473,11 +473,11 @@ static int parse_meta(frame_decoder *d, frame_msg *m, const shape *sh) {
         return 0;
     case K_HELLO: {
         frame_hello *h = &m->hello;
-        h->min_version = frame_rd16(p);
-        h->max_version = frame_rd16(p + 2);
-        uint32_t reserved = frame_rd32(p + 4);
-        h->features = frame_rd64(p + 8);
-        h->token_len = frame_rd16(p + 16);
+        h->min_version = le_rd16(p);
+        h->max_version = le_rd16(p + 2);
+        uint32_t reserved = le_rd32(p + 4);
+        h->features = le_rd64(p + 8);
+        h->token_len = le_rd16(p + 16);
         h->token = h->token_len ? p + FRAME_HELLO_META : NULL;
         if (h->min_version == 0 || h->min_version > h->max_version)
             return fail(d, TIDE_EPROTO, "HELLO: version range %u..%u", h->min_version,
@@ -490,9 +490,9 @@ static int parse_meta(frame_decoder *d, frame_msg *m, const shape *sh) {
     }
     case K_REPLICA: {
         frame_replica *r = &m->replica;
-        r->flags = frame_rd32(p);
-        r->timeout_ms = frame_rd32(p + 4);
-        uint64_t reserved = frame_rd64(p + 8);
+        r->flags = le_rd32(p);
+        r->timeout_ms = le_rd32(p + 4);
+        uint64_t reserved = le_rd64(p + 8);
         if (r->flags & ~FRAME_REPLICA_MISSED)
             return fail(d, TIDE_EPROTO, "REPLICA: unknown flags 0x%08x", r->flags);
         if (r->timeout_ms == 0) return fail(d, TIDE_EPROTO, "REPLICA: timeout_ms is 0");
@@ -502,17 +502,17 @@ static int parse_meta(frame_decoder *d, frame_msg *m, const shape *sh) {
         return 0;
     }
     case K_REPLICA_REPLY:
-        m->replica.fences = frame_rd64(p);
-        m->replica.generation = frame_rd64(p + 8);
+        m->replica.fences = le_rd64(p);
+        m->replica.generation = le_rd64(p + 8);
         return 0;
     case K_HELLO_REPLY: {
         frame_hello_reply *r = &m->hello_reply;
-        r->version = frame_rd16(p);
-        uint16_t reserved = frame_rd16(p + 2);
-        r->max_keys = frame_rd32(p + 4);
-        r->features = frame_rd64(p + 8);
-        r->max_value = frame_rd64(p + 16);
-        r->max_frame = frame_rd64(p + 24);
+        r->version = le_rd16(p);
+        uint16_t reserved = le_rd16(p + 2);
+        r->max_keys = le_rd32(p + 4);
+        r->features = le_rd64(p + 8);
+        r->max_value = le_rd64(p + 16);
+        r->max_frame = le_rd64(p + 24);
         if (r->version == 0) return fail(d, TIDE_EPROTO, "HELLO_REPLY: version 0");
         if (reserved)
             return fail(d, TIDE_EPROTO, "HELLO_REPLY: reserved field is 0x%04x", reserved);
@@ -580,66 +580,66 @@ int frame_iter_next(frame_iter *it, frame_entry *e) {
     case K_PUT:
     case K_GET:
     case K_KEYS:
-        e->key.len = frame_rd16(p);
+        e->key.len = le_rd16(p);
         e->key.data = p + 2;
         p += 2 + e->key.len;
         if (sh.kind == K_GET) {
-            e->cap = frame_rd64(p);
+            e->cap = le_rd64(p);
             p += 8;
         } else if (sh.kind == K_PUT) {
-            e->vlen = frame_rd64(p);
-            e->sum = frame_rd64(p + 8);
+            e->vlen = le_rd64(p);
+            e->sum = le_rd64(p + 8);
             p += 16;
         }
         break;
     case K_STATUS:
-        e->status = (int32_t)frame_rd32(p);
+        e->status = (int32_t)le_rd32(p);
         p += 4;
         break;
     case K_GET_REPLY:
-        e->status = (int32_t)frame_rd32(p);
-        e->vlen = frame_rd64(p + 4);
-        e->sum = frame_rd64(p + 12);
+        e->status = (int32_t)le_rd32(p);
+        e->vlen = le_rd64(p + 4);
+        e->sum = le_rd64(p + 12);
         p += GET_REPLY_ENTRY;
         break;
     case K_EXISTS_REPLY:
         e->present = *p++;
         break;
     case K_RESERVE:
-        e->key.len = frame_rd16(p);
+        e->key.len = le_rd16(p);
         e->key.data = p + 2;
         p += 2 + e->key.len;
-        e->vlen = frame_rd64(p);
+        e->vlen = le_rd64(p);
         p += 8;
         break;
     case K_COMMIT:
-        e->id = frame_rd64(p);
-        e->sum = frame_rd64(p + 8);
+        e->id = le_rd64(p);
+        e->sum = le_rd64(p + 8);
         p += COMMIT_ENTRY;
         break;
     case K_RELEASE:
-        e->id = frame_rd64(p);
-        e->status = (int32_t)frame_rd32(p + 8);
+        e->id = le_rd64(p);
+        e->status = (int32_t)le_rd32(p + 8);
         p += RELEASE_ENTRY;
         break;
     case K_RESERVE_REPLY:
-        e->status = (int32_t)frame_rd32(p);
-        e->id = frame_rd64(p + 4);
-        e->offset = frame_rd64(p + 12);
+        e->status = (int32_t)le_rd32(p);
+        e->id = le_rd64(p + 4);
+        e->offset = le_rd64(p + 12);
         p += RESERVE_REPLY_ENTRY;
         break;
     case K_PIN_REPLY:
-        e->status = (int32_t)frame_rd32(p);
-        e->id = frame_rd64(p + 4);
-        e->offset = frame_rd64(p + 12);
-        e->vlen = frame_rd64(p + 20);
-        e->sum = frame_rd64(p + 28);
+        e->status = (int32_t)le_rd32(p);
+        e->id = le_rd64(p + 4);
+        e->offset = le_rd64(p + 12);
+        e->vlen = le_rd64(p + 20);
+        e->sum = le_rd64(p + 28);
         p += PIN_REPLY_ENTRY;
         break;
     case K_EVENTS_REPLY:
-        e->seq = frame_rd64(p);
+        e->seq = le_rd64(p);
         e->kind = p[8];
-        e->key.len = frame_rd16(p + 9);
+        e->key.len = le_rd16(p + 9);
         e->key.data = p + FRAME_EVENT_ENTRY_MIN;
         p += FRAME_EVENT_ENTRY_MIN + e->key.len;
         break;
@@ -647,7 +647,7 @@ int frame_iter_next(frame_iter *it, frame_entry *e) {
         e->key.len = *p;
         e->key.data = p + 1;
         p += 1 + e->key.len;
-        e->figure = frame_rd64(p);
+        e->figure = le_rd64(p);
         p += 8;
         break;
     default:

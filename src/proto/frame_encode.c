@@ -41,21 +41,21 @@ static int room(const void *buf, size_t cap, size_t *len, size_t need) {
 static uint8_t *put_header(void *buf, unsigned op, uint64_t req_id, size_t count, int32_t status,
                            size_t meta_len, uint64_t data_len) {
     uint8_t *p = buf;
-    frame_wr32(p, FRAME_MAGIC);
+    le_wr32(p, FRAME_MAGIC);
     p[4] = FRAME_VERSION;
     p[5] = (uint8_t)op;
-    frame_wr16(p + 6, 0);
-    frame_wr64(p + 8, req_id);
-    frame_wr32(p + 16, (uint32_t)count);
-    frame_wr32(p + 20, (uint32_t)status);
-    frame_wr32(p + 24, (uint32_t)meta_len);
-    frame_wr32(p + 28, 0);
-    frame_wr64(p + 32, meta_len + data_len);
+    le_wr16(p + 6, 0);
+    le_wr64(p + 8, req_id);
+    le_wr32(p + 16, (uint32_t)count);
+    le_wr32(p + 20, (uint32_t)status);
+    le_wr32(p + 24, (uint32_t)meta_len);
+    le_wr32(p + 28, 0);
+    le_wr64(p + 32, meta_len + data_len);
     return p + FRAME_HDR_SIZE;
 }
 
 static uint8_t *put_key(uint8_t *p, const tide_key *k) {
-    frame_wr16(p, (uint16_t)k->len);
+    le_wr16(p, (uint16_t)k->len);
     memcpy(p + 2, k->data, k->len);
     return p + 2 + k->len;
 }
@@ -77,11 +77,11 @@ int frame_encode_hello(void *buf, size_t cap, size_t *len, uint64_t req_id,
     int rc = room(buf, cap, len, FRAME_HDR_SIZE + meta);
     if (rc) return rc;
     uint8_t *p = put_header(buf, FRAME_OP_HELLO, req_id, 0, 0, meta, 0);
-    frame_wr16(p, hello->min_version);
-    frame_wr16(p + 2, hello->max_version);
-    frame_wr32(p + 4, 0);
-    frame_wr64(p + 8, hello->features);
-    frame_wr16(p + 16, hello->token_len);
+    le_wr16(p, hello->min_version);
+    le_wr16(p + 2, hello->max_version);
+    le_wr32(p + 4, 0);
+    le_wr64(p + 8, hello->features);
+    le_wr16(p + 16, hello->token_len);
     if (hello->token_len) memcpy(p + FRAME_HELLO_META, hello->token, hello->token_len);
     return 0;
 }
@@ -93,12 +93,12 @@ int frame_encode_hello_reply(void *buf, size_t cap, size_t *len, uint64_t req_id
     if (rc) return rc;
     uint8_t *p =
         put_header(buf, FRAME_OP_HELLO | FRAME_OP_REPLY, req_id, 0, 0, FRAME_HELLO_REPLY_META, 0);
-    frame_wr16(p, r->version);
-    frame_wr16(p + 2, 0);
-    frame_wr32(p + 4, r->max_keys);
-    frame_wr64(p + 8, r->features);
-    frame_wr64(p + 16, r->max_value);
-    frame_wr64(p + 24, r->max_frame);
+    le_wr16(p, r->version);
+    le_wr16(p + 2, 0);
+    le_wr32(p + 4, r->max_keys);
+    le_wr64(p + 8, r->features);
+    le_wr64(p + 16, r->max_value);
+    le_wr64(p + 24, r->max_frame);
     return 0;
 }
 
@@ -136,8 +136,8 @@ int frame_encode_put(void *buf, size_t cap, size_t *len, uint64_t req_id, const 
     for (size_t i = 0; i < n; i++) {
         size_t cnt = iovcnt ? iovcnt[i] : 1;
         p = put_key(p, &keys[i]);
-        frame_wr64(p, iov_total(iov + at, cnt));
-        frame_wr64(p + 8, sums ? sums[i] : iov_sum(iov + at, cnt));
+        le_wr64(p, iov_total(iov + at, cnt));
+        le_wr64(p + 8, sums ? sums[i] : iov_sum(iov + at, cnt));
         p += 16;
         at += cnt;
     }
@@ -156,7 +156,7 @@ static int encode_keys_u64(void *buf, size_t cap, size_t *len, unsigned op, uint
     uint8_t *p = put_header(buf, op, req_id, n, 0, meta, 0);
     for (size_t i = 0; i < n; i++) {
         p = put_key(p, &keys[i]);
-        frame_wr64(p, nums ? nums[i] : dflt);
+        le_wr64(p, nums ? nums[i] : dflt);
         p += 8;
     }
     return 0;
@@ -190,8 +190,8 @@ int frame_encode_commit(void *buf, size_t cap, size_t *len, uint64_t req_id, con
     if (rc) return rc;
     uint8_t *p = put_header(buf, FRAME_OP_COMMIT, req_id, n, 0, 16 * n, 0);
     for (size_t i = 0; i < n; i++, p += 16) {
-        frame_wr64(p, ids[i]);
-        frame_wr64(p + 8, sums[i]);
+        le_wr64(p, ids[i]);
+        le_wr64(p + 8, sums[i]);
     }
     return 0;
 }
@@ -208,8 +208,8 @@ int frame_encode_release(void *buf, size_t cap, size_t *len, uint64_t req_id, co
     if (rc) return rc;
     uint8_t *p = put_header(buf, FRAME_OP_RELEASE, req_id, n, 0, 12 * n, 0);
     for (size_t i = 0; i < n; i++, p += 12) {
-        frame_wr64(p, ids[i]);
-        frame_wr32(p + 8, (uint32_t)(outcomes ? outcomes[i] : 0));
+        le_wr64(p, ids[i]);
+        le_wr32(p + 8, (uint32_t)(outcomes ? outcomes[i] : 0));
     }
     return 0;
 }
@@ -225,9 +225,9 @@ int frame_encode_reserve_reply(void *buf, size_t cap, size_t *len, uint64_t req_
     uint8_t *p = put_header(buf, FRAME_OP_RESERVE | FRAME_OP_REPLY, req_id, n, 0, 20 * n, 0);
     for (size_t i = 0; i < n; i++, p += 20) {
         int held = status[i] == 0 && ids[i] != 0;
-        frame_wr32(p, (uint32_t)status[i]);
-        frame_wr64(p + 4, held ? ids[i] : 0);
-        frame_wr64(p + 12, held ? offsets[i] : 0);
+        le_wr32(p, (uint32_t)status[i]);
+        le_wr64(p + 4, held ? ids[i] : 0);
+        le_wr64(p + 12, held ? offsets[i] : 0);
     }
     return 0;
 }
@@ -245,11 +245,11 @@ int frame_encode_pin_reply(void *buf, size_t cap, size_t *len, uint64_t req_id,
     uint8_t *p = put_header(buf, FRAME_OP_PIN | FRAME_OP_REPLY, req_id, n, 0, 36 * n, 0);
     for (size_t i = 0; i < n; i++, p += 36) {
         int32_t st = status[i];
-        frame_wr32(p, (uint32_t)st);
-        frame_wr64(p + 4, st == 0 ? ids[i] : 0);
-        frame_wr64(p + 12, st == 0 ? offsets[i] : 0);
-        frame_wr64(p + 20, st == 0 || st == TIDE_EBUFSMALL ? vlens[i] : 0);
-        frame_wr64(p + 28, st == 0 ? sums[i] : 0);
+        le_wr32(p, (uint32_t)st);
+        le_wr64(p + 4, st == 0 ? ids[i] : 0);
+        le_wr64(p + 12, st == 0 ? offsets[i] : 0);
+        le_wr64(p + 20, st == 0 || st == TIDE_EBUFSMALL ? vlens[i] : 0);
+        le_wr64(p + 28, st == 0 ? sums[i] : 0);
     }
     return 0;
 }
@@ -275,9 +275,9 @@ int frame_encode_replica(void *buf, size_t cap, size_t *len, uint64_t req_id, ui
     int rc = room(buf, cap, len, FRAME_HDR_SIZE + FRAME_REPLICA_META);
     if (rc) return rc;
     uint8_t *p = put_header(buf, FRAME_OP_REPLICA, req_id, 0, 0, FRAME_REPLICA_META, 0);
-    frame_wr32(p, flags);
-    frame_wr32(p + 4, timeout_ms);
-    frame_wr64(p + 8, 0);
+    le_wr32(p, flags);
+    le_wr32(p + 4, timeout_ms);
+    le_wr64(p + 8, 0);
     return 0;
 }
 
@@ -287,8 +287,8 @@ int frame_encode_replica_reply(void *buf, size_t cap, size_t *len, uint64_t req_
     if (rc) return rc;
     uint8_t *p =
         put_header(buf, FRAME_OP_REPLICA | FRAME_OP_REPLY, req_id, 0, 0, FRAME_REPLICA_META, 0);
-    frame_wr64(p, fences);
-    frame_wr64(p + 8, generation);
+    le_wr64(p, fences);
+    le_wr64(p + 8, generation);
     return 0;
 }
 
@@ -322,7 +322,7 @@ int frame_encode_status_reply(void *buf, size_t cap, size_t *len, unsigned op, u
     if (rc) return rc;
     uint8_t *p = put_header(buf, op | FRAME_OP_REPLY, req_id, n, 0, 4 * n, 0);
     for (size_t i = 0; i < n; i++)
-        frame_wr32(p + 4 * i, (uint32_t)status[i]);
+        le_wr32(p + 4 * i, (uint32_t)status[i]);
     return 0;
 }
 
@@ -343,9 +343,9 @@ int frame_encode_get_reply(void *buf, size_t cap, size_t *len, uint64_t req_id,
     uint8_t *p = put_header(buf, FRAME_OP_GET | FRAME_OP_REPLY, req_id, n, 0, meta, data);
     for (size_t i = 0; i < n; i++, p += 20) {
         int32_t st = status[i];
-        frame_wr32(p, (uint32_t)st);
-        frame_wr64(p + 4, st == 0 || st == TIDE_EBUFSMALL ? vlens[i] : 0);
-        frame_wr64(p + 12, st == 0 ? sums[i] : 0);
+        le_wr32(p, (uint32_t)st);
+        le_wr64(p + 4, st == 0 || st == TIDE_EBUFSMALL ? vlens[i] : 0);
+        le_wr64(p + 12, st == 0 ? sums[i] : 0);
     }
     return 0;
 }
@@ -366,7 +366,7 @@ int frame_encode_match_reply(void *buf, size_t cap, size_t *len, uint64_t req_id
     int rc = room(buf, cap, len, FRAME_HDR_SIZE + 4);
     if (rc) return rc;
     uint8_t *p = put_header(buf, FRAME_OP_MATCH_PREFIX | FRAME_OP_REPLY, req_id, 0, 0, 4, 0);
-    frame_wr32(p, matched);
+    le_wr32(p, matched);
     return 0;
 }
 
@@ -398,7 +398,7 @@ int frame_encode_stat_reply(void *buf, size_t cap, size_t *len, uint64_t req_id,
         stat_name_ok(names[i], &nl);
         *p = (uint8_t)nl;
         memcpy(p + 1, names[i], nl);
-        frame_wr64(p + 1 + nl, values[i]);
+        le_wr64(p + 1 + nl, values[i]);
         p += 1 + nl + 8;
     }
     return 0;

@@ -10,13 +10,13 @@ static uint8_t *events_header(void *buf, unsigned op, uint64_t req_id, size_t co
                               size_t meta_len) {
     uint8_t *p = buf;
     memset(p, 0, FRAME_HDR_SIZE);
-    frame_wr32(p, FRAME_MAGIC);
+    le_wr32(p, FRAME_MAGIC);
     p[4] = FRAME_VERSION;
     p[5] = (uint8_t)op;
-    frame_wr64(p + 8, req_id);
-    frame_wr32(p + 16, (uint32_t)count);
-    frame_wr32(p + 24, (uint32_t)meta_len);
-    frame_wr64(p + 32, meta_len);
+    le_wr64(p + 8, req_id);
+    le_wr32(p + 16, (uint32_t)count);
+    le_wr32(p + 24, (uint32_t)meta_len);
+    le_wr64(p + 32, meta_len);
     return p + FRAME_HDR_SIZE;
 }
 
@@ -26,9 +26,9 @@ int frame_encode_events(void *buf, size_t cap, size_t *len, uint64_t req_id, uin
     *len = FRAME_HDR_SIZE + FRAME_EVENTS_META;
     if (!buf || cap < *len) return TIDE_EBUFSMALL;
     uint8_t *p = events_header(buf, FRAME_OP_EVENTS, req_id, 0, FRAME_EVENTS_META);
-    frame_wr64(p, from);
-    frame_wr32(p + 8, max);
-    frame_wr32(p + 12, 0);
+    le_wr64(p, from);
+    le_wr32(p + 8, max);
+    le_wr32(p + 12, 0);
     return 0;
 }
 
@@ -46,13 +46,13 @@ int frame_encode_events_reply(void *buf, size_t cap, size_t *len, uint64_t req_i
     *len = FRAME_HDR_SIZE + meta;
     if (!buf || cap < *len) return TIDE_EBUFSMALL;
     uint8_t *p = events_header(buf, FRAME_OP_EVENTS | FRAME_OP_REPLY, req_id, n, meta);
-    frame_wr64(p, next);
-    frame_wr64(p + 8, lost);
+    le_wr64(p, next);
+    le_wr64(p + 8, lost);
     p += FRAME_EVENTS_META;
     for (size_t i = 0; i < n; i++) {
-        frame_wr64(p, ev[i].seq);
+        le_wr64(p, ev[i].seq);
         p[8] = (uint8_t)ev[i].kind;
-        frame_wr16(p + 9, (uint16_t)ev[i].klen);
+        le_wr16(p + 9, (uint16_t)ev[i].klen);
         memcpy(p + FRAME_EVENT_ENTRY_MIN, ev[i].key, ev[i].klen);
         p += FRAME_EVENT_ENTRY_MIN + ev[i].klen;
     }

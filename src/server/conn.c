@@ -644,13 +644,13 @@ static int conn_serve(connio *io) {
             if ((rc = put_finish(c)) != 0) return rc;
             continue;
         }
-        if (!c->io.authed && c->in_len >= FRAME_HDR_SIZE && frame_rd32(c->in) == FRAME_MAGIC &&
+        if (!c->io.authed && c->in_len >= FRAME_HDR_SIZE && le_rd32(c->in) == FRAME_MAGIC &&
             c->in[5] != FRAME_OP_HELLO && frame_op_valid(c->in[5]) &&
             !(c->in[5] & FRAME_OP_REPLY)) {
             /* Refused on its header alone: its key section is never read. */
             atomic_fetch_add(&c->srv->m.auth_failures, 1);
             c->io.close_after_flush = 1;
-            return reply_error(c, c->in[5], frame_rd64(c->in + 8), TIDE_EAUTH,
+            return reply_error(c, c->in[5], le_rd64(c->in + 8), TIDE_EAUTH,
                                "authentication required: send HELLO with the server's token "
                                "first");
         }
@@ -662,7 +662,7 @@ static int conn_serve(connio *io) {
             c->io.close_after_flush = 1;
             unsigned op = c->in_len >= 6 && frame_op_valid(c->in[5]) ? c->in[5] : FRAME_OP_ERROR;
             if (op & FRAME_OP_REPLY) op = FRAME_OP_ERROR;
-            uint64_t req_id = c->in_len >= 16 ? frame_rd64(c->in + 8) : 0;
+            uint64_t req_id = c->in_len >= 16 ? le_rd64(c->in + 8) : 0;
             /* A request refused on its head (a value over --max-value, say) is still a
              * request of its opcode, and it failed. */
             if (op != FRAME_OP_ERROR) metrics_op_done(&c->srv->m, metric_op(op), MST_ERROR, 0, 0);

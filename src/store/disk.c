@@ -47,6 +47,7 @@
 #include <xxhash.h>
 
 #include "common/checksum.h"
+#include "common/endian.h"
 #include "common/util.h"
 #include "store/store_int.h"
 
@@ -151,11 +152,6 @@ struct disk {
     uint64_t hidden_drops;        /* segments dropped before one whose header is damaged */
 };
 
-typedef struct keyref {
-    const void *p;
-    size_t len;
-} keyref;
-
 static uint32_t dent_hash(const void *e) {
     return ((const dent *)e)->hash;
 }
@@ -166,41 +162,8 @@ static int dent_eq(const void *e, const void *k) {
     return d->klen == kr->len && memcmp(d->key, kr->p, kr->len) == 0;
 }
 
-static uint32_t key_hash(const void *key, size_t klen) {
-    uint64_t h = checksum_buf(key, klen);
-    return (uint32_t)(h ^ (h >> 32));
-}
-
 uint64_t disk_record_size(uint64_t klen, uint64_t vlen) {
     return (REC_HDR + klen + vlen + 7) & ~7ull;
-}
-
-static void put_le16(uint8_t *p, uint16_t v) {
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-static void put_le32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put_le64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint16_t le16(const uint8_t *p) {
-    return (uint16_t)(p[0] | p[1] << 8);
-}
-static uint32_t le32(const uint8_t *p) {
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-static uint64_t le64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
 }
 
 /*
@@ -211,8 +174,8 @@ static uint64_t le64(const uint8_t *p) {
 static int rec_hsum(const disk *d, const disk_seg *s, uint64_t off, const uint8_t *hdr,
                     const void *key, size_t klen, uint64_t *out) {
     uint8_t place[16];
-    put_le64(place, s->seq);
-    put_le64(place + 8, off);
+    le_wr64(place, s->seq);
+    le_wr64(place + 8, off);
     struct iovec parts[4] = {{(void *)s->nonce, SEG_NONCE},
                              {place, sizeof(place)},
                              {(void *)hdr, 24},
@@ -223,15 +186,15 @@ static int rec_hsum(const disk *d, const disk_seg *s, uint64_t off, const uint8_
 static int rec_encode(const disk *d, const disk_seg *s, uint8_t *hdr, int kind, const void *key,
                       uint16_t klen, uint64_t vlen, uint64_t vsum, uint64_t off) {
     memset(hdr, 0, REC_HDR);
-    put_le32(hdr, REC_MAGIC);
+    le_wr32(hdr, REC_MAGIC);
     hdr[4] = (uint8_t)kind;
-    put_le16(hdr + 6, klen);
-    put_le64(hdr + 8, vlen);
-    put_le64(hdr + 16, vsum);
+    le_wr16(hdr + 6, klen);
+    le_wr64(hdr + 8, vlen);
+    le_wr64(hdr + 16, vsum);
     uint64_t h;
     int rc = rec_hsum(d, s, off, hdr, key, klen, &h);
     if (rc < 0) return rc;
-    put_le64(hdr + 24, h);
+    le_wr64(hdr + 24, h);
     return 0;
 }
 
@@ -248,11 +211,11 @@ typedef struct rec {
  * could not be computed (which says nothing about the record). */
 static int rec_decode(const disk *d, const disk_seg *s, const uint8_t *buf, size_t have,
                       uint64_t off, uint64_t file_size, rec *r) {
-    if (have < REC_HDR || le32(buf) != REC_MAGIC || buf[5] != 0) return 0;
+    if (have < REC_HDR || le_rd32(buf) != REC_MAGIC || buf[5] != 0) return 0;
     r->kind = buf[4];
-    r->klen = le16(buf + 6);
-    r->vlen = le64(buf + 8);
-    r->vsum = le64(buf + 16);
+    r->klen = le_rd16(buf + 6);
+    r->vlen = le_rd64(buf + 8);
+    r->vsum = le_rd64(buf + 16);
     r->key = buf + REC_HDR;
     if (r->kind < REC_OBJECT || r->kind > REC_CLEAR || r->klen > TIDE_KEY_MAX) return 0;
     if ((r->kind == REC_CLEAR) != (r->klen == 0)) return 0;
@@ -262,7 +225,7 @@ static int rec_decode(const disk *d, const disk_seg *s, const uint8_t *buf, size
     uint64_t h;
     int rc = rec_hsum(d, s, off, buf, r->key, r->klen, &h);
     if (rc < 0) return rc;
-    return le64(buf + 24) == h;
+    return le_rd64(buf + 24) == h;
 }
 
 static void seg_path(const disk *d, uint64_t seq, char *buf, size_t len) {
@@ -421,7 +384,8 @@ static int scan_removals(disk *d, disk_seg *s, uint64_t from, char *err, size_t 
         }
         for (uint64_t i = 0; i < SCAN_CHUNK && i + REC_HDR <= (uint64_t)n; i += 8) {
             const uint8_t *b = chunk + i;
-            if (le32(b) != REC_MAGIC || (b[4] != REC_TOMB && b[4] != REC_CLEAR) || le64(b + 8))
+            if (le_rd32(b) != REC_MAGIC || (b[4] != REC_TOMB && b[4] != REC_CLEAR) ||
+                le_rd64(b + 8))
                 continue;
             rec r;
             int ok = rec_decode(d, s, b, (size_t)n - i, base + i, s->size, &r);
@@ -526,14 +490,14 @@ enum { SEG_OK, SEG_BAD, SEG_OLD, SEG_FOREIGN };
  * SEG_FOREIGN: written under another secret (dropped). SEG_BAD: not a segment header.
  */
 static int seg_header_check(const disk *d, const uint8_t *h, uint64_t seq) {
-    if (memcmp(h, SEG_MAGIC, 8) != 0 || le32(h + 12) != SEG_HDR || le64(h + 16) != seq)
+    if (memcmp(h, SEG_MAGIC, 8) != 0 || le_rd32(h + 12) != SEG_HDR || le_rd64(h + 16) != seq)
         return SEG_BAD;
-    if (le32(h + 8) == 1 && le64(h + 56) == XXH3_64bits(h, 56)) return SEG_OLD;
-    if (le32(h + 8) != SEG_VERSION) return SEG_BAD;
-    if (le64(h + 48) != d->key.id) return SEG_FOREIGN;
+    if (le_rd32(h + 8) == 1 && le_rd64(h + 56) == XXH3_64bits(h, 56)) return SEG_OLD;
+    if (le_rd32(h + 8) != SEG_VERSION) return SEG_BAD;
+    if (le_rd64(h + 48) != d->key.id) return SEG_FOREIGN;
     uint64_t m;
     struct iovec part = {(void *)h, 56};
-    if (disk_key_mac(&d->key, &part, 1, &m) < 0 || m != le64(h + 56)) return SEG_BAD;
+    if (disk_key_mac(&d->key, &part, 1, &m) < 0 || m != le_rd64(h + 56)) return SEG_BAD;
     return SEG_OK;
 }
 
@@ -1010,18 +974,18 @@ static int seg_create(disk *d, disk_seg **out, char *err, size_t errlen) {
     }
     uint8_t h[SEG_HDR] = {0};
     memcpy(h, SEG_MAGIC, 8);
-    put_le32(h + 8, SEG_VERSION);
-    put_le32(h + 12, SEG_HDR);
-    put_le64(h + 16, seq);
+    le_wr32(h + 8, SEG_VERSION);
+    le_wr32(h + 12, SEG_HDR);
+    le_wr64(h + 16, seq);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    put_le64(h + 24, (uint64_t)ts.tv_sec);
+    le_wr64(h + 24, (uint64_t)ts.tv_sec);
     int64_t w = getrandom(h + 32, SEG_NONCE, 0) == (ssize_t)SEG_NONCE ? 0 : -EIO;
-    put_le64(h + 48, d->key.id);
+    le_wr64(h + 48, d->key.id);
     uint64_t m = 0;
     struct iovec part = {h, 56};
     if (w == 0) w = disk_key_mac(&d->key, &part, 1, &m);
-    put_le64(h + 56, m);
+    le_wr64(h + 56, m);
     struct iovec v = {h, SEG_HDR};
     if (w == 0) w = disk_pwritev_all(fd, &v, 1, 0);
     if (w < 0) {

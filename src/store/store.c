@@ -48,11 +48,6 @@
 #include "store/store.h"
 #include "store/store_int.h"
 
-typedef struct keyref {
-    const void *p;
-    size_t len;
-} keyref;
-
 static uint32_t obj_hash(const void *e) {
     return ((const obj *)e)->hash;
 }
@@ -63,23 +58,14 @@ static int obj_eq(const void *e, const void *k) {
     return o->klen == kr->len && memcmp(o->key, kr->p, kr->len) == 0;
 }
 
-static uint32_t key_hash(const void *key, size_t klen) {
-    uint64_t h = checksum_buf(key, klen);
-    return (uint32_t)(h ^ (h >> 32));
-}
-
 static int check_key(const void *key, size_t klen) {
     if (klen == 0 || !key) return TIDE_EKEYEMPTY;
     if (klen > TIDE_KEY_MAX) return TIDE_EKEYLONG;
     return 0;
 }
 
-static uint64_t rec_cost(size_t klen) {
-    return malloc_cost(offsetof(obj, key) + klen);
-}
-
 uint64_t store_meta_cost(size_t klen) {
-    return rec_cost(klen) + STORE_META_TABLES;
+    return store_rec_cost(klen) + STORE_META_TABLES;
 }
 
 /* What the records hold against the budget now. */
@@ -87,39 +73,15 @@ static uint64_t do_meta_charged(const store *st) {
     return st->rec_bytes + st->nrecs * STORE_META_TABLES;
 }
 
-/* A record of klen bytes of key now exists, or no longer does. */
+/* A record of klen bytes of key now exists (store_do_free_obj undoes it). */
 static void do_charge(store *st, size_t klen) {
-    st->rec_bytes += rec_cost(klen);
+    st->rec_bytes += store_rec_cost(klen);
     st->nrecs++;
-}
-
-static void do_uncharge(store *st, size_t klen) {
-    st->rec_bytes -= rec_cost(klen);
-    st->nrecs--;
-}
-
-static uint64_t obj_len(const store *st, const obj *o) {
-    return (uint64_t)alloc_units(&st->al, o->node) * ALLOC_UNIT - o->tail;
-}
-
-uint64_t store_do_obj_len(const store *st, const obj *o) {
-    return obj_len(st, o);
 }
 
 static obj *do_lookup(store *st, const void *key, size_t klen) {
     keyref kr = {key, klen};
     return htab_find(&st->index, key_hash(key, klen), obj_eq, &kr);
-}
-
-/* Give an object's space and record back. It must be out of the index and the policy. */
-static void do_free_obj(store *st, obj *o) {
-    alloc_put(&st->al, o->node);
-    do_uncharge(st, o->klen);
-    free(o);
-}
-
-void store_do_free_obj(store *st, obj *o) {
-    do_free_obj(st, o);
 }
 
 /* Remove a LIVE object: gone from the index now, freed now or at its last unpin. */
@@ -128,7 +90,7 @@ static void do_remove_live(store *st, obj *o) {
     st->objects--;
     if (o->pins == 0) {
         st->pol.ops->erase(&st->pol, o);
-        do_free_obj(st, o);
+        store_do_free_obj(st, o);
     } else {
         OBJ_SET_STATE(o, OBJ_HIDDEN);
     }
@@ -159,14 +121,14 @@ static void do_release_pin(store *st, obj *o, store_chain *c) {
     if (--o->pins > 0) return;
     st->pinned--;
     if (OBJ_STATE(o) == OBJ_HIDDEN)
-        do_free_obj(st, o);
+        store_do_free_obj(st, o);
     else
         do_insert(st, o, 1, c, 0);
 }
 
 static void do_drop_reservation(store *st, obj *o) {
     htab_delete(&st->index, o);
-    do_free_obj(st, o);
+    store_do_free_obj(st, o);
 }
 
 int store_create(const store_config *cfg, store **out, char *err, size_t errlen) {
@@ -498,7 +460,7 @@ static int do_promote(store *st, const void *key, size_t klen, uint32_t h, obj *
         return 0;
     }
     htab_delete(&st->index, o);
-    do_free_obj(st, o);
+    store_do_free_obj(st, o);
     return TIDE_ENOTFOUND;
 fail:
     free(o);
@@ -531,8 +493,8 @@ int store_pin_cap(store *st, const void *key, size_t klen, uint64_t deadline_ns,
         if (rc == TIDE_ENOTFOUND) st->misses++;
         goto out;
     }
-    if (obj_len(st, o) > cap) { /* a size-only answer: neither a get nor a miss */
-        ref->len = obj_len(st, o);
+    if (store_do_obj_len(st, o) > cap) { /* a size-only answer: neither a get nor a miss */
+        ref->len = store_do_obj_len(st, o);
         rc = TIDE_EBUFSMALL;
         goto out;
     }
@@ -547,7 +509,7 @@ int store_pin_cap(store *st, const void *key, size_t klen, uint64_t deadline_ns,
     st->gets++;
     *ref = (store_ref){.id = e->id,
                        .offset = alloc_offset(&st->al, o->node),
-                       .len = obj_len(st, o),
+                       .len = store_do_obj_len(st, o),
                        .checksum = o->checksum};
 out:
     pthread_mutex_unlock(&st->mu);
@@ -761,7 +723,7 @@ int store_check(store *st) {
             CHECK_OR(o->pins == 0);
         }
         units += alloc_units(&st->al, o->node);
-        rec += rec_cost(o->klen);
+        rec += store_rec_cost(o->klen);
         nrec++;
     }
     CHECK_OR(live == st->objects && resv == st->ls.nresv && promo == st->promoting);
@@ -837,7 +799,7 @@ int store_check(store *st) {
         if (i > 0 && hidden[i] == hidden[i - 1]) continue;
         pinned++;
         units += alloc_units(&st->al, hidden[i]->node);
-        rec += rec_cost(hidden[i]->klen);
+        rec += store_rec_cost(hidden[i]->klen);
         nrec++;
     }
     CHECK_OR(pinned == st->pinned);

@@ -27,8 +27,10 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <sys/uio.h>
 
+#include "common/checksum.h"
 #include "store/disk.h"
 #include "store/events.h"
 #include "store/store.h"
@@ -170,6 +172,18 @@ static inline uint32_t htab_slots(const htab *t) {
 }
 static inline uint64_t htab_meta_bytes(const htab *t) {
     return (uint64_t)htab_slots(t) * sizeof(void *);
+}
+
+/* A key as the tables look it up (the key argument of an htab_eq_fn), and the one hash of
+ * a key that both key indexes (store.c's objects, disk.c's records) are built on. */
+typedef struct keyref {
+    const void *p;
+    size_t len;
+} keyref;
+
+static inline uint32_t key_hash(const void *key, size_t klen) {
+    uint64_t h = checksum_buf(key, klen);
+    return (uint32_t)(h ^ (h >> 32));
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -442,10 +456,25 @@ struct store {
     store_events ev; /* departures (events.c): its own leaf lock */
 };
 
-/* store.c helpers for tier.c (the lock held). */
-uint64_t store_do_obj_len(const struct store *st, const obj *o);
-/* Free a record and its space; it must be out of the index, the policy and the queue. */
-void store_do_free_obj(struct store *st, obj *o);
+/* Records, shared by store.c and tier.c: inline here so that tier.c needs nothing of
+ * store.c (store.c calls tier.c, never the other way). */
+
+/* What a record of klen bytes of key costs against the metadata budget. */
+static inline uint64_t store_rec_cost(size_t klen) {
+    return malloc_cost(offsetof(obj, key) + klen);
+}
+/* The length of an object's value (the lock held). */
+static inline uint64_t store_do_obj_len(const struct store *st, const obj *o) {
+    return (uint64_t)alloc_units(&st->al, o->node) * ALLOC_UNIT - o->tail;
+}
+/* Give an object's space and record back (the lock held); it must be out of the index, the
+ * policy and the spill queue. */
+static inline void store_do_free_obj(struct store *st, obj *o) {
+    alloc_put(&st->al, o->node);
+    st->rec_bytes -= store_rec_cost(o->klen);
+    st->nrecs--;
+    free(o);
+}
 
 /* tier.c: open the disk and start the writer thread (store_create calls it when the
  * config names a disk directory). Errors as disk_open(), or -errno from pthread_create. */

@@ -57,10 +57,10 @@ static void emit(const char *name) {
 
 /* Patch a little-endian field of the frame that starts at `at`. */
 static void patch32(size_t at, size_t off, uint32_t v) {
-    frame_wr32(buf + at + off, v);
+    le_wr32(buf + at + off, v);
 }
 static void patch64(size_t at, size_t off, uint64_t v) {
-    frame_wr64(buf + at + off, v);
+    le_wr64(buf + at + off, v);
 }
 
 int main(int argc, char **argv) {
@@ -234,7 +234,7 @@ int main(int argc, char **argv) {
     patch64(at, 32, 1ull << 31);
     emit("err-TIDE_ELIMIT-max-frame");
     add(frame_encode_put(ROOM, 7, k3, 1, iov3, NULL, NULL, &dl), NULL, 0);
-    patch64(at, 32, frame_rd32(buf + 24) + (64ull << 20) + 1);
+    patch64(at, 32, le_rd32(buf + 24) + (64ull << 20) + 1);
     emit("err-TIDE_EVALBIG-header");
     add(frame_encode_empty(ROOM, FRAME_OP_PING, 1), NULL, 0);
     patch32(at, 16, 1);
@@ -246,7 +246,7 @@ int main(int argc, char **argv) {
     patch32(at, 24, 9);
     emit("err-TIDE_EPROTO-meta-overruns-body");
     add(frame_encode_keys(ROOM, FRAME_OP_EXISTS, 1, k3, 1), "zz", 2);
-    patch64(at, 32, frame_rd64(buf + 32) + 2);
+    patch64(at, 32, le_rd64(buf + 32) + 2);
     emit("err-TIDE_EPROTO-value-bytes-on-exists");
 
     /* --- key section errors --- */
@@ -261,62 +261,62 @@ int main(int argc, char **argv) {
     tide_key kk = {k257, TIDE_KEY_MAX};
     tide_key k2[2] = {kk, {"b", 1}};
     add(frame_encode_keys(ROOM, FRAME_OP_REMOVE, 1, k2, 2), NULL, 0);
-    frame_wr16(buf + FRAME_HDR_SIZE, TIDE_KEY_MAX + 1); /* the 'q' key now swallows a byte */
+    le_wr16(buf + FRAME_HDR_SIZE, TIDE_KEY_MAX + 1); /* the 'q' key now swallows a byte */
     emit("err-TIDE_EKEYLONG-257");
     add(frame_encode_keys(ROOM, FRAME_OP_REMOVE, 1, k3, 2), NULL, 0);
-    frame_wr16(buf + FRAME_HDR_SIZE, 0);
+    le_wr16(buf + FRAME_HDR_SIZE, 0);
     emit("err-TIDE_EKEYEMPTY");
     /* Two values, the first over max_value: the header's total is still within 2 x
      * max_value, so only the key section shows it (frame_decode_head fails at once). */
     add(frame_encode_put(ROOM, 7, k3, 2, iov3, NULL, NULL, &dl), v0, 10);
-    patch64(at, 32, frame_rd32(buf + 24) + (64ull << 20) + 2);
-    frame_wr64(buf + FRAME_HDR_SIZE + 2 + 5, (64ull << 20) + 1);
+    patch64(at, 32, le_rd32(buf + 24) + (64ull << 20) + 2);
+    le_wr64(buf + FRAME_HDR_SIZE + 2 + 5, (64ull << 20) + 1);
     emit("need-put-value-over-max-value");
     add(frame_encode_put(ROOM, 7, k3, 2, iov3, NULL, NULL, &dl), v0, 10);
     raw(v1, 1);
-    frame_wr64(buf + FRAME_HDR_SIZE + 2 + 5, 9);
+    le_wr64(buf + FRAME_HDR_SIZE + 2 + 5, 9);
     emit("err-TIDE_EPROTO-put-values-short");
     add(frame_encode_put(ROOM, 7, k3, 2, iov3, NULL, NULL, &dl), v0, 10);
     raw(v1, 1);
-    frame_wr64(buf + FRAME_HDR_SIZE + 2 + 5, 0);
+    le_wr64(buf + FRAME_HDR_SIZE + 2 + 5, 0);
     emit("err-TIDE_EVALEMPTY-put");
     uint8_t junk[3] = {1, 2, 3};
     add(frame_encode_keys(ROOM, FRAME_OP_EXISTS, 1, k3, 1), junk, 3);
-    patch32(at, 24, frame_rd32(buf + 24) + 3);
-    patch64(at, 32, frame_rd64(buf + 32) + 3);
+    patch32(at, 24, le_rd32(buf + 24) + 3);
+    patch64(at, 32, le_rd64(buf + 32) + 3);
     emit("err-TIDE_EPROTO-meta-left-over");
     add(frame_encode_exists_reply(ROOM, 1, pres, 3), NULL, 0);
     buf[FRAME_HDR_SIZE + 1] = 2;
     emit("err-TIDE_EPROTO-exists-reply-2");
     add(frame_encode_get_reply(ROOM, 10, gst, gvl, gsum, 4, &dl), v0, 10);
     raw(v1, 1);
-    frame_wr64(buf + FRAME_HDR_SIZE + 20 + 4, 3);
+    le_wr64(buf + FRAME_HDR_SIZE + 20 + 4, 3);
     emit("err-TIDE_EPROTO-get-reply-miss-with-vlen");
     add(frame_encode_stat_reply(ROOM, 15, names, vals, 3), NULL, 0);
     buf[FRAME_HDR_SIZE + 1] = ' ';
     emit("err-TIDE_EPROTO-stat-name");
     add(frame_encode_hello(ROOM, 1, &hello), NULL, 0);
-    frame_wr16(buf + FRAME_HDR_SIZE, 4); /* min 4 > max 3 */
+    le_wr16(buf + FRAME_HDR_SIZE, 4); /* min 4 > max 3 */
     emit("err-TIDE_EPROTO-hello-version-range");
 
     /* Shared-pool frames out of canonical form. */
     add(frame_encode_reserve(ROOM, 30, k3, rvl, 2), NULL, 0);
-    frame_wr64(buf + FRAME_HDR_SIZE + 2 + 5, 0);
+    le_wr64(buf + FRAME_HDR_SIZE + 2 + 5, 0);
     emit("err-TIDE_EVALEMPTY-reserve");
     add(frame_encode_commit(ROOM, 31, cids, csums, 2), NULL, 0);
-    frame_wr64(buf + FRAME_HDR_SIZE + 16, 0);
+    le_wr64(buf + FRAME_HDR_SIZE + 16, 0);
     emit("err-TIDE_EPROTO-commit-id-0");
     add(frame_encode_release(ROOM, 33, cids, rout, 2), NULL, 0);
-    frame_wr32(buf + FRAME_HDR_SIZE + 8, (uint32_t)TIDE_ENOSPACE);
+    le_wr32(buf + FRAME_HDR_SIZE + 8, (uint32_t)TIDE_ENOSPACE);
     emit("err-TIDE_EPROTO-release-outcome");
     add(frame_encode_reserve_reply(ROOM, 30, rrst, rids, roffs, 3), NULL, 0);
-    frame_wr64(buf + FRAME_HDR_SIZE + 20 + 12, 512); /* the duplicate gets an offset */
+    le_wr64(buf + FRAME_HDR_SIZE + 20 + 12, 512); /* the duplicate gets an offset */
     emit("err-TIDE_EPROTO-reserve-reply-dup-offset");
     add(frame_encode_pin_reply(ROOM, 32, pst, pids, poffs, pvl, psum, 3), NULL, 0);
-    frame_wr64(buf + FRAME_HDR_SIZE + 72 + 20, 3); /* the miss gets a length */
+    le_wr64(buf + FRAME_HDR_SIZE + 72 + 20, 3); /* the miss gets a length */
     emit("err-TIDE_EPROTO-pin-reply-miss-with-vlen");
     add(frame_encode_pin_reply(ROOM, 32, pst, pids, poffs, pvl, psum, 1), NULL, 0);
-    frame_wr64(buf + FRAME_HDR_SIZE + 4, 0); /* pinned without an id */
+    le_wr64(buf + FRAME_HDR_SIZE + 4, 0); /* pinned without an id */
     emit("err-TIDE_EPROTO-pin-reply-id-0");
 
     /* --- a good frame followed by garbage --- */

@@ -18,6 +18,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "common/prng.h"
 #include "harness.h"
 #include "server_util.h"
 #include "tide.h"
@@ -91,8 +92,8 @@ static const char *tree_trace(int nreq) {
     size_t n = 0;
     uint64_t x = 0x9E3779B97F4A7C15ull, next_private = 100000;
     for (int q = 0; q < nreq; q++) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        int doc = (int)(x % 16), depth = 1 + (int)((x >> 8) % 8), priv = (int)((x >> 16) % 4);
+        uint64_t r = prng_next(&x);
+        int doc = (int)(r % 16), depth = 1 + (int)((r >> 8) % 8), priv = (int)((r >> 16) % 4);
         n += (size_t)snprintf(text + n, sizeof(text) - n,
                               "{\"timestamp\": %d, \"input_length\": %d, \"output_length\": 7, "
                               "\"hash_ids\": [",

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "cluster_util.h"
+#include "common/prng.h"
 #include "harness.h"
 #include "server_util.h"
 #include "tide.h"
@@ -41,10 +42,7 @@ static size_t stale_value(char *key, size_t cap, uint8_t *v, int i, int ver, siz
     snprintf(key, cap, "stale-%d", i);
     uint64_t x = 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1) + (uint64_t)ver * 0x51ed27ull;
     for (size_t j = 0; j < len; j++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        v[j] = (uint8_t)(x ^ (uint64_t)ver);
+        v[j] = (uint8_t)(prng_next(&x) ^ (uint64_t)ver);
     }
     return len;
 }

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "cluster_util.h"
+#include "common/prng.h"
 #include "harness.h"
 #include "proto/frame.h"
 #include "tide.h"
@@ -132,10 +133,7 @@ TEST_T(faults_tcp_client_killed_mid_put, 60) {
 static void midput_value(uint8_t *v, size_t len, int i) {
     uint64_t x = 0x51ed2705u + (uint64_t)i * 0x9e3779b97f4a7c15ull;
     for (size_t j = 0; j < len; j++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        v[j] = (uint8_t)x;
+        v[j] = (uint8_t)prng_next(&x);
     }
 }
 

@@ -81,7 +81,7 @@ static int native_served(int port) {
         ssize_t r;
         while (have < FRAME_HDR_SIZE && (r = recv(fd, buf + have, sizeof(buf) - have, 0)) > 0)
             have += (size_t)r;
-        ok = have >= FRAME_HDR_SIZE && frame_rd32(buf) == FRAME_MAGIC;
+        ok = have >= FRAME_HDR_SIZE && le_rd32(buf) == FRAME_MAGIC;
     }
     close(fd);
     return ok;

@@ -36,6 +36,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "common/prng.h"
 #include "harness.h"
 #include "proto/frame.h"
 #include "server_util.h"
@@ -49,13 +50,12 @@
 #define HOLD 1500        /* spins a flipped byte stays flipped */
 #define GAP 1500         /* spins between two flips */
 
-/* The bytes of generation g's value: xorshift from the seed g (distinct per generation,
+/* The bytes of generation g's value: a prng stream from the seed g (distinct per generation,
  * so that the scribbler finds this value's bytes and no earlier one's). */
 static void fill(uint8_t *p, size_t n, uint64_t g) {
     uint64_t x = g * 0x9e3779b97f4a7c15ull + 1;
     for (size_t i = 0; i < n; i++) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        p[i] = (uint8_t)(x >> 24);
+        p[i] = (uint8_t)(prng_next(&x) >> 24);
     }
 }
 
@@ -83,10 +83,10 @@ static void *scribble(void *arg) {
     uint64_t mine = 0;
     size_t vlen = 0;
     uint8_t *obj = NULL, prefix[PREFIX];
-    uint32_t r = 12345;
+    uint64_t r = 12345;
     while (!atomic_load(&sc->stop)) {
         if (sc->whole) {
-            r ^= r << 13, r ^= r >> 17, r ^= r << 5;
+            r = prng_mix(r);
             volatile uint8_t *b = sc->pool + r % sc->size;
             *b ^= 0x5a;
             spin(HOLD);
@@ -112,7 +112,7 @@ static void *scribble(void *arg) {
             sched_yield();
             continue;
         }
-        r ^= r << 13, r ^= r >> 17, r ^= r << 5;
+        r = prng_mix(r);
         volatile uint8_t *b = obj + PREFIX + r % (vlen - PREFIX);
         *b ^= 0x5a;
         spin(HOLD);

@@ -117,9 +117,9 @@ TEST(security_request_before_hello_refused_on_its_header) {
     uint8_t frame[128];
     CHECK_EQ(frame_encode_keys(frame, sizeof(frame), &len, FRAME_OP_EXISTS, 5, &k, 1), 0);
     memcpy(hdr, frame, FRAME_HDR_SIZE);
-    frame_wr32(hdr + 16, 4096);                 /* count */
-    frame_wr32(hdr + 24, 4096 * 258);           /* meta_len: 4096 keys of 256 bytes */
-    frame_wr64(hdr + 32, (uint64_t)4096 * 258); /* body_len */
+    le_wr32(hdr + 16, 4096);                 /* count */
+    le_wr32(hdr + 24, 4096 * 258);           /* meta_len: 4096 keys of 256 bytes */
+    le_wr64(hdr + 32, (uint64_t)4096 * 258); /* body_len */
     int fd = server_connect(ts.port, 5);
     sec_send(fd, hdr, sizeof(hdr));
     sec_expect_error(fd, TIDE_EAUTH, "authentication required");
@@ -134,8 +134,8 @@ TEST(security_request_before_hello_refused_on_its_header) {
     /* A HELLO whose token is longer than any token may be is refused on its header. */
     frame_hello h = {FRAME_VERSION, FRAME_VERSION, 0, (const uint8_t *)"x", 1};
     CHECK_EQ(frame_encode_hello(frame, sizeof(frame), &len, 7, &h), 0);
-    frame_wr32(frame + 24, FRAME_HELLO_META + 4000);
-    frame_wr64(frame + 32, FRAME_HELLO_META + 4000);
+    le_wr32(frame + 24, FRAME_HELLO_META + 4000);
+    le_wr64(frame + 32, FRAME_HELLO_META + 4000);
     fd = server_connect(ts.port, 5);
     sec_send(fd, frame, FRAME_HDR_SIZE);
     uint8_t buf[4096];
@@ -277,7 +277,7 @@ TEST(limits_keys_per_batch_key_and_value_sizes) {
     /* And a key over 256 bytes in a raw frame (the length field patched). */
     tide_key k = {"key", 3};
     CHECK_EQ(frame_encode_keys(frame, sizeof(frame), &len, FRAME_OP_REMOVE, 3, &k, 1), 0);
-    frame_wr16(frame + FRAME_HDR_SIZE, 1000);
+    le_wr16(frame + FRAME_HDR_SIZE, 1000);
     fd = server_connect(ts.port, 5);
     sec_send(fd, frame, len);
     uint8_t buf[4096];

@@ -90,7 +90,7 @@ TEST(server_bad_input) {
     /* A key count that lies: EXISTS says 5 keys, carries 1. */
     tide_key k = {"key", 3};
     CHECK_EQ(frame_encode_keys(frame, sizeof(frame), &len, FRAME_OP_EXISTS, 7, &k, 1), 0);
-    frame_wr32(frame + 16, 5);
+    le_wr32(frame + 16, 5);
     fd = server_connect(ts.port, 5);
     send_bytes(fd, frame, len);
     expect_error_then_close(fd, TIDE_EPROTO);
@@ -98,7 +98,7 @@ TEST(server_bad_input) {
 
     /* More keys than the limit, announced in the header alone. */
     CHECK_EQ(frame_encode_keys(frame, sizeof(frame), &len, FRAME_OP_EXISTS, 8, &k, 1), 0);
-    frame_wr32(frame + 16, 1000000);
+    le_wr32(frame + 16, 1000000);
     fd = server_connect(ts.port, 5);
     send_bytes(fd, frame, FRAME_HDR_SIZE);
     expect_error_then_close(fd, TIDE_ELIMIT);
@@ -106,7 +106,7 @@ TEST(server_bad_input) {
 
     /* A body length past the frame limit. */
     CHECK_EQ(frame_encode_keys(frame, sizeof(frame), &len, FRAME_OP_EXISTS, 9, &k, 1), 0);
-    frame_wr64(frame + 32, 1ull << 50);
+    le_wr64(frame + 32, 1ull << 50);
     fd = server_connect(ts.port, 5);
     send_bytes(fd, frame, FRAME_HDR_SIZE);
     expect_error_then_close(fd, TIDE_ELIMIT);
@@ -114,7 +114,7 @@ TEST(server_bad_input) {
 
     /* A key longer than 256 bytes (the length field patched after encoding). */
     CHECK_EQ(frame_encode_keys(frame, sizeof(frame), &len, FRAME_OP_EXISTS, 10, &k, 1), 0);
-    frame_wr16(frame + FRAME_HDR_SIZE, 300);
+    le_wr16(frame + FRAME_HDR_SIZE, 300);
     fd = server_connect(ts.port, 5);
     send_bytes(fd, frame, len);
     expect_error_then_close(fd, TIDE_EKEYLONG);

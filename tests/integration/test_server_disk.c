@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "common/endian.h"
 #include "harness.h"
 #include "server_util.h"
 #include "tide.h"
@@ -313,11 +314,6 @@ static int find_key(const char *key, char *out, size_t outlen, uint64_t *off) {
     return found;
 }
 
-static void put_le(uint8_t *p, uint64_t v, int n) {
-    for (int i = 0; i < n; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
 /* A record for key/val as format 1 framed it, claiming offset off of segment seq, with the
  * checksum anyone could compute then. Returns its size. */
 static size_t forge_record(uint8_t *p, uint64_t seq, uint64_t off, const char *key,
@@ -325,14 +321,14 @@ static size_t forge_record(uint8_t *p, uint64_t seq, uint64_t off, const char *k
     size_t klen = strlen(key);
     uint8_t hb[24 + 64];
     memset(p, 0, 32);
-    put_le(p, 0x43455254u, 4);
+    le_wrn(p, 0x43455254u, 4);
     p[4] = 1;
-    put_le(p + 6, klen, 2);
-    put_le(p + 8, vlen, 8);
-    put_le(p + 16, XXH3_64bits(val, vlen), 8);
+    le_wrn(p + 6, klen, 2);
+    le_wrn(p + 8, vlen, 8);
+    le_wrn(p + 16, XXH3_64bits(val, vlen), 8);
     memcpy(hb, p, 24);
     memcpy(hb + 24, key, klen);
-    put_le(p + 24, XXH3_64bits_withSeed(hb, 24 + klen, seq * 0x9E3779B97F4A7C15ull ^ off), 8);
+    le_wrn(p + 24, XXH3_64bits_withSeed(hb, 24 + klen, seq * 0x9E3779B97F4A7C15ull ^ off), 8);
     memcpy(p + 32, key, klen);
     memcpy(p + 32 + klen, val, vlen);
     size_t sz = (32 + klen + vlen + 7) & ~(size_t)7;

@@ -22,6 +22,7 @@
 
 #include "backend_suite.h"
 #include "common/checksum.h"
+#include "common/prng.h"
 #include "harness.h"
 #include "proto/frame.h"
 #include "server_util.h"
@@ -113,7 +114,7 @@ static void raw_close(raw *r) {
 
 /* Send a frame encoded in f[0..len) and read the reply. 0 or -1. */
 static int raw_call(raw *r, uint8_t *f, size_t len, frame_msg *m) {
-    frame_wr64(f + 8, r->req++);
+    le_wr64(f + 8, r->req++);
     if (send(r->fd, f, len, MSG_NOSIGNAL) != (ssize_t)len) return -1;
     return raw_read(r, m, NULL);
 }
@@ -188,11 +189,9 @@ static tide_stats wait_figure(tide_store *s, size_t off, uint64_t want, const ch
 #define WAIT_FIGURE(s, field, want) wait_figure(s, offsetof(tide_stats, field), want, #field)
 
 static void fill(uint8_t *p, size_t n, unsigned seed) {
-    uint32_t x = seed * 2654435761u + 1;
-    for (size_t i = 0; i < n; i++) {
-        x ^= x << 13, x ^= x >> 17, x ^= x << 5;
-        p[i] = (uint8_t)x;
-    }
+    uint64_t x = seed;
+    for (size_t i = 0; i < n; i++)
+        p[i] = (uint8_t)prng_next(&x);
 }
 
 /* Fork a child that runs fn(path) and then waits to be killed; returns its pid once it

@@ -133,16 +133,43 @@ def header_codes():
     }
 
 
+def error_map():
+    """TIDE_ERRNO_MAP of include/tide.h, the one list of tide's codes: [(name, value, text)]
+    in its order."""
+    lines = header_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("#define TIDE_ERRNO_MAP(XX)"))
+    body = []
+    for line in lines[start + 1 :]:
+        body.append(line)
+        if not line.rstrip().endswith("\\"):
+            break
+    rows = re.findall(r'XX\((\w+), (-\d+), "((?:[^"\\]|\\.)*)"\)', "\n".join(body))
+    return [(name, int(value), text) for name, value, text in rows]
+
+
 def test_error_codes_match_the_header():
-    codes = {k: v for k, v in header_codes().items() if k.startswith("TIDE_E") or k == "TIDE_OK"}
-    assert "TIDE_ENOTFOUND" in codes and len(codes) > 20
-    for cname, value in codes.items():
-        assert getattr(tide, cname[len("TIDE_") :]) == value, cname
-    mirrored = {k for k in tide.CODES}
-    assert mirrored == set(codes) - {"TIDE_ERRBASE", "TIDE_ERRLAST"}
+    rows = error_map()
+    assert rows and rows[0][:2] == ("ENOTFOUND", -1001) and len(rows) > 20
+    listed = {"TIDE_" + name: value for name, value, _ in rows}
+    listed["TIDE_OK"] = 0
+    # python/tide/errors.py mirrors the list: the same names with the same values, no
+    # more and no fewer, and the same bounds.
+    for cname, value in listed.items():
+        assert getattr(tide.errors, cname[len("TIDE_") :], None) == value, cname
+    assert tide.CODES == listed
+    mirrored = {k for k in vars(tide.errors) if re.fullmatch(r"E[A-Z]+", k)}
+    assert mirrored - {"ERRBASE", "ERRLAST"} == {name for name, _, _ in rows}
+    assert tide.errors.ERRLAST == rows[-1][1]
+    assert tide.errors.ERRBASE == header_codes()["TIDE_ERRBASE"]
     assert tide.KEY_MAX == header_codes()["TIDE_KEY_MAX"]
     assert tide.BATCH_MAX == header_codes()["TIDE_BATCH_MAX"]
     assert tide.HASH_BYTES == header_codes()["TIDE_HASH_BYTES"]
+
+
+def test_libtide_names_and_texts_come_from_the_list():
+    for name, value, text in error_map():
+        assert tide.errors.errname(value) == "TIDE_" + name
+        assert tide.strerror(value) == text
 
 
 def test_every_code_has_its_own_class_and_libtide_name():

@@ -35,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/prng.h"
 #include "proto/frame.h"
 #include "tide.h"
 
@@ -72,20 +73,13 @@ static void sleep_ms(unsigned ms) {
     nanosleep(&d, NULL);
 }
 
-static uint64_t rng_next(uint64_t *s) {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
-
 /* The value of key `id` of client `cl`: its length and bytes follow from (cl, id). */
 static size_t soak_value(int cl, uint32_t id, uint8_t *v) {
     uint64_t x = 0x9e3779b97f4a7c15ull ^ ((uint64_t)cl << 40) ^ id;
-    rng_next(&x);
-    size_t len = 64 + (size_t)(rng_next(&x) % (VAL_MAX - 64));
+    prng_next(&x);
+    size_t len = 64 + (size_t)(prng_next(&x) % (VAL_MAX - 64));
     for (size_t i = 0; i < len; i++)
-        v[i] = (uint8_t)(rng_next(&x) >> 24);
+        v[i] = (uint8_t)(prng_next(&x) >> 24);
     return len;
 }
 
@@ -174,8 +168,8 @@ static int client_main(int cl, const char *cluster_url, uint64_t seed) {
     size_t vlens[8];
     uint8_t present[8];
     while (atomic_load(&sh->phase) == 0) {
-        unsigned op = (unsigned)(rng_next(&rng) % 100);
-        size_t n = 1 + rng_next(&rng) % 8;
+        unsigned op = (unsigned)(prng_next(&rng) % 100);
+        size_t n = 1 + prng_next(&rng) % 8;
         if (op < 35 && live > LIVE_BUDGET) op = 90;      /* over budget: remove the oldest */
         if (op < 35 && next + n < MAX_KEYS_PER_CLIENT) { /* put (batch) */
             for (size_t i = 0; i < n; i++) {
@@ -219,7 +213,7 @@ static int client_main(int cl, const char *cluster_url, uint64_t seed) {
         } else if (op < 65 && next > 0) { /* get (single or batch) of stored keys */
             uint32_t ids[8];
             for (size_t i = 0; i < n; i++) {
-                ids[i] = (uint32_t)(rng_next(&rng) % next);
+                ids[i] = (uint32_t)(prng_next(&rng) % next);
                 keys[i] = (tide_key){names[i], (size_t)soak_key(cl, ids[i], names[i])};
                 iov[i] = (tide_iov){outs[i], VAL_MAX};
             }
@@ -245,13 +239,13 @@ static int client_main(int cl, const char *cluster_url, uint64_t seed) {
             }
         } else if (op < 75 && next > 0) { /* exists (batch) */
             for (size_t i = 0; i < n; i++) {
-                uint32_t id = (uint32_t)(rng_next(&rng) % next);
+                uint32_t id = (uint32_t)(prng_next(&rng) % next);
                 keys[i] = (tide_key){names[i], (size_t)soak_key(cl, id, names[i])};
             }
             if (tide_exists_many(s, keys, n, present) < 0) atomic_fetch_add(&sh->c[cl].errors, 1);
             atomic_fetch_add(&sh->c[cl].exists, 1);
         } else if (op < 85 && next > 0) { /* match_prefix over a run of consecutive keys */
-            uint32_t first = (uint32_t)(rng_next(&rng) % next);
+            uint32_t first = (uint32_t)(prng_next(&rng) % next);
             size_t m = 0;
             for (; m < n && first + m < next; m++)
                 keys[m] = (tide_key){names[m], (size_t)soak_key(cl, first + (uint32_t)m, names[m])};
@@ -271,7 +265,7 @@ static int client_main(int cl, const char *cluster_url, uint64_t seed) {
                 m++;
             }
             if (m == 0) {
-                uint32_t id = (uint32_t)(rng_next(&rng) % next);
+                uint32_t id = (uint32_t)(prng_next(&rng) % next);
                 if (e[id].state == 1) {
                     e[id].state = 2;
                     live -= soak_value(cl, id, vals[0]);
@@ -381,25 +375,25 @@ static unsigned bad_inputs(int port, uint64_t *rng) {
         size_t len = 0;
         tide_key k = {"soak-bad", 8};
         tide_iov v = {"0123456789", 10};
-        switch (rng_next(rng) % 4) {
+        switch (prng_next(rng) % 4) {
         case 0:
-            len = 1 + rng_next(rng) % sizeof(f);
+            len = 1 + prng_next(rng) % sizeof(f);
             for (size_t j = 0; j < len; j++)
-                f[j] = (uint8_t)rng_next(rng);
+                f[j] = (uint8_t)prng_next(rng);
             break;
         case 1:
             frame_encode_put(f, sizeof(f), &len, 1, &k, 1, &v, NULL, NULL, NULL);
             memcpy(f + len, v.base, v.len);
             len += v.len;
-            f[rng_next(rng) % len] ^= (uint8_t)(1u << (rng_next(rng) % 8));
+            f[prng_next(rng) % len] ^= (uint8_t)(1u << (prng_next(rng) % 8));
             break;
         case 2:
             frame_encode_keys(f, sizeof(f), &len, FRAME_OP_REMOVE, 2, &k, 1);
-            len = 1 + rng_next(rng) % (len - 1);
+            len = 1 + prng_next(rng) % (len - 1);
             break;
         default:
             frame_encode_keys(f, sizeof(f), &len, FRAME_OP_EXISTS, 3, &k, 1);
-            frame_wr32(f + 16, (uint32_t)rng_next(rng));
+            le_wr32(f + 16, (uint32_t)prng_next(rng));
             break;
         }
         int fd = raw_connect(port);
@@ -531,16 +525,16 @@ int main(int argc, char **argv) {
     /* Leave the last 10% of the time (at least 3 s) without faults before the check. */
     uint64_t quiet = end - (uint64_t)(seconds / 10 > 3 ? seconds / 10 : 3) * 1000000000ull;
     while (mono_ns() < quiet) {
-        sleep_ms(1000 + (unsigned)(rng_next(&rng) % 2000));
+        sleep_ms(1000 + (unsigned)(prng_next(&rng) % 2000));
         if (mono_ns() >= quiet) break;
-        int i = (int)(rng_next(&rng) % NODES);
-        unsigned f = (unsigned)(rng_next(&rng) % 5);
+        int i = (int)(prng_next(&rng) % NODES);
+        unsigned f = (unsigned)(prng_next(&rng) % 5);
         if (f == 0) { /* SIGKILL, then a restart on the same port */
             atomic_fetch_add(&sh->kill_gen[i], 1);
             kill(nodes[i].pid, SIGKILL);
             waitpid(nodes[i].pid, NULL, 0);
             nodes[i].pid = 0;
-            sleep_ms(300 + (unsigned)(rng_next(&rng) % 700));
+            sleep_ms(300 + (unsigned)(prng_next(&rng) % 700));
             if (node_start(&nodes[i], i) != 0) {
                 fprintf(stderr, "soak: node %d did not restart (see %s)\n", i, nodes[i].log);
                 fg.crashes++;
@@ -549,7 +543,7 @@ int main(int argc, char **argv) {
             fg.kills++;
         } else if (f == 1) { /* hang past the client timeout, then resume */
             kill(nodes[i].pid, SIGSTOP);
-            sleep_ms(1200 + (unsigned)(rng_next(&rng) % 1500));
+            sleep_ms(1200 + (unsigned)(prng_next(&rng) % 1500));
             kill(nodes[i].pid, SIGCONT);
             fg.stops++;
         } else if (f == 2 && nslow < 64) {

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/prng.h"
 #include "harness.h"
 #include "test_engine_util.h"
 
@@ -38,10 +39,7 @@ uint32_t *eng_tokens(uint32_t n, uint32_t vocab, uint32_t seed) {
     CHECK(t != NULL);
     uint64_t x = 0x9e3779b97f4a7c15ull * (seed + 1);
     for (uint32_t i = 0; i < n; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        t[i] = (uint32_t)(x % vocab);
+        t[i] = (uint32_t)(prng_next(&x) % vocab);
     }
     return t;
 }

@@ -456,7 +456,7 @@ TEST(proto_frame_zero_keys) {
         off += (size_t)r;
     }
     /* Zero keys but value bytes: the values belong to nobody. */
-    frame_wr64(s.p + 32, 5);
+    le_wr64(s.p + 32, 5);
     s_raw(&s, "hello", 5);
     frame_msg m;
     CHECK_EQ(frame_decode(&d, s.p, FRAME_HDR_SIZE + 5, &m), TIDE_EPROTO);
@@ -626,15 +626,15 @@ TEST(proto_frame_limit_key_length) {
     stream ok = put_frame(2, TIDE_KEY_MAX, 4);
     CHECK_EQ(frame_decode(&d, ok.p, ok.len, &m), (ssize_t)ok.len);
     /* Say the first key is 257 bytes: refused as soon as the key section is in. */
-    frame_wr16(ok.p + FRAME_HDR_SIZE, TIDE_KEY_MAX + 1);
-    size_t head = FRAME_HDR_SIZE + frame_rd32(ok.p + 24);
+    le_wr16(ok.p + FRAME_HDR_SIZE, TIDE_KEY_MAX + 1);
+    size_t head = FRAME_HDR_SIZE + le_rd32(ok.p + 24);
     CHECK_EQ(frame_decode_head(&d, ok.p, head, &m), TIDE_EKEYLONG);
     CHECK_CONTAINS(d.errstr, "257 bytes");
     CHECK_CONTAINS(d.errstr, "TIDE_KEY_MAX=256");
     frame_decoder_reset(&d);
     CHECK_EQ(frame_decode(&d, ok.p, ok.len, &m), TIDE_EKEYLONG);
     frame_decoder_reset(&d);
-    frame_wr16(ok.p + FRAME_HDR_SIZE, 0);
+    le_wr16(ok.p + FRAME_HDR_SIZE, 0);
     CHECK_EQ(frame_decode(&d, ok.p, ok.len, &m), TIDE_EKEYEMPTY);
     CHECK_CONTAINS(d.errstr, "key 0 is empty");
     free(ok.p);
@@ -685,7 +685,7 @@ TEST(proto_frame_limit_value_size) {
     /* Empty values are refused on both sides. */
     frame_decoder_reset(&d);
     stream e = put_frame(1, 5, 1);
-    frame_wr64(e.p + FRAME_HDR_SIZE + 2 + 5, 0);
+    le_wr64(e.p + FRAME_HDR_SIZE + 2 + 5, 0);
     CHECK_EQ(frame_decode_head(&d, e.p, e.len, &m), TIDE_EVALEMPTY);
     CHECK_CONTAINS(d.errstr, "value of key 0 is empty");
     free(e.p);
@@ -713,7 +713,7 @@ TEST(proto_frame_limit_frame_size) {
     frame_decoder_reset(&d);
     stream p = {0};
     S_ENC(&p, frame_encode_empty, FRAME_OP_PING, 1);
-    frame_wr64(p.p + 32, UINT64_MAX);
+    le_wr64(p.p + 32, UINT64_MAX);
     CHECK_EQ(frame_decode(&d, p.p, p.len, &m), TIDE_ELIMIT);
     free(p.p);
 }
@@ -779,12 +779,12 @@ TEST(proto_frame_bad_header_fields) {
     frame_msg m;
     frame_decoder_init(&d, NULL);
     s.p[5] = FRAME_OP_PING | FRAME_OP_REPLY;
-    frame_wr32(s.p + 20, 5);
+    le_wr32(s.p + 20, 5);
     CHECK_EQ(frame_decode(&d, s.p, s.len, &m), TIDE_EPROTO);
     CHECK_CONTAINS(d.errstr, "positive status 5");
     frame_decoder_init(&d, NULL);
     s.p[5] = FRAME_OP_ERROR;
-    frame_wr32(s.p + 20, 0);
+    le_wr32(s.p + 20, 0);
     CHECK_EQ(frame_decode(&d, s.p, s.len, &m), TIDE_EPROTO);
     CHECK_CONTAINS(d.errstr, "ERROR reply with status 0");
     free(s.p);
@@ -801,7 +801,7 @@ TEST(proto_frame_truncated) {
     S_ENC(&s, frame_encode_put, 1, keys, 5, iov, NULL, NULL, NULL);
     s_raw(&s, v, 5);
     /* Every prefix asks for exactly the bytes up to the next point where it can judge. */
-    size_t head = FRAME_HDR_SIZE + frame_rd32(s.p + 24);
+    size_t head = FRAME_HDR_SIZE + le_rd32(s.p + 24);
     for (size_t l = 0; l < s.len; l++) {
         frame_decoder d;
         frame_decoder_init(&d, NULL);
@@ -839,9 +839,9 @@ TEST(proto_frame_counts_that_lie) {
         uint8_t copy[128];
         CHECK_EQ(s.len, FRAME_HDR_SIZE + 17);
         memcpy(copy, s.p, s.len);
-        frame_wr32(copy + 16, cases[i].count);
-        frame_wr32(copy + 24, cases[i].meta);
-        frame_wr64(copy + 32, cases[i].meta);
+        le_wr32(copy + 16, cases[i].count);
+        le_wr32(copy + 24, cases[i].meta);
+        le_wr64(copy + 32, cases[i].meta);
         frame_decoder_init(&d, NULL);
         CHECK_EQ(frame_decode(&d, copy, FRAME_HDR_SIZE + cases[i].meta, &m), TIDE_EPROTO);
         CHECK_CONTAINS(d.errstr, cases[i].says);
@@ -855,11 +855,11 @@ TEST(proto_frame_counts_that_lie) {
     S_ENC(&s, frame_encode_put, 1, k, 2, iov, NULL, NULL, NULL);
     s_raw(&s, v, 4);
     size_t vlen0 = FRAME_HDR_SIZE + 2 + 3;
-    frame_wr64(s.p + vlen0, 3);
+    le_wr64(s.p + vlen0, 3);
     frame_decoder_init(&d, NULL);
     CHECK_EQ(frame_decode(&d, s.p, s.len, &m), TIDE_EPROTO);
     CHECK_CONTAINS(d.errstr, "add up to more than the 4 value bytes");
-    frame_wr64(s.p + vlen0, 1);
+    le_wr64(s.p + vlen0, 1);
     frame_decoder_init(&d, NULL);
     CHECK_EQ(frame_decode(&d, s.p, s.len, &m), TIDE_EPROTO);
     CHECK_CONTAINS(d.errstr, "values add up to 3 bytes, header says 4");
@@ -871,7 +871,7 @@ TEST(proto_frame_counts_that_lie) {
     s = (stream){0};
     S_ENC(&s, frame_encode_get_reply, 1, st, vl, sums, 2, NULL);
     s_raw(&s, v, 4);
-    frame_wr32(s.p + FRAME_HDR_SIZE + 20, 0); /* the miss now says "found", 0 bytes */
+    le_wr32(s.p + FRAME_HDR_SIZE + 20, 0); /* the miss now says "found", 0 bytes */
     frame_decoder_init(&d, NULL);
     CHECK_EQ(frame_decode(&d, s.p, s.len, &m), TIDE_EPROTO);
     CHECK_CONTAINS(d.errstr, "value of 0 bytes");
@@ -892,8 +892,8 @@ TEST(proto_frame_trailing_garbage) {
     CHECK_EQ(frame_decode(&d, s.p + one, s.len - one, &m), TIDE_EPROTO);
     CHECK_CONTAINS(d.errstr, "bad magic: byte 0");
     /* Garbage inside the body, after the last key, is bytes left over. */
-    frame_wr32(s.p + 24, frame_rd32(s.p + 24) + 9);
-    frame_wr64(s.p + 32, frame_rd64(s.p + 32) + 9);
+    le_wr32(s.p + 24, le_rd32(s.p + 24) + 9);
+    le_wr64(s.p + 32, le_rd64(s.p + 32) + 9);
     frame_decoder_init(&d, NULL);
     CHECK_EQ(frame_decode(&d, s.p, s.len, &m), TIDE_EPROTO);
     CHECK_CONTAINS(d.errstr, "9 bytes left over");

@@ -9,6 +9,7 @@
 #include <errno.h>
 
 #include "common/checksum.h"
+#include "common/prng.h"
 #include "harness.h"
 #include "store/store.h"
 #include "store/store_int.h"
@@ -256,7 +257,7 @@ STORE_TEST(store_eviction_respects_capacity_under_random_load) {
     uint64_t seed = 7, puts = 0;
     char k[32];
     for (int i = 0; i < 3000; i++) {
-        seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+        seed = prng_mix(seed);
         snprintf(k, sizeof(k), "r%u", (unsigned)(seed % 500));
         uint64_t len = 1 + (seed >> 20) % 200000;
         int rc = put(st, k, len);
@@ -388,7 +389,7 @@ STORE_TEST(store_lease_expiry_in_deadline_order) {
     static uint64_t dl[N];
     uint64_t seed = 5;
     for (int i = 0; i < N; i++) {
-        seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+        seed = prng_mix(seed);
         dl[i] = 1 + seed % 10000;
         CHECK_EQ(store_pin(st, "o", 1, dl[i], &p[i]), 0);
     }

@@ -6,16 +6,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "common/prng.h"
 #include "harness.h"
 #include "store/store_int.h"
 #include "tide.h"
-
-static uint64_t rng_next(uint64_t *s) {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
 
 /* Smallest size the good-fit search is sure to satisfy for a request of u units. */
 static uint32_t goodfit_size(uint32_t u) {
@@ -46,7 +40,7 @@ TEST(store_alloc_random_against_shadow) {
     uint64_t seed = 0x1234567;
     uint32_t used = 0;
     for (int step = 0; step < STEPS; step++) {
-        int s = (int)(rng_next(&seed) % SLOTS);
+        int s = (int)(prng_next(&seed) % SLOTS);
         if (held[s]) {
             uint64_t off = alloc_offset(&a, node[s]) / ALLOC_UNIT;
             for (uint32_t k = 0; k < size[s]; k++) {
@@ -57,7 +51,7 @@ TEST(store_alloc_random_against_shadow) {
             held[s] = 0;
             used -= size[s];
         } else {
-            uint64_t r = rng_next(&seed);
+            uint64_t r = prng_next(&seed);
             uint32_t u = (r & 3) == 0 ? 1 + (uint32_t)(r >> 8) % 4 : 1 + (uint32_t)(r >> 8) % 400;
             int rc = alloc_get(&a, u, &node[s]);
             if (rc == TIDE_ENOSPACE) {
@@ -160,7 +154,7 @@ TEST(store_htab_random_against_shadow) {
     CHECK_EQ(htab_init(&t, 4, hent_hash), 0);
     uint64_t seed = 99;
     for (int step = 0; step < 20000; step++) {
-        uint32_t v = (uint32_t)(rng_next(&seed) % N);
+        uint32_t v = (uint32_t)(prng_next(&seed) % N);
         ents[v].v = v;
         uint32_t h = hent_hash(&ents[v]);
         if (in[v]) {

@@ -22,6 +22,7 @@
 #include <xxhash.h>
 
 #include "common/checksum.h"
+#include "common/endian.h"
 #include "harness.h"
 #include "store/disk.h"
 #include "store/store.h"
@@ -30,11 +31,6 @@
 
 #define KIB 1024ull
 #define MIB (1024ull * 1024ull)
-
-static void le_put(uint8_t *p, uint64_t v, int n) {
-    for (int i = 0; i < n; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
 
 /* ---- the forger: format 1's record header, which anyone could compute ---------------- */
 
@@ -49,14 +45,14 @@ static size_t forge(uint8_t *p, uint64_t seq, uint64_t off, const char *key, con
     size_t klen = strlen(key);
     uint8_t hb[24 + 64];
     memset(p, 0, 32);
-    le_put(p, 0x43455254u, 4);
+    le_wrn(p, 0x43455254u, 4);
     p[4] = 1;
-    le_put(p + 6, klen, 2);
-    le_put(p + 8, vlen, 8);
-    le_put(p + 16, checksum_buf(val, vlen), 8);
+    le_wrn(p + 6, klen, 2);
+    le_wrn(p + 8, vlen, 8);
+    le_wrn(p + 16, checksum_buf(val, vlen), 8);
     memcpy(hb, p, 24);
     memcpy(hb + 24, key, klen);
-    le_put(p + 24, XXH3_64bits_withSeed(hb, 24 + klen, forge_seed(seq, off)), 8);
+    le_wrn(p + 24, XXH3_64bits_withSeed(hb, 24 + klen, forge_seed(seq, off)), 8);
     memcpy(p + 32, key, klen);
     memcpy(p + 32 + klen, val, vlen);
     size_t sz = (32 + klen + vlen + 7) & ~(size_t)7;
@@ -299,12 +295,12 @@ static size_t forge_tomb(uint8_t *p, uint64_t seq, uint64_t off, const char *key
     size_t klen = strlen(key);
     uint8_t hb[24 + 64];
     memset(p, 0, 32);
-    le_put(p, 0x43455254u, 4);
+    le_wrn(p, 0x43455254u, 4);
     p[4] = 2;
-    le_put(p + 6, klen, 2);
+    le_wrn(p + 6, klen, 2);
     memcpy(hb, p, 24);
     memcpy(hb + 24, key, klen);
-    le_put(p + 24, XXH3_64bits_withSeed(hb, 24 + klen, forge_seed(seq, off)), 8);
+    le_wrn(p + 24, XXH3_64bits_withSeed(hb, 24 + klen, forge_seed(seq, off)), 8);
     memcpy(p + 32, key, klen);
     size_t sz = (32 + klen + 7) & ~(size_t)7;
     memset(p + 32 + klen, 0, sz - 32 - klen);
@@ -529,10 +525,10 @@ TEST(store_disk_foreign_and_format1_segments_dropped_unread) {
     /* A format-1 segment as tide wrote it before: header version 1, xxh3 checksums. */
     uint8_t seg[64 + 64 + 64] = {0};
     memcpy(seg, "TIDESEG1", 8);
-    le_put(seg + 8, 1, 4);
-    le_put(seg + 12, 64, 4);
-    le_put(seg + 16, 7, 8);
-    le_put(seg + 56, XXH3_64bits(seg, 56), 8);
+    le_wrn(seg + 8, 1, 4);
+    le_wrn(seg + 12, 64, 4);
+    le_wrn(seg + 16, 7, 8);
+    le_wrn(seg + 56, XXH3_64bits(seg, 56), 8);
     static const uint8_t old_val[8] = "oldbytes";
     forge(seg + 64, 7, 64, "old-format-key", old_val, 8);
     char path[1024];

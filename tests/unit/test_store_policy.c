@@ -6,6 +6,7 @@
  * checked as it goes.
  */
 #include "common/checksum.h"
+#include "common/prng.h"
 #include "harness.h"
 #include "store/store.h"
 #include "store/store_int.h"
@@ -223,7 +224,7 @@ static void random_mix(int which) {
     char k[32];
     store_chain c = STORE_CHAIN_INIT; /* a batch cursor, restarted now and then */
     for (int op = 0; op < 20000; op++) {
-        seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+        seed = prng_mix(seed);
         snprintf(k, sizeof(k), "m%u", (unsigned)(seed % 200));
         int what = (int)((seed >> 16) % 16);
         store_ref r;

@@ -11,6 +11,7 @@
 
 #include "common/checksum.h"
 #include "common/util.h"
+#include "common/prng.h"
 #include "harness.h"
 #include "store/store.h"
 #include "store/store_int.h"
@@ -42,9 +43,7 @@ static void *worker(void *arg) {
     store_chain chain = STORE_CHAIN_INIT;
     for (int op = 0; op < OPS_MAX; op++) {
         if ((op & 255) == 0 && now_ns() - g_start > TIME_MAX_NS) break;
-        uint64_t r = ts->seed;
-        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
-        ts->seed = r;
+        uint64_t r = prng_next(&ts->seed);
         int k = (int)(r % NKEYS);
         int klen = snprintf(key, sizeof(key), "stress/%d", k);
         uint64_t vlen = klen_of(k);

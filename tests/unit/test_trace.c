@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 
+#include "common/prng.h"
 #include "harness.h"
 #include "tide.h"
 #include "trace/trace.h"
@@ -191,13 +192,6 @@ TEST(trace_sim_prefix_and_tokens) {
     trace_free(&t);
 }
 
-static uint64_t rng_next(uint64_t *x) {
-    *x ^= *x << 13;
-    *x ^= *x >> 7;
-    *x ^= *x << 17;
-    return *x;
-}
-
 /*
  * Random prefix trees: each request picks one of 12 documents (a chain of 1..6 blocks
  * whose ids depend only on the document and position) and a private suffix. The trace is
@@ -209,8 +203,8 @@ TEST(trace_sim_infinite_is_compulsory) {
     size_t n = 0;
     uint64_t x = 88172645463325252ull, next_private = 1000;
     for (int q = 0; q < 400; q++) {
-        int doc = (int)(rng_next(&x) % 12), depth = 1 + (int)(rng_next(&x) % 6);
-        int priv = (int)(rng_next(&x) % 3);
+        int doc = (int)(prng_next(&x) % 12), depth = 1 + (int)(prng_next(&x) % 6);
+        int priv = (int)(prng_next(&x) % 3);
         n += (size_t)snprintf(text + n, sizeof(text) - n,
                               "{\"timestamp\": %d, \"input_length\": %d, \"output_length\": 1, "
                               "\"hash_ids\": [",
