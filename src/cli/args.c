@@ -132,7 +132,7 @@ static int flag_apply(const cli_spec *spec, const cli_flag *f, const char *v) {
             bad = 1;
             break;
         }
-        return cli_usage_error(spec->cmd, "%s wants %s (got %s)", f->name, f->want, why);
+        return cli_usage_error(spec->cmd, "%s wants %s: %s", f->name, f->want, why);
     }
     case CLI_FLAG_SECONDS:
         bad = cli_parse_seconds(v, f->dmin, f->dmax, f->dst);
@@ -149,6 +149,15 @@ static int flag_apply(const cli_spec *spec, const cli_flag *f, const char *v) {
     }
     case CLI_FLAG_CALL:
         return f->call(f->ctx, spec->cmd, f->name, v);
+    }
+    if (bad && f->type == CLI_FLAG_CHOICE) {
+        suggest sg;
+        char hint[96];
+        suggest_init(&sg, v);
+        for (int k = 0; f->choices[k]; k++)
+            suggest_offer(&sg, f->choices[k]);
+        return cli_usage_error(spec->cmd, "%s wants %s (got '%s')%s", f->name, f->want, v,
+                               suggest_hint(&sg, hint, sizeof(hint)));
     }
     if (bad) return cli_usage_error(spec->cmd, "%s wants %s (got '%s')", f->name, f->want, v);
     return 0;

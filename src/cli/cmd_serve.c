@@ -66,7 +66,14 @@ typedef struct setting {
 static int set_policy(serve_state *st, const char *val, char *why, size_t len) {
     int pol = store_policy_parse(val);
     if (pol < 0) {
-        snprintf(why, len, "expected " STORE_POLICY_NAMES ", got '%s'", val);
+        suggest sg;
+        char hint[96];
+        suggest_init(&sg, val);
+        suggest_offer(&sg, "lru");
+        suggest_offer(&sg, "s3fifo");
+        suggest_offer(&sg, "chain");
+        snprintf(why, len, "expected " STORE_POLICY_NAMES ", got '%s'%s", val,
+                 suggest_hint(&sg, hint, sizeof(hint)));
         return -1;
     }
     st->cfg.store.policy = pol;
@@ -96,7 +103,15 @@ static int set_metrics_port(serve_state *st, const char *val, char *why, size_t 
 
 static int set_log_level(serve_state *st, const char *val, char *why, size_t len) {
     if (log_set_level(val) < 0) {
-        snprintf(why, len, "expected error, warn, info or debug, got '%s'", val);
+        suggest sg;
+        char hint[96];
+        suggest_init(&sg, val);
+        suggest_offer(&sg, "error");
+        suggest_offer(&sg, "warn");
+        suggest_offer(&sg, "info");
+        suggest_offer(&sg, "debug");
+        snprintf(why, len, "expected error, warn, info or debug, got '%s'%s", val,
+                 suggest_hint(&sg, hint, sizeof(hint)));
         return -1;
     }
     return 0;

@@ -124,6 +124,12 @@ TEST_T(cluster_etcd_membership, 90) {
     CHECK_EQ(members(s), 0);
     CHECK_EQ(tide_put(s, "k", 1, "v", 1), -EHOSTUNREACH);
     CHECK_CONTAINS(tide_errmsg(s), "no members registered in etcd");
+    /* Every call says the same (tide stat used to get a bare "no members"). */
+    tide_stats st0;
+    CHECK_EQ(tide_stats_get(s, &st0, sizeof(st0)), -EHOSTUNREACH);
+    CHECK_CONTAINS(tide_errmsg(s), "no members registered in etcd under /tide/c1/members/");
+    CHECK_EQ(tide_clear(s), -EHOSTUNREACH);
+    CHECK_CONTAINS(tide_errmsg(s), "no members registered in etcd");
 
     test_server ts[3];
     int ports[3];
