@@ -105,7 +105,7 @@ wait_port "${PIDS[-1]}" "$CLIENT_PORT" ||
     { echo "mooncake.sh: mooncake_client did not start:" >&2; tail -n 20 "$TMP/client.log" >&2; exit 1; }
 log "mooncake_master pid ${PIDS[0]} (rpc $RPC_PORT, metadata $META_PORT), mooncake_client pid ${PIDS[1]} ($CAP bytes)"
 
-"$TIDE" serve --port 0 --capacity "$CAP" --threads 2 --metrics-port 0 --prefault \
+"$TIDE" serve --port 0 --capacity "${CAP}B" --threads 2 --metrics-port 0 --prefault \
     --log-level warn --ready-file "$TMP/tided.ready" >"$TMP/tided.log" 2>&1 &
 PIDS+=($!)
 wait_ready "$TMP/tided.ready" "${PIDS[-1]}" "$TMP/tided.log" mooncake.sh

@@ -459,21 +459,24 @@ static const char *setting_hint(const char *name, char *buf, size_t cap) {
 static int load_config(serve_state *st, const char *path, char *err, size_t errlen) {
     char *text = read_file(path, err, errlen);
     if (!text) return -1;
+    /* The strict grammar first: cJSON takes some texts JSON refuses (0600 as 600). */
+    char what[300] = "";
+    int line = 1, col = 1;
+    if (json_diagnose(text, strlen(text), &line, &col, what, sizeof(what)) != 0) {
+        snprintf(err, errlen, "%s:%d:%d: %s", path, line, col, what);
+        free(text);
+        return -1;
+    }
     cJSON *root = cJSON_Parse(text);
     if (!root || !cJSON_IsObject(root)) {
-        char what[300] = "";
-        int line = 1, col = 1;
         if (root)
             snprintf(what, sizeof(what),
                      "the file holds a JSON %s; settings go in one object, like "
                      "{\"port\": 7474, \"capacity\": \"4GiB\"}",
                      cJSON_IsArray(root) ? "array" : cJSON_IsString(root) ? "string" : "value");
-        else if (json_diagnose(text, strlen(text), &line, &col, what, sizeof(what)) == 0)
-            snprintf(what, sizeof(what), "not valid JSON"); /* cJSON's limits, not the grammar */
-        if (root)
-            snprintf(err, errlen, "%s: %s", path, what);
         else
-            snprintf(err, errlen, "%s:%d:%d: %s", path, line, col, what);
+            snprintf(what, sizeof(what), "not read by cJSON (nested too deep?)");
+        snprintf(err, errlen, "%s: %s", path, what);
         cJSON_Delete(root);
         free(text);
         return -1;
