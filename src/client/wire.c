@@ -248,7 +248,8 @@ static void wire_peer_kind(const uint8_t *b, size_t n, char *out, size_t cap) {
     else {
         char hex[3 * 8 + 1] = "";
         for (size_t i = 0; i < n && i < 8; i++)
-            snprintf(hex + 3 * i, sizeof(hex) - 3 * i, "%s%02x", i ? " " : "", b[i]);
+            snprintf(hex + 3 * i, sizeof(hex) - 3 * i, "%02x ", b[i]);
+        if (hex[0]) hex[strlen(hex) - 1] = '\0';
         snprintf(out, cap,
                  "the peer is not tided: it answered HELLO with bytes %s ('%s'), where tided's "
                  "replies begin with \"TIDE\"",

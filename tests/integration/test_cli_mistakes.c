@@ -119,8 +119,9 @@ static const struct {
     {"serve --max-value 512k", 2, "--max-value (max_value): '512k' is ambiguous", NULL},
     {"serve --capacity 0B", 2, "--capacity (capacity): expected a size above 0, got '0B'", NULL},
     {"serve --max-frame 1KiB", 2, "--max-frame (max_frame): expected 4096 bytes .. 256TiB", NULL},
-    {"bench --size 100000", 2, "--size wants a size from 1 byte to 1GiB, like 256KiB: '100000' "
-                               "has no unit",
+    {"bench --size 100000", 2,
+     "--size wants a size from 1 byte to 1GiB, like 256KiB: '100000' "
+     "has no unit",
      NULL},
     {"bench --size 4k", 2, "'4k' is ambiguous: write 4KiB", NULL},
     {"analyze %s/trace.jsonl --capacity 1g", 2, "--capacity: '1g' is ambiguous", NULL},
@@ -132,11 +133,13 @@ static const struct {
      "nocomma.json:2:2: expected ',' or '}' after the value of \"port\", got '\"' (a missing "
      "comma?)",
      NULL},
-    {"serve --config %s/single.json", 2, "single.json:1:2: single quotes: JSON keys and strings "
-                                         "take double quotes",
+    {"serve --config %s/single.json", 2,
+     "single.json:1:2: single quotes: JSON keys and strings "
+     "take double quotes",
      NULL},
-    {"serve --config %s/unquoted.json", 2, "unquoted.json:1:15: a number followed by letters: a "
-                                           "value such as 4GiB goes in double quotes",
+    {"serve --config %s/unquoted.json", 2,
+     "unquoted.json:1:15: a number followed by letters: a "
+     "value such as 4GiB goes in double quotes",
      NULL},
     {"serve --config %s/comment.json", 2, "comment.json:1:16: a comment: JSON has none", NULL},
     {"serve --config %s/empty.json", 2, "empty.json:2:1: the text is empty", NULL},
@@ -156,11 +159,13 @@ static const struct {
     {"serve --config %s/unclosed.json", 2,
      "unclosed.json:3:1: the text ends inside an object: a '}' is missing", NULL},
     {"serve --config %s/octal.json", 2, "octal.json:1:16: a number with a leading zero", NULL},
-    {"serve --config %s/list.json", 2, "list.json: threads: expected a string, number or "
-                                       "boolean, got an array",
+    {"serve --config %s/list.json", 2,
+     "list.json: threads: expected a string, number or "
+     "boolean, got an array",
      NULL},
-    {"serve --config %s/policy.json", 2, "policy.json: policy: expected lru, s3fifo or chain, "
-                                         "got 'lfu' (did you mean 'lru'?)",
+    {"serve --config %s/policy.json", 2,
+     "policy.json: policy: expected lru, s3fifo or chain, "
+     "got 'lfu' (did you mean 'lru'?)",
      NULL},
     {"serve --config %s/none.json", 2, "none.json: No such file or directory", NULL},
     /* Store URLs. */
@@ -209,4 +214,206 @@ TEST_T(cli_mistakes_each_get_what_value_and_fix, 120) {
     }
     test_context = NULL;
     printf("    %zu mistakes, each with its message\n", n);
+}
+
+/* ---- defaults that coexist -------------------------------------------------------------- */
+
+/* 1 when 127.0.0.1:port can be bound now. */
+static int port_free(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+    if (fd >= 0) close(fd);
+    return ok;
+}
+
+/* GET /health on 127.0.0.1:port: 1 when it answers 200. */
+static int health_ok(int port) {
+    int fd = server_connect(port, 5);
+    if (fd < 0) return 0;
+    static const char req[] = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    char buf[512] = "";
+    ssize_t n = send(fd, req, sizeof(req) - 1, MSG_NOSIGNAL) == (ssize_t)sizeof(req) - 1
+                    ? recv(fd, buf, sizeof(buf) - 1, MSG_WAITALL)
+                    : -1;
+    close(fd);
+    return n > 0 && strncmp(buf, "HTTP/1.1 200", 12) == 0;
+}
+
+/* Three tideds with default flags on ports P, P+1, P+2 all start (the metrics port was
+ * port + 1: the second could not start), and each serves /health on a port of its own. */
+TEST_T(cli_defaults_neighbouring_tideds_start, 60) {
+    int base = 0;
+    for (int tries = 0; tries < 50 && !base; tries++) {
+        int p = test_free_port();
+        if (p < 65000 && port_free(p + 1) && port_free(p + 2)) base = p;
+    }
+    CHECK_MSG(base, "no three neighbouring free ports");
+    test_server ts[3];
+    char ports[3][16];
+    for (int i = 0; i < 3; i++) {
+        snprintf(ports[i], sizeof(ports[i]), "%d", base + i);
+        const char *const args[] = {"--port",      ports[i], "--capacity", "16MiB",
+                                    "--log-level", "info",   NULL};
+        server_start(&ts[i], args);
+        CHECK_EQ(ts[i].port, base + i);
+    }
+    for (int i = 0; i < 3; i++) {
+        CHECK_MSG(ts[i].metrics_port > 0, "tided %d has no metrics port", i);
+        for (int j = 0; j < 3; j++) {
+            CHECK(ts[i].metrics_port != base + j);
+            CHECK(j == i || ts[i].metrics_port != ts[j].metrics_port);
+        }
+        CHECK_MSG(health_ok(ts[i].metrics_port), "tided %d: /health on %d", i, ts[i].metrics_port);
+        char cmd[600], out[4096], want[96];
+        snprintf(cmd, sizeof(cmd), "cat %s", ts[i].log);
+        test_run(cmd, out, sizeof(out));
+        snprintf(want, sizeof(want), "metrics at http://127.0.0.1:%d/metrics", ts[i].metrics_port);
+        CHECK_CONTAINS(out, want);
+    }
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ(server_stop(&ts[i], SIGTERM), 0);
+}
+
+/* A port that is taken: the message says which listener, its flag and value, and the fix. */
+TEST(cli_defaults_taken_port_named) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(fd, 1) == 0 &&
+          getsockname(fd, (struct sockaddr *)&a, &len) == 0);
+    int taken = ntohs(a.sin_port);
+    char args[200], out[4096], want[300];
+    snprintf(args, sizeof(args), "--capacity 16MiB --metrics-port %d", taken);
+    CHECK_EQ(server_serve_status(args, out, sizeof(out)), 1);
+    snprintf(want, sizeof(want),
+             "cannot listen on 127.0.0.1:%d for the metrics HTTP port (--metrics-port %d): bind: "
+             "Address already in use (another process, perhaps another tided, listens there: "
+             "give --metrics-port a free port, auto for any free one, or 0 for none)",
+             taken, taken);
+    CHECK_CONTAINS(out, want);
+    snprintf(args, sizeof(args), "--capacity 16MiB --port %d", taken);
+    CHECK_EQ(server_serve_status(args, out, sizeof(out)), 1);
+    snprintf(want, sizeof(want),
+             "for the native tide port (--port %d): bind: Address already in use (another "
+             "process, perhaps another tided, listens there: give --port a free port, or 0 for "
+             "any free one)",
+             taken);
+    CHECK_CONTAINS(out, want);
+    snprintf(args, sizeof(args), "--capacity 16MiB --resp-port %d", taken);
+    CHECK_EQ(server_serve_status(args, out, sizeof(out)), 1);
+    CHECK_CONTAINS(out, "for the RESP (Redis protocol) port (--resp-port");
+    close(fd);
+}
+
+/* ---- clients that reach something other than tided ------------------------------------ */
+
+/* A peer that answers the first bytes it reads with `reply` (len bytes; silent when NULL),
+ * or greets with it on accept (banner), for up to 4 connections. */
+typedef struct fake_peer {
+    int fd, port;
+    const char *reply;
+    size_t len;
+    int banner;
+    pthread_t th;
+} fake_peer;
+
+static void *fake_peer_main(void *arg) {
+    fake_peer *f = arg;
+    for (int n = 0; n < 4; n++) {
+        struct pollfd p = {f->fd, POLLIN, 0};
+        if (poll(&p, 1, 8000) <= 0) break;
+        int c = accept(f->fd, NULL, NULL);
+        if (c < 0) break;
+        if (f->banner && f->reply) send(c, f->reply, f->len, MSG_NOSIGNAL);
+        char buf[1024];
+        struct pollfd q = {c, POLLIN, 0};
+        if (poll(&q, 1, 3000) > 0 && recv(c, buf, sizeof(buf), 0) > 0 && f->reply && !f->banner)
+            send(c, f->reply, f->len, MSG_NOSIGNAL);
+        /* Silent or done: hold the connection until the client leaves (3 s at most). */
+        for (int k = 0; k < 30 && poll(&q, 1, 100) >= 0; k++)
+            if ((q.revents & POLLIN) && recv(c, buf, sizeof(buf), MSG_DONTWAIT) == 0) break;
+        close(c);
+    }
+    return NULL;
+}
+
+static void fake_peer_start(fake_peer *f, const char *reply, size_t len, int banner) {
+    *f = (fake_peer){.reply = reply, .len = len, .banner = banner};
+    f->fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof(a);
+    CHECK(f->fd >= 0 && bind(f->fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+          listen(f->fd, 4) == 0 && getsockname(f->fd, (struct sockaddr *)&a, &alen) == 0);
+    f->port = ntohs(a.sin_port);
+    CHECK_EQ(pthread_create(&f->th, NULL, fake_peer_main, f), 0);
+}
+
+static void fake_peer_stop(fake_peer *f) {
+    shutdown(f->fd, SHUT_RDWR);
+    pthread_join(f->th, NULL);
+    close(f->fd);
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* `tide stat` against tided's metrics port and against servers of other kinds: each is
+ * named at once (it was "HELLO timed out" after the whole 5 s timeout). */
+TEST_T(cli_client_names_a_non_tide_peer, 90) {
+    test_server ts;
+    const char *const args[] = {"--capacity", "16MiB", NULL};
+    server_start(&ts, args);
+    static const char tls[] = {0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x32};
+    static const char junk[] = {0x00, 0x01, 0x02, 0x03, 'h', 'i'};
+    static const struct {
+        const char *reply;
+        size_t len;
+        int banner;
+        const char *url_opts, *want;
+        double within_s;
+    } peers[] = {
+        {NULL, 0, 0, "",
+         "an HTTP server answered ('HTTP/1.1 400 Bad Request'), not tided: is "
+         "this tided's metrics port (--metrics-port)?",
+         2.5},
+        {"-ERR unknown command 'TIDE'\r\n", 28, 0, "",
+         "a Redis (RESP) server answered ('-ERR unknown command 'TIDE''), not tided's native "
+         "protocol",
+         2.5},
+        {tls, sizeof(tls), 0, "", "a TLS server answered (a TLS alert record), not tided", 2.5},
+        {"SSH-2.0-OpenSSH_9.2\r\n", 21, 1, "", "an SSH server answered ('SSH-2.0-OpenSSH_9.2')",
+         2.5},
+        {junk, sizeof(junk), 0, "",
+         "the peer is not tided: it answered HELLO with bytes 00 01 02 03 68 69 ('....hi')", 2.5},
+        {NULL, 0, 0, "?timeout_ms=400",
+         "HELLO timed out after 400 ms: the peer accepted the connection and sent nothing back",
+         2.5},
+    };
+    static char out[8192];
+    for (size_t i = 0; i < sizeof(peers) / sizeof(peers[0]); i++) {
+        fake_peer f = {.fd = -1};
+        int port = ts.metrics_port;
+        if (i > 0) {
+            fake_peer_start(&f, peers[i].reply, peers[i].len, peers[i].banner);
+            port = f.port;
+        }
+        char cmd[300];
+        snprintf(cmd, sizeof(cmd), "stat 'tide://127.0.0.1:%d%s'", port, peers[i].url_opts);
+        test_context = peers[i].want;
+        double t0 = now_s();
+        int st = tide_run(cmd, out, sizeof(out));
+        double took = now_s() - t0;
+        if (f.fd >= 0) fake_peer_stop(&f);
+        CHECK_MSG(st == 1, "tide %s: exit %d:\n%s", cmd, st, out);
+        CHECK_CONTAINS(out, peers[i].want);
+        CHECK_MSG(took < peers[i].within_s, "tide %s took %.2f s:\n%s", cmd, took, out);
+    }
+    test_context = NULL;
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
 }
