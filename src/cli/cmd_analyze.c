@@ -76,7 +76,8 @@ static int parse_caps(analyze_opts *o, const char *list, int in_blocks) {
             return cli_usage_error("analyze", "--blocks: '%s' is not a block count from 1", tok);
         if (!in_blocks && cli_parse_size_why(tok, 1, UINT64_MAX, &v, why, sizeof(why)))
             return cli_usage_error("analyze", "--capacity: %s",
-                                   strcmp(why, "out of range") ? why : "a size above 0, like 16GiB");
+                                   strcmp(why, "out of range") ? why
+                                                               : "a size above 0, like 16GiB");
         o->cap_bytes[o->ncaps] = in_blocks ? 0 : v;
         o->caps[o->ncaps++] = in_blocks ? v : 0;
     }

@@ -141,8 +141,7 @@ static int parse_args(int argc, char **argv, demo_opts *o) {
             break;
         }
         if (k < sizeof(nums) / sizeof(nums[0])) continue;
-        const char *names[sizeof(nums) / sizeof(nums[0]) + 3] = {"--url", "--model",
-                                                                 "--synthetic"};
+        const char *names[sizeof(nums) / sizeof(nums[0]) + 3] = {"--url", "--model", "--synthetic"};
         for (k = 0; k < sizeof(nums) / sizeof(nums[0]); k++)
             names[3 + k] = nums[k].name;
         return cli_unknown_option_in("demo", argv[i], names, sizeof(names) / sizeof(names[0]));

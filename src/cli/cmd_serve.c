@@ -473,7 +473,9 @@ static int load_config(serve_state *st, const char *path, char *err, size_t errl
             snprintf(what, sizeof(what),
                      "the file holds a JSON %s; settings go in one object, like "
                      "{\"port\": 7474, \"capacity\": \"4GiB\"}",
-                     cJSON_IsArray(root) ? "array" : cJSON_IsString(root) ? "string" : "value");
+                     cJSON_IsArray(root)    ? "array"
+                     : cJSON_IsString(root) ? "string"
+                                            : "value");
         else
             snprintf(what, sizeof(what), "not read by cJSON (nested too deep?)");
         snprintf(err, errlen, "%s: %s", path, what);

@@ -240,8 +240,9 @@ static void wire_peer_kind(const uint8_t *b, size_t n, char *out, size_t cap) {
                  "a redis-server or tided's --resp-port? tide:// wants tided's --port",
                  text);
     else if (n >= 2 && (b[0] == 0x15 || b[0] == 0x16) && b[1] == 0x03)
-        snprintf(out, cap, "a TLS server answered (a TLS %s record), not tided: tide:// speaks "
-                           "plain TCP; point it at tided's native port",
+        snprintf(out, cap,
+                 "a TLS server answered (a TLS %s record), not tided: tide:// speaks "
+                 "plain TCP; point it at tided's native port",
                  b[0] == 0x15 ? "alert" : "handshake");
     else if (n >= 4 && memcmp(b, "SSH-", 4) == 0)
         snprintf(out, cap, "an SSH server answered ('%s'), not tided", text);

@@ -117,7 +117,7 @@ static int listen_on(const char *bind_addr, int port, int *bound_port, const lis
                      " (another process, perhaps another tided, listens there: give %s a "
                      "free port%s)",
                      k->flag,
-                     k == &L_METRICS ? ", auto for any free one, or 0 for none"
+                     k == &L_METRICS  ? ", auto for any free one, or 0 for none"
                      : k == &L_NATIVE ? ", or 0 for any free one"
                                       : "");
             fix = fixbuf;

@@ -35,7 +35,7 @@ typedef struct server_config {
     char bind[64];           /* numeric IPv4 or IPv6 address to listen on, no brackets
                                 (hostport_bind_addr); default 127.0.0.1 */
     int port;                /* native protocol port; 0 = pick a free one */
-    int metrics_port;        /* HTTP port for /metrics; 0 = off, SERVER_METRICS_AUTO = any free one */
+    int metrics_port; /* HTTP port for /metrics; 0 = off, SERVER_METRICS_AUTO = any free one */
     int resp_port;           /* RESP2 port for Redis clients (resp_conn.c); 0 = off */
     int threads;             /* I/O worker threads */
     store_config store;      /* pool size and policy */

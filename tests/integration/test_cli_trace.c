@@ -184,7 +184,7 @@ TEST_T(cli_replay_default_policy_is_chain, 60) {
     sim_result r;
     CHECK_EQ(sim_run(&t, SIM_CHAIN, 20, &r), 0);
     const char *args[] = {"replay", path,         "--block-tokens", "16",     "--bytes-per-token",
-                          "16",     "--capacity", "5120B",           "--json", NULL};
+                          "16",     "--capacity", "5120B",          "--json", NULL};
     cJSON *j = run_json(args);
     CHECK_EQ(num(j, "hit_blocks"), r.hit_blocks);
     cJSON_Delete(j);
@@ -227,8 +227,8 @@ TEST(cli_analyze_textbook) {
                               "\"hash_ids\": [%c]}\n",
                               *p);
     const char *path = write_file("textbook.jsonl", text);
-    const char *args[] = {"analyze",    path,  "--block-tokens", "1", "--bytes-per-token", "1",
-                          "--capacity", "3B,6B", "--json",         NULL};
+    const char *args[] = {"analyze", path,         "--block-tokens", "1",      "--bytes-per-token",
+                          "1",       "--capacity", "3B,6B",          "--json", NULL};
     cJSON *j = run_json(args);
     CHECK_EQ(num(j, "blocks"), 20);
     CHECK_EQ(num(j, "distinct_blocks"), 6);
