@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/suggest.h"
 #include "client/client.h"
 #include "common/abi.h"
 
@@ -67,10 +68,21 @@ TIDE_API int tide_open(const char *text, tide_store **out) {
             (!backends[i]->claims || backends[i]->claims(&u)))
             ops = backends[i];
     if (!ops) {
-        rc =
-            err_set(NULL, NULL, TIDE_ESCHEME,
-                    "unknown URL scheme '%s://' in '%s' (known: mem://, tide://, etcd://, unix://)",
-                    u.scheme, text);
+        static const char *const known[] = {"mem", "tide", "etcd", "unix"};
+        suggest sg;
+        char hint[96] = "";
+        suggest_init(&sg, u.scheme);
+        for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+            suggest_offer(&sg, known[i]);
+        if (suggest_best(&sg))
+            snprintf(hint, sizeof(hint), "; did you mean '%s://'?", suggest_best(&sg));
+        else if (!strcmp(u.scheme, "tcp") || !strcmp(u.scheme, "http") ||
+                 !strcmp(u.scheme, "redis"))
+            snprintf(hint, sizeof(hint), "; a tided's native port is tide://HOST:PORT");
+        rc = err_set(NULL, NULL, TIDE_ESCHEME,
+                     "unknown URL scheme '%s://' in '%s' (known: mem://, tide://, etcd://, "
+                     "unix://%s)",
+                     u.scheme, text, hint);
         url_free(&u);
         return rc;
     }

@@ -201,7 +201,17 @@ int url_parse(const char *text, url *u, char *err, size_t errlen) {
     memset(u, 0, sizeof(*u));
     const char *sep = text ? strstr(text, "://") : NULL;
     if (!sep) {
-        snprintf(err, errlen, "malformed URL '%s': expected scheme://...", text ? text : "");
+        /* The common slips: a bare HOST:PORT, or one slash short. */
+        const char *colon = text ? strchr(text, ':') : NULL;
+        char hint[300] = "";
+        if (colon && colon[1] == '/' && colon[2] != '/' && colon > text)
+            snprintf(hint, sizeof(hint), " (did you mean '%.*s://%s'?)", (int)(colon - text),
+                     text, colon + 1 + strspn(colon + 1, "/"));
+        else if (colon && colon > text && strspn(colon + 1, "0123456789") > 0 &&
+                 colon[1 + strspn(colon + 1, "0123456789")] == '\0')
+            snprintf(hint, sizeof(hint), " (did you mean 'tide://%s'?)", text);
+        snprintf(err, errlen, "malformed URL '%s': expected scheme://...%s", text ? text : "",
+                 hint);
         return TIDE_EURL;
     }
     size_t slen = (size_t)(sep - text);

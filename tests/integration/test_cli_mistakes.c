@@ -180,6 +180,18 @@ static const struct {
     {"get 'tide://127.0.0.1:1?conns=2&tokn=s3cret-s3cret' k", 1,
      "unknown option 'tokn' for tide:// URLs (did you mean 'token'?)", NULL},
     {"get 'mem://?zzzzzzzz=1' k", 1, "unknown option 'zzzzzzzz' for mem:// URLs", "did you mean"},
+    {"get 127.0.0.1:7474 k", 1,
+     "malformed URL '127.0.0.1:7474': expected scheme://... (did you mean "
+     "'tide://127.0.0.1:7474'?)",
+     NULL},
+    {"get tide:/127.0.0.1:7474 k", 1, "(did you mean 'tide://127.0.0.1:7474'?)", NULL},
+    {"get tdie://127.0.0.1:7474 k", 1, "unknown URL scheme 'tdie://'", NULL},
+    {"get tdie://127.0.0.1:7474 k", 1, "did you mean 'tide://'?", NULL},
+    {"get tcp://127.0.0.1:7474 k", 1, "a tided's native port is tide://HOST:PORT", NULL},
+    {"get tide://127.0.0.1 k", 1,
+     "no port (expected HOST:PORT) (tided listens on 7474 by "
+     "default)",
+     NULL},
     /* Other commands' flags. */
     {"bench --threds 2", 2, "unknown option '--threds' (did you mean '--threads'?)", NULL},
     {"bench --op scna", 2, "--op wants get, put or mixed (got 'scna')", NULL},
