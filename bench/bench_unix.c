@@ -96,7 +96,7 @@ static int daemon_start(bench_daemon *d, const char *argv0, uint64_t capacity) {
     snprintf(d->sock, sizeof(d->sock), "%s/tide.sock", d->dir);
     snprintf(d->ready, sizeof(d->ready), "%s/ready", d->dir);
     char cap[32];
-    snprintf(cap, sizeof(cap), "%" PRIu64, capacity);
+    snprintf(cap, sizeof(cap), "%" PRIu64 "B", capacity);
     d->pid = fork();
     if (d->pid < 0) return -1;
     if (d->pid == 0) {

@@ -105,7 +105,7 @@ wait_port "${PIDS[-1]}" "$CLIENT_PORT" ||
     { echo "mooncake.sh: mooncake_client did not start:" >&2; tail -n 20 "$TMP/client.log" >&2; exit 1; }
 log "mooncake_master pid ${PIDS[0]} (rpc $RPC_PORT, metadata $META_PORT), mooncake_client pid ${PIDS[1]} ($CAP bytes)"
 
-"$TIDE" serve --port 0 --capacity "$CAP" --threads 2 --metrics-port 0 --prefault \
+"$TIDE" serve --port 0 --capacity "${CAP}B" --threads 2 --metrics-port 0 --prefault \
     --log-level warn --ready-file "$TMP/tided.ready" >"$TMP/tided.log" 2>&1 &
 PIDS+=($!)
 wait_ready "$TMP/tided.ready" "${PIDS[-1]}" "$TMP/tided.log" mooncake.sh
@@ -138,4 +138,4 @@ if [ "${MC_OVERHEAD:-1}" != 0 ]; then
         ${MC_JSON:+--json "$MC_JSON.overhead"}
 fi
 echo
-echo "Servers: mooncake_master and mooncake_client ($("$MC_BIN/python" -c 'import importlib.metadata as m; print("mooncake-transfer-engine-non-cuda", m.version("mooncake-transfer-engine-non-cuda"))'), TCP transport, HTTP metadata in the master, global segment $CAP bytes), tided (\`tide serve --capacity $CAP --threads 2 --prefault\`); $( [ -n "${MC_IN_NETNS:-}" ] && echo 'all in a network namespace with only lo' || echo 'host network namespace, loopback addresses'). Load average at start $LOAD0, at end $(cut -d' ' -f1-3 /proc/loadavg)."
+echo "Servers: mooncake_master and mooncake_client ($("$MC_BIN/python" -c 'import importlib.metadata as m; print("mooncake-transfer-engine-non-cuda", m.version("mooncake-transfer-engine-non-cuda"))'), TCP transport, HTTP metadata in the master, global segment $CAP bytes), tided (\`tide serve --capacity ${CAP}B --threads 2 --prefault\`); $( [ -n "${MC_IN_NETNS:-}" ] && echo 'all in a network namespace with only lo' || echo 'host network namespace, loopback addresses'). Load average at start $LOAD0, at end $(cut -d' ' -f1-3 /proc/loadavg)."

@@ -17,7 +17,7 @@ typedef struct test_server {
  * further arguments) and wait until it listens. Fails the test when it does not. */
 void server_start(test_server *ts, const char *const *extra);
 /* server_start with a Unix socket at path: `--capacity CAPACITY --log-level LEVEL --unix PATH
- * --metrics-port 0 EXTRA...` (metrics on a free port: the default, port + 1, may be taken). */
+ * --metrics-port 0 EXTRA...` (no metrics listener). */
 void server_start_unix(test_server *ts, const char *path, const char *capacity,
                        const char *log_level, const char *const *extra);
 /* Run `tide serve --port 0 --metrics-port 0 ARGS` (a shell fragment; bounded: 5 s): its exit

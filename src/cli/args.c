@@ -1,22 +1,47 @@
 /*
- * args.c — option parsing shared by the `tide` subcommands: the one flag parser
- * (cli_flags_parse, driven by each command's table of flags) and the strict number
- * parsers under it.
+ * args.c — what every `tide` subcommand shares: usage errors, redaction of what is
+ * printed, the one flag parser (cli_flags_parse, driven by each command's table of flags)
+ * and the strict number parsers under it. It calls no command and nothing in main.c, so
+ * the CLI's calls all point one way: main.c -> cmd_*.c -> args.c.
  *
  * Every number a user types is parsed strictly: the whole string must be consumed, and a
  * value outside the command's range is an error rather than silently clamped.
  */
 #include <ctype.h>
 #include <errno.h>
-#include <stdio.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "common/redact.h"
+#include "common/suggest.h"
+#include "common/util.h"
 #include "tide.h"
 #include "trace/trace.h"
+
+int cli_is_help(const char *arg) {
+    return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0;
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...) {
+    char msg[1024], shown[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "tide %s: %s\n(see 'tide %s --help')\n", cmd,
+            cli_redact(msg, shown, sizeof(shown)), cmd);
+    return 2;
+}
+
+const char *cli_redact(const char *text, char *buf, size_t cap) {
+    redact_text(text, buf, cap);
+    return buf;
+}
 
 int cli_opt_value(int argc, char **argv, int *i, const char *name, const char **val) {
     const char *a = argv[*i];
@@ -43,8 +68,18 @@ int cli_parse_u64(const char *text, uint64_t min, uint64_t max, uint64_t *out) {
 }
 
 int cli_parse_size(const char *text, uint64_t min, uint64_t max, uint64_t *out) {
+    char why[200];
+    return cli_parse_size_why(text, min, max, out, why, sizeof(why));
+}
+
+int cli_parse_size_why(const char *text, uint64_t min, uint64_t max, uint64_t *out, char *why,
+                       size_t len) {
     uint64_t v;
-    if (tide_size_parse(text, &v) != 0 || v < min || v > max) return -1;
+    if (size_parse_user(text, 0, &v, why, len) != 0) return -1;
+    if (v < min || v > max) {
+        snprintf(why, len, "out of range");
+        return -1;
+    }
     *out = v;
     return 0;
 }
@@ -90,9 +125,15 @@ static int flag_apply(const cli_spec *spec, const cli_flag *f, const char *v) {
     case CLI_FLAG_U64:
         bad = cli_parse_u64(v, f->min, f->max, f->dst);
         break;
-    case CLI_FLAG_SIZE:
-        bad = cli_parse_size(v, f->min, f->max, f->dst);
-        break;
+    case CLI_FLAG_SIZE: {
+        char why[200];
+        if (cli_parse_size_why(v, f->min, f->max, f->dst, why, sizeof(why)) == 0) break;
+        if (strcmp(why, "out of range") == 0) {
+            bad = 1;
+            break;
+        }
+        return cli_usage_error(spec->cmd, "%s wants %s: %s", f->name, f->want, why);
+    }
     case CLI_FLAG_SECONDS:
         bad = cli_parse_seconds(v, f->dmin, f->dmax, f->dst);
         break;
@@ -109,8 +150,43 @@ static int flag_apply(const cli_spec *spec, const cli_flag *f, const char *v) {
     case CLI_FLAG_CALL:
         return f->call(f->ctx, spec->cmd, f->name, v);
     }
+    if (bad && f->type == CLI_FLAG_CHOICE) {
+        suggest sg;
+        char hint[96];
+        suggest_init(&sg, v);
+        for (int k = 0; f->choices[k]; k++)
+            suggest_offer(&sg, f->choices[k]);
+        return cli_usage_error(spec->cmd, "%s wants %s (got '%s')%s", f->name, f->want, v,
+                               suggest_hint(&sg, hint, sizeof(hint)));
+    }
     if (bad) return cli_usage_error(spec->cmd, "%s wants %s (got '%s')", f->name, f->want, v);
     return 0;
+}
+
+int cli_unknown_option_in(const char *cmd, const char *arg, const char *const *names, size_t n) {
+    /* Compared without the value ("--capcity=1GiB") and without the dashes, so that
+     * "-capacity" and "capacity" find "--capacity" too. */
+    char word[64];
+    size_t wl = strcspn(arg, "=");
+    const char *w = arg;
+    while (*w == '-' && wl > 0)
+        w++, wl--;
+    snprintf(word, sizeof(word), "%.*s", (int)wl, w);
+    suggest sg;
+    suggest_init(&sg, word);
+    for (size_t k = 0; k < n; k++)
+        suggest_offer(&sg, names[k] + strspn(names[k], "-"));
+    const char *best = suggest_best(&sg);
+    if (!best) return cli_usage_error(cmd, "unknown option '%s'", arg);
+    return cli_usage_error(cmd, "unknown option '%s' (did you mean '--%s'?)", arg, best);
+}
+
+static int cli_unknown_option(const cli_spec *spec, const char *arg) {
+    const char *names[128];
+    size_t n = 0;
+    for (size_t k = 0; k < spec->nflags && n < sizeof(names) / sizeof(names[0]); k++)
+        names[n++] = spec->flags[k].name;
+    return cli_unknown_option_in(spec->cmd, arg, names, n);
 }
 
 int cli_flags_parse(const cli_spec *spec, int argc, char **argv) {
@@ -128,7 +204,7 @@ int cli_flags_parse(const cli_spec *spec, int argc, char **argv) {
         }
         const char *v;
         const cli_flag *f = flag_find(spec, a, &v);
-        if (!f) return cli_usage_error(spec->cmd, "unknown option '%s'", a);
+        if (!f) return cli_unknown_option(spec, a);
         if (f->type == CLI_FLAG_SWITCH && v)
             return cli_usage_error(spec->cmd, "%s takes no value (got '%s')", f->name, a);
         if (f->type != CLI_FLAG_SWITCH && !v) {

@@ -30,7 +30,10 @@ int cmd_check_config(int argc, char **argv);
 int cmd_replay(int argc, char **argv);
 int cmd_analyze(int argc, char **argv);
 
-/* Print "tide NAME: message" to stderr and return 2 (usage) — for argument errors. */
+/* The helpers below live in args.c, which calls nothing else of the CLI: main.c and every
+ * cmd_*.c call into it, never the other way.
+ *
+ * Print "tide NAME: message" to stderr and return 2 (usage) — for argument errors. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* text (a store URL, say) with its secrets masked (common/redact.h), in buf[cap]: what the
  * CLI prints or writes in place of any URL. Returns buf. */
@@ -47,8 +50,15 @@ int cli_is_help(const char *arg);
 int cli_opt_value(int argc, char **argv, int *i, const char *name, const char **val);
 /* A decimal integer in [min, max]: 0, or -1 when it does not parse or is out of range. */
 int cli_parse_u64(const char *text, uint64_t min, uint64_t max, uint64_t *out);
-/* A size as tide_size_parse() reads it ("256KiB"), in [min, max]: 0 or -1. */
+/* A size with its unit ("256KiB"; a bare number other than 0 and the ambiguous k, m, g, t
+ * are refused: size_parse_user), in [min, max]: 0 or -1. The _why form says what was wrong
+ * in why ("out of range" when it parsed). */
 int cli_parse_size(const char *text, uint64_t min, uint64_t max, uint64_t *out);
+int cli_parse_size_why(const char *text, uint64_t min, uint64_t max, uint64_t *out, char *why,
+                       size_t len);
+/* A usage error for an unknown option arg of cmd, with the closest of names (each "--x")
+ * suggested when one is close: returns 2. */
+int cli_unknown_option_in(const char *cmd, const char *arg, const char *const *names, size_t n);
 /* 1 when stderr is a terminal (progress lines with \r make sense there). */
 int cli_stderr_is_tty(void);
 

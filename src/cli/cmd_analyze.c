@@ -71,12 +71,13 @@ static int parse_caps(analyze_opts *o, const char *list, int in_blocks) {
         if (o->ncaps == MAX_CAPS)
             return cli_usage_error("analyze", "at most %d capacities", MAX_CAPS);
         uint64_t v;
-        int bad = in_blocks ? cli_parse_u64(tok, 1, UINT32_MAX, &v)
-                            : cli_parse_size(tok, 1, UINT64_MAX, &v);
-        if (bad)
-            return cli_usage_error("analyze", "%s: '%s' is not a %s",
-                                   in_blocks ? "--blocks" : "--capacity", tok,
-                                   in_blocks ? "block count from 1" : "size like 16GiB");
+        char why[200];
+        if (in_blocks && cli_parse_u64(tok, 1, UINT32_MAX, &v))
+            return cli_usage_error("analyze", "--blocks: '%s' is not a block count from 1", tok);
+        if (!in_blocks && cli_parse_size_why(tok, 1, UINT64_MAX, &v, why, sizeof(why)))
+            return cli_usage_error("analyze", "--capacity: %s",
+                                   strcmp(why, "out of range") ? why
+                                                               : "a size above 0, like 16GiB");
         o->cap_bytes[o->ncaps] = in_blocks ? 0 : v;
         o->caps[o->ncaps++] = in_blocks ? v : 0;
     }

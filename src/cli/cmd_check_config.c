@@ -247,7 +247,8 @@ int cmd_check_config(int argc, char **argv) {
             return cli_usage_error("check-config", "--vllm needs a VERSION (e.g. %s)",
                                    CONNECTOR_VLLM_NEWEST);
         else if (argv[i][0] == '-' && argv[i][1])
-            return cli_usage_error("check-config", "unknown option '%s'", argv[i]);
+            return cli_unknown_option_in("check-config", argv[i],
+                                         (const char *const[]){"--quiet", "--help"}, 2);
         else if (path)
             return cli_usage_error("check-config", "one FILE.json only");
         else

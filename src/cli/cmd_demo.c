@@ -142,7 +142,10 @@ static int parse_args(int argc, char **argv, demo_opts *o) {
             break;
         }
         if (k < sizeof(nums) / sizeof(nums[0])) continue;
-        return cli_usage_error("demo", "unknown option '%s'", argv[i]);
+        const char *names[sizeof(nums) / sizeof(nums[0]) + 3] = {"--url", "--model", "--synthetic"};
+        for (k = 0; k < sizeof(nums) / sizeof(nums[0]); k++)
+            names[3 + k] = nums[k].name;
+        return cli_unknown_option_in("demo", argv[i], names, sizeof(names) / sizeof(names[0]));
     }
     if (o->tp * o->dcp > ETIDE_MAX_RANKS)
         return cli_usage_error("demo", "--tp x --dcp is at most %d ranks", ETIDE_MAX_RANKS);

@@ -217,11 +217,14 @@ int cmd_stat(int argc, char **argv) {
     if (orc) return orc;
     tide_stats st;
     int rc = tide_stats_get(s, &st, sizeof(st));
-    tide_close(s);
     if (rc) {
-        fprintf(stderr, "tide stat: %s\n", tide_strerror(rc));
+        /* The handle's message says what failed (e.g. no etcd members registered), where
+         * the code alone would say "No route to host". */
+        fprintf(stderr, "tide stat: %s\n", tide_errmsg(s));
+        tide_close(s);
         return 1;
     }
+    tide_close(s);
     const struct {
         const char *name;
         uint64_t v;

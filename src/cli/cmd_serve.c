@@ -18,8 +18,11 @@
 
 #include "cli/cli.h"
 #include "common/hostport.h"
+#include "common/json_diag.h"
 #include "common/log.h"
 #include "common/redact.h"
+#include "common/suggest.h"
+#include "common/util.h"
 #include "proto/frame.h"
 #include "server/server.h"
 #include "tide.h"
@@ -63,16 +66,52 @@ typedef struct setting {
 static int set_policy(serve_state *st, const char *val, char *why, size_t len) {
     int pol = store_policy_parse(val);
     if (pol < 0) {
-        snprintf(why, len, "expected " STORE_POLICY_NAMES ", got '%s'", val);
+        suggest sg;
+        char hint[96];
+        suggest_init(&sg, val);
+        suggest_offer(&sg, "lru");
+        suggest_offer(&sg, "s3fifo");
+        suggest_offer(&sg, "chain");
+        snprintf(why, len, "expected " STORE_POLICY_NAMES ", got '%s'%s", val,
+                 suggest_hint(&sg, hint, sizeof(hint)));
         return -1;
     }
     st->cfg.store.policy = pol;
     return 0;
 }
 
+/* --metrics-port: a port, "auto" (any free one, the default) or 0/"off". */
+static int set_metrics_port(serve_state *st, const char *val, char *why, size_t len) {
+    if (!strcmp(val, "auto")) {
+        st->cfg.metrics_port = SERVER_METRICS_AUTO;
+        return 0;
+    }
+    if (!strcmp(val, "off")) {
+        st->cfg.metrics_port = 0;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    unsigned long p = strtoul(val, &end, 10);
+    if (!*val || *end || errno || p > 65535 || val[0] == '-' || val[0] == '+') {
+        snprintf(why, len, "expected a TCP port (1..65535), auto or off (0), got '%s'", val);
+        return -1;
+    }
+    st->cfg.metrics_port = (int)p;
+    return 0;
+}
+
 static int set_log_level(serve_state *st, const char *val, char *why, size_t len) {
     if (log_set_level(val) < 0) {
-        snprintf(why, len, "expected error, warn, info or debug, got '%s'", val);
+        suggest sg;
+        char hint[96];
+        suggest_init(&sg, val);
+        suggest_offer(&sg, "error");
+        suggest_offer(&sg, "warn");
+        suggest_offer(&sg, "info");
+        suggest_offer(&sg, "debug");
+        snprintf(why, len, "expected error, warn, info or debug, got '%s'%s", val,
+                 suggest_hint(&sg, hint, sizeof(hint)));
         return -1;
     }
     return 0;
@@ -184,9 +223,11 @@ static const setting settings[] = {
     {"bind", T_SET, 0, 0, 0, 0, NULL, set_bind, "ADDR",
      "IPv4 or IPv6 address to listen on (default 127.0.0.1; ::1,\n"
      "[::1]; :: takes IPv4 too unless net.ipv6.bindv6only is 1)"},
-    {"metrics_port", T_INT, FIELD(cfg.metrics_port), 0, 65535, "a TCP port (0..65535)", NULL, "P",
-     "HTTP port for /metrics and /health (default port+1, or any free\n"
-     "port with --port 0; 0 = off)"},
+    {"metrics_port", T_SET, 0, 0, 0, 0, NULL, set_metrics_port, "P",
+     "HTTP port for /metrics and /health (default auto: any free\n"
+     "port, logged and written to --ready-file, so neighbouring\n"
+     "tideds never collide; give one for a fixed scrape target;\n"
+     "0 or off = no HTTP listener)"},
     {"resp_port", T_INT, FIELD(cfg.resp_port), 0, 65535, "a TCP port (0..65535)", NULL, "P",
      "also speak RESP2 (Redis protocol) on port P (default 0 = off)"},
     {"capacity", T_SIZE, FIELD(cfg.store.capacity), 1, UINT64_MAX, "a size above 0", NULL, "SIZE",
@@ -303,10 +344,7 @@ static int setting_apply(serve_state *st, const setting *s, const char *label, c
     }
     case T_SIZE: {
         uint64_t sv;
-        if (tide_size_parse(val, &sv) != 0) {
-            snprintf(why, sizeof(why), "'%s' is not a size (examples: 4096, 512MB, 4GiB)", val);
-            break;
-        }
+        if (size_parse_user(val, 0, &sv, why, sizeof(why)) != 0) break;
         if (sv < s->min || sv > s->max) {
             bad = 1;
             break;
@@ -409,20 +447,38 @@ static char *read_file(const char *path, char *err, size_t errlen) {
     return buf;
 }
 
+/* The closest setting's name to an unknown one, as a hint (" (did you mean 'x'?)"). */
+static const char *setting_hint(const char *name, char *buf, size_t cap) {
+    suggest sg;
+    suggest_init(&sg, name);
+    for (size_t i = 0; i < NSETTINGS; i++)
+        suggest_offer(&sg, settings[i].name);
+    return suggest_hint(&sg, buf, cap);
+}
+
 static int load_config(serve_state *st, const char *path, char *err, size_t errlen) {
     char *text = read_file(path, err, errlen);
     if (!text) return -1;
+    /* The strict grammar first: cJSON takes some texts JSON refuses (0600 as 600). */
+    char what[300] = "";
+    int line = 1, col = 1;
+    if (json_diagnose(text, strlen(text), &line, &col, what, sizeof(what)) != 0) {
+        snprintf(err, errlen, "%s:%d:%d: %s", path, line, col, what);
+        free(text);
+        return -1;
+    }
     cJSON *root = cJSON_Parse(text);
     if (!root || !cJSON_IsObject(root)) {
-        const char *at = cJSON_GetErrorPtr();
-        int line = 1, col = 1;
-        for (const char *p = text; at && p < at && *p; p++) {
-            if (*p == '\n')
-                line++, col = 1;
-            else
-                col++;
-        }
-        snprintf(err, errlen, "%s:%d:%d: not a JSON object", path, line, col);
+        if (root)
+            snprintf(what, sizeof(what),
+                     "the file holds a JSON %s; settings go in one object, like "
+                     "{\"port\": 7474, \"capacity\": \"4GiB\"}",
+                     cJSON_IsArray(root)    ? "array"
+                     : cJSON_IsString(root) ? "string"
+                                            : "value");
+        else
+            snprintf(what, sizeof(what), "not read by cJSON (nested too deep?)");
+        snprintf(err, errlen, "%s: %s", path, what);
         cJSON_Delete(root);
         free(text);
         return -1;
@@ -430,11 +486,12 @@ static int load_config(serve_state *st, const char *path, char *err, size_t errl
     int rc = 0;
     /* Every member in file order, so a key given twice ends with its last value. */
     for (cJSON *it = root->child; it && rc == 0; it = it->next) {
-        char val[512], label[300];
+        char val[512], label[300], hint[96];
         snprintf(label, sizeof(label), "%s: %s", path, it->string);
         const setting *s = setting_find(it->string);
         if (!s) {
-            snprintf(err, errlen, "%s: unknown setting '%s'", path, it->string);
+            snprintf(err, errlen, "%s: unknown setting '%s'%s", path, it->string,
+                     setting_hint(it->string, hint, sizeof(hint)));
             rc = -1;
         } else if (cJSON_IsString(it)) {
             snprintf(val, sizeof(val), "%s", it->valuestring);
@@ -443,7 +500,11 @@ static int load_config(serve_state *st, const char *path, char *err, size_t errl
         } else if (cJSON_IsNumber(it) && it->valuedouble == (double)(long long)it->valuedouble) {
             snprintf(val, sizeof(val), "%lld", (long long)it->valuedouble);
         } else {
-            snprintf(err, errlen, "%s: expected a string, number or boolean", label);
+            snprintf(err, errlen, "%s: expected a string, number or boolean, got %s", label,
+                     cJSON_IsNull(it)     ? "null"
+                     : cJSON_IsArray(it)  ? "an array"
+                     : cJSON_IsObject(it) ? "an object"
+                                          : "a number with a fraction");
             rc = -1;
         }
         if (rc == 0) rc = setting_apply(st, s, label, val, err, errlen);

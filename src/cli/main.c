@@ -1,13 +1,13 @@
 /*
  * main.c — entry point of the `tide` command: finds the subcommand and runs it.
- * Each subcommand lives in its own cmd_*.c file and is listed in the table below.
+ * Each subcommand lives in its own cmd_*.c file and is listed in the table below. main.c
+ * calls the commands and the shared helpers of args.c; nothing calls back into it.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/cli.h"
-#include "common/redact.h"
+#include "common/suggest.h"
 #include "tide.h"
 
 static const cli_command commands[] = {
@@ -28,26 +28,6 @@ static const cli_command commands[] = {
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
-int cli_is_help(const char *arg) {
-    return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0;
-}
-
-int cli_usage_error(const char *cmd, const char *fmt, ...) {
-    char msg[1024], shown[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "tide %s: %s\n(see 'tide %s --help')\n", cmd,
-            cli_redact(msg, shown, sizeof(shown)), cmd);
-    return 2;
-}
-
-const char *cli_redact(const char *text, char *buf, size_t cap) {
-    redact_text(text, buf, cap);
-    return buf;
-}
-
 int cmd_version(int argc, char **argv) {
     if (argc > 1 && cli_is_help(argv[1])) {
         printf("usage: tide version\n\nPrints the version of the tide command and of libtide.\n");
@@ -63,6 +43,32 @@ static void usage(FILE *f) {
     for (size_t i = 0; i < NCOMMANDS; i++)
         fprintf(f, "  %-14s %s\n", commands[i].name, commands[i].summary);
     fprintf(f, "\nRun 'tide COMMAND --help' for a command's options.\n");
+}
+
+/* An unknown first word: the closest command, or where an option given first belongs. */
+static int unknown_command(const char *word) {
+    char shown[CLI_URL_MAX], hint[96];
+    cli_redact(word, shown, sizeof(shown));
+    if (word[0] == '-') {
+        fprintf(stderr,
+                "tide: '%s' is an option, and options come after a command: "
+                "tide COMMAND [OPTIONS] (for the daemon, tide serve %s)\n",
+                shown, shown);
+        usage(stderr);
+        return 2;
+    }
+    suggest sg;
+    suggest_init(&sg, word);
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        suggest_offer(&sg, commands[i].name);
+    suggest_offer(&sg, "help");
+    if (!suggest_best(&sg) && strstr(word, "://"))
+        snprintf(hint, sizeof(hint), " (a URL comes after the command: tide get URL KEY)");
+    else
+        suggest_hint(&sg, hint, sizeof(hint));
+    fprintf(stderr, "tide: unknown command '%s'%s\n", shown, hint);
+    usage(stderr);
+    return 2;
 }
 
 int main(int argc, char **argv) {
@@ -81,7 +87,5 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "--version") == 0) return cmd_version(1, argv + 1);
     for (size_t i = 0; i < NCOMMANDS; i++)
         if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "tide: unknown command '%s'\n", argv[1]);
-    usage(stderr);
-    return 2;
+    return unknown_command(argv[1]);
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "client/client.h"
+#include "common/suggest.h"
 
 int client_err(tide_store *s, int code, const char *fmt, ...) {
     va_list ap;
@@ -64,10 +65,21 @@ int client_open(const char *fn, const char *text, const backend_ops *const *tabl
             (!table[i]->claims || table[i]->claims(&u)))
             ops = table[i];
     if (!ops) {
-        rc =
-            err_set(NULL, NULL, TIDE_ESCHEME,
-                    "unknown URL scheme '%s://' in '%s' (known: mem://, tide://, etcd://, unix://)",
-                    u.scheme, text);
+        static const char *const known[] = {"mem", "tide", "etcd", "unix"};
+        suggest sg;
+        char hint[96] = "";
+        suggest_init(&sg, u.scheme);
+        for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+            suggest_offer(&sg, known[i]);
+        if (suggest_best(&sg))
+            snprintf(hint, sizeof(hint), "; did you mean '%s://'?", suggest_best(&sg));
+        else if (!strcmp(u.scheme, "tcp") || !strcmp(u.scheme, "http") ||
+                 !strcmp(u.scheme, "redis"))
+            snprintf(hint, sizeof(hint), "; a tided's native port is tide://HOST:PORT");
+        rc = err_set(NULL, NULL, TIDE_ESCHEME,
+                     "unknown URL scheme '%s://' in '%s' (known: mem://, tide://, etcd://, "
+                     "unix://%s)",
+                     u.scheme, text, hint);
         url_free(&u);
         return rc;
     }

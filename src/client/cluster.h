@@ -165,6 +165,10 @@ typedef struct cplan {
 
 /* Rank every valid key's `want` best members of v (live ones, or all when none is live).
  * The plan borrows v (the caller keeps its reference). Returns 0 or an error set on s. */
+/* The one error for a view with no members, for every call (what: "get", "stats", ...):
+ * -EHOSTUNREACH with a message saying where members were looked for. */
+int cluster_no_members(tide_store *s, const cluster *c, const char *what);
+
 int cluster_plan_make(tide_store *s, cluster *c, cview *v, const tide_key *keys, size_t n,
                       size_t want, cplan *p);
 void cluster_plan_free(cplan *p);

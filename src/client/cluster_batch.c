@@ -524,7 +524,7 @@ static int cluster_all(tide_store *s, int op, tide_stats *sum) {
     }
     const char *what = op == OP_STATS ? "stats" : "clear";
     if (v->n == 0)
-        rc = client_err(s, -EHOSTUNREACH, "cluster %s: no members", what);
+        rc = cluster_no_members(s, c, what);
     else if (first && (op == OP_CLEAR || (size_t)nfail == v->n))
         /* A clear must reach every member; stats are summed over those that answered. */
         rc = client_err(s, first->rc, "cluster %s: %d of %zu members failed: %s", what, nfail, v->n,

@@ -19,9 +19,7 @@ int cluster_plan_make(tide_store *s, cluster *c, cview *v, const tide_key *keys,
     memset(p, 0, sizeof(*p));
     p->v = v;
     p->now = now_ns();
-    if (v->n == 0)
-        return client_err(s, -EHOSTUNREACH, "cluster: no members%s",
-                          c->from_etcd ? " registered in etcd" : "");
+    if (v->n == 0) return cluster_no_members(s, c, "request");
     uint64_t *seeds = malloc(v->n * sizeof(*seeds));
     uint32_t *live = malloc(v->n * sizeof(*live));
     if (!seeds || !live) {

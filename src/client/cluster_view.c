@@ -330,3 +330,11 @@ void cluster_etcd_stop(cluster *c) {
     etcd_close(c->etcd);
     c->etcd = NULL;
 }
+
+int cluster_no_members(tide_store *s, const cluster *c, const char *what) {
+    if (!c->from_etcd) return client_err(s, -EHOSTUNREACH, "cluster %s: no members", what);
+    return client_err(s, -EHOSTUNREACH,
+                      "cluster %s: no members registered in etcd under %s (start tided with "
+                      "--etcd and --cluster, or check the cluster name in the URL)",
+                      what, c->etcd_prefix);
+}

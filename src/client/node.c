@@ -338,7 +338,8 @@ static int node_resolve(tide_store *s, wire *n, const char *authority) {
     hostport hp;
     char why[200], port[8];
     if (hostport_parse(authority, strlen(authority), 0, &hp, why, sizeof(why)) != 0)
-        return client_err(s, TIDE_EURL, "tide://%s: expected HOST:PORT: %s", authority, why);
+        return client_err(s, TIDE_EURL, "tide://%s: %s%s", authority, why,
+                          strstr(why, "no port") ? " (tided listens on 7474 by default)" : "");
     snprintf(port, sizeof(port), "%d", hp.port);
     struct addrinfo hints = {.ai_family = AF_UNSPEC,
                              .ai_socktype = SOCK_STREAM,

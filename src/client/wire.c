@@ -220,6 +220,79 @@ static void wire_conn_close(wire_conn *c) {
     c->fd = -1;
 }
 
+/* What a peer that is not tided answered our HELLO with, said from its first bytes: an
+ * HTTP server (tided's own metrics port among them), a Redis server, a TLS server, an SSH
+ * server or other banner, or bytes we cannot place. */
+static void wire_peer_kind(const uint8_t *b, size_t n, char *out, size_t cap) {
+    char text[48];
+    size_t k = 0;
+    for (; k < n && k < sizeof(text) - 1 && b[k] != '\r' && b[k] != '\n'; k++)
+        text[k] = b[k] >= 0x20 && b[k] < 0x7f ? (char)b[k] : '.';
+    text[k] = '\0';
+    if (n >= 5 && memcmp(b, "HTTP/", 5) == 0)
+        snprintf(out, cap,
+                 "an HTTP server answered ('%s'), not tided: is this tided's metrics port "
+                 "(--metrics-port)? tide:// wants tided's native port (--port)",
+                 text);
+    else if (n >= 1 && strchr("+-:$*", b[0]) && b[0])
+        snprintf(out, cap,
+                 "a Redis (RESP) server answered ('%s'), not tided's native protocol: is this "
+                 "a redis-server or tided's --resp-port? tide:// wants tided's --port",
+                 text);
+    else if (n >= 2 && (b[0] == 0x15 || b[0] == 0x16) && b[1] == 0x03)
+        snprintf(out, cap,
+                 "a TLS server answered (a TLS %s record), not tided: tide:// speaks "
+                 "plain TCP; point it at tided's native port",
+                 b[0] == 0x15 ? "alert" : "handshake");
+    else if (n >= 4 && memcmp(b, "SSH-", 4) == 0)
+        snprintf(out, cap, "an SSH server answered ('%s'), not tided", text);
+    else {
+        char hex[3 * 8 + 1] = "";
+        for (size_t i = 0; i < n && i < 8; i++)
+            snprintf(hex + 3 * i, sizeof(hex) - 3 * i, "%02x ", b[i]);
+        if (hex[0]) hex[strlen(hex) - 1] = '\0';
+        snprintf(out, cap,
+                 "the peer is not tided: it answered HELLO with bytes %s ('%s'), where tided's "
+                 "replies begin with \"TIDE\"",
+                 hex, text);
+    }
+}
+
+/* Before the HELLO reply is decoded: the first bytes that came back, without taking them.
+ * 1 with the message set when they cannot begin a tide frame (a wrong port: an HTTP or
+ * Redis server answers at once), 0 to go on reading the reply, or an error. Over TCP only:
+ * a Unix socket's reply carries a descriptor, which a peek would not deliver. */
+static int wire_hello_peek(wire_call *k, int *rc) {
+    static const uint8_t magic[4] = {'T', 'I', 'D', 'E'};
+    _Static_assert(FRAME_MAGIC == 0x45444954u, "the magic reads \"TIDE\" on the wire");
+    uint8_t b[64];
+    ssize_t n;
+    for (;;) {
+        n = recv(k->c->fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
+        if (n >= 0 || errno == EINTR) {
+            if (n >= 0) break;
+            continue;
+        }
+        if (errno != EAGAIN && errno != EWOULDBLOCK) return 0; /* the read reports it */
+        if ((*rc = wire_wait(k, POLLIN)) != 0) return 1;
+    }
+    size_t cmp = (size_t)n < sizeof(magic) ? (size_t)n : sizeof(magic);
+    if (n == 0 || memcmp(b, magic, cmp) == 0) return 0;
+    /* More may be on its way (an HTTP status line in pieces): wait briefly for a line. */
+    for (int tries = 0; tries < 5 && n < (ssize_t)sizeof(b) && !memchr(b, '\n', (size_t)n);
+         tries++) {
+        struct pollfd p = {k->c->fd, POLLIN, 0};
+        if (poll(&p, 1, 10) <= 0) break;
+        ssize_t more = recv(k->c->fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
+        if (more <= n) break;
+        n = more;
+    }
+    char kind[320];
+    wire_peer_kind(b, (size_t)n, kind, sizeof(kind));
+    *rc = client_err(k->s, TIDE_EPROTO, "%s: %s", k->w->addr, kind);
+    return 1;
+}
+
 /* HELLO on a new connection: version, token, features; the server's limits; then the
  * backend's on_hello with the reply and any descriptor that came with it. */
 static int wire_hello(wire_call *k) {
@@ -244,6 +317,16 @@ static int wire_hello(wire_call *k) {
         }
         if (fd >= 0) close(fd);
         return wire_io_fail(k, "HELLO", rc);
+    }
+    if (w->sa.ss_family != AF_UNIX && wire_hello_peek(k, &rc)) {
+        if (rc == -ETIMEDOUT)
+            return client_err(k->s, rc,
+                              "%s: HELLO timed out after %llu ms: the peer accepted the "
+                              "connection and sent nothing back, where tided answers at once "
+                              "(a busy tided, or a server of another kind waiting for its own "
+                              "request: is this tided's --port?)",
+                              w->addr, (unsigned long long)(w->timeout_ns / 1000000));
+        return rc > -TIDE_ERRBASE ? wire_io_fail(k, "HELLO", rc) : rc; /* else: said */
     }
     rc = wire_recv_head(k, &m, &fd);
     if (rc)

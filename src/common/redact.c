@@ -4,9 +4,11 @@
  * its shape wherever it appears (a URL alone, or a URL inside a message).
  */
 #include "common/redact.h"
+#include "common/suggest.h"
 
 #include "tide.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -56,6 +58,14 @@ static int secret_option(const char *text, size_t eq) {
     for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
         size_t sl = strlen(suffixes[i]);
         if (eq - b >= sl && strncasecmp(text + eq - sl, suffixes[i], sl) == 0) return 1;
+        /* A misspelt one ("tokn", "passwrod") is unknown to every backend, which names it
+         * in its error with the value beside it: its value is masked too. */
+        int limit = sl <= 5 ? 1 : 2;
+        for (size_t tl = sl - 1; tl <= sl + 1 && tl <= eq - b; tl++) {
+            char tail[16];
+            snprintf(tail, sizeof(tail), "%.*s", (int)tl, text + eq - tl);
+            if (suggest_distance(tail, suffixes[i], limit) <= limit) return 1;
+        }
     }
     return 0;
 }

@@ -5,7 +5,9 @@
  *
  * Masked, each replaced by "***":
  *   - the value of a URL option whose name ends in "token", "password" or "secret" (any
- *     case), after '?' or '&': up to the next '&', '#', space, quote, '<', '>' or the end;
+ *     case), or in a near misspelling of one ("tokn", "passwrod": an edit or a swap away,
+ *     two for the longer words), after '?' or '&': up to the next '&', '#', space, quote,
+ *     '<', '>' or the end;
  *   - the password of a URL's user information: scheme://user:PASSWORD@host;
  *   - any literal occurrence of the token in $TIDE_AUTH_TOKEN, and of each secret given
  *     to redact_add_secret() (tided's token file), when at least 8 bytes long (a shorter

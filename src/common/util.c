@@ -12,6 +12,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "common/suggest.h"
 #include "tide.h"
 
 uint64_t now_ns(void) {
@@ -84,6 +85,59 @@ TIDE_API int tide_size_parse(const char *text, uint64_t *out) {
     return TIDE_ESIZE;
 }
 
+/* A size a person typed. tide_size_parse() reads bare numbers as bytes and 'k', 'm', 'g',
+ * 't' as powers of 1000, which is what a program building a URL wants; a person who writes
+ * `--capacity 64` or `64g` may well mean 64 GiB, so those are refused here with the
+ * spellings that say it. */
+int size_parse_user(const char *text, int bare_ok, uint64_t *out, char *why, size_t len) {
+    static const char known[] = "B, KiB, MiB, GiB, TiB (powers of 1024) or KB, MB, GB, TB "
+                                "(powers of 1000)";
+    const char *p = text ? text : "";
+    while (*p == ' ')
+        p++;
+    const char *unit = p;
+    while (isdigit((unsigned char)*unit) || *unit == '.')
+        unit++;
+    int ndig = (int)(unit - p);
+    while (*unit == ' ')
+        unit++;
+    size_t ulen = strlen(unit);
+    while (ulen && unit[ulen - 1] == ' ')
+        ulen--;
+    if (ndig == 0 || !isdigit((unsigned char)*p)) {
+        snprintf(why, len, "'%s' is not a size: expected a number and a unit, like 512MiB or 4GiB",
+                 text ? text : "");
+        return TIDE_ESIZE;
+    }
+    if (ulen == 1 && strchr("kmgtKMGT", unit[0])) {
+        char u = (char)toupper((unsigned char)unit[0]);
+        snprintf(why, len,
+                 "'%s' is ambiguous: write %.*s%ciB for powers of 1024 or %.*s%cB for powers "
+                 "of 1000",
+                 text, ndig, p, u, ndig, p, u);
+        return TIDE_ESIZE;
+    }
+    int zero = strspn(p, "0.") == (size_t)ndig;
+    if (ulen == 0 && !bare_ok && !zero) {
+        snprintf(why, len, "'%s' has no unit: write %.*sB for bytes, or %.*sMiB, %.*sGiB", text,
+                 ndig, p, ndig, p, ndig, p);
+        return TIDE_ESIZE;
+    }
+    if (tide_size_parse(text, out) != 0) {
+        int unit_known = 0;
+        for (size_t i = 0; i < sizeof(size_units) / sizeof(size_units[0]); i++)
+            if (strlen(size_units[i].unit) == ulen && !strncasecmp(unit, size_units[i].unit, ulen))
+                unit_known = 1;
+        if (!unit_known)
+            snprintf(why, len, "'%s': unknown unit '%.*s' (known: %s)", text, (int)ulen, unit,
+                     known);
+        else
+            snprintf(why, len, "'%s' is not a whole number of bytes or is too large", text);
+        return TIDE_ESIZE;
+    }
+    return 0;
+}
+
 char *size_format(uint64_t bytes, char *buf, size_t len) {
     static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     double v = (double)bytes;
@@ -147,7 +201,17 @@ int url_parse(const char *text, url *u, char *err, size_t errlen) {
     memset(u, 0, sizeof(*u));
     const char *sep = text ? strstr(text, "://") : NULL;
     if (!sep) {
-        snprintf(err, errlen, "malformed URL '%s': expected scheme://...", text ? text : "");
+        /* The common slips: a bare HOST:PORT, or one slash short. */
+        const char *colon = text ? strchr(text, ':') : NULL;
+        char hint[300] = "";
+        if (colon && colon[1] == '/' && colon[2] != '/' && colon > text)
+            snprintf(hint, sizeof(hint), " (did you mean '%.*s://%s'?)", (int)(colon - text),
+                     text, colon + 1 + strspn(colon + 1, "/"));
+        else if (colon && colon > text && strspn(colon + 1, "0123456789") > 0 &&
+                 colon[1 + strspn(colon + 1, "0123456789")] == '\0')
+            snprintf(hint, sizeof(hint), " (did you mean 'tide://%s'?)", text);
+        snprintf(err, errlen, "malformed URL '%s': expected scheme://...%s", text ? text : "",
+                 hint);
         return TIDE_EURL;
     }
     size_t slen = (size_t)(sep - text);
@@ -213,6 +277,11 @@ nomem:
 
 const char *url_get(url *u, const char *name) {
     const char *v = NULL;
+    size_t k = 0;
+    while (k < u->nasked && strcmp(u->asked[k], name) != 0)
+        k++;
+    if (k == u->nasked && u->nasked < sizeof(u->asked) / sizeof(u->asked[0]))
+        u->asked[u->nasked++] = name;
     for (size_t i = 0; i < u->nopts; i++) {
         if (strcmp(u->opts[i].name, name) == 0) {
             u->opts[i].used = 1;
@@ -229,9 +298,9 @@ int url_opt_size(url *u, const char *name, uint64_t def, uint64_t *out, char *er
         *out = def;
         return 0;
     }
-    if (tide_size_parse(v, out) != 0) {
-        snprintf(err, errlen,
-                 "option %s=%s: size does not parse (examples: 4096, 512MB, 1GiB)", name, v);
+    char why[200];
+    if (size_parse_user(v, 1, out, why, sizeof(why)) != 0) {
+        snprintf(err, errlen, "option %s=%s: %s", name, v, why);
         return TIDE_ESIZE;
     }
     return 0;
@@ -273,8 +342,13 @@ int url_opt_uint(url *u, const char *name, uint64_t def, uint64_t *out, char *er
 int url_check_unused(const url *u, char *err, size_t errlen) {
     for (size_t i = 0; i < u->nopts; i++) {
         if (!u->opts[i].used) {
-            snprintf(err, errlen, "unknown option '%s' for %s:// URLs", u->opts[i].name,
-                     u->scheme);
+            suggest sg;
+            char hint[96];
+            suggest_init(&sg, u->opts[i].name);
+            for (size_t k = 0; k < u->nasked; k++)
+                suggest_offer(&sg, u->asked[k]);
+            snprintf(err, errlen, "unknown option '%s' for %s:// URLs%s", u->opts[i].name,
+                     u->scheme, suggest_hint(&sg, hint, sizeof(hint)));
             return TIDE_EOPTION;
         }
     }

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/json_diag.h"
 #include "tide.h"
 
 /* ------------------------------------------------------------------------------------
@@ -831,6 +832,17 @@ int conncfg_parse_string(const char *json, size_t len, conncfg *cfg, conncfg_err
     size_t before = errs->n;
     int rc = 0;
 
+    /* The strict grammar first, naming what was expected ("a trailing comma before '}'");
+     * cJSON also takes texts JSON refuses, such as 0600. */
+    {
+        int line, col;
+        char what[300];
+        if (json_diagnose(text, len, &line, &col, what, sizeof(what)) != 0) {
+            conncfg_errs_add(errs, "line %d, column %d: invalid JSON: %s", line, col, what);
+            free(text);
+            return TIDE_EPARSE;
+        }
+    }
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(text, len + 1, &end, 0);
     if (!root) {

@@ -4,8 +4,9 @@
  * client holds only its own slot. Invariants: a connection is open at most deadline_ms
  * (accept to the last byte of its reply) and at most max_conns are open; when another
  * arrives with all slots taken, the oldest is cut for it. A request (request line and
- * headers) is read up to HTTP_REQ_MAX bytes; a larger one gets 431, a malformed one 400,
- * and the connection closes after every reply.
+ * headers) is read up to HTTP_REQ_MAX bytes; a larger one gets 431, a malformed one 400
+ * (at once when its first byte cannot begin a method: a tide client on the wrong port
+ * hears so), and the connection closes after every reply.
  */
 #include "server/http.h"
 
@@ -97,6 +98,11 @@ static int answer(const http_server_cfg *cfg, hconn *c, int complete) {
         static const char msg[] = "request too large: tided reads at most 8 KiB of headers\n";
         return set_reply(c, 431, plain, msg, sizeof(msg) - 1);
     }
+    if (c->len >= 4 && memcmp(c->req, "TIDE", 4) == 0) {
+        static const char msg[] = "this is tided's metrics HTTP port (GET /metrics, GET /health); "
+                                  "tide clients connect to tided's native port (--port)\n";
+        return set_reply(c, 400, plain, msg, sizeof(msg) - 1);
+    }
     char path[256];
     char *eol = memchr(c->req, '\n', c->len);
     if (!eol || http_parse_request_line(c->req, (size_t)(eol - c->req), path, sizeof(path))) {
@@ -138,6 +144,16 @@ static int headers_end(const char *req, size_t len, size_t from) {
     return memmem(req + s, len - s, "\r\n\r\n", 4) || memmem(req + s, len - s, "\n\n", 2);
 }
 
+/* 1 while req[0..len) can still begin a request line: a method of capitals (at most 16)
+ * then a space. */
+static int method_so_far(const char *req, size_t len) {
+    for (size_t i = 0; i < len; i++) {
+        if (req[i] == ' ') return i > 0;
+        if (req[i] < 'A' || req[i] > 'Z' || i >= 16) return 0;
+    }
+    return 1;
+}
+
 /* Read what has arrived; once the request is whole (or too large, or the peer shut its
  * side after a request line), make the reply and start writing it. */
 static void conn_read(const http_server_cfg *cfg, hconn *c) {
@@ -155,6 +171,10 @@ static void conn_read(const http_server_cfg *cfg, hconn *c) {
         size_t from = c->len;
         c->len += (size_t)r;
         if (headers_end(c->req, c->len, from)) break;
+        /* A request begins with a method in capitals: anything else (a tide client's HELLO
+         * on the wrong port, say) is answered now, so the peer learns at once what it
+         * reached instead of waiting out a deadline on both sides. */
+        if (!method_so_far(c->req, c->len)) break;
     }
     int complete = c->len < sizeof(c->req) || headers_end(c->req, c->len, 0);
     if (answer(cfg, c, complete) != 0) {

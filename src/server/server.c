@@ -62,7 +62,7 @@ void server_config_defaults(server_config *cfg) {
     memset(cfg, 0, sizeof(*cfg));
     snprintf(cfg->bind, sizeof(cfg->bind), "127.0.0.1");
     cfg->port = SERVER_DEFAULT_PORT;
-    cfg->metrics_port = -1;
+    cfg->metrics_port = SERVER_METRICS_AUTO;
     cfg->threads = 2;
     cfg->store.capacity = 1ull << 30;
     cfg->store.policy = STORE_POLICY_DEFAULT; /* as mem://: chosen by trace replay (README) */
@@ -76,21 +76,31 @@ void server_config_defaults(server_config *cfg) {
     cfg->unix_lease_ms = 30000;
 }
 
+/* What a listener is, for messages: "the native port" and the flag that sets it. */
+typedef struct listener_kind {
+    const char *what, *flag;
+} listener_kind;
+
+static const listener_kind L_NATIVE = {"the native tide port", "--port"},
+                           L_RESP = {"the RESP (Redis protocol) port", "--resp-port"},
+                           L_METRICS = {"the metrics HTTP port", "--metrics-port"};
+
 /* Listen on bind_addr (IPv4 or IPv6, hostport_bind_addr) and port (0: any free one); the
- * port bound in *bound_port. The socket keeps the system's IPV6_V6ONLY default. */
-static int listen_on(const char *bind_addr, int port, int *bound_port) {
+ * port bound in *bound_port. The socket keeps the system's IPV6_V6ONLY default. A failure
+ * is logged naming which listener it was, the flag that chose the port and the fix. */
+static int listen_on(const char *bind_addr, int port, int *bound_port, const listener_kind *k) {
     struct sockaddr_storage a;
     socklen_t alen;
     char err[160], where[HOSTPORT_HOST_MAX + 8];
     hostport_format(bind_addr, port, where, sizeof(where));
     if (hostport_bind_addr(bind_addr, port, &a, &alen, NULL, 0, err, sizeof(err)) != 0) {
-        LOG_ERROR("cannot listen on %s: %s", where, err);
+        LOG_ERROR("cannot listen on %s for %s: %s", where, k->what, err);
         return -EINVAL;
     }
     int fd = socket(a.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         int e = errno;
-        LOG_ERROR("cannot listen on %s: socket: %s", where, strerror(e));
+        LOG_ERROR("cannot listen on %s for %s: socket: %s", where, k->what, strerror(e));
         return -e;
     }
     int one = 1;
@@ -100,7 +110,22 @@ static int listen_on(const char *bind_addr, int port, int *bound_port) {
         (call = "listen", listen(fd, 512)) != 0 ||
         (call = "getsockname", getsockname(fd, (struct sockaddr *)&a, &alen)) != 0) {
         int e = errno;
-        LOG_ERROR("cannot listen on %s: %s: %s", where, call, strerror(e));
+        const char *fix = "";
+        char fixbuf[200];
+        if (e == EADDRINUSE) {
+            snprintf(fixbuf, sizeof(fixbuf),
+                     " (another process, perhaps another tided, listens there: give %s a "
+                     "free port%s)",
+                     k->flag,
+                     k == &L_METRICS  ? ", auto for any free one, or 0 for none"
+                     : k == &L_NATIVE ? ", or 0 for any free one"
+                                      : "");
+            fix = fixbuf;
+        } else if (e == EACCES && port > 0 && port < 1024) {
+            fix = " (ports below 1024 need root or CAP_NET_BIND_SERVICE)";
+        }
+        LOG_ERROR("cannot listen on %s for %s (%s %d): %s: %s%s", where, k->what, k->flag, port,
+                  call, strerror(e), fix);
         close(fd);
         return -e;
     }
@@ -333,19 +358,19 @@ static int server_store(server *srv) {
  * comes before any thread starts (uds.c narrows the umask around its bind). */
 static int server_open_listeners(server *srv) {
     const server_config *cfg = &srv->cfg;
-    int rc = listen_on(cfg->bind, cfg->port, &srv->port);
+    int rc = listen_on(cfg->bind, cfg->port, &srv->port, &L_NATIVE);
     if (rc < 0) return rc;
     srv->listen_fd = rc;
     if (cfg->unix_path[0] && (rc = uds_listen(srv)) < 0) return rc;
     if (cfg->resp_port > 0) {
-        if ((rc = listen_on(cfg->bind, cfg->resp_port, &srv->resp_port)) < 0) return rc;
+        if ((rc = listen_on(cfg->bind, cfg->resp_port, &srv->resp_port, &L_RESP)) < 0) return rc;
         srv->resp_fd = rc;
     }
-    /* Default: the port after the native one; with --port 0, any free port too (port+1 of
-     * a kernel-chosen port may well be taken, by a client's ephemeral port for one). */
-    int mport = cfg->metrics_port >= 0 ? cfg->metrics_port : cfg->port == 0 ? 0 : srv->port + 1;
+    /* Default: any free port (logged, and in the ready file). Any fixed offset from the
+     * native port collides with a neighbour's: tideds on 7474 and 7475, say. */
+    int mport = cfg->metrics_port == SERVER_METRICS_AUTO ? 0 : cfg->metrics_port;
     if (cfg->metrics_port != 0) {
-        if ((rc = listen_on(cfg->bind, mport, &srv->metrics_port)) < 0) return rc;
+        if ((rc = listen_on(cfg->bind, mport, &srv->metrics_port, &L_METRICS)) < 0) return rc;
         srv->metrics_fd = rc;
         srv->metrics_stopfd = eventfd(0, EFD_CLOEXEC);
         if (srv->metrics_stopfd < 0) return log_errno("eventfd for the metrics thread");

@@ -21,6 +21,9 @@
 #include "store/store.h"
 
 #define SERVER_DEFAULT_PORT 7474
+/* The metrics port by default: any free port, logged and written to the ready file. A
+ * fixed offset from --port (it was port + 1) makes tideds on neighbouring ports collide. */
+#define SERVER_METRICS_AUTO (-1)
 /* The smallest --max-frame: a request must hold a HELLO with the longest token and a key
  * of TIDE_KEY_MAX bytes with a value. */
 #define SERVER_MIN_MAX_FRAME 4096u
@@ -32,7 +35,7 @@ typedef struct server_config {
     char bind[64];           /* numeric IPv4 or IPv6 address to listen on, no brackets
                                 (hostport_bind_addr); default 127.0.0.1 */
     int port;                /* native protocol port; 0 = pick a free one */
-    int metrics_port;        /* HTTP port for /metrics; 0 = off, -1 = port + 1 */
+    int metrics_port; /* HTTP port for /metrics; 0 = off, SERVER_METRICS_AUTO = any free one */
     int resp_port;           /* RESP2 port for Redis clients (resp_conn.c); 0 = off */
     int threads;             /* I/O worker threads */
     store_config store;      /* pool size and policy */

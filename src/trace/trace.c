@@ -15,6 +15,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "common/json_diag.h"
 #include "tide.h"
 #include "trace/trace.h"
 
@@ -166,6 +167,10 @@ static int parse_line(loader *l, const char *line, size_t lineno) {
     cJSON *obj = cJSON_ParseWithOpts(line, &end, 1);
     int rc = 0;
     if (!obj) {
+        int dl, dc;
+        char what[300];
+        if (json_diagnose(line, strlen(line), &dl, &dc, what, sizeof(what)) != 0)
+            return fail(l, lineno, "malformed JSON near column %d: %s", dc, what);
         size_t col = end && end >= line ? (size_t)(end - line) + 1 : 1;
         return fail(l, lineno, "malformed JSON near column %zu", col);
     }

@@ -125,7 +125,7 @@ TEST(cli_bench_get) {
 
 /* Mixed gets and puts with --json: one object a machine can read, with both phases. */
 TEST(cli_bench_mixed_json) {
-    run_result *r = run_tide("bench", "--url", "mem://?capacity=16MiB", "--size=100000",
+    run_result *r = run_tide("bench", "--url", "mem://?capacity=16MiB", "--size=100000B",
                              "--keys=40", "--seconds=0.3", "--op=mixed", "--json", NULL);
     CHECK_RUN(r, 0);
     cJSON *j = cJSON_Parse(r->out);

@@ -136,7 +136,7 @@ static void replay_matches(const char *policy, int sim) {
         sim_result r;
         CHECK_EQ(sim_run(&t, sim, caps[k], &r), 0);
         char cap[32];
-        snprintf(cap, sizeof(cap), "%llu", (unsigned long long)caps[k] * 256);
+        snprintf(cap, sizeof(cap), "%lluB", (unsigned long long)caps[k] * 256);
         snprintf(ctx, sizeof(ctx), "%s, %s bytes", policy, cap);
         test_context = ctx;
         const char *args[] = {
@@ -206,7 +206,7 @@ TEST_T(cli_replay_default_policy_is_chain, 60) {
     sim_result r;
     CHECK_EQ(sim_run(&t, SIM_CHAIN, 20, &r), 0);
     const char *args[] = {"replay", path,         "--block-tokens", "16",     "--bytes-per-token",
-                          "16",     "--capacity", "5120",           "--json", NULL};
+                          "16",     "--capacity", "5120B",          "--json", NULL};
     cJSON *j = run_json(args);
     CHECK_EQ(num(j, "hit_blocks"), r.hit_blocks);
     cJSON_Delete(j);
@@ -224,7 +224,7 @@ TEST_T(cli_replay_lru_matches_simulation, 120) {
     /* The store's S3-FIFO keeps a hashed ghost (src/store/s3fifo.c), so it is not expected
      * to match the simulator block for block; it must stay within the infinite cache and
      * reach it when everything fits. */
-    const char *caps3[] = {"2560", "12800", "25600000"};
+    const char *caps3[] = {"2560B", "12800B", "25600000B"};
     for (size_t k = 0; k < 3; k++) {
         const char *args[] = {
             "replay", path,    "--block-tokens",       "16",         "--bytes-per-token",
@@ -249,8 +249,8 @@ TEST(cli_analyze_textbook) {
                               "\"hash_ids\": [%c]}\n",
                               *p);
     const char *path = write_file("textbook.jsonl", text);
-    const char *args[] = {"analyze",    path,  "--block-tokens", "1", "--bytes-per-token", "1",
-                          "--capacity", "3,6", "--json",         NULL};
+    const char *args[] = {"analyze", path,         "--block-tokens", "1",      "--bytes-per-token",
+                          "1",       "--capacity", "3B,6B",          "--json", NULL};
     cJSON *j = run_json(args);
     CHECK_EQ(num(j, "blocks"), 20);
     CHECK_EQ(num(j, "distinct_blocks"), 6);

@@ -124,6 +124,17 @@ TEST_T(cluster_etcd_membership, 90) {
     CHECK_EQ(members(s), 0);
     CHECK_EQ(tide_put(s, "k", 1, "v", 1), -EHOSTUNREACH);
     CHECK_CONTAINS(tide_errmsg(s), "no members registered in etcd");
+    /* Every call says the same (tide stat used to get a bare "no members"). */
+    tide_stats st0;
+    CHECK_EQ(tide_stats_get(s, &st0, sizeof(st0)), -EHOSTUNREACH);
+    CHECK_CONTAINS(tide_errmsg(s), "no members registered in etcd under /tide/c1/members/");
+    CHECK_EQ(tide_clear(s), -EHOSTUNREACH);
+    CHECK_CONTAINS(tide_errmsg(s), "no members registered in etcd");
+    /* And `tide stat` prints that message, not the bare code's "No route to host". */
+    char cmd[700], out[4096];
+    snprintf(cmd, sizeof(cmd), "timeout 20 %s stat '%s' 2>&1", test_tide_bin(), u);
+    CHECK_EQ(test_run(cmd, out, sizeof(out)), 1);
+    CHECK_CONTAINS(out, "no members registered in etcd under /tide/c1/members/");
 
     test_server ts[3];
     int ports[3];

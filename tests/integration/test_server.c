@@ -422,7 +422,7 @@ TEST_T(server_kill_and_restart, 60) {
     /* Back on the same port: the same handle reconnects. The pool was memory: empty. */
     char portbuf[16];
     snprintf(portbuf, sizeof(portbuf), "%d", port);
-    /* No metrics listener: port+1 may be a client's ephemeral port by now. */
+    /* No metrics listener: this test needs none. */
     const char *const args[] = {"--port", portbuf, "--metrics-port", "0", "--log-level",
                                 "warn",   NULL};
     server_start(&ts, args);
@@ -534,7 +534,7 @@ TEST(server_useless_numeric_settings_refused) {
     test_context = "smallest limits";
     test_server ts;
     const char *const small[] = {"--max-frame", "4KiB",        "--max-conns", "1", "--max-value",
-                                 "1",           "--log-level", "error",       NULL};
+                                 "1B",          "--log-level", "error",       NULL};
     server_start(&ts, small);
     tide_store *s;
     CHECK_MSG(tide_open(ts.url, &s) == 0, "%s", tide_errmsg(NULL));

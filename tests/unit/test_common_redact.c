@@ -27,7 +27,16 @@ TEST(common_redact_cases) {
          "cannot open 'tide://a:1,b:2?replicas=2&token=***': refused"},
         {"x tide://h:1?token=a y tide://g:2?token=b z",
          "x tide://h:1?token=*** y tide://g:2?token=*** z"},
-        /* Not secrets: ports, IPv6, a key named token outside a query, empty values. */
+        /* Misspelt secret options: unknown to every backend, named in its error beside the
+         * value. */
+        {"tide://h:1?tokn=abc&conns=2", "tide://h:1?tokn=***&conns=2"},
+        {"tide://h:1?toekn=abc", "tide://h:1?toekn=***"},
+        {"etcd://e:1/c?passwrod=p&scret=s", "etcd://e:1/c?passwrod=***&scret=***"},
+        {"tide://h:1?auth_tokens=abc", "tide://h:1?auth_tokens=***"},
+        /* Not secrets: ports, IPv6, a key named token outside a query, empty values, names
+         * that only share letters with one. */
+        {"tide://h:1?timeout_ms=5&poll_ms=2&replicas=2&verify=1&policy=lru",
+         "tide://h:1?timeout_ms=5&poll_ms=2&replicas=2&verify=1&policy=lru"},
         {"tide://[::1]:7474?conns=2", "tide://[::1]:7474?conns=2"},
         {"tide://h:1?token=", "tide://h:1?token="},
         {"key token=abc", "key token=abc"},

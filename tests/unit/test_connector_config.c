@@ -275,24 +275,32 @@ TEST(connector_config_bad_json_line_column) {
     const char *bad = "{\n  \"model_config\": {\"model\": \"m\"},\n  \"cache_config\": ]\n}\n";
     CHECK_EQ(load_errs(bad, &c, &e), TIDE_EPARSE);
     CHECK_EQ(e.n, 1);
-    CHECK_STR(e.msg[0], "line 3, column 19: invalid JSON near ']'");
+    CHECK_STR(e.msg[0], "line 3, column 19: invalid JSON: expected a value, got ']'");
     conncfg_errs_free(&e);
     conncfg_free(&c);
 
     CHECK_EQ(load_errs("{\"a\":\n  [1, 2,", &c, &e), TIDE_EPARSE);
     CHECK_EQ(e.n, 1);
-    CHECK_CONTAINS(e.msg[0], "unexpected end of input");
+    CHECK_CONTAINS(e.msg[0], "expected a value, got the end of the text");
     CHECK(strncmp(e.msg[0], "line 2, column ", 15) == 0);
     conncfg_errs_free(&e);
     conncfg_free(&c);
 
+    /* The mistakes people make name themselves. */
+    CHECK_EQ(load_errs("{\"model_config\": {\"model\": \"m\"},\n}", &c, &e), TIDE_EPARSE);
+    CHECK_STR(e.msg[0], "line 2, column 1: invalid JSON: a trailing comma before '}': JSON "
+                        "allows none after the last member");
+    conncfg_errs_free(&e);
+    conncfg_free(&c);
+
     CHECK_EQ(load_errs("{}\n\n  x", &c, &e), TIDE_EPARSE);
-    CHECK_STR(e.msg[0], "line 3, column 3: invalid JSON: text after the document");
+    CHECK_STR(e.msg[0],
+              "line 3, column 3: invalid JSON: more after the end of the JSON value: 'x'");
     conncfg_errs_free(&e);
     conncfg_free(&c);
 
     CHECK_EQ(load_errs("", &c, &e), TIDE_EPARSE);
-    CHECK_STR(e.msg[0], "line 1, column 1: invalid JSON: unexpected end of input");
+    CHECK_STR(e.msg[0], "line 1, column 1: invalid JSON: the text is empty: expected a JSON value");
     conncfg_errs_free(&e);
     conncfg_free(&c);
 
