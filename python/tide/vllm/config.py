@@ -153,7 +153,7 @@ def config_from_vllm(vllm_config, kv_cache_config, role):
             "decode_context_parallel_size", "data_parallel_size", "data_parallel_rank",
         ),
     )
-    if _role_value(role) == _lib.CONNECTOR_WORKER:
+    if role_number(role) == _lib.CONNECTOR_WORKER:
         parallel.update(_worker_ranks(pc, tp))
 
     extra = dict(getattr(kt, "kv_connector_extra_config", None) or {})
@@ -206,7 +206,7 @@ def _plain_dict(d):
     return {str(k): (_plain_dict(v) if isinstance(v, dict) else _plain(v)) for k, v in d.items()}
 
 
-def _split_config(config):
+def split_config(config):
     """A dict or JSON text -> (document for C as bytes, parsed dict or None, url or None).
     JSON that Python cannot parse goes to C unchanged, which names the line and column."""
     if isinstance(config, (bytes, bytearray)):
@@ -245,7 +245,7 @@ def python_option(config, key, default=None):
         return default
 
 
-def _role_value(role):
+def role_number(role):
     """KVConnectorRole (vLLM's or the stand-in), "scheduler"/"worker" or 0/1 -> 0 or 1."""
     name = getattr(role, "name", role)
     if isinstance(name, str):

@@ -10,19 +10,19 @@ import time
 
 from .. import _lib, errors
 from ._base import HAVE_VLLM, KVConnectorBase_V1, KVConnectorRole, SupportsHMA, check_vllm
+from .arguments import block_groups, block_table, hash_bytes, prompt_len, req_id_bytes
 from .config import (
     UnsupportedConfiguration,
-    _role_value,
-    _split_config,
     config_from_vllm,
     python_option,
+    role_number,
+    split_config,
 )
-from .marshal import _block_table, _groups, _hash_bytes, _prompt_len, _req_id
 from .departures import open_feed
 from .events import StoreEvents
-from .metadata import TideConnectorMetadata, _parse_meta
+from .metadata import TideConnectorMetadata, parse_meta
 from .metrics import TideConnectorStats, TidePromMetrics, delta
-from .regions import _Region
+from .regions import Region
 
 logger = logging.getLogger("tide.vllm")
 
@@ -68,9 +68,9 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
     def __init__(self, vllm_config, role, kv_cache_config=None, *, url=None, store=None):
         self._h = None
         self._store = store
-        role_value = _role_value(role)
+        role_value = role_number(role)
         if isinstance(vllm_config, (dict, str, bytes, bytearray)):
-            doc, self.config, cfg_url = _split_config(vllm_config)
+            doc, self.config, cfg_url = split_config(vllm_config)
             if HAVE_VLLM:
                 role = KVConnectorRole.SCHEDULER if role_value == 0 else KVConnectorRole.WORKER
             else:
@@ -349,8 +349,8 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         """Tokens beyond ``num_computed_tokens`` the store can supply for this request,
         and whether they load asynchronously: ``(n, load_async)``, or ``(0, False)``.
         Lookups are synchronous: never ``None``."""
-        rid = _req_id(request.request_id)
-        hashes, nh, hlen = _hash_bytes(request.block_hashes)
+        rid = req_id_bytes(request.request_id)
+        hashes, nh, hlen = hash_bytes(request.block_hashes)
         new = ctypes.c_int64(0)
         h = self._handle()
         try:
@@ -388,22 +388,22 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         is what the lookup offered (the C side checks)."""
         rid = request.request_id
         self._requests[rid] = request
-        ids, counts, ng = _block_table(blocks, self.ngroups)
+        ids, counts, ng = block_table(blocks, self.ngroups)
         self._check(
             self._lib.tide_connector_update_after_alloc(
-                self._handle(), _req_id(rid), ids, counts, ng, int(num_external_tokens)
+                self._handle(), req_id_bytes(rid), ids, counts, ng, int(num_external_tokens)
             )
         )
         offered = self._offered.pop(rid, None)
         if num_external_tokens > 0 and offered is not None:
-            self._armed[rid] = (_groups(blocks), offered + int(num_external_tokens))
+            self._armed[rid] = (block_groups(blocks), offered + int(num_external_tokens))
 
     def _step(self, rid, prompt, computed, request, blocks, is_new):
-        hashes, nh, hlen = _hash_bytes(getattr(request, "block_hashes", None))
-        ids, counts, ng = _block_table(blocks, self.ngroups)
+        hashes, nh, hlen = hash_bytes(getattr(request, "block_hashes", None))
+        ids, counts, ng = block_table(blocks, self.ngroups)
         self._check(
             self._lib.tide_connector_request_step(
-                self._handle(), _req_id(rid), int(prompt), int(computed), hashes, nh, hlen,
+                self._handle(), req_id_bytes(rid), int(prompt), int(computed), hashes, nh, hlen,
                 ids, counts, ng, 1 if is_new else 0,
             )
         )
@@ -421,7 +421,7 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         for rid in getattr(so, "finished_req_ids", None) or ():
             self._forget(rid)
         for rid in getattr(so, "preempted_req_ids", None) or ():
-            self._check(self._lib.tide_connector_request_preempted(h, _req_id(rid)))
+            self._check(self._lib.tide_connector_request_preempted(h, req_id_bytes(rid)))
             self._computed.pop(rid, None)
         num_sched = so.num_scheduled_tokens
         scheduled = set()
@@ -431,7 +431,7 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
             scheduled.add(rid)
             request = self._requests.get(rid)
             computed = int(new.num_computed_tokens) + int(num_sched.get(rid, 0))
-            self._step(rid, _prompt_len(new), computed, request, new.block_ids, True)
+            self._step(rid, prompt_len(new), computed, request, new.block_ids, True)
 
         cached = so.scheduled_cached_reqs
         resumed = getattr(cached, "resumed_req_ids", None) or set()
@@ -456,7 +456,7 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
             if rid in scheduled:
                 continue  # loads in this step (load_async false)
             request = self._requests.get(rid)
-            self._step(rid, _prompt_len(request), load_to, request, blocks, True)
+            self._step(rid, prompt_len(request), load_to, request, blocks, True)
         self._armed.clear()
 
         # Partial tails (hybrid, align mode): vLLM hands over, per request, the private
@@ -490,7 +490,7 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         blocks = (ctypes.c_int32 * max(1, n))(*[(-1 if b == 0 else int(b)) for _, b, _ in entries])
         bounds = (ctypes.c_int64 * max(1, n))(*[int(q) for _, _, q in entries])
         rc = self._lib.tide_connector_request_partial_tail(
-            self._handle(), _req_id(rid), groups, blocks, bounds, n
+            self._handle(), req_id_bytes(rid), groups, blocks, bounds, n
         )
         if rc < 0:
             self._check(rc)
@@ -521,7 +521,7 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         """``(True, None)`` while saves of the request are queued: vLLM keeps its blocks
         until every worker reports it through ``get_finished``; else ``(False, None)``."""
         rid = request.request_id
-        rc = self._check(self._lib.tide_connector_request_finished(self._handle(), _req_id(rid)))
+        rc = self._check(self._lib.tide_connector_request_finished(self._handle(), req_id_bytes(rid)))
         self._forget(rid)
         if rc == 1:
             self._awaiting_save.add(rid)
@@ -543,7 +543,7 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         """Scheduler: drop every request's state and empty the store (vLLM's prefix-cache
         reset with reset_connector); True on success, False (logged) when the store could
         not be cleared. Worker: None (its queued jobs finish and report as usual)."""
-        if _role_value(self._role) != _lib.CONNECTOR_SCHEDULER:
+        if role_number(self._role) != _lib.CONNECTOR_SCHEDULER:
             return None
         for d in (self._requests, self._prompts, self._computed, self._offered, self._armed):
             d.clear()
@@ -605,14 +605,14 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         regions = []
         for g, _, name, value in items:
             if isinstance(value, (list, tuple)):
-                regions.append((g, name, _Region(name, value[0], whole_storage=True)))
+                regions.append((g, name, Region(name, value[0], whole_storage=True)))
             else:
-                regions.append((g, name, _Region(name, value)))
+                regions.append((g, name, Region(name, value)))
         # A layer outside every group's layer_names is accepted only when it reuses a
         # registered layer's tensor (vLLM's cross-layer KV sharing lists such layers).
         known = {(r.base, r.nbytes) for _, _, r in regions}
         for name, value in strays:
-            r = _Region(name, value[0] if isinstance(value, (list, tuple)) else value,
+            r = Region(name, value[0] if isinstance(value, (list, tuple)) else value,
                         whole_storage=isinstance(value, (list, tuple)))
             if (r.base, r.nbytes) not in known:
                 raise errors.InvalidArgument(
@@ -665,7 +665,7 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         if not kinds:
             return 0
         data = meta.data if isinstance(meta, TideConnectorMetadata) else bytes(meta)
-        m = _parse_meta(self._lib, data)
+        m = parse_meta(self._lib, data)
         try:
             if self._cuda_device is None:
                 rc = self._lib.tide_connector_start_jobs(self._handle(), m, kinds)

@@ -25,7 +25,7 @@ class TideConnectorMetadata(KVConnectorMetadata):
         "load"|"save", "req_id", "start_tokens", "end_tokens", "blocks": [(group,
         block_id, end_token, hash), ...]}], "finished": [ids]}`` (for logs and tests)."""
         L = _lib.lib()
-        m = _parse_meta(L, self.data)
+        m = parse_meta(L, self.data)
         try:
             jobs = []
             for i in range(L.tide_connector_meta_num_jobs(m)):
@@ -61,7 +61,7 @@ def _check_meta(rc):
         raise errors.make_error(rc, errors.last_message(None) or errors.strerror(rc))
 
 
-def _parse_meta(L, data):
+def parse_meta(L, data):
     m = _lib.ConnectorMetaPtr()
     buf = ctypes.create_string_buffer(data, len(data)) if data else None
     rc = L.tide_connector_meta_parse(buf, len(data), ctypes.byref(m))

@@ -9,7 +9,7 @@ import errno
 from .. import _lib, errors
 
 
-class _Region:
+class Region:
     """Where one paged KV tensor lives: base address, bytes from base to the end of its
     storage, shape and strides in elements, element size — read by duck typing from a
     torch tensor (data_ptr(), stride(), element_size(), untyped_storage()) or a numpy array

@@ -5,8 +5,9 @@ LMCache's Mooncake backend, SGLang HiCache's Mooncake backend) runs on tide by p
 ``python/compat`` on PYTHONPATH, whose ``mooncake.store`` re-exports this module. Every
 method of Mooncake's class is here with its arguments, defaults and integer return codes
 (Mooncake's ErrorCode, mooncake-store/include/types.h); docs/MOONCAKE.md lists each one
-as supported, accepted-and-ignored or refused, and why. The error codes live in
-_mooncake_codes.py, the tensor methods in _mooncake_tensor.py (a mixin of this class).
+as supported, accepted-and-ignored or refused, and why. Mooncake's error codes live
+in codes.py, its value types in values.py, how setup() finds the store in address.py, and
+the tensor methods in tensor.py (a mixin of this class).
 
 Invariants:
 
@@ -30,9 +31,7 @@ from __future__ import annotations
 
 import bisect
 import ctypes
-import enum
 import errno
-import json
 import logging
 import os
 import random
@@ -42,355 +41,35 @@ import threading
 import uuid
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from . import errors
-from ._mooncake_codes import (  # noqa: F401  (re-exported: mooncake.store users read them)
-    BUFFER_OVERFLOW,
-    CHECKSUM_MISMATCH,
-    FILE_NOT_FOUND,
+from .. import errors
+from ..store import Store
+from .address import (
+    DEFAULT_MASTER,
+    SetupError,
+    has_port,
+    master_to_url,
+    open_checked,
+    parse_size,
+    resolve_url,
+)
+from .codes import (
     HC_HEALTHY,
     HC_MASTER_UNREACHABLE,
     HC_NOT_INITIALIZED,
-    INTERNAL_ERROR,
-    INVALID_KEY,
     INVALID_PARAMS,
-    INVALID_READ,
-    INVALID_WRITE,
     NOT_SUPPORTED,
-    NO_AVAILABLE_HANDLE,
-    OBJECT_ALREADY_EXISTS,
     OBJECT_NOT_FOUND,
     OK,
-    REPLICA_IS_NOT_READY,
-    RPC_FAIL,
-    RPC_TIMEOUT,
-    SEGMENT_NOT_FOUND,
-    TRANSFER_FAIL,
-    UNAVAILABLE_IN_CURRENT_MODE,
-    UNAVAILABLE_IN_CURRENT_STATUS,
-    WRITE_FAIL,
     mooncake_code,
 )
-from ._mooncake_tensor import (  # noqa: F401  (the codec: mooncake.store's module functions)
-    TENSOR_HEADER_SIZE,
-    TensorHelpers,
-    _deserialize_tensor,
-    _serialize_tensor,
-    _tensor_metadata_size,
-    _torch,
+from .tensor import TensorHelpers
+from .values import (
+    BufferHandle,
+    ReplicaDescriptor,
+    ReplicateConfig,
 )
-from .store import Store
 
 log = logging.getLogger("tide.mooncake")
-
-DEFAULT_MASTER = "127.0.0.1:50051"  # Mooncake's default master_server_addr
-_SCHEMES = ("tide://", "unix://", "etcd://", "mem://")  # addresses that are tide URLs
-
-# -- Mooncake's enums and value types ---------------------------------------------------
-
-
-class SoftPinAction(enum.IntEnum):
-    PRESERVE = 0
-    ENABLE = 1
-    DISABLE = 2
-
-
-class ObjectDataType(enum.IntEnum):
-    UNKNOWN = 0
-    KVCACHE = 1
-    TENSOR = 2
-    WEIGHT = 3
-    SAMPLE = 4
-    ACTIVATION = 5
-    GRADIENT = 6
-    OPTIMIZER_STATE = 7
-    METADATA = 8
-    GENERAL = 9
-
-
-class ReplicaStatus(enum.IntEnum):
-    UNDEFINED = 0
-    INITIALIZED = 1
-    PROCESSING = 2
-    COMPLETE = 3
-    REMOVED = 4
-    FAILED = 5
-
-
-class TaskType(enum.IntEnum):
-    REPLICA_COPY = 0
-    REPLICA_MOVE = 1
-
-
-class TaskStatus(enum.IntEnum):
-    PENDING = 0
-    PROCESSING = 1
-    SUCCESS = 2
-    FAILED = 3
-
-
-class ReplicateConfig:
-    """Mooncake's per-put replication settings. tide validates the soft-pin pair as
-    Mooncake's master does (a TTL needs ENABLE) and otherwise ignores them: a tide key
-    has one copy per node it is placed on (R replicas are the cluster URL's choice),
-    and eviction is tided's, so pins and preferred segments have nothing to act on."""
-
-    def __init__(self) -> None:
-        self.replica_num: int = 1
-        self.nof_replica_num: int = 0
-        self.dfs_replica_num: int = 0
-        self.soft_pin_action: SoftPinAction = SoftPinAction.PRESERVE
-        self._soft_pin_ttl_ms: Optional[int] = None
-        self.with_hard_pin: bool = False
-        self.preferred_segments: List[str] = []
-        self.preferred_nof_segments: List[str] = []
-        self.preferred_segment: str = ""
-        self.prefer_alloc_in_same_node: bool = False
-        self.data_type: ObjectDataType = ObjectDataType.UNKNOWN
-        self.group_ids: Optional[List[str]] = None
-
-    @property
-    def soft_pin_ttl_ms(self) -> Optional[int]:
-        """None (the master's default TTL) or milliseconds, an unsigned 64-bit int."""
-        return self._soft_pin_ttl_ms
-
-    @soft_pin_ttl_ms.setter
-    def soft_pin_ttl_ms(self, ms: Optional[int]) -> None:
-        if ms is not None and (not isinstance(ms, int) or isinstance(ms, bool)
-                               or not 0 <= ms < 1 << 64):
-            raise TypeError(f"soft_pin_ttl_ms: expected None or an unsigned 64-bit int, got {ms!r}")
-        self._soft_pin_ttl_ms = ms
-
-    # Older Mooncake releases had a boolean; it maps onto soft_pin_action.
-    @property
-    def with_soft_pin(self) -> bool:
-        return self.soft_pin_action == SoftPinAction.ENABLE
-
-    @with_soft_pin.setter
-    def with_soft_pin(self, on: bool) -> None:
-        self.soft_pin_action = SoftPinAction.ENABLE if on else SoftPinAction.PRESERVE
-
-    def check(self) -> int:
-        """0, or INVALID_PARAMS for settings Mooncake's master refuses."""
-        if self.soft_pin_ttl_ms is not None and self.soft_pin_action != SoftPinAction.ENABLE:
-            return INVALID_PARAMS
-        if not isinstance(self.replica_num, int) or self.replica_num < 1:
-            return INVALID_PARAMS
-        return OK
-
-    def __repr__(self) -> str:
-        return (
-            f"ReplicateConfig(replica_num={self.replica_num}, "
-            f"soft_pin_action={self.soft_pin_action.name}, "
-            f"soft_pin_ttl_ms={self.soft_pin_ttl_ms}, with_hard_pin={self.with_hard_pin}, "
-            f"preferred_segments={self.preferred_segments})"
-        )
-
-    __str__ = __repr__
-
-
-class MemoryDescriptor:
-    """Where a memory replica lives: tide reports the node URL and the value's size."""
-
-    def __init__(self, endpoint: str, size: int) -> None:
-        self.buffer_descriptor = Descriptor(size, 0, endpoint)
-
-
-class DiskDescriptor:
-    def __init__(self) -> None:
-        self.file_path = ""
-        self.object_size = 0
-
-
-class Descriptor:
-    """Mooncake's AllocatedBuffer descriptor (size, address, endpoint)."""
-
-    def __init__(self, size: int = 0, buffer_address: int = 0, transport_endpoint: str = "") -> None:
-        self.size = size
-        self.buffer_address = buffer_address
-        self.transport_endpoint = transport_endpoint
-
-    def __repr__(self) -> str:
-        return (
-            f"<Descriptor size={self.size} buffer_address={self.buffer_address} "
-            f"transport_endpoint={self.transport_endpoint}>"
-        )
-
-
-class ReplicaDescriptor:
-    """One replica of a key: in tide always a complete memory replica held by tided."""
-
-    def __init__(self, endpoint: str, size: int) -> None:
-        self.status = ReplicaStatus.COMPLETE
-        self._mem = MemoryDescriptor(endpoint, size)
-
-    def is_memory_replica(self) -> bool:
-        return True
-
-    def is_disk_replica(self) -> bool:
-        return False
-
-    def is_local_disk_replica(self) -> bool:
-        return False
-
-    def get_memory_descriptor(self) -> MemoryDescriptor:
-        return self._mem
-
-    def get_disk_descriptor(self) -> DiskDescriptor:
-        raise RuntimeError("tide: this replica is a memory replica, it has no disk descriptor")
-
-
-class BufferHandle(bytearray):
-    """A value read by get_buffer / batch_get_buffer: the bytes (the buffer protocol,
-    len()) plus Mooncake's ``ptr()`` (address of the first byte) and ``size()``."""
-
-    def ptr(self) -> int:
-        if not len(self):
-            return 0
-        return ctypes.addressof((ctypes.c_char * len(self)).from_buffer(self))
-
-    def size(self) -> int:
-        return len(self)
-
-
-class MooncakeHostMemAllocator:
-    """SGLang's host-pool allocator: page-aligned host memory, freed by free() or at
-    exit. tide needs no special memory; this is plain anonymous memory."""
-
-    def __init__(self) -> None:
-        self._blocks: Dict[int, Any] = {}
-
-    def alloc(self, size: int) -> int:
-        import mmap
-
-        if not isinstance(size, int) or size <= 0:
-            raise ValueError(f"MooncakeHostMemAllocator.alloc: size {size!r} is not a size")
-        m = mmap.mmap(-1, size)
-        addr = ctypes.addressof(ctypes.c_char.from_buffer(m))
-        self._blocks[addr] = m
-        return addr
-
-    def free(self, ptr: int) -> int:
-        m = self._blocks.pop(ptr, None)
-        if m is None:
-            return INVALID_PARAMS
-        try:
-            m.close()
-        except BufferError:  # still viewed (e.g. by a tensor): freed when the view goes
-            self._blocks[ptr] = m
-            return INVALID_PARAMS
-        return OK
-
-
-# -- set-up: which tide store a Mooncake address means ---------------------------------
-
-
-class SetupError(Exception):
-    """Why setup() failed; its code is the Mooncake code setup() returns."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(errors.redact(message))  # URLs in it never show their token
-        self.code = code
-
-
-_SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
-               "g": 1 << 30, "gb": 1 << 30, "t": 1 << 40, "tb": 1 << 40}
-
-
-def parse_size(value: Any, what: str) -> int:
-    """A size as Mooncake's config accepts it: an int, or "16MB", "16 mb", "2g", "1024".
-    Raises SetupError (INVALID_PARAMS) for anything else (a percentage, a negative)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        if value < 0:
-            raise SetupError(INVALID_PARAMS, f"setup: {what} {value!r} is negative")
-        return value
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(value))
-    if not m or m.group(2).lower() not in _SIZE_UNITS:
-        raise SetupError(INVALID_PARAMS, f"setup: {what} {value!r} is not a size "
-                         f"(bytes, or a number with KB/MB/GB/TB)")
-    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()])
-
-
-def _has_port(host: str) -> bool:
-    """Mooncake's hasExplicitPort: "[v6]:port" and "name:port" name one, a bare IPv6
-    address does not."""
-    if host.startswith("["):
-        return "]:" in host
-    return host.count(":") == 1
-
-
-def _master_to_url(addr: str) -> str:
-    """A Mooncake master address as a tide URL: a tide URL stays as it is; a master
-    address ``host:port`` (or ``h1:p1,h2:p2``, or ``;``-separated) names the tided
-    (cluster) serving there."""
-    addr = addr.strip()
-    if addr.startswith(_SCHEMES):
-        return addr
-    if addr.startswith("etcd:") and not addr.startswith("etcd://"):
-        return "etcd://" + addr[len("etcd:"):].lstrip("/")
-    nodes = [a.strip() for a in re.split(r"[,;]", addr) if a.strip()]
-    for a in nodes:
-        host, sep, port = a.rpartition(":")
-        if not sep or not host or not port.isdigit():
-            raise SetupError(
-                INVALID_PARAMS,
-                f"master address {addr!r}: {a!r} is not host:port (or give a tide URL: "
-                f"tide://host:port, unix:///path)",
-            )
-    if not nodes:
-        raise SetupError(INVALID_PARAMS, "master address is empty")
-    return "tide://" + ",".join(nodes)
-
-
-def _config_file_master() -> Tuple[str, str]:
-    """(master address, where it came from) from $MOONCAKE_CONFIG_PATH, or ("", "")."""
-    path = os.environ.get("MOONCAKE_CONFIG_PATH")
-    if not path:
-        return "", ""
-    try:
-        with open(path) as f:
-            cfg = json.load(f)
-    except (OSError, ValueError) as e:
-        raise SetupError(INVALID_PARAMS, f"MOONCAKE_CONFIG_PATH={path}: {e}") from e
-    addr = cfg.get("master_server_address") or cfg.get("master_server_addr") or ""
-    return str(addr), f"MOONCAKE_CONFIG_PATH={path}"
-
-
-def resolve_url(master_server_addr: str = "") -> Tuple[str, str]:
-    """(tide URL, the setting it came from) for a setup() call. Order: $TIDE_URL, the
-    master address given, $MOONCAKE_MASTER, $MOONCAKE_CONFIG_PATH's
-    master_server_address. Raises SetupError when none is set or it is malformed."""
-    env = os.environ.get("TIDE_URL")
-    if env:
-        return env, "TIDE_URL"
-    if master_server_addr:
-        return _master_to_url(master_server_addr), f"master_server_addr {master_server_addr!r}"
-    env = os.environ.get("MOONCAKE_MASTER")
-    if env:
-        return _master_to_url(env), f"MOONCAKE_MASTER={env}"
-    addr, where = _config_file_master()
-    if addr:
-        return _master_to_url(addr), where
-    raise SetupError(
-        INVALID_PARAMS,
-        "setup: no store address: pass master_server_addr (host:port of a tided, or a "
-        "tide URL), or set TIDE_URL, MOONCAKE_MASTER or MOONCAKE_CONFIG_PATH",
-    )
-
-
-def _open_checked(url: str, where: str) -> Store:
-    """Open url and make sure a tided answers (one exists() round trip)."""
-    try:
-        store = Store(url)
-    except errors.Error as e:
-        code = INVALID_PARAMS if isinstance(e, errors.ConfigError) else RPC_FAIL
-        raise SetupError(code, f"setup: no tide store at {url} (from {where}): {e}") from e
-    if not url.startswith("mem://"):
-        try:
-            store.exists("__tide_mooncake_probe__")
-        except errors.Error as e:
-            store.close()
-            raise SetupError(RPC_FAIL, f"setup: no tided answers at {url} (from {where}): {e}") from e
-    return store
 
 
 class MooncakeDistributedStore(TensorHelpers):
@@ -486,11 +165,11 @@ class MooncakeDistributedStore(TensorHelpers):
             if not master:
                 return self._setup_failed(e)
             try:
-                url, where = _master_to_url(master), f"default master_server_addr {master!r}"
+                url, where = master_to_url(master), f"default master_server_addr {master!r}"
             except SetupError as e2:
                 return self._setup_failed(e2)
         try:
-            self._store = _open_checked(url, where)
+            self._store = open_checked(url, where)
         except SetupError as e:
             return self._setup_failed(e)
         self.url, self._given_hostname = url, hostname
@@ -511,7 +190,7 @@ class MooncakeDistributedStore(TensorHelpers):
         client listens on nothing; the port makes the name unique per client on a host,
         which is what Mooncake's callers use it for (a segment name). "" stays ""
         (Mooncake's dummy client)."""
-        if not hostname or _has_port(hostname):
+        if not hostname or has_port(hostname):
             return hostname
         try:
             lo = int(os.environ.get("MC_STORE_CLIENT_MIN_PORT", 12300))
