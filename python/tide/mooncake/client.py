@@ -39,7 +39,7 @@ import re
 import socket
 import threading
 import uuid
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union
 
 from .. import errors
 from ..store import Store
@@ -70,6 +70,9 @@ from .values import (
 )
 
 log = logging.getLogger("tide.mooncake")
+
+_T = TypeVar("_T")
+_D = TypeVar("_D")
 
 
 class MooncakeDistributedStore(TensorHelpers):
@@ -423,16 +426,27 @@ class MooncakeDistributedStore(TensorHelpers):
                 self.last_error = errors.make_error(r, f"key {keys[i]!r}: {errors.strerror(r)}")
         return out
 
-    def _call(self, fn: Callable[[Store], Any], default: Any) -> Any:
-        """fn(store); a tide failure becomes its Mooncake code (or default)."""
+    def _call(self, fn: Callable[[Store], _T]) -> Union[_T, int]:
+        """fn(store); a tide failure becomes its Mooncake code."""
         store = self._open()
         if store is None:
-            return INVALID_PARAMS if default is None else default
+            return INVALID_PARAMS
         try:
             return fn(store)
         except errors.Error as e:
-            code = self._fail(e)
-            return code if default is None else default
+            return self._fail(e)
+
+    def _call_or(self, fn: Callable[[Store], _T], default: _D) -> Union[_T, _D]:
+        """fn(store); default when the store is not open or fn fails (the failure in
+        last_error)."""
+        store = self._open()
+        if store is None:
+            return default
+        try:
+            return fn(store)
+        except errors.Error as e:
+            self._fail(e)
+            return default
 
     def _no_staging(self) -> bool:
         """True (and last_error set) when setup() gave no local buffer: Mooncake stages
@@ -454,7 +468,12 @@ class MooncakeDistributedStore(TensorHelpers):
         rc = self._check_config(config)
         if rc != OK:
             return rc
-        return self._call(lambda s: s.put(key, value) or OK, None)
+
+        def go(s: Store) -> int:
+            s.put(key, value)
+            return OK
+
+        return self._call(go)
 
     def put_parts(self, key: str, *parts: Any, config: Optional[ReplicateConfig] = None) -> int:
         """Store the concatenation of parts (1-D bytes-like) under key."""
@@ -476,7 +495,7 @@ class MooncakeDistributedStore(TensorHelpers):
             r = s.put_many_iov([key], [bufs])[0]
             return mooncake_code(r) if r < 0 else OK
 
-        return self._call(go, None)
+        return self._call(go)
 
     def put_batch(self, keys: Sequence[str], values: Sequence[Any],
                   config: Optional[ReplicateConfig] = None) -> int:
@@ -489,7 +508,7 @@ class MooncakeDistributedStore(TensorHelpers):
         keys, values = list(keys), list(values)
         if len(keys) != len(values):
             return self._bad(f"put_batch: {len(keys)} keys, {len(values)} values")
-        res = self._call(lambda s: s.put_many(keys, values), None)
+        res = self._call(lambda s: s.put_many(keys, values))
         if isinstance(res, int):
             return res
         bad = [mooncake_code(r) for r in res if r < 0]
@@ -635,24 +654,24 @@ class MooncakeDistributedStore(TensorHelpers):
         """The value, or b"" when it is missing or on error (Mooncake's convention)."""
         if self._no_staging():
             return b""
-        return self._call(lambda s: s.get(key), b"")
+        return self._call_or(lambda s: s.get(key), b"")
 
     def get_batch(self, keys: Sequence[str]) -> List[bytes]:
         """The values, b"" for missing keys."""
         keys = list(keys)
         if self._no_staging():
             return [b""] * len(keys)
-        res = self._call(lambda s: s.get_many(keys), [b""] * len(keys))
+        res = self._call_or(lambda s: s.get_many(keys), [b""] * len(keys))
         return [b"" if v is None else v for v in res]
 
     def get_buffer(self, key: str) -> Optional[BufferHandle]:
         """The value as a BufferHandle, or None when it is missing."""
-        v = self._call(lambda s: s.get(key), None)
+        v = self._call(lambda s: s.get(key))
         return None if isinstance(v, int) else BufferHandle(v)
 
     def batch_get_buffer(self, keys: Sequence[str]) -> List[Optional[BufferHandle]]:
         keys = list(keys)
-        res = self._call(lambda s: s.get_many(keys), [None] * len(keys))
+        res = self._call_or(lambda s: s.get_many(keys), [None] * len(keys))
         return [None if v is None else BufferHandle(v) for v in res]
 
     def get_into(self, key: str, buffer_ptr: int, size: int) -> int:
@@ -684,7 +703,8 @@ class MooncakeDistributedStore(TensorHelpers):
         all_keys[i][j] from all_src_offsets[i][j][k] to buffer i + all_dst_offsets[i][j][k].
         The same nesting back: bytes copied per fragment, or a negative code."""
         bufs = list(buffer_ptrs)
-        nest = [list(all_keys), list(all_dst_offsets), list(all_src_offsets), list(all_sizes)]
+        nest: List[List[Any]] = [list(all_keys), list(all_dst_offsets), list(all_src_offsets),
+                                 list(all_sizes)]
 
         def shape(code: int) -> List[List[List[int]]]:
             keys = nest[0]
@@ -870,11 +890,11 @@ class MooncakeDistributedStore(TensorHelpers):
 
     def get_size(self, key: str) -> int:
         """The value's size, or a negative code."""
-        return self._call(lambda s: s.size(key), None)
+        return self._call(lambda s: s.size(key))
 
     def is_exist(self, key: str) -> int:
         """1, 0, or the negative code of the failure."""
-        return self._call(lambda s: 1 if s.exists(key) else 0, None)
+        return self._call(lambda s: 1 if s.exists(key) else 0)
 
     def batch_is_exist(self, keys: Sequence[str]) -> List[int]:
         """Per key 1 (present), 0 (absent) or a negative code."""
@@ -889,12 +909,12 @@ class MooncakeDistributedStore(TensorHelpers):
 
     def remove(self, key: str, force: bool = False) -> int:
         """0, or OBJECT_NOT_FOUND. tide has no leases, so force changes nothing."""
-        return self._call(lambda s: OK if s.remove(key) else OBJECT_NOT_FOUND, None)
+        return self._call(lambda s: OK if s.remove(key) else OBJECT_NOT_FOUND)
 
     def batch_remove(self, keys: Sequence[str], force: bool = False) -> List[int]:
         """Per key 0 or a negative code."""
         keys = list(keys)
-        res = self._call(lambda s: s.remove_many(keys), None)
+        res = self._call(lambda s: s.remove_many(keys))
         if isinstance(res, int):
             return [res] * len(keys)
         return [mooncake_code(r) for r in res]
@@ -912,13 +932,13 @@ class MooncakeDistributedStore(TensorHelpers):
             s.clear()
             return before
 
-        return self._call(clear, None)
+        return self._call(clear)
 
     # -- replicas ---------------------------------------------------------------------------
 
     def get_replica_desc(self, key: str) -> List[ReplicaDescriptor]:
         """One complete memory replica (endpoint = the store URL) if key exists, else []."""
-        size = self._call(lambda s: s.size(key), None)
+        size = self._call(lambda s: s.size(key))
         if size < 0:
             return []
         return [ReplicaDescriptor(self.url or "", size)]
@@ -935,7 +955,7 @@ class MooncakeDistributedStore(TensorHelpers):
             return []
         if segment_name and segment_name not in (self.hostname, self._given_hostname, self.url):
             return []
-        res = self._call(lambda s: s.remove_many(keys), None)
+        res = self._call(lambda s: s.remove_many(keys))
         if isinstance(res, int):
             return []
         return [k for k, r in zip(keys, res) if r == 0]

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import ctypes
 import struct
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple, TypeVar, Union
 
 from .codes import (
     FILE_NOT_FOUND,
@@ -45,6 +45,12 @@ from .codes import (
     mooncake_code,
 )
 from .values import ReplicateConfig
+
+if TYPE_CHECKING:
+    from ..store import Store
+
+_T = TypeVar("_T")
+_D = TypeVar("_D")
 
 _TMAGIC = 0x4D4F4F4E
 _TVERSION = 1
@@ -189,6 +195,34 @@ def deserialize_tensor(payload: bytes) -> Any:
 class TensorHelpers:
     """Mooncake's tensor methods; see the module docstring."""
 
+    if TYPE_CHECKING:  # what MooncakeDistributedStore (client.py) supplies
+
+        _store: Optional[Store]
+
+        def _bad(self, message: str, code: int = INVALID_PARAMS) -> int: ...
+
+        def _check_config(self, config: Optional[ReplicateConfig]) -> int: ...
+
+        def _registered(self, ptr: int, size: int) -> bool: ...
+
+        def _upsert_many(self, keys: List[str],
+                         put: Callable[[Store, List[str]], List[int]]) -> List[int]: ...
+
+        def _call(self, fn: Callable[[Store], _T]) -> Union[_T, int]: ...
+
+        def _call_or(self, fn: Callable[[Store], _T], default: _D) -> Union[_T, _D]: ...
+
+        def batch_get_into(self, keys: Sequence[str], buffer_ptrs: Sequence[int],
+                           sizes: Sequence[int]) -> List[int]: ...
+
+        def batch_put_from(self, keys: Sequence[str], buffer_ptrs: Sequence[int],
+                           sizes: Sequence[int],
+                           config: Optional[ReplicateConfig] = None) -> List[int]: ...
+
+        def batch_upsert_from(self, keys: Sequence[str], buffer_ptrs: Sequence[int],
+                              sizes: Sequence[int],
+                              config: Optional[ReplicateConfig] = None) -> List[int]: ...
+
     def _need_torch(self) -> Any:
         torch = load_torch()
         if torch is None:
@@ -219,7 +253,7 @@ class TensorHelpers:
         lists = [[b[0], b[1]] if len(b[1]) else [b[0]] for b in blobs]
         if replace:
             return self._upsert_many(keys, lambda s, k: s.put_many_iov(k, lists))
-        res = self._call(lambda s: s.put_many_iov(keys, lists), None)
+        res = self._call(lambda s: s.put_many_iov(keys, lists))
         if isinstance(res, int):
             return [res] * len(keys)
         return [mooncake_code(r) for r in res]
@@ -257,7 +291,7 @@ class TensorHelpers:
     def batch_get_tensor(self, keys: Sequence[str]) -> List[Any]:
         torch = self._need_torch()
         keys = list(keys)
-        vals = self._call(lambda s: s.get_many(keys), [None] * len(keys))
+        vals = self._call_or(lambda s: s.get_many(keys), [None] * len(keys))
         return [None if v is None else _tensor_from_bytes(torch, bytearray(v)) for v in vals]
 
     @staticmethod
@@ -328,7 +362,7 @@ class TensorHelpers:
                       f"or a null pointer, or not set up")
             return [INVALID_PARAMS] * len(keys)
         res = self.batch_get_into(keys, ptrs, sizes)
-        out = []
+        out: List[Any] = []
         for p, n, r in zip(ptrs, sizes, res):
             if r < 0:
                 out.append(None)
