@@ -683,7 +683,16 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         kinds &= ~self._started[1]
         if not kinds:
             return 0
-        data = meta.data if isinstance(meta, TideConnectorMetadata) else bytes(meta)
+        if isinstance(meta, TideConnectorMetadata):
+            data = meta.data
+        elif isinstance(meta, (bytes, bytearray, memoryview)):  # the serialized jobs
+            data = bytes(meta)
+        else:
+            raise TypeError(
+                f"TideStoreConnector: the bound connector metadata is of type "
+                f"{type(meta).__name__}, not the TideConnectorMetadata of a TideStoreConnector "
+                f"scheduler"
+            )
         m = parse_meta(self._lib, data)
         try:
             if self._cuda_device is None:
