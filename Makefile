@@ -3,10 +3,12 @@
 #   make                     build/libtide.so, build/libtide.a, build/tide
 #   make SANITIZER=address,undefined   the same under sanitizers, in build/san/
 #   make test                unit + integration tests (+ fuzz corpus replay); T=NAME: one test
-#   make check               test, test-vllm, test-vllm33, ASan+UBSan, valgrind, tsan, short fuzz
+#   make check               test, typecheck, test-vllm, test-vllm33, ASan+UBSan, valgrind, tsan,
+#                            short fuzz
 #                            runs (README's);
 #                            one summary line at the end
 #   make python-test         the Python binding's tests (tests/python) against $(BUILD)/libtide.so
+#   make typecheck           mypy --strict over the Python package (python/tide)
 #   make deps                install missing Debian packages (silent when all are present)
 #   make bench               run the benchmarks and write bench/RESULTS.md
 #   make demo                the main job: build/tide demo
@@ -75,7 +77,7 @@ BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 DRIVE_BINS := $(patsubst bench/drive/%.c,$(BUILD)/bench/drive/%,$(wildcard bench/drive/*.c))
 
 .PHONY: all deps test check bench demo fuzz fuzz-seeds clean format python-test soak \
-	valgrind tsan test-vllm test-vllm33
+	valgrind tsan test-vllm test-vllm33 typecheck
 all: $(BUILD)/libtide.so $(BUILD)/libtide.a $(BUILD)/tide $(BUILD)/tided $(BENCH_BINS) $(DRIVE_BINS)
 
 $(BUILD)/obj/%.o: %.c
@@ -131,6 +133,14 @@ test: all $(BUILD)/tests/tide-tests
 # TIDE_BIN=$(BUILD)/tide for the tests that start a tided.
 python-test: $(BUILD)/libtide.so $(BUILD)/tide
 	@BUILD=$(BUILD) scripts/test-extra.sh python
+
+# mypy --strict over python/tide with Debian's python3-mypy (make deps); the settings, and why
+# vLLM and torch are Any to it, are in python/pyproject.toml's [tool.mypy]. Needs no build:
+# mypy reads the sources only. Its cache goes under $(BUILD).
+typecheck:
+	@/usr/bin/python3 -c 'import mypy' 2>/dev/null || { echo "typecheck: mypy is not \
+	installed for /usr/bin/python3 (make deps installs python3-mypy)" >&2; exit 1; }
+	cd python && /usr/bin/python3 -m mypy --cache-dir $(abspath $(BUILD))/mypy -p tide
 
 # The README's test command: the tests, the vLLM tests, the tests again under sanitizers, the
 # unit suite under valgrind, the integration suite against a ThreadSanitizer build, then a

@@ -386,6 +386,23 @@ class LibraryNotFound(OSError):
     """libtide could not be loaded; the message names every place that was tried."""
 
 
+def _missing_symbol(name: str, path: str, message: str) -> Exception:
+    return OSError(message)
+
+
+# What a call to a symbol the library lacks raises: (symbol, library path, message) ->
+# exception. tide.errors, which needs this module to build its exceptions' names and texts
+# (so this module cannot import it), sets it at import to make tide.UnsupportedError; the
+# package imports errors first, so no call into the library sees this default.
+_missing_error: Callable[[str, str, str], Exception] = _missing_symbol
+
+
+def set_missing_symbol_error(make: Callable[[str, str, str], Exception]) -> None:
+    """Set the exception a call to a symbol the library lacks raises (see _Missing)."""
+    global _missing_error
+    _missing_error = make
+
+
 class _Missing:
     """Stands in for a symbol the loaded library does not export."""
 
@@ -394,10 +411,8 @@ class _Missing:
         self.path = path
 
     def __call__(self, *args: Any) -> Any:
-        from . import errors  # late: errors imports this module
-
-        raise errors.UnsupportedError(
-            errors.EUNSUPPORTED,
+        raise _missing_error(
+            self.__name__, self.path,
             f"{self.path} does not export {self.__name__}() (built from older sources?)",
         )
 

@@ -279,6 +279,14 @@ def last_message(handle: Any = None) -> str:
     return str(raw.decode("utf-8", "replace")) if raw else ""
 
 
+def _missing_symbol(name: str, path: str, message: str) -> Exception:
+    return UnsupportedError(EUNSUPPORTED, message)
+
+
+# A call to a C function the loaded libtide lacks raises UnsupportedError naming it.
+_lib.set_missing_symbol_error(_missing_symbol)
+
+
 #: The public names, which the ``tide`` package re-exports (written out for readers and
 #: type checkers; tests/python/test_install.py checks it against the module's contents).
 __all__ = [

@@ -79,7 +79,7 @@ def _key_array(keys: Sequence[KeyLike]) -> tuple[Any, Any, list[bytes]]:
     n = len(kb)
     words = (ctypes.c_size_t * (2 * n))()
     words[0::2] = [base + off - k for off, k in zip(itertools.accumulate(lens), lens)]
-    words[1::2] = lens
+    words[1::2] = lens  # type: ignore[assignment]  # mypy 1.0's typeshed: List[c_size_t | int]
     arr = (_lib.Key * n).from_buffer(words)
     return arr, blob, kb
 
@@ -133,7 +133,7 @@ def _one_iov_array(
             _buffers.view(buf, writable, f"{what}: buffer 0 of key {i}")
         raise
     words = (ctypes.c_size_t * (2 * max(1, n)))()
-    words[: 2 * n] = flat
+    words[: 2 * n] = flat  # type: ignore[assignment]  # as above
     return (_lib.Iov * max(1, n)).from_buffer(words), None
 
 
@@ -395,8 +395,9 @@ class Store:
         klist = list(keys)
         if bufs is None:
             return self._get_many_bytes(klist)
+        into: Iterable[BufferLike] = bufs  # not None, also inside the lambda
         codes, lens = self._get_many_raw(
-            klist, lambda pin, n: _one_iov_array(pin, bufs, True, n, "get_many", "buffers")
+            klist, lambda pin, n: _one_iov_array(pin, into, True, n, "get_many", "buffers")
         )
         if not any(codes):
             return lens

@@ -17,6 +17,7 @@ import pytest
 
 import tide
 from tide import mooncake as mc
+from tide.mooncake import tensor as mt
 
 from conftest import ROOT
 
@@ -648,7 +649,7 @@ def test_out_of_space_is_no_available_handle(clean_env):
 
 
 def test_tensor_helpers_without_torch_say_so(client):
-    if mc._torch() is not None:
+    if mt.load_torch() is not None:
         pytest.skip("torch imports here; test_tensor_helpers covers them")
     with pytest.raises(ImportError, match="torch"):
         client.put_tensor("t", None)
@@ -827,14 +828,13 @@ def _hand_header(dtype, global_shape, local_shape, nbytes, kind=0, axes=()):
 
 def test_tensor_header_size_and_layout_without_torch():
     assert mc.TENSOR_HEADER_SIZE == 304 and mc._tensor_metadata_size() == 304
-    from tide import _mooncake_tensor as mt
     want = _hand_header(8, [3, 4], [3, 4], 96)  # int64 = 8 in Mooncake's numbering
-    assert mt._pack_header(8, [3, 4], [3, 4], 96) == want
-    assert mt._parse_header(want, 304 + 96) == ("int64", [3, 4], 96, 304)
+    assert mt.pack_header(8, [3, 4], [3, 4], 96) == want
+    assert mt.parse_header(want, 304 + 96) == ("int64", [3, 4], 96, 304)
     axes = [(1, 0, 1, 2, 1, 0, 3)]
     want = _hand_header(0, [2, 6], [2, 3], 24, 1, axes)
-    assert mt._pack_header(0, [2, 6], [2, 3], 24, 1, axes) == want
-    assert mt._parse_header(want, 304 + 24) == ("float32", [2, 3], 24, 304)
+    assert mt.pack_header(0, [2, 6], [2, 3], 24, 1, axes) == want
+    assert mt.parse_header(want, 304 + 24) == ("float32", [2, 3], 24, 304)
     # what Mooncake's ValidateTensorMetadata refuses, tide refuses too
     good = bytearray(_hand_header(6, [5], [5], 20))
     for off, val in ((0, b"TIDT"), (4, b"\x02\x00"), (6, b"\x58\x00"), (8, _u(4, 15)),
@@ -842,9 +842,9 @@ def test_tensor_header_size_and_layout_without_torch():
                      (48, _u(8, 0)), (104, _u(8, -2, True)), (168, _u(4, 5))):
         bad = bytearray(good)
         bad[off:off + len(val)] = val
-        assert mt._parse_header(bytes(bad)) is None, off
-    assert mt._parse_header(bytes(good), 304 + 19) is None  # data_bytes != what follows
-    assert mt._parse_header(bytes(good)[:303]) is None
+        assert mt.parse_header(bytes(bad)) is None, off
+    assert mt.parse_header(bytes(good), 304 + 19) is None  # data_bytes != what follows
+    assert mt.parse_header(bytes(good)[:303]) is None
 
 
 def test_tensor_objects_are_mooncake_bytes(client):

@@ -702,6 +702,14 @@ def test_c_errors_raise_tide_errors(mem_store):
         w.register_kv_caches({"layer.0": ro})
     with pytest.raises(tide.InvalidBuffer, match="torch tensor or a numpy array"):
         w.register_kv_caches({"layer.0": b"bytes"})
+    # Metadata that is neither a scheduler's TideConnectorMetadata nor its bytes: named.
+    w.bind_connector_metadata(tv.KVConnectorMetadata())
+    with pytest.raises(TypeError, match="type KVConnectorMetadata, not the TideConnectorMeta"):
+        w.get_finished(set())
+    w.bind_connector_metadata(7)  # was bytes(7): seven zero bytes, "bad header" from C
+    with pytest.raises(TypeError, match="of type int, not the TideConnectorMetadata"):
+        w.get_finished(set())
+    w.clear_connector_metadata()
     w.shutdown()
 
 

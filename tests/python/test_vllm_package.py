@@ -14,7 +14,7 @@ import pytest
 import tide
 from tide import vllm as tv
 from tide.vllm import _base, metrics
-from tide.vllm.regions import _Region
+from tide.vllm.regions import Region
 
 from test_vllm_connector import (
     BLOCK,
@@ -213,7 +213,7 @@ def test_layer_views_of_one_shared_allocation():
     buf = np.zeros(layers * nb * page, np.uint8)
     views = [buf[l * nb * page:(l + 1) * nb * page].reshape(nb, 2, 16, 4) for l in range(3)]
     for l, v in enumerate(views):
-        base, nbytes, shape, strides = _Region(f"l{l}", v).for_c(nb)
+        base, nbytes, shape, strides = Region(f"l{l}", v).for_c(nb)
         assert base == buf.ctypes.data + l * nb * page
         assert nbytes == nb * page  # not to the buffer's end
         assert shape[0] == nb and strides[0] == page
@@ -226,7 +226,7 @@ def test_heads_outside_blocks_come_first():
     raw = np.zeros(heads * nb * tok * c, np.float32)
     v = np.lib.stride_tricks.as_strided(
         raw, shape=(nb, heads, tok, c), strides=(tok * c * 4, nb * tok * c * 4, c * 4, 4))
-    base, nbytes, shape, strides = _Region("l", v).for_c(nb)
+    base, nbytes, shape, strides = Region("l", v).for_c(nb)
     assert shape == (heads, nb, tok, c)
     assert strides == (nb * tok * c, tok * c, c, 1)
     assert nbytes == raw.nbytes
@@ -235,7 +235,7 @@ def test_heads_outside_blocks_come_first():
 def test_kernel_blocks_are_regrouped():
     nb, ratio, page = 4, 2, 64
     raw = np.zeros(nb * ratio * page, np.uint8).reshape(nb * ratio, 1, 16, 4)
-    base, nbytes, shape, strides = _Region("l", raw).for_c(nb)
+    base, nbytes, shape, strides = Region("l", raw).for_c(nb)
     assert shape[0] == nb and strides[0] == ratio * page
     assert nbytes == raw.nbytes
 
@@ -360,7 +360,7 @@ def test_padded_state_pages_of_one_shared_allocation():
     for layer in range(2):
         v = np.lib.stride_tricks.as_strided(
             buf[layer * nb * page:], shape=(nb, 1, 1, state), strides=(page, state, state, 1))
-        base, nbytes, shape, strides = _Region("m", v).for_c(nb)
+        base, nbytes, shape, strides = Region("m", v).for_c(nb)
         assert base == buf.ctypes.data + layer * nb * page
         assert nbytes == nb * page, nbytes
         assert shape == (nb, state) and strides == (page, 1)

@@ -14,7 +14,7 @@ from tide.mooncake import (  # noqa: F401
     SoftPinAction,
     TaskStatus,
     TaskType,
-    _deserialize_tensor,
-    _serialize_tensor,
-    _tensor_metadata_size,
 )
+from tide.mooncake import deserialize_tensor as _deserialize_tensor  # noqa: F401
+from tide.mooncake import serialize_tensor as _serialize_tensor  # noqa: F401
+from tide.mooncake import tensor_metadata_size as _tensor_metadata_size  # noqa: F401

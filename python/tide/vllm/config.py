@@ -1,9 +1,12 @@
 """The connector configuration (docs/CONNECTOR_CONFIG.md) from vLLM's config objects, a dict
 or JSON text; the error for configurations tide's rules reject."""
 
+from __future__ import annotations
+
 import enum
 import json
 import logging
+from typing import Any, Optional
 
 from .. import _lib, errors
 
@@ -14,7 +17,7 @@ class UnsupportedConfiguration(errors.UnsupportedError, ValueError):
     creation). A ``ValueError``, as vLLM's own connector raises, whose text is exactly the
     C message: ``TideStoreConnector does not support: <item>; <item>...``."""
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.message
 
 
@@ -28,7 +31,7 @@ class UnsupportedConfiguration(errors.UnsupportedError, ValueError):
 #: connector and check-config accept exactly the same keys.
 PYTHON_EXTRA_KEYS = ("url", "reconnect_s", "kv_events")
 
-_SPEC_FIELDS = {
+_SPEC_FIELDS: dict[str, tuple[str, ...]] = {
     "FullAttentionSpec": (
         "block_size", "page_size_padded", "num_kv_heads", "head_size", "head_size_v",
         "dtype", "sliding_window", "attention_chunk_size",
@@ -64,7 +67,7 @@ _SPEC_FIELDS = {
 _MISSING = object()
 
 
-def _plain(value):
+def _plain(value: Any) -> Any:
     """A config value as JSON: torch dtypes and enums as their names, tuples as lists."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
@@ -76,11 +79,11 @@ def _plain(value):
     return str(value)  # torch.bfloat16 -> "torch.bfloat16", which the C side accepts
 
 
-def _spec_dict(spec):
+def _spec_dict(spec: Any) -> dict[str, Any]:
     """One vLLM KVCacheSpec as the JSON object of docs/CONNECTOR_CONFIG.md. The class name
     is passed as it is: a class tide does not know is reported by the C side."""
     name = type(spec).__name__
-    out = {"type": name}
+    out: dict[str, Any] = {"type": name}
     for field in _SPEC_FIELDS.get(name, ("block_size",)):
         v = getattr(spec, field, None)
         if v is not None:  # None: the schema's default
@@ -88,8 +91,8 @@ def _spec_dict(spec):
     return out
 
 
-def _copy_attrs(obj, names):
-    out = {}
+def _copy_attrs(obj: Any, names: tuple[str, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     for n in names:
         v = getattr(obj, n, _MISSING)
         if v is not _MISSING:
@@ -97,10 +100,10 @@ def _copy_attrs(obj, names):
     return out
 
 
-def _worker_ranks(parallel_config, tp):
+def _worker_ranks(parallel_config: Any, tp: int) -> dict[str, int]:
     """This worker's TP, PP, PCP and DCP ranks from vLLM's process groups (as vLLM's own
     store connector finds them)."""
-    ranks = {}
+    ranks: dict[str, int] = {}
     try:  # pragma: no cover - needs vLLM's initialised process groups
         from vllm.distributed import (
             get_dcp_group,
@@ -120,14 +123,16 @@ def _worker_ranks(parallel_config, tp):
     return ranks
 
 
-def config_from_vllm(vllm_config, kv_cache_config, role):
+def config_from_vllm(
+    vllm_config: Any, kv_cache_config: Any, role: Any
+) -> tuple[dict[str, Any], Optional[str]]:
     """The connector configuration (docs/CONNECTOR_CONFIG.md) of one engine rank, from
     vLLM's VllmConfig and KVCacheConfig. Returns ``(config dict, url or None)``; the URL is
     read from ``kv_connector_extra_config`` (which keeps it). The scheduler's ranks are 0; a worker's
     come from vLLM's process groups."""
     mc, cc, pc = vllm_config.model_config, vllm_config.cache_config, vllm_config.parallel_config
     kt = vllm_config.kv_transfer_config
-    model = {"model": str(mc.model)}
+    model: dict[str, Any] = {"model": str(mc.model)}
     try:
         model["total_num_kv_heads"] = int(mc.get_total_num_kv_heads())
     except Exception:  # attention-free models and the like: factor 1, keys stay correct
@@ -153,12 +158,15 @@ def config_from_vllm(vllm_config, kv_cache_config, role):
             "decode_context_parallel_size", "data_parallel_size", "data_parallel_rank",
         ),
     )
-    if _role_value(role) == _lib.CONNECTOR_WORKER:
+    if role_number(role) == _lib.CONNECTOR_WORKER:
         parallel.update(_worker_ranks(pc, tp))
 
     extra = dict(getattr(kt, "kv_connector_extra_config", None) or {})
     url = extra.get("url")
-    transfer = {"kv_role": kt.kv_role, "kv_connector_extra_config": _plain_dict(extra)}
+    transfer: dict[str, Any] = {
+        "kv_role": kt.kv_role,
+        "kv_connector_extra_config": _plain_dict(extra),
+    }
     if getattr(kt, "kv_connector", None):
         transfer["kv_connector"] = kt.kv_connector
     if getattr(kt, "kv_load_failure_policy", None):
@@ -166,9 +174,9 @@ def config_from_vllm(vllm_config, kv_cache_config, role):
     if getattr(kt, "kv_connector_module_path", None):
         transfer["kv_connector_module_path"] = str(kt.kv_connector_module_path)
 
-    groups = []
+    groups: list[dict[str, Any]] = []
     for g in kv_cache_config.kv_cache_groups:
-        group = {"kv_cache_spec": _spec_dict(g.kv_cache_spec),
+        group: dict[str, Any] = {"kv_cache_spec": _spec_dict(g.kv_cache_spec),
                  "layer_names": [str(n) for n in g.layer_names]}
         if getattr(g, "is_eagle_group", False):
             group["is_eagle_group"] = True
@@ -183,7 +191,7 @@ def config_from_vllm(vllm_config, kv_cache_config, role):
              if g["kv_cache_spec"]["type"] == "MambaSpec"}
     if len(mamba) == 1 and cache.get("mamba_cache_mode") == "align" and None not in mamba:
         cache["mamba_block_size"] = mamba.pop()
-    kvc = {"kv_cache_groups": groups}
+    kvc: dict[str, Any] = {"kv_cache_groups": groups}
     if getattr(kv_cache_config, "num_blocks", None) is not None:
         kvc["num_blocks"] = int(kv_cache_config.num_blocks)
     if getattr(kv_cache_config, "prefix_cache_retention_interval", None) is not None:
@@ -202,35 +210,38 @@ def config_from_vllm(vllm_config, kv_cache_config, role):
     )
 
 
-def _plain_dict(d):
+def _plain_dict(d: dict[Any, Any]) -> dict[str, Any]:
     return {str(k): (_plain_dict(v) if isinstance(v, dict) else _plain(v)) for k, v in d.items()}
 
 
-def _split_config(config):
+def split_config(config: object) -> tuple[bytes, Optional[dict[str, Any]], Optional[str]]:
     """A dict or JSON text -> (document for C as bytes, parsed dict or None, url or None).
-    JSON that Python cannot parse goes to C unchanged, which names the line and column."""
-    if isinstance(config, (bytes, bytearray)):
-        config = bytes(config).decode("utf-8")
-    if isinstance(config, str):
+    JSON that Python cannot parse goes to C unchanged, which names the line and column.
+    Anything else raises TypeError."""
+    value = config
+    if isinstance(value, (bytes, bytearray)):
+        value = bytes(value).decode("utf-8")
+    if isinstance(value, str):
+        text = value
         try:
-            config = json.loads(config)
+            value = json.loads(text)
         except ValueError:
-            return config.encode("utf-8"), None, None
-    if not isinstance(config, dict):
+            return text.encode("utf-8"), None, None
+    if not isinstance(value, dict):
         raise TypeError(
             f"TideStoreConnector: expected a VllmConfig, a dict or JSON text, got "
-            f"{type(config).__name__}"
+            f"{type(value).__name__}"
         )
-    config = json.loads(json.dumps(config))  # a private deep copy
+    doc: dict[str, Any] = json.loads(json.dumps(value))  # a private deep copy
     url = None
-    transfer = config.get("kv_transfer_config")
+    transfer = doc.get("kv_transfer_config")
     extra = transfer.get("kv_connector_extra_config") if isinstance(transfer, dict) else None
     if isinstance(extra, dict) and isinstance(extra.get("url"), str):
         url = extra["url"]
-    return json.dumps(config).encode("utf-8"), config, url
+    return json.dumps(doc).encode("utf-8"), doc, url
 
 
-def python_option(config, key, default=None):
+def python_option(config: Any, key: str, default: Any = None) -> Any:
     """A kv_connector_extra_config key this module reads itself (PYTHON_EXTRA_KEYS), from a
     VllmConfig or a dict/JSON configuration; `default` when absent or unreadable."""
     try:
@@ -245,7 +256,7 @@ def python_option(config, key, default=None):
         return default
 
 
-def _role_value(role):
+def role_number(role: Any) -> int:
     """KVConnectorRole (vLLM's or the stand-in), "scheduler"/"worker" or 0/1 -> 0 or 1."""
     name = getattr(role, "name", role)
     if isinstance(name, str):

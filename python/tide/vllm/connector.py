@@ -1,30 +1,38 @@
 """TideStoreConnector: vLLM's KVConnectorBase_V1 over libtide's connector, scheduler and
 worker roles; every decision is the C side's (docs/CONNECTOR.md)."""
 
+from __future__ import annotations
+
 import ctypes
 import errno
 import json
 import logging
 import os
 import time
+from typing import Any, Iterable, Optional
+
+from ..store import Store
 
 from .. import _lib, errors
 from ._base import HAVE_VLLM, KVConnectorBase_V1, KVConnectorRole, SupportsHMA, check_vllm
+from .arguments import block_groups, block_table, hash_bytes, prompt_len, req_id_bytes
 from .config import (
     UnsupportedConfiguration,
-    _role_value,
-    _split_config,
     config_from_vllm,
     python_option,
+    role_number,
+    split_config,
 )
-from .marshal import _block_table, _groups, _hash_bytes, _prompt_len, _req_id
 from .departures import open_feed
 from .events import StoreEvents
-from .metadata import TideConnectorMetadata, _parse_meta
+from .metadata import TideConnectorMetadata, parse_meta
 from .metrics import TideConnectorStats, TidePromMetrics, delta
-from .regions import _Region
+from .regions import Region
 
 logger = logging.getLogger("tide.vllm")
+
+#: A C connector handle (a ctypes pointer to tide_connector), or a null one.
+Handle = Any
 
 #: Store errors that mean "the store cannot be reached now" (not a wrong configuration):
 #: the connector then runs over a placeholder that misses, and retries (see _go_offline).
@@ -38,7 +46,7 @@ _PLACEHOLDER_URL = "mem://?capacity=1MiB"
 #: Seconds between attempts to reach the store (kv_connector_extra_config.reconnect_s).
 RECONNECT_S = 10.0
 
-def _hit_source(url):
+def _hit_source(url: str) -> Any:
     """vLLM's label for where tide's hits come from: host memory for a same-host pool
     (unix://, mem://), vLLM's "external" otherwise (tided over TCP, clusters)."""
     try:
@@ -65,12 +73,13 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
     the store's errors when the store cannot be opened.
     """
 
-    def __init__(self, vllm_config, role, kv_cache_config=None, *, url=None, store=None):
-        self._h = None
+    def __init__(self, vllm_config: Any, role: Any, kv_cache_config: Any = None, *,
+                 url: Optional[str] = None, store: Optional[Store] = None) -> None:
+        self._h: Handle = None
         self._store = store
-        role_value = _role_value(role)
+        role_value = role_number(role)
         if isinstance(vllm_config, (dict, str, bytes, bytearray)):
-            doc, self.config, cfg_url = _split_config(vllm_config)
+            doc, self.config, cfg_url = split_config(vllm_config)
             if HAVE_VLLM:
                 role = KVConnectorRole.SCHEDULER if role_value == 0 else KVConnectorRole.WORKER
             else:
@@ -99,11 +108,12 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         # of check-config); until then the default stands.
         ok = isinstance(rs, (int, float)) and not isinstance(rs, bool) and rs > 0
         self.reconnect_s = float(rs) if ok else RECONNECT_S
-        self.offline = None  # why the store cannot be reached, while it cannot
+        self.offline: Optional[str] = None  # why the store cannot be reached, while it cannot
         self._next_try = 0.0
-        self._carry = {_lib.CONNECTOR_LOAD: set(), _lib.CONNECTOR_SAVE: set()}
-        self._carry_errors = set()
-        self._regions = []  # (group, name, region) registered, for a reconnection
+        self._carry: dict[int, set[str]] = {_lib.CONNECTOR_LOAD: set(), _lib.CONNECTOR_SAVE: set()}
+        self._carry_errors: set[int] = set()
+        # (group, name, region) registered, for a reconnection
+        self._regions: list[tuple[int, str, Region]] = []
         if store is None and self.url.startswith("mem://") and self._vllm_config is not None:
             raise errors.ConfigError(
                 errors.ECONFIG,
@@ -126,24 +136,27 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         self.ngroups = info.ngroups
         self.load_async = bool(info.load_async)
         # Scheduler bookkeeping: what vLLM's SchedulerOutput does not repeat each step.
-        self._requests = {}  # req_id -> the Request (its block_hashes grow as it decodes)
-        self._prompts = {}  # req_id -> prompt tokens, for requests C tracks
-        self._computed = {}  # req_id -> computed tokens last passed to C
-        self._offered = {}  # req_id -> num_computed_tokens of its lookup
-        self._armed = {}  # req_id -> (block table, tokens after the load) this step
-        self._awaiting_save = set()  # finished, blocks kept until the workers report
+        # req_id -> the Request (its block_hashes grow as it decodes)
+        self._requests: dict[str, Any] = {}
+        self._prompts: dict[str, int] = {}  # req_id -> prompt tokens, for requests C tracks
+        self._computed: dict[str, int] = {}  # req_id -> computed tokens last passed to C
+        self._offered: dict[str, int] = {}  # req_id -> num_computed_tokens of its lookup
+        # req_id -> (block table, tokens after the load) this step
+        self._armed: dict[str, tuple[list[list[int]], int]] = {}
+        self._awaiting_save: set[str] = set()  # finished, blocks kept until the workers report
         self._events = self._events_if_enabled(vllm_config)
         # Worker state.
-        self._kv_caches = None
-        self._cuda_device = None  # the device of the KV caches when they are CUDA tensors
-        self._started = None  # (metadata object, kinds already started)
+        self._kv_caches: Optional[dict[str, Any]] = None
+        # the device of the KV caches when they are CUDA tensors
+        self._cuda_device: Optional[int] = None
+        self._started: Optional[tuple[Any, int]] = None  # (metadata object, kinds started)
         self._asleep = False  # KV caches unregistered for vLLM's sleep mode (>= 0.33)
 
     @staticmethod
-    def _unreachable(e):
+    def _unreachable(e: errors.Error) -> bool:
         return isinstance(e, _UNREACHABLE) or getattr(e, "code", 0) in _UNREACHABLE_CODES
 
-    def _go_offline(self, e):
+    def _go_offline(self, e: errors.Error) -> None:
         """The store cannot be reached: warn, and run over the placeholder (every lookup a
         miss, so vLLM computes every prompt) until a retry reaches it."""
         self.offline = str(e)
@@ -156,7 +169,7 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         )
         self._h = self._create(self._doc, self._role_value, _PLACEHOLDER_URL)
 
-    def _maybe_reconnect(self):
+    def _maybe_reconnect(self) -> None:
         """While offline, every reconnect_s: open the real store; on success the connector
         moves to it (a worker hands over what the placeholder finished and registers its
         KV caches again). Requests already running stay on the placeholder's books."""
@@ -185,7 +198,7 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
                        self.url)
         self.offline = None
 
-    def _events_if_enabled(self, vllm_config):
+    def _events_if_enabled(self, vllm_config: Any) -> Optional[StoreEvents]:
         """The scheduler's KV-cache events (events.py) when vLLM publishes KV events
         (kv_events_config.enable_kv_cache_events), or kv_connector_extra_config.kv_events
         asks for them; else None."""
@@ -202,7 +215,7 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         events.feed = open_feed(self._store, self.url, self.config or {})
         return events
 
-    def _create(self, doc, role_value, url):
+    def _create(self, doc: bytes, role_value: int, url: str) -> Handle:
         h = _lib.ConnectorPtr()
         if self._store is not None:
             sh = self._store._enter()
@@ -229,7 +242,7 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
     # -- sleep mode (vLLM >= 0.33) ---------------------------------------------------------
 
     @classmethod
-    def supports_sleep_mode(cls, kv_transfer_config=None):
+    def supports_sleep_mode(cls, kv_transfer_config: Any = None) -> bool:
         """vLLM >= 0.33 asks before it allows sleep mode: yes. At sleep a worker's
         ``unregister_kv_caches`` waits for its queued I/O and lets go of the C connector,
         and with it every raw pointer into the KV caches; ``restore_kv_caches`` opens the
@@ -237,7 +250,7 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         sleep-mode backend put their memory."""
         return True
 
-    def unregister_kv_caches(self):
+    def unregister_kv_caches(self) -> None:
         """Before vLLM sleeps (it has drained its transfers): wait for every queued save
         and load, keep what they reported for the next ``get_finished``, and free the C
         worker, so that nothing holds a pointer into memory sleep mode releases.
@@ -255,7 +268,7 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         self._lib.tide_connector_destroy(h)
         self._regions, self._started, self._asleep = [], None, True
 
-    def restore_kv_caches(self):
+    def restore_kv_caches(self) -> None:
         """After vLLM wakes up: a new C worker on the same store, and the KV caches
         registered again from the tensors (their addresses now). Idempotent."""
         if not self._asleep:
@@ -268,16 +281,17 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
             self._go_offline(e)
         self._asleep = False
         self._cuda_device = None
-        self.register_kv_caches(self._kv_caches)
+        if self._kv_caches is not None:  # always: only registered caches go to sleep
+            self.register_kv_caches(self._kv_caches)
 
-    def _check(self, rc):
+    def _check(self, rc: int) -> int:
         """Raise the tide.Error for a negative return, with the connector's message."""
         if rc < 0:
             raw = self._lib.tide_connector_errmsg(self._h) if self._h else None
             raise errors.make_error(rc, raw.decode("utf-8", "replace") if raw else "")
         return rc
 
-    def _handle(self):
+    def _handle(self) -> Handle:
         if not self._h:
             if self._asleep:
                 raise errors.ClosedError(
@@ -288,19 +302,19 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
             raise errors.ClosedError(errors.ECLOSED, "TideStoreConnector is shut down")
         return self._h
 
-    def shutdown(self):
+    def shutdown(self) -> None:
         """Wait for queued saves and loads, then free the C connector. Idempotent."""
         h, self._h = self._h, None
         if h:
             self._lib.tide_connector_destroy(h)
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.shutdown()
         except Exception:  # interpreter shutdown
             pass
 
-    def stats(self):
+    def stats(self) -> dict[str, Any]:
         """libtide's figures for this connector: per operation (lookup_exists,
         save_exists, save_put, load_get) a dict of calls, keys, bytes, failed_keys,
         errors, ns; and the counters (lookups, saved_objects, load_errors, ...)."""
@@ -316,7 +330,7 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
 
     # -- figures -------------------------------------------------------------------------
 
-    def get_kv_connector_stats(self):
+    def get_kv_connector_stats(self) -> Optional[TideConnectorStats]:
         """This process's connector figures since the last call (vLLM sums them over the
         scheduler and every worker into its log line and /metrics), or None when nothing
         happened."""
@@ -330,27 +344,30 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         return TideConnectorStats(data=d)
 
     @classmethod
-    def build_kv_connector_stats(cls, data=None):
+    def build_kv_connector_stats(cls, data: Optional[dict[str, Any]] = None) -> TideConnectorStats:
         return TideConnectorStats(data=dict(data) if data else {})
 
     @classmethod
-    def build_prom_metrics(cls, vllm_config, metric_types, labelnames, per_engine_labelvalues):
+    def build_prom_metrics(cls, vllm_config: Any, metric_types: dict[Any, Any],
+                           labelnames: list[str], per_engine_labelvalues: Any) -> TidePromMetrics:
         return TidePromMetrics(vllm_config, metric_types, labelnames, per_engine_labelvalues)
 
     @property
-    def requires_kv_delivery(self):
+    def requires_kv_delivery(self) -> bool:
         """False: tide is a best-effort cache. A preempted request need not wait for its
         saves (a save that does not happen is a later miss, never wrong data)."""
         return False
 
     # -- scheduler role ------------------------------------------------------------------
 
-    def get_num_new_matched_tokens(self, request, num_computed_tokens):
+    def get_num_new_matched_tokens(
+        self, request: Any, num_computed_tokens: int
+    ) -> tuple[int, bool]:
         """Tokens beyond ``num_computed_tokens`` the store can supply for this request,
         and whether they load asynchronously: ``(n, load_async)``, or ``(0, False)``.
         Lookups are synchronous: never ``None``."""
-        rid = _req_id(request.request_id)
-        hashes, nh, hlen = _hash_bytes(request.block_hashes)
+        rid = req_id_bytes(request.request_id)
+        hashes, nh, hlen = hash_bytes(request.block_hashes)
         new = ctypes.c_int64(0)
         h = self._handle()
         try:
@@ -373,7 +390,7 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         self._offered[request.request_id] = int(num_computed_tokens)
         return new.value, self.load_async
 
-    def _warn_lookup(self, e):
+    def _warn_lookup(self, e: errors.Error) -> None:
         now = time.monotonic()
         if now >= getattr(self, "_lookup_warned", 0.0):
             self._lookup_warned = now + self.reconnect_s
@@ -382,35 +399,36 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
                 self.url, e,
             )
 
-    def update_state_after_alloc(self, request, blocks, num_external_tokens):
+    def update_state_after_alloc(self, request: Any, blocks: Any, num_external_tokens: int) -> None:
         """The blocks vLLM allocated for a request it is about to schedule (or, for an
         asynchronous load, to load into); the load is armed when ``num_external_tokens``
         is what the lookup offered (the C side checks)."""
         rid = request.request_id
         self._requests[rid] = request
-        ids, counts, ng = _block_table(blocks, self.ngroups)
+        ids, counts, ng = block_table(blocks, self.ngroups)
         self._check(
             self._lib.tide_connector_update_after_alloc(
-                self._handle(), _req_id(rid), ids, counts, ng, int(num_external_tokens)
+                self._handle(), req_id_bytes(rid), ids, counts, ng, int(num_external_tokens)
             )
         )
         offered = self._offered.pop(rid, None)
         if num_external_tokens > 0 and offered is not None:
-            self._armed[rid] = (_groups(blocks), offered + int(num_external_tokens))
+            self._armed[rid] = (block_groups(blocks), offered + int(num_external_tokens))
 
-    def _step(self, rid, prompt, computed, request, blocks, is_new):
-        hashes, nh, hlen = _hash_bytes(getattr(request, "block_hashes", None))
-        ids, counts, ng = _block_table(blocks, self.ngroups)
+    def _step(self, rid: str, prompt: int, computed: int, request: Any, blocks: Any,
+              is_new: bool) -> None:
+        hashes, nh, hlen = hash_bytes(getattr(request, "block_hashes", None))
+        ids, counts, ng = block_table(blocks, self.ngroups)
         self._check(
             self._lib.tide_connector_request_step(
-                self._handle(), _req_id(rid), int(prompt), int(computed), hashes, nh, hlen,
+                self._handle(), req_id_bytes(rid), int(prompt), int(computed), hashes, nh, hlen,
                 ids, counts, ng, 1 if is_new else 0,
             )
         )
         self._prompts[rid] = int(prompt)
         self._computed[rid] = int(computed)
 
-    def build_connector_meta(self, scheduler_output):
+    def build_connector_meta(self, scheduler_output: Any) -> TideConnectorMetadata:
         """This step's jobs for the workers. Each scheduled request is passed to the C
         side (new and resumed ones with their whole block table, running ones with their
         new blocks), preempted ones are dropped, and a request whose asynchronous load was
@@ -421,7 +439,7 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         for rid in getattr(so, "finished_req_ids", None) or ():
             self._forget(rid)
         for rid in getattr(so, "preempted_req_ids", None) or ():
-            self._check(self._lib.tide_connector_request_preempted(h, _req_id(rid)))
+            self._check(self._lib.tide_connector_request_preempted(h, req_id_bytes(rid)))
             self._computed.pop(rid, None)
         num_sched = so.num_scheduled_tokens
         scheduled = set()
@@ -431,7 +449,7 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
             scheduled.add(rid)
             request = self._requests.get(rid)
             computed = int(new.num_computed_tokens) + int(num_sched.get(rid, 0))
-            self._step(rid, _prompt_len(new), computed, request, new.block_ids, True)
+            self._step(rid, prompt_len(new), computed, request, new.block_ids, True)
 
         cached = so.scheduled_cached_reqs
         resumed = getattr(cached, "resumed_req_ids", None) or set()
@@ -456,7 +474,7 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
             if rid in scheduled:
                 continue  # loads in this step (load_async false)
             request = self._requests.get(rid)
-            self._step(rid, _prompt_len(request), load_to, request, blocks, True)
+            self._step(rid, prompt_len(request), load_to, request, blocks, True)
         self._armed.clear()
 
         # Partial tails (hybrid, align mode): vLLM hands over, per request, the private
@@ -480,7 +498,7 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
             self._events.plan(meta.describe(), self._requests)
         return meta
 
-    def _partial_tail(self, rid, entries):
+    def _partial_tail(self, rid: str, entries: Iterable[tuple[int, int, int]]) -> int:
         """(group, block id, boundary tokens) entries: the C side saves them in the next
         metadata; entries naming different boundaries raise tide.PartialTailError (a
         ValueError), with the reference's message."""
@@ -490,13 +508,12 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         blocks = (ctypes.c_int32 * max(1, n))(*[(-1 if b == 0 else int(b)) for _, b, _ in entries])
         bounds = (ctypes.c_int64 * max(1, n))(*[int(q) for _, _, q in entries])
         rc = self._lib.tide_connector_request_partial_tail(
-            self._handle(), _req_id(rid), groups, blocks, bounds, n
+            self._handle(), req_id_bytes(rid), groups, blocks, bounds, n
         )
-        if rc < 0:
-            self._check(rc)
-        return rc
+        return self._check(int(rc))
 
-    def register_finished_partial_tail(self, request, block_ids, partial_tail_offloads):
+    def register_finished_partial_tail(self, request: Any, block_ids: Any,
+                                       partial_tail_offloads: Any) -> bool:
         """vLLM (>= 0.32) hands a finishing producer request's partial tails here, before
         request_finished: (group, private block, boundary) entries saved by the next
         metadata. request_finished then keeps the blocks until the save is reported, so
@@ -505,11 +522,11 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
             self._partial_tail(request.request_id, partial_tail_offloads)
         return False
 
-    def _forget(self, rid):
+    def _forget(self, rid: str) -> None:
         for d in (self._requests, self._prompts, self._computed, self._offered, self._armed):
             d.pop(rid, None)
 
-    def update_connector_output(self, connector_output):
+    def update_connector_output(self, connector_output: Any) -> None:
         """Requests every worker reported saved (``finished_sending``, which vLLM
         aggregates over the ranks) no longer wait on tide; vLLM frees their blocks."""
         for rid in getattr(connector_output, "finished_sending", None) or ():
@@ -517,11 +534,13 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
             if self._events is not None:
                 self._events.saved(rid)
 
-    def request_finished(self, request, block_ids):
+    def request_finished(self, request: Any, block_ids: Any) -> tuple[bool, None]:
         """``(True, None)`` while saves of the request are queued: vLLM keeps its blocks
         until every worker reports it through ``get_finished``; else ``(False, None)``."""
         rid = request.request_id
-        rc = self._check(self._lib.tide_connector_request_finished(self._handle(), _req_id(rid)))
+        rc = self._check(
+            self._lib.tide_connector_request_finished(self._handle(), req_id_bytes(rid))
+        )
         self._forget(rid)
         if rc == 1:
             self._awaiting_save.add(rid)
@@ -530,20 +549,20 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
             self._events.dropped(rid)
         return False, None
 
-    def request_finished_all_groups(self, request, block_ids):
+    def request_finished_all_groups(self, request: Any, block_ids: Any) -> tuple[bool, None]:
         """``request_finished`` for hybrid models (one block list per group)."""
         return self.request_finished(request, block_ids)
 
     @property
-    def pending_saves(self):
+    def pending_saves(self) -> frozenset[str]:
         """Ids that request_finished kept alive and no report has released yet."""
         return frozenset(self._awaiting_save)
 
-    def reset_cache(self):
+    def reset_cache(self) -> Optional[bool]:
         """Scheduler: drop every request's state and empty the store (vLLM's prefix-cache
         reset with reset_connector); True on success, False (logged) when the store could
         not be cleared. Worker: None (its queued jobs finish and report as usual)."""
-        if _role_value(self._role) != _lib.CONNECTOR_SCHEDULER:
+        if role_number(self._role) != _lib.CONNECTOR_SCHEDULER:
             return None
         for d in (self._requests, self._prompts, self._computed, self._offered, self._armed):
             d.clear()
@@ -556,7 +575,7 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
             return False
         return True
 
-    def take_events(self):
+    def take_events(self) -> Iterable[Any]:
         """KV-cache events of tide's tier since the last call (events.py): BlockStored for
         blocks of requests every worker reported saved, AllBlocksCleared after a reset.
         Empty unless KV events are enabled."""
@@ -565,14 +584,14 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         self._events.poll_feed()
         return self._events.take()
 
-    def has_pending_push_work(self):
+    def has_pending_push_work(self) -> bool:
         """False: tide pushes nothing to other engines. Requests whose saves are pending
         keep the engine stepping through vLLM's own delayed-free accounting."""
         return False
 
     # -- worker role ---------------------------------------------------------------------
 
-    def _group_of_layers(self):
+    def _group_of_layers(self) -> dict[str, int]:
         groups = (self.config or {}).get("kv_cache_config", {}).get("kv_cache_groups", [])
         out = {}
         for g, group in enumerate(groups):
@@ -580,7 +599,7 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
                 out[name] = g
         return out
 
-    def register_kv_caches(self, kv_caches):
+    def register_kv_caches(self, kv_caches: dict[str, Any]) -> None:
         """Register the paged KV caches: a dict of layer name -> tensor (torch or numpy),
         or -> list of tensors sharing one storage (a Mamba layer's states). Each goes to
         its layer's KV-cache group (the configuration's ``layer_names``; with one group,
@@ -605,14 +624,14 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         regions = []
         for g, _, name, value in items:
             if isinstance(value, (list, tuple)):
-                regions.append((g, name, _Region(name, value[0], whole_storage=True)))
+                regions.append((g, name, Region(name, value[0], whole_storage=True)))
             else:
-                regions.append((g, name, _Region(name, value)))
+                regions.append((g, name, Region(name, value)))
         # A layer outside every group's layer_names is accepted only when it reuses a
         # registered layer's tensor (vLLM's cross-layer KV sharing lists such layers).
         known = {(r.base, r.nbytes) for _, _, r in regions}
         for name, value in strays:
-            r = _Region(name, value[0] if isinstance(value, (list, tuple)) else value,
+            r = Region(name, value[0] if isinstance(value, (list, tuple)) else value,
                         whole_storage=isinstance(value, (list, tuple)))
             if (r.base, r.nbytes) not in known:
                 raise errors.InvalidArgument(
@@ -628,7 +647,7 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
             self._register(g, name, r)
         self._kv_caches = kv_caches  # libtide holds raw pointers into these
 
-    def _register(self, g, name, r):
+    def _register(self, g: int, name: str, r: Region) -> None:
         """One region with the C connector (kept, to register again on a reconnection)."""
         h = self._handle()
         kvc = (self.config or {}).get("kv_cache_config", {})
@@ -654,7 +673,7 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
             raise errors.make_error(rc, f"KV cache {name!r}: {msg}")
         self._regions.append((g, name, r))
 
-    def _start(self, kinds):
+    def _start(self, kinds: int) -> int:
         """Queue this step's jobs of `kinds` that are not queued yet."""
         meta = self._connector_metadata
         if meta is None:
@@ -664,8 +683,17 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         kinds &= ~self._started[1]
         if not kinds:
             return 0
-        data = meta.data if isinstance(meta, TideConnectorMetadata) else bytes(meta)
-        m = _parse_meta(self._lib, data)
+        if isinstance(meta, TideConnectorMetadata):
+            data = meta.data
+        elif isinstance(meta, (bytes, bytearray, memoryview)):  # the serialized jobs
+            data = bytes(meta)
+        else:
+            raise TypeError(
+                f"TideStoreConnector: the bound connector metadata is of type "
+                f"{type(meta).__name__}, not the TideConnectorMetadata of a TideStoreConnector "
+                f"scheduler"
+            )
+        m = parse_meta(self._lib, data)
         try:
             if self._cuda_device is None:
                 rc = self._lib.tide_connector_start_jobs(self._handle(), m, kinds)
@@ -679,7 +707,7 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         self._started = (meta, self._started[1] | kinds)
         return n
 
-    def _cuda_stream(self):
+    def _cuda_stream(self) -> int:
         """The engine's current CUDA stream on the KV caches' device (its forward pass was
         queued there), as an integer; 0, the legacy default stream, without torch."""
         try:
@@ -688,7 +716,7 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
             return 0
         return int(torch.cuda.current_stream(self._cuda_device).cuda_stream)
 
-    def _drain(self, kind, h=None):
+    def _drain(self, kind: int, h: Handle = None) -> set[str]:
         """Every id the C worker reports finished for `kind` (LOAD or SAVE), and what a
         placeholder handed over on a reconnection."""
         h = h or self._handle()
@@ -702,7 +730,7 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
             ids = buf.raw.split(b"\0")[:n]
             out.update(i.decode("utf-8") for i in ids)
 
-    def start_load_kv(self, forward_context=None, **kwargs):
+    def start_load_kv(self, forward_context: Any = None, **kwargs: Any) -> None:
         """Nothing with asynchronous loads (they are queued in get_finished). With
         ``load_async: false`` the requests run in this very step, so their loads are
         queued and waited for here, before the forward pass."""
@@ -712,17 +740,20 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
             self._check(self._lib.tide_connector_wait(self._h))
         self._drain(_lib.CONNECTOR_LOAD)  # vLLM expects no recving ids for these
 
-    def wait_for_layer_load(self, layer_name):
+    def wait_for_layer_load(self, layer_name: str) -> None:
         """Nothing: no layer-wise loading."""
 
-    def save_kv_layer(self, layer_name, kv_layer, attn_metadata, **kwargs):
+    def save_kv_layer(self, layer_name: str, kv_layer: Any, attn_metadata: Any,
+                      **kwargs: Any) -> None:
         """Nothing: saves are queued in get_finished, after the forward pass."""
 
-    def wait_for_save(self):
+    def wait_for_save(self) -> None:
         """Nothing: saves run on libtide's threads; the blocks of a finished request stay
         allocated until its save is reported."""
 
-    def get_finished(self, finished_req_ids):
+    def get_finished(
+        self, finished_req_ids: set[str]
+    ) -> tuple[Optional[set[str]], Optional[set[str]]]:
         """Queue this step's loads and saves (the forward pass has written the pages the
         saves read), then report ``(saved ids, loaded ids)``: finished requests whose saves
         all ran on this rank, and requests whose loads ran; each id once, ``None`` for
@@ -734,12 +765,12 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         sending = self._drain(_lib.CONNECTOR_SAVE)
         return (sending or None), (recving or None)
 
-    def get_block_ids_with_load_errors(self):
+    def get_block_ids_with_load_errors(self) -> set[int]:
         """Block ids whose load failed since the last call: vLLM recomputes or fails
         their requests (kv_load_failure_policy)."""
         return self._load_errors()
 
-    def _load_errors(self, h=None):
+    def _load_errors(self, h: Handle = None) -> set[int]:
         h = h or self._handle()
         out, self._carry_errors = self._carry_errors, set()
         cap = 4096
@@ -750,6 +781,6 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
             if n < cap:
                 return out
 
-    def wait(self):
+    def wait(self) -> None:
         """Block until every queued job has run (tests, shutdown)."""
         self._check(self._lib.tide_connector_wait(self._handle()))

@@ -16,6 +16,13 @@ Still not announced: a save the store refused (full, or lost) is announced all t
 its departure never comes (it never arrived).
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:
+    from .departures import DepartureFeed
+
 MEDIUM = "EXTERNAL"  # a store shared by every engine that reaches it
 
 try:  # pragma: no cover - exercised only where vLLM is installed
@@ -24,7 +31,7 @@ try:  # pragma: no cover - exercised only where vLLM is installed
 except ImportError:
     BlockStored = BlockRemoved = AllBlocksCleared = None
 
-    def maybe_convert_block_hash(h):
+    def maybe_convert_block_hash(h: Any) -> Any:
         return h
 
 
@@ -34,12 +41,13 @@ except ImportError:
     generate_block_hash_extra_keys = to_event_extra_keys = None
 
 
-def _extra_keys(req, starts, bs):
+def _extra_keys(req: Any, starts: list[int], bs: int) -> Any:
     """The per-block extra keys of the blocks starting at `starts` (LoRA name, multimodal
     identifiers, cache salt: what vLLM's own BlockStored carries), or None."""
     if req is None or generate_block_hash_extra_keys is None:
         return None
-    out, mm = [], 0
+    out: list[Any] = []
+    mm = 0
     try:
         for start in starts:
             keys, mm = generate_block_hash_extra_keys(req, start, start + bs, mm)
@@ -53,15 +61,15 @@ class StoreEvents:
     """Events waiting for ``take``, and the saves planned per request that become events
     when the request is reported saved."""
 
-    def __init__(self, block_sizes, hash_block_size):
+    def __init__(self, block_sizes: list[int], hash_block_size: int) -> None:
         self.block_sizes = list(block_sizes)  # tokens per block, by group
         self.hash_block_size = int(hash_block_size)
-        self.planned = {}  # req_id -> {(group, end_token): hash}
-        self.requests = {}  # req_id -> the Request (its tokens and block hashes)
-        self.ready = []
-        self.feed = None  # a departures.DepartureFeed, set by the connector
+        self.planned: dict[str, dict[tuple[int, int], bytes]] = {}  # req_id -> {(group, end): hash}
+        self.requests: dict[str, Any] = {}  # req_id -> the Request (tokens, block hashes)
+        self.ready: list[Any] = []  # vLLM's event objects
+        self.feed: Optional[DepartureFeed] = None  # set by the connector
 
-    def plan(self, described, requests):
+    def plan(self, described: dict[str, Any], requests: dict[str, Any]) -> None:
         """A step's metadata (TideConnectorMetadata.describe()): remember its saves."""
         for job in described["jobs"]:
             if job["kind"] != "save":
@@ -73,7 +81,7 @@ class StoreEvents:
             if rid in requests:
                 self.requests[rid] = requests[rid]
 
-    def saved(self, rid):
+    def saved(self, rid: str) -> None:
         """Every worker saved `rid`'s blocks: one BlockStored per group and contiguous run."""
         blocks = self.planned.pop(rid, {})
         req = self.requests.pop(rid, None)
@@ -84,15 +92,15 @@ class StoreEvents:
         for group in sorted({g for g, _ in blocks}):
             bs = self.block_sizes[group]
             ends = sorted(e for g, e in blocks if g == group)
-            run = []
-            for end in ends + [None]:
+            run: list[int] = []
+            for end in [*ends, None]:
                 if run and (end is None or end != run[-1] + bs):
                     self._stored(group, bs, run, blocks, tokens, hashes, req)
                     run = []
                 if end is not None:
                     run.append(end)
 
-    def removed(self, by_group):
+    def removed(self, by_group: dict[int, list[bytes]]) -> None:
         """The store lost these blocks ({group: [hash bytes]}, from departures.py)."""
         if BlockRemoved is None:
             return
@@ -105,7 +113,9 @@ class StoreEvents:
                 )
             )
 
-    def _stored(self, group, bs, ends, blocks, tokens, hashes, req=None):
+    def _stored(self, group: int, bs: int, ends: list[int],
+                blocks: dict[tuple[int, int], bytes], tokens: list[int], hashes: list[Any],
+                req: Any = None) -> None:
         parent_at = (ends[0] - bs) // self.hash_block_size - 1
         parent = hashes[parent_at] if 0 <= parent_at < len(hashes) else None
         toks = tokens[ends[0] - bs:ends[-1]] if len(tokens) >= ends[-1] else []
@@ -124,18 +134,18 @@ class StoreEvents:
             )
         )
 
-    def dropped(self, rid):
+    def dropped(self, rid: str) -> None:
         """`rid` finished with nothing left to save, or was forgotten."""
         self.planned.pop(rid, None)
         self.requests.pop(rid, None)
 
-    def cleared(self):
+    def cleared(self) -> None:
         self.planned.clear()
         self.requests.clear()
         if AllBlocksCleared is not None:
             self.ready.append(AllBlocksCleared())
 
-    def poll_feed(self):
+    def poll_feed(self) -> None:
         """Turn the store's departures since the last call into events (departures.py)."""
         if self.feed is None:
             return
@@ -147,6 +157,6 @@ class StoreEvents:
         if gone:
             self.removed(gone)
 
-    def take(self):
+    def take(self) -> list[Any]:
         out, self.ready = self.ready, []
         return out

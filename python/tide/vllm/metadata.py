@@ -1,7 +1,10 @@
 """The scheduler's per-step jobs as they travel to the workers: the bytes of
 ``tide_connector_meta_serialize``, parsed back through libtide."""
 
+from __future__ import annotations
+
 import ctypes
+from typing import Any, Union
 
 from .. import _lib, errors
 from ._base import KVConnectorMetadata
@@ -11,27 +14,27 @@ class TideConnectorMetadata(KVConnectorMetadata):
     ``tide_connector_meta_serialize``, parsed by each worker. Picklable (vLLM sends it to
     worker processes with the scheduler output)."""
 
-    def __init__(self, data=b""):
+    def __init__(self, data: Union[bytes, bytearray, memoryview] = b"") -> None:
         self.data = bytes(data)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"TideConnectorMetadata({len(self.data)} bytes)"
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[TideConnectorMetadata], tuple[bytes]]:
         return (TideConnectorMetadata, (self.data,))
 
-    def describe(self):
+    def describe(self) -> dict[str, Any]:
         """The jobs and finished ids, read back through libtide: ``{"jobs": [{"kind":
         "load"|"save", "req_id", "start_tokens", "end_tokens", "blocks": [(group,
         block_id, end_token, hash), ...]}], "finished": [ids]}`` (for logs and tests)."""
         L = _lib.lib()
-        m = _parse_meta(L, self.data)
+        m = parse_meta(L, self.data)
         try:
-            jobs = []
+            jobs: list[dict[str, Any]] = []
             for i in range(L.tide_connector_meta_num_jobs(m)):
                 job = _lib.ConnectorJob()
                 _check_meta(L.tide_connector_meta_job(m, i, ctypes.byref(job)))
-                blocks = []
+                blocks: list[tuple[int, int, int, bytes]] = []
                 for k in range(job.nblocks):
                     b = _lib.ConnectorBlock()
                     _check_meta(L.tide_connector_meta_block(m, i, k, ctypes.byref(b)))
@@ -56,12 +59,12 @@ class TideConnectorMetadata(KVConnectorMetadata):
             L.tide_connector_meta_free(m)
 
 
-def _check_meta(rc):
+def _check_meta(rc: int) -> None:
     if rc < 0:
         raise errors.make_error(rc, errors.last_message(None) or errors.strerror(rc))
 
 
-def _parse_meta(L, data):
+def parse_meta(L: Any, data: bytes) -> Any:
     m = _lib.ConnectorMetaPtr()
     buf = ctypes.create_string_buffer(data, len(data)) if data else None
     rc = L.tide_connector_meta_parse(buf, len(data), ctypes.byref(m))

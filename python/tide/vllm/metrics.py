@@ -8,7 +8,15 @@ plus the connector's counters (hit tokens, saved and loaded objects, load errors
 skipped under store pressure). A connector reports the difference since its last report.
 """
 
+from __future__ import annotations
+
+from typing import Any, Optional
+
 from ._base import HAVE_VLLM
+
+#: Figures as TideStoreConnector.stats() returns them, and as TideConnectorStats carries
+#: them ({"ops": {op: {field: n}}, "counters": {name: n}}).
+Figures = dict[str, Any]
 
 OPS = ("lookup_exists", "save_exists", "save_put", "load_get")
 OP_FIELDS = ("calls", "keys", "bytes", "failed_keys", "errors", "ns")
@@ -24,59 +32,62 @@ except ImportError:
     from dataclasses import dataclass, field
 
     @dataclass
-    class KVConnectorStats:
+    class KVConnectorStats:  # type: ignore[no-redef]
         """Stand-in for vLLM's KVConnectorStats (a dict of figures)."""
 
-        data: dict = field(default_factory=dict)
+        data: dict[str, Any] = field(default_factory=dict)
 
-    class KVConnectorPromMetrics:
+    class KVConnectorPromMetrics:  # type: ignore[no-redef]
         """Stand-in for vLLM's KVConnectorPromMetrics."""
 
-        def __init__(self, vllm_config, metric_types, labelnames, per_engine_labelvalues):
+        def __init__(self, vllm_config: Any, metric_types: dict[Any, Any],
+                     labelnames: list[str], per_engine_labelvalues: Any) -> None:
             self._counter_cls = metric_types["Counter"]
             self._labelnames = labelnames
             self.per_engine_labelvalues = per_engine_labelvalues
 
 
-def _since(now, before):
+def _since(now: int, before: int) -> int:
     """A total's growth; a total below the last one was restarted (a new C connector after
     a reconnection) and counts from zero."""
     now, before = int(now), int(before)
     return now - before if now >= before else now
 
 
-def delta(now, before):
+def delta(now: Figures, before: Optional[Figures]) -> Figures:
     """The figures of ``now`` minus ``before`` (dicts from TideStoreConnector.stats()), in
     the shape TideConnectorStats carries: ``{"ops": {op: {field: n}}, "counters": {...}}``."""
     before = before or {}
-    ops = {}
+    ops: dict[str, dict[str, int]] = {}
     for op in OPS:
         cur, old = now.get(op, {}), before.get(op, {})
         d = {f: _since(cur.get(f, 0), old.get(f, 0)) for f in OP_FIELDS}
         if any(d.values()):
             ops[op] = d
-    counters = {}
+    counters: dict[str, int] = {}
     for c in COUNTERS:
-        d = _since(now.get(c, 0), before.get(c, 0))
-        if d:
-            counters[c] = d
+        grew = _since(now.get(c, 0), before.get(c, 0))
+        if grew:
+            counters[c] = grew
     return {"ops": ops, "counters": counters}
 
 
 class TideConnectorStats(KVConnectorStats):
     """One interval of tide's connector figures; vLLM sums them over the ranks."""
 
-    def __post_init__(self):
+    data: Figures  # vLLM's dataclass field
+
+    def __post_init__(self) -> None:
         self.data.setdefault("ops", {})
         self.data.setdefault("counters", {})
 
-    def reset(self):
+    def reset(self) -> None:
         self.data = {"ops": {}, "counters": {}}
 
-    def is_empty(self):
+    def is_empty(self) -> bool:
         return not self.data["ops"] and not self.data["counters"]
 
-    def aggregate(self, other):
+    def aggregate(self, other: TideConnectorStats) -> TideConnectorStats:
         for op, figures in other.data.get("ops", {}).items():
             mine = self.data["ops"].setdefault(op, {f: 0 for f in OP_FIELDS})
             for f, n in figures.items():
@@ -85,9 +96,9 @@ class TideConnectorStats(KVConnectorStats):
             self.data["counters"][c] = self.data["counters"].get(c, 0) + n
         return self
 
-    def reduce(self):
+    def reduce(self) -> dict[str, Any]:
         """What vLLM's log line shows: per operation calls, keys, MiB, failures and GB/s."""
-        out = {}
+        out: dict[str, Any] = {}
         for op, f in sorted(self.data["ops"].items()):
             out[f"{op}_calls"] = f.get("calls", 0)
             out[f"{op}_keys"] = f.get("keys", 0)
@@ -104,7 +115,8 @@ class TidePromMetrics(KVConnectorPromMetrics):
     ``..._failed_keys_total``, ``..._errors_total``, ``..._seconds_total`` by operation, and
     ``vllm:tide_<counter>_total`` for the connector's counters."""
 
-    def __init__(self, vllm_config, metric_types, labelnames, per_engine_labelvalues):
+    def __init__(self, vllm_config: Any, metric_types: dict[Any, Any], labelnames: list[str],
+                 per_engine_labelvalues: Any) -> None:
         super().__init__(vllm_config, metric_types, labelnames, per_engine_labelvalues)
         names = labelnames + ["operation"]
         doc = {
@@ -125,14 +137,14 @@ class TidePromMetrics(KVConnectorPromMetrics):
                                  labelnames=labelnames)
             for c in COUNTERS
         }
-        self._children = {}
+        self._children: dict[tuple[Any, ...], Any] = {}
 
-    def _child(self, metric, key, values):
+    def _child(self, metric: Any, key: tuple[Any, ...], values: list[str]) -> Any:
         if key not in self._children:
             self._children[key] = metric.labels(*values)
         return self._children[key]
 
-    def observe(self, transfer_stats_data, engine_idx=0):
+    def observe(self, transfer_stats_data: Optional[Figures], engine_idx: int = 0) -> None:
         if not transfer_stats_data:
             return
         engine = self.per_engine_labelvalues[engine_idx]

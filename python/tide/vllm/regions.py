@@ -4,20 +4,27 @@ strides, element size), read from a torch tensor or a numpy array, for
 (a CUDA device: the pointer is the device's, and libtide moves the pages with the GPU's copy
 engine)."""
 
+from __future__ import annotations
+
 import errno
+from typing import Any
 
 from .. import _lib, errors
 
 
-class _Region:
+class Region:
     """Where one paged KV tensor lives: base address, bytes from base to the end of its
     storage, shape and strides in elements, element size — read by duck typing from a
     torch tensor (data_ptr(), stride(), element_size(), untyped_storage()) or a numpy array
     (__array_interface__, strides, itemsize)."""
 
-    def __init__(self, name, t, whole_storage=False):
+    def __init__(self, name: str, t: Any, whole_storage: bool = False) -> None:
         self.name = name
         self.kind, self.device = _lib.MEM_HOST, 0
+        self.base = self.nbytes = self.elem = 0
+        self.storage_base = self.storage_end = 0
+        self.shape: tuple[int, ...] = ()
+        self.strides: tuple[int, ...] = ()
         if callable(getattr(t, "data_ptr", None)):
             self._from_torch(t)
         elif hasattr(t, "__array_interface__"):
@@ -32,7 +39,7 @@ class _Region:
             self.base, self.nbytes = self.storage_base, self.storage_end - self.storage_base
             self.shape = self.strides = ()
 
-    def _from_torch(self, t):
+    def _from_torch(self, t: Any) -> None:
         device = getattr(t, "device", None)
         dtype = getattr(device, "type", "cpu") if device is not None else "cpu"
         if dtype == "cuda":
@@ -58,7 +65,7 @@ class _Region:
             self.storage_end = self.base + self._span()
         self.nbytes = self.storage_end - self.base
 
-    def _from_numpy(self, a):
+    def _from_numpy(self, a: Any) -> None:
         ai = a.__array_interface__
         ptr, readonly = ai["data"]
         if readonly:
@@ -89,12 +96,12 @@ class _Region:
             self.storage_base, self.storage_end = self.base, self.base + self._span()
         self.nbytes = self.storage_end - self.base
 
-    def _span(self):
+    def _span(self) -> int:
         if not self.shape:
             return self.elem
         return self.elem * (1 + sum((n - 1) * s for n, s in zip(self.shape, self.strides)))
 
-    def num_blocks_guess(self):
+    def num_blocks_guess(self) -> int:
         """The block dimension when the configuration does not say: dimension 1 of a
         (2, num_blocks, ...) K/V layout, else dimension 0."""
         s, st = self.shape, self.strides
@@ -102,7 +109,7 @@ class _Region:
             return s[1]
         return s[0] if s else 0
 
-    def for_c(self, num_blocks):
+    def for_c(self, num_blocks: int) -> tuple[int, int, tuple[int, ...], tuple[int, ...]]:
         """``(base, nbytes, shape, strides)`` as ``tide_connector_register_region`` reads
         them, for a tensor whose blocks are ``num_blocks``.
 
@@ -127,16 +134,16 @@ class _Region:
             (d for d in range(len(shape)) if shape[d] > 1 or len(shape) == 1),
             key=lambda d: -strides[d],
         )
-        shape = tuple(shape[d] for d in dims)
-        strides = tuple(strides[d] for d in dims)
-        span = self.elem * (1 + sum((n - 1) * st for n, st in zip(shape, strides)))
+        out_shape = tuple(shape[d] for d in dims)
+        out_strides = tuple(strides[d] for d in dims)
+        span = self.elem * (1 + sum((n - 1) * st for n, st in zip(out_shape, out_strides)))
         nbytes = self.nbytes
         if num_blocks > 0 and span % num_blocks == 0:
             nbytes = span
-        elif num_blocks > 0 and shape[0] == num_blocks:
+        elif num_blocks > 0 and out_shape[0] == num_blocks:
             # Blocks padded past their last element (vLLM pads a Mamba state, or an
             # attention page, to the group's page size): a page is the block stride.
-            padded = num_blocks * strides[0] * self.elem
+            padded = num_blocks * out_strides[0] * self.elem
             if self.base + padded <= self.storage_end:
                 nbytes = padded
-        return self.base, nbytes, shape, strides
+        return self.base, nbytes, out_shape, out_strides

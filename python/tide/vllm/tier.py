@@ -28,7 +28,7 @@ import logging
 import queue
 import threading
 import time
-from typing import Any
+from typing import Any, Optional
 
 from .. import errors
 from ..store import Store
@@ -42,7 +42,7 @@ try:  # pragma: no cover - only where vLLM is installed
     HAVE_TIERING = True
 except ImportError:  # vLLM absent, or older than the tiering framework
     HAVE_TIERING = False
-    SecondaryTierManager = object  # type: ignore[assignment,misc]
+    SecondaryTierManager = object
 
 # Keys a TideSecondaryTier entry of secondary_tiers accepts (beyond type and module_path,
 # which vLLM's factory takes, and backpressure, which it hands to its own detector).
@@ -73,7 +73,7 @@ def check_tier_config(config: dict[str, Any]) -> None:
         raise ValueError(f"{WHERE}: 'io_threads' must be an integer 1..64, got {threads!r}")
 
 
-class TideSecondaryTier(SecondaryTierManager):  # type: ignore[misc,valid-type]
+class TideSecondaryTier(SecondaryTierManager):
     """A vLLM secondary tier whose chunks live in a tide store (see the module comment)."""
 
     tolerates_off_thread_polling = False
@@ -94,10 +94,10 @@ class TideSecondaryTier(SecondaryTierManager):  # type: ignore[misc,valid-type]
             model = str(getattr(vc.model_config, "model", "")).rstrip("/").rsplit("/", 1)[-1]
         self._key_head = f"{self.key_prefix}@{model}@chunk{self.block_size_bytes}@".encode()
         self._store = Store(self.url)  # lookups, on the scheduler thread
-        self._jobs: queue.Queue = queue.Queue()
-        self._done: list = []
+        self._jobs: queue.Queue[Optional[tuple[str, Any]]] = queue.Queue()
+        self._done: list[Any] = []  # vLLM's JobResults
         self._done_lock = threading.Lock()
-        self._threads = []
+        self._threads: list[threading.Thread] = []
         for i in range(int(config.get("io_threads", 2))):
             t = threading.Thread(target=self._run, name=f"tide-tier-{i}", daemon=True)
             t.start()
@@ -112,25 +112,25 @@ class TideSecondaryTier(SecondaryTierManager):  # type: ignore[misc,valid-type]
 
     # -- vLLM's calls (scheduler thread, under the tiering manager's lock) -------------
 
-    def lookup(self, key, req_context):
+    def lookup(self, key: bytes, req_context: Any) -> Any:
         try:
             return LookupResult.HIT if self._store.exists(self.key(key)) else LookupResult.MISS
         except errors.Error as e:
             logger.warning("tide tier: lookup failed, counted a miss: %s", e)
             return LookupResult.MISS
 
-    def submit_store(self, job_metadata) -> None:
+    def submit_store(self, job_metadata: Any) -> None:
         self._jobs.put(("store", job_metadata))
 
-    def submit_load(self, job_metadata) -> None:
+    def submit_load(self, job_metadata: Any) -> None:
         self._jobs.put(("load", job_metadata))
 
-    def get_finished_jobs(self):
+    def get_finished_jobs(self) -> list[Any]:
         with self._done_lock:
             out, self._done = self._done, []
         return out
 
-    def on_new_request(self, req_context):
+    def on_new_request(self, req_context: Any) -> Any:
         return RequestOffloadingContext()
 
     def drain_jobs(self) -> None:
@@ -147,26 +147,27 @@ class TideSecondaryTier(SecondaryTierManager):  # type: ignore[misc,valid-type]
     # -- background I/O ----------------------------------------------------------------
 
     def _run(self) -> None:
-        store = None
+        store: Optional[Store] = None
         while True:
             item = self._jobs.get()
+            if item is None:  # shutdown
+                self._jobs.task_done()
+                if store is not None:
+                    store.close()
+                return
+            kind, job = item
             try:
-                if item is None:
-                    return
-                kind, job = item
                 if store is None:
                     store = Store(self.url)
                 self._finish(job, *self._transfer(store, kind, job))
             except errors.Error as e:
-                logger.warning("tide tier: %s job failed: %s", item[0], e)
+                logger.warning("tide tier: %s job failed: %s", kind, e)
                 store = None  # a fresh connection next time
-                self._finish(item[1], False, None, 0.0)
+                self._finish(job, False, None, 0.0)
             finally:
                 self._jobs.task_done()
-                if item is None and store is not None:
-                    store.close()
 
-    def _transfer(self, store: Store, kind: str, job) -> tuple[bool, Any, float]:
+    def _transfer(self, store: Store, kind: str, job: Any) -> tuple[bool, Any, float]:
         keys = [self.key(k) for k in job.keys]
         chunks = [self._chunk(c) for c in job.chunk_ids]
         t0 = time.monotonic()
@@ -179,7 +180,7 @@ class TideSecondaryTier(SecondaryTierManager):  # type: ignore[misc,valid-type]
             return True, None, time.monotonic() - t0
         return False, tuple(ok) if ok else None, time.monotonic() - t0
 
-    def _finish(self, job, success: bool, partial: Any, seconds: float) -> None:
+    def _finish(self, job: Any, success: bool, partial: Any, seconds: float) -> None:
         res = JobResult(job_id=job.job_id, success=success, successful_keys=partial,
                         transfer_time=seconds,
                         transfer_bytes=len(job.chunk_ids) * self.block_size_bytes)

@@ -3,7 +3,7 @@ results, and the mapping from tide's codes: shared by tide.mooncake and its tens
 
 from __future__ import annotations
 
-from . import errors
+from .. import errors
 
 OK = 0
 INTERNAL_ERROR = -1

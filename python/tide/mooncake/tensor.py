@@ -34,9 +34,9 @@ from __future__ import annotations
 
 import ctypes
 import struct
-from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple, TypeVar, Union
 
-from ._mooncake_codes import (
+from .codes import (
     FILE_NOT_FOUND,
     INVALID_PARAMS,
     NOT_SUPPORTED,
@@ -44,9 +44,13 @@ from ._mooncake_codes import (
     OK,
     mooncake_code,
 )
+from .values import ReplicateConfig
 
 if TYPE_CHECKING:
-    from .mooncake import ReplicateConfig
+    from ..store import Store
+
+_T = TypeVar("_T")
+_D = TypeVar("_D")
 
 _TMAGIC = 0x4D4F4F4E
 _TVERSION = 1
@@ -65,7 +69,7 @@ _TDTYPES = (
 _TDSIZE = (4, 8, 1, 1, 2, 2, 4, 4, 8, 8, 1, 2, 2, 1, 1)
 
 
-def _torch() -> Any:
+def load_torch() -> Any:
     """torch, or None when it cannot be imported."""
     try:
         import torch  # noqa: PLC0415
@@ -75,7 +79,7 @@ def _torch() -> Any:
         return None
 
 
-def _pack_header(dtype: int, global_shape: Sequence[int], local_shape: Sequence[int],
+def pack_header(dtype: int, global_shape: Sequence[int], local_shape: Sequence[int],
                  nbytes: int, layout_kind: int = _LAYOUT_FULL,
                  axes: Sequence[Tuple[int, int, int, int, int, int, int]] = ()) -> bytes:
     """Mooncake's TensorMetadata for one object (see the module docstring)."""
@@ -101,11 +105,11 @@ def _tensor_header(torch: Any, t: Any, global_shape: Optional[Sequence[int]] = N
         raise TypeError(f"tide: tensor of {t.dim()} dimensions (at most 8)")
     local = list(t.shape)
     kind = _LAYOUT_FULL if global_shape is None else _LAYOUT_SHARD
-    return _pack_header(_TDTYPES.index(name), local if global_shape is None else list(global_shape),
+    return pack_header(_TDTYPES.index(name), local if global_shape is None else list(global_shape),
                         local, t.numel() * t.element_size(), kind, axes)
 
 
-def _parse_header(raw: bytes, total: Optional[int] = None) -> Optional[Tuple[str, List[int], int, int]]:
+def parse_header(raw: bytes, total: Optional[int] = None) -> Optional[Tuple[str, List[int], int, int]]:
     """(dtype name, local shape, data bytes, data offset) from a header, or None when it is
     not one Mooncake's ValidateTensorMetadata accepts. total: the object's whole length,
     when known (data_bytes must then be exactly what follows data_offset)."""
@@ -137,7 +141,7 @@ def _parse_header(raw: bytes, total: Optional[int] = None) -> Optional[Tuple[str
 def _tensor_from_bytes(torch: Any, raw: Any, offset: int = 0) -> Any:
     """A tensor over raw[offset:] (a writable buffer): shares memory with raw."""
     mv = memoryview(raw)[offset:]
-    hdr = _parse_header(bytes(mv[:TENSOR_HEADER_SIZE]))
+    hdr = parse_header(bytes(mv[:TENSOR_HEADER_SIZE]))
     if hdr is None:
         return None
     name, dims, nbytes, doff = hdr
@@ -155,16 +159,16 @@ def _tensor_from_bytes(torch: Any, raw: Any, offset: int = 0) -> Any:
 # -- mooncake.store's module-level tensor codec (used by Mooncake's Python helpers) --------
 
 
-def _tensor_metadata_size() -> int:
+def tensor_metadata_size() -> int:
     """Bytes of the header put before a tensor's bytes."""
     return TENSOR_HEADER_SIZE
 
 
-def _serialize_tensor(tensor: Any) -> Tuple[bytes, int, int, Any]:
+def serialize_tensor(tensor: Any) -> Tuple[bytes, int, int, Any]:
     """(header, data address, data bytes, owner) for a tensor: the owner (a contiguous
     CPU tensor, a copy when the tensor was elsewhere or strided) holds the bytes at
     that address. ValueError for a tensor Mooncake could not store either."""
-    torch = _torch()
+    torch = load_torch()
     if torch is None:
         raise ImportError("tide.mooncake: _serialize_tensor needs torch, which does not import")
     if not isinstance(tensor, torch.Tensor):
@@ -178,9 +182,9 @@ def _serialize_tensor(tensor: Any) -> Tuple[bytes, int, int, Any]:
     return hdr, owner.data_ptr() if nbytes else 0, nbytes, owner
 
 
-def _deserialize_tensor(payload: bytes) -> Any:
+def deserialize_tensor(payload: bytes) -> Any:
     """The tensor in header + bytes (a copy it owns); ValueError when malformed."""
-    torch = _torch()
+    torch = load_torch()
     if torch is None:
         raise ImportError("tide.mooncake: _deserialize_tensor needs torch, which does not import")
     t = _tensor_from_bytes(torch, bytearray(payload))
@@ -191,8 +195,36 @@ def _deserialize_tensor(payload: bytes) -> Any:
 class TensorHelpers:
     """Mooncake's tensor methods; see the module docstring."""
 
+    if TYPE_CHECKING:  # what MooncakeDistributedStore (client.py) supplies
+
+        _store: Optional[Store]
+
+        def _bad(self, message: str, code: int = INVALID_PARAMS) -> int: ...
+
+        def _check_config(self, config: Optional[ReplicateConfig]) -> int: ...
+
+        def _registered(self, ptr: int, size: int) -> bool: ...
+
+        def _upsert_many(self, keys: List[str],
+                         put: Callable[[Store, List[str]], List[int]]) -> List[int]: ...
+
+        def _call(self, fn: Callable[[Store], _T]) -> Union[_T, int]: ...
+
+        def _call_or(self, fn: Callable[[Store], _T], default: _D) -> Union[_T, _D]: ...
+
+        def batch_get_into(self, keys: Sequence[str], buffer_ptrs: Sequence[int],
+                           sizes: Sequence[int]) -> List[int]: ...
+
+        def batch_put_from(self, keys: Sequence[str], buffer_ptrs: Sequence[int],
+                           sizes: Sequence[int],
+                           config: Optional[ReplicateConfig] = None) -> List[int]: ...
+
+        def batch_upsert_from(self, keys: Sequence[str], buffer_ptrs: Sequence[int],
+                              sizes: Sequence[int],
+                              config: Optional[ReplicateConfig] = None) -> List[int]: ...
+
     def _need_torch(self) -> Any:
-        torch = _torch()
+        torch = load_torch()
         if torch is None:
             raise ImportError("tide.mooncake: the tensor helpers need torch, which does not import")
         return torch
@@ -221,7 +253,7 @@ class TensorHelpers:
         lists = [[b[0], b[1]] if len(b[1]) else [b[0]] for b in blobs]
         if replace:
             return self._upsert_many(keys, lambda s, k: s.put_many_iov(k, lists))
-        res = self._call(lambda s: s.put_many_iov(keys, lists), None)
+        res = self._call(lambda s: s.put_many_iov(keys, lists))
         if isinstance(res, int):
             return [res] * len(keys)
         return [mooncake_code(r) for r in res]
@@ -259,7 +291,7 @@ class TensorHelpers:
     def batch_get_tensor(self, keys: Sequence[str]) -> List[Any]:
         torch = self._need_torch()
         keys = list(keys)
-        vals = self._call(lambda s: s.get_many(keys), [None] * len(keys))
+        vals = self._call_or(lambda s: s.get_many(keys), [None] * len(keys))
         return [None if v is None else _tensor_from_bytes(torch, bytearray(v)) for v in vals]
 
     @staticmethod
@@ -330,7 +362,7 @@ class TensorHelpers:
                       f"or a null pointer, or not set up")
             return [INVALID_PARAMS] * len(keys)
         res = self.batch_get_into(keys, ptrs, sizes)
-        out = []
+        out: List[Any] = []
         for p, n, r in zip(ptrs, sizes, res):
             if r < 0:
                 out.append(None)
@@ -387,7 +419,7 @@ class TensorHelpers:
             if not self._registered(p, n):
                 self._bad(f"{keys[i]!r}: buffer outside every registered buffer")
                 continue
-            hdr = _parse_header(ctypes.string_at(p, min(n, TENSOR_HEADER_SIZE)))
+            hdr = parse_header(ctypes.string_at(p, min(n, TENSOR_HEADER_SIZE)))
             if hdr is None or hdr[3] + hdr[2] > n:
                 self._bad(f"{keys[i]!r}: buffer does not start with a tensor header")
                 continue

@@ -5,8 +5,9 @@ LMCache's Mooncake backend, SGLang HiCache's Mooncake backend) runs on tide by p
 ``python/compat`` on PYTHONPATH, whose ``mooncake.store`` re-exports this module. Every
 method of Mooncake's class is here with its arguments, defaults and integer return codes
 (Mooncake's ErrorCode, mooncake-store/include/types.h); docs/MOONCAKE.md lists each one
-as supported, accepted-and-ignored or refused, and why. The error codes live in
-_mooncake_codes.py, the tensor methods in _mooncake_tensor.py (a mixin of this class).
+as supported, accepted-and-ignored or refused, and why. Mooncake's error codes live
+in codes.py, its value types in values.py, how setup() finds the store in address.py, and
+the tensor methods in tensor.py (a mixin of this class).
 
 Invariants:
 
@@ -30,9 +31,7 @@ from __future__ import annotations
 
 import bisect
 import ctypes
-import enum
 import errno
-import json
 import logging
 import os
 import random
@@ -40,357 +39,40 @@ import re
 import socket
 import threading
 import uuid
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union
 
-from . import errors
-from ._mooncake_codes import (  # noqa: F401  (re-exported: mooncake.store users read them)
-    BUFFER_OVERFLOW,
-    CHECKSUM_MISMATCH,
-    FILE_NOT_FOUND,
+from .. import errors
+from ..store import Store
+from .address import (
+    DEFAULT_MASTER,
+    SetupError,
+    has_port,
+    master_to_url,
+    open_checked,
+    parse_size,
+    resolve_url,
+)
+from .codes import (
     HC_HEALTHY,
     HC_MASTER_UNREACHABLE,
     HC_NOT_INITIALIZED,
-    INTERNAL_ERROR,
-    INVALID_KEY,
     INVALID_PARAMS,
-    INVALID_READ,
-    INVALID_WRITE,
     NOT_SUPPORTED,
-    NO_AVAILABLE_HANDLE,
-    OBJECT_ALREADY_EXISTS,
     OBJECT_NOT_FOUND,
     OK,
-    REPLICA_IS_NOT_READY,
-    RPC_FAIL,
-    RPC_TIMEOUT,
-    SEGMENT_NOT_FOUND,
-    TRANSFER_FAIL,
-    UNAVAILABLE_IN_CURRENT_MODE,
-    UNAVAILABLE_IN_CURRENT_STATUS,
-    WRITE_FAIL,
     mooncake_code,
 )
-from ._mooncake_tensor import (  # noqa: F401  (the codec: mooncake.store's module functions)
-    TENSOR_HEADER_SIZE,
-    TensorHelpers,
-    _deserialize_tensor,
-    _serialize_tensor,
-    _tensor_metadata_size,
-    _torch,
+from .tensor import TensorHelpers
+from .values import (
+    BufferHandle,
+    ReplicaDescriptor,
+    ReplicateConfig,
 )
-from .store import Store
 
 log = logging.getLogger("tide.mooncake")
 
-DEFAULT_MASTER = "127.0.0.1:50051"  # Mooncake's default master_server_addr
-_SCHEMES = ("tide://", "unix://", "etcd://", "mem://")  # addresses that are tide URLs
-
-# -- Mooncake's enums and value types ---------------------------------------------------
-
-
-class SoftPinAction(enum.IntEnum):
-    PRESERVE = 0
-    ENABLE = 1
-    DISABLE = 2
-
-
-class ObjectDataType(enum.IntEnum):
-    UNKNOWN = 0
-    KVCACHE = 1
-    TENSOR = 2
-    WEIGHT = 3
-    SAMPLE = 4
-    ACTIVATION = 5
-    GRADIENT = 6
-    OPTIMIZER_STATE = 7
-    METADATA = 8
-    GENERAL = 9
-
-
-class ReplicaStatus(enum.IntEnum):
-    UNDEFINED = 0
-    INITIALIZED = 1
-    PROCESSING = 2
-    COMPLETE = 3
-    REMOVED = 4
-    FAILED = 5
-
-
-class TaskType(enum.IntEnum):
-    REPLICA_COPY = 0
-    REPLICA_MOVE = 1
-
-
-class TaskStatus(enum.IntEnum):
-    PENDING = 0
-    PROCESSING = 1
-    SUCCESS = 2
-    FAILED = 3
-
-
-class ReplicateConfig:
-    """Mooncake's per-put replication settings. tide validates the soft-pin pair as
-    Mooncake's master does (a TTL needs ENABLE) and otherwise ignores them: a tide key
-    has one copy per node it is placed on (R replicas are the cluster URL's choice),
-    and eviction is tided's, so pins and preferred segments have nothing to act on."""
-
-    def __init__(self) -> None:
-        self.replica_num: int = 1
-        self.nof_replica_num: int = 0
-        self.dfs_replica_num: int = 0
-        self.soft_pin_action: SoftPinAction = SoftPinAction.PRESERVE
-        self._soft_pin_ttl_ms: Optional[int] = None
-        self.with_hard_pin: bool = False
-        self.preferred_segments: List[str] = []
-        self.preferred_nof_segments: List[str] = []
-        self.preferred_segment: str = ""
-        self.prefer_alloc_in_same_node: bool = False
-        self.data_type: ObjectDataType = ObjectDataType.UNKNOWN
-        self.group_ids: Optional[List[str]] = None
-
-    @property
-    def soft_pin_ttl_ms(self) -> Optional[int]:
-        """None (the master's default TTL) or milliseconds, an unsigned 64-bit int."""
-        return self._soft_pin_ttl_ms
-
-    @soft_pin_ttl_ms.setter
-    def soft_pin_ttl_ms(self, ms: Optional[int]) -> None:
-        if ms is not None and (not isinstance(ms, int) or isinstance(ms, bool)
-                               or not 0 <= ms < 1 << 64):
-            raise TypeError(f"soft_pin_ttl_ms: expected None or an unsigned 64-bit int, got {ms!r}")
-        self._soft_pin_ttl_ms = ms
-
-    # Older Mooncake releases had a boolean; it maps onto soft_pin_action.
-    @property
-    def with_soft_pin(self) -> bool:
-        return self.soft_pin_action == SoftPinAction.ENABLE
-
-    @with_soft_pin.setter
-    def with_soft_pin(self, on: bool) -> None:
-        self.soft_pin_action = SoftPinAction.ENABLE if on else SoftPinAction.PRESERVE
-
-    def check(self) -> int:
-        """0, or INVALID_PARAMS for settings Mooncake's master refuses."""
-        if self.soft_pin_ttl_ms is not None and self.soft_pin_action != SoftPinAction.ENABLE:
-            return INVALID_PARAMS
-        if not isinstance(self.replica_num, int) or self.replica_num < 1:
-            return INVALID_PARAMS
-        return OK
-
-    def __repr__(self) -> str:
-        return (
-            f"ReplicateConfig(replica_num={self.replica_num}, "
-            f"soft_pin_action={self.soft_pin_action.name}, "
-            f"soft_pin_ttl_ms={self.soft_pin_ttl_ms}, with_hard_pin={self.with_hard_pin}, "
-            f"preferred_segments={self.preferred_segments})"
-        )
-
-    __str__ = __repr__
-
-
-class MemoryDescriptor:
-    """Where a memory replica lives: tide reports the node URL and the value's size."""
-
-    def __init__(self, endpoint: str, size: int) -> None:
-        self.buffer_descriptor = Descriptor(size, 0, endpoint)
-
-
-class DiskDescriptor:
-    def __init__(self) -> None:
-        self.file_path = ""
-        self.object_size = 0
-
-
-class Descriptor:
-    """Mooncake's AllocatedBuffer descriptor (size, address, endpoint)."""
-
-    def __init__(self, size: int = 0, buffer_address: int = 0, transport_endpoint: str = "") -> None:
-        self.size = size
-        self.buffer_address = buffer_address
-        self.transport_endpoint = transport_endpoint
-
-    def __repr__(self) -> str:
-        return (
-            f"<Descriptor size={self.size} buffer_address={self.buffer_address} "
-            f"transport_endpoint={self.transport_endpoint}>"
-        )
-
-
-class ReplicaDescriptor:
-    """One replica of a key: in tide always a complete memory replica held by tided."""
-
-    def __init__(self, endpoint: str, size: int) -> None:
-        self.status = ReplicaStatus.COMPLETE
-        self._mem = MemoryDescriptor(endpoint, size)
-
-    def is_memory_replica(self) -> bool:
-        return True
-
-    def is_disk_replica(self) -> bool:
-        return False
-
-    def is_local_disk_replica(self) -> bool:
-        return False
-
-    def get_memory_descriptor(self) -> MemoryDescriptor:
-        return self._mem
-
-    def get_disk_descriptor(self) -> DiskDescriptor:
-        raise RuntimeError("tide: this replica is a memory replica, it has no disk descriptor")
-
-
-class BufferHandle(bytearray):
-    """A value read by get_buffer / batch_get_buffer: the bytes (the buffer protocol,
-    len()) plus Mooncake's ``ptr()`` (address of the first byte) and ``size()``."""
-
-    def ptr(self) -> int:
-        if not len(self):
-            return 0
-        return ctypes.addressof((ctypes.c_char * len(self)).from_buffer(self))
-
-    def size(self) -> int:
-        return len(self)
-
-
-class MooncakeHostMemAllocator:
-    """SGLang's host-pool allocator: page-aligned host memory, freed by free() or at
-    exit. tide needs no special memory; this is plain anonymous memory."""
-
-    def __init__(self) -> None:
-        self._blocks: Dict[int, Any] = {}
-
-    def alloc(self, size: int) -> int:
-        import mmap
-
-        if not isinstance(size, int) or size <= 0:
-            raise ValueError(f"MooncakeHostMemAllocator.alloc: size {size!r} is not a size")
-        m = mmap.mmap(-1, size)
-        addr = ctypes.addressof(ctypes.c_char.from_buffer(m))
-        self._blocks[addr] = m
-        return addr
-
-    def free(self, ptr: int) -> int:
-        m = self._blocks.pop(ptr, None)
-        if m is None:
-            return INVALID_PARAMS
-        try:
-            m.close()
-        except BufferError:  # still viewed (e.g. by a tensor): freed when the view goes
-            self._blocks[ptr] = m
-            return INVALID_PARAMS
-        return OK
-
-
-# -- set-up: which tide store a Mooncake address means ---------------------------------
-
-
-class SetupError(Exception):
-    """Why setup() failed; its code is the Mooncake code setup() returns."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(errors.redact(message))  # URLs in it never show their token
-        self.code = code
-
-
-_SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
-               "g": 1 << 30, "gb": 1 << 30, "t": 1 << 40, "tb": 1 << 40}
-
-
-def parse_size(value: Any, what: str) -> int:
-    """A size as Mooncake's config accepts it: an int, or "16MB", "16 mb", "2g", "1024".
-    Raises SetupError (INVALID_PARAMS) for anything else (a percentage, a negative)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        if value < 0:
-            raise SetupError(INVALID_PARAMS, f"setup: {what} {value!r} is negative")
-        return value
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(value))
-    if not m or m.group(2).lower() not in _SIZE_UNITS:
-        raise SetupError(INVALID_PARAMS, f"setup: {what} {value!r} is not a size "
-                         f"(bytes, or a number with KB/MB/GB/TB)")
-    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()])
-
-
-def _has_port(host: str) -> bool:
-    """Mooncake's hasExplicitPort: "[v6]:port" and "name:port" name one, a bare IPv6
-    address does not."""
-    if host.startswith("["):
-        return "]:" in host
-    return host.count(":") == 1
-
-
-def _master_to_url(addr: str) -> str:
-    """A Mooncake master address as a tide URL: a tide URL stays as it is; a master
-    address ``host:port`` (or ``h1:p1,h2:p2``, or ``;``-separated) names the tided
-    (cluster) serving there."""
-    addr = addr.strip()
-    if addr.startswith(_SCHEMES):
-        return addr
-    if addr.startswith("etcd:") and not addr.startswith("etcd://"):
-        return "etcd://" + addr[len("etcd:"):].lstrip("/")
-    nodes = [a.strip() for a in re.split(r"[,;]", addr) if a.strip()]
-    for a in nodes:
-        host, sep, port = a.rpartition(":")
-        if not sep or not host or not port.isdigit():
-            raise SetupError(
-                INVALID_PARAMS,
-                f"master address {addr!r}: {a!r} is not host:port (or give a tide URL: "
-                f"tide://host:port, unix:///path)",
-            )
-    if not nodes:
-        raise SetupError(INVALID_PARAMS, "master address is empty")
-    return "tide://" + ",".join(nodes)
-
-
-def _config_file_master() -> Tuple[str, str]:
-    """(master address, where it came from) from $MOONCAKE_CONFIG_PATH, or ("", "")."""
-    path = os.environ.get("MOONCAKE_CONFIG_PATH")
-    if not path:
-        return "", ""
-    try:
-        with open(path) as f:
-            cfg = json.load(f)
-    except (OSError, ValueError) as e:
-        raise SetupError(INVALID_PARAMS, f"MOONCAKE_CONFIG_PATH={path}: {e}") from e
-    addr = cfg.get("master_server_address") or cfg.get("master_server_addr") or ""
-    return str(addr), f"MOONCAKE_CONFIG_PATH={path}"
-
-
-def resolve_url(master_server_addr: str = "") -> Tuple[str, str]:
-    """(tide URL, the setting it came from) for a setup() call. Order: $TIDE_URL, the
-    master address given, $MOONCAKE_MASTER, $MOONCAKE_CONFIG_PATH's
-    master_server_address. Raises SetupError when none is set or it is malformed."""
-    env = os.environ.get("TIDE_URL")
-    if env:
-        return env, "TIDE_URL"
-    if master_server_addr:
-        return _master_to_url(master_server_addr), f"master_server_addr {master_server_addr!r}"
-    env = os.environ.get("MOONCAKE_MASTER")
-    if env:
-        return _master_to_url(env), f"MOONCAKE_MASTER={env}"
-    addr, where = _config_file_master()
-    if addr:
-        return _master_to_url(addr), where
-    raise SetupError(
-        INVALID_PARAMS,
-        "setup: no store address: pass master_server_addr (host:port of a tided, or a "
-        "tide URL), or set TIDE_URL, MOONCAKE_MASTER or MOONCAKE_CONFIG_PATH",
-    )
-
-
-def _open_checked(url: str, where: str) -> Store:
-    """Open url and make sure a tided answers (one exists() round trip)."""
-    try:
-        store = Store(url)
-    except errors.Error as e:
-        code = INVALID_PARAMS if isinstance(e, errors.ConfigError) else RPC_FAIL
-        raise SetupError(code, f"setup: no tide store at {url} (from {where}): {e}") from e
-    if not url.startswith("mem://"):
-        try:
-            store.exists("__tide_mooncake_probe__")
-        except errors.Error as e:
-            store.close()
-            raise SetupError(RPC_FAIL, f"setup: no tided answers at {url} (from {where}): {e}") from e
-    return store
+_T = TypeVar("_T")
+_D = TypeVar("_D")
 
 
 class MooncakeDistributedStore(TensorHelpers):
@@ -486,11 +168,11 @@ class MooncakeDistributedStore(TensorHelpers):
             if not master:
                 return self._setup_failed(e)
             try:
-                url, where = _master_to_url(master), f"default master_server_addr {master!r}"
+                url, where = master_to_url(master), f"default master_server_addr {master!r}"
             except SetupError as e2:
                 return self._setup_failed(e2)
         try:
-            self._store = _open_checked(url, where)
+            self._store = open_checked(url, where)
         except SetupError as e:
             return self._setup_failed(e)
         self.url, self._given_hostname = url, hostname
@@ -511,7 +193,7 @@ class MooncakeDistributedStore(TensorHelpers):
         client listens on nothing; the port makes the name unique per client on a host,
         which is what Mooncake's callers use it for (a segment name). "" stays ""
         (Mooncake's dummy client)."""
-        if not hostname or _has_port(hostname):
+        if not hostname or has_port(hostname):
             return hostname
         try:
             lo = int(os.environ.get("MC_STORE_CLIENT_MIN_PORT", 12300))
@@ -744,16 +426,27 @@ class MooncakeDistributedStore(TensorHelpers):
                 self.last_error = errors.make_error(r, f"key {keys[i]!r}: {errors.strerror(r)}")
         return out
 
-    def _call(self, fn: Callable[[Store], Any], default: Any) -> Any:
-        """fn(store); a tide failure becomes its Mooncake code (or default)."""
+    def _call(self, fn: Callable[[Store], _T]) -> Union[_T, int]:
+        """fn(store); a tide failure becomes its Mooncake code."""
         store = self._open()
         if store is None:
-            return INVALID_PARAMS if default is None else default
+            return INVALID_PARAMS
         try:
             return fn(store)
         except errors.Error as e:
-            code = self._fail(e)
-            return code if default is None else default
+            return self._fail(e)
+
+    def _call_or(self, fn: Callable[[Store], _T], default: _D) -> Union[_T, _D]:
+        """fn(store); default when the store is not open or fn fails (the failure in
+        last_error)."""
+        store = self._open()
+        if store is None:
+            return default
+        try:
+            return fn(store)
+        except errors.Error as e:
+            self._fail(e)
+            return default
 
     def _no_staging(self) -> bool:
         """True (and last_error set) when setup() gave no local buffer: Mooncake stages
@@ -775,7 +468,12 @@ class MooncakeDistributedStore(TensorHelpers):
         rc = self._check_config(config)
         if rc != OK:
             return rc
-        return self._call(lambda s: s.put(key, value) or OK, None)
+
+        def go(s: Store) -> int:
+            s.put(key, value)
+            return OK
+
+        return self._call(go)
 
     def put_parts(self, key: str, *parts: Any, config: Optional[ReplicateConfig] = None) -> int:
         """Store the concatenation of parts (1-D bytes-like) under key."""
@@ -797,7 +495,7 @@ class MooncakeDistributedStore(TensorHelpers):
             r = s.put_many_iov([key], [bufs])[0]
             return mooncake_code(r) if r < 0 else OK
 
-        return self._call(go, None)
+        return self._call(go)
 
     def put_batch(self, keys: Sequence[str], values: Sequence[Any],
                   config: Optional[ReplicateConfig] = None) -> int:
@@ -810,7 +508,7 @@ class MooncakeDistributedStore(TensorHelpers):
         keys, values = list(keys), list(values)
         if len(keys) != len(values):
             return self._bad(f"put_batch: {len(keys)} keys, {len(values)} values")
-        res = self._call(lambda s: s.put_many(keys, values), None)
+        res = self._call(lambda s: s.put_many(keys, values))
         if isinstance(res, int):
             return res
         bad = [mooncake_code(r) for r in res if r < 0]
@@ -956,24 +654,24 @@ class MooncakeDistributedStore(TensorHelpers):
         """The value, or b"" when it is missing or on error (Mooncake's convention)."""
         if self._no_staging():
             return b""
-        return self._call(lambda s: s.get(key), b"")
+        return self._call_or(lambda s: s.get(key), b"")
 
     def get_batch(self, keys: Sequence[str]) -> List[bytes]:
         """The values, b"" for missing keys."""
         keys = list(keys)
         if self._no_staging():
             return [b""] * len(keys)
-        res = self._call(lambda s: s.get_many(keys), [b""] * len(keys))
+        res = self._call_or(lambda s: s.get_many(keys), [b""] * len(keys))
         return [b"" if v is None else v for v in res]
 
     def get_buffer(self, key: str) -> Optional[BufferHandle]:
         """The value as a BufferHandle, or None when it is missing."""
-        v = self._call(lambda s: s.get(key), None)
+        v = self._call(lambda s: s.get(key))
         return None if isinstance(v, int) else BufferHandle(v)
 
     def batch_get_buffer(self, keys: Sequence[str]) -> List[Optional[BufferHandle]]:
         keys = list(keys)
-        res = self._call(lambda s: s.get_many(keys), [None] * len(keys))
+        res = self._call_or(lambda s: s.get_many(keys), [None] * len(keys))
         return [None if v is None else BufferHandle(v) for v in res]
 
     def get_into(self, key: str, buffer_ptr: int, size: int) -> int:
@@ -1005,7 +703,8 @@ class MooncakeDistributedStore(TensorHelpers):
         all_keys[i][j] from all_src_offsets[i][j][k] to buffer i + all_dst_offsets[i][j][k].
         The same nesting back: bytes copied per fragment, or a negative code."""
         bufs = list(buffer_ptrs)
-        nest = [list(all_keys), list(all_dst_offsets), list(all_src_offsets), list(all_sizes)]
+        nest: List[List[Any]] = [list(all_keys), list(all_dst_offsets), list(all_src_offsets),
+                                 list(all_sizes)]
 
         def shape(code: int) -> List[List[List[int]]]:
             keys = nest[0]
@@ -1191,11 +890,11 @@ class MooncakeDistributedStore(TensorHelpers):
 
     def get_size(self, key: str) -> int:
         """The value's size, or a negative code."""
-        return self._call(lambda s: s.size(key), None)
+        return self._call(lambda s: s.size(key))
 
     def is_exist(self, key: str) -> int:
         """1, 0, or the negative code of the failure."""
-        return self._call(lambda s: 1 if s.exists(key) else 0, None)
+        return self._call(lambda s: 1 if s.exists(key) else 0)
 
     def batch_is_exist(self, keys: Sequence[str]) -> List[int]:
         """Per key 1 (present), 0 (absent) or a negative code."""
@@ -1210,12 +909,12 @@ class MooncakeDistributedStore(TensorHelpers):
 
     def remove(self, key: str, force: bool = False) -> int:
         """0, or OBJECT_NOT_FOUND. tide has no leases, so force changes nothing."""
-        return self._call(lambda s: OK if s.remove(key) else OBJECT_NOT_FOUND, None)
+        return self._call(lambda s: OK if s.remove(key) else OBJECT_NOT_FOUND)
 
     def batch_remove(self, keys: Sequence[str], force: bool = False) -> List[int]:
         """Per key 0 or a negative code."""
         keys = list(keys)
-        res = self._call(lambda s: s.remove_many(keys), None)
+        res = self._call(lambda s: s.remove_many(keys))
         if isinstance(res, int):
             return [res] * len(keys)
         return [mooncake_code(r) for r in res]
@@ -1233,13 +932,13 @@ class MooncakeDistributedStore(TensorHelpers):
             s.clear()
             return before
 
-        return self._call(clear, None)
+        return self._call(clear)
 
     # -- replicas ---------------------------------------------------------------------------
 
     def get_replica_desc(self, key: str) -> List[ReplicaDescriptor]:
         """One complete memory replica (endpoint = the store URL) if key exists, else []."""
-        size = self._call(lambda s: s.size(key), None)
+        size = self._call(lambda s: s.size(key))
         if size < 0:
             return []
         return [ReplicaDescriptor(self.url or "", size)]
@@ -1256,7 +955,7 @@ class MooncakeDistributedStore(TensorHelpers):
             return []
         if segment_name and segment_name not in (self.hostname, self._given_hostname, self.url):
             return []
-        res = self._call(lambda s: s.remove_many(keys), None)
+        res = self._call(lambda s: s.remove_many(keys))
         if isinstance(res, int):
             return []
         return [k for k, r in zip(keys, res) if r == 0]
