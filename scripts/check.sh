@@ -1,10 +1,11 @@
 #!/bin/sh
 # check.sh — `make check`: every test stage in turn, then one summary line over all of them.
 #
-# Stages: test (unit + integration + Python), test-vllm (real vLLM 0.32 engines), test-vllm33
-# (vLLM 0.33's own scheduler and connector classes; check-config against 0.32 and 0.33), asan (the test
-# suite under ASan+UBSan), valgrind (the unit suite under memcheck), tsan (tided and the
-# integration suite under ThreadSanitizer), fuzz (a short, reproducible run of every fuzz
+# Stages: test (unit + integration + Python), typecheck (mypy --strict over python/tide),
+# test-vllm (real vLLM 0.32 engines), test-vllm33 (vLLM 0.33's own scheduler and connector
+# classes; check-config against 0.32 and 0.33), asan (the test suite under ASan+UBSan),
+# valgrind (the unit suite under memcheck), tsan (every C test against ThreadSanitizer
+# builds), fuzz (a short, reproducible run of every fuzz
 # target). A failed stage does not stop the others, so one run shows every broken stage;
 # the last line is the summary ("check: PASS ..." or "check: FAIL: <stages> ...") and the
 # exit status is 1 when any stage failed. CHECK_STAGES="test tsan" runs a subset.
@@ -27,7 +28,7 @@ run_stage() {
     valgrind) $MAKE valgrind ;;
     tsan) $MAKE tsan ;;
     fuzz) $MAKE fuzz FUZZ_FLAGS='-runs=30000 -seed=1' ;;
-    *) echo "check: unknown stage '$1' (stages: test test-vllm test-vllm33 asan valgrind tsan fuzz)" >&2
+    *) echo "check: unknown stage '$1' (stages: test typecheck test-vllm test-vllm33 asan valgrind tsan fuzz)" >&2
        return 2 ;;
     esac
 }
