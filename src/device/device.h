@@ -146,6 +146,8 @@ void dev_test_stream_free(dev_test_stream *s);
 /* Queue a "kernel" that, after delay_us, writes n bytes of src (copied now) to dst_dev. */
 void dev_test_stream_write(dev_test_stream *s, void *dst_dev, const void *src, size_t n,
                            unsigned delay_us);
+/* Block until every kernel queued on s so far has run. */
+void dev_test_stream_sync(dev_test_stream *s);
 /* Every copy of the test table is delayed this long (default 200 µs). */
 void dev_test_set_copy_delay(unsigned us);
 /* The copy that is the k-th from now (k >= 1) fails: it writes garbage over its

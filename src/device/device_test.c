@@ -541,6 +541,13 @@ void dev_test_stream_write(dev_test_stream *s, void *dst_dev, const void *src, s
     pthread_mutex_unlock(&s->w.lock);
 }
 
+void dev_test_stream_sync(dev_test_stream *s) {
+    pthread_mutex_lock(&s->w.lock);
+    while (s->w.head)
+        pthread_cond_wait(&s->w.cond, &s->w.lock);
+    pthread_mutex_unlock(&s->w.lock);
+}
+
 void dev_test_set_copy_delay(unsigned us) {
     pthread_mutex_lock(&tlock);
     copy_delay_us = us;
