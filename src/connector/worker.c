@@ -393,9 +393,9 @@ static void run_load(tide_connector *c, size_t t, connector_job *job) {
         if (!block_ok(c, &j->blocks[k]) || batch_add(c, j, k, &b, &iov_used) < 0)
             load_failed(job, k);
     uint64_t t0 = now_ns();
-    int rc = b.n ? connector_store_get(c, t, job->ev, b.keys, b.n, b.iov, b.iovcnt, b.results,
-                                       b.vlens)
-                 : 0;
+    int rc =
+        b.n ? connector_store_get(c, t, job->ev, b.keys, b.n, b.iov, b.iovcnt, b.results, b.vlens)
+            : 0;
     for (size_t i = 0; i < b.n; i++) {
         const connector_mblock *blk = &j->blocks[b.which[i]];
         if (rc >= 0 && b.results[i] == 0 && b.vlens[i] == c->obj_bytes[blk->group]) {
