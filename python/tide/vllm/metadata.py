@@ -11,14 +11,19 @@ class TideConnectorMetadata(KVConnectorMetadata):
     ``tide_connector_meta_serialize``, parsed by each worker. Picklable (vLLM sends it to
     worker processes with the scheduler output)."""
 
-    def __init__(self, data=b""):
+    def __init__(self, data=b"", fence=False):
         self.data = bytes(data)
+        #: The workers must let every save queued in earlier steps read its blocks before
+        #: this step's forward pass runs (handle_preemptions): blocks those saves read may
+        #: have been freed and handed to another request (a preemption; blocks leaving a
+        #: sliding window or a Mamba group's older states).
+        self.fence = bool(fence)
 
     def __repr__(self):
-        return f"TideConnectorMetadata({len(self.data)} bytes)"
+        return f"TideConnectorMetadata({len(self.data)} bytes{', fence' if self.fence else ''})"
 
     def __reduce__(self):
-        return (TideConnectorMetadata, (self.data,))
+        return (TideConnectorMetadata, (self.data, self.fence))
 
     def describe(self):
         """The jobs and finished ids, read back through libtide: ``{"jobs": [{"kind":
