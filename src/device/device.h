@@ -72,6 +72,9 @@ typedef struct dev_ops {
                 size_t mlen);
     /* Block until every copy up to ticket has landed. */
     int (*wait)(void *impl, void *q, uint64_t ticket, char *msg, size_t mlen);
+    /* What is in use, in words (the runtime, its library, how copies are issued); NULL:
+     * the kind's name says it all. */
+    void (*describe)(void *impl, char *buf, size_t len);
 } dev_ops;
 
 typedef struct dev {
@@ -110,6 +113,13 @@ void dev_set_ops(int kind, const dev_ops *ops);
  * device; -EINVAL: an unknown kind. */
 int dev_open(int kind, int device, dev **out, char *msg, size_t mlen);
 void dev_close(dev *d);
+
+/* One line on what d runs with: for CUDA the runtime's version, the library it was found
+ * or loaded as, and whether copies go batched (or why not any more). */
+void dev_describe(dev *d, char *buf, size_t len);
+/* The CUDA kind's runtime candidates, in order of preference (tests); NULL restores the
+ * built-in list. Call before dev_open. */
+void dev_cuda_set_candidates(const char *const *names, size_t n);
 
 int dev_check(dev *d, const void *p, uint64_t len, char *msg, size_t mlen);
 int dev_host_register(dev *d, void *p, uint64_t len, char *msg, size_t mlen);

@@ -9,12 +9,14 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "client/client.h"
 #include "common/checksum.h"
+#include "device/cuda_abi.h" /* without TIDE_HAVE_CUDA_H: the header-less declarations */
 #include "device/device.h"
 #include "harness.h"
 #include "server_util.h"
@@ -94,6 +96,21 @@ TEST(device_cuda_without_a_gpu_is_a_clear_error) {
 }
 
 /* libtide.so names no CUDA library: the runtime is only ever dlopen'ed. */
+/* A build without the CUDA headers declares cudaPointerAttributes itself: it must be as
+ * large as CUDA 13's (88 bytes: the four fields, then long reserved[8]), which a 13
+ * runtime fills whole; it was 12.x's 24 bytes, so the runtime wrote past it on the stack.
+ * The room device_cuda.c hands over covers it whatever the headers said. */
+TEST(device_cuda_abi_fallback_has_cuda13s_pointer_attributes) {
+    struct cudaPointerAttributes a;
+    CHECK(sizeof(a) >= 88);
+    CHECK_EQ(offsetof(struct cudaPointerAttributes, type), 0);
+    CHECK_EQ(offsetof(struct cudaPointerAttributes, device), 4);
+    CHECK_EQ(offsetof(struct cudaPointerAttributes, devicePointer), 8);
+    CHECK_EQ(offsetof(struct cudaPointerAttributes, hostPointer), 16);
+    CHECK(CUDA_ATTR_ROOM >= sizeof(a));
+    CHECK_EQ(cudaEventBlockingSync, 0x01);
+}
+
 TEST(device_libtide_links_no_cuda) {
     char cmd[600];
     snprintf(cmd, sizeof(cmd), "ldd %s/libtide.so 2>&1", test_build_dir());
