@@ -95,7 +95,6 @@ TEST(device_cuda_without_a_gpu_is_a_clear_error) {
     CHECK(d == NULL);
 }
 
-/* libtide.so names no CUDA library: the runtime is only ever dlopen'ed. */
 /* A build without the CUDA headers declares cudaPointerAttributes itself: it must be as
  * large as CUDA 13's (88 bytes: the four fields, then long reserved[8]), which a 13
  * runtime fills whole; it was 12.x's 24 bytes, so the runtime wrote past it on the stack.
@@ -111,6 +110,7 @@ TEST(device_cuda_abi_fallback_has_cuda13s_pointer_attributes) {
     CHECK_EQ(cudaEventBlockingSync, 0x01);
 }
 
+/* libtide.so names no CUDA library: the runtime is only ever dlopen'ed. */
 TEST(device_libtide_links_no_cuda) {
     char cmd[600];
     snprintf(cmd, sizeof(cmd), "ldd %s/libtide.so 2>&1", test_build_dir());
