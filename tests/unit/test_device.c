@@ -86,7 +86,10 @@ TEST(device_cuda_without_a_gpu_is_a_clear_error) {
     CHECK_CONTAINS(msg, "/nonexistent/libcudart.so.13");
     unsetenv("TIDE_CUDART");
     int rc = dev_open(DEV_CUDA, 0, &d, msg, sizeof(msg));
-    if (rc == 0) { /* a machine with a GPU after all */
+    if (rc == 0) { /* a machine with a GPU after all: say what runs (scripts/gpu-check.sh) */
+        char desc[512];
+        dev_describe(d, desc, sizeof(desc));
+        fprintf(stderr, "%s\n", desc);
         dev_close(d);
         return;
     }
