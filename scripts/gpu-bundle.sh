@@ -35,9 +35,10 @@ ldd "$DIR/libtide.so" "$DIR/tide" "$DIR/tide-tests" | awk '/=> \//{print $1, $3}
         cp -L "$path" "$DIR/lib/$name"
     done
 
+os_name() { sed -n 's/^PRETTY_NAME="\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' /etc/os-release 2>/dev/null; }
 glibc_need() { objdump -T "$1" 2>/dev/null | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1; }
 {
-    echo "# gpu-bundle made $(date -u +%FT%TZ) on $(. /etc/os-release && echo "$PRETTY_NAME"), $(ldd --version | head -1)"
+    echo "# gpu-bundle made $(date -u +%FT%TZ) on $(os_name), $(ldd --version | head -1)"
     echo "# commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet 2>/dev/null || echo ' (modified)')"
     for f in "$DIR"/libtide.so "$DIR"/tide "$DIR"/tide-tests; do
         echo "$(basename "$f") $(stat -c %s "$f") bytes, needs $(glibc_need "$f")"

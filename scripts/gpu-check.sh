@@ -140,7 +140,7 @@ use_bundle() {
         done
     done
     export LD_LIBRARY_PATH=$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-    say "from the bundle (missing here): $(cd "$libs" && ls | tr '\n' ' ')"
+    say "from the bundle (missing here): $(find "$libs" -mindepth 1 -printf '%f ')"
     if ldd "$LIB" "$TIDE" "$TESTS" | grep 'not found'; then
         say "the bundle lacks a library this machine lacks too: stopping"
         exit 3
