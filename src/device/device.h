@@ -156,6 +156,10 @@ void dev_test_stream_free(dev_test_stream *s);
 /* Queue a "kernel" that, after delay_us, writes n bytes of src (copied now) to dst_dev. */
 void dev_test_stream_write(dev_test_stream *s, void *dst_dev, const void *src, size_t n,
                            unsigned delay_us);
+/* A gate queued on s: what s runs after it waits until dev_test_gate_open (once). */
+typedef struct dev_test_gate dev_test_gate;
+dev_test_gate *dev_test_stream_gate(dev_test_stream *s);
+void dev_test_gate_open(dev_test_gate *g);
 /* Block until every kernel queued on s so far has run. */
 void dev_test_stream_sync(dev_test_stream *s);
 /* Every copy of the test table is delayed this long (default 200 µs). */

@@ -145,17 +145,34 @@ TEST(device_test_kind_copies_land_later_in_order) {
     fill(b, sizeof(b), 3);
     dev_test_set_copy_delay(50000);
     uint64_t t1, t2;
+    /* Each copy waits behind a gate on an engine stream, so that what the device memory
+     * holds between them can be looked at however slowly this thread runs (a loaded
+     * machine, ASan). */
+    dev_test_stream *gs = dev_test_stream_new();
+    CHECK(gs != NULL);
+    dev_test_gate *gate1 = dev_test_stream_gate(gs);
+    dev_event *e1 = NULL, *e2 = NULL;
+    CHECK_EQ(dev_event_record(d, (uintptr_t)gs, &e1, msg, sizeof(msg)), 0);
+    dev_test_gate *gate2 = dev_test_stream_gate(gs);
+    CHECK_EQ(dev_event_record(d, (uintptr_t)gs, &e2, msg, sizeof(msg)), 0);
+    CHECK_EQ(dev_queue_wait_event(q, e1, msg, sizeof(msg)), 0);
     CHECK_EQ(dev_queue_add(q, dm, a, sizeof(a)), 0);
     CHECK_EQ(dev_queue_flush(q, &t1, msg, sizeof(msg)), 0);
+    CHECK_EQ(dev_queue_wait_event(q, e2, msg, sizeof(msg)), 0);
     CHECK_EQ(dev_queue_add(q, dm, b, sizeof(b)), 0); /* the same place: order matters */
     CHECK_EQ(dev_queue_flush(q, &t2, msg, sizeof(msg)), 0);
     CHECK(t2 > t1);
     dev_test_peek(back, dm, sizeof(back));
     CHECK_EQ(back[1], 0); /* issued is not landed */
+    dev_test_gate_open(gate1);
     CHECK_EQ(dev_queue_wait(q, t1, msg, sizeof(msg)), 0);
     dev_test_peek(back, dm, sizeof(back));
     CHECK(memcmp(back, a, sizeof(a)) == 0);
+    dev_test_gate_open(gate2);
     CHECK_EQ(dev_queue_wait(q, t2, msg, sizeof(msg)), 0);
+    dev_event_free(e1);
+    dev_event_free(e2);
+    dev_test_stream_free(gs);
     dev_test_peek(back, dm, sizeof(back));
     CHECK(memcmp(back, b, sizeof(b)) == 0);
     /* Device to host. */
