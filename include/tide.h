@@ -649,7 +649,9 @@ TIDE_API int tide_connector_start_jobs(tide_connector *c, const tide_connector_m
  * the engine's stream (a cudaStream_t as an integer, torch's
  * torch.cuda.current_stream().cuda_stream; 0 = the legacy default stream). One event is
  * recorded on it now, after the step's forward pass was queued there, and the step's saves
- * copy only after the device reached it (the CPU does not wait). Loads return from their
+ * and loads copy only after the device reached it (the CPU does not wait): a save reads
+ * what the pass wrote, a load lands after any pass still in flight that writes the same
+ * pages (blocks just handed over from another request). Loads return from their
  * job only once their bytes are in the pages, so get_finished(LOAD) names a request whose
  * blocks are ready; a copy that fails makes its blocks load errors. With host regions (or
  * none yet) stream is ignored. tide_connector_start_jobs is this call with stream 0.

@@ -6,11 +6,14 @@
 #
 # 1. Says what the machine has (GPU, driver, nvcc, the Python that imports torch) and which
 #    of the build's Debian libraries are missing (libxxhash, libssl, libcjson, liburing,
-#    libcurl): nothing is installed or downloaded. With one missing it uses a prebuilt
-#    build/libtide.so and build/tide if their libraries all resolve here, else it stops and
-#    says what to install.
-# 2. Builds libtide and tided (make), runs the device unit tests (the test device kind, and
-#    the CUDA kind opening the real GPU), and checks that `ldd build/libtide.so` names no
+#    libcurl): nothing is installed or downloaded. With one missing it uses the bundle that
+#    scripts/gpu-bundle.sh made elsewhere ($BUNDLE, default build/gpu-bundle: libtide.so,
+#    tide, the test runner and their libraries), putting on LD_LIBRARY_PATH only the
+#    libraries ldd reports missing here; without a bundle, a prebuilt build/libtide.so and
+#    build/tide whose libraries all resolve here; else it stops and says what to install.
+# 2. Builds libtide and tided (make) where it can, runs the device unit tests (the test
+#    device kind; the CUDA kind against a stand-in runtime built with cc, and opening the
+#    real GPU: the runtime it loaded and how it copies), and checks that libtide.so links no
 #    CUDA library.
 # 3. scripts/gpu_check.py through mem:// (the embedded pool), again with
 #    TIDE_CUDA_BATCH=0 (one cudaMemcpyAsync per run instead of cudaMemcpyBatchAsync, to see
@@ -19,7 +22,11 @@
 #    compared, save and load GB/s against cudaMemcpyAsync of the same bytes between device
 #    and pinned host memory in the same run (target: 0.8x, objects of 2 MiB made of 64
 #    pages). The mem:// run also checks tide.vllm's tensor -> region code on CUDA tensors in
-#    vLLM's layouts (K/V planes per layer, blocks-first, MLA, Mamba state views).
+#    vLLM's layouts (K/V planes per layer, blocks-first, MLA, Mamba state views), and the
+#    ordering against the engine's stream: a ~0.5 s sleep kernel queued before the kernels
+#    that write the pages, so that a save that does not wait for the forward pass, or a load
+#    that does not wait for an earlier pass writing its blocks, is caught; with the CPU time
+#    the process spends while the save waits (a spinning job thread shows as ~1 core).
 #
 # Writes its log and figures under $OUT (default build/gpu-check). Exit status: 0 when all
 # ran and compared equal; 1 on a failure; 2 when the machine lacks a GPU or torch; 3 when
@@ -98,7 +105,59 @@ check_dep curl/curl.h curl libcurl4-openssl-dev
 # ---- 2. build ------------------------------------------------------------------------
 LIB=$ROOT/build/libtide.so
 TIDE=$ROOT/build/tide
-if [ -z "$missing" ]; then
+TESTS=$ROOT/build/tests/tide-tests
+TBUILD=$ROOT/build
+BUNDLE=${BUNDLE:-$ROOT/build/gpu-bundle}
+case $BUNDLE in /*) ;; *) BUNDLE=$ROOT/$BUNDLE ;; esac
+# Use the bundle: its binaries, and from its lib/ only what ldd finds missing here.
+use_bundle() {
+    LIB=$BUNDLE/libtide.so
+    TIDE=$BUNDLE/tide
+    TESTS=$BUNDLE/tide-tests
+    TBUILD=$BUNDLE
+    local have need libs=$TMPD/libs
+    have=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
+    need=$(grep -o 'GLIBC_[0-9.]*' "$BUNDLE/MANIFEST" | sed 's/GLIBC_//' | sort -uV | tail -1)
+    say "bundle $BUNDLE: $(head -2 "$BUNDLE/MANIFEST" | tr '\n' ' ')"
+    say "glibc here $have; the bundle needs $need"
+    if [ -n "$have" ] && [ -n "$need" ] &&
+        [ "$(printf '%s\n%s\n' "$need" "$have" | sort -V | head -1)" != "$need" ]; then
+        say "this glibc is older than the bundle needs: build here instead (install$missing)"
+        exit 3
+    fi
+    mkdir -p "$libs"
+    local name
+    for name in $(ldd "$LIB" "$TIDE" "$TESTS" 2>/dev/null | awk '/not found/{print $1}' | sort -u); do
+        if [ -f "$BUNDLE/lib/$name" ]; then
+            ln -sf "$BUNDLE/lib/$name" "$libs/$name"
+        fi
+    done
+    # What the bundled libraries need in turn, until nothing more is missing.
+    for _ in 1 2 3 4; do
+        for name in $(LD_LIBRARY_PATH=$libs ldd "$libs"/* "$LIB" "$TIDE" "$TESTS" 2>/dev/null |
+            awk '/not found/{print $1}' | sort -u); do
+            [ -f "$BUNDLE/lib/$name" ] && ln -sf "$BUNDLE/lib/$name" "$libs/$name"
+        done
+    done
+    export LD_LIBRARY_PATH=$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    say "from the bundle (missing here): $(find "$libs" -mindepth 1 -printf '%f ')"
+    if ldd "$LIB" "$TIDE" "$TESTS" | grep 'not found'; then
+        say "the bundle lacks a library this machine lacks too: stopping"
+        exit 3
+    fi
+}
+run_unit() {
+    say "device unit tests (test kind; the CUDA kind against a stand-in runtime and on this GPU)"
+    if ! TIDE_BIN=$TIDE TIDE_BUILD=$TBUILD timeout 300 "$TESTS" device_ connector_device_ \
+        >"$OUT/unit.log" 2>&1; then
+        status=1
+        grep -E '^(FAIL|    )' "$OUT/unit.log" | head -20
+        say "FAIL: device unit tests (log: $OUT/unit.log)"
+    fi
+    grep -E '^cuda device [0-9]+: runtime' "$OUT/unit.log" | sed 's/^/== real GPU: /'
+    tail -1 "$OUT/unit.log"
+}
+if [ -z "$missing" ] && [ -z "${USE_BUNDLE:-}" ]; then
     say "building (make -j$(nproc))"
     if ! make -j"$(nproc)" build/libtide.so build/tide build/tided build/tests/tide-tests \
         >"$OUT/build.log" 2>&1; then
@@ -106,15 +165,13 @@ if [ -z "$missing" ]; then
         say "FAIL: the build failed (log: $OUT/build.log)"
         exit 1
     fi
-    say "device unit tests (test kind; the CUDA kind on this GPU)"
-    if ! TIDE_BIN=$TIDE TIDE_BUILD=$ROOT/build build/tests/tide-tests device_ connector_device_ \
-        >"$OUT/unit.log" 2>&1; then
-        status=1
-        say "FAIL: device unit tests"
-    fi
-    tail -1 "$OUT/unit.log"
+    run_unit
+elif [ -f "$BUNDLE/libtide.so" ] && [ -f "$BUNDLE/MANIFEST" ]; then
+    say "not building here (missing:${missing:- none, USE_BUNDLE set}): using the bundle"
+    use_bundle
+    run_unit
 else
-    say "cannot build here: install$missing (Debian), or bring a build/ made elsewhere"
+    say "cannot build here: install$missing (Debian), or bring a bundle (scripts/gpu-bundle.sh)"
     if [ -f "$LIB" ] && [ -x "$TIDE" ] && ! ldd "$LIB" "$TIDE" | grep -q 'not found'; then
         say "using the prebuilt build/libtide.so and build/tide: their libraries resolve"
     else
@@ -127,7 +184,7 @@ if ldd "$LIB" | grep -Ei 'cuda|libnv'; then
     say "FAIL: libtide.so links a CUDA library"
     status=1
 else
-    say "ldd build/libtide.so names no CUDA library"
+    say "ldd $LIB names no CUDA library"
 fi
 
 # ---- 3. saves and loads --------------------------------------------------------------
@@ -142,7 +199,7 @@ run_py() { # label url [extra args]
     fi
 }
 
-run_py mem 'mem://?capacity=6GiB&prefault=1' --bad-input --vllm-layouts
+run_py mem 'mem://?capacity=6GiB&prefault=1' --bad-input --vllm-layouts --ordering
 TIDE_CUDA_BATCH=0 run_py mem-nobatch 'mem://?capacity=6GiB&prefault=1' --reps 2
 
 SOCK=$TMPD/tide.sock

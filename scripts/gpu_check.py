@@ -322,6 +322,117 @@ def vllm_layouts(lib, url, dev):
         print(f"[vllm] CUDA and CPU tensors mixed: refused ({str(e)[:100]})", flush=True)
 
 
+def loaded_runtimes():
+    """The libcudart files mapped into this process (torch's, and tide's if another)."""
+    out = set()
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                if "libcudart" in line:
+                    out.add(line.split()[-1])
+    except OSError:
+        pass
+    return sorted(out)
+
+
+def cpu_s():
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def ordering(lib, url, dev, sleep_cycles):
+    """The engine's timing on the GPU: a long sleep kernel is queued on the engine's stream
+    before the kernels that write the pages, so every copy that does not wait for the
+    engine's stream runs first and is caught.
+
+    1. save: the "forward pass" (sleep, then fill the saved blocks with 3.0) is queued,
+       then the save; a save that did not wait for it stores the zeros from before. While
+       it waits, the process's CPU time against the wall time (a spinning job thread makes
+       it about 1).
+    2. load: the previous owner's pass (sleep, then fill the target blocks with -1.0) is
+       queued, then the load; a load that did not wait lands first and is overwritten."""
+    import torch
+
+    t = Tide(lib, url)
+    nb = 64
+    shape = (2, nb, BLOCK_TOKENS, KV_HEADS, HEAD_SIZE)
+    prod = [torch.zeros(shape, dtype=torch.bfloat16, device=dev) for _ in range(LAYERS)]
+    cons = [torch.zeros(shape, dtype=torch.bfloat16, device=dev) for _ in range(LAYERS)]
+    s = t.connector(TIDE_CONNECTOR_SCHEDULER)
+    wp = t.connector(TIDE_CONNECTOR_WORKER)
+    wc = t.connector(TIDE_CONNECTOR_WORKER)
+    register(t, wp, prod)
+    register(t, wc, cons)
+    stream = torch.cuda.current_stream(dev).cuda_stream
+    nblk = 8
+    ntok = nblk * BLOCK_TOKENS + 5
+    h, nh = hashes(t, 424242, ntok)
+    src = list(range(1, nblk + 2))
+    dst = list(range(30, 30 + nblk + 1))
+    si = torch.tensor(src[:-1], device=dev)
+    di = torch.tensor(dst[:-1], device=dev)
+    torch.cuda.synchronize()
+
+    # 1. save after a late forward pass
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    e0.record()
+    torch.cuda._sleep(sleep_cycles)
+    e1.record()
+    for x in prod:
+        x.index_fill_(1, si, 3.0)
+    schedule(t, s, b"ord-p", h, nh, ntok, src, 0)
+    w0, c0 = time.perf_counter(), cpu_s()
+    step(t, s, wp, stream)
+    lib.tide_connector_wait(wp)
+    wall, cpu = time.perf_counter() - w0, cpu_s() - c0
+    torch.cuda.synchronize()
+    slept = e0.elapsed_time(e1) / 1000
+    lib.tide_connector_request_finished(s, b"ord-p")
+    step(t, s, wp, stream)
+    lib.tide_connector_wait(wp)
+    print(f"[order] save behind a {slept:.2f} s sleep kernel: waited {wall:.2f} s, "
+          f"process CPU {cpu:.2f} s ({cpu / max(wall, 1e-9):.2f} of a core)", flush=True)
+
+    # 2. load after a late write of the blocks' previous owner
+    hit = schedule(t, s, b"ord-c", h, nh, ntok, dst, None)
+    if hit != nblk * BLOCK_TOKENS:
+        fail(f"ordering: lookup hit {hit} tokens, expected {nblk * BLOCK_TOKENS}")
+    torch.cuda._sleep(sleep_cycles)
+    for y in cons:
+        y.index_fill_(1, di, -1.0)
+    step(t, s, wc, stream)
+    lib.tide_connector_wait(wc)
+    errs = load_errors(t, wc)
+    torch.cuda.synchronize()
+    bad = []
+    for li, (x, y) in enumerate(zip(prod, cons)):
+        a_, b_ = x.index_select(1, si), y.index_select(1, di)
+        if not torch.equal(a_, b_):
+            bad.append((li, float(b_.float().mean())))
+    saved_ok = all(bool((x.index_select(1, si) == 3.0).all()) for x in prod)
+    for c in (wp, wc, s):
+        lib.tide_connector_destroy(c)
+    lib.tide_close(t.store)
+    if errs:
+        fail(f"ordering: load errors {errs[:8]}")
+    if not saved_ok:
+        fail("ordering: the producer's pages are not what the forward pass wrote")
+    if bad:
+        fail(f"ordering: {len(bad)} layers differ after the round trip (layer {bad[0][0]} "
+             f"mean {bad[0][1]}: 0.0 = the save did not wait, -1.0 = the load did not)")
+    if wall < slept * 0.5:
+        fail(f"ordering: the save returned after {wall:.2f} s, before the {slept:.2f} s "
+             f"forward pass it must wait for")
+    ratio = cpu / max(wall, 1e-9)
+    print(f"[order] OK: the save waited for the forward pass and the load for the earlier "
+          f"write; CPU while waiting {ratio:.2f} of a core", flush=True)
+    if ratio > 0.5:
+        fail(f"ordering: {ratio:.2f} of a core burned while the save waited (spinning?)")
+    return {"sleep_s": slept, "save_wait_s": wall, "save_wait_cpu_s": cpu}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
@@ -333,6 +444,10 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--bad-input", action="store_true", help="also check the error cases")
     ap.add_argument("--vllm-layouts", action="store_true", help="also check tide.vllm's regions")
+    ap.add_argument("--ordering", action="store_true",
+                    help="also check the ordering against the engine's stream (sleep kernels)")
+    ap.add_argument("--sleep-cycles", type=int, default=1_000_000_000,
+                    help="the sleep kernel's length in GPU clock cycles (about 0.5 s)")
     a = ap.parse_args()
     try:
         import torch
@@ -366,7 +481,13 @@ def main():
     register(t, wp, prod)
     reg_s = time.perf_counter() - t0
     register(t, wc, cons)
-    print(f"[{a.label}] registered (the pool pinned once): {reg_s:.2f} s", flush=True)
+    import re
+
+    cap = re.search(r"capacity=(\d+)GiB", a.url)
+    per_gib = f", {reg_s / int(cap.group(1)):.3f} s per GiB of pool" if cap else ""
+    print(f"[{a.label}] registered (the pool pinned once): {reg_s:.2f} s{per_gib}", flush=True)
+    print(f"[{a.label}] libcudart mapped: {', '.join(loaded_runtimes()) or 'none'}; "
+          f"TIDE_CUDA_BATCH={os.environ.get('TIDE_CUDA_BATCH', '(unset)')}", flush=True)
     stream = torch.cuda.current_stream(dev).cuda_stream
     ntok = per_req * BLOCK_TOKENS + 5
     save_s, load_s = [], []
@@ -448,6 +569,8 @@ def main():
         "memcpy_d2h_GBps": gb / statistics.median(d2h),
         "memcpy_h2d_GBps": gb / statistics.median(h2d),
     }
+    res["pin_s"] = reg_s
+    res["libcudart"] = loaded_runtimes()
     res["save_ratio"] = res["save_GBps"] / res["memcpy_d2h_GBps"]
     res["load_ratio"] = res["load_GBps"] / res["memcpy_h2d_GBps"]
     for k in ("save", "load"):
@@ -474,6 +597,11 @@ def main():
         with open(a.json, "w") as f:
             json.dump(res, f, indent=1)
     print(f"[{a.label}] OK: every byte of {a.reps} round trips compared equal", flush=True)
+    if a.ordering:
+        res["ordering"] = ordering(lib, "mem://?capacity=1GiB", dev, a.sleep_cycles)
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(res, f, indent=1)
     if a.vllm_layouts:
         vllm_layouts(lib, "mem://?capacity=512MiB", dev)
         print("[vllm] OK", flush=True)

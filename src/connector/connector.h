@@ -159,18 +159,19 @@ struct tide_connector {
  * the store's pool with it. 0, -EINVAL or TIDE_EDEVICE with a message. */
 int connector_mem_claim(tide_connector *c, const char *fn, int kind, int device, void *base,
                         uint64_t nbytes);
-/* The event a step's saves wait for: recorded on the engine's stream now. NULL in *out for
- * host regions. */
+/* The event a step's jobs (saves and loads) wait for: recorded on the engine's stream now.
+ * NULL in *out for host regions. */
 int connector_mem_event(tide_connector *c, const char *fn, uint64_t stream, connector_event **out);
 /* Drop a reference to an event (wlock held). */
 void do_connector_event_unref(connector_event *e);
 /* The store calls of job thread t: host regions use the plain calls; device regions go
- * through the thread's queue (a save's copies after ev). */
+ * through the thread's queue (a save's and a load's copies after ev). */
 int connector_store_put(tide_connector *c, size_t t, const connector_event *ev,
                         const tide_key *keys, size_t n, const tide_iov *iov, const size_t *iovcnt,
                         int *results);
-int connector_store_get(tide_connector *c, size_t t, const tide_key *keys, size_t n,
-                        const tide_iov *iov, const size_t *iovcnt, int *results, size_t *vlens);
+int connector_store_get(tide_connector *c, size_t t, const connector_event *ev,
+                        const tide_key *keys, size_t n, const tide_iov *iov, const size_t *iovcnt,
+                        int *results, size_t *vlens);
 /* Job thread t ends: close its queue (in that thread). */
 void connector_mem_thread_exit(tide_connector *c, size_t t);
 /* After the threads stopped: unregister the pool, close the device. */

@@ -7,10 +7,12 @@
  * store's pool with it once (cudaHostRegister: the embedded pool of mem://, or the pool a
  * unix:// client mapped from tided); a backend without a pool in this process (tide://, a
  * cluster) is staged through host buffers instead (src/client/devio.c). Each job thread
- * makes its own queue (a CUDA stream of tide's) on its first device job. A save job's
+ * makes its own queue (a CUDA stream of tide's) on its first device job. Every job's
  * copies wait, on the device, for the event tide_connector_start_jobs_stream recorded on
- * the engine's stream after the step's forward pass; a load job returns only once its
- * copies landed, so get_finished(LOAD) never reports a load whose bytes are still moving.
+ * the engine's stream: a save's read what the step's forward pass wrote, a load's land
+ * after any forward pass still in flight that writes the same pages (blocks handed over
+ * from another request). A load job returns only once its copies landed, so
+ * get_finished(LOAD) never reports a load whose bytes are still moving.
  * A queue on which a copy failed is closed after its job and made again by the next.
  *
  * Pool registrations are counted per pool and memory (regs, under reg_lock): connectors
@@ -190,12 +192,20 @@ int connector_store_put(tide_connector *c, size_t t, const connector_event *ev,
     return rc;
 }
 
-int connector_store_get(tide_connector *c, size_t t, const tide_key *keys, size_t n,
-                        const tide_iov *iov, const size_t *iovcnt, int *results, size_t *vlens) {
+int connector_store_get(tide_connector *c, size_t t, const connector_event *ev,
+                        const tide_key *keys, size_t n, const tide_iov *iov, const size_t *iovcnt,
+                        int *results, size_t *vlens) {
     if (!c->dev) return tide_get_many(c->store, keys, n, iov, iovcnt, results, vlens);
     dev_queue *q = thread_queue(c, t);
     if (!q) return TIDE_EDEVICE;
-    int rc = client_get_many_dev(c->store, keys, n, iov, iovcnt, results, vlens, q);
+    char msg[ERR_MSG_MAX];
+    int rc = ev ? dev_queue_wait_event(q, ev->ev, msg, sizeof(msg)) : 0;
+    if (rc) {
+        q->failed = 1;
+        connector_err(c, rc, "connector: a load waiting for the engine's earlier work: %s", msg);
+    } else {
+        rc = client_get_many_dev(c->store, keys, n, iov, iovcnt, results, vlens, q);
+    }
     settle_queue(c, t);
     return rc;
 }

@@ -68,7 +68,9 @@ typedef struct connector_job {
     connector_mjob j;     /* owned copy */
     connector_done *done; /* LOAD: its completion, made with the job */
     connector_errs *errs; /* LOAD: its load errors, room made with the job */
-    connector_event *ev;  /* a save of device regions: the step's forward pass (a reference) */
+    connector_event *ev;  /* device regions: the engine's stream when the step started (a
+                           * reference): a save's copies read, and a load's copies write,
+                           * only after what the engine had queued there */
 } connector_job;
 
 typedef struct connector_wreq {
@@ -391,7 +393,9 @@ static void run_load(tide_connector *c, size_t t, connector_job *job) {
         if (!block_ok(c, &j->blocks[k]) || batch_add(c, j, k, &b, &iov_used) < 0)
             load_failed(job, k);
     uint64_t t0 = now_ns();
-    int rc = b.n ? connector_store_get(c, t, b.keys, b.n, b.iov, b.iovcnt, b.results, b.vlens) : 0;
+    int rc =
+        b.n ? connector_store_get(c, t, job->ev, b.keys, b.n, b.iov, b.iovcnt, b.results, b.vlens)
+            : 0;
     for (size_t i = 0; i < b.n; i++) {
         const connector_mblock *blk = &j->blocks[b.which[i]];
         if (rc >= 0 && b.results[i] == 0 && b.vlens[i] == c->obj_bytes[blk->group]) {
@@ -707,19 +711,22 @@ static int start_jobs(tide_connector *c, const char *fn, const tide_connector_me
         n++;
         nsaves += mj->kind == TIDE_CONNECTOR_SAVE;
     }
-    /* Device regions: the saves' copies wait for what the engine queued on its stream so
-     * far (the step's forward pass). Without the event nothing is queued. */
+    /* Device regions: every job's copies wait for what the engine queued on its stream so
+     * far. A save's, for the step's forward pass that wrote the pages it reads; a load's,
+     * for any forward pass still in flight that writes the pages it fills (blocks the
+     * scheduler just took back from a preempted or finished request and handed to this
+     * one): without the wait, that write could land over the loaded bytes after the load
+     * was reported good. Without jobs nothing is recorded. */
     connector_event *ev = NULL;
-    int rc = nsaves ? connector_mem_event(c, fn, stream, &ev) : 0;
+    int rc = n ? connector_mem_event(c, fn, stream, &ev) : 0;
     if (rc) {
         job_list_free(head);
         return rc;
     }
-    for (connector_job *u = head; ev && u; u = u->next)
-        if (u->j.kind == TIDE_CONNECTOR_SAVE) {
-            u->ev = ev;
-            ev->refs++;
-        }
+    for (connector_job *u = head; ev && u; u = u->next) {
+        u->ev = ev;
+        ev->refs++;
+    }
     /* Every request record the step needs is made before anything is queued or marked, so
      * that running out of memory leaves the step wholly undone. */
     size_t nfin = (kinds & TIDE_CONNECTOR_SAVE) ? m->nfinished : 0, fin_made = 0;

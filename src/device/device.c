@@ -62,6 +62,13 @@ void dev_close(dev *d) {
     free(d);
 }
 
+void dev_describe(dev *d, char *buf, size_t len) {
+    if (d->ops->describe)
+        d->ops->describe(d->impl, buf, len);
+    else
+        snprintf(buf, len, "%s device %d", d->ops->name, d->device);
+}
+
 int dev_check(dev *d, const void *p, uint64_t len, char *msg, size_t mlen) {
     return d->ops->check(d->impl, p, len, msg, mlen);
 }

@@ -72,6 +72,9 @@ typedef struct dev_ops {
                 size_t mlen);
     /* Block until every copy up to ticket has landed. */
     int (*wait)(void *impl, void *q, uint64_t ticket, char *msg, size_t mlen);
+    /* What is in use, in words (the runtime, its library, how copies are issued); NULL:
+     * the kind's name says it all. */
+    void (*describe)(void *impl, char *buf, size_t len);
 } dev_ops;
 
 typedef struct dev {
@@ -111,6 +114,13 @@ void dev_set_ops(int kind, const dev_ops *ops);
 int dev_open(int kind, int device, dev **out, char *msg, size_t mlen);
 void dev_close(dev *d);
 
+/* One line on what d runs with: for CUDA the runtime's version, the library it was found
+ * or loaded as, and whether copies go batched (or why not any more). */
+void dev_describe(dev *d, char *buf, size_t len);
+/* The CUDA kind's runtime candidates, in order of preference (tests); NULL restores the
+ * built-in list. Call before dev_open. */
+void dev_cuda_set_candidates(const char *const *names, size_t n);
+
 int dev_check(dev *d, const void *p, uint64_t len, char *msg, size_t mlen);
 int dev_host_register(dev *d, void *p, uint64_t len, char *msg, size_t mlen);
 void dev_host_unregister(dev *d, void *p);
@@ -146,6 +156,12 @@ void dev_test_stream_free(dev_test_stream *s);
 /* Queue a "kernel" that, after delay_us, writes n bytes of src (copied now) to dst_dev. */
 void dev_test_stream_write(dev_test_stream *s, void *dst_dev, const void *src, size_t n,
                            unsigned delay_us);
+/* A gate queued on s: what s runs after it waits until dev_test_gate_open (once). */
+typedef struct dev_test_gate dev_test_gate;
+dev_test_gate *dev_test_stream_gate(dev_test_stream *s);
+void dev_test_gate_open(dev_test_gate *g);
+/* Block until every kernel queued on s so far has run. */
+void dev_test_stream_sync(dev_test_stream *s);
 /* Every copy of the test table is delayed this long (default 200 µs). */
 void dev_test_set_copy_delay(unsigned us);
 /* The copy that is the k-th from now (k >= 1) fails: it writes garbage over its

@@ -5,26 +5,43 @@
  * runtime can be loaded, opening a CUDA device fails with TIDE_EDEVICE and a message, and
  * nothing else changes.
  *
- * The runtime tried, in order: $TIDE_CUDART (a path), libcudart.so.13, libcudart.so.12,
- * libcudart.so, then the same names in the toolkit's lib64 directory seen at build time. A
- * process that already loaded one (PyTorch does) gets that one back from dlopen, so tide
- * and the engine share a runtime and a context.
+ * The runtime: $TIDE_CUDART (a path) when set; else a runtime this process already loaded
+ * (PyTorch loads its own: tide must share it, its context and its streams, whatever other
+ * runtime is installed), looked up with RTLD_NOLOAD among libcudart.so.13, .so.12, .so and
+ * the same names in the toolkit's lib64 directory seen at build time; else the first of
+ * those that loads and whose driver is new enough (a runtime that answers "driver too
+ * old", as a 13 runtime does on a 12.x driver, gives way to the next). A runtime once
+ * called is never unloaded (it registers exit handlers, and its context outlives tide's
+ * use of it); dev_describe() names the one in use.
+ *
+ * A thread's current device: calls made on a caller's thread (recording the engine's
+ * event, pinning the pool) set our device for the call and put the caller's back after. A
+ * thread that had no context at all (it never set a device) is given none back: restoring
+ * "device 0" there would create a context on GPU 0 (cudaSetDevice initialises one since
+ * CUDA 12), so the driver's cuCtxGetCurrent / cuCtxSetCurrent save and restore the
+ * thread's context instead, where the driver library is loaded.
  *
  * Declarations: with the toolkit's headers (TIDE_HAVE_CUDA_H, set by the Makefile when
  * $(CUDA_HOME)/include/cuda_runtime_api.h exists) the types come from cuda_runtime_api.h
  * and every function-pointer type below is checked against the real prototype at compile
- * time. Without them the file declares the few types it needs itself (their layout is the
- * runtime's ABI, stable since CUDA 11), so it builds everywhere.
+ * time. Without them cuda_abi.h declares the few types needed (the runtime's ABI, with
+ * CUDA 13's larger cudaPointerAttributes), so it builds everywhere.
  *
  * Queues are non-blocking streams (they never wait for, nor hold up, the legacy default
  * stream). A flush issues its runs with cudaMemcpyBatchAsync (runtime 12.8 and later; its
  * prototype lost an argument in 13.0, so the version picks the call) or, without it or with
  * TIDE_CUDA_BATCH=0, one cudaMemcpyAsync per run; then it records an event from a ring of
  * DEV_CUDA_RING: ticket t is the event t % RING. Re-recording a ring slot that nobody waited
- * for only makes a later wait on it wait for more, which is safe.
+ * for only makes a later wait on it wait for more, which is safe. Ring events are made with
+ * cudaEventBlockingSync: a job thread waiting for its copies (or, through them, for the
+ * engine's forward pass) sleeps in the driver instead of spinning on a core the engine's
+ * scheduler needs. When the runtime refuses a batch, the batched call is turned off for
+ * the device (once, for every thread, with the reason kept for dev_describe) and the runs
+ * go one cudaMemcpyAsync each.
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,42 +51,8 @@
 
 #ifdef TIDE_HAVE_CUDA_H
 #include <cuda_runtime_api.h>
-#else
-/* The runtime's ABI, as cuda_runtime_api.h / driver_types.h declare it. */
-typedef int cudaError_t;
-typedef struct CUstream_st *cudaStream_t;
-typedef struct CUevent_st *cudaEvent_t;
-enum cudaMemoryType {
-    cudaMemoryTypeUnregistered = 0,
-    cudaMemoryTypeHost = 1,
-    cudaMemoryTypeDevice = 2,
-    cudaMemoryTypeManaged = 3
-};
-struct cudaPointerAttributes {
-    enum cudaMemoryType type;
-    int device;
-    void *devicePointer;
-    void *hostPointer;
-};
-enum cudaMemcpyKind { cudaMemcpyDefault = 4 };
-enum cudaMemcpySrcAccessOrder { cudaMemcpySrcAccessOrderStream = 1 };
-enum cudaMemLocationType { cudaMemLocationTypeInvalid = 0 };
-struct cudaMemLocation {
-    enum cudaMemLocationType type;
-    int id;
-};
-struct cudaMemcpyAttributes {
-    enum cudaMemcpySrcAccessOrder srcAccessOrder;
-    struct cudaMemLocation srcLocHint;
-    struct cudaMemLocation dstLocHint;
-    unsigned int flags;
-};
-#define cudaSuccess 0
-#define cudaErrorHostMemoryAlreadyRegistered 712
-#define cudaHostRegisterPortable 0x01
-#define cudaStreamNonBlocking 0x01
-#define cudaEventDisableTiming 0x02
 #endif
+#include "device/cuda_abi.h"
 
 #ifndef TIDE_CUDA_LIBDIR
 #define TIDE_CUDA_LIBDIR "/usr/local/cuda/lib64"
@@ -100,6 +83,9 @@ typedef cudaError_t (*fn_batch13)(void *const *, const void *const *, const size
                                   struct cudaMemcpyAttributes *, size_t *, size_t, cudaStream_t);
 typedef cudaError_t (*fn_batch12)(void **, void **, size_t *, size_t, struct cudaMemcpyAttributes *,
                                   size_t *, size_t, size_t *, cudaStream_t);
+/* The driver's (libcuda) context calls: CUresult (an int) and CUcontext (a pointer). */
+typedef int (*fn_ctx_get)(void **);
+typedef int (*fn_ctx_set)(void *);
 
 #ifdef TIDE_HAVE_CUDA_H
 /* Each type above is the real prototype's. */
@@ -132,6 +118,13 @@ SAME(cudaMemcpyBatchAsync, fn_batch12);
 typedef struct cuda_rt {
     void *lib;
     int device, version;
+    int preloaded;      /* found loaded already (RTLD_NOLOAD) */
+    char libname[256];  /* the candidate it was found or loaded as */
+    fn_ctx_get ctx_get; /* the driver's, where found: NULL otherwise */
+    fn_ctx_set ctx_set;
+    int batch_off; /* batched copies refused once: off for good (atomic) */
+    pthread_mutex_t why_lock;
+    char batch_why[160]; /* why (under why_lock) */
     fn_get_count get_count;
     fn_set_device set_device;
     fn_get_device get_device;
@@ -174,45 +167,51 @@ static int cuda_fail(const cuda_rt *rt, cudaError_t e, const char *what, char *m
 /* Run with the thread's current device set to ours, and put the caller's back after. */
 typedef struct cuda_scope {
     int prev, set;
+    int have_ctx; /* the driver told us the thread's context: ctx (NULL: it had none) */
+    void *ctx;
 } cuda_scope;
 
 static cudaError_t scope_enter(const cuda_rt *rt, cuda_scope *s) {
     s->set = 0;
+    s->have_ctx = 0;
+    s->ctx = NULL;
+    if (rt->ctx_get && rt->ctx_set && rt->ctx_get(&s->ctx) == 0) s->have_ctx = 1;
     cudaError_t e = rt->get_device(&s->prev);
     if (e != cudaSuccess) s->prev = -1;
-    if (s->prev == rt->device) return cudaSuccess;
+    /* A thread with no context reports device 0 without being on it: set ours. */
+    if (s->prev == rt->device && !(s->have_ctx && !s->ctx)) return cudaSuccess;
     e = rt->set_device(rt->device);
     s->set = e == cudaSuccess;
     return e;
 }
 
 static void scope_leave(const cuda_rt *rt, const cuda_scope *s) {
-    if (s->set && s->prev >= 0) rt->set_device(s->prev);
+    if (!s->set) return;
+    if (s->have_ctx)
+        rt->ctx_set(s->ctx); /* back to its context, or to none */
+    else if (s->prev >= 0)
+        rt->set_device(s->prev);
 }
 
-static void *load_runtime(char *msg, size_t mlen) {
-    const char *names[] = {"libcudart.so.13",
-                           "libcudart.so.12",
-                           "libcudart.so",
-                           TIDE_CUDA_LIBDIR "/libcudart.so.13",
-                           TIDE_CUDA_LIBDIR "/libcudart.so.12",
-                           TIDE_CUDA_LIBDIR "/libcudart.so"};
-    const char *env = getenv("TIDE_CUDART");
-    if (env && *env) {
-        void *h = dlopen(env, RTLD_NOW | RTLD_LOCAL);
-        if (h) return h;
-        snprintf(msg, mlen, "no CUDA runtime: TIDE_CUDART=%s does not load: %s", env, dlerror());
-        return NULL;
-    }
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-        if (h) return h;
-    }
-    snprintf(msg, mlen,
-             "no CUDA runtime: none of libcudart.so.13, libcudart.so.12, libcudart.so loads "
-             "(also tried in " TIDE_CUDA_LIBDIR "); install the CUDA runtime or set "
-             "TIDE_CUDART to the library's path");
-    return NULL;
+static const char *const default_names[] = {"libcudart.so.13",
+                                            "libcudart.so.12",
+                                            "libcudart.so",
+                                            TIDE_CUDA_LIBDIR "/libcudart.so.13",
+                                            TIDE_CUDA_LIBDIR "/libcudart.so.12",
+                                            TIDE_CUDA_LIBDIR "/libcudart.so"};
+static const char *const *cand_names = default_names;
+static size_t ncand = sizeof(default_names) / sizeof(default_names[0]);
+
+void dev_cuda_set_candidates(const char *const *names, size_t n) {
+    cand_names = names && n ? names : default_names;
+    ncand = names && n ? n : sizeof(default_names) / sizeof(default_names[0]);
+}
+
+/* Errors of a runtime newer than the driver: the next candidate may do. */
+static int driver_too_old(cudaError_t e) {
+    return e == 35 /* cudaErrorInsufficientDriver */ ||
+           e == 803 /* cudaErrorSystemDriverMismatch */ ||
+           e == 804 /* cudaErrorCompatNotSupportedOnDevice */;
 }
 
 #define SYM(field, name)                                                                           \
@@ -224,14 +223,10 @@ static void *load_runtime(char *msg, size_t mlen) {
         }                                                                                          \
     } while (0)
 
-static int cuda_open(int device, void **impl, char *msg, size_t mlen) {
-    cuda_rt *rt = calloc(1, sizeof(*rt));
-    if (!rt) {
-        snprintf(msg, mlen, "out of memory");
-        return -ENOMEM;
-    }
-    rt->device = device;
-    if (!(rt->lib = load_runtime(msg, mlen))) goto fail;
+/* Bind rt to the runtime in rt->lib and ask it for the device count: 0; TIDE_EDEVICE with
+ * a message; *too_old set when the runtime says the driver is too old for it. */
+static int bind_runtime(cuda_rt *rt, int *too_old, char *msg, size_t mlen) {
+    *too_old = 0;
     SYM(get_count, "cudaGetDeviceCount");
     SYM(set_device, "cudaSetDevice");
     SYM(get_device, "cudaGetDevice");
@@ -251,6 +246,8 @@ static int cuda_open(int device, void **impl, char *msg, size_t mlen) {
     SYM(event_sync, "cudaEventSynchronize");
     SYM(memcpy_async, "cudaMemcpyAsync");
     if (rt->runtime_version(&rt->version) != cudaSuccess) rt->version = 0;
+    rt->batch13 = NULL;
+    rt->batch12 = NULL;
     const char *batch = getenv("TIDE_CUDA_BATCH");
     if (!batch || strcmp(batch, "0") != 0) {
         void *b = dlsym(rt->lib, "cudaMemcpyBatchAsync");
@@ -262,36 +259,117 @@ static int cuda_open(int device, void **impl, char *msg, size_t mlen) {
     int count = 0;
     cudaError_t e = rt->get_count(&count);
     if (e != cudaSuccess) {
+        *too_old = driver_too_old(e);
         cuda_fail(rt, e, "cudaGetDeviceCount (no GPU or no driver?)", msg, mlen);
-        goto fail;
+        return TIDE_EDEVICE;
     }
-    if (device >= count) {
-        snprintf(msg, mlen, "cuda device %d does not exist (this machine has %d)", device, count);
-        goto fail;
+    if (rt->device >= count) {
+        snprintf(msg, mlen, "cuda device %d does not exist (this machine has %d)", rt->device,
+                 count);
+        return TIDE_EDEVICE;
     }
-    *impl = rt;
+    /* The driver's context calls: from the runtime's handle (a stand-in may carry them),
+     * else from libcuda, which a working runtime has loaded. */
+    *(void **)&rt->ctx_get = dlsym(rt->lib, "cuCtxGetCurrent");
+    *(void **)&rt->ctx_set = dlsym(rt->lib, "cuCtxSetCurrent");
+    if (!rt->ctx_get || !rt->ctx_set) {
+        void *drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+        *(void **)&rt->ctx_get = drv ? dlsym(drv, "cuCtxGetCurrent") : NULL;
+        *(void **)&rt->ctx_set = drv ? dlsym(drv, "cuCtxSetCurrent") : NULL;
+    }
     return 0;
 fail:
-    if (rt->lib) dlclose(rt->lib);
+    return TIDE_EDEVICE;
+}
+
+static int cuda_open(int device, void **impl, char *msg, size_t mlen) {
+    cuda_rt *rt = calloc(1, sizeof(*rt));
+    if (!rt) {
+        snprintf(msg, mlen, "out of memory");
+        return -ENOMEM;
+    }
+    pthread_mutex_init(&rt->why_lock, NULL);
+    rt->device = device;
+    const char *env = getenv("TIDE_CUDART");
+    int too_old = 0, rc = TIDE_EDEVICE;
+    char first[512] = "";
+    if (env && *env) {
+        if (!(rt->lib = dlopen(env, RTLD_NOW | RTLD_LOCAL))) {
+            snprintf(msg, mlen, "no CUDA runtime: TIDE_CUDART=%s does not load: %s", env,
+                     dlerror());
+            goto fail;
+        }
+        snprintf(rt->libname, sizeof(rt->libname), "%s", env);
+        if (bind_runtime(rt, &too_old, msg, mlen) != 0) goto fail;
+        *impl = rt;
+        return 0;
+    }
+    /* One already in the process first, then the first that loads and runs here. The
+     * handles of candidates that failed stay open: a runtime, once called, is not unloaded. */
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < ncand; i++) {
+            void *h = dlopen(cand_names[i], RTLD_NOW | RTLD_LOCAL | (pass ? 0 : RTLD_NOLOAD));
+            if (!h || h == rt->lib) continue;
+            rt->lib = h;
+            rt->preloaded = !pass;
+            snprintf(rt->libname, sizeof(rt->libname), "%s", cand_names[i]);
+            rc = bind_runtime(rt, &too_old, msg, mlen);
+            if (rc == 0) {
+                *impl = rt;
+                return 0;
+            }
+            if (!first[0]) snprintf(first, sizeof(first), "%s: %s", cand_names[i], msg);
+            if (!too_old) goto fail; /* a real failure (no GPU, no such device): say so */
+        }
+    }
+    if (first[0])
+        snprintf(msg, mlen, "no usable CUDA runtime: %s (and no other runtime tried runs here)",
+                 first);
+    else
+        snprintf(msg, mlen,
+                 "no CUDA runtime: none of libcudart.so.13, libcudart.so.12, libcudart.so loads "
+                 "(also tried in " TIDE_CUDA_LIBDIR "); install the CUDA runtime or set "
+                 "TIDE_CUDART to the library's path");
+fail:
+    pthread_mutex_destroy(&rt->why_lock);
     free(rt);
     return TIDE_EDEVICE;
 }
 
 static void cuda_close(void *impl) {
     cuda_rt *rt = impl;
-    /* The runtime stays loaded: a library may not be unloaded under a process (PyTorch)
-     * that still uses it, and dlclose of one it loaded first only drops a reference. */
-    dlclose(rt->lib);
+    /* The runtime stays loaded (no dlclose): it registered exit handlers when first
+     * called, and the engine (PyTorch) may share it. */
+    pthread_mutex_destroy(&rt->why_lock);
     free(rt);
+}
+
+static void cuda_describe(void *impl, char *buf, size_t len) {
+    cuda_rt *rt = impl;
+    pthread_mutex_lock(&rt->why_lock);
+    snprintf(buf, len, "cuda device %d: runtime %d.%d (%s, %s); copies: %s%s%s", rt->device,
+             rt->version / 1000, rt->version % 1000 / 10, rt->libname,
+             rt->preloaded ? "already loaded by the process" : "loaded by tide",
+             __atomic_load_n(&rt->batch_off, __ATOMIC_ACQUIRE) || (!rt->batch13 && !rt->batch12)
+                 ? "one cudaMemcpyAsync per run"
+                 : "cudaMemcpyBatchAsync",
+             rt->batch_why[0] ? "; batched copies off: " : "", rt->batch_why);
+    pthread_mutex_unlock(&rt->why_lock);
 }
 
 static int cuda_check(void *impl, const void *p, uint64_t len, char *msg, size_t mlen) {
     cuda_rt *rt = impl;
     const void *ends[2] = {p, (const uint8_t *)p + (len ? len - 1 : 0)};
     for (int i = 0; i < 2; i++) {
-        struct cudaPointerAttributes a;
-        memset(&a, 0, sizeof(a));
-        cudaError_t e = rt->pointer_attrs(&a, ends[i]);
+        /* Room for the runtime's struct, however much newer than our headers it is. */
+        union {
+            struct cudaPointerAttributes attrs;
+            unsigned char room[CUDA_ATTR_ROOM];
+        } u;
+        _Static_assert(sizeof(struct cudaPointerAttributes) <= CUDA_ATTR_ROOM, "room");
+        memset(&u, 0, sizeof(u));
+        cudaError_t e = rt->pointer_attrs(&u.attrs, ends[i]);
+        const struct cudaPointerAttributes a = u.attrs;
         if (e != cudaSuccess) return cuda_fail(rt, e, "cudaPointerGetAttributes", msg, mlen);
         if ((a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged) ||
             a.device != rt->device) {
@@ -362,7 +440,7 @@ static int cuda_queue_create(void *impl, void **out, char *msg, size_t mlen) {
         return cuda_fail(rt, e, "cudaStreamCreateWithFlags", msg, mlen);
     }
     for (int i = 0; i < DEV_CUDA_RING; i++) {
-        e = rt->event_create(&q->ring[i], cudaEventDisableTiming);
+        e = rt->event_create(&q->ring[i], cudaEventBlockingSync | cudaEventDisableTiming);
         if (e != cudaSuccess) {
             int rc = cuda_fail(rt, e, "cudaEventCreateWithFlags", msg, mlen);
             cuda_queue_destroy(rt, q);
@@ -441,14 +519,19 @@ static int cuda_copy(void *impl, void *qv, const dev_copy *c, size_t n, uint64_t
     cuda_rt *rt = impl;
     cuda_queue *q = qv;
     int rc = 0;
-    if (n > 1 && (rt->batch13 || rt->batch12)) {
+    if (n > 1 && (rt->batch13 || rt->batch12) &&
+        !__atomic_load_n(&rt->batch_off, __ATOMIC_ACQUIRE)) {
         rc = cuda_batch(rt, q, c, n, msg, mlen);
-        /* A batch the runtime refuses: fall back to one copy per run, for good. Should part
-         * of it have been queued, issuing those runs again copies the same bytes to the
-         * same places, which changes nothing. */
+        /* A batch the runtime refuses: fall back to one copy per run, for good, on every
+         * thread (the pointers stay; the flag is read atomically), the reason kept for
+         * dev_describe. Should part of it have been queued, issuing those runs again copies
+         * the same bytes to the same places, which changes nothing. */
         if (rc == TIDE_EDEVICE) {
-            rt->batch13 = NULL;
-            rt->batch12 = NULL;
+            if (!__atomic_exchange_n(&rt->batch_off, 1, __ATOMIC_ACQ_REL)) {
+                pthread_mutex_lock(&rt->why_lock);
+                snprintf(rt->batch_why, sizeof(rt->batch_why), "%s", msg);
+                pthread_mutex_unlock(&rt->why_lock);
+            }
             rc = 0;
         } else if (rc) {
             return rc;
@@ -507,4 +590,5 @@ const dev_ops dev_cuda_ops = {
     .queue_wait_event = cuda_wait_event,
     .copy = cuda_copy,
     .wait = cuda_wait,
+    .describe = cuda_describe,
 };

@@ -48,7 +48,7 @@ typedef struct test_event {
     int done, refs;
 } test_event;
 
-enum { OP_COPY, OP_WRITE, OP_MARK, OP_SIGNAL, OP_WAITEV, OP_STOP };
+enum { OP_COPY, OP_WRITE, OP_MARK, OP_SIGNAL, OP_WAITEV, OP_GATE, OP_STOP };
 
 typedef struct test_op {
     struct test_op *next;
@@ -206,6 +206,13 @@ static void *runner_main(void *arg) {
             pthread_mutex_unlock(&tlock);
             break;
         case OP_WAITEV:
+            pthread_mutex_lock(&tlock);
+            while (!op->ev->done)
+                pthread_cond_wait(&tcond, &tlock);
+            do_event_unref(op->ev);
+            pthread_mutex_unlock(&tlock);
+            break;
+        case OP_GATE: /* op->ev is the gate: it opens when done is set */
             pthread_mutex_lock(&tlock);
             while (!op->ev->done)
                 pthread_cond_wait(&tcond, &tlock);
@@ -538,6 +545,39 @@ void dev_test_stream_write(dev_test_stream *s, void *dst_dev, const void *src, s
     op->delay_us = delay_us;
     pthread_mutex_lock(&s->w.lock);
     do_push(&s->w, op);
+    pthread_mutex_unlock(&s->w.lock);
+}
+
+struct dev_test_gate {
+    test_event ev;
+};
+
+dev_test_gate *dev_test_stream_gate(dev_test_stream *s) {
+    test_event *e = calloc(1, sizeof(*e));
+    test_op *op = calloc(1, sizeof(*op));
+    if (!e || !op) abort();
+    e->refs = 2; /* the caller's (dev_test_gate_open), and the operation's */
+    op->kind = OP_GATE;
+    op->ev = e;
+    pthread_mutex_lock(&s->w.lock);
+    do_push(&s->w, op);
+    pthread_mutex_unlock(&s->w.lock);
+    return (dev_test_gate *)e;
+}
+
+void dev_test_gate_open(dev_test_gate *g) {
+    pthread_mutex_lock(&tlock);
+    test_event *e = (test_event *)g;
+    e->done = 1;
+    pthread_cond_broadcast(&tcond);
+    do_event_unref(e);
+    pthread_mutex_unlock(&tlock);
+}
+
+void dev_test_stream_sync(dev_test_stream *s) {
+    pthread_mutex_lock(&s->w.lock);
+    while (s->w.head)
+        pthread_cond_wait(&s->w.cond, &s->w.lock);
     pthread_mutex_unlock(&s->w.lock);
 }
 

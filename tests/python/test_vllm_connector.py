@@ -15,7 +15,10 @@ import hashlib
 import json
 import os
 import pickle
+import signal
 import subprocess
+import threading
+import time
 import types
 
 import numpy as np
@@ -158,6 +161,7 @@ class Engine:
         out = Output()
         for w in self.workers:
             w.bind_connector_metadata(wire)
+            w.handle_preemptions(wire)  # vLLM: before the step's forward pass
             w.start_load_kv(None)
             if forward:
                 forward(w)
@@ -632,6 +636,123 @@ def test_preempted_request_resaves_after_resume(mem_store):
     (job,) = m.describe()["jobs"]
     assert (job["start_tokens"], job["end_tokens"]) == (0, 64)
     assert [b[1] for b in job["blocks"]] == [5, 6, 7, 8]
+
+
+def start_tided(tmp_path):
+    """A tided of the test's own (it gets stopped with SIGSTOP): (process, port)."""
+    binary = os.environ.get("TIDE_BIN") or os.path.join(ROOT, "build", "tide")
+    ready = tmp_path / "ready"
+    proc = subprocess.Popen(
+        [binary, "serve", "--port", "0", "--metrics-port", "0", "--capacity", "16MiB",
+         "--ready-file", str(ready)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 15
+    while not (ready.exists() and ready.read_text().strip()):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"tided did not start (exit {proc.poll()})")
+        time.sleep(0.02)
+    return proc, int(ready.read_text().split()[0])
+
+
+def stop_tided(proc):
+    proc.send_signal(signal.SIGCONT)
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def test_preemption_waits_for_saves_still_reading_the_freed_blocks(tmp_path):
+    """Step N saves request p's blocks; the store is slow (a stopped tided), so the save
+    has not read them yet. Step N+1 preempts p: vLLM frees its blocks at once and the
+    step's forward pass writes them for another request. handle_preemptions, called
+    before that pass, must hold it until the save has read the blocks; before the fix it
+    returned at once and the store got the other request's bytes under p's keys."""
+    proc, port = start_tided(tmp_path)
+    try:
+        url = f"tide://127.0.0.1:{port}"
+        cfg = dense_config()
+        pk = {"layer.0": kv_cache("kv_first", 71), "layer.1": kv_cache("kv_first", 72)}
+        want = {n: pk[n][:, 1:3].copy() for n in pk}
+        ps, pw = make_side(cfg, url=url, caches=pk)
+        eng = Engine(ps, [pw])
+        p = Request("p", tokens(40, seed=7))
+        ps.get_num_new_matched_tokens(p, 0)
+        ps.update_state_after_alloc(p, Blocks([1, 2, 3]), 0)
+        proc.send_signal(signal.SIGSTOP)  # the save of blocks 1, 2 waits on the store
+        eng.step(sched_out(new=[new_req(p, [[1, 2, 3]], 0)], num_sched={"p": 40}))
+        meta = ps.build_connector_meta(sched_out(preempted={"p"}))
+        assert meta.fence
+        wire = pickle.loads(pickle.dumps(meta))
+        assert wire.fence
+        pw.bind_connector_metadata(wire)
+        order = []
+
+        def step_n1():  # vLLM's execute_model: handle_preemptions, then the forward pass
+            pw.handle_preemptions(wire)
+            order.append("forward")
+            for n in pk:  # another request's KV in the freed blocks
+                pk[n][:, 1:3] = -7.0
+
+        t = threading.Thread(target=step_n1)
+        t.start()
+        t.join(0.5)
+        order.append("store resumed")
+        proc.send_signal(signal.SIGCONT)
+        t.join(60)
+        assert not t.is_alive()
+        assert order == ["store resumed", "forward"]
+        pw.wait()
+        pw.clear_connector_metadata()
+        assert pw.stats()["saved_objects"] == 2
+        # What the store holds under p's keys is p's bytes: a consumer loads them.
+        ck = {"layer.0": kv_cache("kv_first"), "layer.1": kv_cache("kv_first")}
+        cs, cw = make_side(cfg, url=url, caches=ck)
+        cons = Engine(cs, [cw])
+        c = Request("c", tokens(40, seed=7))
+        assert cs.get_num_new_matched_tokens(c, 0) == (32, True)
+        cs.update_state_after_alloc(c, Blocks([5, 6, 7]), 32)
+        cons.step(sched_out())
+        cons.idle_until(lambda: "c" in cons.recvd)
+        for n in pk:
+            assert ck[n][:, 5:7].tobytes() == want[n].tobytes()
+        for x in (ps, pw, cs, cw):
+            x.shutdown()
+    finally:
+        stop_tided(proc)
+
+
+def test_saves_of_blocks_freed_while_running_fence_the_next_step(mem_store):
+    """A sliding-window group frees blocks as they leave the window while the request
+    runs: the step after one that saved such blocks fences; full attention alone never
+    does, and a preemption always does."""
+    full = dense_config()
+    s = tv.TideStoreConnector(full, "scheduler", store=mem_store)
+    p = Request("p", tokens(40))
+    s.get_num_new_matched_tokens(p, 0)
+    s.update_state_after_alloc(p, Blocks([1, 2, 3]), 0)
+    m = s.build_connector_meta(sched_out(new=[new_req(p, [[1, 2, 3]], 0)], num_sched={"p": 40}))
+    assert [j["kind"] for j in m.describe()["jobs"]] == ["save"] and not m.fence
+    assert not s.build_connector_meta(sched_out()).fence
+    assert s.build_connector_meta(sched_out(preempted={"p"})).fence
+    assert not s.build_connector_meta(sched_out()).fence
+
+    sw = dense_config()
+    spec = sw["kv_cache_config"]["kv_cache_groups"][0]["kv_cache_spec"]
+    spec.update(type="SlidingWindowSpec", sliding_window=32)
+    s = tv.TideStoreConnector(sw, "scheduler", store=mem_store)
+    q = Request("q", tokens(80, seed=3))
+    s.get_num_new_matched_tokens(q, 0)
+    s.update_state_after_alloc(q, Blocks([1, 2, 3, 4, 5]), 0)
+    m = s.build_connector_meta(
+        sched_out(new=[new_req(q, [[1, 2, 3, 4, 5]], 0)], num_sched={"q": 80}))
+    assert [j["kind"] for j in m.describe()["jobs"]] == ["save"] and not m.fence
+    assert s.build_connector_meta(sched_out()).fence  # the saves may read freed blocks
+    assert not s.build_connector_meta(sched_out()).fence  # fenced once: nothing left
 
 
 # ---------------------------------------------------------------------------------------

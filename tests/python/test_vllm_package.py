@@ -67,6 +67,9 @@ class GoodBase:
     def get_block_ids_with_load_errors(self):
         pass
 
+    def handle_preemptions(self, kv_connector_metadata):
+        return None
+
 
 class GoodBase033(GoodBase):
     """vLLM 0.33's base: the sleep-mode hooks added."""

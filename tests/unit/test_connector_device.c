@@ -221,6 +221,31 @@ TEST(connector_device_load_reported_after_its_bytes_land) {
     pair_close(&p);
 }
 
+/* A load into blocks that a forward pass still in flight on the engine's stream writes
+ * (the scheduler handed the consumer blocks a preempted or finished request had, and the
+ * engine's CPU ran ahead of its GPU): the load's copies wait for that pass, so the loaded
+ * bytes are what the pages hold once both are done. Before the fix only saves waited: the
+ * load landed first and the late pass overwrote a load already reported good. */
+TEST(connector_device_load_waits_for_the_engines_earlier_writes) {
+    pair p;
+    pair_open(&p, "mem://?capacity=16MiB");
+    dev_test_set_copy_delay(100);
+    produce(&p, 0);
+    CHECK_EQ(consume_arm(&p), PB * 16);
+    /* The previous owner's forward pass, queued before the load and landing 100 ms late. */
+    for (int i = 0; i < PB; i++)
+        forward(&p.cons, p.engine, 30 + i, 7, i == 0 ? 100000 : 0);
+    start(p.s, p.cons.w, p.engine);
+    CHECK_EQ(tide_connector_wait(p.cons.w), 0);
+    CHECK_STR(rig_finished(p.cons.w, TIDE_CONNECTOR_LOAD), "c");
+    int32_t errs[16];
+    CHECK_EQ(tide_connector_get_load_errors(p.cons.w, errs, 16), 0);
+    dev_test_stream_sync(p.engine); /* every write of the engine has landed too */
+    for (int i = 0; i < PB; i++)
+        CHECK_MSG(holds(&p.cons, 30 + i, 42, 3 + i), "block %d: the late forward pass won", i);
+    pair_close(&p);
+}
+
 /* A copy failing in the middle of a load: the blocks involved are load errors; every
  * block not reported holds exactly the saved bytes; the connector keeps working. */
 TEST(connector_device_failed_load_copies_are_load_errors) {

@@ -9,12 +9,14 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "client/client.h"
 #include "common/checksum.h"
+#include "device/cuda_abi.h" /* without TIDE_HAVE_CUDA_H: the header-less declarations */
 #include "device/device.h"
 #include "harness.h"
 #include "server_util.h"
@@ -84,13 +86,31 @@ TEST(device_cuda_without_a_gpu_is_a_clear_error) {
     CHECK_CONTAINS(msg, "/nonexistent/libcudart.so.13");
     unsetenv("TIDE_CUDART");
     int rc = dev_open(DEV_CUDA, 0, &d, msg, sizeof(msg));
-    if (rc == 0) { /* a machine with a GPU after all */
+    if (rc == 0) { /* a machine with a GPU after all: say what runs (scripts/gpu-check.sh) */
+        char desc[512];
+        dev_describe(d, desc, sizeof(desc));
+        fprintf(stderr, "%s\n", desc);
         dev_close(d);
         return;
     }
     CHECK_EQ(rc, TIDE_EDEVICE);
     CHECK(strlen(msg) > 10);
     CHECK(d == NULL);
+}
+
+/* A build without the CUDA headers declares cudaPointerAttributes itself: it must be as
+ * large as CUDA 13's (88 bytes: the four fields, then long reserved[8]), which a 13
+ * runtime fills whole; it was 12.x's 24 bytes, so the runtime wrote past it on the stack.
+ * The room device_cuda.c hands over covers it whatever the headers said. */
+TEST(device_cuda_abi_fallback_has_cuda13s_pointer_attributes) {
+    struct cudaPointerAttributes a;
+    CHECK(sizeof(a) >= 88);
+    CHECK_EQ(offsetof(struct cudaPointerAttributes, type), 0);
+    CHECK_EQ(offsetof(struct cudaPointerAttributes, device), 4);
+    CHECK_EQ(offsetof(struct cudaPointerAttributes, devicePointer), 8);
+    CHECK_EQ(offsetof(struct cudaPointerAttributes, hostPointer), 16);
+    CHECK(CUDA_ATTR_ROOM >= sizeof(a));
+    CHECK_EQ(cudaEventBlockingSync, 0x01);
 }
 
 /* libtide.so names no CUDA library: the runtime is only ever dlopen'ed. */
@@ -125,17 +145,34 @@ TEST(device_test_kind_copies_land_later_in_order) {
     fill(b, sizeof(b), 3);
     dev_test_set_copy_delay(50000);
     uint64_t t1, t2;
+    /* Each copy waits behind a gate on an engine stream, so that what the device memory
+     * holds between them can be looked at however slowly this thread runs (a loaded
+     * machine, ASan). */
+    dev_test_stream *gs = dev_test_stream_new();
+    CHECK(gs != NULL);
+    dev_test_gate *gate1 = dev_test_stream_gate(gs);
+    dev_event *e1 = NULL, *e2 = NULL;
+    CHECK_EQ(dev_event_record(d, (uintptr_t)gs, &e1, msg, sizeof(msg)), 0);
+    dev_test_gate *gate2 = dev_test_stream_gate(gs);
+    CHECK_EQ(dev_event_record(d, (uintptr_t)gs, &e2, msg, sizeof(msg)), 0);
+    CHECK_EQ(dev_queue_wait_event(q, e1, msg, sizeof(msg)), 0);
     CHECK_EQ(dev_queue_add(q, dm, a, sizeof(a)), 0);
     CHECK_EQ(dev_queue_flush(q, &t1, msg, sizeof(msg)), 0);
+    CHECK_EQ(dev_queue_wait_event(q, e2, msg, sizeof(msg)), 0);
     CHECK_EQ(dev_queue_add(q, dm, b, sizeof(b)), 0); /* the same place: order matters */
     CHECK_EQ(dev_queue_flush(q, &t2, msg, sizeof(msg)), 0);
     CHECK(t2 > t1);
     dev_test_peek(back, dm, sizeof(back));
     CHECK_EQ(back[1], 0); /* issued is not landed */
+    dev_test_gate_open(gate1);
     CHECK_EQ(dev_queue_wait(q, t1, msg, sizeof(msg)), 0);
     dev_test_peek(back, dm, sizeof(back));
     CHECK(memcmp(back, a, sizeof(a)) == 0);
+    dev_test_gate_open(gate2);
     CHECK_EQ(dev_queue_wait(q, t2, msg, sizeof(msg)), 0);
+    dev_event_free(e1);
+    dev_event_free(e2);
+    dev_test_stream_free(gs);
     dev_test_peek(back, dm, sizeof(back));
     CHECK(memcmp(back, b, sizeof(b)) == 0);
     /* Device to host. */

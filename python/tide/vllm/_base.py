@@ -32,6 +32,7 @@ _INTERFACE: dict[str, tuple[str, ...]] = {
     "start_load_kv": ("forward_context",),
     "get_finished": ("finished_req_ids",),
     "get_block_ids_with_load_errors": (),
+    "handle_preemptions": ("kv_connector_metadata",),
 }
 
 #: Hooks of KVConnectorBase_V1 that vLLM 0.33 added and calls (sleep mode); checked from 0.33 on.

@@ -46,6 +46,11 @@ _PLACEHOLDER_URL = "mem://?capacity=1MiB"
 #: Seconds between attempts to reach the store (kv_connector_extra_config.reconnect_s).
 RECONNECT_S = 10.0
 
+#: Spec kinds whose blocks vLLM keeps until the request finishes or is preempted; the
+#: others (sliding window, Mamba, ...) free blocks while the request runs.
+_KEPT_WHILE_RUNNING = ("FullAttentionSpec", "MLAAttentionSpec", "CrossAttentionSpec")
+
+
 def _hit_source(url: str) -> Any:
     """vLLM's label for where tide's hits come from: host memory for a same-host pool
     (unix://, mem://), vLLM's "external" otherwise (tided over TCP, clusters)."""
@@ -144,6 +149,9 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         # req_id -> (block table, tokens after the load) this step
         self._armed: dict[str, tuple[list[list[int]], int]] = {}
         self._awaiting_save: set[str] = set()  # finished, blocks kept until the workers report
+        self._fence_next = False  # the last step saved blocks vLLM may free while running
+        # groups whose blocks those are (computed once)
+        self._freeing_groups: Optional[frozenset[int]] = None
         self._events = self._events_if_enabled(vllm_config)
         # Worker state.
         self._kv_caches: Optional[dict[str, Any]] = None
@@ -482,6 +490,11 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
         for rid, entries in (getattr(so, "partial_tail_offloads", None) or {}).items():
             self._partial_tail(rid, entries)
 
+        # Blocks freed under saves still in flight: vLLM frees a preempted request's blocks
+        # at once, and blocks leaving a sliding window (or a Mamba group's older states)
+        # while the request runs; this step's forward pass may write them. The workers
+        # wait for the earlier saves first (handle_preemptions).
+        fence = bool(getattr(so, "preempted_req_ids", None)) or self._fence_next
         m = _lib.ConnectorMetaPtr()
         self._check(self._lib.tide_connector_build_meta(h, ctypes.byref(m)))
         try:
@@ -491,12 +504,33 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
             self._check(
                 self._lib.tide_connector_meta_serialize(m, buf, size.value, ctypes.byref(size))
             )
-            meta = TideConnectorMetadata(buf.raw[: size.value])
+            meta = TideConnectorMetadata(buf.raw[: size.value], fence=fence)
         finally:
             self._lib.tide_connector_meta_free(m)
+        self._fence_next = self._saves_freed_while_running(meta)
         if self._events is not None:
             self._events.plan(meta.describe(), self._requests)
         return meta
+
+    def _saves_freed_while_running(self, meta: TideConnectorMetadata) -> bool:
+        """Does meta save blocks of a group whose blocks vLLM frees while the request still
+        runs (sliding window, Mamba: any kind but full attention, MLA and cross attention)?
+        The next step then fences."""
+        if self._freeing_groups is None:
+            groups = (self.config or {}).get("kv_cache_config", {}).get("kv_cache_groups", [])
+            self._freeing_groups = frozenset(
+                g
+                for g, grp in enumerate(groups)
+                if (grp.get("kv_cache_spec") or {}).get("type") not in _KEPT_WHILE_RUNNING
+            )
+        if not self._freeing_groups:
+            return False
+        return any(
+            b[0] in self._freeing_groups
+            for job in meta.describe()["jobs"]
+            if job["kind"] == "save"
+            for b in job["blocks"]
+        )
 
     def _partial_tail(self, rid: str, entries: Iterable[tuple[int, int, int]]) -> int:
         """(group, block id, boundary tokens) entries: the C side saves them in the next
@@ -729,6 +763,15 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
                 return out
             ids = buf.raw.split(b"\0")[:n]
             out.update(i.decode("utf-8") for i in ids)
+
+    def handle_preemptions(self, kv_connector_metadata: Any) -> None:
+        """vLLM calls this before each step's forward pass. When the scheduler freed blocks
+        that saves of earlier steps may still be reading (a preemption; blocks leaving a
+        sliding window), wait for those saves: the forward pass may write the freed blocks,
+        and a save reading them after that would store the other request's bytes under this
+        one's key, with a checksum that matches them."""
+        if self._h and getattr(kv_connector_metadata, "fence", False):
+            self._check(self._lib.tide_connector_wait(self._h))
 
     def start_load_kv(self, forward_context: Any = None, **kwargs: Any) -> None:
         """Nothing with asynchronous loads (they are queued in get_finished). With

@@ -14,14 +14,21 @@ class TideConnectorMetadata(KVConnectorMetadata):
     ``tide_connector_meta_serialize``, parsed by each worker. Picklable (vLLM sends it to
     worker processes with the scheduler output)."""
 
-    def __init__(self, data: Union[bytes, bytearray, memoryview] = b"") -> None:
+    def __init__(
+        self, data: Union[bytes, bytearray, memoryview] = b"", fence: bool = False
+    ) -> None:
         self.data = bytes(data)
+        #: The workers must let every save queued in earlier steps read its blocks before
+        #: this step's forward pass runs (handle_preemptions): blocks those saves read may
+        #: have been freed and handed to another request (a preemption; blocks leaving a
+        #: sliding window or a Mamba group's older states).
+        self.fence = bool(fence)
 
     def __repr__(self) -> str:
-        return f"TideConnectorMetadata({len(self.data)} bytes)"
+        return f"TideConnectorMetadata({len(self.data)} bytes{', fence' if self.fence else ''})"
 
-    def __reduce__(self) -> tuple[type[TideConnectorMetadata], tuple[bytes]]:
-        return (TideConnectorMetadata, (self.data,))
+    def __reduce__(self) -> tuple[type[TideConnectorMetadata], tuple[bytes, bool]]:
+        return (TideConnectorMetadata, (self.data, self.fence))
 
     def describe(self) -> dict[str, Any]:
         """The jobs and finished ids, read back through libtide: ``{"jobs": [{"kind":
