@@ -38,7 +38,7 @@ endif
 CPPFLAGS += -Iinclude -Isrc -Itests -I. -D_GNU_SOURCE
 CFLAGS += -std=c11 $(OPT) -g -fPIC -fvisibility=hidden -pthread $(WARN) $(SANFLAGS) -MMD -MP
 LDFLAGS += -pthread $(SANFLAGS)
-LIBS := -lxxhash -lcrypto -lcjson -luring -lcurl -lm -ldl
+LIBS := -lxxhash -lcrypto -lcjson -luring -lcurl -lucp -lucs -lm -ldl
 
 # libtide is the library only: src/trace (trace replay and policy simulation) is linked by
 # the tide binary, and the test device kind (src/device/device_test.c) by the test runner.

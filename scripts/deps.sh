@@ -3,7 +3,7 @@
 # is missing. Idempotent; prints nothing when everything is already installed.
 set -e
 PKGS="build-essential clang libclang-rt-14-dev pkg-config libxxhash-dev libssl-dev \
-libcjson-dev liburing-dev libcurl4-openssl-dev python3 python3-numpy python3-pytest python3-venv \
+libcjson-dev liburing-dev libcurl4-openssl-dev libucx-dev ucx-utils python3 python3-numpy python3-pytest python3-venv \
 redis-server redis-tools etcd-server etcd-client iproute2 valgrind jq curl llvm-14"
 # make install-test: pip install --no-build-isolation (setuptools), the venv's pip, readelf
 # (binutils), and systemd-analyze verify for contrib/tided.service (systemd; nothing starts).

@@ -352,7 +352,7 @@ TEST(proto_frame_control_opcodes_roundtrip) {
     CHECK(m.hello.token == NULL && m.hello.token_len == 0);
     free(s.p);
 
-    frame_hello_reply r = {1, 4096, 3, 64 << 20, 1ull << 30};
+    frame_hello_reply r = {1, 4096, 3, 64 << 20, 1ull << 30, 0};
     s = (stream){0};
     S_ENC(&s, frame_encode_hello_reply, 1, &r);
     m = decode_one(&d, &s, 0);
