@@ -192,8 +192,9 @@ static void peer_answer(ucx_srv *u, ucx_peer *p) {
     p->close_at = now_ns() + PEER_HS_GRACE_NS;
 }
 
-/* Start closing p (force: no flush, the peer may be gone). */
-static void peer_close(ucx_srv *u, ucx_peer *p) {
+/* Start closing p: with flush, so that a refusal's reply reaches the peer before the
+ * disconnect; else at once (the peer failed or is gone). */
+static void peer_close(ucx_srv *u, ucx_peer *p, int flush) {
     (void)u;
     if (p->reply_req) {
         ucp_request_cancel(u->wk, p->reply_req);
@@ -201,7 +202,7 @@ static void peer_close(ucx_srv *u, ucx_peer *p) {
         p->reply_req = NULL;
     }
     ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-                              .flags = UCP_EP_CLOSE_FLAG_FORCE};
+                              .flags = flush ? 0 : UCP_EP_CLOSE_FLAG_FORCE};
     void *r = ucp_ep_close_nbx(p->ep, &rp);
     p->ep = NULL;
     free(p->reply);
@@ -234,7 +235,7 @@ static void peers_tend(ucx_srv *u, uint64_t now) {
             if (!p->authed && !p->failed && !p->close_at)
                 LOG_WARN("UCX: an endpoint showed no token within %llu s: closed",
                          (unsigned long long)(u->hs_timeout_ns / 1000000000ull));
-            peer_close(u, p);
+            peer_close(u, p, p->close_at && !p->failed && !p->reply_req);
         }
     }
 }
@@ -256,7 +257,7 @@ static void *ucx_main(void *arg) {
     }
     /* Stop: every endpoint closed, waited for (bounded). */
     for (int i = 0; i < u->cap; i++)
-        if (u->peers[i].ep) peer_close(u, &u->peers[i]);
+        if (u->peers[i].ep) peer_close(u, &u->peers[i], 0);
     uint64_t until = now_ns() + 1000000000ull;
     for (int busy = 1; busy && now_ns() < until;) {
         ucp_worker_progress(u->wk);

@@ -14,13 +14,18 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <unistd.h>
+
+#include <ucp/api/ucp.h>
 
 #include "backend_suite.h"
 #include "common/checksum.h"
 #include "common/util.h"
 #include "harness.h"
 #include "proto/frame.h"
+#include "proto/ucx_msg.h"
 #include "server_util.h"
 #include "tide.h"
 
@@ -158,4 +163,223 @@ TEST(ucx_transport_option_checked) {
     tide_store *s = NULL;
     CHECK(tide_open("tide://127.0.0.1:1?transport=rdma", &s) != 0);
     CHECK(strstr(tide_errmsg(NULL), "transport must be tcp or ucx") != NULL);
+}
+
+/* ---- authentication on the UCX endpoint ------------------------------------------------ */
+
+#define TOKEN "ucx-secret-token"
+
+static const char *token_file(void) {
+    static char path[512];
+    snprintf(path, sizeof(path), "%s/token", test_tmpdir());
+    FILE *f = fopen(path, "w");
+    CHECK(f);
+    fputs(TOKEN "\n", f);
+    fclose(f);
+    return path;
+}
+
+/* HELLO on a raw tide:// socket asking for features; the reply's UCX port (0: none). */
+static int hello_ucx_port(int port, const char *token, uint64_t features) {
+    int fd = server_connect(port, 5);
+    CHECK(fd >= 0);
+    uint8_t req[FRAME_HDR_SIZE + FRAME_HELLO_META + FRAME_TOKEN_MAX], buf[4096];
+    size_t len, have = 0;
+    frame_hello h = {FRAME_VERSION, FRAME_VERSION, features, (const uint8_t *)token,
+                     (uint16_t)strlen(token)};
+    CHECK_EQ(frame_encode_hello(req, sizeof(req), &len, 1, &h), 0);
+    CHECK_EQ(send(fd, req, len, MSG_NOSIGNAL), (ssize_t)len);
+    frame_decoder d;
+    frame_limits lim;
+    frame_limits_default(&lim);
+    frame_decoder_init(&d, &lim);
+    frame_msg m;
+    ssize_t n;
+    while ((n = frame_decode(&d, buf, have, &m)) == 0) {
+        ssize_t r = recv(fd, buf + have, sizeof(buf) - have, 0);
+        CHECK_MSG(r > 0, "HELLO: no reply");
+        have += (size_t)r;
+    }
+    CHECK(n > 0);
+    close(fd);
+    CHECK_EQ(m.h.status, 0);
+    CHECK_EQ(!!(m.hello_reply.features & FRAME_FEATURE_UCX), !!m.hello_reply.ucx_port);
+    return m.hello_reply.ucx_port;
+}
+
+/* A raw UCP endpoint to tided's UCX port: send UCX_AM_HELLO with token (NULL: send nothing)
+ * and return the WELCOME's status (1: no answer within 3 s, 2: endpoint failed first). */
+typedef struct raw_ucx {
+    ucp_context_h ctx;
+    ucp_worker_h wk;
+    ucp_ep_h ep;
+    int failed;
+    int32_t status;
+    int got;
+} raw_ucx;
+
+static void raw_err(void *arg, ucp_ep_h ep, ucs_status_t st) {
+    (void)ep, (void)st;
+    ((raw_ucx *)arg)->failed = 1;
+}
+
+static ucs_status_t raw_welcome(void *arg, const void *hdr, size_t hl, void *data, size_t len,
+                                const ucp_am_recv_param_t *p) {
+    raw_ucx *r = arg;
+    (void)hdr, (void)hl, (void)p;
+    if (len >= 8) r->status = (int32_t)frame_rd32((const uint8_t *)data + 4);
+    r->got = 1;
+    return UCS_OK;
+}
+
+static int raw_ucx_hello(int port, const char *token) {
+    raw_ucx r = {0};
+    ucp_config_t *conf;
+    CHECK(ucp_config_read(NULL, NULL, &conf) == UCS_OK);
+    ucp_params_t pp = {.field_mask = UCP_PARAM_FIELD_FEATURES,
+                       .features = UCP_FEATURE_AM | UCP_FEATURE_RMA};
+    CHECK(ucp_init(&pp, conf, &r.ctx) == UCS_OK);
+    ucp_config_release(conf);
+    ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                              .thread_mode = UCS_THREAD_MODE_SINGLE};
+    CHECK(ucp_worker_create(r.ctx, &wp, &r.wk) == UCS_OK);
+    ucp_am_handler_param_t hp = {.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
+                                               UCP_AM_HANDLER_PARAM_FIELD_CB |
+                                               UCP_AM_HANDLER_PARAM_FIELD_ARG,
+                                 .id = UCX_AM_WELCOME,
+                                 .cb = raw_welcome,
+                                 .arg = &r};
+    CHECK(ucp_worker_set_am_recv_handler(r.wk, &hp) == UCS_OK);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(0x7f000001);
+    ucp_ep_params_t ep = {.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
+                                        UCP_EP_PARAM_FIELD_ERR_HANDLER |
+                                        UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
+                          .flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
+                          .sockaddr = {(const struct sockaddr *)&sa, sizeof(sa)},
+                          .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+                          .err_handler = {raw_err, &r}};
+    CHECK(ucp_ep_create(r.wk, &ep, &r.ep) == UCS_OK);
+    uint8_t msg[6 + 256];
+    size_t tl = token ? strlen(token) : 0;
+    frame_wr32(msg, UCX_MSG_MAGIC);
+    frame_wr16(msg + 4, (uint16_t)tl);
+    if (tl) memcpy(msg + 6, token, tl);
+    ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                              .flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_EAGER};
+    void *req = token ? ucp_am_send_nbx(r.ep, UCX_AM_HELLO, NULL, 0, msg, 6 + tl, &rp) : NULL;
+    CHECK(!UCS_PTR_IS_ERR(req));
+    uint64_t until = now_ns() + 3000000000ull;
+    while (!r.got && !r.failed && now_ns() < until)
+        ucp_worker_progress(r.wk);
+    if (UCS_PTR_IS_PTR(req)) {
+        while (ucp_request_check_status(req) == UCS_INPROGRESS && now_ns() < until)
+            ucp_worker_progress(r.wk);
+        ucp_request_free(req);
+    }
+    /* After a refusal tided closes the endpoint: wait for that too (bounded). */
+    if (r.got && r.status != 0)
+        while (!r.failed && now_ns() < until + 2000000000ull)
+            ucp_worker_progress(r.wk);
+    int out = r.got ? r.status : r.failed ? 2 : 1;
+    if (r.got && r.status != 0) CHECK_MSG(r.failed, "a refused endpoint stayed open");
+    ucp_request_param_t cp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                              .flags = UCP_EP_CLOSE_FLAG_FORCE};
+    void *c = ucp_ep_close_nbx(r.ep, &cp);
+    while (UCS_PTR_IS_PTR(c) && ucp_request_check_status(c) == UCS_INPROGRESS)
+        ucp_worker_progress(r.wk);
+    if (UCS_PTR_IS_PTR(c)) ucp_request_free(c);
+    ucp_worker_destroy(r.wk);
+    ucp_cleanup(r.ctx);
+    return out;
+}
+
+/* The rkey (the pool's capability) goes only to an endpoint that shows the token; a wrong
+ * or missing one is answered TIDE_EAUTH and the endpoint is closed. */
+TEST(ucx_endpoint_wrong_token_refused) {
+    setenv("UCX_TLS", "tcp", 1);
+    const char *const args[] = {"--capacity",  "64MiB",      "--log-level",
+                                "error",       "--ucx-port", "0",
+                                "--auth-token-file", token_file(), NULL};
+    test_server ts;
+    server_start(&ts, args);
+    CHECK_EQ(hello_ucx_port(ts.port, TOKEN, 0), 0); /* not asked: not named */
+    int port = hello_ucx_port(ts.port, TOKEN, FRAME_FEATURE_UCX);
+    CHECK(port > 0);
+    CHECK_EQ(raw_ucx_hello(port, "not-the-token"), TIDE_EAUTH);
+    CHECK_EQ(raw_ucx_hello(port, ""), TIDE_EAUTH);
+    CHECK_EQ(raw_ucx_hello(port, TOKEN), 0);
+    /* A client with the token gets the values over UCX. */
+    char u[200];
+    snprintf(u, sizeof(u), "tide://127.0.0.1:%d?transport=ucx&token=" TOKEN, ts.port);
+    tide_store *s = NULL;
+    CHECK_MSG(tide_open(u, &s) == 0, "open: %s", tide_errmsg(NULL));
+    put_get_check(s, 2, 4 << 20, 3);
+    tide_close(s);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
+/* ---- tided killed while a client reads ------------------------------------------------- */
+
+typedef struct killer {
+    pid_t pid;
+    int delay_ms;
+} killer;
+
+static void *kill_later(void *arg) {
+    killer *k = arg;
+    struct timespec ts = {k->delay_ms / 1000, (k->delay_ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+    kill(k->pid, SIGKILL);
+    return NULL;
+}
+
+/* Every get returns the right bytes or fails; once tided is gone, calls fail (no hang,
+ * no wrong data). */
+static void killed_mid_read(const char *tls) {
+    setenv("UCX_TLS", tls, 1);
+    test_server ts;
+    server_start(&ts, with_ucx);
+    char u[200];
+    ucx_url(&ts, u, sizeof(u), "&timeout_ms=3000");
+    tide_store *s = NULL;
+    CHECK_MSG(tide_open(u, &s) == 0, "open: %s", tide_errmsg(NULL));
+    size_t len = 32u << 20;
+    uint8_t *v = malloc(len), *got = malloc(len);
+    CHECK(v && got);
+    for (size_t b = 0; b < len; b++)
+        v[b] = (uint8_t)(b * 13 + 5);
+    CHECK_MSG(tide_put(s, "big", 3, v, len) == 0, "put: %s", tide_errmsg(s));
+    killer k = {ts.pid, 200};
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, kill_later, &k), 0);
+    int ok = 0, failed = 0;
+    uint64_t until = now_ns() + 20000000000ull;
+    while (failed < 2 && now_ns() < until) {
+        size_t gl = 0;
+        memset(got, 0, len);
+        int rc = tide_get(s, "big", 3, got, len, &gl);
+        if (rc == 0) {
+            CHECK_EQ(gl, len);
+            CHECK_MSG(memcmp(got, v, len) == 0, "a get returned wrong bytes");
+            ok++;
+        } else {
+            failed++;
+        }
+    }
+    pthread_join(th, NULL);
+    CHECK_MSG(failed == 2, "calls still succeed after tided was killed (%d ok)", ok);
+    int st;
+    CHECK_EQ(waitpid(ts.pid, &st, 0), ts.pid);
+    tide_close(s);
+    free(v);
+    free(got);
+}
+
+TEST_T(ucx_tided_killed_mid_read_tcp, 60) {
+    killed_mid_read("tcp");
+}
+
+TEST_T(ucx_tided_killed_mid_read_shm, 60) {
+    killed_mid_read(SHM_TLS);
 }
