@@ -42,12 +42,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <ucp/api/ucp.h>
-
 #include "client/ucx.h"
+#include "client/ucx_dl.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "proto/ucx_msg.h"
+
+#ifdef TIDE_HAVE_UCX
 
 #define TUCX_RETRY_NS (5ull * 1000000000ull) /* after a failed connect, TCP for this long */
 
@@ -198,6 +199,8 @@ static int tucx_wait(tide_store *s, tucx *t, void **reqs, size_t n, uint64_t dea
  * token for the pool's address and rkey. 0, or a code with a message on s. */
 static int tucx_connect(tide_store *s, tucx *t, int port) {
     ucs_status_t st;
+    char why[256];
+    if (ucx_dl_load(why, sizeof(why)) != 0) return client_err(s, TIDE_EUNSUPPORTED, "%s", why);
     if (!t->ctx) {
         ucp_config_t *conf;
         if ((st = ucp_config_read(NULL, NULL, &conf)) != UCS_OK)
@@ -295,6 +298,7 @@ static int tucx_connect(tide_store *s, tucx *t, int port) {
         rc = client_err(s, TIDE_EPROTO, "UCX hello: a malformed answer (%zu bytes)", bl);
         goto fail;
     }
+    if (getenv("TIDE_UCX_DEBUG")) ucp_ep_print_info(t->ep, stderr); /* the lanes UCX chose */
     t->rbase = frame_rd64(b + 8);
     t->rsize = frame_rd64(b + 16);
     if ((st = ucp_ep_rkey_unpack(t->ep, b + 28, &t->rkey)) != UCS_OK) {
@@ -651,3 +655,33 @@ out:
     free(fk), free(fv), free(fcnt), free(fidx), free(lens), free(fl), free(caps), free(res);
     return rc ? rc : ok;
 }
+#else /* no UCX headers at build time: values over TCP */
+int tucx_attach(tide_store *s, wire *w) {
+    (void)s;
+    LOG_WARN("%s: transport=ucx: this libtide was built without UCX (install libucx-dev and "
+             "rebuild); values over TCP",
+             w->addr);
+    return 0;
+}
+
+int tucx_usable(tide_store *s, wire *w) {
+    (void)s, (void)w;
+    return 0;
+}
+
+int tucx_put_many(tide_store *s, wire *w, const tide_key *keys, size_t n, const tide_iov *iov,
+                  const size_t *iovcnt, int *results) {
+    (void)w, (void)keys, (void)n, (void)iov, (void)iovcnt, (void)results;
+    return client_err(s, TIDE_EUNSUPPORTED, "built without UCX");
+}
+
+int tucx_get_many(tide_store *s, wire *w, const tide_key *keys, size_t n, const tide_iov *iov,
+                  const size_t *iovcnt, int *results, size_t *vlens) {
+    (void)w, (void)keys, (void)n, (void)iov, (void)iovcnt, (void)results, (void)vlens;
+    return client_err(s, TIDE_EUNSUPPORTED, "built without UCX");
+}
+
+void tucx_detach(wire *w) {
+    (void)w;
+}
+#endif

@@ -37,8 +37,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include <ucp/api/ucp.h>
-
+#include "client/ucx_dl.h"
 #include "common/hostport.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -47,6 +46,8 @@
 #include "server/connio.h"
 #include "server/server_int.h"
 #include "server/ucx_srv.h"
+
+#ifdef TIDE_HAVE_UCX
 
 #define PEER_HS_GRACE_NS (2ull * 1000000000ull) /* a refusal's reply gets this long to leave */
 
@@ -283,6 +284,11 @@ static int ucx_fail(const char *what, ucs_status_t st) {
 static int ucx_setup(ucx_srv *u) {
     server *srv = u->srv;
     const server_config *cfg = &srv->cfg;
+    char why[256];
+    if (ucx_dl_load(why, sizeof(why)) != 0) {
+        LOG_ERROR("UCX data path off (tide:// still serves): %s", why);
+        return -ENOENT;
+    }
 
     ucp_config_t *conf;
     ucs_status_t st = ucp_config_read(NULL, NULL, &conf);
@@ -317,7 +323,6 @@ static int ucx_setup(ucx_srv *u) {
 
     struct sockaddr_storage ss;
     socklen_t sl;
-    char why[128];
     if (hostport_bind_addr(cfg->bind, cfg->ucx_port, &ss, &sl, NULL, 0, why, sizeof(why)) != 0) {
         LOG_ERROR("UCX data path off: the address %s: %s", cfg->bind, why);
         return -EINVAL;
@@ -400,3 +405,20 @@ void ucx_srv_stop(server *srv) {
     free(u);
     srv->ucx = NULL;
 }
+#else /* no UCX headers at build time */
+int ucx_srv_start(server *srv) {
+    if (srv->cfg.ucx_port >= 0)
+        LOG_ERROR("UCX data path off (tide:// still serves): this tided was built without UCX "
+                  "(install libucx-dev and rebuild)");
+    return 0;
+}
+
+int ucx_srv_port(const server *srv) {
+    (void)srv;
+    return 0;
+}
+
+void ucx_srv_stop(server *srv) {
+    (void)srv;
+}
+#endif

@@ -18,8 +18,6 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
-#include <ucp/api/ucp.h>
-
 #include "backend_suite.h"
 #include "common/checksum.h"
 #include "common/util.h"
@@ -28,6 +26,19 @@
 #include "proto/ucx_msg.h"
 #include "server_util.h"
 #include "tide.h"
+
+#ifdef TIDE_HAVE_UCX
+#include "client/ucx_dl.h"
+
+/* UCX_TLS for tided and the client (both read it); under a sanitizer also UCX_MEM_EVENTS=no:
+ * UCX's memory hooks (libucm patching mmap/munmap) do not mix with TSan's and ASan's own
+ * interception, and crash the process at exit. */
+static void ucx_env(const char *tls) {
+    setenv("UCX_TLS", tls, 1);
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+    setenv("UCX_MEM_EVENTS", "no", 1);
+#endif
+}
 
 #define SHM_TLS "posix,cma,self,tcp"
 
@@ -83,7 +94,7 @@ static uint64_t stat_figure(int port, const char *name) {
 }
 
 static void suite_over(const char *tls) {
-    setenv("UCX_TLS", tls, 1);
+    ucx_env(tls);
     test_server ts;
     server_start(&ts, with_ucx);
     char u[160];
@@ -129,7 +140,7 @@ static void put_get_check(tide_store *s, int n, size_t len, unsigned seed) {
 /* A tided without --ucx-port: transport=ucx moves the values over TCP (the socket counts
  * them), with the same results. */
 TEST(ucx_falls_back_to_tcp_without_server_ucx) {
-    setenv("UCX_TLS", "tcp", 1);
+    ucx_env("tcp");
     test_server ts;
     server_start(&ts, without_ucx);
     char u[160];
@@ -144,7 +155,7 @@ TEST(ucx_falls_back_to_tcp_without_server_ucx) {
 
 /* The client's UCX cannot reach tided's (no transport both have): TCP, same results. */
 TEST(ucx_falls_back_to_tcp_when_the_endpoint_fails) {
-    setenv("UCX_TLS", "tcp", 1);
+    ucx_env("tcp");
     test_server ts;
     server_start(&ts, with_ucx);
     setenv("UCX_TLS", "rc", 1); /* no RDMA device here: ucp_init fails in the client */
@@ -234,6 +245,8 @@ static ucs_status_t raw_welcome(void *arg, const void *hdr, size_t hl, void *dat
 
 static int raw_ucx_hello(int port, const char *token) {
     raw_ucx r = {0};
+    char why[256];
+    CHECK_MSG(ucx_dl_load(why, sizeof(why)) == 0, "%s", why);
     ucp_config_t *conf;
     CHECK(ucp_config_read(NULL, NULL, &conf) == UCS_OK);
     ucp_params_t pp = {.field_mask = UCP_PARAM_FIELD_FEATURES,
@@ -297,10 +310,10 @@ static int raw_ucx_hello(int port, const char *token) {
 /* The rkey (the pool's capability) goes only to an endpoint that shows the token; a wrong
  * or missing one is answered TIDE_EAUTH and the endpoint is closed. */
 TEST(ucx_endpoint_wrong_token_refused) {
-    setenv("UCX_TLS", "tcp", 1);
-    const char *const args[] = {"--capacity",  "64MiB",      "--log-level",
-                                "error",       "--ucx-port", "0",
-                                "--auth-token-file", token_file(), NULL};
+    ucx_env("tcp");
+    const char *const args[] = {"--capacity", "64MiB", "--log-level",       "error",
+                                "--ucx-port", "0",     "--auth-token-file", token_file(),
+                                NULL};
     test_server ts;
     server_start(&ts, args);
     CHECK_EQ(hello_ucx_port(ts.port, TOKEN, 0), 0); /* not asked: not named */
@@ -337,7 +350,7 @@ static void *kill_later(void *arg) {
 /* Every get returns the right bytes or fails; once tided is gone, calls fail (no hang,
  * no wrong data). */
 static void killed_mid_read(const char *tls) {
-    setenv("UCX_TLS", tls, 1);
+    ucx_env(tls);
     test_server ts;
     server_start(&ts, with_ucx);
     char u[200];
@@ -383,3 +396,8 @@ TEST_T(ucx_tided_killed_mid_read_tcp, 60) {
 TEST_T(ucx_tided_killed_mid_read_shm, 60) {
     killed_mid_read(SHM_TLS);
 }
+#else
+TEST(ucx_built_without_ucx_headers) {
+    TEST_SKIP("built without UCX's headers (libucx-dev): the UCX data path is not in this build");
+}
+#endif
