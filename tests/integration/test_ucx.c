@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "backend_suite.h"
+#include "cluster_util.h"
 #include "common/checksum.h"
 #include "common/util.h"
 #include "harness.h"
@@ -395,6 +396,49 @@ TEST_T(ucx_tided_killed_mid_read_tcp, 60) {
 
 TEST_T(ucx_tided_killed_mid_read_shm, 60) {
     killed_mid_read(SHM_TLS);
+}
+/* ---- a cluster over UCX ---------------------------------------------------------------- */
+
+/* Three nodes, replicas=2, transport=ucx on every member: the suite (each key twice), the
+ * values off the tide:// sockets; then one node killed and every key still read, right. */
+TEST_T(ucx_cluster_replicas_node_killed, 240) {
+    ucx_env("tcp");
+    const char *const extra[] = {"--ucx-port", "0", NULL};
+    test_server ts[3];
+    cluster_start_nodes_with(ts, 3, NULL, extra);
+    char u[512];
+    cluster_url(u, sizeof(u), ts, 3, "replicas=2&transport=ucx");
+    backend_suite_copies(u, 2);
+    uint64_t moved = 0, net = 0;
+    for (int i = 0; i < 3; i++) {
+        moved += stat_figure(ts[i].port, "bytes_in") + stat_figure(ts[i].port, "bytes_out");
+        net += stat_figure(ts[i].port, "net_bytes_in") + stat_figure(ts[i].port, "net_bytes_out");
+    }
+    CHECK_MSG(moved > (8u << 20) && net < moved / 4,
+              "value bytes %llu, tide:// socket bytes %llu: values did not go by UCX",
+              (unsigned long long)moved, (unsigned long long)net);
+    tide_store *s = NULL;
+    CHECK_MSG(tide_open(u, &s) == 0, "open: %s", tide_errmsg(NULL));
+    enum { N = 64 };
+    uint8_t v[4096], got[4096];
+    char key[64];
+    for (int i = 0; i < N; i++) {
+        size_t len = cluster_value(key, sizeof(key), v, i);
+        CHECK_MSG(tide_put(s, key, strlen(key), v, len) == 0, "put: %s", tide_errmsg(s));
+    }
+    kill(ts[1].pid, SIGKILL);
+    int st;
+    waitpid(ts[1].pid, &st, 0);
+    for (int i = 0; i < N; i++) {
+        size_t len = cluster_value(key, sizeof(key), v, i), gl = 0;
+        CHECK_MSG(tide_get(s, key, strlen(key), got, sizeof(got), &gl) == 0, "get %s: %s", key,
+                  tide_errmsg(s));
+        CHECK_EQ(gl, len);
+        CHECK(memcmp(got, v, len) == 0);
+    }
+    tide_close(s);
+    CHECK_EQ(server_stop(&ts[0], SIGTERM), 0);
+    CHECK_EQ(server_stop(&ts[2], SIGTERM), 0);
 }
 #else
 TEST(ucx_built_without_ucx_headers) {
