@@ -228,6 +228,8 @@ typedef struct raw_ucx {
     int failed;
     int32_t status;
     int got;
+    uint8_t wel[1024]; /* the WELCOME's bytes */
+    size_t wl;
 } raw_ucx;
 
 static void raw_err(void *arg, ucp_ep_h ep, ucs_status_t st) {
@@ -240,11 +242,28 @@ static ucs_status_t raw_welcome(void *arg, const void *hdr, size_t hl, void *dat
     raw_ucx *r = arg;
     (void)hdr, (void)hl, (void)p;
     if (len >= 8) r->status = (int32_t)frame_rd32((const uint8_t *)data + 4);
+    r->wl = len < sizeof(r->wel) ? len : sizeof(r->wel);
+    memcpy(r->wel, data, r->wl);
     r->got = 1;
     return UCS_OK;
 }
 
-static int raw_ucx_hello(int port, const char *token) {
+/* Wait for a UCX request (bounded). */
+static void raw_wait(raw_ucx *r, void *req) {
+    CHECK(!UCS_PTR_IS_ERR(req));
+    uint64_t until = now_ns() + 5000000000ull;
+    while (UCS_PTR_IS_PTR(req) && ucp_request_check_status(req) == UCS_INPROGRESS &&
+           now_ns() < until)
+        ucp_worker_progress(r->wk);
+    if (UCS_PTR_IS_PTR(req)) {
+        CHECK(ucp_request_check_status(req) == UCS_OK);
+        ucp_request_free(req);
+    }
+}
+
+/* With scribble_len: after a good WELCOME, overwrite scribble_len bytes of the pool at
+ * scribble_off with 0xEE by RMA (what a torn or reused object looks like to a reader). */
+static int raw_ucx_hello(int port, const char *token, uint64_t scribble_off, size_t scribble_len) {
     raw_ucx r = {0};
     char why[256];
     CHECK_MSG(ucx_dl_load(why, sizeof(why)) == 0, "%s", why);
@@ -296,6 +315,20 @@ static int raw_ucx_hello(int port, const char *token) {
         while (!r.failed && now_ns() < until + 2000000000ull)
             ucp_worker_progress(r.wk);
     int out = r.got ? r.status : r.failed ? 2 : 1;
+    if (out == 0 && scribble_len) {
+        CHECK(r.wl >= 28);
+        uint64_t base = frame_rd64(r.wel + 8);
+        ucp_rkey_h rk;
+        CHECK(ucp_ep_rkey_unpack(r.ep, r.wel + 28, &rk) == UCS_OK);
+        uint8_t *junk = malloc(scribble_len);
+        CHECK(junk);
+        memset(junk, 0xEE, scribble_len);
+        ucp_request_param_t np = {.op_attr_mask = 0};
+        raw_wait(&r, ucp_put_nbx(r.ep, junk, scribble_len, base + scribble_off, rk, &np));
+        raw_wait(&r, ucp_ep_flush_nbx(r.ep, &np));
+        ucp_rkey_destroy(rk);
+        free(junk);
+    }
     if (r.got && r.status != 0) CHECK_MSG(r.failed, "a refused endpoint stayed open");
     ucp_request_param_t cp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
                               .flags = UCP_EP_CLOSE_FLAG_FORCE};
@@ -320,9 +353,9 @@ TEST(ucx_endpoint_wrong_token_refused) {
     CHECK_EQ(hello_ucx_port(ts.port, TOKEN, 0), 0); /* not asked: not named */
     int port = hello_ucx_port(ts.port, TOKEN, FRAME_FEATURE_UCX);
     CHECK(port > 0);
-    CHECK_EQ(raw_ucx_hello(port, "not-the-token"), TIDE_EAUTH);
-    CHECK_EQ(raw_ucx_hello(port, ""), TIDE_EAUTH);
-    CHECK_EQ(raw_ucx_hello(port, TOKEN), 0);
+    CHECK_EQ(raw_ucx_hello(port, "not-the-token", 0, 0), TIDE_EAUTH);
+    CHECK_EQ(raw_ucx_hello(port, "", 0, 0), TIDE_EAUTH);
+    CHECK_EQ(raw_ucx_hello(port, TOKEN, 0, 0), 0);
     /* A client with the token gets the values over UCX. */
     char u[200];
     snprintf(u, sizeof(u), "tide://127.0.0.1:%d?transport=ucx&token=" TOKEN, ts.port);
@@ -330,6 +363,85 @@ TEST(ucx_endpoint_wrong_token_refused) {
     CHECK_MSG(tide_open(u, &s) == 0, "open: %s", tide_errmsg(NULL));
     put_get_check(s, 2, 4 << 20, 3);
     tide_close(s);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
+/* ---- a value damaged in the pool is a miss --------------------------------------------- */
+
+/* The pool offset of key's value on the tided at port: PIN on a raw tide:// connection
+ * granted the UCX feature, then RELEASE. */
+static uint64_t pin_offset(int port, const char *key) {
+    int fd = server_connect(port, 5);
+    CHECK(fd >= 0);
+    uint8_t req[512], buf[4096];
+    size_t l1, l2, have = 0;
+    frame_hello h = {FRAME_VERSION, FRAME_VERSION, FRAME_FEATURE_UCX, NULL, 0};
+    tide_key k = {key, strlen(key)};
+    uint64_t cap = UINT64_MAX;
+    CHECK_EQ(frame_encode_hello(req, sizeof(req), &l1, 1, &h), 0);
+    CHECK_EQ(frame_encode_pin(req + l1, sizeof(req) - l1, &l2, 2, &k, &cap, 1), 0);
+    CHECK_EQ(send(fd, req, l1 + l2, MSG_NOSIGNAL), (ssize_t)(l1 + l2));
+    frame_decoder d;
+    frame_limits lim;
+    frame_limits_default(&lim);
+    frame_decoder_init(&d, &lim);
+    frame_msg m;
+    uint64_t off = UINT64_MAX, id = 0;
+    for (int got = 0; got < 2;) {
+        ssize_t n = frame_decode(&d, buf, have, &m);
+        if (n > 0) {
+            if (++got == 2) {
+                CHECK_EQ(m.h.status, 0);
+                frame_iter it;
+                frame_entry e;
+                frame_iter_init(&it, &m);
+                CHECK(frame_iter_next(&it, &e));
+                CHECK_EQ(e.status, 0);
+                off = e.offset;
+                id = e.id;
+            }
+            memmove(buf, buf + n, have - (size_t)n);
+            have -= (size_t)n;
+            continue;
+        }
+        CHECK(n == 0);
+        ssize_t r = recv(fd, buf + have, sizeof(buf) - have, 0);
+        CHECK_MSG(r > 0, "PIN: no reply");
+        have += (size_t)r;
+    }
+    int32_t outcome = 0;
+    CHECK_EQ(frame_encode_release(req, sizeof(req), &l1, 3, &id, &outcome, 1), 0);
+    CHECK_EQ(send(fd, req, l1, MSG_NOSIGNAL), (ssize_t)l1);
+    close(fd);
+    return off;
+}
+
+/* A value whose bytes in the pool changed after it was stored (a torn write, an object
+ * reused under an expired lease) fails its checksum where it landed: a miss, not the
+ * damaged bytes, and tided drops it. */
+TEST(ucx_damaged_value_is_a_miss) {
+    ucx_env("tcp");
+    test_server ts;
+    server_start(&ts, with_ucx);
+    char u[160];
+    ucx_url(&ts, u, sizeof(u), NULL);
+    tide_store *s = NULL;
+    CHECK_MSG(tide_open(u, &s) == 0, "open: %s", tide_errmsg(NULL));
+    size_t len = 256 << 10;
+    uint8_t *v = malloc(len), *got = malloc(len);
+    CHECK(v && got);
+    memset(v, 0x11, len);
+    CHECK_MSG(tide_put(s, "victim", 6, v, len) == 0, "put: %s", tide_errmsg(s));
+    size_t gl = 0;
+    CHECK_EQ(tide_get(s, "victim", 6, got, len, &gl), 0); /* intact: a hit */
+    int port = hello_ucx_port(ts.port, "", FRAME_FEATURE_UCX);
+    CHECK_EQ(raw_ucx_hello(port, "", pin_offset(ts.port, "victim") + 1000, 64), 0);
+    CHECK_EQ(tide_get(s, "victim", 6, got, len, &gl), TIDE_ENOTFOUND);
+    CHECK(stat_figure(ts.port, "checksum_errors") >= 1);
+    CHECK_EQ(tide_get(s, "victim", 6, got, len, &gl), TIDE_ENOTFOUND); /* dropped */
+    tide_close(s);
+    free(v);
+    free(got);
     CHECK_EQ(server_stop(&ts, SIGTERM), 0);
 }
 
