@@ -108,7 +108,7 @@ static int node_on_status_reply(wire_call *k, const frame_msg *m, void *arg) {
 }
 
 static int node_put_tcp(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
-                         const size_t *iovcnt, int *results) {
+                        const size_t *iovcnt, int *results) {
     wire *w = s->impl;
     int ok = 0;
     size_t done = 0;
@@ -267,7 +267,7 @@ static int node_on_get_reply(wire_call *k, const frame_msg *m, void *arg) {
 }
 
 static int node_get_tcp(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
-                         const size_t *iovcnt, int *results, size_t *vlens) {
+                        const size_t *iovcnt, int *results, size_t *vlens) {
     int ok = 0, rc = 0;
     const tide_iov **iovs = malloc(n * sizeof(*iovs));
     size_t *cnts = malloc(n * sizeof(*cnts)), *lens = malloc(n * sizeof(*lens));
@@ -338,8 +338,7 @@ out:
 static int node_put_many(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
                          const size_t *iovcnt, int *results) {
     wire *w = s->impl;
-    if (w->owner && tucx_usable(s, w))
-        return tucx_put_many(s, w, keys, n, iov, iovcnt, results);
+    if (w->owner && tucx_usable(s, w)) return tucx_put_many(s, w, keys, n, iov, iovcnt, results);
     return node_put_tcp(s, keys, n, iov, iovcnt, results);
 }
 

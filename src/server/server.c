@@ -553,8 +553,7 @@ int server_run(const server_config *cfg) {
         (rc = server_signals(srv)) == 0 && (rc = server_store(srv)) == 0 &&
         (rc = replica_start(srv)) == 0 && (rc = server_open_listeners(srv)) == 0 &&
         (rc = ucx_srv_start(srv)) == 0 && (rc = server_start_workers(srv)) == 0 &&
-        (rc = server_accept_set(srv)) == 0 &&
-        (rc = server_announce(srv)) == 0)
+        (rc = server_accept_set(srv)) == 0 && (rc = server_announce(srv)) == 0)
         rc = server_loop(srv);
     server_teardown(srv);
     free(srv);
