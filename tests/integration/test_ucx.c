@@ -509,6 +509,60 @@ TEST_T(ucx_tided_killed_mid_read_tcp, 60) {
 TEST_T(ucx_tided_killed_mid_read_shm, 60) {
     killed_mid_read(SHM_TLS);
 }
+/* Puts of 32 MiB while tided is killed: each returns 0 or fails, and calls fail once it is
+ * gone (no hang, bounded by the call's deadline). */
+static void killed_mid_write(const char *tls) {
+    ucx_env(tls);
+    test_server ts;
+    server_start(&ts, with_ucx);
+    char u[200];
+    ucx_url(&ts, u, sizeof(u), "&timeout_ms=3000");
+    tide_store *s = NULL;
+    CHECK_MSG(tide_open(u, &s) == 0, "open: %s", tide_errmsg(NULL));
+    size_t len = 32u << 20;
+    uint8_t *v = malloc(len);
+    CHECK(v);
+    memset(v, 0x5a, len);
+    killer k = {ts.pid, 200};
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, kill_later, &k), 0);
+    int ok = 0, failed = 0;
+    uint64_t until = now_ns() + 20000000000ull;
+    for (int i = 0; failed < 2 && now_ns() < until; i++) {
+        char key[32];
+        int kl = snprintf(key, sizeof(key), "w%d", i);
+        v[0] = (uint8_t)i; /* a new value each time */
+        if (tide_put(s, key, (size_t)kl, v, len) == 0)
+            ok++;
+        else
+            failed++;
+    }
+    pthread_join(th, NULL);
+    CHECK_MSG(failed == 2, "puts still succeed after tided was killed (%d ok)", ok);
+    int st;
+    CHECK_EQ(waitpid(ts.pid, &st, 0), ts.pid);
+    tide_close(s);
+    free(v);
+}
+
+TEST_T(ucx_tided_killed_mid_write_tcp, 60) {
+    killed_mid_write("tcp");
+}
+
+/* A plain tide:// client (no UCX asked) against a tided with UCX: served as ever, the
+ * values in the frames. */
+TEST(ucx_plain_client_against_ucx_tided) {
+    ucx_env("tcp");
+    test_server ts;
+    server_start(&ts, with_ucx);
+    tide_store *s = NULL;
+    CHECK_MSG(tide_open(ts.url, &s) == 0, "open: %s", tide_errmsg(NULL));
+    put_get_check(s, 4, 1 << 20, 4);
+    CHECK(stat_figure(ts.port, "net_bytes_out") >= 4u << 20);
+    tide_close(s);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
 /* ---- a cluster over UCX ---------------------------------------------------------------- */
 
 /* Three nodes, replicas=2, transport=ucx on every member: the suite (each key twice), the
