@@ -77,6 +77,7 @@ struct ucx_srv {
     int port;
     ucx_peer *peers;
     int cap;
+    int used; /* slots [0, used) have been taken at some point: the scans stop there */
     uint64_t hs_timeout_ns;
 };
 
@@ -85,7 +86,7 @@ static const char *ust(ucs_status_t st) {
 }
 
 static ucx_peer *peer_of(ucx_srv *u, ucp_ep_h ep) {
-    for (int i = 0; i < u->cap; i++)
+    for (int i = 0; i < u->used; i++)
         if (u->peers[i].ep == ep && ep) return &u->peers[i];
     return NULL;
 }
@@ -103,6 +104,7 @@ static void on_conn_request(ucp_conn_request_h req, void *arg) {
     ucx_peer *p = NULL;
     for (int i = 0; i < u->cap && !p; i++)
         if (!u->peers[i].ep && !u->peers[i].close_req) p = &u->peers[i];
+    if (p && p - u->peers >= u->used) u->used = (int)(p - u->peers) + 1;
     if (!p || atomic_load(&u->srv->stopping)) {
         LOG_WARN("UCX: endpoint refused: %d endpoints are open (--max-conns)", u->cap);
         ucp_listener_reject(u->lis, req);
@@ -215,7 +217,7 @@ static void peer_close(ucx_srv *u, ucx_peer *p, int flush) {
 
 /* After progress: answer HELLOs, finish sends and closes, apply the handshake deadline. */
 static void peers_tend(ucx_srv *u, uint64_t now) {
-    for (int i = 0; i < u->cap; i++) {
+    for (int i = 0; i < u->used; i++) {
         ucx_peer *p = &u->peers[i];
         if (p->close_req && ucp_request_check_status(p->close_req) != UCS_INPROGRESS) {
             ucp_request_free(p->close_req);
