@@ -44,6 +44,13 @@ CPPFLAGS += -Iinclude -Isrc -Itests -I. -D_GNU_SOURCE
 CFLAGS += -std=c11 $(OPT) -g -fPIC -fvisibility=hidden -pthread $(WARN) $(SANFLAGS) -MMD -MP
 LDFLAGS += -pthread $(SANFLAGS)
 LIBS := -lxxhash -lcrypto -lcjson -luring -lcurl -lm -ldl
+# UCX (the UCX data path, docs/UCX.md) is loaded with dlopen at run time and linked nowhere;
+# its headers (Debian's libucx-dev, `make deps`) are needed to build that path in. Without
+# them, --ucx-port and ?transport=ucx say that this build has no UCX.
+UCX_INCLUDE ?= /usr/include
+ifneq ($(wildcard $(UCX_INCLUDE)/ucp/api/ucp.h),)
+CPPFLAGS += -DTIDE_HAVE_UCX
+endif
 
 # libtide is the library only: src/trace (trace replay and policy simulation) is linked by
 # the tide binary, and the test device kind (src/device/device_test.c) by the test runner.

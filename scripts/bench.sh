@@ -1,7 +1,7 @@
 #!/bin/sh
 # bench.sh — run tide's benchmarks (every program under $BUILD/bench/, then bench/net.sh,
 # the trace replay of scripts/bench_trace.sh, bench/resp.sh (also with the pool shared),
-# bench/hostile.sh,
+# bench/hostile.sh, bench/ucx.sh,
 # bench/mooncake.sh and bench/cluster.sh) and write
 # bench/RESULTS.md: the machine, the date, each command and what it printed, and the plot
 # bench/hitrate.svg.
@@ -124,6 +124,26 @@ BUILD="$BUILD" bench/net.sh >"$TMP.net" || {
 }
 cat "$TMP.net"
 cat "$TMP.net" >>"$TMP"
+# The UCX data path against ucx_perftest on the same transport and against tide:// (bench/ucx.sh,
+# docs/UCX.md; it starts its tided and the perftest pairs and stops them by PID). UCX_BENCH=0
+# skips it and keeps the last run's section.
+if [ "${UCX_BENCH:-1}" != 0 ]; then
+    echo "bench: running bench/ucx.sh" >&2
+    {
+        echo
+        echo "## ucx"
+        echo
+        echo "Command: \`bench/ucx.sh\` (BUILD=$BUILD)"
+        echo
+    } >>"$TMP"
+    BUILD="$BUILD" bench/ucx.sh >"$TMP.net" || {
+        echo "bench: bench/ucx.sh failed" >&2
+        exit 1
+    }
+    tee -a "$TMP" <"$TMP.net"
+elif [ -f "$OUT" ]; then
+    awk '/^## /{p = ($0 == "## ucx")} p' "$OUT" | sed '1s/^/\n/' >>"$TMP"
+fi
 # Mooncake Store side by side (bench/mooncake.sh: builds .venv-mooncake from PyPI on first
 # use, starts mooncake_master, mooncake_client and a tided, stops them by PID; ~5 minutes).
 # MOONCAKE_BENCH=0 skips it and keeps the last run's section.

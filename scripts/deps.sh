@@ -3,8 +3,8 @@
 # is missing. Idempotent; prints nothing when everything is already installed.
 set -e
 PKGS="build-essential clang libclang-rt-14-dev pkg-config libxxhash-dev libssl-dev \
-libcjson-dev liburing-dev libcurl4-openssl-dev python3 python3-numpy python3-pytest python3-venv \
-python3-mypy \
+libcjson-dev liburing-dev libcurl4-openssl-dev libucx-dev ucx-utils python3 python3-numpy \
+python3-pytest python3-venv python3-mypy \
 redis-server redis-tools etcd-server etcd-client iproute2 valgrind jq curl llvm-14"
 # The counters test (tests/integration/test_counters.c): promtool checks /metrics and a real
 # Prometheus server, started by the test on loopback, scrapes tided.

@@ -294,6 +294,9 @@ static const setting settings[] = {
      "only these peer uids (comma-separated) may connect to it"},
     {"unix_lease_ms", T_INT, FIELD(cfg.unix_lease_ms), 1, INT_MAX_SETTING, "at least 1", NULL, "MS",
      "lease on its pins and reservations (default 30000)"},
+    {"ucx_port", T_INT, FIELD(cfg.ucx_port), 0, 65535, "a TCP port (0..65535)", NULL, "P",
+     "also serve values over UCX (RMA into the registered pool) with its\n"
+     "listener on port P (0 = any free port); see docs/UCX.md"},
     {"disk_dir", T_PATH, FIELD(disk_dir), 0, 0, NULL, NULL, "DIR",
      "SSD tier: evicted objects spill to segment files in DIR, gets\n"
      "read them back, a restart finds them again (needs --disk-capacity;\n"

@@ -93,9 +93,18 @@ static int cluster_open_common(tide_store *s, url *u, const char *scheme, cluste
     c->timeout_ms = timeout_ms;
     c->retry_ns = retry_ms * 1000000ull;
     /* replica=1: the member handles tell their nodes they serve a cluster (wire.h). */
-    int n = snprintf(c->node_query, sizeof(c->node_query),
-                     "?timeout_ms=%llu&conns=%llu&replica=1", (unsigned long long)timeout_ms,
-                     (unsigned long long)conns);
+    int n = snprintf(c->node_query, sizeof(c->node_query), "?timeout_ms=%llu&conns=%llu&replica=1",
+                     (unsigned long long)timeout_ms, (unsigned long long)conns);
+    /* transport=ucx: every member moves its values over UCX (node.c, ucx.c). */
+    const char *transport = url_get(u, "transport");
+    if (transport && strcmp(transport, "tcp") != 0 && strcmp(transport, "ucx") != 0) {
+        cluster_close(s);
+        return client_err(s, TIDE_EOPTION, "%s://: transport must be tcp or ucx, got '%s'", scheme,
+                          transport);
+    }
+    if (transport)
+        n += snprintf(c->node_query + n, sizeof(c->node_query) - (size_t)n, "&transport=%s",
+                      transport);
     const char *token = url_get(u, "token");
     if (token) {
         char enc[400];

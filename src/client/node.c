@@ -1,7 +1,10 @@
 /*
  * node.c — the tide:// backend: one tided over TCP, native protocol.
  *
- *   tide://HOST:PORT[?timeout_ms=5000&conns=8&token=SECRET]
+ *   tide://HOST:PORT[?timeout_ms=5000&conns=8&token=SECRET&transport=tcp|ucx]
+ *
+ * transport=ucx: values move by UCX RMA when tided serves UCX (ucx.c, docs/UCX.md), over
+ * TCP otherwise.
  *
  * The token may also come from the TIDE_AUTH_TOKEN environment variable (the URL wins).
  *
@@ -34,6 +37,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "client/ucx.h"
 #include "client/wire.h"
 #include "common/hostport.h"
 
@@ -103,8 +107,8 @@ static int node_on_status_reply(wire_call *k, const frame_msg *m, void *arg) {
     return 0;
 }
 
-static int node_put_many(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
-                         const size_t *iovcnt, int *results) {
+static int node_put_tcp(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
+                        const size_t *iovcnt, int *results) {
     wire *w = s->impl;
     int ok = 0;
     size_t done = 0;
@@ -262,8 +266,8 @@ static int node_on_get_reply(wire_call *k, const frame_msg *m, void *arg) {
     return 0;
 }
 
-static int node_get_many(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
-                         const size_t *iovcnt, int *results, size_t *vlens) {
+static int node_get_tcp(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
+                        const size_t *iovcnt, int *results, size_t *vlens) {
     int ok = 0, rc = 0;
     const tide_iov **iovs = malloc(n * sizeof(*iovs));
     size_t *cnts = malloc(n * sizeof(*cnts)), *lens = malloc(n * sizeof(*lens));
@@ -330,6 +334,22 @@ out:
     return rc ? rc : ok;
 }
 
+/* transport=ucx: the values over UCX while tided serves it (ucx.c). */
+static int node_put_many(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
+                         const size_t *iovcnt, int *results) {
+    wire *w = s->impl;
+    if (w->owner && tucx_usable(s, w)) return tucx_put_many(s, w, keys, n, iov, iovcnt, results);
+    return node_put_tcp(s, keys, n, iov, iovcnt, results);
+}
+
+static int node_get_many(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
+                         const size_t *iovcnt, int *results, size_t *vlens) {
+    wire *w = s->impl;
+    if (w->owner && tucx_usable(s, w))
+        return tucx_get_many(s, w, keys, n, iov, iovcnt, results, vlens);
+    return node_get_tcp(s, keys, n, iov, iovcnt, results, vlens);
+}
+
 /* ---- open / close -------------------------------------------------------------------- */
 
 /* HOST:PORT (hostport.h: an IPv6 host in brackets) resolved with AF_UNSPEC: a name may
@@ -360,6 +380,7 @@ static void node_close(tide_store *s) {
     wire *w = s->impl;
     if (!w) return;
     wire_destroy(w);
+    if (w->owner) tucx_detach(w);
     free(w);
     s->impl = NULL;
 }
@@ -384,6 +405,10 @@ static int node_open(tide_store *s, url *u) {
     if (replica > 1)
         return client_err(s, TIDE_EOPTION, "tide://: replica must be 0 or 1, got %llu",
                           (unsigned long long)replica);
+    const char *transport = url_get(u, "transport");
+    if (transport && strcmp(transport, "tcp") != 0 && strcmp(transport, "ucx") != 0)
+        return client_err(s, TIDE_EOPTION, "tide://: transport must be tcp or ucx, got '%s'",
+                          transport);
     wire *w = calloc(1, sizeof(*w));
     if (!w) return client_err(s, -ENOMEM, "out of memory");
     s->impl = w;
@@ -391,7 +416,8 @@ static int node_open(tide_store *s, url *u) {
     w->checksums = 1; /* GET values are hashed as they arrive */
     w->replica = (int)replica;
     if ((rc = wire_init(s, w, (int)conns, timeout_ms, token)) != 0 ||
-        (rc = node_resolve(s, w, u->authority)) != 0)
+        (rc = node_resolve(s, w, u->authority)) != 0 ||
+        (transport && !strcmp(transport, "ucx") && (rc = tucx_attach(s, w)) != 0))
         goto fail;
     /* Report an unknown option before trying the network, which could hide it. */
     if ((rc = url_check_unused(u, msg, sizeof(msg))) != 0) {

@@ -35,7 +35,8 @@
  *   HELLO        count 0:  u16 min_version, u16 max_version, u32 reserved (0),
  *                          u64 features, u16 token_len, token_len bytes of auth token
  *                          (token_len <= FRAME_TOKEN_MAX; 0 = no token)
- *   HELLO reply  count 0:  u16 version (chosen), u16 reserved (0), u32 max_keys,
+ *   HELLO reply  count 0:  u16 version (chosen), u16 ucx_port (0 unless features has
+ *                          FRAME_FEATURE_UCX, then tided's UCX listener port), u32 max_keys,
  *                          u64 features (the offered bits the server accepts),
  *                          u64 max_value, u64 max_frame (the server's limits)
  *   PUT          count n:  n x { key, u64 vlen (>= 1), u64 xxh3-64 of the value };
@@ -66,7 +67,8 @@
  *                          TIDE_DEPARTURE_CLEARED; see tide_events_read)
  *
  * Shared-pool requests, served only on a connection whose HELLO was granted
- * FRAME_FEATURE_SHM (a same-host Unix socket; the pool's memfd came with the HELLO reply).
+ * FRAME_FEATURE_SHM (a same-host Unix socket; the pool's memfd came with the HELLO reply)
+ * or FRAME_FEATURE_UCX (the client moves the bytes by UCX RMA, docs/UCX.md).
  * No value bytes travel: the client copies them itself, into or out of the pool, at the
  * offsets these replies give. An id names a reservation or pin (a lease) of this connection.
  *
@@ -140,6 +142,10 @@
 /* Serve REPLICA (a cluster client's; an older tided never echoes the bit, and is then sent
  * none). */
 #define FRAME_FEATURE_REPLICA (1ull << 1)
+/* UCX data path (docs/UCX.md): the reply names tided's UCX port (ucx_port) and the
+ * connection serves RESERVE, COMMIT, PIN, RELEASE; the values move by UCX RMA. Granted only
+ * by a tided started with --ucx-port whose UCX came up. */
+#define FRAME_FEATURE_UCX (1ull << 2)
 
 enum frame_op {
     FRAME_OP_HELLO = 0x01,
@@ -214,6 +220,7 @@ typedef struct frame_hello_reply {
     uint64_t features;
     uint64_t max_value;
     uint64_t max_frame;
+    uint16_t ucx_port; /* with FRAME_FEATURE_UCX: tided's UCX listener; else 0 */
 } frame_hello_reply;
 
 /*

@@ -508,14 +508,15 @@ static int parse_meta(frame_decoder *d, frame_msg *m, const shape *sh) {
     case K_HELLO_REPLY: {
         frame_hello_reply *r = &m->hello_reply;
         r->version = le_rd16(p);
-        uint16_t reserved = le_rd16(p + 2);
+        r->ucx_port = le_rd16(p + 2);
         r->max_keys = le_rd32(p + 4);
         r->features = le_rd64(p + 8);
         r->max_value = le_rd64(p + 16);
         r->max_frame = le_rd64(p + 24);
         if (r->version == 0) return fail(d, TIDE_EPROTO, "HELLO_REPLY: version 0");
-        if (reserved)
-            return fail(d, TIDE_EPROTO, "HELLO_REPLY: reserved field is 0x%04x", reserved);
+        if (!(r->features & FRAME_FEATURE_UCX) != !r->ucx_port)
+            return fail(d, TIDE_EPROTO, "HELLO_REPLY: UCX port %u with features 0x%llx",
+                        r->ucx_port, (unsigned long long)r->features);
         return 0;
     }
     }

@@ -88,13 +88,13 @@ int frame_encode_hello(void *buf, size_t cap, size_t *len, uint64_t req_id,
 
 int frame_encode_hello_reply(void *buf, size_t cap, size_t *len, uint64_t req_id,
                              const frame_hello_reply *r) {
-    if (r->version == 0) return TIDE_EPROTO;
+    if (r->version == 0 || !(r->features & FRAME_FEATURE_UCX) != !r->ucx_port) return TIDE_EPROTO;
     int rc = room(buf, cap, len, FRAME_HDR_SIZE + FRAME_HELLO_REPLY_META);
     if (rc) return rc;
     uint8_t *p =
         put_header(buf, FRAME_OP_HELLO | FRAME_OP_REPLY, req_id, 0, 0, FRAME_HELLO_REPLY_META, 0);
     le_wr16(p, r->version);
-    le_wr16(p + 2, 0);
+    le_wr16(p + 2, r->ucx_port);
     le_wr32(p + 4, r->max_keys);
     le_wr64(p + 8, r->features);
     le_wr64(p + 16, r->max_value);

@@ -61,6 +61,7 @@
 #include "server/intake.h"
 #include "server/replica.h"
 #include "server/server_int.h"
+#include "server/ucx_srv.h"
 
 /* The input buffer starts small: a peer that has not authenticated yet can only ever send
  * a HELLO (at most FRAME_HDR_SIZE + FRAME_HELLO_META + FRAME_TOKEN_MAX bytes), so nothing
@@ -239,8 +240,16 @@ static int op_hello(conn *c, const frame_msg *m, int *status) {
         features |= FRAME_FEATURE_SHM;
     }
     features |= h->features & FRAME_FEATURE_REPLICA; /* replica.c */
-    frame_hello_reply r = {FRAME_VERSION, c->dec.lim.max_keys, features, c->dec.lim.max_value,
-                           c->dec.lim.max_frame};
+    int ucx_port = ucx_srv_port(c->srv);
+    if ((h->features & FRAME_FEATURE_UCX) && ucx_port > 0) {
+        /* Values move by UCX RMA (ucx_srv.c) under this connection's leases. */
+        if (!c->shm && !(c->shm = shm_new())) return -ENOMEM;
+        features |= FRAME_FEATURE_UCX;
+    } else {
+        ucx_port = 0;
+    }
+    frame_hello_reply r = {FRAME_VERSION,        c->dec.lim.max_keys,  features,
+                           c->dec.lim.max_value, c->dec.lim.max_frame, (uint16_t)ucx_port};
     uint8_t *buf = malloc(FRAME_HDR_SIZE + FRAME_HELLO_REPLY_META);
     size_t len;
     if (!buf) return -ENOMEM;
@@ -616,7 +625,7 @@ static int dispatch(conn *c, const frame_msg *m) {
         rc = reply_error(c, op, m->h.req_id, TIDE_EUNSUPPORTED,
                          c->is_unix ? "shared-pool requests need HELLO with the shm feature"
                                     : "shared-pool requests are served on tided's Unix socket "
-                                      "only (unix:// URLs)");
+                                      "(unix:// URLs) or with the UCX feature");
         break;
     case FRAME_OP_PUT: /* a PUT of zero keys carries no value bytes */
         c->put_req_id = m->h.req_id;

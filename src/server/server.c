@@ -36,6 +36,7 @@
 #include "server/http.h"
 #include "server/replica.h"
 #include "server/server_int.h"
+#include "server/ucx_srv.h"
 
 /* Wake whoever polls the eventfd efd. A write to an eventfd fails only when its counter
  * would overflow (EAGAIN), and then the reader has a wake-up pending already: nothing is
@@ -74,6 +75,7 @@ void server_config_defaults(server_config *cfg) {
     cfg->write_stall_timeout_s = 30;
     cfg->unix_mode = 0600;
     cfg->unix_lease_ms = 30000;
+    cfg->ucx_port = -1;
 }
 
 /* What a listener is, for messages: "the native port" and the flag that sets it. */
@@ -524,6 +526,7 @@ static void server_teardown(server *srv) {
     if (srv->epfd >= 0) close(srv->epfd);
     if (srv->sfd >= 0) close(srv->sfd);
     free(srv->workers);
+    ucx_srv_stop(srv); /* before the pool goes */
     replica_stop(srv);
     if (srv->st) store_destroy(srv->st);
     preauth_fini(&srv->pre);
@@ -574,8 +577,8 @@ int server_run(const server_config *cfg) {
     if ((rc = server_cluster_check(srv)) == 0 && (rc = server_preauth(srv)) == 0 &&
         (rc = server_signals(srv)) == 0 && (rc = server_store(srv)) == 0 &&
         (rc = replica_start(srv)) == 0 && (rc = server_open_listeners(srv)) == 0 &&
-        (rc = server_start_workers(srv)) == 0 && (rc = server_accept_set(srv)) == 0 &&
-        (rc = server_announce(srv)) == 0)
+        (rc = ucx_srv_start(srv)) == 0 && (rc = server_start_workers(srv)) == 0 &&
+        (rc = server_accept_set(srv)) == 0 && (rc = server_announce(srv)) == 0)
         rc = server_loop(srv);
     server_teardown(srv);
     free(srv);

@@ -63,7 +63,9 @@ typedef struct server_config {
     unsigned unix_mode;          /* the socket file's permission bits (default 0600) */
     uint32_t unix_allow_uid[16]; /* when unix_nallow > 0, only these peer uids may connect */
     int unix_nallow;
-    uint32_t unix_lease_ms; /* lease on pins and reservations taken over the socket */
+    uint32_t unix_lease_ms; /* lease on pins and reservations taken over the socket (and by
+                               UCX clients' tide:// connections) */
+    int ucx_port;           /* UCX data path (ucx_srv.c, docs/UCX.md): -1 off, 0 any port */
 } server_config;
 
 /* Defaults for everything (port SERVER_DEFAULT_PORT, 1 GiB pool, 2 threads...). */

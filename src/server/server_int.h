@@ -24,6 +24,7 @@
 
 typedef struct server server;
 typedef struct connio connio;
+typedef struct ucx_srv ucx_srv;
 
 typedef struct worker {
     server *srv;
@@ -78,12 +79,13 @@ struct server {
     int metrics_stopfd;
     int unix_fd;                 /* Unix socket listener, -1 when none (uds.c) */
     uint64_t unix_dev, unix_ino; /* the socket file made at start: only it is unlinked */
+    ucx_srv *ucx;                /* the UCX data path (ucx_srv.c); NULL when off */
 };
 
 /* 1 when other processes may write the pool: tided listens on a Unix socket, whose
  * clients map the pool read-write (docs/UNIX.md, trust model). Fixed for the server's life. */
 static inline int server_pool_shared(const server *srv) {
-    return srv->cfg.unix_path[0] != '\0';
+    return srv->cfg.unix_path[0] != '\0' || srv->cfg.ucx_port >= 0;
 }
 
 /* worker.c: the I/O workers, one event loop each. */

@@ -85,7 +85,7 @@ int main(int argc, char **argv) {
     hello.token = NULL, hello.token_len = 0, hello.max_version = 3;
     add(frame_encode_hello(ROOM, 2, &hello), NULL, 0);
     emit("ok-hello-no-token");
-    frame_hello_reply hr = {1, 4096, 0x1, 64ull << 20, 1ull << 30};
+    frame_hello_reply hr = {1, 4096, 0x1, 64ull << 20, 1ull << 30, 0};
     add(frame_encode_hello_reply(ROOM, 1, &hr), NULL, 0);
     emit("ok-hello-reply");
 

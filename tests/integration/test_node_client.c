@@ -56,7 +56,7 @@ static void *fake_main(void *arg) {
     frame_msg m;
     size_t len;
     if (fd < 0 || fake_read(fd, buf, sizeof(buf), &m) != 0) goto out;
-    frame_hello_reply hr = {FRAME_VERSION, 4096, 0, 1ull << 30, 1ull << 32};
+    frame_hello_reply hr = {FRAME_VERSION, 4096, 0, 1ull << 30, 1ull << 32, 0};
     frame_encode_hello_reply(out, sizeof(out), &len, m.h.req_id, &hr);
     fake_send(fd, out, len);
     if (fake_read(fd, buf, sizeof(buf), &m) != 0 || m.h.count != 2) goto out;

@@ -352,7 +352,7 @@ TEST(proto_frame_control_opcodes_roundtrip) {
     CHECK(m.hello.token == NULL && m.hello.token_len == 0);
     free(s.p);
 
-    frame_hello_reply r = {1, 4096, 3, 64 << 20, 1ull << 30};
+    frame_hello_reply r = {1, 4096, 3, 64 << 20, 1ull << 30, 0};
     s = (stream){0};
     S_ENC(&s, frame_encode_hello_reply, 1, &r);
     m = decode_one(&d, &s, 0);
@@ -362,7 +362,24 @@ TEST(proto_frame_control_opcodes_roundtrip) {
     CHECK_EQ(m.hello_reply.features, 3);
     CHECK_EQ(m.hello_reply.max_value, 64 << 20);
     CHECK(m.hello_reply.max_frame == 1ull << 30);
+    CHECK_EQ(m.hello_reply.ucx_port, 0);
     free(s.p);
+    /* FRAME_FEATURE_UCX comes with the UCX port, and only with it. */
+    r = (frame_hello_reply){1, 4096, FRAME_FEATURE_UCX, 64 << 20, 1ull << 30, 7475};
+    s = (stream){0};
+    S_ENC(&s, frame_encode_hello_reply, 1, &r);
+    m = decode_one(&d, &s, 0);
+    CHECK_EQ(m.hello_reply.ucx_port, 7475);
+    CHECK(m.hello_reply.features == FRAME_FEATURE_UCX);
+    s.p[FRAME_HDR_SIZE + 8] = 0; /* the bit cleared, the port left: refused */
+    CHECK(frame_decode(&d, s.p, s.len, &m) < 0);
+    CHECK(strstr(d.errstr, "UCX port") != NULL);
+    free(s.p);
+    frame_decoder_init(&d, NULL);
+    r.ucx_port = 0;
+    CHECK_EQ(frame_encode_hello_reply(buf, sizeof(buf), &len, 1, &r), TIDE_EPROTO);
+    r = (frame_hello_reply){1, 4096, 0, 64 << 20, 1ull << 30, 7475};
+    CHECK_EQ(frame_encode_hello_reply(buf, sizeof(buf), &len, 1, &r), TIDE_EPROTO);
 
     /* Error replies: status, message (cut at FRAME_ERRMSG_MAX), ERROR for unknown ops. */
     s = (stream){0};

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# ucx.sh — tide's UCX data path (tide://...?transport=ucx, docs/UCX.md) against ucx_perftest
+# on the same UCX transport, and against plain tide:// (TCP), in one run.
+#
+# For each UCX_TLS in UCX_BENCH_TLS (default "tcp" and "posix,cma,self,tcp"; tcp is needed
+# there for client-server endpoints in UCX 1.13) it starts a tided (`--ucx-port 0
+# --prefault`) with that UCX_TLS, and for each value size in UCX_SIZES (default 64KiB
+# 256KiB 1MiB 4MiB):
+#   tide ucx   `tide bench --op get` over transport=ucx, one thread, batch 1 (GB/s) and
+#              tided's CPU seconds per GB moved (utime+stime from /proc/PID/stat around
+#              the timed run, `--no-fill`);
+#   tide tcp   the same over plain tide:// against the same tided;
+#   perftest   `ucx_perftest` pairs (server and client started here, same UCX_TLS, a free
+#              loopback port) for ucp_get (one-sided RMA, what tide does), ucp_put_bw and
+#              ucp_am_bw (active messages), the same size; the best of the three is the
+#              reference.
+# Then prints one markdown row per size: the figures, tide-ucx / best-perftest, and
+# tided-CPU-per-GB ucx / tcp. Ratios only are meant to be compared across machines.
+# UCX_NET_DEVICES defaults to lo (loopback only: without it UCX also stripes TCP over eth0).
+# Environment: BUILD (default build), UCX_SIZES, UCX_BENCH_TLS, UCX_SECONDS (default 1),
+# UCX_RUNS (median of, default 3), UCX_CAPACITY (default 1GiB), UCX_PERF_BYTES (bytes per
+# ucx_perftest run, default 2e9).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BUILD="${BUILD:-build}"
+SIZES="${UCX_SIZES:-64KiB 256KiB 1MiB 4MiB}"
+TLSES="${UCX_BENCH_TLS:-tcp posix,cma,self,tcp}"
+SECS="${UCX_SECONDS:-1}"
+RUNS="${UCX_RUNS:-3}"
+CAP="${UCX_CAPACITY:-1GiB}"
+export UCX_NET_DEVICES="${UCX_NET_DEVICES:-lo}"
+TIDE="$BUILD/tide"
+[ -x "$TIDE" ] || { echo "ucx.sh: $TIDE not built (run make)" >&2; exit 1; }
+command -v ucx_perftest >/dev/null || { echo "ucx.sh: ucx_perftest not installed (make deps: ucx-utils)" >&2; exit 1; }
+
+TMP="$(mktemp -d)"
+TIDE_PID=""
+PF_PID=""
+# shellcheck source=bench/procs.sh
+. bench/procs.sh
+cleanup() {
+    stop_pid "$TIDE_PID"
+    stop_pid "$PF_PID"
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP PIPE
+log() { echo "ucx: $*" >&2; }
+
+bytes_of() {
+    case "$1" in
+    *KiB) echo $((${1%KiB} * 1024)) ;;
+    *MiB) echo $((${1%MiB} * 1048576)) ;;
+    *) echo "$1" ;;
+    esac
+}
+CLK_TCK="$(getconf CLK_TCK)"
+cpu_ticks() { sed 's/.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'; }
+json_num() { grep -o "\"$1\": *[-0-9.eE+]*" | head -n1 | sed 's/.*: *//'; }
+median() { sort -g | awk '{ a[NR] = $1 } END { print (NR ? a[int((NR + 1) / 2)] : 0) }'; }
+
+# A free loopback TCP port (bound then released; ucx_perftest cannot pick its own).
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# tide bench get over URL: "GBPS CPU_S_PER_GB" of tided.
+tide_run() { # url size keys
+    local c0 c1 out gbps bytes
+    "$TIDE" bench --url "$1" --size "$2" --keys "$3" --op get --seconds 0.01 --quiet --json >/dev/null
+    c0="$(cpu_ticks "$TIDE_PID")"
+    out="$("$TIDE" bench --url "$1" --size "$2" --keys "$3" --op get --seconds "$SECS" --no-fill \
+        --quiet --json)"
+    c1="$(cpu_ticks "$TIDE_PID")"
+    gbps="$(json_num gb_per_s <<<"${out#*\"results\"}")"
+    bytes="$(json_num bytes <<<"${out#*\"results\"}")"
+    grep -q '"ok":true' <<<"$out" || { echo "ucx.sh: tide bench failed on $1: $out" >&2; exit 1; }
+    awk -v g="$gbps" -v b="$bytes" -v t=$((c1 - c0)) -v hz="$CLK_TCK" \
+        'BEGIN { printf "%.4f %.4f\n", g, (b > 0 ? t / hz / (b / 1e9) : 0) }'
+}
+
+# ucx_perftest TEST SIZE: GB/s (10^9) from the "Final:" line's overall bandwidth (MB/s of
+# 2^20 bytes).
+perf_run() {
+    local port n out
+    port="$(free_port)"
+    n=$(( ${UCX_PERF_BYTES:-2000000000} / $2 ))
+    [ "$n" -ge 100 ] || n=100
+    ucx_perftest -p "$port" >"$TMP/pf-server.log" 2>&1 &
+    PF_PID=$!
+    sleep 0.5
+    out="$(timeout 60 ucx_perftest 127.0.0.1 -p "$port" -t "$1" -s "$2" -n "$n" 2>&1 || true)"
+    stop_pid "$PF_PID"
+    PF_PID=""
+    awk '/^Final:/ { printf "%.4f\n", $7 * 1048576 / 1e9; found = 1 } END { if (!found) print 0 }' <<<"$out"
+}
+
+echo "| UCX_TLS | size | tide ucx GB/s | tide tcp GB/s | perftest get | perftest put_bw | perftest am_bw | ucx / best perftest | tided CPU s/GB ucx | tided CPU s/GB tcp | CPU ucx / tcp |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
+for tls in $TLSES; do
+    export UCX_TLS="$tls"
+    stop_pid "$TIDE_PID"
+    rm -f "$TMP/tided.ready"
+    "$TIDE" serve --port 0 --metrics-port 0 --capacity "$CAP" --prefault --ucx-port 0 \
+        --log-level warn --ready-file "$TMP/tided.ready" >"$TMP/tided.log" 2>&1 &
+    TIDE_PID=$!
+    wait_ready "$TMP/tided.ready" "$TIDE_PID" "$TMP/tided.log" ucx.sh
+    port="$(cut -d' ' -f1 "$TMP/tided.ready")"
+    log "UCX_TLS=$tls: tided pid $TIDE_PID on $port"
+    for size in $SIZES; do
+        sb="$(bytes_of "$size")"
+        keys=$((256 * 1048576 / sb))
+        : >"$TMP/u" ; : >"$TMP/t"; : >"$TMP/pg"; : >"$TMP/pp"; : >"$TMP/pa"
+        for _ in $(seq "$RUNS"); do
+            tide_run "tide://127.0.0.1:$port?transport=ucx" "$size" "$keys" >>"$TMP/u"
+            tide_run "tide://127.0.0.1:$port" "$size" "$keys" >>"$TMP/t"
+            perf_run ucp_get "$sb" >>"$TMP/pg"
+            perf_run ucp_put_bw "$sb" >>"$TMP/pp"
+            perf_run ucp_am_bw "$sb" >>"$TMP/pa"
+        done
+        ug="$(cut -d' ' -f1 "$TMP/u" | median)"; uc="$(cut -d' ' -f2 "$TMP/u" | median)"
+        tg="$(cut -d' ' -f1 "$TMP/t" | median)"; tc="$(cut -d' ' -f2 "$TMP/t" | median)"
+        pg="$(median <"$TMP/pg")"; pp="$(median <"$TMP/pp")"; pa="$(median <"$TMP/pa")"
+        awk -v tls="$tls" -v s="$size" -v ug="$ug" -v tg="$tg" -v pg="$pg" -v pp="$pp" -v pa="$pa" \
+            -v uc="$uc" -v tc="$tc" 'BEGIN {
+            best = pg; if (pp > best) best = pp; if (pa > best) best = pa
+            printf "| %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2fx | %.3f | %.3f | %.2fx |\n",
+                tls, s, ug, tg, pg, pp, pa, (best > 0 ? ug / best : 0), uc, tc, (tc > 0 ? uc / tc : 0)
+        }'
+    done
+done
+echo
+echo "Targets (issue 28): tide ucx >= 0.8x the best ucx_perftest mode at >= 256KiB; tided CPU per GB"
+echo "for GETs <= 0.25x tide://'s. Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."

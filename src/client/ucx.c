@@ -1,0 +1,687 @@
+/*
+ * ucx.c — tide://HOST:PORT?transport=ucx: values move by UCX RMA (docs/UCX.md).
+ *
+ * Control stays on the handle's tide:// connections (wire.c): their HELLO asks for
+ * FRAME_FEATURE_UCX, and a tided started with --ucx-port grants it with its UCX port and
+ * then serves the shared-pool requests (RESERVE, COMMIT, PIN, RELEASE, leases: conn_shm.c)
+ * on them. On first use the handle makes a UCP context, a worker and one endpoint to that
+ * port; the endpoint's UCX_AM_HELLO carries the token (proto/ucx_msg.h) and the reply the
+ * pool's address, size and packed rkey.
+ *
+ *   put: RESERVE (offsets) -> ucp_put_nbx of each scatter piece to pool base + offset ->
+ *        ucp_ep_flush_nbx (the bytes are in tided's memory) -> COMMIT with the checksum of
+ *        the caller's bytes. A failure in between closes the connection: tided aborts the
+ *        reservations, nothing half-written becomes visible.
+ *   get: PIN (offsets, lengths, checksums) -> ucp_get_nbx into the caller's scatter lists
+ *        -> each value hashed where it landed and compared with the stored checksum (a torn
+ *        read, or an object whose lease ran out and was reused, is a miss) -> RELEASE sent
+ *        without waiting (as unix:// with verify=1), reporting a mismatch so tided drops it.
+ *
+ * Threads: the UCP worker is single-threaded; one mutex (mu) holds it for the whole RMA
+ * phase of a call (several calls of one handle move their bytes one after another; their
+ * control requests still overlap on separate connections).
+ *
+ * Failures: every wait has the call's deadline (timeout_ms); past it, or when the endpoint's
+ * error handler ran (tided died), the endpoint is force-closed, the call fails with a message
+ * naming UCX's reason, and the next call connects again. When tided does not grant UCX (no
+ * --ucx-port, or its UCX did not start) or the endpoint cannot be made, the handle moves
+ * values over TCP as plain tide:// does, with one warning, and tries UCX again after
+ * TUCX_RETRY_NS.
+ *
+ * Registration: the caller's buffers are given to UCX unregistered; UCX registers them
+ * itself where the transport needs it (its registration cache). The pool on tided's side is
+ * registered once (ucp_mem_map).
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "client/ucx.h"
+#include "client/ucx_dl.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "proto/ucx_msg.h"
+
+#ifdef TIDE_HAVE_UCX
+
+#define TUCX_RETRY_NS (5ull * 1000000000ull) /* after a failed connect, TCP for this long */
+
+typedef struct tucx {
+    wire *w;
+    atomic_int port; /* tided's UCX port from the latest HELLO; 0: not granted */
+    pthread_mutex_t mu;
+    ucp_context_h ctx;
+    ucp_worker_h wk;
+    int efd;
+    ucp_ep_h ep;
+    ucp_rkey_h rkey;
+    uint64_t rbase, rsize;
+    int ep_failed;          /* the endpoint's error handler ran */
+    ucs_status_t ep_status; /* with what */
+    uint8_t *welcome;       /* UCX_AM_WELCOME's bytes, once arrived */
+    size_t welcome_len;
+    uint64_t off_until; /* TCP until then (a connect failed) */
+    int warned;         /* the fall-back was logged */
+} tucx;
+
+static const char *ust(ucs_status_t st) {
+    return ucs_status_string(st);
+}
+
+static int tucx_on_hello(wire_call *k, const frame_msg *m, int fd) {
+    tucx *t = k->w->owner;
+    if (fd >= 0) close(fd);
+    atomic_store(&t->port,
+                 (m->hello_reply.features & FRAME_FEATURE_UCX) ? (int)m->hello_reply.ucx_port : 0);
+    return 0;
+}
+
+int tucx_attach(tide_store *s, wire *w) {
+    tucx *t = calloc(1, sizeof(*t));
+    if (!t) return client_err(s, -ENOMEM, "out of memory");
+    t->w = w;
+    t->efd = -1;
+    pthread_mutex_init(&t->mu, NULL);
+    w->features |= FRAME_FEATURE_UCX;
+    w->owner = t;
+    w->on_hello = tucx_on_hello;
+    return 0;
+}
+
+static void on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status) {
+    tucx *t = arg;
+    (void)ep;
+    t->ep_failed = 1;
+    t->ep_status = status;
+}
+
+static ucs_status_t on_welcome(void *arg, const void *hdr, size_t hdr_len, void *data, size_t len,
+                               const ucp_am_recv_param_t *param) {
+    tucx *t = arg;
+    (void)hdr, (void)hdr_len;
+    if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) || t->welcome || len > UCX_RKEY_MAX + 64)
+        return UCS_OK;
+    t->welcome = malloc(len ? len : 1);
+    if (t->welcome) {
+        memcpy(t->welcome, data, len);
+        t->welcome_len = len;
+    }
+    return UCS_OK;
+}
+
+/* Progress once; with nothing done for a while, sleep on the worker's fd up to 1 ms. */
+static void tucx_progress(tucx *t, unsigned *idle) {
+    if (ucp_worker_progress(t->wk)) {
+        *idle = 0;
+        return;
+    }
+    if (++*idle < 256) return;
+    if (ucp_worker_arm(t->wk) == UCS_OK) {
+        struct pollfd p = {t->efd, POLLIN, 0};
+        poll(&p, 1, 1);
+    }
+}
+
+/* Close the endpoint at once (requests in flight complete with an error) and wait, a
+ * bounded time, for the close. */
+static void tucx_drop(tucx *t) {
+    if (t->rkey) ucp_rkey_destroy(t->rkey);
+    t->rkey = NULL;
+    if (t->ep) {
+        ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                                  .flags = UCP_EP_CLOSE_FLAG_FORCE};
+        void *r = ucp_ep_close_nbx(t->ep, &rp);
+        uint64_t until = now_ns() + 1000000000ull;
+        unsigned idle = 0;
+        while (UCS_PTR_IS_PTR(r) && ucp_request_check_status(r) == UCS_INPROGRESS &&
+               now_ns() < until)
+            tucx_progress(t, &idle);
+        if (UCS_PTR_IS_PTR(r)) ucp_request_free(r);
+    }
+    t->ep = NULL;
+    t->ep_failed = 0;
+    free(t->welcome);
+    t->welcome = NULL;
+}
+
+/* Wait for reqs[0..n) (NULL entries are done) until deadline. 0, or a tide code with a
+ * message; past the deadline or on an endpoint failure the endpoint is dropped first, so
+ * that no request still touches the caller's memory on return. */
+static int tucx_wait(tide_store *s, tucx *t, void **reqs, size_t n, uint64_t deadline,
+                     const char *what) {
+    ucs_status_t bad = UCS_OK;
+    unsigned idle = 0;
+    int timed_out = 0;
+    for (;;) {
+        size_t pending = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (!reqs[i]) continue;
+            ucs_status_t st = ucp_request_check_status(reqs[i]);
+            if (st == UCS_INPROGRESS) {
+                pending++;
+                continue;
+            }
+            if (st != UCS_OK && bad == UCS_OK) bad = st;
+            ucp_request_free(reqs[i]);
+            reqs[i] = NULL;
+        }
+        if (!pending) break;
+        if (t->ep && (t->ep_failed || now_ns() > deadline)) {
+            timed_out = !t->ep_failed;
+            tucx_drop(t); /* the requests complete, with an error */
+            continue;
+        }
+        if (!t->ep && now_ns() > deadline + 2000000000ull) {
+            /* UCX did not complete them even after the force close: leak rather than free
+             * requests UCX still holds. */
+            return client_err(s, -ETIMEDOUT, "%s: UCX %s did not finish", t->w->addr, what);
+        }
+        tucx_progress(t, &idle);
+    }
+    if (timed_out)
+        return client_err(s, -ETIMEDOUT, "%s: UCX %s timed out (timeout_ms)", t->w->addr, what);
+    if (bad != UCS_OK || t->ep_failed) {
+        ucs_status_t why = bad != UCS_OK ? bad : t->ep_status;
+        tucx_drop(t);
+        return client_err(s, TIDE_ECLOSED, "%s: UCX %s failed: %s (tided gone?)", t->w->addr, what,
+                          ust(why));
+    }
+    return 0;
+}
+
+/* Make the context and worker (once), then an endpoint to tided's UCX port, and trade the
+ * token for the pool's address and rkey. 0, or a code with a message on s. */
+static int tucx_connect(tide_store *s, tucx *t, int port) {
+    ucs_status_t st;
+    char why[256];
+    if (ucx_dl_load(why, sizeof(why)) != 0) return client_err(s, TIDE_EUNSUPPORTED, "%s", why);
+    if (!t->ctx) {
+        ucp_config_t *conf;
+        if ((st = ucp_config_read(NULL, NULL, &conf)) != UCS_OK)
+            return client_err(s, TIDE_EUNSUPPORTED, "UCX configuration: %s", ust(st));
+        ucp_params_t pp = {.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME,
+                           .features = UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
+                           .name = "libtide"};
+        st = ucp_init(&pp, conf, &t->ctx);
+        ucp_config_release(conf);
+        if (st != UCS_OK) {
+            t->ctx = NULL;
+            return client_err(s, TIDE_EUNSUPPORTED,
+                              "ucp_init: %s (no usable transport in UCX_TLS?)", ust(st));
+        }
+        ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                                  .thread_mode = UCS_THREAD_MODE_SINGLE};
+        if ((st = ucp_worker_create(t->ctx, &wp, &t->wk)) != UCS_OK) {
+            ucp_cleanup(t->ctx);
+            t->ctx = NULL;
+            return client_err(s, TIDE_EUNSUPPORTED, "ucp_worker_create: %s", ust(st));
+        }
+        ucp_am_handler_param_t hp = {.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
+                                                   UCP_AM_HANDLER_PARAM_FIELD_CB |
+                                                   UCP_AM_HANDLER_PARAM_FIELD_ARG,
+                                     .id = UCX_AM_WELCOME,
+                                     .cb = on_welcome,
+                                     .arg = t};
+        if ((st = ucp_worker_set_am_recv_handler(t->wk, &hp)) != UCS_OK ||
+            (st = ucp_worker_get_efd(t->wk, &t->efd)) != UCS_OK) {
+            ucp_worker_destroy(t->wk);
+            ucp_cleanup(t->ctx);
+            t->ctx = NULL;
+            t->wk = NULL;
+            return client_err(s, TIDE_EUNSUPPORTED, "UCX worker: %s", ust(st));
+        }
+    }
+    struct sockaddr_storage sa = t->w->sa;
+    if (sa.ss_family == AF_INET6)
+        ((struct sockaddr_in6 *)&sa)->sin6_port = htons((uint16_t)port);
+    else
+        ((struct sockaddr_in *)&sa)->sin_port = htons((uint16_t)port);
+    ucp_ep_params_t ep = {.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
+                                        UCP_EP_PARAM_FIELD_ERR_HANDLER |
+                                        UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
+                          .flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
+                          .sockaddr = {(const struct sockaddr *)&sa, t->w->salen},
+                          .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+                          .err_handler = {on_ep_error, t}};
+    t->ep_failed = 0;
+    if ((st = ucp_ep_create(t->wk, &ep, &t->ep)) != UCS_OK) {
+        t->ep = NULL;
+        return client_err(s, TIDE_ECLOSED, "UCX endpoint to port %d: %s", port, ust(st));
+    }
+    /* HELLO with the token; the reply comes to on_welcome. */
+    size_t tl = strlen(t->w->token), hl = 6 + tl;
+    uint8_t hello[6 + FRAME_TOKEN_MAX];
+    le_wr32(hello, UCX_MSG_MAGIC);
+    le_wr16(hello + 4, (uint16_t)tl);
+    memcpy(hello + 6, t->w->token, tl);
+    ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                              .flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_EAGER};
+    void *r = ucp_am_send_nbx(t->ep, UCX_AM_HELLO, NULL, 0, hello, hl, &rp);
+    uint64_t deadline = now_ns() + t->w->timeout_ns;
+    int rc;
+    if (UCS_PTR_IS_ERR(r)) {
+        rc = client_err(s, TIDE_ECLOSED, "UCX hello: %s", ust(UCS_PTR_STATUS(r)));
+        goto fail;
+    }
+    void *reqs[1] = {r};
+    if ((rc = tucx_wait(s, t, reqs, 1, deadline, "hello")) != 0) goto fail;
+    unsigned idle = 0;
+    while (!t->welcome && !t->ep_failed && now_ns() < deadline)
+        tucx_progress(t, &idle);
+    const uint8_t *b = t->welcome;
+    size_t bl = t->welcome_len;
+    if (!b) {
+        rc = client_err(s, t->ep_failed ? TIDE_ECLOSED : -ETIMEDOUT, "UCX hello: no answer (%s)",
+                        t->ep_failed ? ust(t->ep_status) : "timed out");
+        goto fail;
+    }
+    if (bl < UCX_WELCOME_HEAD + 4 || le_rd32(b) != UCX_MSG_MAGIC) {
+        rc = client_err(s, TIDE_EPROTO, "UCX hello: a malformed answer (%zu bytes)", bl);
+        goto fail;
+    }
+    int32_t status = (int32_t)le_rd32(b + 4);
+    if (status != 0) {
+        uint32_t ml = le_rd32(b + 8);
+        if (ml > bl - 12) ml = (uint32_t)(bl - 12);
+        rc = client_err(s, status < 0 ? status : TIDE_EPROTO, "%s: %.*s", t->w->addr, (int)ml,
+                        (const char *)b + 12);
+        goto fail;
+    }
+    uint32_t kl = bl >= 28 ? le_rd32(b + 24) : 0;
+    if (bl < 28 || kl != bl - 28) {
+        rc = client_err(s, TIDE_EPROTO, "UCX hello: a malformed answer (%zu bytes)", bl);
+        goto fail;
+    }
+    if (getenv("TIDE_UCX_DEBUG")) ucp_ep_print_info(t->ep, stderr); /* the lanes UCX chose */
+    t->rbase = le_rd64(b + 8);
+    t->rsize = le_rd64(b + 16);
+    if ((st = ucp_ep_rkey_unpack(t->ep, b + 28, &t->rkey)) != UCS_OK) {
+        t->rkey = NULL;
+        rc = client_err(s, TIDE_EPROTO, "UCX: the pool's rkey: %s", ust(st));
+        goto fail;
+    }
+    return 0;
+fail:
+    tucx_drop(t);
+    return rc;
+}
+
+int tucx_usable(tide_store *s, wire *w) {
+    tucx *t = w->owner;
+    int port = atomic_load(&t->port);
+    if (port == 0) {
+        /* No connection has said yet: make one (its HELLO tells). */
+        wire_call k = wire_begin(s, w);
+        int rc = wire_take(&k);
+        wire_give(&k, rc != 0);
+        port = atomic_load(&t->port);
+        if (rc || port == 0) return 0;
+    }
+    pthread_mutex_lock(&t->mu);
+    int ok = t->ep && !t->ep_failed;
+    if (!ok && t->ep) tucx_drop(t);
+    if (!ok && now_ns() >= t->off_until) {
+        int rc = tucx_connect(s, t, port);
+        if (rc == 0) {
+            ok = 1;
+            t->warned = 0;
+        } else {
+            if (!t->warned) LOG_WARN("%s: values over TCP: %s", w->addr, tide_errmsg(s));
+            t->warned = 1;
+            t->off_until = now_ns() + TUCX_RETRY_NS;
+        }
+    }
+    pthread_mutex_unlock(&t->mu);
+    return ok;
+}
+
+void tucx_detach(wire *w) {
+    tucx *t = w->owner;
+    if (!t) return;
+    if (t->wk) {
+        tucx_drop(t);
+        ucp_worker_destroy(t->wk);
+    }
+    if (t->ctx) ucp_cleanup(t->ctx);
+    pthread_mutex_destroy(&t->mu);
+    free(t);
+    w->owner = NULL;
+}
+
+/* ---- put ----------------------------------------------------------------------------- */
+
+static int tucx_in_pool(const tucx *t, uint64_t off, uint64_t len) {
+    return off <= t->rsize && len <= t->rsize - off;
+}
+
+static int exchange_n(wire_call *k, uint8_t *head, size_t head_len, size_t n, frame_msg *m) {
+    char what[64];
+    snprintf(what, sizeof(what), "%s of %zu keys", frame_op_name(head[5]), n);
+    int rc = wire_exchange(k, head, head_len, NULL, 0, what, m);
+    if (rc == 0 && m->h.count != n)
+        rc = client_err(k->s, TIDE_EPROTO, "%s: %s answered for %u keys", k->w->addr, what,
+                        m->h.count);
+    return rc;
+}
+
+/* RMA of value j's scatter list against pool offset off: one request per piece. */
+static int tucx_rma(tide_store *s, tucx *t, int put, const tide_iov *v, size_t cnt, uint64_t off,
+                    uint64_t len, void **reqs, size_t *nreq) {
+    ucp_request_param_t rp = {.op_attr_mask = 0};
+    uint64_t at = t->rbase + off;
+    for (size_t i = 0; i < cnt && len; i++) {
+        size_t take = v[i].len < len ? v[i].len : len;
+        if (!take) continue;
+        void *r = put ? ucp_put_nbx(t->ep, v[i].base, take, at, t->rkey, &rp)
+                      : ucp_get_nbx(t->ep, v[i].base, take, at, t->rkey, &rp);
+        if (UCS_PTR_IS_ERR(r))
+            return client_err(s, TIDE_ECLOSED, "%s: UCX %s: %s", t->w->addr, put ? "put" : "get",
+                              ust(UCS_PTR_STATUS(r)));
+        reqs[(*nreq)++] = r;
+        at += take;
+        len -= take;
+    }
+    return 0;
+}
+
+static size_t pieces(const size_t *cnt, size_t n) {
+    size_t p = 1;
+    for (size_t i = 0; i < n; i++)
+        p += cnt[i];
+    return p;
+}
+
+static int put_chunk(wire_call *k, tucx *t, const tide_key *fk, const tide_iov *const *fv,
+                     const size_t *fcnt, const uint64_t *vl, size_t n, int *res) {
+    tide_store *s = k->s;
+    uint64_t *ids = malloc(n * sizeof(*ids)), *sums = malloc(n * sizeof(*sums));
+    size_t *owner = malloc(n * sizeof(*owner));
+    void **reqs = calloc(pieces(fcnt, n), sizeof(void *));
+    uint8_t *head = NULL;
+    size_t head_len = 0, nc = 0, nreq = 0;
+    int rc = -ENOMEM, locked = 0;
+    if (!ids || !sums || !owner || !reqs) {
+        client_err(s, rc, "%s: out of memory", t->w->addr);
+        goto out;
+    }
+    WIRE_ENCODE(s, rc, head, head_len, frame_encode_reserve(NULL, 0, len, 0, fk, vl, n),
+                frame_encode_reserve(buf, cap, len, 0, fk, vl, n));
+    if (rc) goto out;
+    frame_msg m;
+    if ((rc = exchange_n(k, head, head_len, n, &m)) != 0) goto out;
+    frame_iter it;
+    frame_entry e;
+    frame_iter_init(&it, &m);
+    pthread_mutex_lock(&t->mu);
+    locked = 1;
+    if (!t->ep) {
+        rc = client_err(s, TIDE_ECLOSED, "%s: the UCX endpoint closed", t->w->addr);
+        goto out;
+    }
+    for (size_t j = 0; frame_iter_next(&it, &e); j++) {
+        res[j] = e.status;
+        if (e.status != 0 || e.id == 0) continue;
+        if (!tucx_in_pool(t, e.offset, vl[j])) {
+            rc = client_err(
+                s, TIDE_EPROTO,
+                "%s: RESERVE gave offset %llu for %llu bytes, outside the %llu-byte pool",
+                t->w->addr, (unsigned long long)e.offset, (unsigned long long)vl[j],
+                (unsigned long long)t->rsize);
+            goto wait;
+        }
+        if ((rc = tucx_rma(s, t, 1, fv[j], fcnt[j], e.offset, vl[j], reqs, &nreq)) != 0) goto wait;
+        sums[nc] = checksum_iov(fv[j], fcnt[j], vl[j]);
+        ids[nc] = e.id;
+        owner[nc++] = j;
+    }
+    if (nc) {
+        /* Remote completion: every byte is in tided's pool before COMMIT. */
+        ucp_request_param_t rp = {.op_attr_mask = 0};
+        void *r = ucp_ep_flush_nbx(t->ep, &rp);
+        if (UCS_PTR_IS_ERR(r))
+            rc = client_err(s, TIDE_ECLOSED, "%s: UCX flush: %s", t->w->addr,
+                            ust(UCS_PTR_STATUS(r)));
+        else
+            reqs[nreq++] = r;
+    }
+wait:;
+    int wr = tucx_wait(s, t, reqs, nreq, k->deadline, "put");
+    if (!rc) rc = wr;
+    pthread_mutex_unlock(&t->mu);
+    locked = 0;
+    if (rc || nc == 0) goto out;
+    free(head);
+    WIRE_ENCODE(s, rc, head, head_len, frame_encode_commit(NULL, 0, len, 0, ids, sums, nc),
+                frame_encode_commit(buf, cap, len, 0, ids, sums, nc));
+    if (rc) goto out;
+    if ((rc = exchange_n(k, head, head_len, nc, &m)) != 0) goto out;
+    frame_iter_init(&it, &m);
+    for (size_t i = 0; frame_iter_next(&it, &e); i++)
+        res[owner[i]] = e.status;
+out:
+    if (locked) pthread_mutex_unlock(&t->mu);
+    free(head);
+    free(ids);
+    free(sums);
+    free(owner);
+    free(reqs);
+    return rc;
+}
+
+/* ---- get ----------------------------------------------------------------------------- */
+
+static int get_chunk(wire_call *k, tucx *t, const tide_key *fk, const tide_iov *const *fv,
+                     const size_t *fcnt, const uint64_t *caps, size_t n, int *res, size_t *lens) {
+    tide_store *s = k->s;
+    uint64_t *ids = malloc(n * sizeof(*ids)), *want = malloc(n * sizeof(*want));
+    int32_t *outs = malloc(n * sizeof(*outs));
+    size_t *owner = malloc(n * sizeof(*owner));
+    void **reqs = calloc(pieces(fcnt, n), sizeof(void *));
+    uint8_t *head = NULL;
+    size_t head_len = 0, nr = 0, nreq = 0;
+    int rc = -ENOMEM;
+    if (!ids || !want || !outs || !owner || !reqs) {
+        client_err(s, rc, "%s: out of memory", t->w->addr);
+        goto out;
+    }
+    WIRE_ENCODE(s, rc, head, head_len, frame_encode_pin(NULL, 0, len, 0, fk, caps, n),
+                frame_encode_pin(buf, cap, len, 0, fk, caps, n));
+    if (rc) goto out;
+    frame_msg m;
+    if ((rc = exchange_n(k, head, head_len, n, &m)) != 0) goto out;
+    frame_iter it;
+    frame_entry e;
+    frame_iter_init(&it, &m);
+    pthread_mutex_lock(&t->mu);
+    if (!t->ep) rc = client_err(s, TIDE_ECLOSED, "%s: the UCX endpoint closed", t->w->addr);
+    for (size_t j = 0; rc == 0 && frame_iter_next(&it, &e); j++) {
+        res[j] = e.status;
+        lens[j] = e.status == 0 || e.status == TIDE_EBUFSMALL ? e.vlen : 0;
+        if (e.status != 0) continue;
+        ids[nr] = e.id;
+        outs[nr] = 0;
+        want[nr] = e.sum;
+        owner[nr++] = j;
+        if (!tucx_in_pool(t, e.offset, e.vlen) || e.vlen > caps[j]) {
+            rc = client_err(s, TIDE_EPROTO,
+                            "%s: PIN gave %llu bytes at offset %llu: outside the %llu-byte "
+                            "pool or beyond the %llu bytes asked for",
+                            t->w->addr, (unsigned long long)e.vlen, (unsigned long long)e.offset,
+                            (unsigned long long)t->rsize, (unsigned long long)caps[j]);
+            break;
+        }
+        rc = tucx_rma(s, t, 0, fv[j], fcnt[j], e.offset, e.vlen, reqs, &nreq);
+    }
+    int wr = tucx_wait(s, t, reqs, nreq, k->deadline, "get");
+    if (!rc) rc = wr;
+    pthread_mutex_unlock(&t->mu);
+    if (rc) goto out;
+    /* Each value checked where it landed. */
+    for (size_t i = 0; i < nr; i++) {
+        size_t j = owner[i];
+        if (checksum_iov(fv[j], fcnt[j], lens[j]) == want[i]) continue;
+        char kb[80];
+        client_err(s, TIDE_ECHECKSUM,
+                   "%s: value of key '%s' failed its checksum; reported as a miss", t->w->addr,
+                   client_key_repr(fk[j].data, fk[j].len, kb, sizeof(kb)));
+        outs[i] = TIDE_ECHECKSUM;
+        res[j] = TIDE_ENOTFOUND;
+        lens[j] = 0;
+    }
+    if (nr == 0) goto out;
+    free(head);
+    WIRE_ENCODE(s, rc, head, head_len, frame_encode_release(NULL, 0, len, 0, ids, outs, nr),
+                frame_encode_release(buf, cap, len, 0, ids, outs, nr));
+    if (rc) goto out;
+    /* Every value was checked: send and go (its reply is read before the next one). */
+    wire_send_nowait(k, head, head_len);
+out:
+    free(head);
+    free(ids);
+    free(want);
+    free(outs);
+    free(owner);
+    free(reqs);
+    return rc;
+}
+
+/* ---- batches ------------------------------------------------------------------------- */
+
+int tucx_put_many(tide_store *s, wire *w, const tide_key *keys, size_t n, const tide_iov *iov,
+                  const size_t *iovcnt, int *results) {
+    tucx *t = w->owner;
+    tide_key *fk = malloc((n ? n : 1) * sizeof(*fk));
+    const tide_iov **fv = malloc((n ? n : 1) * sizeof(*fv));
+    size_t *fcnt = malloc((n ? n : 1) * sizeof(*fcnt)), *fidx = malloc((n ? n : 1) * sizeof(*fidx));
+    uint64_t *vl = malloc((n ? n : 1) * sizeof(*vl));
+    int *res = malloc((n ? n : 1) * sizeof(*res));
+    int rc = 0, ok = 0;
+    if (!fk || !fv || !fcnt || !fidx || !vl || !res) {
+        rc = client_err(s, -ENOMEM, "%s: out of memory", w->addr);
+        goto out;
+    }
+    size_t nf = 0;
+    const tide_iov *v = iov;
+    for (size_t i = 0; i < n; i++) {
+        size_t cnt = iovcnt ? iovcnt[i] : 1;
+        int krc = client_key_check(&keys[i]);
+        size_t total = iov_total(v, cnt);
+        if (krc == 0 && total == 0) krc = TIDE_EVALEMPTY;
+        results[i] = krc;
+        if (krc == 0) {
+            fk[nf] = keys[i];
+            fv[nf] = v;
+            fcnt[nf] = cnt;
+            vl[nf] = total;
+            fidx[nf++] = i;
+        }
+        v += cnt;
+    }
+    for (size_t done = 0; done < nf;) {
+        size_t take = wire_chunk(w, fk + done, nf - done, 8);
+        wire_call k = wire_begin(s, w);
+        if ((rc = wire_take(&k)) != 0) {
+            wire_give(&k, 1);
+            goto out;
+        }
+        rc = put_chunk(&k, t, fk + done, fv + done, fcnt + done, vl + done, take, res);
+        wire_give(&k, rc != 0);
+        if (rc) goto out;
+        for (size_t j = 0; j < take; j++)
+            results[fidx[done + j]] = res[j];
+        done += take;
+    }
+    for (size_t i = 0; i < n; i++)
+        ok += results[i] == 0;
+out:
+    free(fk), free(fv), free(fcnt), free(fidx), free(vl), free(res);
+    return rc ? rc : ok;
+}
+
+int tucx_get_many(tide_store *s, wire *w, const tide_key *keys, size_t n, const tide_iov *iov,
+                  const size_t *iovcnt, int *results, size_t *vlens) {
+    tucx *t = w->owner;
+    size_t nn = n ? n : 1;
+    tide_key *fk = malloc(nn * sizeof(*fk));
+    const tide_iov **fv = malloc(nn * sizeof(*fv));
+    size_t *fcnt = malloc(nn * sizeof(*fcnt)), *fidx = malloc(nn * sizeof(*fidx));
+    size_t *lens = calloc(nn, sizeof(*lens)), *fl = malloc(nn * sizeof(*fl));
+    uint64_t *caps = malloc(nn * sizeof(*caps));
+    int *res = malloc(nn * sizeof(*res));
+    int rc = 0, ok = 0;
+    if (!fk || !fv || !fcnt || !fidx || !lens || !fl || !caps || !res) {
+        rc = client_err(s, -ENOMEM, "%s: out of memory", w->addr);
+        goto out;
+    }
+    size_t nf = 0;
+    const tide_iov *v = iov;
+    for (size_t i = 0; i < n; i++) {
+        size_t cnt = iovcnt ? iovcnt[i] : 1;
+        results[i] = client_key_check(&keys[i]);
+        if (results[i] == 0) {
+            fk[nf] = keys[i];
+            fv[nf] = v;
+            fcnt[nf] = cnt;
+            caps[nf] = iov_total(v, cnt);
+            fidx[nf++] = i;
+        }
+        v += cnt;
+    }
+    for (size_t done = 0; done < nf;) {
+        size_t take = wire_chunk(w, fk + done, nf - done, 8);
+        wire_call k = wire_begin(s, w);
+        if ((rc = wire_take(&k)) != 0) {
+            wire_give(&k, 1);
+            goto out;
+        }
+        rc = get_chunk(&k, t, fk + done, fv + done, fcnt + done, caps + done, take, res, fl);
+        wire_give(&k, rc != 0);
+        if (rc) goto out;
+        for (size_t j = 0; j < take; j++) {
+            results[fidx[done + j]] = res[j];
+            lens[fidx[done + j]] = fl[j];
+            ok += res[j] == 0;
+        }
+        done += take;
+    }
+    if (vlens) memcpy(vlens, lens, n * sizeof(*lens));
+out:
+    free(fk), free(fv), free(fcnt), free(fidx), free(lens), free(fl), free(caps), free(res);
+    return rc ? rc : ok;
+}
+#else /* no UCX headers at build time: values over TCP */
+int tucx_attach(tide_store *s, wire *w) {
+    (void)s;
+    LOG_WARN("%s: transport=ucx: this libtide was built without UCX (install libucx-dev and "
+             "rebuild); values over TCP",
+             w->addr);
+    return 0;
+}
+
+int tucx_usable(tide_store *s, wire *w) {
+    (void)s, (void)w;
+    return 0;
+}
+
+int tucx_put_many(tide_store *s, wire *w, const tide_key *keys, size_t n, const tide_iov *iov,
+                  const size_t *iovcnt, int *results) {
+    (void)w, (void)keys, (void)n, (void)iov, (void)iovcnt, (void)results;
+    return client_err(s, TIDE_EUNSUPPORTED, "built without UCX");
+}
+
+int tucx_get_many(tide_store *s, wire *w, const tide_key *keys, size_t n, const tide_iov *iov,
+                  const size_t *iovcnt, int *results, size_t *vlens) {
+    (void)w, (void)keys, (void)n, (void)iov, (void)iovcnt, (void)results, (void)vlens;
+    return client_err(s, TIDE_EUNSUPPORTED, "built without UCX");
+}
+
+void tucx_detach(wire *w) {
+    (void)w;
+}
+#endif

@@ -1,0 +1,93 @@
+/*
+ * ucx_dl.c — UCX's libucp and libucs opened with dlopen on first use (ucx_dl.h): the
+ * library names of UCX's ABI (libucp.so.0, libucs.so.0), each symbol looked up once; the
+ * table is filled under a pthread_once and never changes after.
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "client/ucx_dl.h"
+
+#ifdef TIDE_HAVE_UCX
+struct ucx_dl_fns ucx_dl;
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int loaded = -1;
+static char why[256];
+
+static int sym(void *lib, const char *libname, const char *name, void *slot) {
+    void *p = dlsym(lib, name);
+    if (!p) {
+        snprintf(why, sizeof(why), "UCX: %s has no %s (UCX older than 1.12?)", libname, name);
+        return -1;
+    }
+    memcpy(slot, &p, sizeof(p));
+    return 0;
+}
+
+static void load(void) {
+    void *ucs = dlopen("libucs.so.0", RTLD_NOW | RTLD_GLOBAL);
+    void *ucp = ucs ? dlopen("libucp.so.0", RTLD_NOW | RTLD_GLOBAL) : NULL;
+    if (!ucp) {
+        snprintf(why, sizeof(why), "UCX not found: %s (install UCX: Debian's libucx0)", dlerror());
+        return;
+    }
+    struct {
+        void *lib;
+        const char *libname, *name;
+        void *slot;
+    } t[] = {
+#define P(f) {ucp, "libucp.so.0", "ucp_" #f, &ucx_dl.f}
+        P(config_read),
+        P(config_release),
+        P(init_version),
+        P(cleanup),
+        P(worker_create),
+        P(worker_destroy),
+        P(worker_progress),
+        P(worker_arm),
+        P(worker_get_efd),
+        P(worker_set_am_recv_handler),
+        P(mem_map),
+        P(mem_unmap),
+        P(rkey_pack),
+        P(rkey_buffer_release),
+        P(ep_rkey_unpack),
+        P(rkey_destroy),
+        P(listener_create),
+        P(listener_destroy),
+        P(listener_query),
+        P(listener_reject),
+        P(ep_create),
+        P(ep_close_nbx),
+        P(ep_flush_nbx),
+        P(ep_print_info),
+        P(am_send_nbx),
+        P(get_nbx),
+        P(put_nbx),
+        P(request_check_status),
+        P(request_free),
+        P(request_cancel),
+#undef P
+        {ucs, "libucs.so.0", "ucs_status_string", &ucx_dl.status_string},
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+        if (sym(t[i].lib, t[i].libname, t[i].name, t[i].slot) != 0) return;
+    loaded = 0;
+}
+
+int ucx_dl_load(char *err, size_t errlen) {
+    pthread_once(&once, load);
+    if (loaded != 0 && err) snprintf(err, errlen, "%s", why);
+    return loaded;
+}
+#else
+int ucx_dl_load(char *err, size_t errlen) {
+    if (err)
+        snprintf(err, errlen,
+                 "this libtide was built without UCX (install libucx-dev and rebuild)");
+    return -1;
+}
+#endif

@@ -1,0 +1,93 @@
+/*
+ * ucx_dl.h — UCX (libucp, libucs) loaded with dlopen on first use (ucx_dl.c), so that
+ * libtide and tided link nothing of UCX: a program that never asks for UCX never loads it
+ * (nor UCX's memory hooks, which do not mix with the sanitizers), and a host without UCX
+ * runs everything else. Built only when UCX's headers were found (TIDE_HAVE_UCX, the
+ * Makefile); the files that call UCX include this header after <ucp/api/ucp.h> and call
+ * the usual names, which the macros below route through the loaded table.
+ */
+#ifndef TIDE_CLIENT_UCX_DL_H
+#define TIDE_CLIENT_UCX_DL_H
+
+#include <stddef.h>
+
+/* 0 when UCX is loaded (or was already), else -1 with why in err (the library that could
+ * not be opened or the symbol missing from it, or a build without UCX's headers). */
+int ucx_dl_load(char *err, size_t errlen);
+
+#ifdef TIDE_HAVE_UCX
+#include <ucp/api/ucp.h>
+
+struct ucx_dl_fns {
+    ucs_status_t (*config_read)(const char *, const char *, ucp_config_t **);
+    void (*config_release)(ucp_config_t *);
+    ucs_status_t (*init_version)(unsigned, unsigned, const ucp_params_t *, const ucp_config_t *,
+                                 ucp_context_h *);
+    void (*cleanup)(ucp_context_h);
+    ucs_status_t (*worker_create)(ucp_context_h, const ucp_worker_params_t *, ucp_worker_h *);
+    void (*worker_destroy)(ucp_worker_h);
+    unsigned (*worker_progress)(ucp_worker_h);
+    ucs_status_t (*worker_arm)(ucp_worker_h);
+    ucs_status_t (*worker_get_efd)(ucp_worker_h, int *);
+    ucs_status_t (*worker_set_am_recv_handler)(ucp_worker_h, const ucp_am_handler_param_t *);
+    ucs_status_t (*mem_map)(ucp_context_h, const ucp_mem_map_params_t *, ucp_mem_h *);
+    ucs_status_t (*mem_unmap)(ucp_context_h, ucp_mem_h);
+    ucs_status_t (*rkey_pack)(ucp_context_h, ucp_mem_h, void **, size_t *);
+    void (*rkey_buffer_release)(void *);
+    ucs_status_t (*ep_rkey_unpack)(ucp_ep_h, const void *, ucp_rkey_h *);
+    void (*rkey_destroy)(ucp_rkey_h);
+    ucs_status_t (*listener_create)(ucp_worker_h, const ucp_listener_params_t *, ucp_listener_h *);
+    void (*listener_destroy)(ucp_listener_h);
+    ucs_status_t (*listener_query)(ucp_listener_h, ucp_listener_attr_t *);
+    ucs_status_t (*listener_reject)(ucp_listener_h, ucp_conn_request_h);
+    ucs_status_t (*ep_create)(ucp_worker_h, const ucp_ep_params_t *, ucp_ep_h *);
+    ucs_status_ptr_t (*ep_close_nbx)(ucp_ep_h, const ucp_request_param_t *);
+    ucs_status_ptr_t (*ep_flush_nbx)(ucp_ep_h, const ucp_request_param_t *);
+    void (*ep_print_info)(ucp_ep_h, FILE *);
+    ucs_status_ptr_t (*am_send_nbx)(ucp_ep_h, unsigned, const void *, size_t, const void *, size_t,
+                                    const ucp_request_param_t *);
+    ucs_status_ptr_t (*get_nbx)(ucp_ep_h, void *, size_t, uint64_t, ucp_rkey_h,
+                                const ucp_request_param_t *);
+    ucs_status_ptr_t (*put_nbx)(ucp_ep_h, const void *, size_t, uint64_t, ucp_rkey_h,
+                                const ucp_request_param_t *);
+    ucs_status_t (*request_check_status)(void *);
+    void (*request_free)(void *);
+    void (*request_cancel)(ucp_worker_h, void *);
+    const char *(*status_string)(ucs_status_t);
+};
+extern struct ucx_dl_fns ucx_dl;
+
+#define ucp_config_read (ucx_dl.config_read)
+#define ucp_config_release (ucx_dl.config_release)
+#define ucp_init(p, c, ctx) (ucx_dl.init_version(UCP_API_MAJOR, UCP_API_MINOR, (p), (c), (ctx)))
+#define ucp_cleanup (ucx_dl.cleanup)
+#define ucp_worker_create (ucx_dl.worker_create)
+#define ucp_worker_destroy (ucx_dl.worker_destroy)
+#define ucp_worker_progress (ucx_dl.worker_progress)
+#define ucp_worker_arm (ucx_dl.worker_arm)
+#define ucp_worker_get_efd (ucx_dl.worker_get_efd)
+#define ucp_worker_set_am_recv_handler (ucx_dl.worker_set_am_recv_handler)
+#define ucp_mem_map (ucx_dl.mem_map)
+#define ucp_mem_unmap (ucx_dl.mem_unmap)
+#define ucp_rkey_pack (ucx_dl.rkey_pack)
+#define ucp_rkey_buffer_release (ucx_dl.rkey_buffer_release)
+#define ucp_ep_rkey_unpack (ucx_dl.ep_rkey_unpack)
+#define ucp_rkey_destroy (ucx_dl.rkey_destroy)
+#define ucp_listener_create (ucx_dl.listener_create)
+#define ucp_listener_destroy (ucx_dl.listener_destroy)
+#define ucp_listener_query (ucx_dl.listener_query)
+#define ucp_listener_reject (ucx_dl.listener_reject)
+#define ucp_ep_create (ucx_dl.ep_create)
+#define ucp_ep_close_nbx (ucx_dl.ep_close_nbx)
+#define ucp_ep_flush_nbx (ucx_dl.ep_flush_nbx)
+#define ucp_ep_print_info (ucx_dl.ep_print_info)
+#define ucp_am_send_nbx (ucx_dl.am_send_nbx)
+#define ucp_get_nbx (ucx_dl.get_nbx)
+#define ucp_put_nbx (ucx_dl.put_nbx)
+#define ucp_request_check_status (ucx_dl.request_check_status)
+#define ucp_request_free (ucx_dl.request_free)
+#define ucp_request_cancel (ucx_dl.request_cancel)
+#define ucs_status_string (ucx_dl.status_string)
+#endif
+
+#endif

@@ -1,0 +1,426 @@
+/*
+ * ucx_srv.c — tided's UCX data path (`tide serve --ucx-port P`, docs/UCX.md): a UCP
+ * context and worker, the pool registered with UCX (ucp_mem_map), and a UCP listener whose
+ * endpoints may read and write the pool by RMA once they have shown the tide:// token.
+ *
+ * Design. Clients move value bytes one-sided: the control path (RESERVE, COMMIT, PIN,
+ * RELEASE, with their leases) stays on the tide:// connection (conn_shm.c, exactly as for
+ * unix:// clients), and the bytes go by ucp_put_nbx / ucp_get_nbx between the client's
+ * memory and the pool at the offsets those replies give. On RDMA NICs UCX does that with
+ * the NIC alone; on TCP or shared memory UCX's own progress engine in this process serves
+ * the emulated RMA.
+ *
+ * Thread. One progress thread owns the UCP worker (UCS_THREAD_MODE_SINGLE): it sleeps in
+ * epoll on the worker's event fd (ucp_worker_arm) and a stop eventfd, and between waits
+ * runs ucp_worker_progress, answers handshakes, closes endpoints. Nothing else touches
+ * UCX, so the I/O workers' epoll loops (worker.c) never wait on it.
+ *
+ * Authentication. The rkey is the capability: a peer that holds it may read and write the
+ * pool. So it goes only to an endpoint whose UCX_AM_HELLO carried the server's token
+ * (compared in constant time, connio_token_equal, as HELLO on tide://); a wrong token is
+ * answered TIDE_EAUTH and the endpoint closed; one that shows nothing within the idle
+ * timeout (10 s at least) is closed. At most max_conns endpoints at once; more are
+ * rejected at the listener. The leases are the tide:// connection's, whose HELLO passed
+ * the same token, so an endpoint can only use offsets an authenticated connection got.
+ *
+ * Failure to start (no usable UCX transport, the port taken, the registration refused)
+ * is logged with UCX's reason and tided serves tide:// alone: HELLO then never grants
+ * FRAME_FEATURE_UCX, and clients use TCP.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "client/ucx_dl.h"
+#include "common/hostport.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "proto/frame.h"
+#include "proto/ucx_msg.h"
+#include "server/connio.h"
+#include "server/server_int.h"
+#include "server/ucx_srv.h"
+
+#ifdef TIDE_HAVE_UCX
+
+#define PEER_HS_GRACE_NS (2ull * 1000000000ull) /* a refusal's reply gets this long to leave */
+
+typedef struct ucx_peer {
+    ucp_ep_h ep;    /* NULL: free slot */
+    uint64_t since; /* accepted at */
+    int authed;
+    int hello;         /* 1: a good HELLO to answer, -1: a bad one, 0: none */
+    int failed;        /* the endpoint's error handler ran */
+    void *reply_req;   /* the WELCOME being sent */
+    uint8_t *reply;    /* its bytes */
+    uint64_t close_at; /* close once the reply left or at this time; 0: not closing */
+    void *close_req;   /* ucp_ep_close_nbx in progress */
+} ucx_peer;
+
+struct ucx_srv {
+    server *srv;
+    ucp_context_h ctx;
+    ucp_worker_h wk;
+    ucp_listener_h lis;
+    ucp_mem_h memh;
+    void *rkey;
+    size_t rkey_len;
+    int efd, stopfd, epfd;
+    pthread_t th;
+    int started;
+    int port;
+    ucx_peer *peers;
+    int cap;
+    int used; /* slots [0, used) have been taken at some point: the scans stop there */
+    uint64_t hs_timeout_ns;
+};
+
+static const char *ust(ucs_status_t st) {
+    return ucs_status_string(st);
+}
+
+static ucx_peer *peer_of(ucx_srv *u, ucp_ep_h ep) {
+    for (int i = 0; i < u->used; i++)
+        if (u->peers[i].ep == ep && ep) return &u->peers[i];
+    return NULL;
+}
+
+static void on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status) {
+    ucx_srv *u = arg;
+    ucx_peer *p = peer_of(u, ep);
+    if (!p) return;
+    if (p->authed) LOG_DEBUG("UCX: an endpoint failed: %s", ust(status));
+    p->failed = 1;
+}
+
+static void on_conn_request(ucp_conn_request_h req, void *arg) {
+    ucx_srv *u = arg;
+    ucx_peer *p = NULL;
+    for (int i = 0; i < u->cap && !p; i++)
+        if (!u->peers[i].ep && !u->peers[i].close_req) p = &u->peers[i];
+    if (p && p - u->peers >= u->used) u->used = (int)(p - u->peers) + 1;
+    if (!p || atomic_load(&u->srv->stopping)) {
+        LOG_WARN("UCX: endpoint refused: %d endpoints are open (--max-conns)", u->cap);
+        ucp_listener_reject(u->lis, req);
+        return;
+    }
+    ucp_ep_params_t ep = {
+        .field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLER |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
+        .conn_request = req,
+        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+        .err_handler = {on_ep_error, u},
+    };
+    memset(p, 0, sizeof(*p));
+    ucs_status_t st = ucp_ep_create(u->wk, &ep, &p->ep);
+    if (st != UCS_OK) {
+        p->ep = NULL;
+        LOG_WARN("UCX: cannot accept an endpoint: %s", ust(st));
+        return;
+    }
+    p->since = now_ns();
+}
+
+/* UCX_AM_HELLO: note the verdict; the progress loop answers (no send from a callback). */
+static ucs_status_t on_hello(void *arg, const void *hdr, size_t hdr_len, void *data, size_t len,
+                             const ucp_am_recv_param_t *param) {
+    ucx_srv *u = arg;
+    (void)hdr, (void)hdr_len;
+    if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) return UCS_OK; /* too big to be one */
+    ucx_peer *p = peer_of(u, param->reply_ep);
+    if (!p || p->authed || p->hello || p->close_at) return UCS_OK;
+    const uint8_t *b = data;
+    int ok = len >= 6 && le_rd32(b) == UCX_MSG_MAGIC && le_rd16(b + 4) == len - 6;
+    const char *want = u->srv->cfg.auth_token;
+    if (ok && want[0]) ok = connio_token_equal(want, b + 6, len - 6);
+    if (!ok) atomic_fetch_add(&u->srv->m.auth_failures, 1);
+    p->hello = ok ? 1 : -1;
+    return UCS_OK;
+}
+
+static void peer_send(ucx_srv *u, ucx_peer *p, uint8_t *buf, size_t len) {
+    ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                              .flags = UCP_AM_SEND_FLAG_EAGER};
+    p->reply = buf;
+    void *r = ucp_am_send_nbx(p->ep, UCX_AM_WELCOME, NULL, 0, buf, len, &rp);
+    if (UCS_PTR_IS_ERR(r)) {
+        LOG_DEBUG("UCX: reply not sent: %s", ust(UCS_PTR_STATUS(r)));
+        p->failed = 1;
+    } else {
+        p->reply_req = r; /* NULL: sent already */
+    }
+    (void)u;
+}
+
+static void peer_answer(ucx_srv *u, ucx_peer *p) {
+    int good = p->hello == 1;
+    p->hello = 0;
+    if (good) {
+        size_t len = UCX_WELCOME_HEAD + 20 + u->rkey_len;
+        uint8_t *b = malloc(len);
+        if (!b) {
+            p->failed = 1;
+            return;
+        }
+        le_wr32(b, UCX_MSG_MAGIC);
+        le_wr32(b + 4, 0);
+        le_wr64(b + 8, (uint64_t)(uintptr_t)store_base(u->srv->st));
+        le_wr64(b + 16, store_capacity(u->srv->st));
+        le_wr32(b + 24, (uint32_t)u->rkey_len);
+        memcpy(b + 28, u->rkey, u->rkey_len);
+        p->authed = 1;
+        peer_send(u, p, b, len);
+        return;
+    }
+    const char *msg = u->srv->cfg.auth_token[0]
+                          ? "UCX endpoint refused: authentication failed (wrong or missing token)"
+                          : "UCX endpoint refused: malformed hello";
+    size_t ml = strlen(msg), len = UCX_WELCOME_HEAD + 4 + ml;
+    uint8_t *b = malloc(len);
+    if (!b) {
+        p->failed = 1;
+        return;
+    }
+    le_wr32(b, UCX_MSG_MAGIC);
+    le_wr32(b + 4, (uint32_t)TIDE_EAUTH);
+    le_wr32(b + 8, (uint32_t)ml);
+    memcpy(b + 12, msg, ml);
+    peer_send(u, p, b, len);
+    p->close_at = now_ns() + PEER_HS_GRACE_NS;
+}
+
+/* Start closing p: with flush, so that a refusal's reply reaches the peer before the
+ * disconnect; else at once (the peer failed or is gone). */
+static void peer_close(ucx_srv *u, ucx_peer *p, int flush) {
+    (void)u;
+    if (p->reply_req) {
+        ucp_request_cancel(u->wk, p->reply_req);
+        ucp_request_free(p->reply_req);
+        p->reply_req = NULL;
+    }
+    ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                              .flags = flush ? 0 : UCP_EP_CLOSE_FLAG_FORCE};
+    void *r = ucp_ep_close_nbx(p->ep, &rp);
+    p->ep = NULL;
+    free(p->reply);
+    p->reply = NULL;
+    p->close_req = UCS_PTR_IS_PTR(r) ? r : NULL;
+    p->authed = p->hello = p->failed = 0;
+    p->close_at = 0;
+}
+
+/* After progress: answer HELLOs, finish sends and closes, apply the handshake deadline. */
+static void peers_tend(ucx_srv *u, uint64_t now) {
+    for (int i = 0; i < u->used; i++) {
+        ucx_peer *p = &u->peers[i];
+        if (p->close_req && ucp_request_check_status(p->close_req) != UCS_INPROGRESS) {
+            ucp_request_free(p->close_req);
+            p->close_req = NULL;
+        }
+        if (!p->ep) continue;
+        if (p->reply_req && ucp_request_check_status(p->reply_req) != UCS_INPROGRESS) {
+            ucp_request_free(p->reply_req);
+            p->reply_req = NULL;
+        }
+        if (!p->reply_req && p->reply) {
+            free(p->reply);
+            p->reply = NULL;
+        }
+        if (p->hello) peer_answer(u, p);
+        if (p->failed || (p->close_at && (!p->reply_req || now >= p->close_at)) ||
+            (!p->authed && !p->close_at && now - p->since > u->hs_timeout_ns)) {
+            if (!p->authed && !p->failed && !p->close_at)
+                LOG_WARN("UCX: an endpoint showed no token within %llu s: closed",
+                         (unsigned long long)(u->hs_timeout_ns / 1000000000ull));
+            peer_close(u, p, p->close_at && !p->failed && !p->reply_req);
+        }
+    }
+}
+
+static void *ucx_main(void *arg) {
+    ucx_srv *u = arg;
+    for (;;) {
+        while (ucp_worker_progress(u->wk) != 0) {
+        }
+        peers_tend(u, now_ns());
+        ucs_status_t st = ucp_worker_arm(u->wk);
+        if (st == UCS_ERR_BUSY) continue;
+        struct epoll_event ev[2];
+        int n = epoll_wait(u->epfd, ev, 2, 100);
+        int stop = 0;
+        for (int i = 0; i < n; i++)
+            if (ev[i].data.fd == u->stopfd) stop = 1;
+        if (stop) break;
+    }
+    /* Stop: every endpoint closed, waited for (bounded). */
+    for (int i = 0; i < u->cap; i++)
+        if (u->peers[i].ep) peer_close(u, &u->peers[i], 0);
+    uint64_t until = now_ns() + 1000000000ull;
+    for (int busy = 1; busy && now_ns() < until;) {
+        ucp_worker_progress(u->wk);
+        busy = 0;
+        for (int i = 0; i < u->cap; i++) {
+            ucx_peer *p = &u->peers[i];
+            if (p->close_req && ucp_request_check_status(p->close_req) == UCS_INPROGRESS)
+                busy = 1;
+            else if (p->close_req) {
+                ucp_request_free(p->close_req);
+                p->close_req = NULL;
+            }
+        }
+    }
+    return NULL;
+}
+
+static int ucx_fail(const char *what, ucs_status_t st) {
+    LOG_ERROR("UCX data path off (tide:// still serves): %s: %s", what, ust(st));
+    return -EIO;
+}
+
+static int ucx_setup(ucx_srv *u) {
+    server *srv = u->srv;
+    const server_config *cfg = &srv->cfg;
+    char why[256];
+    if (ucx_dl_load(why, sizeof(why)) != 0) {
+        LOG_ERROR("UCX data path off (tide:// still serves): %s", why);
+        return -ENOENT;
+    }
+
+    ucp_config_t *conf;
+    ucs_status_t st = ucp_config_read(NULL, NULL, &conf);
+    if (st != UCS_OK) return ucx_fail("reading UCX's configuration (UCX_* variables)", st);
+    ucp_params_t pp = {.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME,
+                       .features = UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
+                       .name = "tided"};
+    st = ucp_init(&pp, conf, &u->ctx);
+    ucp_config_release(conf);
+    if (st != UCS_OK) return ucx_fail("ucp_init (no usable transport in UCX_TLS?)", st);
+    ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                              .thread_mode = UCS_THREAD_MODE_SINGLE};
+    if ((st = ucp_worker_create(u->ctx, &wp, &u->wk)) != UCS_OK)
+        return ucx_fail("ucp_worker_create", st);
+    ucp_mem_map_params_t mp = {.field_mask =
+                                   UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
+                               .address = store_base(srv->st),
+                               .length = store_capacity(srv->st)};
+    if ((st = ucp_mem_map(u->ctx, &mp, &u->memh)) != UCS_OK)
+        return ucx_fail("registering the pool (ucp_mem_map)", st);
+    if ((st = ucp_rkey_pack(u->ctx, u->memh, &u->rkey, &u->rkey_len)) != UCS_OK)
+        return ucx_fail("ucp_rkey_pack", st);
+    if (u->rkey_len > UCX_RKEY_MAX) return ucx_fail("the packed rkey", UCS_ERR_EXCEEDS_LIMIT);
+    ucp_am_handler_param_t hp = {.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
+                                               UCP_AM_HANDLER_PARAM_FIELD_CB |
+                                               UCP_AM_HANDLER_PARAM_FIELD_ARG,
+                                 .id = UCX_AM_HELLO,
+                                 .cb = on_hello,
+                                 .arg = u};
+    if ((st = ucp_worker_set_am_recv_handler(u->wk, &hp)) != UCS_OK)
+        return ucx_fail("ucp_worker_set_am_recv_handler", st);
+
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    if (hostport_bind_addr(cfg->bind, cfg->ucx_port, &ss, &sl, NULL, 0, why, sizeof(why)) != 0) {
+        LOG_ERROR("UCX data path off: the address %s: %s", cfg->bind, why);
+        return -EINVAL;
+    }
+    ucp_listener_params_t lp = {.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR |
+                                              UCP_LISTENER_PARAM_FIELD_CONN_HANDLER,
+                                .sockaddr = {(const struct sockaddr *)&ss, sl},
+                                .conn_handler = {on_conn_request, u}};
+    if ((st = ucp_listener_create(u->wk, &lp, &u->lis)) != UCS_OK)
+        return ucx_fail("the UCX listener (port taken, or no sockaddr transport)", st);
+    ucp_listener_attr_t la = {.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR};
+    if ((st = ucp_listener_query(u->lis, &la)) != UCS_OK) return ucx_fail("ucp_listener_query", st);
+    u->port =
+        ntohs(la.sockaddr.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&la.sockaddr)->sin6_port
+                                                : ((struct sockaddr_in *)&la.sockaddr)->sin_port);
+
+    if ((st = ucp_worker_get_efd(u->wk, &u->efd)) != UCS_OK)
+        return ucx_fail("ucp_worker_get_efd", st);
+    u->stopfd = eventfd(0, EFD_CLOEXEC);
+    u->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (u->stopfd < 0 || u->epfd < 0) return ucx_fail("eventfd/epoll", UCS_ERR_IO_ERROR);
+    struct epoll_event e1 = {.events = EPOLLIN, .data.fd = u->efd};
+    struct epoll_event e2 = {.events = EPOLLIN, .data.fd = u->stopfd};
+    if (epoll_ctl(u->epfd, EPOLL_CTL_ADD, u->efd, &e1) ||
+        epoll_ctl(u->epfd, EPOLL_CTL_ADD, u->stopfd, &e2))
+        return ucx_fail("epoll_ctl", UCS_ERR_IO_ERROR);
+    int rc = pthread_create(&u->th, NULL, ucx_main, u);
+    if (rc) {
+        LOG_ERROR("UCX data path off: its thread: %s", strerror(rc));
+        return -rc;
+    }
+    u->started = 1;
+    char where[HOSTPORT_HOST_MAX + 8];
+    LOG_INFO("UCX data path on %s (pool of %llu bytes registered, rkey %zu bytes)",
+             hostport_format(cfg->bind, u->port, where, sizeof(where)),
+             (unsigned long long)store_capacity(srv->st), u->rkey_len);
+    return 0;
+}
+
+int ucx_srv_start(server *srv) {
+    const server_config *cfg = &srv->cfg;
+    if (cfg->ucx_port < 0) return 0;
+    ucx_srv *u = calloc(1, sizeof(*u));
+    if (!u) return -ENOMEM;
+    u->srv = srv;
+    u->efd = u->stopfd = u->epfd = -1;
+    u->cap = cfg->max_conns;
+    u->peers = calloc((size_t)u->cap, sizeof(ucx_peer));
+    uint64_t hs = cfg->idle_timeout_s > 10 ? cfg->idle_timeout_s : 10;
+    u->hs_timeout_ns = hs * 1000000000ull;
+    srv->ucx = u; /* ucx_srv_stop undoes whatever was made */
+    if (!u->peers) return -ENOMEM;
+    int rc = ucx_setup(u);
+    return rc == -ENOMEM ? rc : 0; /* otherwise logged: tide:// serves alone */
+}
+
+int ucx_srv_port(const server *srv) {
+    const ucx_srv *u = srv->ucx;
+    return u && u->started ? u->port : 0;
+}
+
+void ucx_srv_stop(server *srv) {
+    ucx_srv *u = srv->ucx;
+    if (!u) return;
+    if (u->started) {
+        uint64_t one = 1;
+        if (write(u->stopfd, &one, sizeof(one)) != sizeof(one)) LOG_WARN("UCX: stop: write failed");
+        pthread_join(u->th, NULL);
+    }
+    if (u->lis) ucp_listener_destroy(u->lis);
+    if (u->rkey) ucp_rkey_buffer_release(u->rkey);
+    if (u->memh) ucp_mem_unmap(u->ctx, u->memh);
+    if (u->wk) ucp_worker_destroy(u->wk);
+    if (u->ctx) ucp_cleanup(u->ctx);
+    if (u->stopfd >= 0) close(u->stopfd);
+    if (u->epfd >= 0) close(u->epfd);
+    for (int i = 0; u->peers && i < u->cap; i++)
+        free(u->peers[i].reply);
+    free(u->peers);
+    free(u);
+    srv->ucx = NULL;
+}
+#else /* no UCX headers at build time */
+int ucx_srv_start(server *srv) {
+    if (srv->cfg.ucx_port >= 0)
+        LOG_ERROR("UCX data path off (tide:// still serves): this tided was built without UCX "
+                  "(install libucx-dev and rebuild)");
+    return 0;
+}
+
+int ucx_srv_port(const server *srv) {
+    (void)srv;
+    return 0;
+}
+
+void ucx_srv_stop(server *srv) {
+    (void)srv;
+}
+#endif

@@ -1,0 +1,626 @@
+/*
+ * test_ucx.c — the UCX data path (docs/UCX.md) against real tided processes on loopback,
+ * over UCX's TCP transport (UCX_TLS=tcp) and its shared-memory ones (posix, cma): the
+ * backend suite over tide://...?transport=ucx, values that really travel outside the
+ * tide:// socket, a wrong token on the UCX endpoint, tided killed mid-read, and the
+ * fall-back to TCP (a tided without --ucx-port; a client whose UCX cannot connect).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include "backend_suite.h"
+#include "cluster_util.h"
+#include "common/checksum.h"
+#include "common/util.h"
+#include "harness.h"
+#include "proto/frame.h"
+#include "proto/ucx_msg.h"
+#include "server_util.h"
+#include "tide.h"
+
+#ifdef TIDE_HAVE_UCX
+#include "client/ucx_dl.h"
+
+/* UCX_TLS for tided and the client (both read it); under a sanitizer also UCX_MEM_EVENTS=no:
+ * UCX's memory hooks (libucm patching mmap/munmap) do not mix with TSan's and ASan's own
+ * interception, and crash the process at exit. */
+static void ucx_env(const char *tls) {
+    setenv("UCX_TLS", tls, 1);
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+    setenv("UCX_MEM_EVENTS", "no", 1);
+#endif
+}
+
+#define SHM_TLS "posix,cma,self,tcp"
+
+static const char *const with_ucx[] = {"--capacity", "256MiB", "--log-level", "warn",
+                                       "--ucx-port", "0",      NULL};
+static const char *const without_ucx[] = {"--capacity", "256MiB", "--log-level", "warn", NULL};
+
+static void ucx_url(const test_server *ts, char *buf, size_t cap, const char *extra) {
+    snprintf(buf, cap, "tide://127.0.0.1:%d?transport=ucx%s", ts->port, extra ? extra : "");
+}
+
+/* One STAT figure of the tided on port, asked on a raw socket (HELLO without a token). */
+static uint64_t stat_figure(int port, const char *name) {
+    int fd = server_connect(port, 5);
+    CHECK(fd >= 0);
+    uint8_t req[FRAME_HDR_SIZE + FRAME_HELLO_META + FRAME_HDR_SIZE];
+    size_t l1, l2;
+    frame_hello h = {FRAME_VERSION, FRAME_VERSION, 0, NULL, 0};
+    CHECK_EQ(frame_encode_hello(req, sizeof(req), &l1, 1, &h), 0);
+    CHECK_EQ(frame_encode_empty(req + l1, sizeof(req) - l1, &l2, FRAME_OP_STAT, 2), 0);
+    CHECK_EQ(send(fd, req, l1 + l2, MSG_NOSIGNAL), (ssize_t)(l1 + l2));
+    static uint8_t buf[1 << 16];
+    size_t have = 0;
+    frame_decoder d;
+    frame_limits lim;
+    frame_limits_default(&lim);
+    frame_decoder_init(&d, &lim);
+    frame_msg m;
+    uint64_t v = UINT64_MAX;
+    for (int got = 0; got < 2;) {
+        ssize_t n = frame_decode(&d, buf, have, &m);
+        if (n > 0) {
+            if (++got == 2) {
+                frame_iter it;
+                frame_entry e;
+                frame_iter_init(&it, &m);
+                while (frame_iter_next(&it, &e))
+                    if (e.key.len == strlen(name) && !memcmp(e.key.data, name, e.key.len))
+                        v = e.figure;
+            }
+            memmove(buf, buf + n, have - (size_t)n);
+            have -= (size_t)n;
+            continue;
+        }
+        CHECK(n == 0);
+        ssize_t r = recv(fd, buf + have, sizeof(buf) - have, 0);
+        CHECK_MSG(r > 0, "STAT: no reply");
+        have += (size_t)r;
+    }
+    close(fd);
+    CHECK_MSG(v != UINT64_MAX, "STAT has no %s", name);
+    return v;
+}
+
+static void suite_over(const char *tls) {
+    ucx_env(tls);
+    test_server ts;
+    server_start(&ts, with_ucx);
+    char u[160];
+    ucx_url(&ts, u, sizeof(u), NULL);
+    backend_suite(u);
+    /* The suite's values went by UCX: the tide:// sockets carried only control frames. */
+    uint64_t moved = stat_figure(ts.port, "bytes_in") + stat_figure(ts.port, "bytes_out");
+    uint64_t net = stat_figure(ts.port, "net_bytes_in") + stat_figure(ts.port, "net_bytes_out");
+    CHECK_MSG(moved > (8u << 20) && net < moved / 4,
+              "value bytes %llu, tide:// socket bytes %llu: values did not go by UCX",
+              (unsigned long long)moved, (unsigned long long)net);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
+TEST_T(ucx_backend_suite_tcp, 180) {
+    suite_over("tcp");
+}
+
+TEST_T(ucx_backend_suite_shm, 180) {
+    suite_over(SHM_TLS);
+}
+
+/* stat_figure once it has reached at least `want`, or after 2 s what it is then: tided
+ * counts socket bytes just after its writev returns, so a client that has its reply may
+ * ask before the count is in (a worker descheduled between the two, on a loaded host). */
+static uint64_t stat_figure_at_least(int port, const char *name, uint64_t want) {
+    uint64_t v = 0;
+    for (int i = 0; i < 100; i++) {
+        if ((v = stat_figure(port, name)) >= want) break;
+        struct timespec d = {0, 20000000};
+        nanosleep(&d, NULL);
+    }
+    return v;
+}
+
+/* Put n values of len bytes (key "k<i>", bytes from seed) and read them back, checked. */
+static void put_get_check(tide_store *s, int n, size_t len, unsigned seed) {
+    uint8_t *v = malloc(len), *got = malloc(len);
+    CHECK(v && got);
+    for (int i = 0; i < n; i++) {
+        char key[32];
+        int kl = snprintf(key, sizeof(key), "k%u-%d", seed, i);
+        for (size_t b = 0; b < len; b++)
+            v[b] = (uint8_t)(b * 31 + (size_t)i * 7 + seed);
+        CHECK_MSG(tide_put(s, key, (size_t)kl, v, len) == 0, "put: %s", tide_errmsg(s));
+        size_t gl = 0;
+        memset(got, 0, len);
+        CHECK_MSG(tide_get(s, key, (size_t)kl, got, len, &gl) == 0, "get: %s", tide_errmsg(s));
+        CHECK_EQ(gl, len);
+        CHECK(memcmp(got, v, len) == 0);
+    }
+    free(v);
+    free(got);
+}
+
+/* A tided without --ucx-port: transport=ucx moves the values over TCP (the socket counts
+ * them), with the same results. */
+TEST(ucx_falls_back_to_tcp_without_server_ucx) {
+    ucx_env("tcp");
+    test_server ts;
+    server_start(&ts, without_ucx);
+    char u[160];
+    ucx_url(&ts, u, sizeof(u), NULL);
+    tide_store *s = NULL;
+    CHECK_MSG(tide_open(u, &s) == 0, "open: %s", tide_errmsg(NULL));
+    put_get_check(s, 4, 1 << 20, 1);
+    CHECK(stat_figure_at_least(ts.port, "net_bytes_out", 4u << 20) >= 4u << 20);
+    tide_close(s);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
+/* The client's UCX cannot reach tided's (no transport both have): TCP, same results. */
+TEST(ucx_falls_back_to_tcp_when_the_endpoint_fails) {
+    ucx_env("tcp");
+    test_server ts;
+    server_start(&ts, with_ucx);
+    setenv("UCX_TLS", "rc", 1); /* no RDMA device here: ucp_init fails in the client */
+    char u[160];
+    ucx_url(&ts, u, sizeof(u), NULL);
+    tide_store *s = NULL;
+    CHECK_MSG(tide_open(u, &s) == 0, "open: %s", tide_errmsg(NULL));
+    put_get_check(s, 4, 1 << 20, 2);
+    CHECK(stat_figure_at_least(ts.port, "net_bytes_out", 4u << 20) >= 4u << 20);
+    tide_close(s);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
+/* transport= takes tcp or ucx only. */
+TEST(ucx_transport_option_checked) {
+    tide_store *s = NULL;
+    CHECK(tide_open("tide://127.0.0.1:1?transport=rdma", &s) != 0);
+    CHECK(strstr(tide_errmsg(NULL), "transport must be tcp or ucx") != NULL);
+}
+
+/* ---- authentication on the UCX endpoint ------------------------------------------------ */
+
+#define TOKEN "ucx-secret-token"
+
+static const char *token_file(void) {
+    static char path[512];
+    snprintf(path, sizeof(path), "%s/token", test_tmpdir());
+    FILE *f = fopen(path, "w");
+    CHECK(f);
+    fputs(TOKEN "\n", f);
+    fclose(f);
+    return path;
+}
+
+/* HELLO on a raw tide:// socket asking for features; the reply's UCX port (0: none). */
+static int hello_ucx_port(int port, const char *token, uint64_t features) {
+    int fd = server_connect(port, 5);
+    CHECK(fd >= 0);
+    uint8_t req[FRAME_HDR_SIZE + FRAME_HELLO_META + FRAME_TOKEN_MAX], buf[4096];
+    size_t len, have = 0;
+    frame_hello h = {FRAME_VERSION, FRAME_VERSION, features, (const uint8_t *)token,
+                     (uint16_t)strlen(token)};
+    CHECK_EQ(frame_encode_hello(req, sizeof(req), &len, 1, &h), 0);
+    CHECK_EQ(send(fd, req, len, MSG_NOSIGNAL), (ssize_t)len);
+    frame_decoder d;
+    frame_limits lim;
+    frame_limits_default(&lim);
+    frame_decoder_init(&d, &lim);
+    frame_msg m;
+    ssize_t n;
+    while ((n = frame_decode(&d, buf, have, &m)) == 0) {
+        ssize_t r = recv(fd, buf + have, sizeof(buf) - have, 0);
+        CHECK_MSG(r > 0, "HELLO: no reply");
+        have += (size_t)r;
+    }
+    CHECK(n > 0);
+    close(fd);
+    CHECK_EQ(m.h.status, 0);
+    CHECK_EQ(!!(m.hello_reply.features & FRAME_FEATURE_UCX), !!m.hello_reply.ucx_port);
+    return m.hello_reply.ucx_port;
+}
+
+/* A raw UCP endpoint to tided's UCX port: send UCX_AM_HELLO with token (NULL: send nothing)
+ * and return the WELCOME's status (1: no answer within 3 s, 2: endpoint failed first). */
+typedef struct raw_ucx {
+    ucp_context_h ctx;
+    ucp_worker_h wk;
+    ucp_ep_h ep;
+    int failed;
+    int32_t status;
+    int got;
+    uint8_t wel[1024]; /* the WELCOME's bytes */
+    size_t wl;
+} raw_ucx;
+
+static void raw_err(void *arg, ucp_ep_h ep, ucs_status_t st) {
+    (void)ep, (void)st;
+    ((raw_ucx *)arg)->failed = 1;
+}
+
+static ucs_status_t raw_welcome(void *arg, const void *hdr, size_t hl, void *data, size_t len,
+                                const ucp_am_recv_param_t *p) {
+    raw_ucx *r = arg;
+    (void)hdr, (void)hl, (void)p;
+    if (len >= 8) r->status = (int32_t)le_rd32((const uint8_t *)data + 4);
+    r->wl = len < sizeof(r->wel) ? len : sizeof(r->wel);
+    memcpy(r->wel, data, r->wl);
+    r->got = 1;
+    return UCS_OK;
+}
+
+/* Wait for a UCX request (bounded). */
+static void raw_wait(raw_ucx *r, void *req) {
+    CHECK(!UCS_PTR_IS_ERR(req));
+    uint64_t until = now_ns() + 5000000000ull;
+    while (UCS_PTR_IS_PTR(req) && ucp_request_check_status(req) == UCS_INPROGRESS &&
+           now_ns() < until)
+        ucp_worker_progress(r->wk);
+    if (UCS_PTR_IS_PTR(req)) {
+        CHECK(ucp_request_check_status(req) == UCS_OK);
+        ucp_request_free(req);
+    }
+}
+
+/* With scribble_len: after a good WELCOME, overwrite scribble_len bytes of the pool at
+ * scribble_off with 0xEE by RMA (what a torn or reused object looks like to a reader). */
+static int raw_ucx_hello(int port, const char *token, uint64_t scribble_off, size_t scribble_len) {
+    raw_ucx r = {0};
+    char why[256];
+    CHECK_MSG(ucx_dl_load(why, sizeof(why)) == 0, "%s", why);
+    ucp_config_t *conf;
+    CHECK(ucp_config_read(NULL, NULL, &conf) == UCS_OK);
+    ucp_params_t pp = {.field_mask = UCP_PARAM_FIELD_FEATURES,
+                       .features = UCP_FEATURE_AM | UCP_FEATURE_RMA};
+    CHECK(ucp_init(&pp, conf, &r.ctx) == UCS_OK);
+    ucp_config_release(conf);
+    ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                              .thread_mode = UCS_THREAD_MODE_SINGLE};
+    CHECK(ucp_worker_create(r.ctx, &wp, &r.wk) == UCS_OK);
+    ucp_am_handler_param_t hp = {.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
+                                               UCP_AM_HANDLER_PARAM_FIELD_CB |
+                                               UCP_AM_HANDLER_PARAM_FIELD_ARG,
+                                 .id = UCX_AM_WELCOME,
+                                 .cb = raw_welcome,
+                                 .arg = &r};
+    CHECK(ucp_worker_set_am_recv_handler(r.wk, &hp) == UCS_OK);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(0x7f000001);
+    ucp_ep_params_t ep = {.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
+                                        UCP_EP_PARAM_FIELD_ERR_HANDLER |
+                                        UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
+                          .flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
+                          .sockaddr = {(const struct sockaddr *)&sa, sizeof(sa)},
+                          .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+                          .err_handler = {raw_err, &r}};
+    CHECK(ucp_ep_create(r.wk, &ep, &r.ep) == UCS_OK);
+    uint8_t msg[6 + 256];
+    size_t tl = token ? strlen(token) : 0;
+    le_wr32(msg, UCX_MSG_MAGIC);
+    le_wr16(msg + 4, (uint16_t)tl);
+    if (tl) memcpy(msg + 6, token, tl);
+    ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                              .flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_EAGER};
+    void *req = token ? ucp_am_send_nbx(r.ep, UCX_AM_HELLO, NULL, 0, msg, 6 + tl, &rp) : NULL;
+    CHECK(!UCS_PTR_IS_ERR(req));
+    uint64_t until = now_ns() + 3000000000ull;
+    while (!r.got && !r.failed && now_ns() < until)
+        ucp_worker_progress(r.wk);
+    if (UCS_PTR_IS_PTR(req)) {
+        while (ucp_request_check_status(req) == UCS_INPROGRESS && now_ns() < until)
+            ucp_worker_progress(r.wk);
+        ucp_request_free(req);
+    }
+    /* After a refusal tided closes the endpoint: wait for that too (bounded). */
+    if (r.got && r.status != 0)
+        while (!r.failed && now_ns() < until + 2000000000ull)
+            ucp_worker_progress(r.wk);
+    int out = r.got ? r.status : r.failed ? 2 : 1;
+    if (out == 0 && scribble_len) {
+        CHECK(r.wl >= 28);
+        uint64_t base = le_rd64(r.wel + 8);
+        ucp_rkey_h rk;
+        CHECK(ucp_ep_rkey_unpack(r.ep, r.wel + 28, &rk) == UCS_OK);
+        uint8_t *junk = malloc(scribble_len);
+        CHECK(junk);
+        memset(junk, 0xEE, scribble_len);
+        ucp_request_param_t np = {.op_attr_mask = 0};
+        raw_wait(&r, ucp_put_nbx(r.ep, junk, scribble_len, base + scribble_off, rk, &np));
+        raw_wait(&r, ucp_ep_flush_nbx(r.ep, &np));
+        ucp_rkey_destroy(rk);
+        free(junk);
+    }
+    if (r.got && r.status != 0) CHECK_MSG(r.failed, "a refused endpoint stayed open");
+    ucp_request_param_t cp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                              .flags = UCP_EP_CLOSE_FLAG_FORCE};
+    void *c = ucp_ep_close_nbx(r.ep, &cp);
+    while (UCS_PTR_IS_PTR(c) && ucp_request_check_status(c) == UCS_INPROGRESS)
+        ucp_worker_progress(r.wk);
+    if (UCS_PTR_IS_PTR(c)) ucp_request_free(c);
+    ucp_worker_destroy(r.wk);
+    ucp_cleanup(r.ctx);
+    return out;
+}
+
+/* The rkey (the pool's capability) goes only to an endpoint that shows the token; a wrong
+ * or missing one is answered TIDE_EAUTH and the endpoint is closed. */
+TEST(ucx_endpoint_wrong_token_refused) {
+    ucx_env("tcp");
+    const char *const args[] = {"--capacity", "64MiB", "--log-level",       "error",
+                                "--ucx-port", "0",     "--auth-token-file", token_file(),
+                                NULL};
+    test_server ts;
+    server_start(&ts, args);
+    CHECK_EQ(hello_ucx_port(ts.port, TOKEN, 0), 0); /* not asked: not named */
+    int port = hello_ucx_port(ts.port, TOKEN, FRAME_FEATURE_UCX);
+    CHECK(port > 0);
+    CHECK_EQ(raw_ucx_hello(port, "not-the-token", 0, 0), TIDE_EAUTH);
+    CHECK_EQ(raw_ucx_hello(port, "", 0, 0), TIDE_EAUTH);
+    CHECK_EQ(raw_ucx_hello(port, TOKEN, 0, 0), 0);
+    /* A client with the token gets the values over UCX. */
+    char u[200];
+    snprintf(u, sizeof(u), "tide://127.0.0.1:%d?transport=ucx&token=" TOKEN, ts.port);
+    tide_store *s = NULL;
+    CHECK_MSG(tide_open(u, &s) == 0, "open: %s", tide_errmsg(NULL));
+    put_get_check(s, 2, 4 << 20, 3);
+    tide_close(s);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
+/* ---- a value damaged in the pool is a miss --------------------------------------------- */
+
+/* The pool offset of key's value on the tided at port: PIN on a raw tide:// connection
+ * granted the UCX feature, then RELEASE. */
+static uint64_t pin_offset(int port, const char *key) {
+    int fd = server_connect(port, 5);
+    CHECK(fd >= 0);
+    uint8_t req[512], buf[4096];
+    size_t l1, l2, have = 0;
+    frame_hello h = {FRAME_VERSION, FRAME_VERSION, FRAME_FEATURE_UCX, NULL, 0};
+    tide_key k = {key, strlen(key)};
+    uint64_t cap = UINT64_MAX;
+    CHECK_EQ(frame_encode_hello(req, sizeof(req), &l1, 1, &h), 0);
+    CHECK_EQ(frame_encode_pin(req + l1, sizeof(req) - l1, &l2, 2, &k, &cap, 1), 0);
+    CHECK_EQ(send(fd, req, l1 + l2, MSG_NOSIGNAL), (ssize_t)(l1 + l2));
+    frame_decoder d;
+    frame_limits lim;
+    frame_limits_default(&lim);
+    frame_decoder_init(&d, &lim);
+    frame_msg m;
+    uint64_t off = UINT64_MAX, id = 0;
+    for (int got = 0; got < 2;) {
+        ssize_t n = frame_decode(&d, buf, have, &m);
+        if (n > 0) {
+            if (++got == 2) {
+                CHECK_EQ(m.h.status, 0);
+                frame_iter it;
+                frame_entry e;
+                frame_iter_init(&it, &m);
+                CHECK(frame_iter_next(&it, &e));
+                CHECK_EQ(e.status, 0);
+                off = e.offset;
+                id = e.id;
+            }
+            memmove(buf, buf + n, have - (size_t)n);
+            have -= (size_t)n;
+            continue;
+        }
+        CHECK(n == 0);
+        ssize_t r = recv(fd, buf + have, sizeof(buf) - have, 0);
+        CHECK_MSG(r > 0, "PIN: no reply");
+        have += (size_t)r;
+    }
+    int32_t outcome = 0;
+    CHECK_EQ(frame_encode_release(req, sizeof(req), &l1, 3, &id, &outcome, 1), 0);
+    CHECK_EQ(send(fd, req, l1, MSG_NOSIGNAL), (ssize_t)l1);
+    close(fd);
+    return off;
+}
+
+/* A value whose bytes in the pool changed after it was stored (a torn write, an object
+ * reused under an expired lease) fails its checksum where it landed: a miss, not the
+ * damaged bytes, and tided drops it. */
+TEST(ucx_damaged_value_is_a_miss) {
+    ucx_env("tcp");
+    test_server ts;
+    server_start(&ts, with_ucx);
+    char u[160];
+    ucx_url(&ts, u, sizeof(u), NULL);
+    tide_store *s = NULL;
+    CHECK_MSG(tide_open(u, &s) == 0, "open: %s", tide_errmsg(NULL));
+    size_t len = 256 << 10;
+    uint8_t *v = malloc(len), *got = malloc(len);
+    CHECK(v && got);
+    memset(v, 0x11, len);
+    CHECK_MSG(tide_put(s, "victim", 6, v, len) == 0, "put: %s", tide_errmsg(s));
+    size_t gl = 0;
+    CHECK_EQ(tide_get(s, "victim", 6, got, len, &gl), 0); /* intact: a hit */
+    int port = hello_ucx_port(ts.port, "", FRAME_FEATURE_UCX);
+    CHECK_EQ(raw_ucx_hello(port, "", pin_offset(ts.port, "victim") + 1000, 64), 0);
+    CHECK_EQ(tide_get(s, "victim", 6, got, len, &gl), TIDE_ENOTFOUND);
+    CHECK(stat_figure(ts.port, "checksum_errors") >= 1);
+    CHECK_EQ(tide_get(s, "victim", 6, got, len, &gl), TIDE_ENOTFOUND); /* dropped */
+    tide_close(s);
+    free(v);
+    free(got);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
+/* ---- tided killed while a client reads ------------------------------------------------- */
+
+typedef struct killer {
+    pid_t pid;
+    int delay_ms;
+} killer;
+
+static void *kill_later(void *arg) {
+    killer *k = arg;
+    struct timespec ts = {k->delay_ms / 1000, (k->delay_ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+    kill(k->pid, SIGKILL);
+    return NULL;
+}
+
+/* Every get returns the right bytes or fails; once tided is gone, calls fail (no hang,
+ * no wrong data). */
+static void killed_mid_read(const char *tls) {
+    ucx_env(tls);
+    test_server ts;
+    server_start(&ts, with_ucx);
+    char u[200];
+    ucx_url(&ts, u, sizeof(u), "&timeout_ms=3000");
+    tide_store *s = NULL;
+    CHECK_MSG(tide_open(u, &s) == 0, "open: %s", tide_errmsg(NULL));
+    size_t len = 32u << 20;
+    uint8_t *v = malloc(len), *got = malloc(len);
+    CHECK(v && got);
+    for (size_t b = 0; b < len; b++)
+        v[b] = (uint8_t)(b * 13 + 5);
+    CHECK_MSG(tide_put(s, "big", 3, v, len) == 0, "put: %s", tide_errmsg(s));
+    killer k = {ts.pid, 200};
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, kill_later, &k), 0);
+    int ok = 0, failed = 0;
+    uint64_t until = now_ns() + 20000000000ull;
+    while (failed < 2 && now_ns() < until) {
+        size_t gl = 0;
+        memset(got, 0, len);
+        int rc = tide_get(s, "big", 3, got, len, &gl);
+        if (rc == 0) {
+            CHECK_EQ(gl, len);
+            CHECK_MSG(memcmp(got, v, len) == 0, "a get returned wrong bytes");
+            ok++;
+        } else {
+            failed++;
+        }
+    }
+    pthread_join(th, NULL);
+    CHECK_MSG(failed == 2, "calls still succeed after tided was killed (%d ok)", ok);
+    int st;
+    CHECK_EQ(waitpid(ts.pid, &st, 0), ts.pid);
+    tide_close(s);
+    free(v);
+    free(got);
+}
+
+TEST_T(ucx_tided_killed_mid_read_tcp, 60) {
+    killed_mid_read("tcp");
+}
+
+TEST_T(ucx_tided_killed_mid_read_shm, 60) {
+    killed_mid_read(SHM_TLS);
+}
+/* Puts of 32 MiB while tided is killed: each returns 0 or fails, and calls fail once it is
+ * gone (no hang, bounded by the call's deadline). */
+static void killed_mid_write(const char *tls) {
+    ucx_env(tls);
+    test_server ts;
+    server_start(&ts, with_ucx);
+    char u[200];
+    ucx_url(&ts, u, sizeof(u), "&timeout_ms=3000");
+    tide_store *s = NULL;
+    CHECK_MSG(tide_open(u, &s) == 0, "open: %s", tide_errmsg(NULL));
+    size_t len = 32u << 20;
+    uint8_t *v = malloc(len);
+    CHECK(v);
+    memset(v, 0x5a, len);
+    killer k = {ts.pid, 200};
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, kill_later, &k), 0);
+    int ok = 0, failed = 0;
+    uint64_t until = now_ns() + 20000000000ull;
+    for (int i = 0; failed < 2 && now_ns() < until; i++) {
+        char key[32];
+        int kl = snprintf(key, sizeof(key), "w%d", i);
+        v[0] = (uint8_t)i; /* a new value each time */
+        if (tide_put(s, key, (size_t)kl, v, len) == 0)
+            ok++;
+        else
+            failed++;
+    }
+    pthread_join(th, NULL);
+    CHECK_MSG(failed == 2, "puts still succeed after tided was killed (%d ok)", ok);
+    int st;
+    CHECK_EQ(waitpid(ts.pid, &st, 0), ts.pid);
+    tide_close(s);
+    free(v);
+}
+
+TEST_T(ucx_tided_killed_mid_write_tcp, 60) {
+    killed_mid_write("tcp");
+}
+
+/* A plain tide:// client (no UCX asked) against a tided with UCX: served as ever, the
+ * values in the frames. */
+TEST(ucx_plain_client_against_ucx_tided) {
+    ucx_env("tcp");
+    test_server ts;
+    server_start(&ts, with_ucx);
+    tide_store *s = NULL;
+    CHECK_MSG(tide_open(ts.url, &s) == 0, "open: %s", tide_errmsg(NULL));
+    put_get_check(s, 4, 1 << 20, 4);
+    CHECK(stat_figure_at_least(ts.port, "net_bytes_out", 4u << 20) >= 4u << 20);
+    tide_close(s);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
+/* ---- a cluster over UCX ---------------------------------------------------------------- */
+
+/* Three nodes, replicas=2, transport=ucx on every member: the suite (each key twice), the
+ * values off the tide:// sockets; then one node killed and every key still read, right. */
+TEST_T(ucx_cluster_replicas_node_killed, 240) {
+    ucx_env("tcp");
+    const char *const extra[] = {"--ucx-port", "0", NULL};
+    test_server ts[3];
+    cluster_start_nodes_with(ts, 3, NULL, extra);
+    char u[512];
+    cluster_url(u, sizeof(u), ts, 3, "replicas=2&transport=ucx");
+    backend_suite_copies(u, 2);
+    uint64_t moved = 0, net = 0;
+    for (int i = 0; i < 3; i++) {
+        moved += stat_figure(ts[i].port, "bytes_in") + stat_figure(ts[i].port, "bytes_out");
+        net += stat_figure(ts[i].port, "net_bytes_in") + stat_figure(ts[i].port, "net_bytes_out");
+    }
+    CHECK_MSG(moved > (8u << 20) && net < moved / 4,
+              "value bytes %llu, tide:// socket bytes %llu: values did not go by UCX",
+              (unsigned long long)moved, (unsigned long long)net);
+    tide_store *s = NULL;
+    CHECK_MSG(tide_open(u, &s) == 0, "open: %s", tide_errmsg(NULL));
+    enum { N = 64 };
+    uint8_t v[4096], got[4096];
+    char key[64];
+    for (int i = 0; i < N; i++) {
+        size_t len = cluster_value(key, sizeof(key), v, i);
+        CHECK_MSG(tide_put(s, key, strlen(key), v, len) == 0, "put: %s", tide_errmsg(s));
+    }
+    kill(ts[1].pid, SIGKILL);
+    int st;
+    waitpid(ts[1].pid, &st, 0);
+    for (int i = 0; i < N; i++) {
+        size_t len = cluster_value(key, sizeof(key), v, i), gl = 0;
+        CHECK_MSG(tide_get(s, key, strlen(key), got, sizeof(got), &gl) == 0, "get %s: %s", key,
+                  tide_errmsg(s));
+        CHECK_EQ(gl, len);
+        CHECK(memcmp(got, v, len) == 0);
+    }
+    tide_close(s);
+    CHECK_EQ(server_stop(&ts[0], SIGTERM), 0);
+    CHECK_EQ(server_stop(&ts[2], SIGTERM), 0);
+}
+#else
+TEST(ucx_built_without_ucx_headers) {
+    TEST_SKIP("built without UCX's headers (libucx-dev): the UCX data path is not in this build");
+}
+#endif
