@@ -1,0 +1,433 @@
+#!/usr/bin/python3
+"""test-docs.py — `make test-docs`: the docs run as written.
+
+1. Every shell block in README.md and docs/*.md (a fence labelled sh/bash/shell, an
+   unlabelled fence, or an indented block) runs under bash in a fresh temporary directory that
+   holds links to the repository's top-level entries (a copy of python/, so that pip builds
+   leave the tree alone), with build/ on PATH, fixed ports (7474, 7475, 6379, 50051) replaced
+   by free ones, /run/tide and /path/to/tide by real paths, and a backgrounded `tide serve`
+   waited for until its port answers. Whatever a block leaves running is killed by process
+   group. A block that fails is named by file:line with its command and output tail.
+2. Figures: text between `<!-- docs-test: figures bench/RESULTS.md "## SECTION" -->` and
+   `<!-- docs-test: end -->` may cite only numbers that appear in that RESULTS.md section.
+3. Messages: in `<!-- docs-test: messages -->` ... `<!-- docs-test: end -->`, every
+   backquoted text is one of tide's messages: it must match a string literal of src/ or
+   python/ (printf/format placeholders match any text).
+
+A marker on the line(s) just above a block says what it is:
+  <!-- docs-test: text -->              not a command (output, a diagram, a format)
+  <!-- docs-test: needs vllm -->        runs only where .venv-vllm/ exists (likewise vllm33)
+  <!-- docs-test: needs file PATH -->   runs only where PATH (from the repository root) exists
+  <!-- docs-test: skip: REASON -->      never run here; REASON says why
+Blocks that do not run are counted as skipped in the summary with their reason.
+Usage: scripts/test-docs.py [--list] [FILE[:LINE]...]
+"""
+
+import glob
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHELL_LANGS = {"", "sh", "bash", "shell", "console"}
+BLOCK_TIMEOUT = int(os.environ.get("DOCS_BLOCK_TIMEOUT", "120"))
+FIXED_PORTS = ["7474", "7475", "6379", "50051"]
+MARK = re.compile(r"^\s*<!--\s*docs-test:\s*(.*?)\s*-->\s*$")
+
+
+class Block:
+    def __init__(self, path, line, kind, lang, body, marks):
+        self.path, self.line, self.kind, self.lang = path, line, kind, lang
+        self.body, self.marks = body, marks
+
+    def where(self):
+        return "%s:%d" % (os.path.relpath(self.path, ROOT), self.line)
+
+
+def marks_above(lines, i):
+    """The docs-test markers on the lines just above line index i (blank lines between)."""
+    out = []
+    j = i - 1
+    while j >= 0 and not lines[j].strip():
+        j -= 1
+    while j >= 0:
+        m = MARK.match(lines[j])
+        if not m:
+            break
+        out.append(m.group(1))
+        j -= 1
+    return out
+
+
+def blocks(path):
+    lines = open(path, encoding="utf-8").read().split("\n")
+    out, i, n = [], 0, len(lines)
+    in_list = False
+    while i < n:
+        line = lines[i]
+        m = re.match(r"^(\s*)(```+|~~~+)\s*([\w+-]*)", line)
+        if m:
+            fence = m.group(2)
+            j = i + 1
+            while j < n and not lines[j].strip().startswith(fence):
+                j += 1
+            ind = len(m.group(1))
+            body = [b[ind:] if b[:ind].strip() == "" else b for b in lines[i + 1:j]]
+            out.append(Block(path, i + 2, "fence", m.group(3).lower(), body,
+                             marks_above(lines, i)))
+            i = j + 1
+            continue
+        if re.match(r"^\s*([-*+]|\d+\.)\s", line):
+            in_list = True
+        elif not line.strip():
+            pass
+        elif not line.startswith(" "):
+            in_list = False
+        if (line.startswith("    ") and line.strip() and not in_list
+                and (i == 0 or not lines[i - 1].strip())):
+            j = i
+            while j < n and (lines[j].startswith("    ") or not lines[j].strip()):
+                j += 1
+            body = [b[4:] for b in lines[i:j]]
+            while body and not body[-1].strip():
+                body.pop()
+            out.append(Block(path, i + 1, "indent", "", body, marks_above(lines, i)))
+            i = j
+            continue
+        i += 1
+    return out
+
+
+def doc_files():
+    return [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def classify(b):
+    """('run', None), ('text', why) or ('skip', why)."""
+    for mk in b.marks:
+        if mk == "text":
+            return "text", "marked text"
+        if mk.startswith("skip:"):
+            return "skip", mk[5:].strip()
+        if mk.startswith("needs "):
+            what = mk[6:].strip()
+            if what in ("vllm", "vllm33"):
+                venv = os.path.join(ROOT, ".venv-" + what, "bin", "python")
+                if not os.path.exists(venv):
+                    return "skip", "needs .venv-%s (make test-%s builds it)" % (what, what)
+            elif what == "gpu":
+                if shutil.which("nvidia-smi") is None:
+                    return "skip", "needs a GPU"
+            elif what.startswith("file "):
+                f = what[5:].strip()
+                if not os.path.exists(os.path.join(ROOT, f)):
+                    return "skip", "needs %s" % f
+            else:
+                raise SystemExit("%s: unknown docs-test need '%s'" % (b.where(), what))
+        elif not (mk.startswith("figures") or mk in ("messages", "end")):
+            raise SystemExit("%s: unknown docs-test marker '%s'" % (b.where(), mk))
+    if b.lang not in SHELL_LANGS:
+        return "text", "language " + b.lang
+    return "run", None
+
+
+PRELUDE = r"""
+set -e
+__docs_wait_port() {  # a backgrounded server answers on its port (bounded: 15 s)
+    for __i in $(seq 150); do
+        (exec 3<>/dev/tcp/127.0.0.1/$1) 2>/dev/null && return 0
+        sleep 0.1
+    done
+    echo "docs-test: nothing listens on 127.0.0.1:$1 after 15 s" >&2; return 1
+}
+"""
+
+
+def prepare(b, ports, tmp):
+    text = "\n".join(b.body)
+    for old, new in ports.items():
+        text = re.sub(r"(?<![\d.])%s(?!\d)" % old, str(new), text)
+    text = text.replace("/run/tide", os.path.join(tmp, "run-tide"))
+    text = text.replace("/path/to/tide", ROOT)
+    text = text.replace("../shared/", os.path.join(os.path.dirname(ROOT), "shared") + "/")
+    out = []
+    for line in text.split("\n"):
+        # A server started without --port would take the fixed default (7474): give it the
+        # port that 7474 stands for in this run.
+        if re.search(r"\btided?\b.*\bserve\b", line) and "--port" not in line:
+            line = re.sub(r"\bserve\b", "serve --port %d" % ports["7474"], line, count=1)
+        out.append(line)
+        m = re.search(r"\btided?\b.*\bserve\b.*&\s*(#.*)?$", line) or \
+            re.search(r"\btided\b.*&\s*(#.*)?$", line)
+        if m:
+            pm = re.search(r"--port[ =](\d+)", line)
+            port = pm.group(1) if pm else str(ports["7474"])
+            out.append("__docs_wait_port %s" % port)
+    return PRELUDE + "\n".join(out) + "\n"
+
+
+def setup_dir(tmp):
+    for name in os.listdir(ROOT):
+        if name in (".git", "python"):
+            continue
+        os.symlink(os.path.join(ROOT, name), os.path.join(tmp, name))
+    shutil.copytree(os.path.join(ROOT, "python"), os.path.join(tmp, "python"),
+                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build"))
+    os.mkdir(os.path.join(tmp, "run-tide"))
+
+
+def run_block(b):
+    tmp = tempfile.mkdtemp(prefix="tide-docs-")
+    try:
+        setup_dir(tmp)
+        ports = {p: free_port() for p in FIXED_PORTS}
+        script = prepare(b, ports, tmp)
+        env = dict(os.environ, TIDE=ROOT, HOME=tmp,
+                   PATH=os.path.join(ROOT, "build") + os.pathsep + os.environ.get("PATH", ""))
+        for what in ("vllm", "vllm33"):
+            if "needs " + what in b.marks:
+                env["PATH"] = os.path.join(ROOT, ".venv-" + what, "bin") + os.pathsep + env["PATH"]
+        # Output goes to a file: a server the block left running keeps it open.
+        log = open(os.path.join(tmp, ".docs-test.log"), "w+b")
+        p = subprocess.Popen(["bash", "-c", script], cwd=tmp, env=env, stdout=log,
+                             stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            rc = p.wait(timeout=BLOCK_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+            rc = "timeout after %d s" % BLOCK_TIMEOUT
+        # Whatever the block left running (servers started with &) is in its process group.
+        try:
+            os.killpg(p.pid, signal.SIGTERM)
+            for _ in range(50):
+                os.killpg(p.pid, 0)
+                time.sleep(0.1)
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        log.seek(0)
+        out = log.read()
+        log.close()
+        return rc, out.decode("utf-8", "replace"), script
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+# -- figures ------------------------------------------------------------------------------
+
+NUM = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w])")
+
+
+def number_set(text):
+    return set(n.lstrip("-") for n in NUM.findall(text))
+
+
+def results_section(path, heading):
+    lines = open(path, encoding="utf-8").read().split("\n")
+    level = len(heading) - len(heading.lstrip("#"))
+    out, on = [], False
+    for line in lines:
+        if line.strip() == heading.strip():
+            on = True
+            continue
+        if on and re.match(r"^#{1,%d} " % level, line):
+            break
+        if on:
+            out.append(line)
+    if not on:
+        return None
+    return "\n".join(out)
+
+
+def figure_checks(path):
+    """Failures of figure regions in one doc: numbers not in the RESULTS section named."""
+    fails, count = [], 0
+    lines = open(path, encoding="utf-8").read().split("\n")
+    i = 0
+    while i < len(lines):
+        m = MARK.match(lines[i])
+        if m and m.group(1).startswith("figures"):
+            fm = re.match(r'figures\s+(\S+)\s+"([^"]+)"', m.group(1))
+            if not fm:
+                fails.append("%s:%d: figures marker needs FILE \"## SECTION\"" % (path, i + 1))
+                i += 1
+                continue
+            src = os.path.join(ROOT, fm.group(1))
+            section = results_section(src, fm.group(2)) if os.path.exists(src) else None
+            if section is None:
+                fails.append("%s:%d: no section %s in %s" % (path, i + 1, fm.group(2), fm.group(1)))
+            have = number_set(section or "")
+            j = i + 1
+            while j < len(lines) and not (MARK.match(lines[j]) and MARK.match(lines[j]).group(1) == "end"):
+                # Figures are decimal numbers (0.91, 2.47) and integers of 2+ digits with a
+                # unit after them; headings, links and code spans are not figures.
+                text = re.sub(r"`[^`]*`|\]\([^)]*\)", "", lines[j])
+                for num in NUM.findall(text):
+                    if "." not in num and len(num.lstrip("-")) < 2:
+                        continue
+                    count += 1
+                    if num.lstrip("-") not in have:
+                        fails.append("%s:%d: figure %s is not in %s %s" % (
+                            os.path.relpath(path, ROOT), j + 1, num, fm.group(1), fm.group(2)))
+                j += 1
+            if j == len(lines):
+                fails.append("%s:%d: figures region has no <!-- docs-test: end -->" % (path, i + 1))
+            i = j
+        i += 1
+    return fails, count
+
+
+# -- messages -----------------------------------------------------------------------------
+
+PH = "\x00"
+
+
+def c_literals(text):
+    """Adjacent C string literals joined (with PRI* macros as placeholders)."""
+    text = re.sub(r"//[^\n]*|/\*.*?\*/", " ", text, flags=re.S)
+    out = []
+    for m in re.finditer(r'"(?:\\.|[^"\\\n])*"(?:\s*(?:PRI\w+|"(?:\\.|[^"\\\n])*"))*', text):
+        parts = re.findall(r'"((?:\\.|[^"\\\n])*)"|(PRI\w+)', m.group(0))
+        s = "".join(p[0] if p[0] or not p[1] else "%d" for p in parts)
+        out.append(s.replace('\\"', '"').replace("\\n", "\n").replace("\\\\", "\\"))
+    return out
+
+
+def py_literals(text):
+    return [m.group(2) for m in re.finditer(r'''[rfbRFB]?(["'])((?:\\.|(?!\1).)*)\1''', text)]
+
+
+def to_tokens(lit, python):
+    if python:
+        lit = re.sub(r"\{[^{}]*\}|%[-+ #0-9.*]*[sdrifx]", PH, lit)
+    else:
+        lit = re.sub(r"%[-+ #0-9.*]*(?:hh|h|ll|l|z|j|t)?[diouxXscpfgeEm]", PH, lit)
+    return lit
+
+
+def quote_matches(quote, lit):
+    """quote equals some stretch of lit, a placeholder (PH) standing for 1+ characters."""
+    if PH not in lit:
+        return quote in lit
+    memo = {}
+
+    def go(qi, li):
+        if qi == len(quote):
+            return True
+        if li == len(lit):
+            return False
+        key = (qi, li)
+        if key in memo:
+            return memo[key]
+        if lit[li] == PH:
+            r = any(go(k, li + 1) for k in range(qi + 1, len(quote) + 1))
+        else:
+            r = lit[li] == quote[qi] and go(qi + 1, li + 1)
+        memo[key] = r
+        return r
+
+    return any(go(0, s) for s in range(len(lit)) if lit[s] == PH or lit[s] == quote[0])
+
+
+def message_corpus():
+    lits = []
+    for f in glob.glob(os.path.join(ROOT, "src", "**", "*.[ch]"), recursive=True):
+        lits += [to_tokens(s, False) for s in c_literals(open(f, errors="replace").read())]
+    for f in glob.glob(os.path.join(ROOT, "python", "**", "*.py"), recursive=True):
+        lits += [to_tokens(s, True) for s in py_literals(open(f, errors="replace").read())]
+    return lits
+
+
+def message_checks(path, corpus):
+    fails, count = [], 0
+    lines = open(path, encoding="utf-8").read().split("\n")
+    on = False
+    for i, line in enumerate(lines):
+        m = MARK.match(line)
+        if m and m.group(1) == "messages":
+            on = True
+            continue
+        if m and m.group(1) == "end":
+            on = False
+            continue
+        if not on:
+            continue
+        for q in re.findall(r"`([^`]+)`", line):
+            count += 1
+            if not any(quote_matches(q, lit) for lit in corpus):
+                fails.append("%s:%d: message `%s` is in no string of src/ or python/" % (
+                    os.path.relpath(path, ROOT), i + 1, q))
+    return fails, count
+
+
+def main(argv):
+    listing = "--list" in argv
+    only = [a for a in argv if a != "--list"]
+    if not os.access(os.path.join(ROOT, "build", "tide"), os.X_OK):
+        print("test-docs: build/tide is missing: run make first", file=sys.stderr)
+        return 2
+    t0 = time.time()
+    fails, ran, skipped, text = [], 0, [], 0
+    for f in doc_files():
+        rel = os.path.relpath(f, ROOT)
+        for b in blocks(f):
+            if only and not any(rel == o or b.where() == o for o in only):
+                continue
+            what, why = classify(b)
+            if listing:
+                print("%s %s %s" % (b.where(), what, why or ""))
+                continue
+            if what == "text":
+                text += 1
+                continue
+            if what == "skip":
+                skipped.append("%s (%s)" % (b.where(), why))
+                continue
+            t = time.time()
+            rc, out, script = run_block(b)
+            ran += 1
+            status = "ok" if rc == 0 else "FAILED (%s)" % rc
+            print("test-docs: %s %s in %.1fs" % (b.where(), status, time.time() - t), flush=True)
+            if rc != 0:
+                tail = "\n".join(out.rstrip().split("\n")[-15:])
+                fails.append("%s: block failed (exit %s)\n--- command ---\n%s\n--- output "
+                             "(tail) ---\n%s" % (b.where(), rc, "\n".join(b.body), tail))
+    if listing:
+        return 0
+    nfig = nmsg = 0
+    corpus = message_corpus()
+    for f in doc_files():
+        ff, c = figure_checks(f)
+        fails += ff
+        nfig += c
+        mf, c = message_checks(f, corpus)
+        fails += mf
+        nmsg += c
+    for s in skipped:
+        print("test-docs: skipped %s" % s)
+    for f in fails:
+        print("test-docs: FAIL %s" % f)
+    print("test-docs: %s: %d blocks run, %d skipped, %d not commands; %d figures and %d "
+          "messages checked; %d failures; %.0fs" % (
+              "FAIL" if fails else "PASS", ran, len(skipped), text, nfig, nmsg, len(fails),
+              time.time() - t0))
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
