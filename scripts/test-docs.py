@@ -234,7 +234,8 @@ NUM = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w])")
 
 
 def number_set(text):
-    return set(n.lstrip("-") for n in NUM.findall(text))
+    """Every number of a RESULTS section, units glued on or not (46.5x, 256KiB)."""
+    return set(re.findall(r"(?<![\d.])\d+(?:\.\d+)?", text))
 
 
 def results_section(path, heading):
@@ -262,18 +263,27 @@ def figure_checks(path):
     while i < len(lines):
         m = MARK.match(lines[i])
         if m and m.group(1).startswith("figures"):
-            fm = re.match(r'figures\s+(\S+)\s+"([^"]+)"', m.group(1))
+            fm = re.match(r'figures\s+(\S+)((?:\s+"[^"]+")+)\s*$', m.group(1))
             if not fm:
-                fails.append("%s:%d: figures marker needs FILE \"## SECTION\"" % (path, i + 1))
+                fails.append("%s:%d: figures marker needs FILE \"## SECTION\"..." % (path, i + 1))
                 i += 1
                 continue
             src = os.path.join(ROOT, fm.group(1))
-            section = results_section(src, fm.group(2)) if os.path.exists(src) else None
-            if section is None:
-                fails.append("%s:%d: no section %s in %s" % (path, i + 1, fm.group(2), fm.group(1)))
-            have = number_set(section or "")
+            names = re.findall(r'"([^"]+)"', fm.group(2))
+            have = set()
+            for name in names:
+                section = results_section(src, name) if os.path.exists(src) else None
+                if section is None:
+                    fails.append("%s:%d: no section %s in %s" % (path, i + 1, name, fm.group(1)))
+                have |= number_set(section or "")
+            fm = (fm.group(1), " ".join(names))
             j = i + 1
             while j < len(lines) and not (MARK.match(lines[j]) and MARK.match(lines[j]).group(1) == "end"):
+                if "docs-test:" in lines[j]:
+                    fails.append("%s:%d: a docs-test marker inside a figures region (its end "
+                                 "marker must stand on a line of its own)" % (
+                                     os.path.relpath(path, ROOT), j + 1))
+                    break
                 # Figures are decimal numbers (0.91, 2.47) and integers of 2+ digits with a
                 # unit after them; headings, links and code spans are not figures.
                 text = re.sub(r"`[^`]*`|\]\([^)]*\)", "", lines[j])
@@ -283,7 +293,7 @@ def figure_checks(path):
                     count += 1
                     if num.lstrip("-") not in have:
                         fails.append("%s:%d: figure %s is not in %s %s" % (
-                            os.path.relpath(path, ROOT), j + 1, num, fm.group(1), fm.group(2)))
+                            os.path.relpath(path, ROOT), j + 1, num, fm[0], fm[1]))
                 j += 1
             if j == len(lines):
                 fails.append("%s:%d: figures region has no <!-- docs-test: end -->" % (path, i + 1))
