@@ -10,9 +10,11 @@
    group. A block that fails is named by file:line with its command and output tail.
 2. Figures: text between `<!-- docs-test: figures bench/RESULTS.md "## SECTION" -->` and
    `<!-- docs-test: end -->` may cite only numbers that appear in that RESULTS.md section.
-3. Messages: in `<!-- docs-test: messages -->` ... `<!-- docs-test: end -->`, every
-   backquoted text is one of tide's messages: it must match a string literal of src/ or
-   python/ (printf/format placeholders match any text).
+3. Messages: a backquoted text marked `<!--msg-->` just before it, and every backquoted text
+   between `<!-- docs-test: messages -->` and `<!-- docs-test: end -->`, is one of tide's
+   messages: it must match a string literal of src/ or python/ (printf/format placeholders
+   match any text; "...", "…" and <name> in the quote elide).
+4. Links: every relative link and image names a file that exists (and a heading, for #x).
 
 A marker on the line(s) just above a block says what it is:
   <!-- docs-test: text -->              not a command (output, a diagram, a format)
@@ -331,27 +333,34 @@ def to_tokens(lit, python):
 
 
 def quote_matches(quote, lit):
-    """quote equals some stretch of lit, a placeholder (PH) standing for 1+ characters."""
+    """How many of lit's own characters the best alignment of quote with a stretch of lit
+    matches (a placeholder PH stands for 1+ characters); -1 when none aligns."""
     if PH not in lit:
-        return quote in lit
+        return len(quote) if quote in lit else -1
     memo = {}
 
     def go(qi, li):
         if qi == len(quote):
-            return True
+            return 0
         if li == len(lit):
-            return False
+            return -1
         key = (qi, li)
         if key in memo:
             return memo[key]
+        best = -1
         if lit[li] == PH:
-            r = any(go(k, li + 1) for k in range(qi + 1, len(quote) + 1))
-        else:
-            r = lit[li] == quote[qi] and go(qi + 1, li + 1)
-        memo[key] = r
-        return r
+            for k in range(qi + 1, len(quote) + 1):
+                r = go(k, li + 1)
+                if r > best:
+                    best = r
+        elif lit[li] == quote[qi]:
+            r = go(qi + 1, li + 1)
+            if r >= 0:
+                best = r + 1
+        memo[key] = best
+        return best
 
-    return any(go(0, s) for s in range(len(lit)) if lit[s] == PH or lit[s] == quote[0])
+    return max([go(0, s) for s in range(len(lit)) if lit[s] == PH or lit[s] == quote[0]] + [-1])
 
 
 def message_corpus():
@@ -363,25 +372,79 @@ def message_corpus():
     return lits
 
 
+def message_ok(quote, corpus):
+    """A quote is a message when each of its parts (split at an elision, "..." or "…")
+    is a stretch of one string literal whose own characters make 12 of the part's characters
+    or 40% of them (what placeholders stand for is the rest: placeholders alone match nothing)."""
+    for part in re.split(r"\s*(?:\.\.\.|…|<[a-z_]+>)\s*", quote):
+        if not part:
+            continue
+        need = min(len(part), max(4, min(12, 0.4 * len(part))))
+        if not any(quote_matches(part, lit) >= need for lit in corpus):
+            return False
+    return True
+
+
 def message_checks(path, corpus):
+    """Backquoted text in messages regions, which may run over lines, checked as messages."""
     fails, count = [], 0
     lines = open(path, encoding="utf-8").read().split("\n")
-    on = False
+    on, region = None, []
     for i, line in enumerate(lines):
         m = MARK.match(line)
         if m and m.group(1) == "messages":
-            on = True
+            on, region = i + 1, []
             continue
-        if m and m.group(1) == "end":
-            on = False
+        if m and m.group(1) == "end" and on is not None:
+            text = "\n".join(region)
+            for qm in re.finditer(r"`([^`]+)`", text):
+                q = re.sub(r"\s*\n\s*", " ", qm.group(1))
+                count += 1
+                if not message_ok(q, corpus):
+                    fails.append("%s:%d: message `%s` is in no string of src/ or python/" % (
+                        os.path.relpath(path, ROOT), on + 1 + text.count("\n", 0, qm.start()), q))
+            on = None
             continue
-        if not on:
+        if on is not None:
+            region.append(line)
+    if on is not None:
+        fails.append("%s:%d: messages region has no <!-- docs-test: end -->" % (
+            os.path.relpath(path, ROOT), on))
+    # One quote marked inline: <!--msg-->`text`.
+    whole = "\n".join(lines)
+    for qm in re.finditer(r"<!--\s*msg\s*-->\s*`([^`]+)`", whole):
+        q = re.sub(r"\s*\n\s*", " ", qm.group(1))
+        count += 1
+        if not message_ok(q, corpus):
+            fails.append("%s:%d: message `%s` is in no string of src/ or python/" % (
+                os.path.relpath(path, ROOT), whole.count("\n", 0, qm.start(1)) + 1, q))
+    return fails, count
+
+
+def link_checks(path):
+    """Relative links and images ([t](x), ![t](x)) that name no file, and #anchors that name
+    no heading of the page linked."""
+    fails, count = [], 0
+    text = open(path, encoding="utf-8").read()
+    nocode = re.sub(r"```.*?```", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
+    for m in re.finditer(r"!?\[[^\]]*\]\(([^)\s]+)\)", nocode):
+        target = m.group(1)
+        if re.match(r"[a-z]+:", target):
             continue
-        for q in re.findall(r"`([^`]+)`", line):
-            count += 1
-            if not any(quote_matches(q, lit) for lit in corpus):
-                fails.append("%s:%d: message `%s` is in no string of src/ or python/" % (
-                    os.path.relpath(path, ROOT), i + 1, q))
+        count += 1
+        line = nocode.count("\n", 0, m.start()) + 1
+        file, _, anchor = target.partition("#")
+        dest = os.path.normpath(os.path.join(os.path.dirname(path), file)) if file else path
+        if not os.path.exists(dest):
+            fails.append("%s:%d: link %s: no file %s" % (
+                os.path.relpath(path, ROOT), line, target, os.path.relpath(dest, ROOT)))
+            continue
+        if anchor and dest.endswith(".md"):
+            heads = re.findall(r"^#+\s+(.*)$", open(dest, encoding="utf-8").read(), re.M)
+            slugs = {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in heads}
+            if anchor not in slugs:
+                fails.append("%s:%d: link %s: no heading #%s in %s" % (
+                    os.path.relpath(path, ROOT), line, target, anchor, os.path.relpath(dest, ROOT)))
     return fails, count
 
 
@@ -419,7 +482,7 @@ def main(argv):
                              "(tail) ---\n%s" % (b.where(), rc, "\n".join(b.body), tail))
     if listing:
         return 0
-    nfig = nmsg = 0
+    nfig = nmsg = nlink = 0
     corpus = message_corpus()
     for f in doc_files():
         ff, c = figure_checks(f)
@@ -428,14 +491,17 @@ def main(argv):
         mf, c = message_checks(f, corpus)
         fails += mf
         nmsg += c
+        lf, c = link_checks(f)
+        fails += lf
+        nlink += c
     for s in skipped:
         print("test-docs: skipped %s" % s)
     for f in fails:
         print("test-docs: FAIL %s" % f)
-    print("test-docs: %s: %d blocks run, %d skipped, %d not commands; %d figures and %d "
-          "messages checked; %d failures; %.0fs" % (
-              "FAIL" if fails else "PASS", ran, len(skipped), text, nfig, nmsg, len(fails),
-              time.time() - t0))
+    print("test-docs: %s: %d blocks run, %d skipped, %d not commands; %d figures, %d "
+          "messages and %d links checked; %d failures; %.0fs" % (
+              "FAIL" if fails else "PASS", ran, len(skipped), text, nfig, nmsg, nlink,
+              len(fails), time.time() - t0))
     return 1 if fails else 0
 
 
