@@ -15,7 +15,7 @@ MAKE="${MAKE:-make}"
 # Everything the tests need is installed by `make deps`, so a C test that skips here has
 # silently stopped testing what it should: it fails the stage (tests/harness.c).
 export TIDE_TESTS_NO_SKIP="${TIDE_TESTS_NO_SKIP:-1}"
-STAGES="${CHECK_STAGES:-test test-docs test-vllm test-vllm33 asan valgrind tsan fuzz}"
+STAGES="${CHECK_STAGES:-test test-vllm test-vllm33 test-docs asan valgrind tsan fuzz}"
 
 run_stage() {
     case "$1" in
@@ -27,7 +27,7 @@ run_stage() {
     valgrind) $MAKE valgrind ;;
     tsan) $MAKE tsan ;;
     fuzz) $MAKE fuzz FUZZ_FLAGS='-runs=30000 -seed=1' ;;
-    *) echo "check: unknown stage '$1' (stages: test test-docs test-vllm test-vllm33 asan valgrind tsan fuzz)" >&2
+    *) echo "check: unknown stage '$1' (stages: test test-vllm test-vllm33 test-docs asan valgrind tsan fuzz)" >&2
        return 2 ;;
     esac
 }

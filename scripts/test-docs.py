@@ -37,8 +37,13 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Where README.md, docs/ and bench/RESULTS.md are read (its own tests point it elsewhere);
+# the build, src/ and python/ are always this tree's.
+DOCS = os.environ.get("TIDE_DOCS_ROOT", ROOT)
 SHELL_LANGS = {"", "sh", "bash", "shell", "console"}
 BLOCK_TIMEOUT = int(os.environ.get("DOCS_BLOCK_TIMEOUT", "120"))
+# A block that runs vLLM's tests starts engines: minutes, not seconds.
+VLLM_BLOCK_TIMEOUT = int(os.environ.get("DOCS_VLLM_BLOCK_TIMEOUT", "420"))
 FIXED_PORTS = ["7474", "7475", "6379", "50051"]
 MARK = re.compile(r"^\s*<!--\s*docs-test:\s*(.*?)\s*-->\s*$")
 
@@ -49,7 +54,7 @@ class Block:
         self.body, self.marks = body, marks
 
     def where(self):
-        return "%s:%d" % (os.path.relpath(self.path, ROOT), self.line)
+        return "%s:%d" % (os.path.relpath(self.path, DOCS), self.line)
 
 
 def marks_above(lines, i):
@@ -107,7 +112,7 @@ def blocks(path):
 
 
 def doc_files():
-    return [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+    return [os.path.join(DOCS, "README.md")] + sorted(glob.glob(os.path.join(DOCS, "docs", "*.md")))
 
 
 def free_port():
@@ -189,7 +194,6 @@ def setup_dir(tmp):
         os.symlink(os.path.join(ROOT, name), os.path.join(tmp, name))
     shutil.copytree(os.path.join(ROOT, "python"), os.path.join(tmp, "python"),
                     ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build"))
-    os.mkdir(os.path.join(tmp, "run-tide"))
 
 
 def run_block(b):
@@ -207,12 +211,14 @@ def run_block(b):
         log = open(os.path.join(tmp, ".docs-test.log"), "w+b")
         p = subprocess.Popen(["bash", "-c", script], cwd=tmp, env=env, stdout=log,
                              stderr=subprocess.STDOUT, start_new_session=True)
+        limit = VLLM_BLOCK_TIMEOUT if any(m.startswith("needs vllm") for m in b.marks) \
+            else BLOCK_TIMEOUT
         try:
-            rc = p.wait(timeout=BLOCK_TIMEOUT)
+            rc = p.wait(timeout=limit)
         except subprocess.TimeoutExpired:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
-            rc = "timeout after %d s" % BLOCK_TIMEOUT
+            rc = "timeout after %d s" % limit
         # Whatever the block left running (servers started with &) is in its process group.
         try:
             os.killpg(p.pid, signal.SIGTERM)
@@ -232,7 +238,9 @@ def run_block(b):
 
 # -- figures ------------------------------------------------------------------------------
 
-NUM = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w])")
+# A figure in a doc: a number not inside a word or a version (v0.32.0), units glued on or
+# not (46.5x, 2.76x, 256KiB).
+NUM = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\d.]*\.\d)(?!\d)")
 
 
 def number_set(text):
@@ -270,7 +278,7 @@ def figure_checks(path):
                 fails.append("%s:%d: figures marker needs FILE \"## SECTION\"..." % (path, i + 1))
                 i += 1
                 continue
-            src = os.path.join(ROOT, fm.group(1))
+            src = os.path.join(DOCS, fm.group(1))
             names = re.findall(r'"([^"]+)"', fm.group(2))
             have = set()
             for name in names:
@@ -284,7 +292,7 @@ def figure_checks(path):
                 if "docs-test:" in lines[j]:
                     fails.append("%s:%d: a docs-test marker inside a figures region (its end "
                                  "marker must stand on a line of its own)" % (
-                                     os.path.relpath(path, ROOT), j + 1))
+                                     os.path.relpath(path, DOCS), j + 1))
                     break
                 # Figures are decimal numbers (0.91, 2.47) and integers of 2+ digits with a
                 # unit after them; headings, links and code spans are not figures.
@@ -295,7 +303,7 @@ def figure_checks(path):
                     count += 1
                     if num.lstrip("-") not in have:
                         fails.append("%s:%d: figure %s is not in %s %s" % (
-                            os.path.relpath(path, ROOT), j + 1, num, fm[0], fm[1]))
+                            os.path.relpath(path, DOCS), j + 1, num, fm[0], fm[1]))
                 j += 1
             if j == len(lines):
                 fails.append("%s:%d: figures region has no <!-- docs-test: end -->" % (path, i + 1))
@@ -402,14 +410,14 @@ def message_checks(path, corpus):
                 count += 1
                 if not message_ok(q, corpus):
                     fails.append("%s:%d: message `%s` is in no string of src/ or python/" % (
-                        os.path.relpath(path, ROOT), on + 1 + text.count("\n", 0, qm.start()), q))
+                        os.path.relpath(path, DOCS), on + 1 + text.count("\n", 0, qm.start()), q))
             on = None
             continue
         if on is not None:
             region.append(line)
     if on is not None:
         fails.append("%s:%d: messages region has no <!-- docs-test: end -->" % (
-            os.path.relpath(path, ROOT), on))
+            os.path.relpath(path, DOCS), on))
     # One quote marked inline: <!--msg-->`text`.
     whole = "\n".join(lines)
     for qm in re.finditer(r"<!--\s*msg\s*-->\s*`([^`]+)`", whole):
@@ -417,7 +425,7 @@ def message_checks(path, corpus):
         count += 1
         if not message_ok(q, corpus):
             fails.append("%s:%d: message `%s` is in no string of src/ or python/" % (
-                os.path.relpath(path, ROOT), whole.count("\n", 0, qm.start(1)) + 1, q))
+                os.path.relpath(path, DOCS), whole.count("\n", 0, qm.start(1)) + 1, q))
     return fails, count
 
 
@@ -437,14 +445,14 @@ def link_checks(path):
         dest = os.path.normpath(os.path.join(os.path.dirname(path), file)) if file else path
         if not os.path.exists(dest):
             fails.append("%s:%d: link %s: no file %s" % (
-                os.path.relpath(path, ROOT), line, target, os.path.relpath(dest, ROOT)))
+                os.path.relpath(path, DOCS), line, target, os.path.relpath(dest, DOCS)))
             continue
         if anchor and dest.endswith(".md"):
             heads = re.findall(r"^#+\s+(.*)$", open(dest, encoding="utf-8").read(), re.M)
             slugs = {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in heads}
             if anchor not in slugs:
                 fails.append("%s:%d: link %s: no heading #%s in %s" % (
-                    os.path.relpath(path, ROOT), line, target, anchor, os.path.relpath(dest, ROOT)))
+                    os.path.relpath(path, DOCS), line, target, anchor, os.path.relpath(dest, DOCS)))
     return fails, count
 
 
@@ -457,7 +465,7 @@ def main(argv):
     t0 = time.time()
     fails, ran, skipped, text = [], 0, [], 0
     for f in doc_files():
-        rel = os.path.relpath(f, ROOT)
+        rel = os.path.relpath(f, DOCS)
         for b in blocks(f):
             if only and not any(rel == o or b.where() == o for o in only):
                 continue
