@@ -5,7 +5,8 @@
    unlabelled fence, or an indented block) runs under bash in a fresh temporary directory that
    holds links to the repository's top-level entries (a copy of python/, so that pip builds
    leave the tree alone), with build/ on PATH, fixed ports (7474, 7475, 6379, 50051) replaced
-   by free ones, /run/tide and /path/to/tide by real paths, and a backgrounded `tide serve`
+   by free ones, /run/tide, /tmp/, ../shared/ ($TIDE_SHARED) and /path/to/tide by paths of
+   this run and tree, and a backgrounded `tide serve`
    waited for until its port answers. Whatever a block leaves running is killed by process
    group. A block that fails is named by file:line with its command and output tail.
 2. Figures: text between `<!-- docs-test: figures bench/RESULTS.md "## SECTION" -->` and
@@ -40,6 +41,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Where README.md, docs/ and bench/RESULTS.md are read (its own tests point it elsewhere);
 # the build, src/ and python/ are always this tree's.
 DOCS = os.environ.get("TIDE_DOCS_ROOT", ROOT)
+# ../shared/ in a block (the traces) is the shared folder beside the repository, or this.
+SHARED = os.environ.get("TIDE_SHARED", os.path.join(os.path.dirname(ROOT), "shared"))
 SHELL_LANGS = {"", "sh", "bash", "shell", "console"}
 BLOCK_TIMEOUT = int(os.environ.get("DOCS_BLOCK_TIMEOUT", "120"))
 # A block that runs vLLM's tests starts engines: minutes, not seconds.
@@ -141,6 +144,8 @@ def classify(b):
                     return "skip", "needs a GPU"
             elif what.startswith("file "):
                 f = what[5:].strip()
+                if f.startswith("../shared/"):
+                    f = os.path.join(SHARED, f[len("../shared/"):])
                 if not os.path.exists(os.path.join(ROOT, f)):
                     return "skip", "needs %s" % f
             else:
@@ -154,9 +159,14 @@ def classify(b):
 
 PRELUDE = r"""
 set -e
-__docs_wait_port() {  # a backgrounded server answers on its port (bounded: 15 s)
+__docs_wait_port() {  # a backgrounded server ($2) answers on its port $1 (bounded: 15 s)
     for __i in $(seq 150); do
         (exec 3<>/dev/tcp/127.0.0.1/$1) 2>/dev/null && return 0
+        if ! kill -0 "$2" 2>/dev/null; then
+            __st=0; wait "$2" || __st=$?
+            echo "docs-test: the server started in the background exited (status $__st) before it listened on $1" >&2
+            return 1
+        fi
         sleep 0.1
     done
     echo "docs-test: nothing listens on 127.0.0.1:$1 after 15 s" >&2; return 1
@@ -168,9 +178,10 @@ def prepare(b, ports, tmp):
     text = "\n".join(b.body)
     for old, new in ports.items():
         text = re.sub(r"(?<![\d.])%s(?!\d)" % old, str(new), text)
+    text = re.sub(r"(?<![\w.])/tmp/", os.path.join(tmp, "tmp") + "/", text)
     text = text.replace("/run/tide", os.path.join(tmp, "run-tide"))
     text = text.replace("/path/to/tide", ROOT)
-    text = text.replace("../shared/", os.path.join(os.path.dirname(ROOT), "shared") + "/")
+    text = text.replace("../shared/", SHARED.rstrip("/") + "/")
     out = []
     for line in text.split("\n"):
         # A server started without --port would take the fixed default (7474): give it the
@@ -183,7 +194,7 @@ def prepare(b, ports, tmp):
         if m:
             pm = re.search(r"--port[ =](\d+)", line)
             port = pm.group(1) if pm else str(ports["7474"])
-            out.append("__docs_wait_port %s" % port)
+            out.append("__docs_wait_port %s $!" % port)
     return PRELUDE + "\n".join(out) + "\n"
 
 
@@ -194,6 +205,7 @@ def setup_dir(tmp):
         os.symlink(os.path.join(ROOT, name), os.path.join(tmp, name))
     shutil.copytree(os.path.join(ROOT, "python"), os.path.join(tmp, "python"),
                     ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build"))
+    os.mkdir(os.path.join(tmp, "tmp"))  # /tmp/ in a block
 
 
 def run_block(b):

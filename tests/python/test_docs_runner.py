@@ -67,6 +67,17 @@ def test_server_block_runs_on_free_ports_and_is_stopped(tmp_path):
         assert "tide-docs-" not in cwd, "a server of the block was left running: " + pid
 
 
+def test_server_that_cannot_start_fails_its_block(tmp_path):
+    # The README's old vLLM command: --unix /run/tide/tide.sock with no /run/tide.
+    block = "    build/tide serve --port 7474 --unix /run/tide/tide.sock --capacity 64MiB &\n"
+    rc, out = run(tmp_path, "# t\n\n" + block)
+    assert rc == 1, out
+    assert "FAIL README.md:3: block failed" in out
+    assert "exited (status" in out and "before it listened" in out
+    rc, out = run(tmp_path, "# t\n\n    mkdir -p /run/tide\n" + block)
+    assert rc == 0, out
+
+
 def test_markers_text_skip_and_languages(tmp_path):
     readme = ("# t\n\n```text\nnot a command\n```\n\n```c\nint x;\n```\n\n"
               "<!-- docs-test: skip: needs three hosts -->\n\n    false\n\n"
