@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Dict, List, Optional, Set, Tuple, Union
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Where README.md, docs/ and bench/RESULTS.md are read (its own tests point it elsewhere);
@@ -52,15 +53,16 @@ MARK = re.compile(r"^\s*<!--\s*docs-test:\s*(.*?)\s*-->\s*$")
 
 
 class Block:
-    def __init__(self, path, line, kind, lang, body, marks):
+    def __init__(self, path: str, line: int, kind: str, lang: str, body: List[str],
+                 marks: List[str]) -> None:
         self.path, self.line, self.kind, self.lang = path, line, kind, lang
         self.body, self.marks = body, marks
 
-    def where(self):
+    def where(self) -> str:
         return "%s:%d" % (os.path.relpath(self.path, DOCS), self.line)
 
 
-def marks_above(lines, i):
+def marks_above(lines: List[str], i: int) -> List[str]:
     """The docs-test markers on the lines just above line index i (blank lines between)."""
     out = []
     j = i - 1
@@ -75,7 +77,7 @@ def marks_above(lines, i):
     return out
 
 
-def blocks(path):
+def blocks(path: str) -> List[Block]:
     lines = open(path, encoding="utf-8").read().split("\n")
     out, i, n = [], 0, len(lines)
     in_list = False
@@ -114,19 +116,19 @@ def blocks(path):
     return out
 
 
-def doc_files():
+def doc_files() -> List[str]:
     return [os.path.join(DOCS, "README.md")] + sorted(glob.glob(os.path.join(DOCS, "docs", "*.md")))
 
 
-def free_port():
+def free_port() -> int:
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
+    p: int = s.getsockname()[1]
     s.close()
     return p
 
 
-def classify(b):
+def classify(b: Block) -> Tuple[str, Optional[str]]:
     """('run', None), ('text', why) or ('skip', why)."""
     for mk in b.marks:
         if mk == "text":
@@ -174,7 +176,7 @@ __docs_wait_port() {  # a backgrounded server ($2) answers on its port $1 (bound
 """
 
 
-def prepare(b, ports, tmp):
+def prepare(b: Block, ports: Dict[str, int], tmp: str) -> str:
     text = "\n".join(b.body)
     for old, new in ports.items():
         text = re.sub(r"(?<![\d.])%s(?!\d)" % old, str(new), text)
@@ -198,7 +200,7 @@ def prepare(b, ports, tmp):
     return PRELUDE + "\n".join(out) + "\n"
 
 
-def setup_dir(tmp):
+def setup_dir(tmp: str) -> None:
     for name in os.listdir(ROOT):
         if name in (".git", "python"):
             continue
@@ -208,7 +210,7 @@ def setup_dir(tmp):
     os.mkdir(os.path.join(tmp, "tmp"))  # /tmp/ in a block
 
 
-def run_block(b):
+def run_block(b: Block) -> Tuple[Union[int, str], str, str]:
     tmp = tempfile.mkdtemp(prefix="tide-docs-")
     try:
         setup_dir(tmp)
@@ -225,6 +227,7 @@ def run_block(b):
                              stderr=subprocess.STDOUT, start_new_session=True)
         limit = VLLM_BLOCK_TIMEOUT if any(m.startswith("needs vllm") for m in b.marks) \
             else BLOCK_TIMEOUT
+        rc: Union[int, str]
         try:
             rc = p.wait(timeout=limit)
         except subprocess.TimeoutExpired:
@@ -255,12 +258,12 @@ def run_block(b):
 NUM = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\d.]*\.\d)(?!\d)")
 
 
-def number_set(text):
+def number_set(text: str) -> Set[str]:
     """Every number of a RESULTS section, units glued on or not (46.5x, 256KiB)."""
     return set(re.findall(r"(?<![\d.])\d+(?:\.\d+)?", text))
 
 
-def results_section(path, heading):
+def results_section(path: str, heading: str) -> Optional[str]:
     lines = open(path, encoding="utf-8").read().split("\n")
     level = len(heading) - len(heading.lstrip("#"))
     out, on = [], False
@@ -277,7 +280,12 @@ def results_section(path, heading):
     return "\n".join(out)
 
 
-def figure_checks(path):
+def is_end(line: str) -> bool:
+    m = MARK.match(line)
+    return m is not None and m.group(1) == "end"
+
+
+def figure_checks(path: str) -> Tuple[List[str], int]:
     """Failures of figure regions in one doc: numbers not in the RESULTS section named."""
     fails, count = [], 0
     lines = open(path, encoding="utf-8").read().split("\n")
@@ -298,9 +306,9 @@ def figure_checks(path):
                 if section is None:
                     fails.append("%s:%d: no section %s in %s" % (path, i + 1, name, fm.group(1)))
                 have |= number_set(section or "")
-            fm = (fm.group(1), " ".join(names))
+            cite = (fm.group(1), " ".join(names))
             j = i + 1
-            while j < len(lines) and not (MARK.match(lines[j]) and MARK.match(lines[j]).group(1) == "end"):
+            while j < len(lines) and not is_end(lines[j]):
                 if "docs-test:" in lines[j]:
                     fails.append("%s:%d: a docs-test marker inside a figures region (its end "
                                  "marker must stand on a line of its own)" % (
@@ -315,7 +323,7 @@ def figure_checks(path):
                     count += 1
                     if num.lstrip("-") not in have:
                         fails.append("%s:%d: figure %s is not in %s %s" % (
-                            os.path.relpath(path, DOCS), j + 1, num, fm[0], fm[1]))
+                            os.path.relpath(path, DOCS), j + 1, num, cite[0], cite[1]))
                 j += 1
             if j == len(lines):
                 fails.append("%s:%d: figures region has no <!-- docs-test: end -->" % (path, i + 1))
@@ -329,7 +337,7 @@ def figure_checks(path):
 PH = "\x00"
 
 
-def c_literals(text):
+def c_literals(text: str) -> List[str]:
     """Adjacent C string literals joined (with PRI* macros as placeholders)."""
     text = re.sub(r"//[^\n]*|/\*.*?\*/", " ", text, flags=re.S)
     out = []
@@ -340,11 +348,11 @@ def c_literals(text):
     return out
 
 
-def py_literals(text):
+def py_literals(text: str) -> List[str]:
     return [m.group(2) for m in re.finditer(r'''[rfbRFB]?(["'])((?:\\.|(?!\1).)*)\1''', text)]
 
 
-def to_tokens(lit, python):
+def to_tokens(lit: str, python: bool) -> str:
     if python:
         lit = re.sub(r"\{[^{}]*\}|%[-+ #0-9.*]*[sdrifx]", PH, lit)
     else:
@@ -352,14 +360,14 @@ def to_tokens(lit, python):
     return lit
 
 
-def quote_matches(quote, lit):
+def quote_matches(quote: str, lit: str) -> int:
     """How many of lit's own characters the best alignment of quote with a stretch of lit
     matches (a placeholder PH stands for 1+ characters); -1 when none aligns."""
     if PH not in lit:
         return len(quote) if quote in lit else -1
-    memo = {}
+    memo: Dict[Tuple[int, int], int] = {}
 
-    def go(qi, li):
+    def go(qi: int, li: int) -> int:
         if qi == len(quote):
             return 0
         if li == len(lit):
@@ -383,7 +391,7 @@ def quote_matches(quote, lit):
     return max([go(0, s) for s in range(len(lit)) if lit[s] == PH or lit[s] == quote[0]] + [-1])
 
 
-def message_corpus():
+def message_corpus() -> List[str]:
     lits = []
     for f in glob.glob(os.path.join(ROOT, "src", "**", "*.[ch]"), recursive=True):
         lits += [to_tokens(s, False) for s in c_literals(open(f, errors="replace").read())]
@@ -392,7 +400,7 @@ def message_corpus():
     return lits
 
 
-def message_ok(quote, corpus):
+def message_ok(quote: str, corpus: List[str]) -> bool:
     """A quote is a message when each of its parts (split at an elision, "..." or "…")
     is a stretch of one string literal whose own characters make 12 of the part's characters
     or 40% of them (what placeholders stand for is the rest: placeholders alone match nothing)."""
@@ -405,11 +413,12 @@ def message_ok(quote, corpus):
     return True
 
 
-def message_checks(path, corpus):
+def message_checks(path: str, corpus: List[str]) -> Tuple[List[str], int]:
     """Backquoted text in messages regions, which may run over lines, checked as messages."""
     fails, count = [], 0
     lines = open(path, encoding="utf-8").read().split("\n")
-    on, region = None, []
+    on: Optional[int] = None
+    region: List[str] = []
     for i, line in enumerate(lines):
         m = MARK.match(line)
         if m and m.group(1) == "messages":
@@ -441,7 +450,7 @@ def message_checks(path, corpus):
     return fails, count
 
 
-def link_checks(path):
+def link_checks(path: str) -> Tuple[List[str], int]:
     """Relative links and images ([t](x), ![t](x)) that name no file, and #anchors that name
     no heading of the page linked."""
     fails, count = [], 0
@@ -468,7 +477,7 @@ def link_checks(path):
     return fails, count
 
 
-def main(argv):
+def main(argv: List[str]) -> int:
     listing = "--list" in argv
     only = [a for a in argv if a != "--list"]
     if not os.access(os.path.join(ROOT, "build", "tide"), os.X_OK):
