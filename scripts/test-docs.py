@@ -22,6 +22,8 @@ A marker on the line(s) just above a block says what it is:
   <!-- docs-test: needs vllm -->        runs only where .venv-vllm/ exists (likewise vllm33)
   <!-- docs-test: needs file PATH -->   runs only where PATH (from the repository root) exists
   <!-- docs-test: skip: REASON -->      never run here; REASON says why
+  <!-- docs-test: expect TEXT -->       the block's output must hold TEXT (a figure the doc
+                                        quotes from this command's output)
 Blocks that do not run are counted as skipped in the summary with their reason.
 Usage: scripts/test-docs.py [--list] [FILE[:LINE]...]
 """
@@ -152,7 +154,8 @@ def classify(b: Block) -> Tuple[str, Optional[str]]:
                     return "skip", "needs %s" % f
             else:
                 raise SystemExit("%s: unknown docs-test need '%s'" % (b.where(), what))
-        elif not (mk.startswith("figures") or mk in ("messages", "end")):
+        elif not (mk.startswith("figures") or mk.startswith("expect ") or
+                  mk in ("messages", "end")):
             raise SystemExit("%s: unknown docs-test marker '%s'" % (b.where(), mk))
     if b.lang not in SHELL_LANGS:
         return "text", "language " + b.lang
@@ -503,6 +506,11 @@ def main(argv: List[str]) -> int:
             t = time.time()
             rc, out, script = run_block(b)
             ran += 1
+            # A figure the doc gives from this command's output must be in that output.
+            missing = [mk[7:].strip() for mk in b.marks
+                       if mk.startswith("expect ") and mk[7:].strip() not in out]
+            if rc == 0 and missing:
+                rc = "its output lacks %s" % ", ".join("'%s'" % x for x in missing)
             status = "ok" if rc == 0 else "FAILED (%s)" % rc
             print("test-docs: %s %s in %.1fs" % (b.where(), status, time.time() - t), flush=True)
             if rc != 0:

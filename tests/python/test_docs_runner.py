@@ -106,6 +106,15 @@ def test_figure_not_in_its_results_section_fails(tmp_path):
     assert rc == 1 and "no section ## nope in bench/RESULTS.md" in out, out
 
 
+def test_figure_from_a_command_must_be_in_its_output(tmp_path):
+    block = "<!-- docs-test: expect hits 50.62% -->\n\n    echo 'block hits 50.62% of 100'\n"
+    rc, out = run(tmp_path, "# t\n\n" + block)
+    assert rc == 0, out
+    rc, out = run(tmp_path, "# t\n\n" + block.replace("expect hits 50.62%", "expect hits 50.60%"))
+    assert rc == 1, out
+    assert "README.md:5 FAILED (its output lacks 'hits 50.60%')" in out
+
+
 def test_quoted_message_must_be_in_the_code(tmp_path):
     # The old MOONCAKE.md quote names a probe failure; this one is in no literal at all.
     ok = ("Refused with <!--msg-->`unknown command 'serv' (did you mean 'serve'?)` and\n"
