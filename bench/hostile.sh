@@ -98,6 +98,10 @@ a, b, size = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
 r = b / a if a > 0 else float("inf")
 print("| well-behaved GETs (%s, 2 threads) | p99 alone | p99 beside 8 hostile | ratio |" % size)
 print("|---|---|---|---|")
-print("| tided | %.1f us | %.1f us | %.2fx |" % (a, b, r))
+# Four decimals where two would read as the other verdict (2.004 is not <= 2).
+rs = "%.2f" % r
+if (float(rs) <= 2) != (r <= 2):
+    rs = "%.4f" % r
+print("| tided | %.1f us | %.1f us | %sx |" % (a, b, rs))
 print("target <= 2x: %s" % ("met" if r <= 2 else "NOT met"))
 PY

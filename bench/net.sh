@@ -277,6 +277,14 @@ function row(label, key, rawkey) {
         fig(median(key ".redis", 2), "%.3f"), fig(median(rawkey, 2), "%.3f"),
         rfig(key ".tide", key ".redis", 2)
 }
+# A ratio as a target line prints it: two decimals, unless rounding would put it on the
+# other side of the threshold thr (0.896 is not ">= 0.9", though "0.90" reads as if it
+# were): then four. ge: the target is v >= thr (else v <= thr).
+function tfig(v, thr, ge,   s) {
+    s = sprintf("%.2f", v)
+    if ((ge ? s + 0 >= thr : s + 0 <= thr) != (ge ? v >= thr : v <= thr)) s = sprintf("%.4f", v)
+    return s
+}
 # One line of the CPU target over the rows whose keys start with prefix.
 # GET of one value size >= 0.9x raw loopback TCP at every connection count measured.
 function get_raw_target(size, label,   j, key, all, any, line) {
@@ -285,7 +293,7 @@ function get_raw_target(size, label,   j, key, all, any, line) {
         key = "get." size "." C[j]
         if (!ratios(key ".tide", key ".raw", 1)) continue
         any = 1; all = all && RMED >= 0.9
-        line = line sprintf(" x%s %.2f;", C[j], RMED)
+        line = line sprintf(" x%s %s;", C[j], tfig(RMED, 0.9, 1))
     }
     if (any) printf "- %s GET >= 0.9x raw loopback TCP at the same connection count:%s %s\n", label, line, all ? "met" : "NOT met"
 }
@@ -298,7 +306,7 @@ function cpu_target(what, prefix,   key, n, met, lo, hi, k) {
         if (RMED < lo) lo = RMED
         if (RMED > hi) hi = RMED
     }
-    if (n) printf "- server CPU per GB <= 0.5x Redis, %s: median ratio %.2f to %.2f; <= 0.5 in %d of %d rows — %s\n", what, lo, hi, met, n, met == n ? "met" : "NOT met"
+    if (n) printf "- server CPU per GB <= 0.5x Redis, %s: median ratio %s to %s; <= 0.5 in %d of %d rows — %s\n", what, tfig(lo, 0.5, 0), tfig(hi, 0.5, 0), met, n, met == n ? "met" : "NOT met"
 }
 {
     vals[$1, 1] = vals[$1, 1] " " $2; vals[$1, 2] = vals[$1, 2] " " $3
@@ -341,7 +349,7 @@ END {
             key = "set." S[i] "." C[j]
             if (!ratios(key ".tide", "get." S[i] "." C[j] ".raw", 1)) continue
             any = 1; all = all && RMED >= 0.9
-            line = line sprintf(" %s x%s %.2f;", S[i], C[j], RMED)
+            line = line sprintf(" %s x%s %s;", S[i], C[j], tfig(RMED, 0.9, 1))
         }
     }
     if (any) printf "- PUT >= 0.9x raw loopback TCP for values of 256 KiB and up, same connection count:%s %s\n", line, all ? "met" : "NOT met"
@@ -350,7 +358,7 @@ END {
         key = "batch." bsize "." C[j]
         if (!ratios(key ".tide", key ".redis", 1)) continue
         any = 1; all = all && RMED >= 2
-        line = line sprintf(" x%s %.2f;", C[j], RMED)
+        line = line sprintf(" x%s %s;", C[j], tfig(RMED, 2, 1))
     }
     if (any) printf "- batch of %d x %s >= 2x Redis MGET GB/s:%s %s\n", batch, bsize, line, all ? "met" : "NOT met"
     cpu_target("GET rows", "get.")

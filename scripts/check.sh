@@ -16,19 +16,20 @@ MAKE="${MAKE:-make}"
 # Everything the tests need is installed by `make deps`, so a C test that skips here has
 # silently stopped testing what it should: it fails the stage (tests/harness.c).
 export TIDE_TESTS_NO_SKIP="${TIDE_TESTS_NO_SKIP:-1}"
-STAGES="${CHECK_STAGES:-test typecheck test-vllm test-vllm33 asan valgrind tsan fuzz}"
+STAGES="${CHECK_STAGES:-test typecheck test-vllm test-vllm33 test-docs asan valgrind tsan fuzz}"
 
 run_stage() {
     case "$1" in
     test) $MAKE test ;;
     typecheck) $MAKE typecheck ;;
+    test-docs) $MAKE test-docs ;;
     test-vllm) $MAKE test-vllm ;;
     test-vllm33) $MAKE test-vllm33 ;;
     asan) $MAKE test SANITIZER=address,undefined ;;
     valgrind) $MAKE valgrind ;;
     tsan) $MAKE tsan ;;
     fuzz) $MAKE fuzz FUZZ_FLAGS='-runs=30000 -seed=1' ;;
-    *) echo "check: unknown stage '$1' (stages: test typecheck test-vllm test-vllm33 asan valgrind tsan fuzz)" >&2
+    *) echo "check: unknown stage '$1' (stages: test typecheck test-vllm test-vllm33 test-docs asan valgrind tsan fuzz)" >&2
        return 2 ;;
     esac
 }

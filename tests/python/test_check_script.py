@@ -16,11 +16,11 @@ def run(make, stages):
 
 
 def test_all_stages_pass():
-    rc, last = run("true", "test typecheck test-vllm test-vllm33 asan valgrind tsan fuzz")
+    rc, last = run("true", "test typecheck test-docs test-vllm test-vllm33 asan valgrind tsan fuzz")
     assert rc == 0
     assert last.startswith("check: PASS:")
-    for stage in ("test ok", "typecheck ok", "test-vllm ok", "test-vllm33 ok", "asan ok",
-                  "valgrind ok", "tsan ok", "fuzz ok"):
+    for stage in ("test ok", "typecheck ok", "test-docs ok", "test-vllm ok", "test-vllm33 ok",
+                  "asan ok", "valgrind ok", "tsan ok", "fuzz ok"):
         assert stage in last
 
 
@@ -32,6 +32,7 @@ def test_default_stages_include_both_vllm_versions():
     last = p.stdout.strip().splitlines()[-1]
     assert p.returncode == 0
     assert " test-vllm ok" in last and " test-vllm33 ok" in last
+    assert " test-docs ok" in last
 
 
 def test_default_stages_include_the_type_check():
