@@ -85,7 +85,7 @@ BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 DRIVE_BINS := $(patsubst bench/drive/%.c,$(BUILD)/bench/drive/%,$(wildcard bench/drive/*.c))
 
 .PHONY: all deps test check bench demo fuzz fuzz-seeds clean format python-test soak \
-	valgrind tsan test-vllm test-vllm33 typecheck test-docs
+	valgrind tsan test-vllm test-vllm33 typecheck test-docs format-check
 all: $(BUILD)/libtide.so $(BUILD)/libtide.a $(BUILD)/tide $(BUILD)/tided $(BENCH_BINS) $(DRIVE_BINS)
 
 $(BUILD)/obj/%.o: %.c
@@ -370,6 +370,14 @@ install-test: $(BUILD)/libtide.so $(BUILD)/libtide.a $(BUILD)/tide
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
+
+# Every C file as .clang-format lays it out (a stage of make check): names each file that
+# differs, and `make format` fixes them.
+format-check:
+	@bad=$$(for f in $$(git ls-files '*.c' '*.h'); do \
+		clang-format --dry-run --Werror "$$f" >/dev/null 2>&1 || echo "$$f"; done); \
+	if [ -n "$$bad" ]; then echo "format-check: not as .clang-format lays them out (make format):" \
+		$$bad >&2; exit 1; fi; echo "format-check: $$(git ls-files '*.c' '*.h' | wc -l) files as .clang-format lays them out"
 
 clean:
 	rm -rf build

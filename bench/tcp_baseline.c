@@ -73,7 +73,8 @@ static void server_main(int lfd) {
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         pthread_create(&th[n], NULL, serve_conn, (void *)(intptr_t)fd);
     }
-    for (int i = 0; i < n; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < n; i++)
+        pthread_join(th[i], NULL);
     /* Report CPU time through the exit path: the parent reads it from wait4's rusage. */
     _exit(0);
 }
@@ -87,7 +88,8 @@ struct client_arg {
 static void *client_main(void *p) {
     struct client_arg *a = p;
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)a->port),
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)a->port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
         perror("connect");
@@ -121,7 +123,8 @@ int main(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--json")) {
             json = 1;
         } else {
-            fprintf(stderr, "usage: tcp_baseline [--size SIZE] [--conns N] [--seconds S] [--json]\n");
+            fprintf(stderr,
+                    "usage: tcp_baseline [--size SIZE] [--conns N] [--seconds S] [--json]\n");
             return 2;
         }
     }

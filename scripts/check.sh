@@ -1,7 +1,8 @@
 #!/bin/sh
 # check.sh — `make check`: every test stage in turn, then one summary line over all of them.
 #
-# Stages: test (unit + integration + Python), typecheck (mypy --strict over python/tide),
+# Stages: format (every C file as .clang-format lays it out), test (unit + integration +
+# Python), typecheck (mypy --strict over python/tide),
 # test-vllm (real vLLM 0.32 engines), test-vllm33 (vLLM 0.33's own scheduler and connector
 # classes; check-config against 0.32 and 0.33), asan (the test suite under ASan+UBSan),
 # valgrind (the unit suite under memcheck), tsan (every C test against ThreadSanitizer
@@ -16,11 +17,12 @@ MAKE="${MAKE:-make}"
 # Everything the tests need is installed by `make deps`, so a C test that skips here has
 # silently stopped testing what it should: it fails the stage (tests/harness.c).
 export TIDE_TESTS_NO_SKIP="${TIDE_TESTS_NO_SKIP:-1}"
-STAGES="${CHECK_STAGES:-test typecheck test-vllm test-vllm33 test-docs asan valgrind tsan fuzz}"
+STAGES="${CHECK_STAGES:-format test typecheck test-vllm test-vllm33 test-docs asan valgrind tsan fuzz}"
 
 run_stage() {
     case "$1" in
     test) $MAKE test ;;
+    format) $MAKE format-check ;;
     typecheck) $MAKE typecheck ;;
     test-docs) $MAKE test-docs ;;
     test-vllm) $MAKE test-vllm ;;
@@ -29,7 +31,7 @@ run_stage() {
     valgrind) $MAKE valgrind ;;
     tsan) $MAKE tsan ;;
     fuzz) $MAKE fuzz FUZZ_FLAGS='-runs=30000 -seed=1' ;;
-    *) echo "check: unknown stage '$1' (stages: test typecheck test-vllm test-vllm33 test-docs asan valgrind tsan fuzz)" >&2
+    *) echo "check: unknown stage '$1' (stages: format test typecheck test-vllm test-vllm33 test-docs asan valgrind tsan fuzz)" >&2
        return 2 ;;
     esac
 }

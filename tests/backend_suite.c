@@ -12,7 +12,8 @@
 /* Deterministic value bytes derived from a key and a length. */
 static void fill_value(uint8_t *p, size_t n, const char *key) {
     uint64_t x = 1469598103934665603ull;
-    for (const char *k = key; *k; k++) x = (x ^ (uint8_t)*k) * 1099511628211ull;
+    for (const char *k = key; *k; k++)
+        x = (x ^ (uint8_t)*k) * 1099511628211ull;
     for (size_t i = 0; i < n; i++) {
         p[i] = (uint8_t)prng_next(&x);
     }
@@ -109,10 +110,12 @@ static void case_batches(tide_store *s) {
     /* Put the even keys, then all keys with one empty key among them. */
     tide_key even[N / 2];
     tide_iov even_iov[N / 2];
-    for (int i = 0; i < N / 2; i++) even[i] = keys[2 * i], even_iov[i] = iov[2 * i];
+    for (int i = 0; i < N / 2; i++)
+        even[i] = keys[2 * i], even_iov[i] = iov[2 * i];
     CHECK_EQ(tide_put_many(s, even, N / 2, even_iov, NULL, res), N / 2);
     CHECK_EQ(tide_exists_many(s, keys, N, present), N / 2);
-    for (int i = 0; i < N; i++) CHECK_EQ(present[i], i % 2 == 0);
+    for (int i = 0; i < N; i++)
+        CHECK_EQ(present[i], i % 2 == 0);
     CHECK_EQ(tide_get_many(s, keys, N, oiov, NULL, res, lens), N / 2);
     for (int i = 0; i < N; i++) {
         if (i % 2) {

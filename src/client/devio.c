@@ -29,7 +29,8 @@
 size_t devio_hash_min = 32u << 20;
 
 /* Lock rules: everything below `lock` is under it, except the values and sums themselves:
- * sum[k] is written by the one thread that took k (next++) and read after done[k]. Helpers named do_x() expect `lock` held. */
+ * sum[k] is written by the one thread that took k (next++) and read after done[k]. Helpers named
+ * do_x() expect `lock` held. */
 struct devio_hasher {
     const uint8_t *const *ptr;
     const size_t *len;

@@ -103,7 +103,8 @@ static int node_on_status_reply(wire_call *k, const frame_msg *m, void *arg) {
     frame_iter it;
     frame_entry e;
     frame_iter_init(&it, m);
-    for (size_t i = 0; frame_iter_next(&it, &e); i++) a->results[i] = e.status;
+    for (size_t i = 0; frame_iter_next(&it, &e); i++)
+        a->results[i] = e.status;
     return 0;
 }
 
@@ -174,11 +175,10 @@ static int node_put_tcp(tide_store *s, const tide_key *keys, size_t n, const tid
         char what[64];
         snprintf(what, sizeof(what), "PUT of %zu keys", take);
         x.what = what;
-        WIRE_ENCODE(s, rc, x.head, x.head_len,
-                    frame_encode_put(NULL, 0, len, 0, fk + done, take, flat, fcnt + done, NULL,
-                                     NULL),
-                    frame_encode_put(buf, cap, len, 0, fk + done, take, flat, fcnt + done, NULL,
-                                     NULL));
+        WIRE_ENCODE(
+            s, rc, x.head, x.head_len,
+            frame_encode_put(NULL, 0, len, 0, fk + done, take, flat, fcnt + done, NULL, NULL),
+            frame_encode_put(buf, cap, len, 0, fk + done, take, flat, fcnt + done, NULL, NULL));
         if (rc) {
             free(flat), free(vals), free(st), free(res);
             goto out;
@@ -256,8 +256,10 @@ static int node_on_get_reply(wire_call *k, const frame_msg *m, void *arg) {
         if (rc) return rc;
         if (checksum_digest(cs) != e.sum) {
             char kb[80];
-            client_err(k->s, TIDE_ECHECKSUM, "%s: value of key '%s' failed its checksum; "
-                       "reported as a miss", k->w->addr,
+            client_err(k->s, TIDE_ECHECKSUM,
+                       "%s: value of key '%s' failed its checksum; "
+                       "reported as a miss",
+                       k->w->addr,
                        client_key_repr(a->keys[i].data, a->keys[i].len, kb, sizeof(kb)));
             a->results[i] = TIDE_ENOTFOUND;
             a->vlens[i] = 0;
@@ -328,7 +330,8 @@ static int node_get_tcp(tide_store *s, const tide_key *keys, size_t n, const tid
         done += take;
     }
     if (vlens)
-        for (size_t i = 0; i < n; i++) vlens[i] = lens[i];
+        for (size_t i = 0; i < n; i++)
+            vlens[i] = lens[i];
 out:
     free(iovs), free(cnts), free(lens), free(caps), free(fk), free(fidx);
     return rc ? rc : ok;

@@ -299,8 +299,7 @@ static int wire_hello(wire_call *k) {
     wire *w = k->w;
     frame_hello h = {FRAME_VERSION, FRAME_VERSION,
                      w->features | (w->replica ? FRAME_FEATURE_REPLICA : 0),
-                     (const uint8_t *)w->token,
-                     (uint16_t)strlen(w->token)};
+                     (const uint8_t *)w->token, (uint16_t)strlen(w->token)};
     if (!h.token_len) h.token = NULL;
     uint8_t buf[FRAME_HDR_SIZE + FRAME_HELLO_META + FRAME_TOKEN_MAX];
     size_t len;

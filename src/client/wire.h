@@ -29,8 +29,8 @@
 typedef struct wire_conn {
     int fd;
     int busy;
-    int fresh;   /* opened by the call that holds it */
-    int unread;  /* replies to requests sent without waiting, read before the next reply */
+    int fresh;          /* opened by the call that holds it */
+    int unread;         /* replies to requests sent without waiting, read before the next reply */
     unsigned unread_op; /* the opcode of those requests */
     uint64_t next_req;
     uint8_t *buf; /* reply head buffer */
@@ -134,8 +134,8 @@ int wire_io_fail(wire_call *k, const char *what, int rc);
 
 /* Send head (its req_id is filled in) and vals, read the reply's head into *m and check it
  * answers this request without an error status. `what` ("GET of 12 keys") is for messages. */
-int wire_exchange(wire_call *k, uint8_t *head, size_t head_len, const struct iovec *vals,
-                  int nvals, const char *what, frame_msg *m);
+int wire_exchange(wire_call *k, uint8_t *head, size_t head_len, const struct iovec *vals, int nvals,
+                  const char *what, frame_msg *m);
 
 /* Send head (its req_id filled in) without waiting for the reply, which the next exchange
  * on this connection reads and drops; every request sent this way until then must have the
@@ -169,24 +169,24 @@ uint64_t wire_max_frame(wire *w);
 
 /* Encode into a malloc'd buffer: the size query, then the frame. Sets rc to 0 and out to
  * the buffer, or rc to the failure (with a message on s) and out to NULL. */
-#define WIRE_ENCODE(s, rc, out, outlen, expr_null, expr_buf)                                  \
-    do {                                                                                      \
-        size_t *len = &(outlen);                                                              \
-        uint8_t *buf = NULL;                                                                  \
-        size_t cap = 0;                                                                       \
-        int erc = (expr_null);                                                                \
-        if (erc == TIDE_EBUFSMALL) {                                                          \
-            cap = *len;                                                                       \
-            buf = malloc(cap);                                                                \
-            erc = buf ? (expr_buf) : -ENOMEM;                                                 \
-        }                                                                                     \
-        if (erc) {                                                                            \
-            free(buf);                                                                        \
-            buf = NULL;                                                                       \
-            erc = client_err(s, erc, "cannot encode request: %s", tide_strerror(erc));        \
-        }                                                                                     \
-        (rc) = erc;                                                                           \
-        (out) = buf;                                                                          \
+#define WIRE_ENCODE(s, rc, out, outlen, expr_null, expr_buf)                                       \
+    do {                                                                                           \
+        size_t *len = &(outlen);                                                                   \
+        uint8_t *buf = NULL;                                                                       \
+        size_t cap = 0;                                                                            \
+        int erc = (expr_null);                                                                     \
+        if (erc == TIDE_EBUFSMALL) {                                                               \
+            cap = *len;                                                                            \
+            buf = malloc(cap);                                                                     \
+            erc = buf ? (expr_buf) : -ENOMEM;                                                      \
+        }                                                                                          \
+        if (erc) {                                                                                 \
+            free(buf);                                                                             \
+            buf = NULL;                                                                            \
+            erc = client_err(s, erc, "cannot encode request: %s", tide_strerror(erc));             \
+        }                                                                                          \
+        (rc) = erc;                                                                                \
+        (out) = buf;                                                                               \
     } while (0)
 
 /* backend_ops entries for the requests that are the same on every tided backend. */

@@ -156,7 +156,8 @@ uint64_t checksum_iov(const tide_iov *iov, size_t cnt, size_t len) {
 
 size_t iov_total(const tide_iov *iov, size_t cnt) {
     size_t t = 0;
-    for (size_t i = 0; i < cnt; i++) t += iov[i].len;
+    for (size_t i = 0; i < cnt; i++)
+        t += iov[i].len;
     return t;
 }
 

@@ -15,9 +15,9 @@ extern int log_level;
 int log_set_level(const char *name);
 void log_write(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-#define LOG_AT(lvl, ...)                                                                      \
-    do {                                                                                      \
-        if ((lvl) <= log_level) log_write((lvl), __VA_ARGS__);                                \
+#define LOG_AT(lvl, ...)                                                                           \
+    do {                                                                                           \
+        if ((lvl) <= log_level) log_write((lvl), __VA_ARGS__);                                     \
     } while (0)
 #define LOG_ERROR(...) LOG_AT(LOG_LEVEL_ERROR, __VA_ARGS__)
 #define LOG_WARN(...) LOG_AT(LOG_LEVEL_WARN, __VA_ARGS__)

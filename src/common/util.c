@@ -44,7 +44,8 @@ static const struct {
 TIDE_API int tide_size_parse(const char *text, uint64_t *out) {
     if (!text || !out) return TIDE_ESIZE;
     const char *p = text;
-    while (*p == ' ') p++;
+    while (*p == ' ')
+        p++;
     if (!isdigit((unsigned char)*p)) return TIDE_ESIZE;
     /* Integer part and an optional fraction, parsed by hand so that "1e9" or "0x10" and
      * locale quirks are refused rather than half-accepted. */
@@ -64,10 +65,12 @@ TIDE_API int tide_size_parse(const char *text, uint64_t *out) {
         }
         has_frac = 1;
     }
-    while (*p == ' ') p++;
+    while (*p == ' ')
+        p++;
     const char *unit = p;
     size_t ulen = strlen(unit);
-    while (ulen && unit[ulen - 1] == ' ') ulen--;
+    while (ulen && unit[ulen - 1] == ' ')
+        ulen--;
     for (size_t i = 0; i < sizeof(size_units) / sizeof(size_units[0]); i++) {
         if (strlen(size_units[i].unit) != ulen || strncasecmp(unit, size_units[i].unit, ulen))
             continue;
@@ -205,8 +208,8 @@ int url_parse(const char *text, url *u, char *err, size_t errlen) {
         const char *colon = text ? strchr(text, ':') : NULL;
         char hint[300] = "";
         if (colon && colon[1] == '/' && colon[2] != '/' && colon > text)
-            snprintf(hint, sizeof(hint), " (did you mean '%.*s://%s'?)", (int)(colon - text),
-                     text, colon + 1 + strspn(colon + 1, "/"));
+            snprintf(hint, sizeof(hint), " (did you mean '%.*s://%s'?)", (int)(colon - text), text,
+                     colon + 1 + strspn(colon + 1, "/"));
         else if (colon && colon > text && strspn(colon + 1, "0123456789") > 0 &&
                  colon[1 + strspn(colon + 1, "0123456789")] == '\0')
             snprintf(hint, sizeof(hint), " (did you mean 'tide://%s'?)", text);
@@ -291,8 +294,7 @@ const char *url_get(url *u, const char *name) {
     return v;
 }
 
-int url_opt_size(url *u, const char *name, uint64_t def, uint64_t *out, char *err,
-                 size_t errlen) {
+int url_opt_size(url *u, const char *name, uint64_t def, uint64_t *out, char *err, size_t errlen) {
     const char *v = url_get(u, name);
     if (!v) {
         *out = def;
@@ -321,8 +323,7 @@ int url_opt_bool(url *u, const char *name, int def, int *out, char *err, size_t 
     return TIDE_EOPTION;
 }
 
-int url_opt_uint(url *u, const char *name, uint64_t def, uint64_t *out, char *err,
-                 size_t errlen) {
+int url_opt_uint(url *u, const char *name, uint64_t def, uint64_t *out, char *err, size_t errlen) {
     const char *v = url_get(u, name);
     if (!v) {
         *out = def;

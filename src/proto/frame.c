@@ -12,7 +12,8 @@ static const char *const request_names[] = {
     [FRAME_OP_STAT] = "STAT",       [FRAME_OP_PING] = "PING",
     [FRAME_OP_CLEAR] = "CLEAR",     [FRAME_OP_RESERVE] = "RESERVE",
     [FRAME_OP_COMMIT] = "COMMIT",   [FRAME_OP_PIN] = "PIN",
-    [FRAME_OP_RELEASE] = "RELEASE", [FRAME_OP_REPLICA] = "REPLICA", [FRAME_OP_EVENTS] = "EVENTS",
+    [FRAME_OP_RELEASE] = "RELEASE", [FRAME_OP_REPLICA] = "REPLICA",
+    [FRAME_OP_EVENTS] = "EVENTS",
 };
 static const char *const reply_names[] = {
     [FRAME_OP_HELLO] = "HELLO_REPLY",     [FRAME_OP_PUT] = "PUT_REPLY",

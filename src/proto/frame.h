@@ -229,16 +229,16 @@ typedef struct frame_hello_reply {
  */
 typedef struct frame_msg {
     frame_header h;
-    const uint8_t *meta;           /* the key section, h.meta_len bytes */
-    const uint8_t *data;           /* the value bytes; NULL after frame_decode_head */
-    uint64_t data_len;             /* h.body_len - h.meta_len */
-    frame_hello hello;             /* HELLO */
-    frame_hello_reply hello_reply; /* HELLO reply */
-    uint32_t matched;              /* MATCH_PREFIX reply */
-    frame_replica replica;         /* REPLICA request and reply */
+    const uint8_t *meta;                /* the key section, h.meta_len bytes */
+    const uint8_t *data;                /* the value bytes; NULL after frame_decode_head */
+    uint64_t data_len;                  /* h.body_len - h.meta_len */
+    frame_hello hello;                  /* HELLO */
+    frame_hello_reply hello_reply;      /* HELLO reply */
+    uint32_t matched;                   /* MATCH_PREFIX reply */
+    frame_replica replica;              /* REPLICA request and reply */
     uint64_t ev_from, ev_next, ev_lost; /* EVENTS request (from) and reply (next, lost) */
     uint32_t ev_max;                    /* EVENTS request */
-    const char *errmsg;            /* error reply: errmsg_len bytes, not NUL-terminated */
+    const char *errmsg;                 /* error reply: errmsg_len bytes, not NUL-terminated */
     size_t errmsg_len;
 } frame_msg;
 

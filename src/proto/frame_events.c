@@ -39,7 +39,8 @@ int frame_encode_events_reply(void *buf, size_t cap, size_t *len, uint64_t req_i
     size_t meta = FRAME_EVENTS_META;
     for (size_t i = 0; i < n; i++) {
         if (ev[i].kind < TIDE_DEPARTURE_REMOVED || ev[i].kind > TIDE_DEPARTURE_CLEARED ||
-            ev[i].klen > TIDE_KEY_MAX || (ev[i].klen == 0) != (ev[i].kind == TIDE_DEPARTURE_CLEARED))
+            ev[i].klen > TIDE_KEY_MAX ||
+            (ev[i].klen == 0) != (ev[i].kind == TIDE_DEPARTURE_CLEARED))
             return TIDE_EPROTO;
         meta += FRAME_EVENT_ENTRY_MIN + ev[i].klen;
     }

@@ -23,8 +23,8 @@ void resp_limits_default(resp_limits *lim) {
     lim->max_cmd = RESP_DEFAULT_MAX_CMD;
 }
 
-__attribute__((format(printf, 3, 4))) static int fail(resp_parser *p, int code,
-                                                      const char *fmt, ...) {
+__attribute__((format(printf, 3, 4))) static int fail(resp_parser *p, int code, const char *fmt,
+                                                      ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(p->errstr, sizeof(p->errstr), fmt, ap);
@@ -102,8 +102,7 @@ static ssize_t parse_inline(resp_parser *p, const uint8_t *buf, size_t len, resp
     const uint8_t *nl = memchr(buf, '\n', scan);
     if (!nl) {
         if (len >= p->lim.max_inline)
-            return fail(p, TIDE_ELIMIT, "inline command longer than %u bytes",
-                        p->lim.max_inline);
+            return fail(p, TIDE_ELIMIT, "inline command longer than %u bytes", p->lim.max_inline);
         p->need = 1;
         return 0;
     }
@@ -111,12 +110,14 @@ static ssize_t parse_inline(resp_parser *p, const uint8_t *buf, size_t len, resp
     size_t line = end > 0 && buf[end - 1] == '\r' ? end - 1 : end;
     uint32_t n = 0;
     for (size_t i = 0; i < line;) {
-        while (i < line && (buf[i] == ' ' || buf[i] == '\t')) i++;
+        while (i < line && (buf[i] == ' ' || buf[i] == '\t'))
+            i++;
         if (i == line) break;
         if (n == p->lim.max_args)
             return fail(p, TIDE_ELIMIT, "more than %u arguments", p->lim.max_args);
         size_t start = i;
-        while (i < line && buf[i] != ' ' && buf[i] != '\t') i++;
+        while (i < line && buf[i] != ' ' && buf[i] != '\t')
+            i++;
         if (n < cmd->cap) cmd->argv[n] = (resp_arg){buf + start, i - start};
         n++;
     }

@@ -163,8 +163,11 @@ static int accept_starved(int e) {
  * or silent one never keeps /health from answering, and none touches the data path. */
 static void *metrics_main(void *arg) {
     server *srv = arg;
-    http_server_cfg h = {.listen_fd = srv->metrics_fd, .stop_fd = srv->metrics_stopfd,
-                         .body = metrics_body, .ctx = srv, .cut = &srv->m.http_cut};
+    http_server_cfg h = {.listen_fd = srv->metrics_fd,
+                         .stop_fd = srv->metrics_stopfd,
+                         .body = metrics_body,
+                         .ctx = srv,
+                         .cut = &srv->m.http_cut};
     int rc = http_serve(&h);
     if (rc < 0) LOG_ERROR("metrics thread: %s; /metrics stops answering", strerror(-rc));
     return NULL;

@@ -32,26 +32,26 @@
 #define SERVER_DEFAULT_PREAUTH_CONNS 64
 
 typedef struct server_config {
-    char bind[64];           /* numeric IPv4 or IPv6 address to listen on, no brackets
-                                (hostport_bind_addr); default 127.0.0.1 */
-    int port;                /* native protocol port; 0 = pick a free one */
-    int metrics_port; /* HTTP port for /metrics; 0 = off, SERVER_METRICS_AUTO = any free one */
-    int resp_port;           /* RESP2 port for Redis clients (resp_conn.c); 0 = off */
-    int threads;             /* I/O worker threads */
-    store_config store;      /* pool size and policy */
-    char auth_token[256];    /* required from clients when not empty */
-    int max_conns;           /* connections beyond this are refused (with a token: those
-                                past HELLO; see max_preauth_conns) */
-    int max_preauth_conns;   /* with a token: connections not authenticated yet; when all
-                                are taken the oldest is cut for a new one (preauth.c) */
-    uint32_t max_keys;       /* keys in one frame */
-    uint64_t max_frame;      /* bytes in one frame, values included */
-    uint64_t max_value;      /* largest value; 0 = the pool's limit */
-    uint32_t idle_timeout_s; /* close a connection whose partial request (or, before auth,
-                                whose HELLO / AUTH) has not moved for this long */
+    char bind[64];         /* numeric IPv4 or IPv6 address to listen on, no brackets
+                              (hostport_bind_addr); default 127.0.0.1 */
+    int port;              /* native protocol port; 0 = pick a free one */
+    int metrics_port;      /* HTTP port for /metrics; 0 = off, SERVER_METRICS_AUTO = any free one */
+    int resp_port;         /* RESP2 port for Redis clients (resp_conn.c); 0 = off */
+    int threads;           /* I/O worker threads */
+    store_config store;    /* pool size and policy */
+    char auth_token[256];  /* required from clients when not empty */
+    int max_conns;         /* connections beyond this are refused (with a token: those
+                              past HELLO; see max_preauth_conns) */
+    int max_preauth_conns; /* with a token: connections not authenticated yet; when all
+                              are taken the oldest is cut for a new one (preauth.c) */
+    uint32_t max_keys;     /* keys in one frame */
+    uint64_t max_frame;    /* bytes in one frame, values included */
+    uint64_t max_value;    /* largest value; 0 = the pool's limit */
+    uint32_t idle_timeout_s;        /* close a connection whose partial request (or, before auth,
+                                       whose HELLO / AUTH) has not moved for this long */
     uint32_t write_stall_timeout_s; /* close a connection whose queued replies have not
                                        moved for this long (a peer that does not read) */
-    const char *ready_file;  /* when set, write "port metrics_port\n" here once listening */
+    const char *ready_file;         /* when set, write "port metrics_port\n" here once listening */
     /* Cluster membership (announce.c): registered in etcd when etcd is not empty. */
     char etcd[256];      /* etcd endpoints, "http://host:2379[,...]" (etcd.h) */
     char cluster[64];    /* cluster name: keys go under /tide/NAME/members/ */
@@ -70,7 +70,6 @@ typedef struct server_config {
 
 /* Defaults for everything (port SERVER_DEFAULT_PORT, 1 GiB pool, 2 threads...). */
 void server_config_defaults(server_config *cfg);
-
 
 /*
  * Run until SIGTERM/SIGINT. Logs through src/common/log.h. Returns 0 after a clean stop,

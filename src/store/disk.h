@@ -54,11 +54,11 @@ typedef struct disk_seg disk_seg;
 enum disk_io_mode { DISK_IO_AUTO = 0, DISK_IO_URING = 1, DISK_IO_PSYNC = 2 };
 
 typedef struct disk_config {
-    const char *dir;       /* created if missing */
-    uint64_t capacity;     /* bytes of segment files at most */
-    uint64_t segment_size; /* 0 = capacity/8 clamped to 1..64 MiB, at least capacity/256 */
-    int io;                /* enum disk_io_mode: how writes are issued */
-    uint64_t index_budget; /* heap bytes for the index; 0 = disk_index_budget()'s default */
+    const char *dir;             /* created if missing */
+    uint64_t capacity;           /* bytes of segment files at most */
+    uint64_t segment_size;       /* 0 = capacity/8 clamped to 1..64 MiB, at least capacity/256 */
+    int io;                      /* enum disk_io_mode: how writes are issued */
+    uint64_t index_budget;       /* heap bytes for the index; 0 = disk_index_budget()'s default */
     struct store_events *events; /* where keys evicted with their segment are announced */
 } disk_config;
 

@@ -240,9 +240,9 @@ typedef struct policy {
     uint64_t bytes, bytes2; /* allocator units on each list */
     uint32_t *ghost;        /* S3-FIFO, adapt: key hashes of recent evictions */
     uint32_t ghost_mask;
-    uint64_t ghost_nmax;    /* adapt: the most objects held at once */
-    uint64_t ghost_left;    /* adapt: evictions left in the ghost's epoch */
-    uint32_t ghost_epoch;   /* adapt: the ghost's epoch */
+    uint64_t ghost_nmax;  /* adapt: the most objects held at once */
+    uint64_t ghost_left;  /* adapt: evictions left in the ghost's epoch */
+    uint32_t ghost_epoch; /* adapt: the ghost's epoch */
 } policy;
 
 typedef struct policy_ops {

@@ -65,8 +65,7 @@ static size_t rc_encode(const resp_arg *argv, uint32_t argc, uint8_t *out, size_
 
 static int rc_same_args(const resp_arg *a, const resp_arg *b, uint32_t n) {
     for (uint32_t i = 0; i < n; i++)
-        if (a[i].len != b[i].len || (a[i].len && memcmp(a[i].p, b[i].p, a[i].len) != 0))
-            return 0;
+        if (a[i].len != b[i].len || (a[i].len && memcmp(a[i].p, b[i].p, a[i].len) != 0)) return 0;
     return 1;
 }
 

@@ -31,7 +31,8 @@ static int resp_free_port(void) {
         seed = seed * 1103515245u + 12345u;
         int port = 20000 + (int)((seed >> 8) % 12000);
         int fd = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+        struct sockaddr_in a = {.sin_family = AF_INET,
+                                .sin_port = htons((uint16_t)port),
                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
         int ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
         if (fd >= 0) close(fd);
@@ -48,7 +49,8 @@ static void resp_start(resp_server *rs, const char *const *extra) {
     const char *args[32] = {"--resp-port", port,   "--capacity",     "256MiB",
                             "--log-level", "warn", "--metrics-port", "0"};
     int n = 8;
-    for (int i = 0; extra && extra[i] && n < 31; i++) args[n++] = extra[i];
+    for (int i = 0; extra && extra[i] && n < 31; i++)
+        args[n++] = extra[i];
     args[n] = NULL;
     server_start(&rs->ts, args);
 }
@@ -86,7 +88,8 @@ static size_t reply_len(const char *buf, size_t n) {
         }
         return off;
     }
-    default: return line;
+    default:
+        return line;
     }
 }
 
@@ -158,10 +161,12 @@ static void expect_has(int fd, const char *cmd, const char *part) {
 /* A RESP array command from NULL-terminated arguments. */
 static char *cmd_of(const char *const *args) {
     size_t cap = 64;
-    for (int i = 0; args[i]; i++) cap += strlen(args[i]) + 32;
+    for (int i = 0; args[i]; i++)
+        cap += strlen(args[i]) + 32;
     char *b = malloc(cap);
     int n = 0, argc = 0;
-    while (args[argc]) argc++;
+    while (args[argc])
+        argc++;
     n += snprintf(b + n, cap - (size_t)n, "*%d\r\n", argc);
     for (int i = 0; i < argc; i++)
         n += snprintf(b + n, cap - (size_t)n, "$%zu\r\n%s\r\n", strlen(args[i]), args[i]);
@@ -280,8 +285,8 @@ static uint8_t *random_value(size_t n, unsigned seed) {
 /* Send SET key value (value of n bytes) and check +OK. */
 static void resp_set(int fd, const char *key, const uint8_t *v, size_t n) {
     char head[128];
-    int hl = snprintf(head, sizeof(head), "*3\r\n$3\r\nSET\r\n$%zu\r\n%s\r\n$%zu\r\n",
-                      strlen(key), key, n);
+    int hl = snprintf(head, sizeof(head), "*3\r\n$3\r\nSET\r\n$%zu\r\n%s\r\n$%zu\r\n", strlen(key),
+                      key, n);
     send_all(fd, head, (size_t)hl);
     send_all(fd, v, n);
     expect(fd, "\r\n", "+OK\r\n");
@@ -350,8 +355,8 @@ TEST_T(resp_pipelined, 60) {
     off += (size_t)snprintf(buf, cap, "*3\r\n$3\r\nSET\r\n$3\r\nbig\r\n$%zu\r\n", n);
     memcpy(buf + off, v, n);
     off += n;
-    off += (size_t)snprintf(buf + off, cap - off,
-                            "\r\nPING\r\n*2\r\n$6\r\nEXISTS\r\n$3\r\nbig\r\n");
+    off +=
+        (size_t)snprintf(buf + off, cap - off, "\r\nPING\r\n*2\r\n$6\r\nEXISTS\r\n$3\r\nbig\r\n");
     for (int i = 0; i < 20; i++)
         off += (size_t)snprintf(buf + off, cap - off, "*2\r\n$4\r\nECHO\r\n$2\r\n%02d\r\n", i);
     send_all(fd, buf, off);
@@ -375,7 +380,8 @@ TEST_T(resp_pipelined, 60) {
     resp_get_check(fd, "big", v, n);
     /* Ten GETs of the big value in one write. */
     off = 0;
-    for (int i = 0; i < 10; i++) off += (size_t)snprintf(buf + off, cap - off, "GET big\r\n");
+    for (int i = 0; i < 10; i++)
+        off += (size_t)snprintf(buf + off, cap - off, "GET big\r\n");
     send_all(fd, buf, off);
     for (int i = 0; i < 10; i++) {
         r = read_reply(fd, &len);
@@ -403,8 +409,7 @@ static void expect_proto_error(int port, const void *bytes, size_t n, const char
     /* Closed: an end of stream, or a reset when our bytes were left unread. */
     char ch;
     ssize_t got = recv(fd, &ch, 1, 0);
-    CHECK_MSG(got == 0 || (got < 0 && errno == ECONNRESET), "recv %zd (%s)", got,
-              strerror(errno));
+    CHECK_MSG(got == 0 || (got < 0 && errno == ECONNRESET), "recv %zd (%s)", got, strerror(errno));
     test_context = NULL;
     close(fd);
 }
@@ -590,7 +595,8 @@ TEST_T(resp_redis_cli, 60) {
     free(o);
     tide_close(s);
     /* Many keys (output to a pipe is raw: a nil is an empty line). */
-    snprintf(cmd, sizeof(cmd), "redis-cli -p %d MSET a 1 b 2 c 3 >/dev/null && "
+    snprintf(cmd, sizeof(cmd),
+             "redis-cli -p %d MSET a 1 b 2 c 3 >/dev/null && "
              "redis-cli -p %d EXISTS a b c d bin small && redis-cli -p %d DEL a b d && "
              "redis-cli -p %d MGET a c bin2 && redis-cli -p %d DBSIZE",
              rs.port, rs.port, rs.port, rs.port, rs.port);

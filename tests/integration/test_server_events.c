@@ -96,7 +96,8 @@ TEST(server_events_codec) {
     frame_iter_init(&it, &m);
     CHECK(frame_iter_next(&it, &e) && e.seq == 5 && e.kind == TIDE_DEPARTURE_EVICTED &&
           e.key.len == 3 && memcmp(e.key.data, "abc", 3) == 0);
-    CHECK(frame_iter_next(&it, &e) && e.seq == 6 && e.kind == TIDE_DEPARTURE_CLEARED && e.key.len == 0);
+    CHECK(frame_iter_next(&it, &e) && e.seq == 6 && e.kind == TIDE_DEPARTURE_CLEARED &&
+          e.key.len == 0);
     CHECK(!frame_iter_next(&it, &e));
     /* A clear with a key, and an evicted key without one, are not canonical. */
     ev[1].klen = 1;

@@ -16,10 +16,12 @@ def run(make, stages):
 
 
 def test_all_stages_pass():
-    rc, last = run("true", "test typecheck test-docs test-vllm test-vllm33 asan valgrind tsan fuzz")
+    rc, last = run(
+        "true", "format test typecheck test-docs test-vllm test-vllm33 asan valgrind tsan fuzz"
+    )
     assert rc == 0
     assert last.startswith("check: PASS:")
-    for stage in ("test ok", "typecheck ok", "test-docs ok", "test-vllm ok", "test-vllm33 ok",
+    for stage in ("format ok", "test ok", "typecheck ok", "test-docs ok", "test-vllm ok", "test-vllm33 ok",
                   "asan ok", "valgrind ok", "tsan ok", "fuzz ok"):
         assert stage in last
 
@@ -42,6 +44,15 @@ def test_default_stages_include_the_type_check():
     p = subprocess.run([SCRIPT], env=env, capture_output=True, text=True, timeout=60)
     assert p.returncode == 0
     assert " typecheck ok" in p.stdout.strip().splitlines()[-1]
+
+
+def test_default_stages_include_the_format_check():
+    """Without CHECK_STAGES, `make check` first checks every C file against .clang-format."""
+    env = {k: v for k, v in os.environ.items() if k != "CHECK_STAGES"}
+    env["MAKE"] = "true"
+    p = subprocess.run([SCRIPT], env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0
+    assert "check: PASS: format ok" in p.stdout.strip().splitlines()[-1]
 
 
 def test_failed_stage_is_named_and_the_rest_still_run():

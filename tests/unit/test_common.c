@@ -27,8 +27,17 @@ TEST(common_size_parse_accepts) {
 
 TEST(common_size_parse_rejects) {
     uint64_t v;
-    const char *bad[] = {"", "GiB", "-1", "1XB", "1.5", "0x10", "1e9", "99999999999999999999",
-                         "20000000000TiB", "1..5GiB", "1.GiB"};
+    const char *bad[] = {"",
+                         "GiB",
+                         "-1",
+                         "1XB",
+                         "1.5",
+                         "0x10",
+                         "1e9",
+                         "99999999999999999999",
+                         "20000000000TiB",
+                         "1..5GiB",
+                         "1.GiB"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         CHECK_MSG(tide_size_parse(bad[i], &v) == TIDE_ESIZE, "'%s' accepted", bad[i]);
 }
@@ -85,7 +94,8 @@ TEST(common_errmsg_per_thread_and_handle) {
 
 TEST(common_checksum_iov_equals_flat) {
     uint8_t buf[10000];
-    for (size_t i = 0; i < sizeof(buf); i++) buf[i] = (uint8_t)(i * 7 + 3);
+    for (size_t i = 0; i < sizeof(buf); i++)
+        buf[i] = (uint8_t)(i * 7 + 3);
     tide_iov one = {buf, sizeof(buf)};
     tide_iov three[3] = {{buf, 1}, {buf + 1, 4999}, {buf + 5000, 5000}};
     uint64_t flat = checksum_buf(buf, sizeof(buf));
@@ -106,7 +116,8 @@ TEST(common_checksum_stream_matches_buf) {
     size_t n = 300 * 1024 + 17;
     uint8_t *p = malloc(n);
     CHECK(p);
-    for (size_t i = 0; i < n; i++) p[i] = (uint8_t)(i * 131 + (i >> 11));
+    for (size_t i = 0; i < n; i++)
+        p[i] = (uint8_t)(i * 131 + (i >> 11));
     checksum_state *cs = checksum_new();
     CHECK(cs);
     const size_t pieces[] = {1, 7, 64, 1000, 65535, 65536, 128 * 1024, n};
