@@ -32,10 +32,16 @@ TEST_T(build_tree_program_linked_against_libtide_so_runs, 60) {
           f);
     fclose(f);
     /* Linked the way a newcomer links against a build tree, run with the loader told where
-     * the build tree is and nothing else. */
+     * the build tree is and nothing else. An ASan build's libtide needs ASan's runtime
+     * linked into the program first, as the build links it. */
+#if defined(__SANITIZE_ADDRESS__)
+    const char *san = "-fsanitize=address,undefined ";
+#else
+    const char *san = "";
+#endif
     snprintf(cmd, sizeof(cmd),
-             "cc -Iinclude -o %s %s -L%s -ltide 2>&1 && LD_LIBRARY_PATH=%s %s 2>&1", bin, src,
-             test_build_dir(), test_build_dir(), bin);
+             "cc %s-Iinclude -o %s %s -L%s -ltide 2>&1 && LD_LIBRARY_PATH=%s %s 2>&1", san, bin,
+             src, test_build_dir(), test_build_dir(), bin);
     int rc = test_run(cmd, out, sizeof(out));
     CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
     CHECK_CONTAINS(out, "version " HEADER_VERSION " put 0");
