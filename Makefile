@@ -252,7 +252,8 @@ $(BUILD)/fuzz/fuzz_resp: tests/fuzz/fuzz_resp.c tests/fuzz/resp_check.h src/prot
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_resp.c src/proto/resp.c
 
-CONNCFG_SRCS := src/connector/config.c src/connector/validate.c src/connector/keys.c
+CONNCFG_SRCS := src/connector/config.c src/connector/validate.c src/connector/keys.c \
+	src/common/json_diag.c
 
 $(BUILD)/fuzz/fuzz_conncfg: tests/fuzz/fuzz_conncfg.c tests/fuzz/conncfg_check.h \
 		src/connector/config.h src/connector/keys.h $(CONNCFG_SRCS)
