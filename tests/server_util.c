@@ -113,3 +113,16 @@ int server_connect(int port, int timeout_s) {
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     return fd;
 }
+
+long server_status_kib(pid_t pid, const char *field) {
+    char path[64], line[256], want[64];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    snprintf(want, sizeof(want), "%s: %%ld kB", field);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    long kib = -1;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, want, &kib) == 1) break;
+    fclose(f);
+    return kib;
+}

@@ -26,6 +26,15 @@ void server_start_unix(test_server *ts, const char *path, const char *capacity,
 int server_serve_status(const char *args, char *out, size_t cap);
 /* Send sig and wait for the exit; returns the wait status. */
 int server_stop(test_server *ts, int sig);
+/* A figure of /proc/PID/status in KiB ("VmRSS", "RssAnon"); -1 when unreadable. */
+long server_status_kib(pid_t pid, const char *field);
+/* 1 in an ASan or TSan build: a process's memory then includes shadow memory (and ASan's
+ * quarantine), so memory bounds are printed but applied to the plain build only. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SAN_BUILD 1
+#else
+#define SAN_BUILD 0
+#endif
 /* Connect a blocking TCP socket to 127.0.0.1:port (receive timeout secs). */
 int server_connect(int port, int timeout_s);
 

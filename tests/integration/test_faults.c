@@ -36,27 +36,6 @@ static void pause_ms(unsigned ms) {
     nanosleep(&d, NULL);
 }
 
-/* VmRSS of a process in KiB, from /proc/PID/status; -1 when unreadable. */
-static long rss_kib(pid_t pid) {
-    char path[64], line[256];
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    long kib = -1;
-    while (fgets(line, sizeof(line), f))
-        if (sscanf(line, "VmRSS: %ld kB", &kib) == 1) break;
-    fclose(f);
-    return kib;
-}
-
-/* Under ASan or TSan tided's RSS includes shadow memory (and ASan's quarantine): the
- * figures are printed but the bounds apply to the plain build only. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SAN_BUILD 1
-#else
-#define SAN_BUILD 0
-#endif
-
 /* Wait (bounded) until the server reports no reservation. */
 static void wait_no_reservation(tide_store *s, const char *who) {
     tide_stats st = {0};
@@ -245,7 +224,7 @@ TEST_T(memory_rss_within_pool_plus_overhead_under_overfill, 120) {
     const char *const args[] = {"--capacity",  "64MiB", "--threads", "2",
                                 "--log-level", "warn",  NULL};
     server_start(&ts, args);
-    long start = rss_kib(ts.pid);
+    long start = server_status_kib(ts.pid, "VmRSS");
     CHECK(start > 0);
     /* 4 connections x 64 values of 1 MiB = 256 MiB: four times the pool. */
     overfill o[4];
@@ -256,7 +235,7 @@ TEST_T(memory_rss_within_pool_plus_overhead_under_overfill, 120) {
     }
     long peak = start;
     for (int t = 0; t < 6000; t++) { /* sample while it runs (bounded: 60 s) */
-        long r = rss_kib(ts.pid);
+        long r = server_status_kib(ts.pid, "VmRSS");
         if (r > peak) peak = r;
         int done = 1;
         for (int i = 0; i < 4; i++)
@@ -274,7 +253,7 @@ TEST_T(memory_rss_within_pool_plus_overhead_under_overfill, 120) {
     CHECK_EQ(tide_stats_get(s, &st, sizeof(st)), 0);
     CHECK(st.evictions > 0);
     CHECK(st.used_bytes <= st.capacity_bytes);
-    long end = rss_kib(ts.pid);
+    long end = server_status_kib(ts.pid, "VmRSS");
     if (end > peak) peak = end;
     long overhead = peak - cap_kib;
     printf("    RSS: %ld KiB at start, peak %ld KiB for a %ld KiB pool after 256 MiB of puts "
@@ -300,7 +279,7 @@ TEST_T(memory_slow_reader_is_bounded_and_cut, 60) {
     uint8_t *v = calloc(1, vlen);
     CHECK_EQ(tide_put(s, "big", 3, v, vlen), 0);
     free(v);
-    long before = rss_kib(ts.pid);
+    long before = server_status_kib(ts.pid, "VmRSS");
 
     /* Pipeline GETs of the 1 MiB value and never read a byte of the replies. */
     int fd = server_connect(ts.port, 5);
@@ -326,7 +305,7 @@ TEST_T(memory_slow_reader_is_bounded_and_cut, 60) {
             break; /* a partial frame or an error: stop here */
         }
     }
-    long during = rss_kib(ts.pid);
+    long during = server_status_kib(ts.pid, "VmRSS");
     tide_stats st;
     CHECK_EQ(tide_stats_get(s, &st, sizeof(st)), 0);
     printf("    slow reader: %ld GETs of 1 MiB pipelined (%ld MiB of replies asked for); "
@@ -368,7 +347,7 @@ TEST_T(memory_idle_connections_give_back_their_buffers, 60) {
     size_t cap = FRAME_HDR_SIZE + (size_t)NKEYS * 258, len;
     uint8_t *frame = malloc(cap);
     CHECK_EQ(frame_encode_keys(frame, cap, &len, FRAME_OP_EXISTS, 1, keys, NKEYS), 0);
-    long start = rss_kib(ts.pid);
+    long start = server_status_kib(ts.pid, "VmRSS");
     int fds[NCONN];
     uint8_t reply[FRAME_HDR_SIZE + NKEYS];
     for (int c = 0; c < NCONN; c++) {
@@ -381,10 +360,10 @@ TEST_T(memory_idle_connections_give_back_their_buffers, 60) {
             got += (size_t)r;
         }
     }
-    long peak = rss_kib(ts.pid), now = peak;
+    long peak = server_status_kib(ts.pid, "VmRSS"), now = peak;
     for (int i = 0; i < 150 && now - start > 16 * 1024; i++) { /* bounded: 3 s */
         pause_ms(20);
-        now = rss_kib(ts.pid);
+        now = server_status_kib(ts.pid, "VmRSS");
     }
     printf("    %d idle connections after a 1 MiB key section each: RSS %ld -> %ld KiB, then "
            "%ld KiB once idle\n",

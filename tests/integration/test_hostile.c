@@ -193,19 +193,6 @@ static const char *hostile_token_file(void) {
     return path;
 }
 
-/* tided's resident memory in KiB (VmRSS). */
-static long rss_kib(pid_t pid) {
-    char path[64], line[256];
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    CHECK(f != NULL);
-    long kib = -1;
-    while (fgets(line, sizeof(line), f))
-        if (sscanf(line, "VmRSS: %ld kB", &kib) == 1) break;
-    fclose(f);
-    return kib;
-}
-
 /* Start a tided with the token and a RESP port; its port in *rport. */
 static void start_token_resp(test_server *ts, int *rport, const char *idle) {
     *rport = test_free_port();
@@ -243,7 +230,8 @@ TEST_T(security_resp_preauth_bulk_not_buffered, 60) {
     test_server ts;
     int rport;
     start_token_resp(&ts, &rport, "60");
-    long before = rss_kib(ts.pid);
+    long before = server_status_kib(ts.pid, "VmRSS");
+    CHECK(before >= 0);
     static const char head[] = "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$67108864\r\n";
     size_t n = 24 * MiB;
     uint8_t *junk = malloc(n);
@@ -257,7 +245,9 @@ TEST_T(security_resp_preauth_bulk_not_buffered, 60) {
         sent += send_some(fds[i], junk, n, 1500);
     }
     free(junk);
-    long grown = rss_kib(ts.pid) - before;
+    long now_kib = server_status_kib(ts.pid, "VmRSS");
+    CHECK(now_kib >= 0);
+    long grown = now_kib - before;
     for (int i = 0; i < 4; i++) {
         CHECK_MSG(closed_by_server(fds[i]), "RESP peer %d not cut before AUTH", i);
         close(fds[i]);

@@ -15,26 +15,6 @@
 #include "server_util.h"
 #include "tide.h"
 
-/* RssAnon of a process in KiB (its heap and stacks, not the pool's shared pages), from
- * /proc/PID/status; -1 when unreadable. */
-static long rss_anon_kib(pid_t pid) {
-    char path[64], line[256];
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    long kib = -1;
-    while (fgets(line, sizeof(line), f))
-        if (sscanf(line, "RssAnon: %ld kB", &kib) == 1) break;
-    fclose(f);
-    return kib;
-}
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SAN_BUILD 1
-#else
-#define SAN_BUILD 0
-#endif
-
 /* The body of GET /metrics. */
 static const char *metrics_text(int port) {
     static char buf[1 << 18];
@@ -67,7 +47,7 @@ TEST_T(memory_metadata_within_budget_for_tiny_objects, 120) {
     tide_store *s;
     CHECK_EQ(tide_open(ts.url, &s), 0);
     CHECK_EQ(tide_put(s, "warm", 4, "x", 1), 0); /* the connection's buffers, before the start */
-    long start = rss_anon_kib(ts.pid);
+    long start = server_status_kib(ts.pid, "RssAnon");
     CHECK(start > 0);
     static char keys[BATCH][KLEN];
     tide_key tk[BATCH];
@@ -83,7 +63,7 @@ TEST_T(memory_metadata_within_budget_for_tiny_objects, 120) {
         for (int j = 0; j < BATCH; j++)
             CHECK_MSG(res[j] == 0, "put %d: %s", i + j, tide_strerror(res[j]));
     }
-    long end = rss_anon_kib(ts.pid);
+    long end = server_status_kib(ts.pid, "RssAnon");
     tide_stats st;
     CHECK_EQ(tide_stats_get(s, &st, sizeof(st)), 0);
     /* The newest objects are all there: what made room was eviction of the oldest. */
