@@ -151,36 +151,34 @@ static void put_get_check(tide_store *s, int n, size_t len, unsigned seed) {
     free(got);
 }
 
-/* A tided without --ucx-port: transport=ucx moves the values over TCP (the socket counts
- * them), with the same results. */
-TEST(ucx_falls_back_to_tcp_without_server_ucx) {
+/* A transport=ucx client whose values must go over TCP (server_args: tided's; client_tls:
+ * the client's UCX_TLS after tided started): the same results, and tided's socket carried
+ * the value bytes. */
+static void falls_back_to_tcp(const char *const *server_args, const char *client_tls,
+                              unsigned seed) {
     ucx_env("tcp");
     test_server ts;
-    server_start(&ts, without_ucx);
+    server_start(&ts, server_args);
+    setenv("UCX_TLS", client_tls, 1);
     char u[160];
     ucx_url(&ts, u, sizeof(u), NULL);
     tide_store *s = NULL;
     CHECK_MSG(tide_open(u, &s) == 0, "open: %s", tide_errmsg(NULL));
-    put_get_check(s, 4, 1 << 20, 1);
+    put_get_check(s, 4, 1 << 20, seed);
     CHECK(stat_figure_at_least(ts.port, "net_bytes_out", 4u << 20) >= 4u << 20);
     tide_close(s);
     CHECK_EQ(server_stop(&ts, SIGTERM), 0);
 }
 
-/* The client's UCX cannot reach tided's (no transport both have): TCP, same results. */
+/* A tided without --ucx-port. */
+TEST(ucx_falls_back_to_tcp_without_server_ucx) {
+    falls_back_to_tcp(without_ucx, "tcp", 1);
+}
+
+/* The client's UCX cannot reach tided's (no transport both have): "rc" needs an RDMA
+ * device, so ucp_init fails in the client. */
 TEST(ucx_falls_back_to_tcp_when_the_endpoint_fails) {
-    ucx_env("tcp");
-    test_server ts;
-    server_start(&ts, with_ucx);
-    setenv("UCX_TLS", "rc", 1); /* no RDMA device here: ucp_init fails in the client */
-    char u[160];
-    ucx_url(&ts, u, sizeof(u), NULL);
-    tide_store *s = NULL;
-    CHECK_MSG(tide_open(u, &s) == 0, "open: %s", tide_errmsg(NULL));
-    put_get_check(s, 4, 1 << 20, 2);
-    CHECK(stat_figure_at_least(ts.port, "net_bytes_out", 4u << 20) >= 4u << 20);
-    tide_close(s);
-    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+    falls_back_to_tcp(with_ucx, "rc", 2);
 }
 
 /* transport= takes tcp or ucx only. */
