@@ -21,6 +21,8 @@ import os
 import re
 import sys
 
+from graphcycles import components
+
 # Arrows of a cycle that is being removed, each named (no blanket allowance): the graph is
 # checked without them. An arrow listed here that no longer exists fails the check too
 # ("stale"), so the list shrinks as the fixes land. Empty: src/ has no circle.
@@ -92,45 +94,6 @@ def graph(src: str) -> dict:
     return edges
 
 
-def cycles(edges: dict) -> list:
-    """The strongly connected components with more than one module (Tarjan), as sets of
-    module names: each is one or more cycles."""
-    index: dict = {}
-    low: dict = {}
-    stack: list = []
-    on: set = set()
-    comps: list = []
-    counter = [0]
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = counter[0]
-        counter[0] += 1
-        stack.append(v)
-        on.add(v)
-        for w in sorted(edges[v]):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                comps.append(frozenset(comp))
-
-    sys.setrecursionlimit(10000)
-    for v in sorted(edges):
-        if v not in index:
-            visit(v)
-    return comps
-
-
 def path(edges: dict, a: str, b: str, within: frozenset) -> list:
     """A shortest path a -> ... -> b inside within (breadth first)."""
     prev = {a: None}
@@ -182,7 +145,7 @@ def main() -> int:
             print(f"stale: the known arrow {a} -> {b} is gone: remove it from KNOWN")
             bad += 1
     checked = {a: {b: w for b, w in t.items() if (a, b) not in KNOWN} for a, t in edges.items()}
-    for comp in cycles(checked):
+    for comp in map(frozenset, components(checked)):
         bad += 1
         print(f"CYCLE: {', '.join(sorted(comp))}")
         head = min(comp)

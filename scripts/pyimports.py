@@ -26,6 +26,8 @@ import os
 import sys
 from dataclasses import dataclass, field
 
+from graphcycles import components
+
 
 @dataclass
 class Graph:
@@ -116,39 +118,9 @@ def build(root: str) -> Graph:
 
 
 def circles(g: Graph) -> list[list[str]]:
-    """The strongly connected components of more than one module (Tarjan), each sorted,
-    the list sorted: every circle of imports lies inside one of them."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on: set[str] = set()
-    out: list[list[str]] = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on.add(v)
-        for w in sorted(g.edges[v]):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                out.append(sorted(comp))
-
-    for v in sorted(g.edges):
-        if v not in index:
-            visit(v)
-    return sorted(out)
+    """The strongly connected components of more than one module, each sorted, the list
+    sorted: every circle of imports lies inside one of them."""
+    return components(g.edges)
 
 
 def main(argv: list[str]) -> int:
