@@ -10,10 +10,10 @@
  * frequency-aware policy (S3-FIFO) beats it by keeping those blocks once they return.
  * With the ghost, a returning block joins protected, in chain order behind the batch's
  * previous block there (so a returning prefix comes back whole, parent before child), and
- * chain order keeps every other rule of chain.c: probation takes new blocks behind their
- * parent, a saved batch's last block at the eviction end; reads move blocks to protected,
- * which holds at most PROTECT_NUM/PROTECT_DEN of the pool and overflows to probation's
- * head; victims come from probation's tail, else protected's.
+ * chain order keeps every other rule of chain.c (whose placement it calls): probation takes new
+ * blocks behind their parent, a saved batch's last block at the eviction end; reads move blocks to
+ * protected, which holds at most 2/5 of the pool and overflows to probation's head; victims come
+ * from probation's tail, else protected's.
  *
  * The ghost keeps, for each recent eviction, 32 bits: a 16-bit tag of the key's hash h
  * (store_ghost_hash; h >> 16 with its low bit set, so 0 means empty) and the 16-bit epoch
@@ -46,9 +46,6 @@
 
 #include "store/store_int.h"
 
-#define IN_PROT 0x04u
-#define PROTECT_NUM 2u /* protected holds at most 2/5 of the pool, as in chain.c */
-#define PROTECT_DEN 5u
 #define GHOST_MIN 1024u   /* entries */
 #define GHOST_PER_OBJ 16u /* entries per object held, at least */
 #define GHOST_WAYS 4u     /* entries per set */
@@ -64,24 +61,8 @@ static uint32_t ghost_hash(const obj *o) {
     return store_ghost_hash(o->key, o->klen);
 }
 
-static int on_prot(const obj *o) {
-    return (o->state & IN_PROT) != 0;
-}
-
-static void link_obj(policy *p, obj *o, const obj *after, int at_tail) {
-    plist q = plist_of(p, on_prot(o));
-    if (at_tail && *q.tail != ALLOC_NIL) after = plist_obj(p, *q.tail);
-    if (after && on_prot(after) != on_prot(o)) after = NULL;
-    plist_insert_after(p, q, o, after);
-}
-
-static void unlink_obj(policy *p, obj *o) {
-    plist_remove(p, plist_of(p, on_prot(o)), o);
-}
-
 static int adapt_init(policy *p) {
-    p->head = p->tail = p->head2 = p->tail2 = ALLOC_NIL;
-    p->count = p->count2 = p->bytes = p->bytes2 = 0;
+    chain_init(p);
     p->ghost_nmax = 0;
     p->ghost_left = 1;
     p->ghost_epoch = 0;
@@ -159,64 +140,25 @@ static int ghost_take(policy *p, uint32_t h) {
     return 0;
 }
 
-/* Protected over its limit: its least recent objects go to probation's head. */
-static void trim(policy *p) {
-    uint64_t limit = (uint64_t)p->al->total * PROTECT_NUM / PROTECT_DEN;
-    while (p->bytes2 > limit) {
-        obj *v = plist_obj(p, p->tail2);
-        unlink_obj(p, v);
-        v->state = (uint8_t)(v->state & ~IN_PROT);
-        link_obj(p, v, NULL, 0);
-    }
-}
-
+/* chain's placement, except that a key the ghost remembers (evicted, then saved again: its
+ * reuse is shown) goes straight into protected. */
 static void adapt_insert(policy *p, obj *o, int reused, const policy_hint *h) {
-    const obj *after = h ? h->after : NULL;
     if (!reused) {
         ghost_fit(p, p->count + p->count2 + 1);
-        if (ghost_take(p, ghost_hash(o))) { /* evicted and saved again: reuse shown */
-            o->state |= IN_PROT;
-            link_obj(p, o, after, 0);
-            trim(p);
+        if (ghost_take(p, ghost_hash(o))) {
+            chain_protect(p, o, h ? h->after : NULL);
             return;
         }
-        o->state = (uint8_t)(o->state & ~IN_PROT);
-        link_obj(p, o, after, h && h->tail);
-        return;
     }
-    if (after && !on_prot(after)) {
-        /* The batch's previous read went back to probation (protected overflowed): this
-         * deeper block follows it there, so the batch's head keeps its place. */
-        o->state = (uint8_t)(o->state & ~IN_PROT);
-        link_obj(p, o, after, 0);
-        return;
-    }
-    o->state |= IN_PROT;
-    link_obj(p, o, after, 0);
-    trim(p);
-}
-
-static void adapt_erase(policy *p, obj *o) {
-    unlink_obj(p, o);
-}
-
-static void adapt_access(policy *p, obj *o) {
-    (void)p;
-    (void)o;
+    chain_insert(p, o, reused, h);
 }
 
 /* The store evicts every victim this returns (store.c, do_make_room), so the victim's key
  * enters the ghost here. */
 static obj *adapt_victim(policy *p) {
-    uint32_t n = p->tail != ALLOC_NIL ? p->tail : p->tail2;
-    if (n == ALLOC_NIL) return NULL;
-    obj *v = plist_obj(p, n);
-    ghost_add(p, ghost_hash(v));
+    obj *v = chain_victim(p);
+    if (v) ghost_add(p, ghost_hash(v));
     return v;
-}
-
-static int adapt_list_of(const obj *o) {
-    return on_prot(o) ? 2 : 1;
 }
 
 const policy_ops policy_adapt = {
@@ -224,10 +166,10 @@ const policy_ops policy_adapt = {
     .init = adapt_init,
     .fini = adapt_fini,
     .insert = adapt_insert,
-    .erase = adapt_erase,
-    .access = adapt_access,
+    .erase = chain_erase,
+    .access = chain_access,
     .victim = adapt_victim,
     .meta_bytes = adapt_meta_bytes,
-    .list_of = adapt_list_of,
+    .list_of = chain_list_of,
     .keeps_units = 1,
 };

@@ -60,7 +60,7 @@ static void unlink_obj(policy *p, obj *o) {
     plist_remove(p, plist_of(p, on_prot(o)), o);
 }
 
-static int chain_init(policy *p) {
+int chain_init(policy *p) {
     p->head = p->tail = p->head2 = p->tail2 = ALLOC_NIL;
     p->count = p->count2 = p->bytes = p->bytes2 = 0;
     return 0;
@@ -75,7 +75,19 @@ static uint64_t chain_meta_bytes(const policy *p) {
     return 0;
 }
 
-static void chain_insert(policy *p, obj *o, int reused, const policy_hint *h) {
+void chain_protect(policy *p, obj *o, const obj *after) {
+    o->state |= IN_PROT;
+    link_obj(p, o, after, 0);
+    uint64_t limit = (uint64_t)p->al->total * PROTECT_NUM / PROTECT_DEN;
+    while (p->bytes2 > limit) {
+        obj *v = plist_obj(p, p->tail2);
+        unlink_obj(p, v);
+        v->state = (uint8_t)(v->state & ~IN_PROT);
+        link_obj(p, v, NULL, 0);
+    }
+}
+
+void chain_insert(policy *p, obj *o, int reused, const policy_hint *h) {
     const obj *after = h ? h->after : NULL;
     if (!reused) {
         o->state = (uint8_t)(o->state & ~IN_PROT);
@@ -89,32 +101,24 @@ static void chain_insert(policy *p, obj *o, int reused, const policy_hint *h) {
         link_obj(p, o, after, 0);
         return;
     }
-    o->state |= IN_PROT;
-    link_obj(p, o, after, 0);
-    uint64_t limit = (uint64_t)p->al->total * PROTECT_NUM / PROTECT_DEN;
-    while (p->bytes2 > limit) {
-        obj *v = plist_obj(p, p->tail2);
-        unlink_obj(p, v);
-        v->state = (uint8_t)(v->state & ~IN_PROT);
-        link_obj(p, v, NULL, 0);
-    }
+    chain_protect(p, o, after);
 }
 
-static void chain_erase(policy *p, obj *o) {
+void chain_erase(policy *p, obj *o) {
     unlink_obj(p, o);
 }
 
-static void chain_access(policy *p, obj *o) {
+void chain_access(policy *p, obj *o) {
     (void)p;
     (void)o;
 }
 
-static obj *chain_victim(policy *p) {
+obj *chain_victim(policy *p) {
     if (p->tail != ALLOC_NIL) return plist_obj(p, p->tail);
     return p->tail2 == ALLOC_NIL ? NULL : plist_obj(p, p->tail2);
 }
 
-static int chain_list_of(const obj *o) {
+int chain_list_of(const obj *o) {
     return on_prot(o) ? 2 : 1;
 }
 

@@ -287,6 +287,16 @@ extern const policy_ops policy_lru;
 extern const policy_ops policy_s3fifo;
 extern const policy_ops policy_chain;
 extern const policy_ops policy_adapt;
+/* chain.c's placement, which adapt.c builds on (adapt = chain + a ghost of evictions). */
+int chain_init(policy *p);
+/* o joins protected after `after` (or at its head); protected's least recent objects over
+ * its share of the pool go back to probation's head. */
+void chain_protect(policy *p, obj *o, const obj *after);
+void chain_insert(policy *p, obj *o, int reused, const policy_hint *h);
+void chain_erase(policy *p, obj *o);
+void chain_access(policy *p, obj *o);
+obj *chain_victim(policy *p);
+int chain_list_of(const obj *o);
 
 /* ---------------------------------------------------------------------------------------
  * Leases (lease.c): pins and reservations, named by ids unique for the store's life,
