@@ -11,9 +11,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -179,6 +182,119 @@ TEST_T(security_hostile_nonreaders_leave_others_served, 90) {
     }
     CHECK_MSG(open == 0, "%lld connections still open 10 s after their replies stalled", open);
     for (int i = 0; i < 4; i++)
+        close(hostile[i]);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
+/* A process's CPU time (user + system, all its threads) in seconds, from /proc; -1 when
+ * unreadable. */
+static double hostile_proc_cpu_s(pid_t pid) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* after the command name, which may hold spaces */
+    unsigned long long ut, st;
+    if (!p || sscanf(p + 2, "%*c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu %llu", &ut, &st) != 2)
+        return -1;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* How many of the n sockets fd[] hold at least 64 KiB of replies their client has not
+ * read. */
+static int hostile_blocked(const int *fd, int n) {
+    int blocked = 0;
+    for (int i = 0; i < n; i++) {
+        int q = 0;
+        if (ioctl(fd[i], FIONREAD, &q) == 0 && q >= 64 * 1024) blocked++;
+    }
+    return blocked;
+}
+
+/* A thread that spins until told to stop: what one busy thread gets of the machine over a
+ * window, measured beside tided in the same window. */
+typedef struct {
+    atomic_int stop;
+    double cpu_s; /* its CPU time when it stopped */
+} hostile_spinner;
+
+static void *hostile_spin(void *arg) {
+    hostile_spinner *sp = arg;
+    volatile unsigned long x = 0;
+    while (!atomic_load_explicit(&sp->stop, memory_order_relaxed))
+        x++;
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    sp->cpu_s = (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+    return NULL;
+}
+
+/* Eight non-reading pipelining clients with a partial request (4 native, 4 RESP, over both
+ * I/O workers) whose replies fill their sockets: once their output is blocked they cost
+ * tided no CPU. Over a window in which a spinning thread of this test gets at least 0.5
+ * CPU-seconds (however loaded the machine, up to 20 s), tided must use under a tenth of
+ * what that thread got; a loop that re-ran such a connection, re-armed it, or polled it
+ * would use about as much as the spinner. A ratio against a baseline measured in the same
+ * window, never a timing. */
+TEST_T(security_hostile_blocked_nonreaders_cost_no_cpu, 90) {
+    int rport = test_free_port();
+    char rp[16];
+    snprintf(rp, sizeof(rp), "%d", rport);
+    test_server ts;
+    const char *const args[] = {"--resp-port", rp,     "--threads", "2", "--capacity", "256MiB",
+                                "--log-level", "warn", NULL};
+    server_start(&ts, args);
+    tide_store *s;
+    CHECK_EQ(tide_open(ts.url, &s), 0);
+    static uint8_t big[1 << 20];
+    memset(big, 'v', sizeof(big));
+    CHECK_EQ(tide_put(s, "big", 3, big, sizeof(big)), 0);
+    tide_close(s);
+    int hostile[8];
+    for (int i = 0; i < 4; i++) {
+        hostile[i] = hostile_native(ts.port, "big", 24);
+        hostile[4 + i] = hostile_resp(rport, "big", 24);
+    }
+    /* Wait (at most 10 s) until every hostile socket holds replies it has not read: tided
+     * ran its GETs and filled it. Checked after the window, so that a loop stuck on the
+     * first ones fails on the CPU it burns. */
+    int blocked = 0;
+    for (int t = 0; t < 100 && (blocked = hostile_blocked(hostile, 8)) < 8; t++)
+        usleep(100 * 1000);
+    usleep(300 * 1000); /* tided has sent what the sockets take */
+    hostile_spinner sp = {.stop = 0, .cpu_s = 0};
+    pthread_t th;
+    double t0 = hostile_proc_cpu_s(ts.pid);
+    CHECK_MSG(t0 >= 0, "cannot read /proc/%d/stat", (int)ts.pid);
+    CHECK_EQ(pthread_create(&th, NULL, hostile_spin, &sp), 0);
+    /* The window: until the spinner has had 0.5 CPU-seconds, at most 20 s. Its own CPU is
+     * read from the process's figure less tided's, so the loop needs no second clock:
+     * this process does nothing else meanwhile. */
+    double self0 = hostile_proc_cpu_s(getpid());
+    for (int t = 0; t < 200 && hostile_proc_cpu_s(getpid()) - self0 < 0.5; t++)
+        usleep(100 * 1000);
+    double t1 = hostile_proc_cpu_s(ts.pid);
+    atomic_store(&sp.stop, 1);
+    CHECK_EQ(pthread_join(th, NULL), 0);
+    double tided_s = t1 - t0;
+    fprintf(stderr,
+            "tided used %.2f CPU-s beside 8 blocked non-reading connections while a "
+            "spinning thread got %.2f\n",
+            tided_s, sp.cpu_s);
+    CHECK_MSG(sp.cpu_s >= 0.3, "the spinning thread got only %.2f CPU-s in 20 s", sp.cpu_s);
+    CHECK_MSG(tided_s * 10 < sp.cpu_s,
+              "tided used %.2f CPU-s while its only connections were 8 non-reading ones with "
+              "their output blocked (a spinning thread got %.2f in the same window)",
+              tided_s, sp.cpu_s);
+    /* The figure is of eight open connections with their output blocked: none was cut,
+     * each has replies waiting in its socket. */
+    CHECK_MSG(hostile_blocked(hostile, 8) == 8, "%d of 8 hostile sockets hold unread replies",
+              hostile_blocked(hostile, 8));
+    CHECK_EQ(hostile_metric(ts.metrics_port, "tide_connections_open"), 8);
+    for (int i = 0; i < 8; i++)
         close(hostile[i]);
     CHECK_EQ(server_stop(&ts, SIGTERM), 0);
 }
