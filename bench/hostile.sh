@@ -18,9 +18,12 @@
 # connections stay for the whole run) on free loopback ports; stops it and the hostile
 # clients by PID on exit. Environment: BUILD (default build), HOSTILE_SECONDS (per timed
 # run, default 3), HOSTILE_SIZE (well-behaved value size, default 4KiB), HOSTILE_RUNS
-# (rounds, default 5), HOSTILE_PIN (e.g. "0:1": tided on CPU 0, the measuring client and the
-# attackers on CPU 1, with taskset; default: no pinning), HOSTILE_ROUNDS_TABLE (1: print
-# each round's row too; default 1).
+# (rounds, default 7), HOSTILE_PIN (SERVER_CPUS:CLIENT_CPUS for taskset, e.g. "0:1": tided
+# on CPU 0, the measuring client and the attackers on CPU 1; "none": no pinning; default:
+# the first two CPUs this script may run on, when there are two and taskset is there, since
+# unpinned the two sides' threads and everyone else's move between the cores and the p99s
+# spread several times wider; see bench/RESULTS.md), HOSTILE_ROUNDS_TABLE (1: print each
+# round's row too; default 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/procs.sh
@@ -28,8 +31,16 @@ cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build}"
 SECS="${HOSTILE_SECONDS:-3}"
 SIZE="${HOSTILE_SIZE:-4KiB}"
-RUNS="${HOSTILE_RUNS:-5}"
-PIN="${HOSTILE_PIN:-}"
+RUNS="${HOSTILE_RUNS:-7}"
+if [ -z "${HOSTILE_PIN+set}" ]; then
+    PIN=""
+    if command -v taskset >/dev/null; then
+        PIN="$(python3 -c 'import os; c = sorted(os.sched_getaffinity(0)); print("%d:%d" % (c[0], c[1]) if len(c) >= 2 else "")')"
+    fi
+else
+    PIN="$HOSTILE_PIN"
+    [ "$PIN" = none ] && PIN=""
+fi
 ROWS="${HOSTILE_ROUNDS_TABLE:-1}"
 TIDE="$BUILD/tide"
 case "$RUNS" in '' | *[!0-9]* | 0 | 1)
@@ -41,7 +52,7 @@ SERVER_PIN=()
 CLIENT_PIN=()
 if [ -n "$PIN" ]; then
     case "$PIN" in *:*) ;; *)
-        echo "hostile.sh: HOSTILE_PIN must be SERVER_CPUS:CLIENT_CPUS (e.g. 0:1), not '$PIN'" >&2
+        echo "hostile.sh: HOSTILE_PIN must be SERVER_CPUS:CLIENT_CPUS (e.g. 0:1) or none, not '$PIN'" >&2
         exit 2
         ;;
     esac
