@@ -177,11 +177,8 @@ PY
 }
 
 proc_ticks() { # utime + stime of process $1 (all its threads), in clock ticks
-    local f
-    f="$(cat "/proc/$1/stat")"
-    f="${f##*) }"
-    set -- $f
-    echo $((${12} + ${13}))
+    # The fields after the command name, which may hold spaces: ")" ends it.
+    awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"
 }
 
 alone() {
