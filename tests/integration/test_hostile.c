@@ -264,9 +264,16 @@ TEST_T(security_resp_silent_preauth_peer_is_cut, 60) {
     test_server ts;
     int rport;
     start_token_resp(&ts, &rport, "1");
+    /* Cut after the idle timeout (1 s), within SERVER_IDLE_CUT_BOUND_MS, not before. */
+    double t0 = test_now_ms();
     int fd = server_connect(rport, 5);
     CHECK_MSG(closed_by_server(fd), "a silent RESP peer without the token still open after "
                                     "5 s (--idle-timeout 1)");
+    double ms = test_now_ms() - t0;
+    CHECK_MSG(ms >= 1000 && ms <= SERVER_IDLE_CUT_BOUND_MS(1),
+              "a silent RESP peer without the token was cut after %.0f ms (idle timeout 1 s, "
+              "bound %.0f ms)",
+              ms, SERVER_IDLE_CUT_BOUND_MS(1));
     close(fd);
     CHECK_EQ(server_stop(&ts, SIGTERM), 0);
 }
