@@ -31,11 +31,12 @@ themselves (bytes, or None for a missing key): having no place to report any oth
 failure (an empty key, say), it raises that failure as the matching ``Error``.
 """
 
+import contextlib
 import ctypes
 import errno
 import itertools
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import Any, Literal, NamedTuple, Optional, Union, overload
 
@@ -218,6 +219,19 @@ class Store:
             self._active -= 1
             if self._active == 0:
                 self._cv.notify_all()
+
+    @contextlib.contextmanager
+    def borrowed_handle(self) -> Iterator[Any]:
+        """The C handle (a ``tide_store *``) for one call into libtide made elsewhere, as
+        ``with store.borrowed_handle() as h: lib.tide_x(h, ...)``: the call counts as in
+        flight, so close() waits for it, and the handle must not be kept past the block.
+        Raises ClosedError once closed. For code that passes a Store to libtide (the vLLM
+        connector shares one through tide_connector_create_with_store)."""
+        h = self._enter()
+        try:
+            yield h
+        finally:
+            self._leave()
 
     def close(self) -> None:
         """Wait for calls in flight, then free the store. Closing twice is harmless."""
