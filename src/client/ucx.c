@@ -397,9 +397,12 @@ static size_t pieces(const size_t *cnt, size_t n) {
     return p;
 }
 
-static int put_chunk(wire_call *k, tucx *t, const tide_key *fk, const tide_iov *const *fv,
-                     const size_t *fcnt, const uint64_t *vl, size_t n, int *res) {
+static int put_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv,
+                     const size_t *fcnt, const uint64_t *vl, size_t n, int *res, size_t *lens,
+                     void *arg) {
+    (void)lens;
     tide_store *s = k->s;
+    tucx *t = arg;
     uint64_t *ids = malloc(n * sizeof(*ids)), *sums = malloc(n * sizeof(*sums));
     size_t *owner = malloc(n * sizeof(*owner));
     void **reqs = calloc(pieces(fcnt, n), sizeof(void *));
@@ -476,9 +479,11 @@ out:
 
 /* ---- get ----------------------------------------------------------------------------- */
 
-static int get_chunk(wire_call *k, tucx *t, const tide_key *fk, const tide_iov *const *fv,
-                     const size_t *fcnt, const uint64_t *caps, size_t n, int *res, size_t *lens) {
+static int get_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv,
+                     const size_t *fcnt, const uint64_t *caps, size_t n, int *res, size_t *lens,
+                     void *arg) {
     tide_store *s = k->s;
+    tucx *t = arg;
     uint64_t *ids = malloc(n * sizeof(*ids)), *want = malloc(n * sizeof(*want));
     int32_t *outs = malloc(n * sizeof(*outs));
     size_t *owner = malloc(n * sizeof(*owner));
@@ -555,105 +560,12 @@ out:
 
 int tucx_put_many(tide_store *s, wire *w, const tide_key *keys, size_t n, const tide_iov *iov,
                   const size_t *iovcnt, int *results) {
-    tucx *t = w->owner;
-    tide_key *fk = malloc((n ? n : 1) * sizeof(*fk));
-    const tide_iov **fv = malloc((n ? n : 1) * sizeof(*fv));
-    size_t *fcnt = malloc((n ? n : 1) * sizeof(*fcnt)), *fidx = malloc((n ? n : 1) * sizeof(*fidx));
-    uint64_t *vl = malloc((n ? n : 1) * sizeof(*vl));
-    int *res = malloc((n ? n : 1) * sizeof(*res));
-    int rc = 0, ok = 0;
-    if (!fk || !fv || !fcnt || !fidx || !vl || !res) {
-        rc = client_err(s, -ENOMEM, "%s: out of memory", w->addr);
-        goto out;
-    }
-    size_t nf = 0;
-    const tide_iov *v = iov;
-    for (size_t i = 0; i < n; i++) {
-        size_t cnt = iovcnt ? iovcnt[i] : 1;
-        int krc = client_key_check(&keys[i]);
-        size_t total = iov_total(v, cnt);
-        if (krc == 0 && total == 0) krc = TIDE_EVALEMPTY;
-        results[i] = krc;
-        if (krc == 0) {
-            fk[nf] = keys[i];
-            fv[nf] = v;
-            fcnt[nf] = cnt;
-            vl[nf] = total;
-            fidx[nf++] = i;
-        }
-        v += cnt;
-    }
-    for (size_t done = 0; done < nf;) {
-        size_t take = wire_chunk(w, fk + done, nf - done, 8);
-        wire_call k = wire_begin(s, w);
-        if ((rc = wire_take(&k)) != 0) {
-            wire_give(&k, 1);
-            goto out;
-        }
-        rc = put_chunk(&k, t, fk + done, fv + done, fcnt + done, vl + done, take, res);
-        wire_give(&k, rc != 0);
-        if (rc) goto out;
-        for (size_t j = 0; j < take; j++)
-            results[fidx[done + j]] = res[j];
-        done += take;
-    }
-    for (size_t i = 0; i < n; i++)
-        ok += results[i] == 0;
-out:
-    free(fk), free(fv), free(fcnt), free(fidx), free(vl), free(res);
-    return rc ? rc : ok;
+    return wire_batch(s, w, 1, keys, n, iov, iovcnt, results, NULL, put_chunk, w->owner);
 }
 
 int tucx_get_many(tide_store *s, wire *w, const tide_key *keys, size_t n, const tide_iov *iov,
                   const size_t *iovcnt, int *results, size_t *vlens) {
-    tucx *t = w->owner;
-    size_t nn = n ? n : 1;
-    tide_key *fk = malloc(nn * sizeof(*fk));
-    const tide_iov **fv = malloc(nn * sizeof(*fv));
-    size_t *fcnt = malloc(nn * sizeof(*fcnt)), *fidx = malloc(nn * sizeof(*fidx));
-    size_t *lens = calloc(nn, sizeof(*lens)), *fl = malloc(nn * sizeof(*fl));
-    uint64_t *caps = malloc(nn * sizeof(*caps));
-    int *res = malloc(nn * sizeof(*res));
-    int rc = 0, ok = 0;
-    if (!fk || !fv || !fcnt || !fidx || !lens || !fl || !caps || !res) {
-        rc = client_err(s, -ENOMEM, "%s: out of memory", w->addr);
-        goto out;
-    }
-    size_t nf = 0;
-    const tide_iov *v = iov;
-    for (size_t i = 0; i < n; i++) {
-        size_t cnt = iovcnt ? iovcnt[i] : 1;
-        results[i] = client_key_check(&keys[i]);
-        if (results[i] == 0) {
-            fk[nf] = keys[i];
-            fv[nf] = v;
-            fcnt[nf] = cnt;
-            caps[nf] = iov_total(v, cnt);
-            fidx[nf++] = i;
-        }
-        v += cnt;
-    }
-    for (size_t done = 0; done < nf;) {
-        size_t take = wire_chunk(w, fk + done, nf - done, 8);
-        wire_call k = wire_begin(s, w);
-        if ((rc = wire_take(&k)) != 0) {
-            wire_give(&k, 1);
-            goto out;
-        }
-        rc = get_chunk(&k, t, fk + done, fv + done, fcnt + done, caps + done, take, res, fl);
-        wire_give(&k, rc != 0);
-        if (rc) goto out;
-        for (size_t j = 0; j < take; j++) {
-            results[fidx[done + j]] = res[j];
-            lens[fidx[done + j]] = fl[j];
-            ok += res[j] == 0;
-        }
-        done += take;
-    }
-    if (vlens) memcpy(vlens, lens, n * sizeof(*lens));
-out:
-    free(fk), free(fv), free(fcnt), free(fidx), free(lens), free(fl), free(caps), free(res);
-    return rc ? rc : ok;
+    return wire_batch(s, w, 0, keys, n, iov, iovcnt, results, vlens, get_chunk, w->owner);
 }
 #else /* no UCX headers at build time: values over TCP */
 int tucx_attach(tide_store *s, wire *w) {
