@@ -360,16 +360,6 @@ static int tucx_in_pool(const tucx *t, uint64_t off, uint64_t len) {
     return off <= t->rsize && len <= t->rsize - off;
 }
 
-static int exchange_n(wire_call *k, uint8_t *head, size_t head_len, size_t n, frame_msg *m) {
-    char what[64];
-    snprintf(what, sizeof(what), "%s of %zu keys", frame_op_name(head[5]), n);
-    int rc = wire_exchange(k, head, head_len, NULL, 0, what, m);
-    if (rc == 0 && m->h.count != n)
-        rc = client_err(k->s, TIDE_EPROTO, "%s: %s answered for %u keys", k->w->addr, what,
-                        m->h.count);
-    return rc;
-}
-
 /* RMA of value j's scatter list against pool offset off: one request per piece. */
 static int tucx_rma(tide_store *s, tucx *t, int put, const tide_iov *v, size_t cnt, uint64_t off,
                     uint64_t len, void **reqs, size_t *nreq) {
@@ -417,7 +407,7 @@ static int put_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv
                 frame_encode_reserve(buf, cap, len, 0, fk, vl, n));
     if (rc) goto out;
     frame_msg m;
-    if ((rc = exchange_n(k, head, head_len, n, &m)) != 0) goto out;
+    if ((rc = wire_exchange_n(k, head, head_len, n, &m)) != 0) goto out;
     frame_iter it;
     frame_entry e;
     frame_iter_init(&it, &m);
@@ -463,7 +453,7 @@ wait:;
     WIRE_ENCODE(s, rc, head, head_len, frame_encode_commit(NULL, 0, len, 0, ids, sums, nc),
                 frame_encode_commit(buf, cap, len, 0, ids, sums, nc));
     if (rc) goto out;
-    if ((rc = exchange_n(k, head, head_len, nc, &m)) != 0) goto out;
+    if ((rc = wire_exchange_n(k, head, head_len, nc, &m)) != 0) goto out;
     frame_iter_init(&it, &m);
     for (size_t i = 0; frame_iter_next(&it, &e); i++)
         res[owner[i]] = e.status;
@@ -499,7 +489,7 @@ static int get_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv
                 frame_encode_pin(buf, cap, len, 0, fk, caps, n));
     if (rc) goto out;
     frame_msg m;
-    if ((rc = exchange_n(k, head, head_len, n, &m)) != 0) goto out;
+    if ((rc = wire_exchange_n(k, head, head_len, n, &m)) != 0) goto out;
     frame_iter it;
     frame_entry e;
     frame_iter_init(&it, &m);

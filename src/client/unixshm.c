@@ -121,18 +121,6 @@ static int ux_in_pool(const ux_impl *u, uint64_t off, uint64_t len) {
     return off <= u->map_size && len <= u->map_size - off;
 }
 
-/* Exchange a request about n keys ("PIN of 12 keys") on the held call: its reply must
- * answer for all n. */
-static int ux_exchange_n(wire_call *k, uint8_t *head, size_t head_len, size_t n, frame_msg *m) {
-    char what[64];
-    snprintf(what, sizeof(what), "%s of %zu keys", frame_op_name(head[5]), n);
-    int rc = wire_exchange(k, head, head_len, NULL, 0, what, m);
-    if (rc == 0 && m->h.count != n)
-        rc = client_err(k->s, TIDE_EPROTO, "%s: %s answered for %u keys", k->w->addr, what,
-                        m->h.count);
-    return rc;
-}
-
 /* ---- put ------------------------------------------------------------------------------ */
 
 /* One RESERVE + copies + COMMIT for keys fk[0..n) on connection k. res[j] gets key j's
@@ -217,7 +205,7 @@ static int ux_put_chunk(wire_call *k, const tide_key *fk, const tide_iov *const 
                 frame_encode_reserve(buf, cap, len, 0, fk, vl, n));
     if (rc) goto out;
     frame_msg m;
-    if ((rc = ux_exchange_n(k, head, head_len, n, &m)) != 0) goto out;
+    if ((rc = wire_exchange_n(k, head, head_len, n, &m)) != 0) goto out;
     rc = TIDE_EPROTO;
     frame_iter it;
     frame_entry e;
@@ -267,7 +255,7 @@ static int ux_put_chunk(wire_call *k, const tide_key *fk, const tide_iov *const 
     WIRE_ENCODE(s, rc, head, head_len, frame_encode_commit(NULL, 0, len, 0, ids, sums, nc),
                 frame_encode_commit(buf, cap, len, 0, ids, sums, nc));
     if (rc) goto out;
-    if ((rc = ux_exchange_n(k, head, head_len, nc, &m)) != 0) goto out;
+    if ((rc = wire_exchange_n(k, head, head_len, nc, &m)) != 0) goto out;
     frame_iter_init(&it, &m);
     for (size_t i = 0; frame_iter_next(&it, &e); i++)
         res[owner[i]] = e.status;
@@ -329,7 +317,7 @@ static int ux_get_chunk(wire_call *k, const tide_key *fk, const tide_iov *const 
                 frame_encode_pin(buf, cap, len, 0, fk, caps, n));
     if (rc) goto out;
     frame_msg m;
-    if ((rc = ux_exchange_n(k, head, head_len, n, &m)) != 0) goto out;
+    if ((rc = wire_exchange_n(k, head, head_len, n, &m)) != 0) goto out;
     rc = TIDE_EPROTO;
     frame_iter it;
     frame_entry e;
@@ -409,7 +397,7 @@ static int ux_get_chunk(wire_call *k, const tide_key *fk, const tide_iov *const 
         wire_send_nowait(k, head, head_len);
         goto out;
     }
-    if ((rc = ux_exchange_n(k, head, head_len, nr, &m)) != 0) goto out;
+    if ((rc = wire_exchange_n(k, head, head_len, nr, &m)) != 0) goto out;
     frame_iter_init(&it, &m);
     for (size_t i = 0; frame_iter_next(&it, &e); i++) {
         /* The pin lapsed before the copy was known good (without a checksum, or with a

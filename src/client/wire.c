@@ -596,6 +596,16 @@ int wire_exchange(wire_call *k, uint8_t *head, size_t head_len, const struct iov
     return 0;
 }
 
+int wire_exchange_n(wire_call *k, uint8_t *head, size_t head_len, size_t n, frame_msg *m) {
+    char what[64];
+    snprintf(what, sizeof(what), "%s of %zu keys", frame_op_name(head[5]), n);
+    int rc = wire_exchange(k, head, head_len, NULL, 0, what, m);
+    if (rc == 0 && m->h.count != n)
+        rc = client_err(k->s, TIDE_EPROTO, "%s: %s answered for %u keys", k->w->addr, what,
+                        m->h.count);
+    return rc;
+}
+
 void wire_send_nowait(wire_call *k, uint8_t *head, size_t head_len) {
     le_wr64(head + 8, k->c->next_req++);
     struct iovec v = {head, head_len};

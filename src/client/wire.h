@@ -136,6 +136,9 @@ int wire_io_fail(wire_call *k, const char *what, int rc);
  * answers this request without an error status. `what` ("GET of 12 keys") is for messages. */
 int wire_exchange(wire_call *k, uint8_t *head, size_t head_len, const struct iovec *vals, int nvals,
                   const char *what, frame_msg *m);
+/* wire_exchange of a request about n keys without values ("PIN of 12 keys", named from its
+ * op) whose reply must answer for all n, else TIDE_EPROTO. */
+int wire_exchange_n(wire_call *k, uint8_t *head, size_t head_len, size_t n, frame_msg *m);
 
 /* Send head (its req_id filled in) without waiting for the reply, which the next exchange
  * on this connection reads and drops; every request sent this way until then must have the
