@@ -16,6 +16,14 @@ or ``m._x`` in a module other than m is a finding; a private *module* (``_lib``)
 package's own business and may be imported by its siblings. A module re-binding a public
 name under a private alias (``from m import x as _x``) imports nothing private.
 
+Private attributes too: ``obj._x`` (a call ``obj._enter()`` or a read) in a module that
+does not define ``_x`` itself, where another module of the package does (a ``def _x``, a
+``class _x``, or an assignment to ``_x`` or to ``something._x``), is a finding: it reaches
+into an object of another module's class. A module that defines a private name of its own
+is taken to mean its own, so the check cannot see a use of another class's ``_x`` where the
+module also has an ``_x``; it needs no type inference and has no false findings from
+names of other libraries (``sys._getframe``), which the package does not define.
+
 Prints one line per circle and per private import; exits 1 when there is any, 0 when none.
 """
 
@@ -36,6 +44,19 @@ class Graph:
     modules: dict[str, str] = field(default_factory=dict)  # name -> file path
     edges: dict[str, set[str]] = field(default_factory=dict)
     private: list[str] = field(default_factory=list)  # "file:line: text" findings
+    defines: dict[str, set[str]] = field(default_factory=dict)  # module -> private names
+
+
+def _defined_private_names(tree: ast.AST) -> set[str]:
+    """The private names a module defines: functions, classes, and assignment targets
+    (plain names and attributes, ``self._x = ...``)."""
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Store):
+            out.add(node.id if isinstance(node, ast.Name) else node.attr)
+    return {n for n in out if _is_private(n)}
 
 
 def _module_names(root: str) -> dict[str, str]:
@@ -57,7 +78,9 @@ def _module_names(root: str) -> dict[str, str]:
 
 
 def _is_private(name: str) -> bool:
-    return name.startswith("_") and not name.startswith("__")
+    """One leading underscore; not a dunder, nor a "sunder" protocol name that ends in one
+    underscore too (ctypes' ``_fields_``, enum's ``_missing_``): those are public API."""
+    return name.startswith("_") and not name.startswith("__") and not name.endswith("_")
 
 
 def _resolve(module: str, is_package: bool, level: int, target: str | None) -> str:
@@ -75,10 +98,14 @@ def _resolve(module: str, is_package: bool, level: int, target: str | None) -> s
 def build(root: str) -> Graph:
     """The graph of the package in directory `root`."""
     g = Graph(modules=_module_names(root))
+    trees: dict[str, ast.AST] = {}
+    for name, path in g.modules.items():
+        with open(path, encoding="utf-8") as f:
+            trees[name] = ast.parse(f.read(), path)
+        g.defines[name] = _defined_private_names(trees[name])
     for name, path in g.modules.items():
         g.edges[name] = set()
-        with open(path, encoding="utf-8") as f:
-            tree = ast.parse(f.read(), path)
+        tree = trees[name]
         is_package = path.endswith("__init__.py")
         aliases: dict[str, str] = {}  # local name -> package module it is bound to
 
@@ -108,12 +135,20 @@ def build(root: str) -> Graph:
                     else:
                         edge(src, node.lineno, a.name)
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-                    and node.value.id in aliases and _is_private(node.attr)):
+            if not (isinstance(node, ast.Attribute) and _is_private(node.attr)):
+                continue
+            if isinstance(node.value, ast.Name) and node.value.id in aliases:
                 target = aliases[node.value.id]
                 if f"{target}.{node.attr}" not in g.modules and target != name:
                     g.private.append(f"{path}:{node.lineno}: {name} uses private name "
                                      f"{node.attr!r} of {target}")
+                continue
+            if node.attr in g.defines[name]:
+                continue
+            owners = sorted(m for m, names in g.defines.items() if node.attr in names)
+            if owners:
+                g.private.append(f"{path}:{node.lineno}: {name} uses private attribute "
+                                 f"{node.attr!r} defined in {', '.join(owners)}")
     return g
 
 

@@ -23,6 +23,15 @@ void cluster_url(char *buf, size_t cap, const test_server *ts, int n, const char
  * returns the value length. */
 size_t cluster_value(char *key, size_t cap, uint8_t *v, int i);
 
+/* The longest a cluster call may take while one member is silent (hung or cut off), for a
+ * cluster URL with timeout_ms=T. What the client promises: each call to a member ends T
+ * after it started (node.c), a get asks one member at a time and a put replaces a member
+ * whose call failed, and only one member is silent, so a call waits out at most one
+ * timeout and then makes one answered call (about a millisecond on loopback). The margin,
+ * T/2, is for scheduling on a loaded 2-core machine under a sanitizer; it stays below T,
+ * so a call that waits two timeouts (a doubled timeout, a retry after a timeout) fails. */
+#define CLUSTER_SILENT_CALL_BOUND_MS(t_ms) ((t_ms) + (t_ms) / 2)
+
 /* etcd, started on free loopback ports with its data in the test's directory. */
 typedef struct test_etcd {
     int pid;

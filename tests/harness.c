@@ -124,6 +124,12 @@ void test_skip(const char *fmt, ...) {
     _exit(TEST_EXIT_SKIP);
 }
 
+double test_now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
 static double elapsed_ms(struct timespec a) {
     struct timespec b;
     clock_gettime(CLOCK_MONOTONIC, &b);

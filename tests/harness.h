@@ -79,5 +79,7 @@ const char *test_tmpdir(void);
  * stdout (and stderr, when cmd says 2>&1) in out[0..cap), NUL-terminated. Returns its exit
  * status, or 128 + the signal that killed it. */
 int test_run(const char *cmd, char *out, size_t cap);
+/* Milliseconds on the monotonic clock, for timing a call against a bound. */
+double test_now_ms(void);
 
 #endif

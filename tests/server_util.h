@@ -37,5 +37,12 @@ long server_status_kib(pid_t pid, const char *field);
 #endif
 /* Connect a blocking TCP socket to 127.0.0.1:port (receive timeout secs). */
 int server_connect(int port, int timeout_s);
+/* The latest tided cuts a connection whose timeout of t_s seconds has run out: one silent
+ * on a partial request or before it authenticated (--idle-timeout), or one whose replies
+ * have not moved (--write-stall-timeout). It has run out after more than t_s without
+ * progress, and a worker sees it at its next tick (every 250 ms, after an epoll_wait of up
+ * to 250 ms, worker.c): by t_s + 0.5 s. The bound adds 250 ms for scheduling on a loaded
+ * machine, so it stays below 2 t_s: a doubled timeout fails it. */
+#define SERVER_CUT_BOUND_MS(t_s) ((t_s)*1000.0 + 750.0)
 
 #endif

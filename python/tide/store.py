@@ -31,11 +31,12 @@ themselves (bytes, or None for a missing key): having no place to report any oth
 failure (an empty key, say), it raises that failure as the matching ``Error``.
 """
 
+import contextlib
 import ctypes
 import errno
 import itertools
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import Any, Literal, NamedTuple, Optional, Union, overload
 
@@ -219,6 +220,19 @@ class Store:
             if self._active == 0:
                 self._cv.notify_all()
 
+    @contextlib.contextmanager
+    def borrowed_handle(self) -> Iterator[Any]:
+        """The C handle (a ``tide_store *``) for one call into libtide made elsewhere, as
+        ``with store.borrowed_handle() as h: lib.tide_x(h, ...)``: the call counts as in
+        flight, so close() waits for it, and the handle must not be kept past the block.
+        Raises ClosedError once closed. For code that passes a Store to libtide (the vLLM
+        connector shares one through tide_connector_create_with_store)."""
+        h = self._enter()
+        try:
+            yield h
+        finally:
+            self._leave()
+
     def close(self) -> None:
         """Wait for calls in flight, then free the store. Closing twice is harmless."""
         with self._cv:
@@ -258,6 +272,18 @@ class Store:
 
     def _error(self, rc: int, handle: Any, **extra: Any) -> errors.Error:
         return errors.make_error(rc, errors.last_message(handle), **extra)
+
+    def _checked(self, fn: Callable[..., int], *args: Any) -> int:
+        """fn(handle, *args), a libtide call, as one call in flight; a negative return is
+        raised as its error (with the handle's message), any other returned."""
+        h = self._enter()
+        try:
+            rc = int(fn(h, *args))
+            if rc < 0:
+                raise self._error(rc, h)
+            return rc
+        finally:
+            self._leave()
 
     # -- single keys ---------------------------------------------------------------------
 
@@ -331,14 +357,7 @@ class Store:
     def exists(self, key: KeyLike) -> bool:
         """True if key is stored."""
         k = key_bytes(key)
-        h = self._enter()
-        try:
-            rc = self._lib.tide_exists(h, k, len(k))
-            if rc < 0:
-                raise self._error(rc, h)
-            return bool(rc == 1)
-        finally:
-            self._leave()
+        return self._checked(self._lib.tide_exists, k, len(k)) == 1
 
     def remove(self, key: KeyLike) -> bool:
         """Remove key: True if it was removed, False if it was not there."""
@@ -522,14 +541,8 @@ class Store:
         karr, _blob, _ = _key_array(klist)
         n = len(klist)
         present = (ctypes.c_uint8 * n)()
-        h = self._enter()
-        try:
-            rc = self._lib.tide_exists_many(h, karr, n, present)
-            if rc < 0:
-                raise self._error(rc, h)
-            return [bool(p) for p in present]
-        finally:
-            self._leave()
+        self._checked(self._lib.tide_exists_many, karr, n, present)
+        return [bool(p) for p in present]
 
     def remove_many(self, keys: Iterable[KeyLike]) -> list[int]:
         """Remove keys; per key 0 (removed) or tide.ENOTFOUND (or a key error)."""
@@ -537,40 +550,21 @@ class Store:
         karr, _blob, _ = _key_array(klist)
         n = len(klist)
         results = (ctypes.c_int * n)()
-        h = self._enter()
-        try:
-            rc = self._lib.tide_remove_many(h, karr, n, results)
-            if rc < 0:
-                raise self._error(rc, h)
-            return list(results)
-        finally:
-            self._leave()
+        self._checked(self._lib.tide_remove_many, karr, n, results)
+        return list(results)
 
     def match_prefix(self, keys: Iterable[KeyLike]) -> int:
         """How many leading keys are all stored: the longest cached prefix of a chain of
         block keys."""
         klist = list(keys)
         karr, _blob, _ = _key_array(klist)
-        h = self._enter()
-        try:
-            rc = self._lib.tide_match_prefix(h, karr, len(klist))
-            if rc < 0:
-                raise self._error(rc, h)
-            return int(rc)
-        finally:
-            self._leave()
+        return self._checked(self._lib.tide_match_prefix, karr, len(klist))
 
     # -- the whole store -----------------------------------------------------------------
 
     def clear(self) -> None:
         """Remove every object."""
-        h = self._enter()
-        try:
-            rc = self._lib.tide_clear(h)
-            if rc < 0:
-                raise self._error(rc, h)
-        finally:
-            self._leave()
+        self._checked(self._lib.tide_clear)
 
     def events(self, since: int, max_events: int = 1024) -> "tuple[list[StoreEvent], int, int]":
         """Departures numbered `since` on (tide_events_read): ``(events, next, lost)``. Pass
@@ -581,29 +575,14 @@ class Store:
         buf = (_lib.Event * n)()
         nxt = ctypes.c_uint64(0)
         lost = ctypes.c_uint64(0)
-        h = self._enter()
-        try:
-            rc = self._lib.tide_events_read(
-                h, int(since), buf, n, ctypes.byref(nxt), ctypes.byref(lost)
-            )
-            if rc < 0:
-                raise self._error(rc, h)
-            out = [
-                StoreEvent(int(e.seq), int(e.kind), bytes(e.key[: e.klen]))
-                for e in buf[: int(rc)]
-            ]
-            return out, int(nxt.value), int(lost.value)
-        finally:
-            self._leave()
+        rc = self._checked(
+            self._lib.tide_events_read, int(since), buf, n, ctypes.byref(nxt), ctypes.byref(lost)
+        )
+        out = [StoreEvent(int(e.seq), int(e.kind), bytes(e.key[: e.klen])) for e in buf[:rc]]
+        return out, int(nxt.value), int(lost.value)
 
     def stats(self) -> dict[str, int]:
         """The store's figures as a dict of ints (the fields of tide_stats)."""
         st = _lib.Stats()
-        h = self._enter()
-        try:
-            rc = self._lib.tide_stats_get(h, ctypes.byref(st), ctypes.sizeof(st))
-            if rc < 0:
-                raise self._error(rc, h)
-            return {name: getattr(st, name) for name in _lib.STATS_FIELDS}
-        finally:
-            self._leave()
+        self._checked(self._lib.tide_stats_get, ctypes.byref(st), ctypes.sizeof(st))
+        return {name: getattr(st, name) for name in _lib.STATS_FIELDS}

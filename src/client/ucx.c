@@ -360,16 +360,6 @@ static int tucx_in_pool(const tucx *t, uint64_t off, uint64_t len) {
     return off <= t->rsize && len <= t->rsize - off;
 }
 
-static int exchange_n(wire_call *k, uint8_t *head, size_t head_len, size_t n, frame_msg *m) {
-    char what[64];
-    snprintf(what, sizeof(what), "%s of %zu keys", frame_op_name(head[5]), n);
-    int rc = wire_exchange(k, head, head_len, NULL, 0, what, m);
-    if (rc == 0 && m->h.count != n)
-        rc = client_err(k->s, TIDE_EPROTO, "%s: %s answered for %u keys", k->w->addr, what,
-                        m->h.count);
-    return rc;
-}
-
 /* RMA of value j's scatter list against pool offset off: one request per piece. */
 static int tucx_rma(tide_store *s, tucx *t, int put, const tide_iov *v, size_t cnt, uint64_t off,
                     uint64_t len, void **reqs, size_t *nreq) {
@@ -397,9 +387,12 @@ static size_t pieces(const size_t *cnt, size_t n) {
     return p;
 }
 
-static int put_chunk(wire_call *k, tucx *t, const tide_key *fk, const tide_iov *const *fv,
-                     const size_t *fcnt, const uint64_t *vl, size_t n, int *res) {
+static int put_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv,
+                     const size_t *fcnt, const uint64_t *vl, size_t n, int *res, size_t *lens,
+                     void *arg) {
+    (void)lens;
     tide_store *s = k->s;
+    tucx *t = arg;
     uint64_t *ids = malloc(n * sizeof(*ids)), *sums = malloc(n * sizeof(*sums));
     size_t *owner = malloc(n * sizeof(*owner));
     void **reqs = calloc(pieces(fcnt, n), sizeof(void *));
@@ -414,7 +407,7 @@ static int put_chunk(wire_call *k, tucx *t, const tide_key *fk, const tide_iov *
                 frame_encode_reserve(buf, cap, len, 0, fk, vl, n));
     if (rc) goto out;
     frame_msg m;
-    if ((rc = exchange_n(k, head, head_len, n, &m)) != 0) goto out;
+    if ((rc = wire_exchange_n(k, head, head_len, n, &m)) != 0) goto out;
     frame_iter it;
     frame_entry e;
     frame_iter_init(&it, &m);
@@ -460,7 +453,7 @@ wait:;
     WIRE_ENCODE(s, rc, head, head_len, frame_encode_commit(NULL, 0, len, 0, ids, sums, nc),
                 frame_encode_commit(buf, cap, len, 0, ids, sums, nc));
     if (rc) goto out;
-    if ((rc = exchange_n(k, head, head_len, nc, &m)) != 0) goto out;
+    if ((rc = wire_exchange_n(k, head, head_len, nc, &m)) != 0) goto out;
     frame_iter_init(&it, &m);
     for (size_t i = 0; frame_iter_next(&it, &e); i++)
         res[owner[i]] = e.status;
@@ -476,9 +469,11 @@ out:
 
 /* ---- get ----------------------------------------------------------------------------- */
 
-static int get_chunk(wire_call *k, tucx *t, const tide_key *fk, const tide_iov *const *fv,
-                     const size_t *fcnt, const uint64_t *caps, size_t n, int *res, size_t *lens) {
+static int get_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv,
+                     const size_t *fcnt, const uint64_t *caps, size_t n, int *res, size_t *lens,
+                     void *arg) {
     tide_store *s = k->s;
+    tucx *t = arg;
     uint64_t *ids = malloc(n * sizeof(*ids)), *want = malloc(n * sizeof(*want));
     int32_t *outs = malloc(n * sizeof(*outs));
     size_t *owner = malloc(n * sizeof(*owner));
@@ -494,7 +489,7 @@ static int get_chunk(wire_call *k, tucx *t, const tide_key *fk, const tide_iov *
                 frame_encode_pin(buf, cap, len, 0, fk, caps, n));
     if (rc) goto out;
     frame_msg m;
-    if ((rc = exchange_n(k, head, head_len, n, &m)) != 0) goto out;
+    if ((rc = wire_exchange_n(k, head, head_len, n, &m)) != 0) goto out;
     frame_iter it;
     frame_entry e;
     frame_iter_init(&it, &m);
@@ -555,105 +550,12 @@ out:
 
 int tucx_put_many(tide_store *s, wire *w, const tide_key *keys, size_t n, const tide_iov *iov,
                   const size_t *iovcnt, int *results) {
-    tucx *t = w->owner;
-    tide_key *fk = malloc((n ? n : 1) * sizeof(*fk));
-    const tide_iov **fv = malloc((n ? n : 1) * sizeof(*fv));
-    size_t *fcnt = malloc((n ? n : 1) * sizeof(*fcnt)), *fidx = malloc((n ? n : 1) * sizeof(*fidx));
-    uint64_t *vl = malloc((n ? n : 1) * sizeof(*vl));
-    int *res = malloc((n ? n : 1) * sizeof(*res));
-    int rc = 0, ok = 0;
-    if (!fk || !fv || !fcnt || !fidx || !vl || !res) {
-        rc = client_err(s, -ENOMEM, "%s: out of memory", w->addr);
-        goto out;
-    }
-    size_t nf = 0;
-    const tide_iov *v = iov;
-    for (size_t i = 0; i < n; i++) {
-        size_t cnt = iovcnt ? iovcnt[i] : 1;
-        int krc = client_key_check(&keys[i]);
-        size_t total = iov_total(v, cnt);
-        if (krc == 0 && total == 0) krc = TIDE_EVALEMPTY;
-        results[i] = krc;
-        if (krc == 0) {
-            fk[nf] = keys[i];
-            fv[nf] = v;
-            fcnt[nf] = cnt;
-            vl[nf] = total;
-            fidx[nf++] = i;
-        }
-        v += cnt;
-    }
-    for (size_t done = 0; done < nf;) {
-        size_t take = wire_chunk(w, fk + done, nf - done, 8);
-        wire_call k = wire_begin(s, w);
-        if ((rc = wire_take(&k)) != 0) {
-            wire_give(&k, 1);
-            goto out;
-        }
-        rc = put_chunk(&k, t, fk + done, fv + done, fcnt + done, vl + done, take, res);
-        wire_give(&k, rc != 0);
-        if (rc) goto out;
-        for (size_t j = 0; j < take; j++)
-            results[fidx[done + j]] = res[j];
-        done += take;
-    }
-    for (size_t i = 0; i < n; i++)
-        ok += results[i] == 0;
-out:
-    free(fk), free(fv), free(fcnt), free(fidx), free(vl), free(res);
-    return rc ? rc : ok;
+    return wire_batch(s, w, 1, keys, n, iov, iovcnt, results, NULL, put_chunk, w->owner);
 }
 
 int tucx_get_many(tide_store *s, wire *w, const tide_key *keys, size_t n, const tide_iov *iov,
                   const size_t *iovcnt, int *results, size_t *vlens) {
-    tucx *t = w->owner;
-    size_t nn = n ? n : 1;
-    tide_key *fk = malloc(nn * sizeof(*fk));
-    const tide_iov **fv = malloc(nn * sizeof(*fv));
-    size_t *fcnt = malloc(nn * sizeof(*fcnt)), *fidx = malloc(nn * sizeof(*fidx));
-    size_t *lens = calloc(nn, sizeof(*lens)), *fl = malloc(nn * sizeof(*fl));
-    uint64_t *caps = malloc(nn * sizeof(*caps));
-    int *res = malloc(nn * sizeof(*res));
-    int rc = 0, ok = 0;
-    if (!fk || !fv || !fcnt || !fidx || !lens || !fl || !caps || !res) {
-        rc = client_err(s, -ENOMEM, "%s: out of memory", w->addr);
-        goto out;
-    }
-    size_t nf = 0;
-    const tide_iov *v = iov;
-    for (size_t i = 0; i < n; i++) {
-        size_t cnt = iovcnt ? iovcnt[i] : 1;
-        results[i] = client_key_check(&keys[i]);
-        if (results[i] == 0) {
-            fk[nf] = keys[i];
-            fv[nf] = v;
-            fcnt[nf] = cnt;
-            caps[nf] = iov_total(v, cnt);
-            fidx[nf++] = i;
-        }
-        v += cnt;
-    }
-    for (size_t done = 0; done < nf;) {
-        size_t take = wire_chunk(w, fk + done, nf - done, 8);
-        wire_call k = wire_begin(s, w);
-        if ((rc = wire_take(&k)) != 0) {
-            wire_give(&k, 1);
-            goto out;
-        }
-        rc = get_chunk(&k, t, fk + done, fv + done, fcnt + done, caps + done, take, res, fl);
-        wire_give(&k, rc != 0);
-        if (rc) goto out;
-        for (size_t j = 0; j < take; j++) {
-            results[fidx[done + j]] = res[j];
-            lens[fidx[done + j]] = fl[j];
-            ok += res[j] == 0;
-        }
-        done += take;
-    }
-    if (vlens) memcpy(vlens, lens, n * sizeof(*lens));
-out:
-    free(fk), free(fv), free(fcnt), free(fidx), free(lens), free(fl), free(caps), free(res);
-    return rc ? rc : ok;
+    return wire_batch(s, w, 0, keys, n, iov, iovcnt, results, vlens, get_chunk, w->owner);
 }
 #else /* no UCX headers at build time: values over TCP */
 int tucx_attach(tide_store *s, wire *w) {

@@ -121,18 +121,6 @@ static int ux_in_pool(const ux_impl *u, uint64_t off, uint64_t len) {
     return off <= u->map_size && len <= u->map_size - off;
 }
 
-/* Exchange a request about n keys ("PIN of 12 keys") on the held call: its reply must
- * answer for all n. */
-static int ux_exchange_n(wire_call *k, uint8_t *head, size_t head_len, size_t n, frame_msg *m) {
-    char what[64];
-    snprintf(what, sizeof(what), "%s of %zu keys", frame_op_name(head[5]), n);
-    int rc = wire_exchange(k, head, head_len, NULL, 0, what, m);
-    if (rc == 0 && m->h.count != n)
-        rc = client_err(k->s, TIDE_EPROTO, "%s: %s answered for %u keys", k->w->addr, what,
-                        m->h.count);
-    return rc;
-}
-
 /* ---- put ------------------------------------------------------------------------------ */
 
 /* One RESERVE + copies + COMMIT for keys fk[0..n) on connection k. res[j] gets key j's
@@ -194,8 +182,11 @@ static int ux_dev_wait_all(ux_dev *d, size_t n, devio_hasher *h) {
 }
 
 static int ux_put_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv,
-                        const size_t *fcnt, const uint64_t *vl, size_t n, int *res, dev_queue *q) {
+                        const size_t *fcnt, const uint64_t *vl, size_t n, int *res, size_t *lens,
+                        void *arg) {
+    (void)lens;
     tide_store *s = k->s;
+    dev_queue *q = arg;
     ux_impl *u = k->w->owner;
     uint64_t *ids = malloc(n * sizeof(*ids)), *sums = malloc(n * sizeof(*sums));
     size_t *owner = malloc(n * sizeof(*owner));
@@ -214,7 +205,7 @@ static int ux_put_chunk(wire_call *k, const tide_key *fk, const tide_iov *const 
                 frame_encode_reserve(buf, cap, len, 0, fk, vl, n));
     if (rc) goto out;
     frame_msg m;
-    if ((rc = ux_exchange_n(k, head, head_len, n, &m)) != 0) goto out;
+    if ((rc = wire_exchange_n(k, head, head_len, n, &m)) != 0) goto out;
     rc = TIDE_EPROTO;
     frame_iter it;
     frame_entry e;
@@ -264,7 +255,7 @@ static int ux_put_chunk(wire_call *k, const tide_key *fk, const tide_iov *const 
     WIRE_ENCODE(s, rc, head, head_len, frame_encode_commit(NULL, 0, len, 0, ids, sums, nc),
                 frame_encode_commit(buf, cap, len, 0, ids, sums, nc));
     if (rc) goto out;
-    if ((rc = ux_exchange_n(k, head, head_len, nc, &m)) != 0) goto out;
+    if ((rc = wire_exchange_n(k, head, head_len, nc, &m)) != 0) goto out;
     frame_iter_init(&it, &m);
     for (size_t i = 0; frame_iter_next(&it, &e); i++)
         res[owner[i]] = e.status;
@@ -284,53 +275,7 @@ out:
 static int ux_put(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
                   const size_t *iovcnt, int *results, dev_queue *q) {
     ux_impl *u = s->impl;
-    tide_key *fk = malloc(n * sizeof(*fk));
-    const tide_iov **fv = malloc(n * sizeof(*fv));
-    size_t *fcnt = malloc(n * sizeof(*fcnt)), *fidx = malloc(n * sizeof(*fidx));
-    uint64_t *vl = malloc(n * sizeof(*vl));
-    int *res = malloc(n * sizeof(*res));
-    int rc = 0, ok = 0;
-    if (!fk || !fv || !fcnt || !fidx || !vl || !res) {
-        rc = client_err(s, -ENOMEM, "%s: out of memory", u->w.addr);
-        goto out;
-    }
-    /* Bad keys and empty values are answered here; the rest are reserved in chunks. */
-    size_t nf = 0;
-    const tide_iov *v = iov;
-    for (size_t i = 0; i < n; i++) {
-        size_t cnt = iovcnt ? iovcnt[i] : 1;
-        int krc = client_key_check(&keys[i]);
-        size_t total = iov_total(v, cnt);
-        if (krc == 0 && total == 0) krc = TIDE_EVALEMPTY;
-        results[i] = krc;
-        if (krc == 0) {
-            fk[nf] = keys[i];
-            fv[nf] = v;
-            fcnt[nf] = cnt;
-            vl[nf] = total;
-            fidx[nf++] = i;
-        }
-        v += cnt;
-    }
-    for (size_t done = 0; done < nf;) {
-        size_t take = wire_chunk(&u->w, fk + done, nf - done, 8);
-        wire_call k = wire_begin(s, &u->w);
-        if ((rc = wire_take(&k)) != 0) {
-            wire_give(&k, 1);
-            goto out;
-        }
-        rc = ux_put_chunk(&k, fk + done, fv + done, fcnt + done, vl + done, take, res, q);
-        wire_give(&k, rc != 0);
-        if (rc) goto out;
-        for (size_t j = 0; j < take; j++)
-            results[fidx[done + j]] = res[j];
-        done += take;
-    }
-    for (size_t i = 0; i < n; i++)
-        ok += results[i] == 0;
-out:
-    free(fk), free(fv), free(fcnt), free(fidx), free(vl), free(res);
-    return rc ? rc : ok;
+    return wire_batch(s, &u->w, 1, keys, n, iov, iovcnt, results, NULL, ux_put_chunk, q);
 }
 
 static int ux_put_many(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
@@ -348,8 +293,9 @@ static int ux_put_many_dev(tide_store *s, const tide_key *keys, size_t n, const 
 /* One PIN + copies + RELEASE for keys fk[0..n). res[j] and lens[j] get key j's result. */
 static int ux_get_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv,
                         const size_t *fcnt, const uint64_t *caps, size_t n, int *res, size_t *lens,
-                        dev_queue *q) {
+                        void *arg) {
     tide_store *s = k->s;
+    dev_queue *q = arg;
     ux_impl *u = k->w->owner;
     uint64_t *ids = malloc(n * sizeof(*ids));
     int32_t *outs = malloc(n * sizeof(*outs));
@@ -371,7 +317,7 @@ static int ux_get_chunk(wire_call *k, const tide_key *fk, const tide_iov *const 
                 frame_encode_pin(buf, cap, len, 0, fk, caps, n));
     if (rc) goto out;
     frame_msg m;
-    if ((rc = ux_exchange_n(k, head, head_len, n, &m)) != 0) goto out;
+    if ((rc = wire_exchange_n(k, head, head_len, n, &m)) != 0) goto out;
     rc = TIDE_EPROTO;
     frame_iter it;
     frame_entry e;
@@ -451,7 +397,7 @@ static int ux_get_chunk(wire_call *k, const tide_key *fk, const tide_iov *const 
         wire_send_nowait(k, head, head_len);
         goto out;
     }
-    if ((rc = ux_exchange_n(k, head, head_len, nr, &m)) != 0) goto out;
+    if ((rc = wire_exchange_n(k, head, head_len, nr, &m)) != 0) goto out;
     frame_iter_init(&it, &m);
     for (size_t i = 0; frame_iter_next(&it, &e); i++) {
         /* The pin lapsed before the copy was known good (without a checksum, or with a
@@ -475,52 +421,7 @@ out:
 static int ux_get(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
                   const size_t *iovcnt, int *results, size_t *vlens, dev_queue *q) {
     ux_impl *u = s->impl;
-    tide_key *fk = malloc(n * sizeof(*fk));
-    const tide_iov **fv = malloc(n * sizeof(*fv));
-    size_t *fcnt = malloc(n * sizeof(*fcnt)), *fidx = malloc(n * sizeof(*fidx));
-    size_t *lens = calloc(n, sizeof(*lens)), *fl = malloc(n * sizeof(*fl));
-    uint64_t *caps = malloc(n * sizeof(*caps));
-    int *res = malloc(n * sizeof(*res));
-    int rc = 0, ok = 0;
-    if (!fk || !fv || !fcnt || !fidx || !lens || !fl || !caps || !res) {
-        rc = client_err(s, -ENOMEM, "%s: out of memory", u->w.addr);
-        goto out;
-    }
-    size_t nf = 0;
-    const tide_iov *v = iov;
-    for (size_t i = 0; i < n; i++) {
-        size_t cnt = iovcnt ? iovcnt[i] : 1;
-        results[i] = client_key_check(&keys[i]);
-        if (results[i] == 0) {
-            fk[nf] = keys[i];
-            fv[nf] = v;
-            fcnt[nf] = cnt;
-            caps[nf] = iov_total(v, cnt);
-            fidx[nf++] = i;
-        }
-        v += cnt;
-    }
-    for (size_t done = 0; done < nf;) {
-        size_t take = wire_chunk(&u->w, fk + done, nf - done, 8);
-        wire_call k = wire_begin(s, &u->w);
-        if ((rc = wire_take(&k)) != 0) {
-            wire_give(&k, 1);
-            goto out;
-        }
-        rc = ux_get_chunk(&k, fk + done, fv + done, fcnt + done, caps + done, take, res, fl, q);
-        wire_give(&k, rc != 0);
-        if (rc) goto out;
-        for (size_t j = 0; j < take; j++) {
-            results[fidx[done + j]] = res[j];
-            lens[fidx[done + j]] = fl[j];
-            ok += res[j] == 0;
-        }
-        done += take;
-    }
-    if (vlens) memcpy(vlens, lens, n * sizeof(*lens));
-out:
-    free(fk), free(fv), free(fcnt), free(fidx), free(lens), free(fl), free(caps), free(res);
-    return rc ? rc : ok;
+    return wire_batch(s, &u->w, 0, keys, n, iov, iovcnt, results, vlens, ux_get_chunk, q);
 }
 
 static int ux_get_many(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,

@@ -596,6 +596,16 @@ int wire_exchange(wire_call *k, uint8_t *head, size_t head_len, const struct iov
     return 0;
 }
 
+int wire_exchange_n(wire_call *k, uint8_t *head, size_t head_len, size_t n, frame_msg *m) {
+    char what[64];
+    snprintf(what, sizeof(what), "%s of %zu keys", frame_op_name(head[5]), n);
+    int rc = wire_exchange(k, head, head_len, NULL, 0, what, m);
+    if (rc == 0 && m->h.count != n)
+        rc = client_err(k->s, TIDE_EPROTO, "%s: %s answered for %u keys", k->w->addr, what,
+                        m->h.count);
+    return rc;
+}
+
 void wire_send_nowait(wire_call *k, uint8_t *head, size_t head_len) {
     le_wr64(head + 8, k->c->next_req++);
     struct iovec v = {head, head_len};
@@ -674,6 +684,61 @@ uint64_t wire_max_frame(wire *w) {
     uint64_t mf = w->max_frame ? w->max_frame : FRAME_DEFAULT_MAX_FRAME;
     pthread_mutex_unlock(&w->lock);
     return mf;
+}
+
+int wire_batch(tide_store *s, wire *w, int is_put, const tide_key *keys, size_t n,
+               const tide_iov *iov, const size_t *iovcnt, int *results, size_t *vlens,
+               wire_batch_chunk chunk, void *arg) {
+    size_t nn = n ? n : 1;
+    tide_key *fk = malloc(nn * sizeof(*fk));
+    const tide_iov **fv = malloc(nn * sizeof(*fv));
+    size_t *fcnt = malloc(nn * sizeof(*fcnt)), *fidx = malloc(nn * sizeof(*fidx));
+    size_t *lens = calloc(nn, sizeof(*lens)), *fl = calloc(nn, sizeof(*fl));
+    uint64_t *sizes = malloc(nn * sizeof(*sizes));
+    int *res = malloc(nn * sizeof(*res));
+    int rc = 0, ok = 0;
+    if (!fk || !fv || !fcnt || !fidx || !lens || !fl || !sizes || !res) {
+        rc = client_err(s, -ENOMEM, "%s: out of memory", w->addr);
+        goto out;
+    }
+    size_t nf = 0;
+    const tide_iov *v = iov;
+    for (size_t i = 0; i < n; i++) {
+        size_t cnt = iovcnt ? iovcnt[i] : 1;
+        size_t total = iov_total(v, cnt);
+        int krc = client_key_check(&keys[i]);
+        if (krc == 0 && is_put && total == 0) krc = TIDE_EVALEMPTY;
+        results[i] = krc;
+        if (krc == 0) {
+            fk[nf] = keys[i];
+            fv[nf] = v;
+            fcnt[nf] = cnt;
+            sizes[nf] = total;
+            fidx[nf++] = i;
+        }
+        v += cnt;
+    }
+    for (size_t done = 0; done < nf;) {
+        size_t take = wire_chunk(w, fk + done, nf - done, 8);
+        wire_call k = wire_begin(s, w);
+        if ((rc = wire_take(&k)) != 0) {
+            wire_give(&k, 1);
+            goto out;
+        }
+        rc = chunk(&k, fk + done, fv + done, fcnt + done, sizes + done, take, res, fl, arg);
+        wire_give(&k, rc != 0);
+        if (rc) goto out;
+        for (size_t j = 0; j < take; j++) {
+            results[fidx[done + j]] = res[j];
+            lens[fidx[done + j]] = fl[j];
+            ok += res[j] == 0;
+        }
+        done += take;
+    }
+    if (vlens) memcpy(vlens, lens, n * sizeof(*lens));
+out:
+    free(fk), free(fv), free(fcnt), free(fidx), free(lens), free(fl), free(sizes), free(res);
+    return rc ? rc : ok;
 }
 
 /* ---- EXISTS, REMOVE, MATCH_PREFIX ----------------------------------------------------- */

@@ -136,6 +136,9 @@ int wire_io_fail(wire_call *k, const char *what, int rc);
  * answers this request without an error status. `what` ("GET of 12 keys") is for messages. */
 int wire_exchange(wire_call *k, uint8_t *head, size_t head_len, const struct iovec *vals, int nvals,
                   const char *what, frame_msg *m);
+/* wire_exchange of a request about n keys without values ("PIN of 12 keys", named from its
+ * op) whose reply must answer for all n, else TIDE_EPROTO. */
+int wire_exchange_n(wire_call *k, uint8_t *head, size_t head_len, size_t n, frame_msg *m);
 
 /* Send head (its req_id filled in) without waiting for the reply, which the next exchange
  * on this connection reads and drops; every request sent this way until then must have the
@@ -166,6 +169,23 @@ int wire_run(tide_store *s, wire *w, wire_request *x);
 size_t wire_chunk(wire *w, const tide_key *keys, size_t left, size_t per_key);
 /* The server's frame limit (the default until HELLO). */
 uint64_t wire_max_frame(wire *w);
+
+/* One chunk of a batch (wire_batch), on k's connection: keys fk[0..n), key j's value
+ * scattered over fv[j][0..fcnt[j]) of sizes[j] bytes (a put's value length, a get's room).
+ * Sets res[j] to key j's outcome and, for a get, lens[j] to its value's length. Returns 0,
+ * or a negative error that ends the batch (the connection is then closed). */
+typedef int (*wire_batch_chunk)(wire_call *k, const tide_key *fk, const tide_iov *const *fv,
+                                const size_t *fcnt, const uint64_t *sizes, size_t n, int *res,
+                                size_t *lens, void *arg);
+/* A PUT (is_put) or GET batch of the transports that move values outside the frames (ucx.c,
+ * unixshm.c): bad keys, and a put's empty values, are answered here without a request; the
+ * rest go in chunks of what one frame holds (wire_chunk), each on a connection taken from
+ * w's pool and handed to chunk with arg, and each key's outcome goes back to its place in
+ * results (and, for a get, its length to vlens, when not NULL). Returns the keys stored or
+ * found, or the error that ended the batch. */
+int wire_batch(tide_store *s, wire *w, int is_put, const tide_key *keys, size_t n,
+               const tide_iov *iov, const size_t *iovcnt, int *results, size_t *vlens,
+               wire_batch_chunk chunk, void *arg);
 
 /* Encode into a malloc'd buffer: the size query, then the frame. Sets rc to 0 and out to
  * the buffer, or rc to the failure (with a message on s) and out to NULL. */

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "common/idhash.h"
 #include "common/util.h"
 #include "server/conn_shm.h"
 
@@ -49,7 +50,7 @@ struct shm_state {
 };
 
 static uint32_t shm_slot_of(const shm_state *s, uint64_t id) {
-    return (uint32_t)((id * 0x9E3779B97F4A7C15ull) >> 32) & (s->cap - 1);
+    return idhash32(id) & (s->cap - 1);
 }
 
 shm_state *shm_new(void) {

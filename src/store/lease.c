@@ -14,14 +14,11 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "common/idhash.h"
 #include "store/store_int.h"
 
-static uint32_t id_hash(uint64_t id) {
-    return (uint32_t)((id * 0x9E3779B97F4A7C15ull) >> 32);
-}
-
 static uint32_t lease_hash(const void *e) {
-    return id_hash(((const lease *)e)->id);
+    return idhash32(((const lease *)e)->id);
 }
 
 static int lease_eq(const void *e, const void *key) {
@@ -106,7 +103,7 @@ int leases_add(leases *l, int kind, obj *o, uint64_t deadline, lease **out) {
 }
 
 lease *leases_find(leases *l, uint64_t id, int kind) {
-    lease *e = htab_find(&l->ids, id_hash(id), lease_eq, &id);
+    lease *e = htab_find(&l->ids, idhash32(id), lease_eq, &id);
     return e && e->kind == kind ? e : NULL;
 }
 

@@ -389,24 +389,29 @@ TEST_T(cli_client_names_a_non_tide_peer, 90) {
         size_t len;
         int banner;
         const char *url_opts, *want;
-        double within_s;
+        double within_s, at_least_s;
     } peers[] = {
         {NULL, 0, 0, "",
          "an HTTP server answered ('HTTP/1.1 400 Bad Request'), not tided: is "
          "this tided's metrics port (--metrics-port)?",
-         2.5},
+         2.5, 0},
         {"-ERR unknown command 'TIDE'\r\n", 28, 0, "",
          "a Redis (RESP) server answered ('-ERR unknown command 'TIDE''), not tided's native "
          "protocol",
-         2.5},
-        {tls, sizeof(tls), 0, "", "a TLS server answered (a TLS alert record), not tided", 2.5},
+         2.5, 0},
+        {tls, sizeof(tls), 0, "", "a TLS server answered (a TLS alert record), not tided", 2.5, 0},
         {"SSH-2.0-OpenSSH_9.2\r\n", 21, 1, "", "an SSH server answered ('SSH-2.0-OpenSSH_9.2')",
-         2.5},
+         2.5, 0},
         {junk, sizeof(junk), 0, "",
-         "the peer is not tided: it answered HELLO with bytes 00 01 02 03 68 69 ('....hi')", 2.5},
-        {NULL, 0, 0, "?timeout_ms=400",
-         "HELLO timed out after 400 ms: the peer accepted the connection and sent nothing back",
-         2.5},
+         "the peer is not tided: it answered HELLO with bytes 00 01 02 03 68 69 ('....hi')", 2.5,
+         0},
+        /* A silent peer: the CLI waits out its timeout (1 s), once, then exits. The bound is
+         * that timeout plus 0.6 s for starting and ending the process on a loaded machine
+         * under a sanitizer (it takes well under 0.1 s unloaded): a doubled timeout, or a
+         * HELLO tried again with a fresh deadline, takes 2 s and fails. */
+        {NULL, 0, 0, "?timeout_ms=1000",
+         "HELLO timed out after 1000 ms: the peer accepted the connection and sent nothing back",
+         1.6, 1.0},
     };
     static char out[8192];
     for (size_t i = 0; i < sizeof(peers) / sizeof(peers[0]); i++) {
@@ -426,6 +431,8 @@ TEST_T(cli_client_names_a_non_tide_peer, 90) {
         CHECK_MSG(st == 1, "tide %s: exit %d:\n%s", cmd, st, out);
         CHECK_CONTAINS(out, peers[i].want);
         CHECK_MSG(took < peers[i].within_s, "tide %s took %.2f s:\n%s", cmd, took, out);
+        CHECK_MSG(took >= peers[i].at_least_s,
+                  "tide %s ended after %.2f s, before its timeout:\n%s", cmd, took, out);
     }
     test_context = NULL;
     CHECK_EQ(server_stop(&ts, SIGTERM), 0);

@@ -244,12 +244,16 @@ TEST_T(cluster_sigkill_under_load_and_rejoin, 60) {
         CHECK_EQ(server_stop(&ts[i], SIGTERM), 0);
 }
 
-/* A node that stops answering (SIGSTOP): reads fail over after the timeout. */
+/* A node that stops answering (SIGSTOP): reads fail over after the timeout, and each read
+ * ends within one timeout plus half of it (CLUSTER_SILENT_CALL_BOUND_MS): a read that
+ * waited twice (a doubled timeout, a retry of the stopped node) fails the test. */
 TEST_T(cluster_hung_node_times_out_and_fails_over, 60) {
+    enum { TIMEOUT_MS = 500, BOUND_MS = CLUSTER_SILENT_CALL_BOUND_MS(TIMEOUT_MS) };
     test_server ts[3];
     cluster_start_nodes(ts, 3, NULL);
-    char u[512];
-    cluster_url(u, sizeof(u), ts, 3, "replicas=2&timeout_ms=300&retry_ms=10000");
+    char u[512], opts[128];
+    snprintf(opts, sizeof(opts), "replicas=2&timeout_ms=%d&retry_ms=10000", TIMEOUT_MS);
+    cluster_url(u, sizeof(u), ts, 3, opts);
     tide_store *s;
     CHECK_EQ(tide_open(u, &s), 0);
     uint8_t v[4096], o[4096];
@@ -259,13 +263,24 @@ TEST_T(cluster_hung_node_times_out_and_fails_over, 60) {
         CHECK_EQ(tide_put(s, key, strlen(key), v, len), 0);
     }
     kill(ts[0].pid, SIGSTOP);
+    double worst = 0;
     for (int i = 0; i < 200; i++) {
         char key[32];
         size_t len = cluster_value(key, sizeof(key), v, i), vlen;
+        double t0 = test_now_ms();
         int rc = tide_get(s, key, strlen(key), o, sizeof(o), &vlen);
+        double ms = test_now_ms() - t0;
         CHECK_MSG(rc == 0, "%s: %s", key, tide_errmsg(s));
         CHECK(vlen == len && memcmp(o, v, len) == 0);
+        CHECK_MSG(ms <= BOUND_MS, "%s: a get took %.0f ms (timeout %d ms, bound %d ms)", key, ms,
+                  TIMEOUT_MS, BOUND_MS);
+        if (ms > worst) worst = ms;
     }
+    /* Some read asked the stopped node first and waited out the timeout: the bound above
+     * was measured on the path it is about. */
+    CHECK_MSG(worst >= TIMEOUT_MS - 10, "no read waited for the timeout (slowest %.0f ms)", worst);
+    printf("    node 0 stopped: 200 gets, the slowest %.0f ms (timeout %d ms, bound %d ms)\n",
+           worst, TIMEOUT_MS, BOUND_MS);
     tide_cluster_info info;
     CHECK_EQ(tide_cluster_info_get(s, &info, sizeof info), 0);
     CHECK(info.read_failovers > 0);

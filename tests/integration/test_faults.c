@@ -293,16 +293,19 @@ TEST_T(memory_slow_reader_is_bounded_and_cut, 60) {
     CHECK_EQ(frame_encode_get(f, sizeof(f), &len, 1, &k, &capv, 1), 0);
     long sent = 0;
     int blocked_ms = 0;
+    double blocked_at = 0; /* when the sends last stopped: tided had stopped reading by then */
     for (int i = 0; i < 1000000 && blocked_ms < 1000; i++) {
         ssize_t w = send(fd, f, len, MSG_NOSIGNAL);
         if (w == (ssize_t)len) {
             sent++;
             blocked_ms = 0;
         } else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (blocked_ms == 0) blocked_at = test_now_ms();
             pause_ms(10);
             blocked_ms += 10;
         } else {
-            break; /* a partial frame or an error: stop here */
+            blocked_at = test_now_ms(); /* the buffers are full now, or it was cut */
+            break;                      /* a partial frame or an error: stop here */
         }
     }
     long during = server_status_kib(ts.pid, "VmRSS");
@@ -315,7 +318,9 @@ TEST_T(memory_slow_reader_is_bounded_and_cut, 60) {
     /* Replies are queued as references to pool memory, up to 64 MiB: RSS does not follow
      * the replies asked for. */
     if (!SAN_BUILD) CHECK_MSG(during - before < 16 * 1024, "RSS grew by %ld KiB", during - before);
-    /* The connection is cut at the idle timeout (2 s) and its pins are released. */
+    /* The connection is cut at the idle timeout (2 s) and its pins are released: within
+     * SERVER_CUT_BOUND_MS of the sends blocking, since tided's last progress on it came
+     * before that. */
     int cut = 0;
     for (int i = 0; i < 400 && !cut; i++) { /* bounded: 8 s */
         struct pollfd p = {fd, POLLRDHUP, 0};
@@ -323,7 +328,13 @@ TEST_T(memory_slow_reader_is_bounded_and_cut, 60) {
         CHECK_EQ(tide_stats_get(s, &st, sizeof(st)), 0);
         cut = (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) && st.pinned == 0;
     }
+    double cut_ms = test_now_ms() - blocked_at;
     CHECK_MSG(cut, "the slow reader was not cut (%llu pins held)", (unsigned long long)st.pinned);
+    printf("    slow reader cut %.0f ms after its sends blocked (idle timeout 2 s)\n", cut_ms);
+    CHECK_MSG(cut_ms <= SERVER_CUT_BOUND_MS(2),
+              "the slow reader was cut %.0f ms after its sends blocked (idle timeout 2 s, bound "
+              "%.0f ms)",
+              cut_ms, SERVER_CUT_BOUND_MS(2));
     close(fd);
     tide_close(s);
     CHECK_EQ(server_stop(&ts, SIGTERM), 0);

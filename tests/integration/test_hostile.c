@@ -162,6 +162,7 @@ TEST_T(security_hostile_nonreaders_leave_others_served, 90) {
     CHECK_EQ(tide_put(s, "big", 3, big, sizeof(big)), 0);
     tide_close(s);
     int hostile[4];
+    double t0 = test_now_ms(); /* their replies start to queue after this */
     hostile[0] = hostile_native(ts.port, "big", 24);
     hostile[1] = hostile_native(ts.port, "big", 24);
     hostile[2] = hostile_resp(rport, "big", 24);
@@ -174,13 +175,20 @@ TEST_T(security_hostile_nonreaders_leave_others_served, 90) {
     }
     CHECK_MSG(served == 6, "%d of 6 well-behaved clients served beside 4 non-reading ones", served);
     /* The hostile ones are cut by the write-stall timeout (2 s), well before --idle-timeout
-     * (60 s): only they are open, so the count falls to 0. */
+     * (60 s): only they are open, so the count falls to 0, within SERVER_CUT_BOUND_MS of
+     * their start (their replies stopped moving after it) and not before 2 s. */
     long long open = -1;
-    for (int i = 0; i < 100; i++) {
+    for (int i = 0; i < 200; i++) {
         if ((open = hostile_metric(ts.metrics_port, "tide_connections_open")) == 0) break;
-        usleep(100 * 1000);
+        usleep(50 * 1000);
     }
-    CHECK_MSG(open == 0, "%lld connections still open 10 s after their replies stalled", open);
+    double ms = test_now_ms() - t0;
+    CHECK_MSG(open == 0, "%lld connections still open %.0f ms after their replies stalled", open,
+              ms);
+    CHECK_MSG(ms >= 2000 && ms <= SERVER_CUT_BOUND_MS(2) + 50,
+              "the non-readers were cut %.0f ms after they started (write-stall timeout 2 s, "
+              "bound %.0f ms + 50 ms between looks)",
+              ms, SERVER_CUT_BOUND_MS(2));
     for (int i = 0; i < 4; i++)
         close(hostile[i]);
     CHECK_EQ(server_stop(&ts, SIGTERM), 0);
@@ -380,9 +388,16 @@ TEST_T(security_resp_silent_preauth_peer_is_cut, 60) {
     test_server ts;
     int rport;
     start_token_resp(&ts, &rport, "1");
+    /* Cut after the idle timeout (1 s), within SERVER_CUT_BOUND_MS, not before. */
+    double t0 = test_now_ms();
     int fd = server_connect(rport, 5);
     CHECK_MSG(closed_by_server(fd), "a silent RESP peer without the token still open after "
                                     "5 s (--idle-timeout 1)");
+    double ms = test_now_ms() - t0;
+    CHECK_MSG(ms >= 1000 && ms <= SERVER_CUT_BOUND_MS(1),
+              "a silent RESP peer without the token was cut after %.0f ms (idle timeout 1 s, "
+              "bound %.0f ms)",
+              ms, SERVER_CUT_BOUND_MS(1));
     close(fd);
     CHECK_EQ(server_stop(&ts, SIGTERM), 0);
 }

@@ -156,10 +156,17 @@ TEST(security_silent_unauthenticated_peer_is_cut) {
     const char *const args[] = {
         "--auth-token-file", sec_token_file(), "--idle-timeout", "1", "--log-level", "error", NULL};
     server_start(&ts, args);
-    int fd = server_connect(ts.port, 6); /* the bound: 1 s timeout + ticks + slack */
+    /* Cut after the idle timeout (1 s), within SERVER_CUT_BOUND_MS, not before. */
+    double t0 = test_now_ms();
+    int fd = server_connect(ts.port, 6); /* the socket's wait: well past the bound */
     char c;
     ssize_t r = recv(fd, &c, 1, 0);
+    double ms = test_now_ms() - t0;
     CHECK_MSG(r == 0, "a silent unauthenticated peer was not cut (recv %zd, errno %d)", r, errno);
+    CHECK_MSG(ms >= 1000 && ms <= SERVER_CUT_BOUND_MS(1),
+              "a silent unauthenticated peer was cut after %.0f ms (idle timeout 1 s, bound "
+              "%.0f ms)",
+              ms, SERVER_CUT_BOUND_MS(1));
     close(fd);
     /* An authenticated idle client is left alone: it has nothing pending. */
     char url[128];

@@ -19,6 +19,7 @@
 #include <xxhash.h>
 
 #include "common/endian.h"
+#include "disk_util.h"
 #include "harness.h"
 #include "server_util.h"
 #include "tide.h"
@@ -314,28 +315,6 @@ static int find_key(const char *key, char *out, size_t outlen, uint64_t *off) {
     return found;
 }
 
-/* A record for key/val as format 1 framed it, claiming offset off of segment seq, with the
- * checksum anyone could compute then. Returns its size. */
-static size_t forge_record(uint8_t *p, uint64_t seq, uint64_t off, const char *key,
-                           const uint8_t *val, uint64_t vlen) {
-    size_t klen = strlen(key);
-    uint8_t hb[24 + 64];
-    memset(p, 0, 32);
-    le_wrn(p, 0x43455254u, 4);
-    p[4] = 1;
-    le_wrn(p + 6, klen, 2);
-    le_wrn(p + 8, vlen, 8);
-    le_wrn(p + 16, XXH3_64bits(val, vlen), 8);
-    memcpy(hb, p, 24);
-    memcpy(hb + 24, key, klen);
-    le_wrn(p + 24, XXH3_64bits_withSeed(hb, 24 + klen, seq * 0x9E3779B97F4A7C15ull ^ off), 8);
-    memcpy(p + 32, key, klen);
-    memcpy(p + 32 + klen, val, vlen);
-    size_t sz = (32 + klen + vlen + 7) & ~(size_t)7;
-    memset(p + 32 + klen + vlen, 0, sz - 32 - klen - vlen);
-    return sz;
-}
-
 /*
  * Issue 25.1 against a real tided: the target key is stored, then a client stores a value
  * made of forged records for the target (one for every offset it could have in segment 1),
@@ -353,7 +332,7 @@ TEST_T(server_disk_forged_records_in_a_value_never_served, 90) {
     memset(victim, 0, sizeof(victim));
     size_t p = (8 - vstart % 8) % 8, forged = 0;
     while (p + 32 + 9 + sizeof(evil) + 8 <= sizeof(victim)) {
-        p += forge_record(victim + p, 1, vstart + p, tkey, evil, sizeof(evil));
+        p += disk_test_forge_v1(victim + p, 1, vstart + p, tkey, evil, sizeof(evil));
         forged++;
     }
     for (int damage = 0; damage < 2; damage++) {

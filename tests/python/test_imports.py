@@ -77,6 +77,45 @@ def test_a_private_name_across_modules_is_found(tmp_path):
     assert "pkg.sub.m uses private name '_secret' of pkg._impl" in found[1]
 
 
+def test_a_private_attribute_of_another_modules_class_is_found(tmp_path):
+    """``obj._enter()`` on an object of another module's class is found; a module's own
+    private names, ctypes' sunder names and other libraries' private names are not."""
+    root = _package(tmp_path, {
+        "__init__.py": "",
+        "store.py": textwrap.dedent("""\
+            import ctypes
+            class Store:
+                def _enter(self):
+                    self._active = 1
+                def _leave(self):
+                    pass
+            class Info(ctypes.Structure):
+                _fields_ = [("n", ctypes.c_int)]
+        """),
+        "user.py": textwrap.dedent("""\
+            import sys
+            from .store import Info
+            class Conn:
+                def __init__(self, store):
+                    self._store = store
+                def create(self):
+                    h = self._store._enter()      # found: Store's private method
+                    n = self._store._active       # found: Store's private attribute
+                    self._store.close()
+                    f = sys._getframe()           # another library's: not found
+                    return Info._fields_, h, n, f  # a ctypes protocol name: not found
+        """),
+    })
+    r = _run(root)
+    assert r.returncode == 1
+    found = [line for line in r.stdout.splitlines() if line.startswith("private: ")]
+    assert len(found) == 2, r.stdout
+    assert any("pkg.user uses private attribute '_enter' defined in pkg.store" in f
+               for f in found), r.stdout
+    assert any("pkg.user uses private attribute '_active' defined in pkg.store" in f
+               for f in found), r.stdout
+
+
 def test_a_clean_package_passes_and_a_wrong_directory_is_refused(tmp_path):
     root = _package(tmp_path, {"__init__.py": "from . import a\n", "a.py": "import os\n"})
     r = _run(root)

@@ -493,6 +493,24 @@ def test_close_while_other_threads_are_calling():
     assert len(outcomes) == 4 and s.closed
 
 
+def test_borrowed_handle_holds_close_until_the_block_ends():
+    """The handle another module passes to libtide (Store.borrowed_handle): close() waits
+    for the block to end; once closed, borrowing raises ClosedError."""
+    s = tide.Store("mem://?capacity=16MiB")
+    closed = threading.Event()
+    with s.borrowed_handle() as h:
+        assert h  # the tide_store pointer
+        th = threading.Thread(target=lambda: (s.close(), closed.set()))
+        th.start()
+        assert not closed.wait(0.2)  # close() waits for the borrowed handle
+        assert s._lib.tide_exists(h, b"k", 1) == 0  # the handle still works
+    assert closed.wait(30)
+    th.join(timeout=30)
+    with pytest.raises(tide.ClosedError):
+        with s.borrowed_handle():
+            pass
+
+
 def test_raw_address_forms(store):
     src = _kv_cache(num_blocks=4, seed=4)
     page = src[0, 0].nbytes

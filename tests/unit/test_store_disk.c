@@ -20,6 +20,7 @@
 #include "backend_suite.h"
 #include "common/checksum.h"
 #include "common/stats_fields.h"
+#include "disk_util.h"
 #include "harness.h"
 #include "store/disk.h"
 #include "store/store.h"
@@ -30,36 +31,10 @@
 #define MIB (1024ull * 1024ull)
 #define VAL (64 * KIB)
 
-static char logbuf[8192];
-static pthread_mutex_t logmu = PTHREAD_MUTEX_INITIALIZER;
-
-static void capture_log(void *ctx, int level, const char *msg) {
-    (void)ctx;
-    pthread_mutex_lock(&logmu);
-    size_t n = strlen(logbuf);
-    snprintf(logbuf + n, sizeof(logbuf) - n, "[%d] %s\n", level, msg);
-    pthread_mutex_unlock(&logmu);
-}
-
 static const char *disk_dir(void) {
     static char dir[300];
     snprintf(dir, sizeof(dir), "%s/disk", test_tmpdir());
     return dir;
-}
-
-static store *mk_disk(uint64_t cap, uint64_t disk_cap, uint64_t seg, int io) {
-    store_config c = {.capacity = cap,
-                      .policy = STORE_POLICY_DEFAULT, /* the tier under the policy users get */
-                      .disk_dir = disk_dir(),
-                      .disk_capacity = disk_cap,
-                      .disk_segment = seg,
-                      .disk_io = io,
-                      .log = capture_log};
-    store *st;
-    char err[512];
-    int rc = store_create(&c, &st, err, sizeof(err));
-    CHECK_MSG(rc == 0, "store_create: %d %s", rc, err);
-    return st;
 }
 
 static void key_of(char *buf, size_t len, int i) {
@@ -106,19 +81,6 @@ static tide_stats stats(store *st) {
     return s;
 }
 
-/* Wait (bounded) until the writer has nothing held or pending. */
-static void settle(store *st) {
-    for (int i = 0; i < 10000; i++) {
-        pthread_mutex_lock(&st->mu);
-        int idle = st->spill_held == 0 && !disk_pending(st->dk);
-        pthread_mutex_unlock(&st->mu);
-        if (idle) return;
-        struct timespec d = {0, 1000000};
-        nanosleep(&d, NULL);
-    }
-    CHECK_MSG(0, "the disk writer did not settle within 10 s");
-}
-
 /* The segment file (full path into out) and offset where key i's record begins; 0 if none. */
 static int find_record(int i, char *out, size_t outlen, uint64_t *off) {
     char k[32];
@@ -156,12 +118,12 @@ static void flip_byte(const char *path, uint64_t off) {
 }
 
 static void spill_and_read_back(int io) {
-    store *st = mk_disk(1 * MIB, 16 * MIB, 1 * MIB, io);
+    store *st = disk_test_store(disk_dir(), 1 * MIB, 16 * MIB, 1 * MIB, io);
     for (int i = 0; i < 48; i++) {
         CHECK_EQ(put_i(st, i, VAL), 0);
         CHECK_EQ(store_check(st), 0);
     }
-    settle(st);
+    disk_test_settle(st);
     tide_stats s = stats(st);
     CHECK_EQ(s.objects, 16);     /* the pool holds 16 of them */
     CHECK_EQ(s.disk_writes, 32); /* the other 32 were written on their way out */
@@ -180,7 +142,7 @@ static void spill_and_read_back(int io) {
         CHECK_MSG(get_i(st, i, VAL) == 1, "key %d lost", i);
         CHECK_EQ(store_check(st), 0);
     }
-    settle(st);
+    disk_test_settle(st);
     s = stats(st);
     CHECK_EQ(s.misses, 0);
     CHECK_EQ(s.gets, 48);
@@ -202,7 +164,7 @@ TEST(store_disk_spill_and_read_back_pwritev) {
 TEST(store_disk_spill_and_read_back_io_uring) {
     /* io_uring is enabled on the machines this project runs on (MACHINE.md): insisting on
      * it must work, and the tier must say it uses it. */
-    store *st = mk_disk(1 * MIB, 16 * MIB, 1 * MIB, DISK_IO_URING);
+    store *st = disk_test_store(disk_dir(), 1 * MIB, 16 * MIB, 1 * MIB, DISK_IO_URING);
     char line[1024];
     store_describe_disk(st, line, sizeof(line));
     CHECK_CONTAINS(line, "writes through io_uring");
@@ -211,12 +173,12 @@ TEST(store_disk_spill_and_read_back_io_uring) {
 }
 
 TEST(store_disk_restart_rebuilds_the_index) {
-    store *st = mk_disk(1 * MIB, 16 * MIB, 1 * MIB, DISK_IO_AUTO);
+    store *st = disk_test_store(disk_dir(), 1 * MIB, 16 * MIB, 1 * MIB, DISK_IO_AUTO);
     for (int i = 0; i < 48; i++)
         CHECK_EQ(put_i(st, i, VAL), 0);
-    settle(st);
+    disk_test_settle(st);
     store_destroy(st);
-    st = mk_disk(1 * MIB, 16 * MIB, 1 * MIB, DISK_IO_AUTO);
+    st = disk_test_store(disk_dir(), 1 * MIB, 16 * MIB, 1 * MIB, DISK_IO_AUTO);
     tide_stats s = stats(st);
     CHECK_EQ(s.disk_objects, 32);
     CHECK_EQ(s.disk_torn_records, 0);
@@ -232,10 +194,10 @@ TEST(store_disk_restart_rebuilds_the_index) {
 }
 
 TEST(store_disk_torn_tail_is_cut_and_the_rest_served) {
-    store *st = mk_disk(1 * MIB, 16 * MIB, 4 * MIB, DISK_IO_AUTO);
+    store *st = disk_test_store(disk_dir(), 1 * MIB, 16 * MIB, 4 * MIB, DISK_IO_AUTO);
     for (int i = 0; i < 40; i++)
         CHECK_EQ(put_i(st, i, VAL), 0);
-    settle(st);
+    disk_test_settle(st);
     store_destroy(st); /* keys 0..23 are on disk, 23 last */
     char path[600];
     uint64_t off;
@@ -243,7 +205,7 @@ TEST(store_disk_torn_tail_is_cut_and_the_rest_served) {
     struct stat sb;
     CHECK_EQ(stat(path, &sb), 0);
     CHECK_EQ(truncate(path, sb.st_size - 1000), 0); /* the last record loses its end */
-    st = mk_disk(1 * MIB, 16 * MIB, 4 * MIB, DISK_IO_AUTO);
+    st = disk_test_store(disk_dir(), 1 * MIB, 16 * MIB, 4 * MIB, DISK_IO_AUTO);
     tide_stats s = stats(st);
     CHECK_EQ(s.disk_torn_records, 1);
     CHECK_EQ(s.disk_objects, 23);
@@ -252,17 +214,17 @@ TEST(store_disk_torn_tail_is_cut_and_the_rest_served) {
     for (int i = 0; i < 24; i++)
         CHECK_EQ(get_i(st, i, VAL), i < 23);
     store_destroy(st);
-    st = mk_disk(1 * MIB, 16 * MIB, 4 * MIB, DISK_IO_AUTO);
+    st = disk_test_store(disk_dir(), 1 * MIB, 16 * MIB, 4 * MIB, DISK_IO_AUTO);
     CHECK_EQ(stats(st).disk_torn_records, 0); /* cut for good */
     CHECK_EQ(get_i(st, 22, VAL), 1);
     store_destroy(st);
 }
 
 TEST(store_disk_flipped_value_byte_is_a_miss_never_wrong_bytes) {
-    store *st = mk_disk(1 * MIB, 16 * MIB, 4 * MIB, DISK_IO_AUTO);
+    store *st = disk_test_store(disk_dir(), 1 * MIB, 16 * MIB, 4 * MIB, DISK_IO_AUTO);
     for (int i = 0; i < 40; i++)
         CHECK_EQ(put_i(st, i, VAL), 0);
-    settle(st);
+    disk_test_settle(st);
     char path[600];
     uint64_t off;
     CHECK(find_record(7, path, sizeof(path), &off));
@@ -281,20 +243,20 @@ TEST(store_disk_flipped_value_byte_is_a_miss_never_wrong_bytes) {
     CHECK_EQ(get_i(st, 12, VAL), 0);
     CHECK_EQ(stats(st).disk_checksum_errors, 2);
     CHECK_EQ(store_check(st), 0);
-    settle(st);
+    disk_test_settle(st);
     store_destroy(st);
     /* The scan checks headers only, but the tombstone keeps the bad record forgotten. */
-    st = mk_disk(1 * MIB, 16 * MIB, 4 * MIB, DISK_IO_AUTO);
+    st = disk_test_store(disk_dir(), 1 * MIB, 16 * MIB, 4 * MIB, DISK_IO_AUTO);
     CHECK_EQ(get_i(st, 7, VAL), 0);
     CHECK_EQ(get_i(st, 9, VAL), 1);
     store_destroy(st);
 }
 
 TEST(store_disk_flipped_header_byte_ends_its_segment_at_restart) {
-    store *st = mk_disk(1 * MIB, 16 * MIB, 4 * MIB, DISK_IO_AUTO);
+    store *st = disk_test_store(disk_dir(), 1 * MIB, 16 * MIB, 4 * MIB, DISK_IO_AUTO);
     for (int i = 0; i < 40; i++)
         CHECK_EQ(put_i(st, i, VAL), 0);
-    settle(st);
+    disk_test_settle(st);
     store_destroy(st); /* keys 0..23 on disk, in one segment */
     char path[600];
     uint64_t off;
@@ -302,7 +264,7 @@ TEST(store_disk_flipped_header_byte_ends_its_segment_at_restart) {
     flip_byte(path, off + 32 + 2); /* a byte of key 10 */
     CHECK(find_record(12, path, sizeof(path), &off));
     flip_byte(path, off + 9); /* key 12's length */
-    st = mk_disk(1 * MIB, 16 * MIB, 4 * MIB, DISK_IO_AUTO);
+    st = disk_test_store(disk_dir(), 1 * MIB, 16 * MIB, 4 * MIB, DISK_IO_AUTO);
     tide_stats s = stats(st);
     /* The scan never searches past a bad record: key 10 ends the segment, 12 is not seen. */
     CHECK_EQ(s.disk_torn_records, 1);
@@ -314,10 +276,10 @@ TEST(store_disk_flipped_header_byte_ends_its_segment_at_restart) {
 }
 
 TEST(store_disk_cut_file_while_running_is_a_miss) {
-    store *st = mk_disk(1 * MIB, 16 * MIB, 4 * MIB, DISK_IO_PSYNC);
+    store *st = disk_test_store(disk_dir(), 1 * MIB, 16 * MIB, 4 * MIB, DISK_IO_PSYNC);
     for (int i = 0; i < 40; i++)
         CHECK_EQ(put_i(st, i, VAL), 0);
-    settle(st);
+    disk_test_settle(st);
     char path[600];
     uint64_t off;
     CHECK(find_record(20, path, sizeof(path), &off));
@@ -332,12 +294,12 @@ TEST(store_disk_cut_file_while_running_is_a_miss) {
 }
 
 TEST(store_disk_evicts_oldest_segments_at_capacity) {
-    store *st = mk_disk(1 * MIB, 4 * MIB, 1 * MIB, DISK_IO_AUTO);
+    store *st = disk_test_store(disk_dir(), 1 * MIB, 4 * MIB, 1 * MIB, DISK_IO_AUTO);
     for (int i = 0; i < 160; i++) {
         CHECK_EQ(put_i(st, i, VAL), 0);
         CHECK(stats(st).disk_used_bytes <= 4 * MIB);
     }
-    settle(st);
+    disk_test_settle(st);
     tide_stats s = stats(st);
     CHECK(s.disk_evictions > 0);
     CHECK(s.disk_used_bytes <= 4 * MIB);
@@ -354,18 +316,18 @@ TEST(store_disk_evicts_oldest_segments_at_capacity) {
 }
 
 TEST(store_disk_remove_and_clear_reach_both_tiers_and_restarts) {
-    store *st = mk_disk(1 * MIB, 16 * MIB, 1 * MIB, DISK_IO_AUTO);
+    store *st = disk_test_store(disk_dir(), 1 * MIB, 16 * MIB, 1 * MIB, DISK_IO_AUTO);
     for (int i = 0; i < 48; i++)
         CHECK_EQ(put_i(st, i, VAL), 0);
-    settle(st);
+    disk_test_settle(st);
     CHECK_EQ(store_remove(st, "spill-000003|", 13), 0); /* on disk */
     CHECK_EQ(store_remove(st, "spill-000047|", 13), 0); /* in memory */
     CHECK_EQ(store_remove(st, "spill-000003|", 13), TIDE_ENOTFOUND);
     CHECK_EQ(get_i(st, 3, VAL), 0);
     CHECK_EQ(get_i(st, 47, VAL), 0);
-    settle(st);
+    disk_test_settle(st);
     store_destroy(st);
-    st = mk_disk(1 * MIB, 16 * MIB, 1 * MIB, DISK_IO_AUTO);
+    st = disk_test_store(disk_dir(), 1 * MIB, 16 * MIB, 1 * MIB, DISK_IO_AUTO);
     CHECK_EQ(get_i(st, 3, VAL), 0); /* the tombstone outlived the restart */
     CHECK_EQ(get_i(st, 4, VAL), 1);
     CHECK_EQ(put_i(st, 3, VAL), 0); /* and a new put of the key is a new object */
@@ -376,7 +338,7 @@ TEST(store_disk_remove_and_clear_reach_both_tiers_and_restarts) {
     CHECK_EQ(stats(st).disk_objects, 0);
     CHECK_EQ(store_check(st), 0);
     store_destroy(st);
-    st = mk_disk(1 * MIB, 16 * MIB, 1 * MIB, DISK_IO_AUTO);
+    st = disk_test_store(disk_dir(), 1 * MIB, 16 * MIB, 1 * MIB, DISK_IO_AUTO);
     CHECK_EQ(stats(st).disk_objects, 0);
     for (int i = 0; i < 48; i++)
         CHECK_EQ(get_i(st, i, VAL), 0);
@@ -392,13 +354,13 @@ TEST(store_disk_refusing_writes_keeps_memory_serving) {
     rlim_t was = rl.rlim_cur;
     rl.rlim_cur = 1 * MIB;
     CHECK_EQ(setrlimit(RLIMIT_FSIZE, &rl), 0);
-    logbuf[0] = '\0';
-    store *st = mk_disk(1 * MIB, 64 * MIB, 8 * MIB, DISK_IO_AUTO);
+    disk_test_log[0] = '\0';
+    store *st = disk_test_store(disk_dir(), 1 * MIB, 64 * MIB, 8 * MIB, DISK_IO_AUTO);
     for (int i = 0; i < 64; i++) {
         CHECK_EQ(put_i(st, i, VAL), 0);
         CHECK_EQ(get_i(st, i, VAL), 1);
     }
-    settle(st);
+    disk_test_settle(st);
     tide_stats s = stats(st);
     CHECK(s.disk_errors > 0);
     CHECK(s.disk_dropped > 0);
@@ -406,11 +368,11 @@ TEST(store_disk_refusing_writes_keeps_memory_serving) {
     CHECK_EQ(s.objects, 16);
     for (int i = 48; i < 64; i++)
         CHECK_EQ(get_i(st, i, VAL), 1);
-    pthread_mutex_lock(&logmu);
-    CHECK_CONTAINS(logbuf, "File too large");
-    CHECK_CONTAINS(logbuf, disk_dir());
-    CHECK_CONTAINS(logbuf, "keeps serving from memory");
-    pthread_mutex_unlock(&logmu);
+    pthread_mutex_lock(&disk_test_log_lock);
+    CHECK_CONTAINS(disk_test_log, "File too large");
+    CHECK_CONTAINS(disk_test_log, disk_dir());
+    CHECK_CONTAINS(disk_test_log, "keeps serving from memory");
+    pthread_mutex_unlock(&disk_test_log_lock);
     /* Room comes back: within the backoff and a batch, spilling resumes. */
     rl.rlim_cur = was;
     CHECK_EQ(setrlimit(RLIMIT_FSIZE, &rl), 0);
@@ -420,16 +382,16 @@ TEST(store_disk_refusing_writes_keeps_memory_serving) {
         struct timespec d = {0, 10000000};
         nanosleep(&d, NULL);
     }
-    settle(st);
+    disk_test_settle(st);
     CHECK(stats(st).disk_writes > before);
-    pthread_mutex_lock(&logmu);
-    CHECK_CONTAINS(logbuf, "writes succeed again");
+    pthread_mutex_lock(&disk_test_log_lock);
+    CHECK_CONTAINS(disk_test_log, "writes succeed again");
     /* The count the log gives is every object the spell cost: the ones whose write failed
      * and the ones evictions dropped unqueued while the disk was backed off. */
-    const char *at = strstr(logbuf, "failed batches (");
+    const char *at = strstr(disk_test_log, "failed batches (");
     CHECK(at);
     unsigned long long logged = strtoull(at + strlen("failed batches ("), NULL, 10);
-    pthread_mutex_unlock(&logmu);
+    pthread_mutex_unlock(&disk_test_log_lock);
     CHECK_MSG(logged == stats(st).disk_dropped,
               "the log says %llu objects dropped, disk_dropped %llu", logged,
               (unsigned long long)stats(st).disk_dropped);
@@ -462,7 +424,7 @@ static void *stress_thread(void *arg) {
 }
 
 TEST_T(store_disk_threads_never_read_wrong_bytes, 120) {
-    g_st = mk_disk(512 * KIB, 8 * MIB, 1 * MIB, DISK_IO_AUTO);
+    g_st = disk_test_store(disk_dir(), 512 * KIB, 8 * MIB, 1 * MIB, DISK_IO_AUTO);
     pthread_t t[3];
     for (int i = 0; i < 3; i++)
         pthread_create(&t[i], NULL, stress_thread, (void *)(uintptr_t)(i + 1));
@@ -473,7 +435,7 @@ TEST_T(store_disk_threads_never_read_wrong_bytes, 120) {
     }
     for (int i = 0; i < 3; i++)
         pthread_join(t[i], NULL);
-    settle(g_st);
+    disk_test_settle(g_st);
     CHECK_EQ(store_check(g_st), 0);
     tide_stats s = stats(g_st);
     CHECK(s.disk_writes > 0 && s.disk_promotions > 0);
@@ -528,10 +490,10 @@ TEST(mem_disk_url_options) {
  * umask is 0 here, so these are exactly the modes tide asks for. */
 TEST(store_disk_files_are_private) {
     umask(0);
-    store *st = mk_disk(1 * MIB, 16 * MIB, 1 * MIB, DISK_IO_PSYNC);
+    store *st = disk_test_store(disk_dir(), 1 * MIB, 16 * MIB, 1 * MIB, DISK_IO_PSYNC);
     for (int i = 0; i < 40; i++)
         CHECK_EQ(put_i(st, i, VAL), 0);
-    settle(st);
+    disk_test_settle(st);
     store_destroy(st);
     struct stat sb;
     CHECK_EQ(stat(disk_dir(), &sb), 0);
@@ -557,7 +519,7 @@ TEST(store_disk_files_are_private) {
     CHECK(segs >= 2);
     /* A segment made world-readable by someone else is narrowed when the tier opens. */
     CHECK_EQ(chmod(first, 0644), 0);
-    st = mk_disk(1 * MIB, 16 * MIB, 1 * MIB, DISK_IO_PSYNC);
+    st = disk_test_store(disk_dir(), 1 * MIB, 16 * MIB, 1 * MIB, DISK_IO_PSYNC);
     CHECK_EQ(stat(first, &sb), 0);
     CHECK_MSG((sb.st_mode & 07777) == 0600, "after reopen: mode %04o",
               (unsigned)(sb.st_mode & 07777));
@@ -576,7 +538,7 @@ TEST(store_disk_files_are_private) {
     CHECK_MSG(store_create(&c, &st, err, sizeof(err)) == 0, "%s", err);
     for (int i = 0; i < 40; i++)
         CHECK_EQ(put_i(st, i, VAL), 0);
-    settle(st);
+    disk_test_settle(st);
     store_destroy(st);
     CHECK_EQ(stat(own, &sb), 0);
     CHECK_EQ(sb.st_mode & 07777, 0750);

@@ -23,6 +23,7 @@
 
 #include "common/checksum.h"
 #include "common/endian.h"
+#include "disk_util.h"
 #include "harness.h"
 #include "store/disk.h"
 #include "store/store.h"
@@ -31,34 +32,6 @@
 
 #define KIB 1024ull
 #define MIB (1024ull * 1024ull)
-
-/* ---- the forger: format 1's record header, which anyone could compute ---------------- */
-
-static uint64_t forge_seed(uint64_t seq, uint64_t off) {
-    return seq * 0x9E3779B97F4A7C15ull ^ off;
-}
-
-/* Write at p a record for key/val claiming to be at file offset off of segment seq; returns
- * its size (8-aligned). */
-static size_t forge(uint8_t *p, uint64_t seq, uint64_t off, const char *key, const uint8_t *val,
-                    uint64_t vlen) {
-    size_t klen = strlen(key);
-    uint8_t hb[24 + 64];
-    memset(p, 0, 32);
-    le_wrn(p, 0x43455254u, 4);
-    p[4] = 1;
-    le_wrn(p + 6, klen, 2);
-    le_wrn(p + 8, vlen, 8);
-    le_wrn(p + 16, checksum_buf(val, vlen), 8);
-    memcpy(hb, p, 24);
-    memcpy(hb + 24, key, klen);
-    le_wrn(p + 24, XXH3_64bits_withSeed(hb, 24 + klen, forge_seed(seq, off)), 8);
-    memcpy(p + 32, key, klen);
-    memcpy(p + 32 + klen, val, vlen);
-    size_t sz = (32 + klen + vlen + 7) & ~(size_t)7;
-    memset(p + 32 + klen + vlen, 0, sz - 32 - klen - vlen);
-    return sz;
-}
 
 /* ---- a disk opened directly, its files kept and restored between trials ------------- */
 
@@ -197,7 +170,7 @@ TEST_T(store_disk_forged_records_inside_values_never_adopted, 120) {
     uint64_t value_at = victim_rec + 32 + 16; /* 8-aligned: a 16-byte key */
     size_t forged = 0;
     for (size_t p = 0; p + 32 + 15 + 64 <= sizeof(value);) {
-        p += forge(value + p, 1, value_at + p, tkey, evil, 64);
+        p += disk_test_forge_v1(value + p, 1, value_at + p, tkey, evil, 64);
         forged++;
     }
     CHECK(forged > 500);
@@ -300,7 +273,7 @@ static size_t forge_tomb(uint8_t *p, uint64_t seq, uint64_t off, const char *key
     le_wrn(p + 6, klen, 2);
     memcpy(hb, p, 24);
     memcpy(hb + 24, key, klen);
-    le_wrn(p + 24, XXH3_64bits_withSeed(hb, 24 + klen, forge_seed(seq, off)), 8);
+    le_wrn(p + 24, XXH3_64bits_withSeed(hb, 24 + klen, disk_test_forge_seed(seq, off)), 8);
     memcpy(p + 32, key, klen);
     size_t sz = (32 + klen + 7) & ~(size_t)7;
     memset(p + 32 + klen, 0, sz - 32 - klen);
@@ -530,7 +503,7 @@ TEST(store_disk_foreign_and_format1_segments_dropped_unread) {
     le_wrn(seg + 16, 7, 8);
     le_wrn(seg + 56, XXH3_64bits(seg, 56), 8);
     static const uint8_t old_val[8] = "oldbytes";
-    forge(seg + 64, 7, 64, "old-format-key", old_val, 8);
+    disk_test_forge_v1(seg + 64, 7, 64, "old-format-key", old_val, 8);
     char path[1024];
     snprintf(path, sizeof(path), "%s/0000000000000007.seg", b);
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
@@ -548,32 +521,6 @@ TEST(store_disk_foreign_and_format1_segments_dropped_unread) {
 }
 
 /* ---- through the store: removes on a full disk, the drop count, the index budget ----- */
-
-static char logbuf[16384];
-static pthread_mutex_t logmu = PTHREAD_MUTEX_INITIALIZER;
-
-static void capture_log(void *ctx, int level, const char *msg) {
-    (void)ctx;
-    pthread_mutex_lock(&logmu);
-    size_t n = strlen(logbuf);
-    snprintf(logbuf + n, sizeof(logbuf) - n, "[%d] %s\n", level, msg);
-    pthread_mutex_unlock(&logmu);
-}
-
-static store *mk_store(uint64_t cap, uint64_t disk_cap, uint64_t seg) {
-    store_config c = {.capacity = cap,
-                      .policy = STORE_POLICY_DEFAULT,
-                      .disk_dir = g_dir,
-                      .disk_capacity = disk_cap,
-                      .disk_segment = seg,
-                      .disk_io = DISK_IO_AUTO,
-                      .log = capture_log};
-    store *st;
-    char err[512];
-    int rc = store_create(&c, &st, err, sizeof(err));
-    CHECK_MSG(rc == 0, "store_create: %d %s", rc, err);
-    return st;
-}
 
 static void skey(char *buf, size_t len, int i) {
     snprintf(buf, len, "full-%06d|", i);
@@ -607,18 +554,6 @@ static int sget(store *st, int i, uint64_t vlen) {
                   (unsigned long long)j);
     CHECK_EQ(store_unpin(st, r.id), 0);
     return 1;
-}
-
-static void settle(store *st) {
-    for (int i = 0; i < 10000; i++) {
-        pthread_mutex_lock(&st->mu);
-        int idle = st->spill_held == 0 && !disk_pending(st->dk);
-        pthread_mutex_unlock(&st->mu);
-        if (idle) return;
-        struct timespec d = {0, 1000000};
-        nanosleep(&d, NULL);
-    }
-    CHECK_MSG(0, "the disk writer did not settle within 10 s");
 }
 
 static int on_disk(store *st, int i) {
@@ -695,12 +630,12 @@ static void removes_survive_a_full_disk(int use_tmpfs) {
         rl.rlim_cur = 1 * MIB;
         CHECK_EQ(setrlimit(RLIMIT_FSIZE, &rl), 0);
     }
-    logbuf[0] = '\0';
-    store *st = mk_store(1 * MIB, 64 * MIB, seg);
+    disk_test_log[0] = '\0';
+    store *st = disk_test_store(g_dir, 1 * MIB, 64 * MIB, seg, DISK_IO_AUTO);
     int n = use_tmpfs ? 400 : 64, most = use_tmpfs ? 200 : 29;
     for (int i = 0; i < n; i++)
         CHECK_EQ(sput(st, i, val), 0);
-    settle(st);
+    disk_test_settle(st);
     make_full(use_tmpfs);
     tide_stats s;
     store_stats(st, &s);
@@ -719,13 +654,13 @@ static void removes_survive_a_full_disk(int use_tmpfs) {
     CHECK_MSG(nrem >= 5, "only %d keys were on disk to remove (%d refused)", nrem, refused);
     for (int j = 0; j < nrem; j++)
         CHECK_EQ(sget(st, removed[j], val), 0);
-    settle(st);
+    disk_test_settle(st);
     store_stats(st, &s);
     CHECK_MSG(s.disk_errors > errors, "disk_errors stayed %llu while appends were refused",
               (unsigned long long)s.disk_errors);
     store_destroy(st);
     make_room(use_tmpfs, was);
-    st = mk_store(1 * MIB, 64 * MIB, seg);
+    st = disk_test_store(g_dir, 1 * MIB, 64 * MIB, seg, DISK_IO_AUTO);
     int back = 0;
     for (int j = 0; j < nrem; j++)
         back += sget(st, removed[j], val);
@@ -740,13 +675,13 @@ static void removes_survive_a_full_disk(int use_tmpfs) {
     }
     for (int i = 1000; i < 1000 + n; i++)
         CHECK_EQ(sput(st, i, val), 0);
-    settle(st);
+    disk_test_settle(st);
     make_full(use_tmpfs);
     store_clear(st);
-    settle(st);
+    disk_test_settle(st);
     store_destroy(st);
     make_room(use_tmpfs, was);
-    st = mk_store(1 * MIB, 64 * MIB, seg);
+    st = disk_test_store(g_dir, 1 * MIB, 64 * MIB, seg, DISK_IO_AUTO);
     back = 0;
     for (int i = 1000; i < 1000 + n; i++)
         back += sget(st, i, val);
@@ -779,7 +714,7 @@ TEST(store_disk_removes_on_a_full_tmpfs_survive_restart) {
 TEST_T(store_disk_index_stays_within_its_budget, 120) {
     snprintf(g_dir, sizeof(g_dir), "%s/budget", test_tmpdir());
     const uint64_t disk_cap = 8 * MIB, budget = disk_cap / 8;
-    store *st = mk_store(1 * MIB, disk_cap, 1 * MIB);
+    store *st = disk_test_store(g_dir, 1 * MIB, disk_cap, 1 * MIB, DISK_IO_AUTO);
     char key[220];
     memset(key, 'k', sizeof(key));
     uint64_t worst = 0;
@@ -799,7 +734,7 @@ TEST_T(store_disk_index_stays_within_its_budget, 120) {
             if (ds.meta_bytes > worst) worst = ds.meta_bytes;
         }
     }
-    settle(st);
+    disk_test_settle(st);
     tide_stats s;
     store_stats(st, &s);
     tide_stats ds = {0};
@@ -831,7 +766,7 @@ TEST_T(store_disk_index_stays_within_its_budget, 120) {
     CHECK(served > 1000);
     store_destroy(st);
     /* Reopened, the scan keeps to the budget too. */
-    st = mk_store(1 * MIB, disk_cap, 1 * MIB);
+    st = disk_test_store(g_dir, 1 * MIB, disk_cap, 1 * MIB, DISK_IO_AUTO);
     ds = (tide_stats){0};
     disk_stats(st->dk, &ds);
     CHECK(ds.meta_bytes <= budget);

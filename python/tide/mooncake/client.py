@@ -379,6 +379,22 @@ class MooncakeDistributedStore(TensorHelpers):
             self._bad(f"ReplicateConfig refused: {config!r} (a soft_pin_ttl_ms needs ENABLE)")
         return rc
 
+    def _put_refused(self, config: Optional[ReplicateConfig], staged: bool = False,
+                     needs_store: bool = False) -> int:
+        """The checks every put and upsert makes first, in Mooncake's order: OK, or the
+        code to return (the reason in last_error). staged: a byte-API call, whose values
+        Mooncake stages in the local buffer (refused when setup() gave none); needs_store:
+        INVALID_PARAMS before setup() as well. A config that is no ReplicateConfig raises
+        TypeError."""
+        if staged and self._no_staging():
+            return INVALID_PARAMS
+        rc = self._check_config(config)
+        if rc != OK:
+            return rc
+        if needs_store and self._store is None:
+            return INVALID_PARAMS
+        return OK
+
     def _multi(self, put: bool, keys: Sequence[str], all_ptrs: Sequence[Sequence[int]],
                all_sizes: Sequence[Sequence[int]]) -> List[int]:
         """put_many_ptrs / get_many_ptrs over the keys whose pieces are all valid and
@@ -463,9 +479,7 @@ class MooncakeDistributedStore(TensorHelpers):
     def put(self, key: str, value: Any, config: Optional[ReplicateConfig] = None) -> int:
         """Store value (any buffer) under key: 0 or a negative code. A key that exists
         keeps its value (tide keys are content addresses); see upsert()."""
-        if self._no_staging():
-            return INVALID_PARAMS
-        rc = self._check_config(config)
+        rc = self._put_refused(config, staged=True)
         if rc != OK:
             return rc
 
@@ -477,9 +491,7 @@ class MooncakeDistributedStore(TensorHelpers):
 
     def put_parts(self, key: str, *parts: Any, config: Optional[ReplicateConfig] = None) -> int:
         """Store the concatenation of parts (1-D bytes-like) under key."""
-        if self._no_staging():
-            return INVALID_PARAMS
-        rc = self._check_config(config)
+        rc = self._put_refused(config, staged=True)
         if rc != OK:
             return rc
         bufs = []
@@ -500,9 +512,7 @@ class MooncakeDistributedStore(TensorHelpers):
     def put_batch(self, keys: Sequence[str], values: Sequence[Any],
                   config: Optional[ReplicateConfig] = None) -> int:
         """0 if every key was stored, else the first failing key's code."""
-        if self._no_staging():
-            return INVALID_PARAMS
-        rc = self._check_config(config)
+        rc = self._put_refused(config, staged=True)
         if rc != OK:
             return rc
         keys, values = list(keys), list(values)
@@ -573,23 +583,15 @@ class MooncakeDistributedStore(TensorHelpers):
         return [mooncake_code(r) if isinstance(r, int) and r < 0 else OK for r in res]
 
     def upsert(self, key: str, value: Any, config: Optional[ReplicateConfig] = None) -> int:
-        if self._no_staging():
-            return INVALID_PARAMS
-        rc = self._check_config(config)
+        rc = self._put_refused(config, staged=True, needs_store=True)
         if rc != OK:
             return rc
-        if self._store is None:
-            return INVALID_PARAMS
         return self._upsert_many([key], lambda s, k: s.put_many(k, [value]))[0]
 
     def upsert_parts(self, key: str, *parts: Any, config: Optional[ReplicateConfig] = None) -> int:
-        if self._no_staging():
-            return INVALID_PARAMS
-        rc = self._check_config(config)
+        rc = self._put_refused(config, staged=True, needs_store=True)
         if rc != OK:
             return rc
-        if self._store is None:
-            return INVALID_PARAMS
         bufs = []
         for p in parts:
             mv = memoryview(p)
@@ -603,13 +605,9 @@ class MooncakeDistributedStore(TensorHelpers):
     def upsert_batch(self, keys: Sequence[str], values: Sequence[Any],
                      config: Optional[ReplicateConfig] = None) -> int:
         """0 if every key was stored, else the first failing key's code."""
-        if self._no_staging():
-            return INVALID_PARAMS
-        rc = self._check_config(config)
+        rc = self._put_refused(config, staged=True, needs_store=True)
         if rc != OK:
             return rc
-        if self._store is None:
-            return INVALID_PARAMS
         keys, values = list(keys), list(values)
         if len(keys) != len(values):
             return self._bad(f"upsert_batch: {len(keys)} keys, {len(values)} values")

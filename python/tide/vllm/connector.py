@@ -226,13 +226,10 @@ class TideStoreConnector(KVConnectorBase_V1, SupportsHMA):
     def _create(self, doc: bytes, role_value: int, url: str) -> Handle:
         h = _lib.ConnectorPtr()
         if self._store is not None:
-            sh = self._store._enter()
-            try:
+            with self._store.borrowed_handle() as sh:
                 rc = self._lib.tide_connector_create_with_store(
                     doc, sh, role_value, ctypes.byref(h)
                 )
-            finally:
-                self._store._leave()
         else:
             rc = self._lib.tide_connector_create(
                 doc, url.encode("utf-8"), role_value, ctypes.byref(h)
