@@ -292,6 +292,12 @@ int chain_init(policy *p);
 /* o joins protected after `after` (or at its head); protected's least recent objects over
  * its share of the pool go back to probation's head. */
 void chain_protect(policy *p, obj *o, const obj *after);
+/* The two halves of chain_protect: o joins protected after `after` (or at its head); then
+ * while protected's units exceed limit its least recent object leaves its tail, for
+ * probation's head, or for protected's head when second_chance (if not NULL) returns 1 for
+ * it (second_chance must spend something, so the loop ends: adapt.c spends a use). */
+void chain_link_prot(policy *p, obj *o, const obj *after);
+void chain_trim(policy *p, uint64_t limit, int (*second_chance)(obj *));
 void chain_insert(policy *p, obj *o, int reused, const policy_hint *h);
 void chain_erase(policy *p, obj *o);
 void chain_access(policy *p, obj *o);
@@ -389,7 +395,8 @@ int disk_key_mac(const disk_key *k, const struct iovec *parts, int n, uint64_t *
  * The store itself (store.c), with the SSD tier's state (tier.c)
  * ------------------------------------------------------------------------------------- */
 
-/* Flag bits of obj.state used by the tier (S3-FIFO uses bits 2..4, chain bit 2, the state
+/* Flag bits of obj.state used by the tier (S3-FIFO uses bits 2..4, chain bit 2, adapt
+ * bits 2..4, the state
  * bits 0..1). */
 #define OBJ_SPILL 0x80   /* held for the disk writer (queued or being written); one of pins */
 #define OBJ_PROMOTE 0x40 /* RESERVED by a read-back from disk (no lease): readers wait */
