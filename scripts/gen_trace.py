@@ -14,14 +14,16 @@ those of a busy server, not of one user:
 
   chat     conversation: a system prompt drawn from a few (Zipf), then turns that each
            append the last answer and a new user message (a few hundred tokens each) to
-           the context; sessions of 1 to ~20 turns (geometric), think times of tens of
-           seconds.
+           the context, some after a long document; sessions of a geometric number of
+           turns (mean 6), think times of 5 to 60 seconds.
   tooluse  tool and agent calls: a large tool-schema prefix drawn from a few hundred
-           (Zipf, thousands of tokens), then a short query; sessions of 1 to ~10 calls
-           continue with the tool's result appended (short gaps).
+           (Zipf, thousands of tokens), then a short query; a session's later calls
+           (a geometric number, mean 2.5 calls) append the tool's result (gaps of 0.3
+           to 4 seconds).
   coding   agentic coding: a repository context drawn from a few hundred repositories
            (Zipf, 10k to 40k tokens), then many rapid turns that each append a tool
-           output (file reads, test logs: 500 to 4000 tokens); sessions of ~25 turns.
+           output (file reads, test logs: 500 to 4000 tokens); sessions of a geometric
+           number of turns (mean 25), gaps of 1 to 15 seconds.
 
 Every random choice comes from random.Random(seed), so a (shape, seed, requests,
 block-tokens) tuple names one trace byte for byte; tests and scripts/bench_trace.sh
@@ -31,6 +33,7 @@ Usage: gen_trace.py SHAPE [--requests N] [--seed S] [--block-tokens B] > trace.j
 """
 
 import argparse
+import heapq
 import json
 import random
 import sys
@@ -117,8 +120,6 @@ def generate(shape: str, nreq: int, seed: int, bt: int, out) -> None:
     # The shared prefixes (system prompts, tool schemas, repositories), built lazily.
     prefixes: dict[int, Context] = {}
     sessions: list[tuple[int, int, Context, int]] = []  # (next time, serial, ctx, turns left)
-    import heapq
-
     t_next_session, serial, written = 0.0, 0, 0
     while written < nreq:
         if not sessions or t_next_session <= sessions[0][0]:
