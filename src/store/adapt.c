@@ -131,6 +131,12 @@ static void ghost_fit(policy *p, uint64_t n) {
     p->ghost_mask = (uint32_t)(want - 1);
 }
 
+/* A put of key is starting: its insert will probe the key's ghost set, a cache miss on a
+ * large pool; start the load now so it overlaps the index lookup and the eviction. */
+static void adapt_prepare(policy *p, const void *key, size_t klen) {
+    __builtin_prefetch(ghost_set(p, store_ghost_hash(key, klen)), 1);
+}
+
 /* Remember an evicted key, then count the eviction towards the epoch. */
 static void ghost_add(policy *p, uint32_t h) {
     uint32_t *set = ghost_set(p, h), *w = &set[0];
@@ -226,4 +232,5 @@ const policy_ops policy_adapt = {
     .meta_bytes = adapt_meta_bytes,
     .list_of = chain_list_of,
     .keeps_units = 1,
+    .prepare = adapt_prepare,
 };

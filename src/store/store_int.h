@@ -266,6 +266,10 @@ typedef struct policy_ops {
      * policy keeps bytes/bytes2 (allocator units per list). */
     int (*list_of)(const obj *o);
     int keeps_units;
+    /* Optional (NULL: none): a put of key is starting (called under the store's lock before
+     * the index lookup), so the policy may prefetch what its insert will touch. No effect
+     * on what the policy decides. */
+    void (*prepare)(policy *p, const void *key, size_t klen);
 } policy_ops;
 
 /* One of a policy's two lists (plist.c): second = 0 names head/tail, 1 head2/tail2. */
