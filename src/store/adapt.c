@@ -48,7 +48,8 @@
  * `tide replay` writes with the same function, so its ghost collides where this one does;
  * the tests replay traces through the store and check the two agree block for block.
  *
- * Work: O(1) per insert, erase, read and victim (GHOST_WAYS probes); the ghost's growth is
+ * Work: O(1) per insert, erase, read and victim (GHOST_WAYS probes, the insert's set
+ * prefetched when the put starts: adapt_prepare); the ghost's growth is
  * O(entries) once per doubling, amortised O(1) per insert. Invariants: as chain.c's (each
  * list's count and units match its objects, an object is on the list its bit names,
  * protected's units at most its limit after every insert); the ghost has at least
