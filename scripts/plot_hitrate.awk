@@ -1,9 +1,11 @@
 # plot_hitrate.awk — draw hit rate against cache capacity as an SVG, from a table.
 #
 # Input: tab-separated lines "blocks label infinite belady lru s3fifo arc admit chain
-# chainarc tide_lru tide_s3fifo tide_chain" (hit rates as fractions: eight simulated series,
-# then three measured through the store; label is the capacity's second name, e.g.
-# "16 GiB"), capacities ascending. A header line starting with '#' may carry the title after
+# chainarc tide_lru tide_s3fifo tide_chain adapt tide_adapt" (hit rates as fractions: eight
+# simulated series, three measured through the store, adapt simulated and measured; label is
+# the capacity's second name, e.g. "16 GiB"), capacities ascending. A store column left
+# empty has no marker at that capacity (a trace measured through the store at some
+# capacities only). A header line starting with '#' may carry the title after
 # "# ". Output: an SVG on stdout with a log2 capacity axis, one line per simulated policy
 # (the store's default, chain, drawn heavier) and markers for the store's measured figures.
 # Plain SVG 1.1, no scripts, no external fonts.
@@ -13,7 +15,7 @@
 BEGIN {
     W = 800; H = 540; L = 70; R = 230; T = 50; B = 80
     n = 0; ymax = 0; title = "Block hit rate against capacity"
-    FIRST = 3; LAST = 13
+    FIRST = 3; LAST = 15
     name[3] = "infinite cache"; color[3] = "#888888"; dash[3] = "6,4"
     name[4] = "Belady (optimum)"; color[4] = "#000000"; dash[4] = ""
     name[5] = "LRU"; color[5] = "#1f77b4"; dash[5] = ""
@@ -25,6 +27,11 @@ BEGIN {
     name[11] = "store: lru"; color[11] = "#1f77b4"; mark[11] = "circle"
     name[12] = "store: s3fifo (hashed ghost)"; color[12] = "#ff7f0e"; mark[12] = "square"
     name[13] = "store: chain"; color[13] = "#d62728"; mark[13] = "diamond"
+    name[14] = "adapt"; color[14] = "#e377c2"; dash[14] = ""
+    name[15] = "store: adapt"; color[15] = "#e377c2"; mark[15] = "diamond"
+    # legend order: the simulated lines, then the store's markers
+    split("3 4 5 6 7 8 9 10 14 11 12 13 15", order, " ")
+    for (k = 1; k <= 13; k++) slot[order[k] + 0] = k - 1 + (k >= 10 ? 1 : 0)
 }
 
 /^#/ { sub(/^# */, ""); if ($0 != "") title = $0; next }
@@ -33,6 +40,7 @@ NF >= LAST {
     blocks[n] = $1; label[n] = $2
     for (c = FIRST; c <= LAST; c++) {
         v[n, c] = $c + 0
+        has[n, c] = $c != ""
         if (v[n, c] > ymax) ymax = v[n, c]
     }
 }
@@ -78,12 +86,12 @@ END {
     printf "<text x=\"%d\" y=\"%d\" fill=\"#444\">simulated (tide analyze)</text>\n", W - R + 16, T + 2
     # one polyline per simulated series, markers for the store's measured ones
     for (c = FIRST; c <= LAST; c++) {
-        ly = T + 22 + (c - FIRST) * 22 + (c >= 11 ? 22 : 0); lx = W - R + 16
+        ly = T + 22 + slot[c] * 22; lx = W - R + 16
         if (c == 11) printf "<text x=\"%d\" y=\"%d\" fill=\"#444\">through the store (tide replay)</text>\n", lx, ly - 18
-        if (c <= 10) {
+        if (mark[c] == "") {
             pts = ""
             for (i = 1; i <= n; i++) pts = pts sprintf("%.1f,%.1f ", xof(blocks[i]), yof(v[i, c]))
-            width = (c == 4 || c == 9) ? 2.5 : 1.6
+            width = (c == 4 || c == 9 || c == 14) ? 2.5 : 1.6
             printf "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"%s\"", color[c], width
             if (dash[c] != "") printf " stroke-dasharray=\"%s\"", dash[c]
             printf " points=\"%s\"/>\n", pts
@@ -91,7 +99,8 @@ END {
             if (dash[c] != "") printf " stroke-dasharray=\"%s\"", dash[c]
             printf "/>\n"
         } else {
-            for (i = 1; i <= n; i++) marker(mark[c], xof(blocks[i]), yof(v[i, c]), color[c])
+            for (i = 1; i <= n; i++)
+                if (has[i, c]) marker(mark[c], xof(blocks[i]), yof(v[i, c]), color[c])
             marker(mark[c], lx + 14, ly, color[c])
         }
         printf "<text x=\"%d\" y=\"%d\">%s</text>\n", lx + 36, ly + 4, esc(name[c])

@@ -10,10 +10,24 @@
  * frequency-aware policy (S3-FIFO) beats it by keeping those blocks once they return.
  * With the ghost, a returning block joins protected, in chain order behind the batch's
  * previous block there (so a returning prefix comes back whole, parent before child), and
- * chain order keeps every other rule of chain.c (whose placement it calls): probation takes new
- * blocks behind their parent, a saved batch's last block at the eviction end; reads move blocks to
- * protected, which holds at most 2/5 of the pool and overflows to probation's head; victims come
- * from probation's tail, else protected's.
+ * chain order keeps every other rule of chain.c (whose placement it calls): probation takes
+ * new blocks behind their parent, a saved batch's last block at the eviction end; reads move
+ * blocks to protected; victims come from probation's tail, else protected's.
+ *
+ * Two more differences from chain, both for workloads whose reuse is by popularity (the
+ * shared tool schemas and repository contexts of agent and coding traces, where S3-FIFO's
+ * frequency beats chain's recency by up to 40% at small capacities): each read counts a
+ * use (at most USES_MAX, bits 3..4 of the record's state), and when protected overflows
+ * its tail goes back to protected's head, spending one use, while it has uses left, and to
+ * probation's head only when it has none (S3-FIFO's main queue, CLOCK's second chance; the
+ * loop ends because each round spends a use, at most USES_MAX per read: amortised O(1));
+ * and protected holds at most 1/2 of the pool, not 2/5. Measured on five traces at 1024,
+ * 4096 and 16384 blocks (docs/TRACES.md): the uses raise adapt's hits on every trace but
+ * Mooncake's conversation trace at 16384 blocks (-0.8%); the share of 1/2 is the best
+ * fixed share tried (2/5, 1/2, 3/5, 4/5): a larger one wins more on the coding and chat
+ * shapes and loses up to 10% on tool use and on the synthetic and conversation traces.
+ * ARC-style steering of the share by ghost hits (evicted unread: grow probation; evicted
+ * after a read: grow protected, in ARC's ratio steps) was tried and lost on every trace.
  *
  * The ghost keeps, for each recent eviction, 32 bits: a 16-bit tag of the key's hash h
  * (store_ghost_hash; h >> 16 with its low bit set, so 0 means empty) and the 16-bit epoch
@@ -25,19 +39,20 @@
  * GHOST_MIN entries and GHOST_PER_OBJ per object of nmax, cleared when it grows (which
  * happens only while the pool first fills, before there is much to forget).
  * Metadata: 4 bytes an entry, 16 to 32 entries per object the pool has held at once,
- * so 64 to 128 bytes per object (test_store_adapt checks the bound), plus bit 2 of a
- * record's state; no links beyond the record's own. (Fewer entries per object keep fewer
- * of the older evictions, whose return is the best sign of reuse; 8 per object loses
+ * so 64 to 128 bytes per object (test_store_adapt checks the bound), plus bits 2..4 of a
+ * record's state (on protected, uses); no links beyond the record's own. (Fewer entries per object
+ * keep fewer of the older evictions, whose return is the best sign of reuse; 8 per object loses
  * 2.4% of hits on Mooncake's synthetic trace at 1024 blocks, docs/TRACES.md.)
  *
  * src/trace/sim.c simulates exactly these rules (SIM_ADAPT), hashing the keys that
  * `tide replay` writes with the same function, so its ghost collides where this one does;
  * the tests replay traces through the store and check the two agree block for block.
  *
- * Work: O(1) per insert, erase, read and victim (GHOST_WAYS probes); the ghost's growth is
+ * Work: O(1) per insert, erase, read and victim (GHOST_WAYS probes, the insert's set
+ * prefetched when the put starts: adapt_prepare); the ghost's growth is
  * O(entries) once per doubling, amortised O(1) per insert. Invariants: as chain.c's (each
  * list's count and units match its objects, an object is on the list its bit names,
- * protected's units at most the limit after every insert); the ghost has at least
+ * protected's units at most its limit after every insert); the ghost has at least
  * GHOST_PER_OBJ entries per object of nmax.
  */
 #include <errno.h>
@@ -52,6 +67,11 @@
 #define GHOST_MAX (1u << 31)
 #define EPOCH_DIV 16u    /* an epoch is nmax / EPOCH_DIV evictions */
 #define GHOST_EPOCHS 32u /* an entry counts for this many epochs */
+#define PROTECT_NUM 1u   /* protected holds at most 1/2 of the pool (chain: 2/5) */
+#define PROTECT_DEN 2u
+#define USES_SHIFT 3u /* bits 3..4 of a record's state: reads not yet spent, 0..3 */
+#define USES_MASK (3u << USES_SHIFT)
+#define USES_MAX 3u
 
 uint32_t store_ghost_hash(const void *key, size_t klen) {
     return (uint32_t)XXH3_64bits(key, klen);
@@ -112,6 +132,12 @@ static void ghost_fit(policy *p, uint64_t n) {
     p->ghost_mask = (uint32_t)(want - 1);
 }
 
+/* A put of key is starting: its insert will probe the key's ghost set, a cache miss on a
+ * large pool; start the load now so it overlaps the index lookup and the eviction. */
+static void adapt_prepare(policy *p, const void *key, size_t klen) {
+    __builtin_prefetch(ghost_set(p, store_ghost_hash(key, klen)), 1);
+}
+
 /* Remember an evicted key, then count the eviction towards the epoch. */
 static void ghost_add(policy *p, uint32_t h) {
     uint32_t *set = ghost_set(p, h), *w = &set[0];
@@ -140,17 +166,52 @@ static int ghost_take(policy *p, uint32_t h) {
     return 0;
 }
 
+static unsigned uses(const obj *o) {
+    return (o->state & USES_MASK) >> USES_SHIFT;
+}
+
+static void set_uses(obj *o, unsigned n) {
+    o->state = (uint8_t)((o->state & ~USES_MASK) | (n << USES_SHIFT));
+}
+
+/* Protected's tail gets another round at its head while it has uses to spend (one each
+ * round): the frequency half of the policy (S3-FIFO's main queue, CLOCK's second chance). */
+static int spend_use(obj *o) {
+    unsigned n = uses(o);
+    if (!n) return 0;
+    set_uses(o, n - 1);
+    return 1;
+}
+
+static void adapt_protect(policy *p, obj *o, const obj *after) {
+    chain_link_prot(p, o, after);
+    chain_trim(p, (uint64_t)p->al->total * PROTECT_NUM / PROTECT_DEN, spend_use);
+}
+
 /* chain's placement, except that a key the ghost remembers (evicted, then saved again: its
- * reuse is shown) goes straight into protected. */
+ * reuse is shown) goes straight into protected; a read counts a use (at most USES_MAX) and
+ * goes to protected, whose share is PROTECT_NUM / PROTECT_DEN and whose overflow spends
+ * uses before it goes to probation. */
 static void adapt_insert(policy *p, obj *o, int reused, const policy_hint *h) {
+    const obj *after = h ? h->after : NULL;
     if (!reused) {
+        set_uses(o, 0);
         ghost_fit(p, p->count + p->count2 + 1);
         if (ghost_take(p, ghost_hash(o))) {
-            chain_protect(p, o, h ? h->after : NULL);
+            adapt_protect(p, o, after);
             return;
         }
+        chain_insert(p, o, 0, h);
+        return;
     }
-    chain_insert(p, o, reused, h);
+    if (uses(o) < USES_MAX) set_uses(o, uses(o) + 1);
+    if (after && chain_list_of(after) == 1) {
+        /* The batch's previous read went back to probation: this deeper block follows it
+         * (chain_insert's rule for a read whose predecessor was demoted). */
+        chain_insert(p, o, 1, h);
+        return;
+    }
+    adapt_protect(p, o, after);
 }
 
 /* The store evicts every victim this returns (store.c, do_make_room), so the victim's key
@@ -172,4 +233,5 @@ const policy_ops policy_adapt = {
     .meta_bytes = adapt_meta_bytes,
     .list_of = chain_list_of,
     .keeps_units = 1,
+    .prepare = adapt_prepare,
 };

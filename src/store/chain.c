@@ -75,16 +75,23 @@ static uint64_t chain_meta_bytes(const policy *p) {
     return 0;
 }
 
-void chain_protect(policy *p, obj *o, const obj *after) {
+void chain_link_prot(policy *p, obj *o, const obj *after) {
     o->state |= IN_PROT;
     link_obj(p, o, after, 0);
-    uint64_t limit = (uint64_t)p->al->total * PROTECT_NUM / PROTECT_DEN;
+}
+
+void chain_trim(policy *p, uint64_t limit, int (*second_chance)(obj *)) {
     while (p->bytes2 > limit) {
         obj *v = plist_obj(p, p->tail2);
         unlink_obj(p, v);
-        v->state = (uint8_t)(v->state & ~IN_PROT);
+        if (!second_chance || !second_chance(v)) v->state = (uint8_t)(v->state & ~IN_PROT);
         link_obj(p, v, NULL, 0);
     }
+}
+
+void chain_protect(policy *p, obj *o, const obj *after) {
+    chain_link_prot(p, o, after);
+    chain_trim(p, (uint64_t)p->al->total * PROTECT_NUM / PROTECT_DEN, NULL);
 }
 
 void chain_insert(policy *p, obj *o, int reused, const policy_hint *h) {

@@ -294,6 +294,7 @@ int store_reserve(store *st, const void *key, size_t klen, uint64_t vlen, uint64
     uint32_t h = key_hash(key, klen);
 
     pthread_mutex_lock(&st->mu);
+    if (st->pol.ops->prepare) st->pol.ops->prepare(&st->pol, key, klen);
     keyref kr = {key, klen};
     obj *o = NULL;
     for (;;) { /* again after each wait for the disk writer: the key may have come in */

@@ -266,6 +266,10 @@ typedef struct policy_ops {
      * policy keeps bytes/bytes2 (allocator units per list). */
     int (*list_of)(const obj *o);
     int keeps_units;
+    /* Optional (NULL: none): a put of key is starting (called under the store's lock before
+     * the index lookup), so the policy may prefetch what its insert will touch. No effect
+     * on what the policy decides. */
+    void (*prepare)(policy *p, const void *key, size_t klen);
 } policy_ops;
 
 /* One of a policy's two lists (plist.c): second = 0 names head/tail, 1 head2/tail2. */
@@ -292,6 +296,12 @@ int chain_init(policy *p);
 /* o joins protected after `after` (or at its head); protected's least recent objects over
  * its share of the pool go back to probation's head. */
 void chain_protect(policy *p, obj *o, const obj *after);
+/* The two halves of chain_protect: o joins protected after `after` (or at its head); then
+ * while protected's units exceed limit its least recent object leaves its tail, for
+ * probation's head, or for protected's head when second_chance (if not NULL) returns 1 for
+ * it (second_chance must spend something, so the loop ends: adapt.c spends a use). */
+void chain_link_prot(policy *p, obj *o, const obj *after);
+void chain_trim(policy *p, uint64_t limit, int (*second_chance)(obj *));
 void chain_insert(policy *p, obj *o, int reused, const policy_hint *h);
 void chain_erase(policy *p, obj *o);
 void chain_access(policy *p, obj *o);
@@ -389,7 +399,8 @@ int disk_key_mac(const disk_key *k, const struct iovec *parts, int n, uint64_t *
  * The store itself (store.c), with the SSD tier's state (tier.c)
  * ------------------------------------------------------------------------------------- */
 
-/* Flag bits of obj.state used by the tier (S3-FIFO uses bits 2..4, chain bit 2, the state
+/* Flag bits of obj.state used by the tier (S3-FIFO uses bits 2..4, chain bit 2, adapt
+ * bits 2..4, the state
  * bits 0..1). */
 #define OBJ_SPILL 0x80   /* held for the disk writer (queued or being written); one of pins */
 #define OBJ_PROMOTE 0x40 /* RESERVED by a read-back from disk (no lease): readers wait */

@@ -44,6 +44,9 @@
  *             Victims: probation's tail, else protected's.
  *   chainarc  ARC with chain's placement: a batch's blocks follow each other in T1 or T2,
  *             the last block of a write batch at T1's eviction end.
+ *   adapt     src/store/adapt.c: chain's placement, protected at 1/2, reads counted and
+ *             spent as second rounds in protected, and a hashed ghost of evictions whose
+ *             keys enter protected when saved again (below).
  *
  * The chain-aware rules keep a cursor, the block the batch placed last: it is used only
  * while that block is still on the list being placed into, as the store checks it.
@@ -329,10 +332,11 @@ static void chain_use(sim *s, uint32_t b) {
     }
 }
 
-/* adapt (src/store/adapt.c): chain's rules, and a ghost of evicted keys whose save again
- * enters protected. The ghost is adapt.c's, slot for slot: sets of ADAPT_WAYS 32-bit
- * entries (a 16-bit tag of the key's hash, with its low bit set, and the 16-bit epoch of
- * the eviction), ADAPT_GHOST_PER_OBJ entries or more per block held (a power of two, at
+/* adapt (src/store/adapt.c): chain's rules with protected at 1/2 of the blocks, reads
+ * counted (at most 3 uses a block) and spent as second rounds in protected, and a ghost of
+ * evicted keys whose save again enters protected. The ghost is adapt.c's, slot for slot: sets of
+ * ADAPT_WAYS 32-bit entries (a 16-bit tag of the key's hash, with its low bit set, and the 16-bit
+ * epoch of the eviction), ADAPT_GHOST_PER_OBJ entries or more per block held (a power of two, at
  * least ADAPT_GHOST_MIN, cleared when it grows); an epoch is the most blocks held /
  * ADAPT_EPOCH_DIV evictions, and an entry counts for ADAPT_EPOCHS epochs. */
 #define ADAPT_GHOST_MIN 1024u
@@ -341,12 +345,33 @@ static void chain_use(sim *s, uint32_t b) {
 #define ADAPT_EPOCH_DIV 16u
 #define ADAPT_EPOCHS 32u
 
+#define ADAPT_USES_MAX 3u
+
+/* Protected's overflow: its tail goes back to protected's head while it has uses to spend
+ * (one a round), else to probation's head. */
 static void adapt_trim(sim *s) {
     while (s->q[2].count > s->prot_max) {
         uint32_t v = s->q[2].tail;
         unlink_block(s, v);
-        push_head(s, 1, v);
+        if (s->freq[v]) {
+            s->freq[v]--;
+            push_head(s, 2, v);
+        } else {
+            push_head(s, 1, v);
+        }
     }
+}
+
+/* A read: one more use (at most ADAPT_USES_MAX), then chain's move to protected. */
+static void adapt_use(sim *s, uint32_t b) {
+    if (s->freq[b] < ADAPT_USES_MAX) s->freq[b]++;
+    unlink_block(s, b);
+    if (s->cur != NIL && s->where[s->cur] == 1) { /* the batch's previous use went back */
+        place(s, 1, b);
+        return;
+    }
+    place(s, 2, b);
+    adapt_trim(s);
 }
 
 static uint32_t *adapt_set(const sim *s, uint32_t h) {
@@ -372,6 +397,7 @@ static void adapt_fit(sim *s, uint64_t n) {
 
 static void adapt_evict(sim *s) {
     uint32_t v = s->q[1].count ? s->q[1].tail : s->q[2].tail;
+    s->freq[v] = 0;
     unlink_block(s, v);
     s->held--;
     s->evictions++;
@@ -434,7 +460,7 @@ static void use(sim *s, uint32_t b, size_t k) {
         chain_use(s, b);
         break;
     case SIM_ADAPT:
-        chain_use(s, b); /* adapt reads as chain does */
+        adapt_use(s, b);
         break;
     case SIM_ADMIT:
         unlink_block(s, b);
@@ -572,7 +598,9 @@ static int sim_init(sim *s, const trace *t, int policy, uint64_t cap) {
         s->epoch_left = 1;
         s->gtab = calloc(s->gslots, sizeof(*s->gtab));
         s->ghash = malloc(nb * sizeof(*s->ghash));
-        if (!s->gtab || !s->ghash) return -ENOMEM;
+        s->freq = calloc(nb, 1);
+        if (!s->gtab || !s->ghash || !s->freq) return -ENOMEM;
+        s->prot_max = cap / 2; /* adapt.c's PROTECT_NUM / PROTECT_DEN */
         for (size_t k = 0; k < t->nrefs; k++) {
             char key[32];
             int len = snprintf(key, sizeof(key), TRACE_KEY_FMT, t->hash_ids[k]);
