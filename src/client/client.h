@@ -128,5 +128,9 @@ extern const backend_ops unix_backend;
 /* node.c: the cluster's write failed on this member or went around it; the handle's next
  * call tells the node first (REPLICA with MISSED). Not a node handle: no-op. */
 void node_mark_missed(tide_store *s);
+/* A cluster member's REPLICA request now (wire_replica_call): MISSED, or a hint operation
+ * (HINT, ASK, TOLD) about the member seeded `member`. 0 or an error set on s. */
+int node_replica_call(tide_store *s, uint32_t flags, uint64_t member, uint64_t seq,
+                      uint64_t out[2]);
 
 #endif

@@ -24,6 +24,7 @@
 
 #include "client/cluster.h"
 #include "common/checksum.h"
+#include "proto/frame.h"
 
 /* ---- rounds -------------------------------------------------------------------------- */
 
@@ -55,13 +56,14 @@ static size_t batch_cnt(const cbatch *b, size_t key) {
     return b->iovcnt ? b->iovcnt[key] : 1;
 }
 
-/* Run the actions a[0..na): one call per (member, op), in parallel. */
-static int round_run(cbatch *b, cact *a, size_t na) {
+/* Run the actions a[0..na): one call per (member, op), in parallel, and beside them the
+ * ready-made tasks extra[0..nextra) (hint questions), whose results are copied back. */
+static int round_run_with(cbatch *b, cact *a, size_t na, ctask *extra, size_t nextra) {
     cplan *p = &b->plan;
     size_t groups = p->v->n * 2; /* (member, GET|PUT|REMOVE) and (member, EXISTS) */
     size_t *count = calloc(groups, sizeof(*count)), *slot = calloc(groups, sizeof(*slot));
     uint32_t *order = malloc((na ? na : 1) * sizeof(*order));
-    ctask *t = calloc(groups, sizeof(*t));
+    ctask *t = calloc(groups + nextra, sizeof(*t));
     int rc = 0;
     if (!count || !slot || !order || !t) {
         rc = client_err(b->s, -ENOMEM, "out of memory");
@@ -111,7 +113,9 @@ static int round_run(cbatch *b, cact *a, size_t na) {
         }
         at += k->n;
     }
-    cluster_fanout_run(b->c->fanout, t, nt);
+    if (nextra) memcpy(t + nt, extra, nextra * sizeof(*t));
+    cluster_fanout_run(b->c->fanout, t, nt + nextra);
+    if (nextra) memcpy(extra, t + nt, nextra * sizeof(*t));
     at = 0;
     for (size_t i = 0; i < nt; i++) {
         ctask *k = &t[i];
@@ -135,6 +139,10 @@ out:
     }
     free(t), free(count), free(slot), free(order);
     return rc;
+}
+
+static int round_run(cbatch *b, cact *a, size_t na) {
+    return round_run_with(b, a, na, NULL, 0);
 }
 
 static int batch_begin(cbatch *b, tide_store *s, const tide_key *keys, size_t n,
@@ -190,6 +198,103 @@ static void batch_mark_skipped(const cbatch *b) {
         if (member_is_down(v->m[i], b->plan.now)) atomic_store(&v->m[i]->missed, 1);
 }
 
+/* ---- hints (docs/CLUSTER.md, "Hints") ------------------------------------------------- */
+
+/* The members a write of this batch skipped: those backing off when it began, and those
+ * whose call failed in it (skipped[i] for view member i). */
+static void batch_skipped(const cbatch *b, uint8_t *skipped) {
+    const cview *v = b->plan.v;
+    for (size_t i = 0; i < v->n; i++)
+        skipped[i] = skipped[i] || member_is_down(v->m[i], b->plan.now);
+}
+
+/*
+ * Before a write that skipped members is acknowledged, every member that took a part of it
+ * (took[y]) records a hint for each skipped one (REPLICA HINT), so that a reader asking it
+ * learns that the skipped member may hold removed or superseded bytes. hinted[y] says
+ * whether member y recorded them all (or is an older tided that holds none: there the write
+ * is acknowledged as before). Nothing is sent when nothing was skipped.
+ */
+static int batch_hint(cbatch *b, const uint8_t *skipped, const uint8_t *took, uint8_t *hinted) {
+    const cview *v = b->plan.v;
+    size_t nt = 0, ns = 0;
+    for (size_t i = 0; i < v->n; i++) {
+        hinted[i] = 1;
+        ns += skipped[i];
+    }
+    if (ns == 0) return 0;
+    ctask *t = calloc(v->n * ns, sizeof(*t));
+    if (!t) return client_err(b->s, -ENOMEM, "out of memory");
+    for (size_t y = 0; y < v->n; y++) {
+        if (!took[y]) continue;
+        for (size_t x = 0; x < v->n; x++)
+            if (skipped[x] && x != y)
+                t[nt++] = (ctask){.c = b->c,
+                                  .m = v->m[y],
+                                  .op = OP_REPLICA,
+                                  .rflags = FRAME_REPLICA_HINT,
+                                  .about = v->m[x]->seed};
+    }
+    cluster_fanout_run(b->c->fanout, t, nt);
+    for (size_t i = 0; i < nt; i++) {
+        if (t[i].rc == 0 || t[i].rc == TIDE_EUNSUPPORTED) continue;
+        for (size_t y = 0; y < v->n; y++)
+            if (v->m[y] == t[i].m) hinted[y] = 0;
+        if (!b->err) {
+            b->err = t[i].rc;
+            snprintf(b->errmsg, sizeof(b->errmsg), "recording a hint: %s", t[i].msg);
+        }
+    }
+    free(t);
+    return 0;
+}
+
+/* A read's witness for the member at `rank` of `key`: the key's first other candidate
+ * (the replica a write that skipped it went to), or -1 when it has none. */
+static int witness_of(const cplan *p, size_t key, size_t rank) {
+    uint32_t x = p->cand[key * p->depth + rank];
+    for (size_t r = 0; r < p->nc[key]; r++)
+        if (p->cand[key * p->depth + r] != x) return (int)p->cand[key * p->depth + r];
+    return -1;
+}
+
+/*
+ * After a round whose GETs ran beside hint questions ask[0..nask) (ask[i] asked member
+ * wit[i] about member about[i]): a member some witness holds untold hints for may serve
+ * removed or superseded bytes. Tell it (REPLICA MISSED: it drops its contents), then tell
+ * the witnesses (REPLICA TOLD with the count they gave), and mark doubt[x] so that what
+ * this round read from it is discarded and the keys fail over to their next rank.
+ */
+static void batch_settle_doubt(cbatch *b, ctask *ask, const uint32_t *about, size_t nask,
+                               uint8_t *doubt) {
+    const cview *v = b->plan.v;
+    for (size_t i = 0; i < nask; i++)
+        if (ask[i].rc == 0 && ask[i].hint[0] > ask[i].hint[1]) doubt[about[i]] = 1;
+    for (size_t x = 0; x < v->n; x++) {
+        if (!doubt[x]) continue;
+        cmember *m = v->m[x];
+        tide_store *h;
+        char msg[ERR_MSG_MAX];
+        uint64_t out[2];
+        int rc = member_handle(b->c, m, &h, msg, sizeof(msg));
+        if (rc == 0) rc = node_replica_call(h, FRAME_REPLICA_MISSED, 0, 0, out);
+        if (rc) { /* not told now: its next call tells it; the hints stay */
+            atomic_store(&m->missed, 1);
+            continue;
+        }
+        for (size_t i = 0; i < nask; i++) {
+            if (about[i] != x || ask[i].rc != 0 || ask[i].hint[0] <= ask[i].hint[1]) continue;
+            ctask t = {.c = b->c,
+                       .m = ask[i].m,
+                       .op = OP_REPLICA,
+                       .rflags = FRAME_REPLICA_TOLD,
+                       .about = m->seed,
+                       .seq = ask[i].hint[0]};
+            cluster_fanout_run(b->c->fanout, &t, 1);
+        }
+    }
+}
+
 /* ---- operations ---------------------------------------------------------------------- */
 
 int cluster_put_many(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
@@ -202,7 +307,10 @@ int cluster_put_many(tide_store *s, const tide_key *keys, size_t n, const tide_i
     uint8_t *copies = calloc(n, 1), *pos = calloc(n, 1), *done = calloc(n, 1);
     int *keyerr = calloc(n, sizeof(int)), ok = 0, failed = 0, valid = 0;
     cact *a = malloc(n * target * sizeof(*a) + 1);
-    if (!copies || !pos || !done || !keyerr || !a) {
+    uint32_t *took = malloc(n * (target ? target : 1) * sizeof(*took));
+    size_t nm = b.plan.v->n;
+    uint8_t *skipped = calloc(nm + 1, 1), *taker = calloc(nm + 1, 1), *hinted = calloc(nm + 1, 1);
+    if (!copies || !pos || !done || !keyerr || !a || !took || !skipped || !taker || !hinted) {
         rc = client_err(s, -ENOMEM, "out of memory");
         goto out;
     }
@@ -232,7 +340,11 @@ int cluster_put_many(tide_store *s, const tide_key *keys, size_t n, const tide_i
         if ((rc = round_run(&b, a, na)) != 0) goto out;
         for (size_t j = 0; j < na; j++) {
             cact *x = &a[j];
+            uint32_t mi = b.plan.cand[x->key * b.plan.depth + x->rank];
+            if (x->rc < 0) skipped[mi] = 1;
             if (x->rc == 0 && x->res == 0) {
+                took[x->key * target + copies[x->key]] = mi;
+                taker[mi] = 1;
                 copies[x->key]++;
             } else if (x->rc == 0) {
                 if (!keyerr[x->key]) keyerr[x->key] = x->res;
@@ -242,6 +354,15 @@ int cluster_put_many(tide_store *s, const tide_key *keys, size_t n, const tide_i
         }
         for (size_t i = 0; i < n; i++)
             if (copies[i] >= target) done[i] = 1;
+    }
+    /* A copy counts once its member recorded the hints for the members the put skipped. */
+    batch_skipped(&b, skipped);
+    if ((rc = batch_hint(&b, skipped, taker, hinted)) != 0) goto out;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t kept = 0;
+        for (size_t j = 0; j < copies[i]; j++)
+            kept += hinted[took[i * target + j]];
+        copies[i] = kept;
     }
     for (size_t i = 0; i < n; i++) {
         if (client_key_check(&keys[i]) || results[i]) continue;
@@ -258,6 +379,7 @@ int cluster_put_many(tide_store *s, const tide_key *keys, size_t n, const tide_i
     rc = batch_result(&b, ok, failed, valid);
 out:
     free(copies), free(pos), free(done), free(keyerr), free(a);
+    free(took), free(skipped), free(taker), free(hinted);
     batch_end(&b);
     return rc;
 }
@@ -275,7 +397,13 @@ int cluster_get_many(tide_store *s, const tide_key *keys, size_t n, const tide_i
     uint32_t *mask = malloc(n * sizeof(*mask));
     int *lasterr = calloc(n, sizeof(int)), ok = 0, failed = 0, valid = 0;
     cact *a = malloc(n * b.plan.depth * sizeof(*a) + 1);
-    if (!state || !pos || !failover || !mask || !lasterr || !a) {
+    /* read_check: beside each round's GETs, one question per (member read, witness). */
+    size_t nm = b.plan.v->n, nask = 0, maxask = nm * (nm > 1 ? nm - 1 : 1);
+    ctask *ask = c->read_check ? calloc(maxask ? maxask : 1, sizeof(*ask)) : NULL;
+    uint32_t *about = c->read_check ? malloc((maxask ? maxask : 1) * sizeof(*about)) : NULL;
+    uint8_t *doubt = calloc(nm + 1, 1);
+    if (!state || !pos || !failover || !mask || !lasterr || !a || !doubt ||
+        (c->read_check && (!ask || !about))) {
         rc = client_err(s, -ENOMEM, "out of memory");
         goto out;
     }
@@ -313,7 +441,26 @@ int cluster_get_many(tide_store *s, const tide_key *keys, size_t n, const tide_i
             }
         }
         if (na == 0) break;
-        if ((rc = round_run(&b, a, na)) != 0) goto out;
+        nask = 0;
+        for (size_t j = 0; c->read_check && j < na; j++) {
+            if (a[j].op != OP_GET) continue;
+            uint32_t x = b.plan.cand[a[j].key * b.plan.depth + a[j].rank];
+            int w = witness_of(&b.plan, a[j].key, a[j].rank);
+            if (w < 0) continue;
+            size_t q = 0;
+            while (q < nask && !(about[q] == x && ask[q].m == b.plan.v->m[w]))
+                q++;
+            if (q < nask || nask == maxask) continue;
+            about[nask] = x;
+            ask[nask++] = (ctask){.c = c,
+                                  .m = b.plan.v->m[w],
+                                  .op = OP_REPLICA,
+                                  .rflags = FRAME_REPLICA_ASK,
+                                  .about = b.plan.v->m[x]->seed};
+        }
+        if ((rc = round_run_with(&b, a, na, ask, nask)) != 0) goto out;
+        memset(doubt, 0, nm);
+        if (nask) batch_settle_doubt(&b, ask, about, nask, doubt);
         for (size_t j = 0; j < na; j++) {
             cact *x = &a[j];
             size_t i = x->key;
@@ -321,6 +468,15 @@ int cluster_get_many(tide_store *s, const tide_key *keys, size_t n, const tide_i
             if (x->op == OP_EXISTS) {
                 if (x->rc == 0 && x->present) mask[i] |= 1u << x->rank;
                 continue;
+            }
+            if (x->rc == 0 && doubt[b.plan.cand[i * b.plan.depth + x->rank]]) {
+                /* It may have missed writes: what it sent is dropped, the next rank asked. */
+                x->rc = -ESTALE;
+                if (!b.err) {
+                    b.err = -ESTALE;
+                    snprintf(b.errmsg, sizeof(b.errmsg),
+                             "a member that missed writes was made to drop its contents");
+                }
             }
             if (x->rc < 0) { /* the member failed: fail over to the next rank */
                 lasterr[i] = x->rc;
@@ -373,6 +529,7 @@ int cluster_get_many(tide_store *s, const tide_key *keys, size_t n, const tide_i
     rc = batch_result(&b, ok, failed, valid);
 out:
     free(state), free(pos), free(failover), free(mask), free(lasterr), free(a);
+    free(ask), free(about), free(doubt);
     batch_end(&b);
     return rc;
 }
@@ -458,7 +615,9 @@ int cluster_remove_many(tide_store *s, const tide_key *keys, size_t n, int *resu
     if (rc) return rc;
     cact *a = malloc(n * b.plan.depth * sizeof(*a) + 1);
     int removed = 0, failed = 0, valid = 0;
-    if (!a) {
+    size_t nm = b.plan.v->n;
+    uint8_t *skipped = calloc(nm + 1, 1), *taker = calloc(nm + 1, 1), *hinted = calloc(nm + 1, 1);
+    if (!a || !skipped || !taker || !hinted) {
         rc = client_err(s, -ENOMEM, "out of memory");
         goto out;
     }
@@ -474,9 +633,22 @@ int cluster_remove_many(tide_store *s, const tide_key *keys, size_t n, int *resu
             a[na++] = (cact){.key = (uint32_t)i, .rank = (uint8_t)r, .op = OP_REMOVE};
     }
     if ((rc = round_run(&b, a, na)) != 0) goto out;
+    /* Every member that answered holds the key's new state (absent): it records hints for
+     * the members the remove skipped, and an answer counts only once it did. */
+    for (size_t j = 0; j < na; j++) {
+        uint32_t mi = b.plan.cand[a[j].key * b.plan.depth + a[j].rank];
+        if (a[j].rc < 0)
+            skipped[mi] = 1;
+        else
+            taker[mi] = 1;
+    }
+    batch_skipped(&b, skipped);
+    if ((rc = batch_hint(&b, skipped, taker, hinted)) != 0) goto out;
     for (size_t j = 0; j < na; j++) {
         cact *x = &a[j];
         int *r = &results[x->key];
+        if (x->rc == 0 && !hinted[b.plan.cand[x->key * b.plan.depth + x->rank]])
+            x->rc = b.err ? b.err : -EIO;
         if (x->rc < 0) {
             if (*r == -EHOSTUNREACH) *r = x->rc;
         } else if (x->res == 0 || *r < 0) {
@@ -491,7 +663,7 @@ int cluster_remove_many(tide_store *s, const tide_key *keys, size_t n, int *resu
     }
     rc = batch_result(&b, removed, failed, valid);
 out:
-    free(a);
+    free(a), free(skipped), free(taker), free(hinted);
     batch_end(&b);
     return rc;
 }

@@ -439,6 +439,13 @@ void node_mark_missed(tide_store *s) {
     if (s && s->ops == &node_backend && s->impl) wire_mark_missed(s->impl);
 }
 
+int node_replica_call(tide_store *s, uint32_t flags, uint64_t member, uint64_t seq,
+                      uint64_t out[2]) {
+    if (!s || s->ops != &node_backend || !s->impl)
+        return client_err(s, TIDE_EUNSUPPORTED, "not a tide:// node handle");
+    return wire_replica_call(s, s->impl, flags, member, seq, out);
+}
+
 const backend_ops node_backend = {
     .scheme = "tide",
     .open = node_open,

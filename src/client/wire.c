@@ -298,7 +298,7 @@ static int wire_hello_peek(wire_call *k, int *rc) {
 static int wire_hello(wire_call *k) {
     wire *w = k->w;
     frame_hello h = {FRAME_VERSION, FRAME_VERSION,
-                     w->features | (w->replica ? FRAME_FEATURE_REPLICA : 0),
+                     w->features | (w->replica ? FRAME_FEATURE_REPLICA | FRAME_FEATURE_HINTS : 0),
                      (const uint8_t *)w->token, (uint16_t)strlen(w->token)};
     if (!h.token_len) h.token = NULL;
     uint8_t buf[FRAME_HDR_SIZE + FRAME_HELLO_META + FRAME_TOKEN_MAX];
@@ -345,6 +345,8 @@ static int wire_hello(wire_call *k) {
     w->max_frame = m.hello_reply.max_frame;
     pthread_mutex_unlock(&w->lock);
     k->c->replica = w->replica && (m.hello_reply.features & FRAME_FEATURE_REPLICA);
+    if (w->replica)
+        atomic_store(&w->hints, k->c->replica && (m.hello_reply.features & FRAME_FEATURE_HINTS));
     if (w->on_hello) return w->on_hello(k, &m, fd);
     if (fd >= 0) close(fd);
     return 0;
@@ -371,6 +373,35 @@ static int wire_replica(wire_call *k) {
 
 void wire_mark_missed(wire *w) {
     atomic_store(&w->missed, 1);
+}
+
+static int wire_on_replica_reply(wire_call *k, const frame_msg *m, void *arg) {
+    (void)k;
+    uint64_t *out = arg;
+    out[0] = m->replica.fences;
+    out[1] = m->replica.generation;
+    return 0;
+}
+
+int wire_replica_call(tide_store *s, wire *w, uint32_t flags, uint64_t member, uint64_t seq,
+                      uint64_t out[2]) {
+    if (!w->replica) return client_err(s, TIDE_EUNSUPPORTED, "%s: not a cluster member", w->addr);
+    int hint = flags != FRAME_REPLICA_MISSED;
+    if (hint && !atomic_load(&w->hints))
+        return client_err(s, TIDE_EUNSUPPORTED, "%s: this tided holds no hints", w->addr);
+    uint64_t ms = w->timeout_ns / 1000000;
+    uint32_t tms = (uint32_t)(ms > UINT32_MAX ? UINT32_MAX : ms ? ms : 1);
+    uint8_t buf[FRAME_HDR_SIZE + FRAME_REPLICA_HINT_META];
+    size_t len;
+    int rc = hint ? frame_encode_replica_hint(buf, sizeof(buf), &len, 0, flags, tms, member, seq)
+                  : frame_encode_replica(buf, sizeof(buf), &len, 0, flags, tms);
+    if (rc) return client_err(s, rc, "%s: cannot encode REPLICA (flags 0x%x)", w->addr, flags);
+    wire_request x = {.what = "REPLICA",
+                      .head = buf,
+                      .head_len = len,
+                      .on_reply = wire_on_replica_reply,
+                      .arg = out};
+    return wire_run(s, w, &x);
 }
 
 /* TCP: a non-blocking connect, waited for against the deadline. */

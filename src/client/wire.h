@@ -66,6 +66,7 @@ typedef struct wire {
      * sent before the next request (docs/CLUSTER.md, "Replicas that missed writes"). */
     int replica;
     atomic_int missed;
+    atomic_int hints; /* the last HELLO granted FRAME_FEATURE_HINTS */
     int nconns;
     wire_conn *conns;
     pthread_mutex_t lock; /* guards conns[].busy, max_keys, max_frame */
@@ -106,6 +107,12 @@ int wire_take(wire_call *k);
 void wire_give(wire_call *k, int broken);
 /* A cluster member: tell the node it was skipped (sent with the next REPLICA). */
 void wire_mark_missed(wire *w);
+/* A cluster member: one REPLICA request now. flags FRAME_REPLICA_MISSED: the node drops
+ * its contents before answering (0 once it did); FRAME_REPLICA_HINT, _ASK or _TOLD: a hint
+ * operation about `member` (seq: TOLD's hint number), its two counters in out[0..2).
+ * TIDE_EUNSUPPORTED when the node does not hold hints. */
+int wire_replica_call(tide_store *s, wire *w, uint32_t flags, uint64_t member, uint64_t seq,
+                      uint64_t out[2]);
 /* Open one connection now (HELLO included) and keep it among the idle ones, so that a wrong
  * address or token fails tide_open rather than the first call. */
 int wire_connect_now(tide_store *s, wire *w);
