@@ -262,16 +262,24 @@ static int witness_of(const cplan *p, size_t key, size_t rank) {
  * After a round whose GETs ran beside hint questions ask[0..nask) (ask[i] asked member
  * wit[i] about member about[i]): a member some witness holds untold hints for may serve
  * removed or superseded bytes. Tell it (REPLICA MISSED: it drops its contents), then tell
- * the witnesses (REPLICA TOLD with the count they gave), and mark doubt[x] so that what
- * this round read from it is discarded and the keys fail over to their next rank.
+ * the witnesses (REPLICA TOLD with the count they gave). Either way, and also when a
+ * witness says the member was told only recently (a GET of this round may have been
+ * answered before that fence), doubt[x] is set: what this round read from it is discarded
+ * and those keys fail over to their next rank.
  */
 static void batch_settle_doubt(cbatch *b, ctask *ask, const uint32_t *about, size_t nask,
                                uint8_t *doubt) {
     const cview *v = b->plan.v;
-    for (size_t i = 0; i < nask; i++)
-        if (ask[i].rc == 0 && ask[i].hint[0] > ask[i].hint[1]) doubt[about[i]] = 1;
-    for (size_t x = 0; x < v->n; x++) {
-        if (!doubt[x]) continue;
+    uint8_t *untold = calloc(v->n + 1, 1);
+    for (size_t i = 0; i < nask; i++) {
+        if (ask[i].rc != 0) continue;
+        uint64_t told = ask[i].hint[1] & ~FRAME_REPLICA_TOLD_RECENT;
+        if (ask[i].hint[0] > told || (ask[i].hint[1] & FRAME_REPLICA_TOLD_RECENT))
+            doubt[about[i]] = 1;
+        if (ask[i].hint[0] > told && untold) untold[about[i]] = 1;
+    }
+    for (size_t x = 0; untold && x < v->n; x++) {
+        if (!untold[x]) continue;
         cmember *m = v->m[x];
         tide_store *h;
         char msg[ERR_MSG_MAX];
@@ -283,7 +291,9 @@ static void batch_settle_doubt(cbatch *b, ctask *ask, const uint32_t *about, siz
             continue;
         }
         for (size_t i = 0; i < nask; i++) {
-            if (about[i] != x || ask[i].rc != 0 || ask[i].hint[0] <= ask[i].hint[1]) continue;
+            if (about[i] != x || ask[i].rc != 0 ||
+                ask[i].hint[0] <= (ask[i].hint[1] & ~FRAME_REPLICA_TOLD_RECENT))
+                continue;
             ctask t = {.c = b->c,
                        .m = ask[i].m,
                        .op = OP_REPLICA,
@@ -293,6 +303,10 @@ static void batch_settle_doubt(cbatch *b, ctask *ask, const uint32_t *about, siz
             cluster_fanout_run(b->c->fanout, &t, 1);
         }
     }
+    if (!untold) /* out of memory: nobody is told now, but nothing doubtful is read */
+        for (size_t i = 0; i < nask; i++)
+            if (ask[i].rc == 0 && ask[i].hint[0] > 0) doubt[about[i]] = 1;
+    free(untold);
 }
 
 /* ---- operations ---------------------------------------------------------------------- */

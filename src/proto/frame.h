@@ -65,7 +65,8 @@
  *                          member it is about), u64 seq (TOLD only, else 0): 24 bytes. Only
  *                          on a connection granted FRAME_FEATURE_HINTS (docs/CLUSTER.md,
  *                          "Hints"). Reply as above, read as u64 missed (hints this node
- *                          holds for that member), u64 told (those it was told since).
+ *                          holds for that member), u64 told (those it was told since; bit
+ *                          63, FRAME_REPLICA_TOLD_RECENT: the last TOLD is recent).
  *   EVENTS       count 0:  u64 from, u32 max (1..max_keys), u32 reserved (0): the store's
  *                          departure events numbered from `from` on (0: from now on)
  *   EVENTS reply count n:  u64 next, u64 lost, then n x { u64 seq, u8 kind (1..4),
@@ -148,6 +149,9 @@
 #define FRAME_REPLICA_ASK 4u
 #define FRAME_REPLICA_TOLD 8u
 #define FRAME_REPLICA_HINT_META 24
+/* In a hint reply's `told`: the last TOLD came within the longest timeout a cluster client
+ * announced, so a read begun before that fence may still be answered (docs/CLUSTER.md). */
+#define FRAME_REPLICA_TOLD_RECENT (1ull << 63)
 
 /* HELLO feature bits. */
 /* Send the pool's memfd with the reply and serve RESERVE, COMMIT, PIN, RELEASE. */

@@ -72,9 +72,10 @@
 #define START_WHY "restored from the SSD tier at start, they may predate writes this node missed"
 
 typedef struct hint {
-    uint64_t member; /* the member's rendezvous seed */
-    uint64_t missed; /* writes this node took that skipped it, counted */
-    uint64_t told;   /* of those, the ones it dropped its contents after */
+    uint64_t member;  /* the member's rendezvous seed */
+    uint64_t missed;  /* writes this node took that skipped it, counted */
+    uint64_t told;    /* of those, the ones it dropped its contents after */
+    uint64_t told_at; /* now_ns() of the TOLD that last raised `told` */
 } hint;
 
 struct replica {
@@ -85,14 +86,15 @@ struct replica {
     pthread_t thread;
     int started;
     atomic_int stop;
-    atomic_int on;               /* a cluster client sent REPLICA: clear on doubt */
-    atomic_int doubt;            /* this node may have missed writes */
-    const char *why;             /* why, for the log (lock) */
-    int sigfd;                   /* signalfd of SIGCONT, -1 when none */
-    _Atomic uint64_t gap_ns;     /* a gap longer than this is a stall */
-    _Atomic uint64_t last_tick;  /* now_ns() of the last heartbeat */
-    _Atomic uint64_t generation; /* bumped by each clear; connections older are closed */
-    _Atomic uint64_t fences;     /* clears made */
+    atomic_int on;                   /* a cluster client sent REPLICA: clear on doubt */
+    atomic_int doubt;                /* this node may have missed writes */
+    const char *why;                 /* why, for the log (lock) */
+    int sigfd;                       /* signalfd of SIGCONT, -1 when none */
+    _Atomic uint64_t gap_ns;         /* a gap longer than this is a stall */
+    _Atomic uint64_t max_timeout_ns; /* the longest timeout a cluster client announced */
+    _Atomic uint64_t last_tick;      /* now_ns() of the last heartbeat */
+    _Atomic uint64_t generation;     /* bumped by each clear; connections older are closed */
+    _Atomic uint64_t fences;         /* clears made */
 };
 
 static uint64_t period_of(uint64_t gap) {
@@ -239,7 +241,7 @@ static hint *hint_find(replica *r, uint64_t member, int create) {
     }
     if (!create) return NULL;
     if (r->nhints < REPLICA_HINTS_MAX) spare = &r->hints[r->nhints++];
-    if (spare) *spare = (hint){member, 0, 0};
+    if (spare) *spare = (hint){member, 0, 0, 0};
     return spare;
 }
 
@@ -256,11 +258,17 @@ int replica_hint_op(server *srv, const frame_msg *m, uint64_t reply[3]) {
             rc = TIDE_ELIMIT;
     } else if (q->flags == FRAME_REPLICA_TOLD && h) {
         uint64_t seq = q->seq > h->missed ? h->missed : q->seq;
-        if (seq > h->told) h->told = seq;
+        if (seq > h->told) h->told = seq, h->told_at = now_ns();
     }
+    /* A read whose GET the member answered before that fence, and whose question reaches
+     * this node after the TOLD, must not take the hint as settled: for the longest client
+     * timeout after a TOLD (no call outlives it), the answer says the fence is recent. */
+    uint64_t window = atomic_load(&r->max_timeout_ns);
+    if (window == 0) window = REPLICA_DEFAULT_GAP_NS;
+    int recent = h && h->told_at && now_ns() - h->told_at < window;
     reply[0] = m->h.req_id;
     reply[1] = h ? h->missed : 0;
-    reply[2] = h ? h->told : 0;
+    reply[2] = (h ? h->told : 0) | (recent ? FRAME_REPLICA_TOLD_RECENT : 0);
     pthread_mutex_unlock(&r->hint_lock);
     if (rc)
         LOG_WARN("hint table full (%d members with writes they have not been told of): a write "
@@ -272,6 +280,7 @@ int replica_hint_op(server *srv, const frame_msg *m, uint64_t reply[3]) {
 void replica_op(server *srv, const frame_msg *m, uint64_t *conn_gen, uint64_t reply[3]) {
     replica *r = srv->rep;
     uint64_t gap = (uint64_t)m->replica.timeout_ms * 1000000ull;
+    if (gap > atomic_load(&r->max_timeout_ns)) atomic_store(&r->max_timeout_ns, gap);
     if (gap < REPLICA_MIN_GAP_NS) gap = REPLICA_MIN_GAP_NS;
     pthread_mutex_lock(&r->lock);
     if (gap < atomic_load(&r->gap_ns)) atomic_store(&r->gap_ns, gap);
