@@ -114,7 +114,15 @@ static int round_run_with(cbatch *b, cact *a, size_t na, ctask *extra, size_t ne
         at += k->n;
     }
     if (nextra) memcpy(t + nt, extra, nextra * sizeof(*t));
-    cluster_fanout_run(b->c->fanout, t, nt + nextra);
+    if (nt <= 1 && nextra == 1) {
+        /* One member's call and one question: both in this thread, one after the other
+         * (the question after the read, as safe as beside it). Handing one to a pool
+         * thread cost more than the second round trip (docs/CLUSTER.md, "Hints"). */
+        for (size_t i = 0; i < nt + nextra; i++)
+            cluster_fanout_run(b->c->fanout, &t[i], 1);
+    } else {
+        cluster_fanout_run(b->c->fanout, t, nt + nextra);
+    }
     if (nextra) memcpy(extra, t + nt, nextra * sizeof(*t));
     at = 0;
     for (size_t i = 0; i < nt; i++) {
