@@ -266,6 +266,30 @@ static int witness_of(const cplan *p, size_t key, size_t rank) {
     return -1;
 }
 
+/* The hint questions for a round's reads a[0..na) of op `op`: one per (member read,
+ * witness) pair, at most maxask, into ask/about. Returns how many. */
+static size_t round_asks(cbatch *b, const cact *a, size_t na, int op, ctask *ask, uint32_t *about,
+                         size_t maxask) {
+    size_t nask = 0;
+    for (size_t j = 0; j < na; j++) {
+        if (a[j].op != op) continue;
+        uint32_t x = b->plan.cand[a[j].key * b->plan.depth + a[j].rank];
+        int w = witness_of(&b->plan, a[j].key, a[j].rank);
+        if (w < 0) continue;
+        size_t q = 0;
+        while (q < nask && !(about[q] == x && ask[q].m == b->plan.v->m[w]))
+            q++;
+        if (q < nask || nask == maxask) continue;
+        about[nask] = x;
+        ask[nask++] = (ctask){.c = b->c,
+                              .m = b->plan.v->m[w],
+                              .op = OP_REPLICA,
+                              .rflags = FRAME_REPLICA_ASK,
+                              .about = b->plan.v->m[x]->seed};
+    }
+    return nask;
+}
+
 /*
  * After a round whose GETs ran beside hint questions ask[0..nask) (ask[i] asked member
  * wit[i] about member about[i]): a member some witness holds untold hints for may serve
@@ -463,23 +487,7 @@ int cluster_get_many(tide_store *s, const tide_key *keys, size_t n, const tide_i
             }
         }
         if (na == 0) break;
-        nask = 0;
-        for (size_t j = 0; c->read_check && j < na; j++) {
-            if (a[j].op != OP_GET) continue;
-            uint32_t x = b.plan.cand[a[j].key * b.plan.depth + a[j].rank];
-            int w = witness_of(&b.plan, a[j].key, a[j].rank);
-            if (w < 0) continue;
-            size_t q = 0;
-            while (q < nask && !(about[q] == x && ask[q].m == b.plan.v->m[w]))
-                q++;
-            if (q < nask || nask == maxask) continue;
-            about[nask] = x;
-            ask[nask++] = (ctask){.c = c,
-                                  .m = b.plan.v->m[w],
-                                  .op = OP_REPLICA,
-                                  .rflags = FRAME_REPLICA_ASK,
-                                  .about = b.plan.v->m[x]->seed};
-        }
+        nask = c->read_check ? round_asks(&b, a, na, OP_GET, ask, about, maxask) : 0;
         if ((rc = round_run_with(&b, a, na, ask, nask)) != 0) goto out;
         memset(doubt, 0, nm);
         if (nask) batch_settle_doubt(&b, ask, about, nask, doubt);
@@ -566,7 +574,12 @@ int cluster_exists_many(tide_store *s, const tide_key *keys, size_t n, uint8_t *
     uint8_t *state = calloc(n, 1), *pos = calloc(n, 1);
     cact *a = malloc(n * b.plan.depth * sizeof(*a) + 1);
     int count = 0, failed = 0, valid = 0;
-    if (!state || !pos || !a) {
+    /* read_check: "present" from a member in doubt may be a removed key (see get). */
+    size_t nm = b.plan.v->n, nask = 0, maxask = nm * (nm > 1 ? nm - 1 : 1);
+    ctask *ask = c->read_check ? calloc(maxask ? maxask : 1, sizeof(*ask)) : NULL;
+    uint32_t *about = c->read_check ? malloc((maxask ? maxask : 1) * sizeof(*about)) : NULL;
+    uint8_t *doubt = calloc(nm + 1, 1);
+    if (!state || !pos || !a || !doubt || (c->read_check && (!ask || !about))) {
         rc = client_err(s, -ENOMEM, "out of memory");
         goto out;
     }
@@ -595,10 +608,15 @@ int cluster_exists_many(tide_store *s, const tide_key *keys, size_t n, uint8_t *
             }
         }
         if (na == 0) break;
-        if ((rc = round_run(&b, a, na)) != 0) goto out;
+        nask = c->read_check ? round_asks(&b, a, na, OP_EXISTS, ask, about, maxask) : 0;
+        if ((rc = round_run_with(&b, a, na, ask, nask)) != 0) goto out;
+        memset(doubt, 0, nm);
+        if (nask) batch_settle_doubt(&b, ask, about, nask, doubt);
         for (size_t j = 0; j < na; j++) {
             cact *x = &a[j];
             size_t i = x->key;
+            if (x->rc == 0 && doubt[b.plan.cand[i * b.plan.depth + x->rank]])
+                x->rc = -ESTALE;       /* its answer is dropped: the next rank decides */
             if (state[i] != E_FIRST) { /* one of the remaining ranks */
                 if (x->rc == 0 && x->present) present[i] = 1;
                 continue;
@@ -625,7 +643,7 @@ int cluster_exists_many(tide_store *s, const tide_key *keys, size_t n, uint8_t *
     rc = batch_result(&b, count, failed, valid);
     if (rc >= 0 && failed > 0 && b.err) rc = b.err; /* an unanswerable key: say so */
 out:
-    free(state), free(pos), free(a);
+    free(state), free(pos), free(a), free(ask), free(about), free(doubt);
     batch_end(&b);
     return rc;
 }

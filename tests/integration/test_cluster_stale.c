@@ -444,7 +444,25 @@ static void relay_stop(relay *r) {
  * the writer's handle is closed before the heal (nobody who skipped node 0 is left to tell
  * it); whether a client reads every key throughout (reads in flight across the cut and the
  * heal). */
-enum { CUT_WAIT = 1, CUT_WRITER_GONE = 2, CUT_BG = 4 };
+enum { CUT_WAIT = 1, CUT_WRITER_GONE = 2, CUT_BG = 4, CUT_EXISTS = 8 };
+
+/* EXISTS of every key through s, one call each: a removed (even) key said present is
+ * stale. Returns those. */
+static int exists_stale(tide_store *s) {
+    int stale = 0;
+    for (int i = 0; i < NKEYS; i += 2) {
+        char key[32];
+        snprintf(key, sizeof(key), "stale-%d", i);
+        int rc = tide_exists(s, key, strlen(key));
+        for (int t = 0; t < 30 && rc < 0; t++) { /* bounded, as read_all */
+            usleep(100 * 1000);
+            rc = tide_exists(s, key, strlen(key));
+        }
+        CHECK_MSG(rc >= 0, "exists %s: %s", key, tide_errmsg(s));
+        stale += rc == 1;
+    }
+    return stale;
+}
 
 /*
  * Node 0 is cut off (running) while the writer removes every key and puts the odd ones
@@ -489,6 +507,11 @@ static int cut_attack(int mode) {
     }
     atomic_store(&r->cut, 0);
     stale_counts before = {0}, after = {0}, reput = {0};
+    int ex_stale = 0;
+    if (mode & CUT_EXISTS) { /* first thing after the heal: "is it there?", at once */
+        ex_stale = exists_stale(b);
+        printf("    exists: %d of %d removed keys said present\n", ex_stale, NKEYS / 2);
+    }
     if (mode & CUT_WAIT) {
         /* Past the writer's back-off on node 0 (retry_ms 50, doubling to 800 ms): its next
          * call there is its first after the cut, and tells node 0. */
@@ -534,7 +557,7 @@ static int cut_attack(int mode) {
     relay_stop(r);
     free(r);
     CHECK_EQ(server_stop(&ts[0], SIGTERM), 0); /* a clean exit (66: a race under TSAN) */
-    return before.stale + after.stale + reput.stale + (int)bg_stale;
+    return before.stale + after.stale + reput.stale + (int)bg_stale + ex_stale;
 }
 
 /* The writer waits out its back-off and reads first: its first call tells node 0. */
@@ -557,4 +580,10 @@ TEST_T(cluster_stale_replica_cut_off_writer_gone_before_the_heal, 120) {
  * is gone before the heal. */
 TEST_T(cluster_stale_replica_cut_off_reads_in_flight_across_the_heal, 120) {
     CHECK_EQ(cut_attack(CUT_WRITER_GONE | CUT_BG), 0);
+}
+
+/* The first call after the heal is EXISTS, by a client that never skipped node 0: a
+ * removed key must not be said present (match_prefix asks the same way). */
+TEST_T(cluster_stale_replica_cut_off_exists_at_once, 120) {
+    CHECK_EQ(cut_attack(CUT_EXISTS), 0);
 }
