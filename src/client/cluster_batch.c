@@ -291,13 +291,14 @@ static size_t round_asks(cbatch *b, const cact *a, size_t na, int op, ctask *ask
 }
 
 /*
- * After a round whose GETs ran beside hint questions ask[0..nask) (ask[i] asked member
- * wit[i] about member about[i]): a member some witness holds untold hints for may serve
- * removed or superseded bytes. Tell it (REPLICA MISSED: it drops its contents), then tell
+ * After a round whose GETs or EXISTS ran beside hint questions ask[0..nask) (ask[i] asked
+ * the witness ask[i].m about view member about[i]): a member some witness holds untold hints for
+ * may serve removed or superseded bytes. Tell it (REPLICA MISSED: it drops its contents), then tell
  * the witnesses (REPLICA TOLD with the count they gave). Either way, and also when a
  * witness says the member was told only recently (a GET of this round may have been
  * answered before that fence), doubt[x] is set: what this round read from it is discarded
- * and those keys fail over to their next rank.
+ * and those keys go to their next rank. A witness that did not answer settles nothing: the
+ * member's answer stands (docs/CLUSTER.md, "Hints", limits).
  */
 static void batch_settle_doubt(cbatch *b, ctask *ask, const uint32_t *about, size_t nask,
                                uint8_t *doubt) {
