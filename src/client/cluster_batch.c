@@ -56,6 +56,38 @@ static size_t batch_cnt(const cbatch *b, size_t key) {
     return b->iovcnt ? b->iovcnt[key] : 1;
 }
 
+/* Run the member calls t[0..nt) (at most one) in this thread while the hint question q
+ * travels: q is sent first, its answer read after them. The member answering q is marked
+ * as task_run would (cluster_fanout.c). */
+static void ask_overlapped(cluster *c, ctask *t, size_t nt, ctask *q) {
+    tide_store *h = NULL;
+    node_pending *pend = NULL;
+    int hrc = 0;
+    if (!atomic_load(&q->m->missed) &&
+        (hrc = member_handle(c, q->m, &h, q->msg, sizeof(q->msg))) == 0)
+        pend = node_ask_send(h, q->about);
+    for (size_t i = 0; i < nt; i++)
+        cluster_fanout_run(c->fanout, &t[i], 1);
+    if (hrc) { /* no handle: member_handle marked the member down */
+        q->rc = hrc;
+        return;
+    }
+    if (!pend) { /* the whole call, as a task (tells the member first if it is due) */
+        cluster_fanout_run(c->fanout, q, 1);
+        return;
+    }
+    int rc = node_ask_recv(h, q->about, pend, q->hint);
+    q->rc = rc < 0 ? rc : 0;
+    if (rc == TIDE_EUNSUPPORTED) {
+        snprintf(q->msg, sizeof(q->msg), "%s", tide_errmsg(h));
+    } else if (rc < 0) {
+        snprintf(q->msg, sizeof(q->msg), "%s", tide_errmsg(h));
+        member_fail(c, q->m);
+    } else {
+        member_ok(q->m);
+    }
+}
+
 /* Run the actions a[0..na): one call per (member, op), in parallel, and beside them the
  * ready-made tasks extra[0..nextra) (hint questions), whose results are copied back. */
 static int round_run_with(cbatch *b, cact *a, size_t na, ctask *extra, size_t nextra) {
@@ -114,12 +146,11 @@ static int round_run_with(cbatch *b, cact *a, size_t na, ctask *extra, size_t ne
         at += k->n;
     }
     if (nextra) memcpy(t + nt, extra, nextra * sizeof(*t));
-    if (nt <= 1 && nextra == 1) {
-        /* One member's call and one question: both in this thread, one after the other
-         * (the question after the read, as safe as beside it). Handing one to a pool
-         * thread cost more than the second round trip (docs/CLUSTER.md, "Hints"). */
-        for (size_t i = 0; i < nt + nextra; i++)
-            cluster_fanout_run(b->c->fanout, &t[i], 1);
+    if (nt <= 1 && nextra == 1 && t[nt].op == OP_REPLICA && t[nt].rflags == FRAME_REPLICA_ASK) {
+        /* One member's call and one question: both from this thread, the question sent
+         * first and its answer read after the call (handing either to a pool thread cost
+         * more than the round trip: docs/CLUSTER.md, "Hints"). */
+        ask_overlapped(b->c, t, nt, &t[nt]);
     } else {
         cluster_fanout_run(b->c->fanout, t, nt + nextra);
     }

@@ -267,7 +267,7 @@ static void hung_node(int read_check) {
         char key[32];
         size_t len = cluster_value(key, sizeof(key), v, i), vlen;
         int rc = tide_get(s, key, strlen(key), o, sizeof(o), &vlen);
-        CHECK_MSG(rc == 0, "%s: %s", key, tide_errmsg(s));
+        CHECK_MSG(rc == 0, "read_check=%d %s: %s", read_check, key, tide_errmsg(s));
         CHECK(vlen == len && memcmp(o, v, len) == 0);
     }
     tide_cluster_info info;
