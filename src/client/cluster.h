@@ -90,6 +90,8 @@ typedef struct cluster {
 
 /* A member's rendezvous seed from its address. */
 uint64_t cluster_seed(const char *addr);
+/* The rendezvous weight of a key on the member seeded `seed` (higher ranks first). */
+uint64_t cluster_weight(uint64_t seed, const void *key, size_t klen);
 /*
  * Rendezvous (highest-random-weight) ranking: the `depth` members of seeds[0..n) with the
  * highest weight hash(key, seed), best first, as indices into seeds. depth <= n and

@@ -239,41 +239,76 @@ static void batch_mark_skipped(const cbatch *b) {
 
 /* ---- hints (docs/CLUSTER.md, "Hints") ------------------------------------------------- */
 
-/* The members a write of this batch skipped: those backing off when it began, and those
- * whose call failed in it (skipped[i] for view member i). */
-static void batch_skipped(const cbatch *b, uint8_t *skipped) {
-    const cview *v = b->plan.v;
-    for (size_t i = 0; i < v->n; i++)
-        skipped[i] = skipped[i] || member_is_down(v->m[i], b->plan.now);
+/* Whether view member x, backing off when the batch began, would have taken a write of
+ * key k had it been up: it would rank among the key's first `upto` candidates. */
+static int down_would_hold(const cbatch *b, size_t k, uint32_t x, size_t upto) {
+    const cplan *p = &b->plan;
+    size_t nc = p->nc[k] < upto ? p->nc[k] : upto;
+    if (nc < upto) return 1; /* fewer live members than the write wanted */
+    const tide_key *key = &b->keys[k];
+    uint32_t last = p->cand[k * p->depth + nc - 1];
+    return cluster_weight(p->v->m[x]->seed, key->data, key->len) >=
+           cluster_weight(p->v->m[last]->seed, key->data, key->len);
+}
+
+/* The members backing off when the batch began (none when all were, and so all tried):
+ * their view indices in down[], how many returned. */
+static size_t batch_down(const cbatch *b, uint32_t *down) {
+    size_t nd = 0;
+    for (size_t i = 0; !b->plan.ignore_down && i < b->plan.v->n; i++)
+        if (member_is_down(b->plan.v->m[i], b->plan.now)) down[nd++] = (uint32_t)i;
+    return nd;
+}
+
+/* Member y took key k's write: it owes hints for every member the write of k skipped —
+ * one whose call failed in this batch (failed[x]), or one backing off that would have taken
+ * it (need[y * n + x]). */
+static void note_taker(const cbatch *b, size_t k, uint32_t y, const uint8_t *failed,
+                       const uint32_t *down, size_t nd, size_t upto, uint8_t *need) {
+    size_t n = b->plan.v->n;
+    for (size_t x = 0; x < n; x++)
+        if (failed[x] && x != y) need[y * n + x] = 1;
+    for (size_t d = 0; d < nd; d++)
+        if (down[d] != y && down_would_hold(b, k, down[d], upto)) need[y * n + down[d]] = 1;
+}
+
+/* The (taker, skipped) matrix, allocated only when the batch skipped a member (one backing
+ * off, or one whose call failed): *need stays NULL otherwise. 0 or -ENOMEM. */
+static int need_alloc(cbatch *b, const uint8_t *failed, size_t nd, uint8_t **need) {
+    size_t n = b->plan.v->n, any = nd;
+    for (size_t i = 0; i < n; i++)
+        any += failed[i];
+    if (!any) return 0;
+    if (!(*need = calloc(n * n, 1))) return client_err(b->s, -ENOMEM, "out of memory");
+    return 0;
 }
 
 /*
  * Before a write that skipped members is acknowledged, every member that took a part of it
- * (took[y]) records a hint for each skipped one (REPLICA HINT), so that a reader asking it
- * learns that the skipped member may hold removed or superseded bytes. hinted[y] says
- * whether member y recorded them all (or is an older tided that holds none: there the write
- * is acknowledged as before). Nothing is sent when nothing was skipped.
+ * records a hint for each member skipped for that part (REPLICA HINT; need[y * n + x]: y
+ * owes one for x), so that a reader asking it learns that the skipped member may hold
+ * removed or superseded bytes. hinted[y] says whether member y recorded all it owed (or is
+ * an older tided that holds none: there the write is acknowledged as before). Nothing is
+ * sent when nothing was skipped.
  */
-static int batch_hint(cbatch *b, const uint8_t *skipped, const uint8_t *took, uint8_t *hinted) {
+static int batch_hint(cbatch *b, const uint8_t *need, uint8_t *hinted) {
     const cview *v = b->plan.v;
-    size_t nt = 0, ns = 0;
-    for (size_t i = 0; i < v->n; i++) {
+    size_t nt = 0, nn = 0;
+    for (size_t i = 0; i < v->n; i++)
         hinted[i] = 1;
-        ns += skipped[i];
-    }
-    if (ns == 0) return 0;
-    ctask *t = calloc(v->n * ns, sizeof(*t));
+    for (size_t i = 0; need && i < v->n * v->n; i++)
+        nn += need[i];
+    if (nn == 0) return 0;
+    ctask *t = calloc(nn, sizeof(*t));
     if (!t) return client_err(b->s, -ENOMEM, "out of memory");
-    for (size_t y = 0; y < v->n; y++) {
-        if (!took[y]) continue;
+    for (size_t y = 0; y < v->n; y++)
         for (size_t x = 0; x < v->n; x++)
-            if (skipped[x] && x != y)
+            if (need[y * v->n + x])
                 t[nt++] = (ctask){.c = b->c,
                                   .m = v->m[y],
                                   .op = OP_REPLICA,
                                   .rflags = FRAME_REPLICA_HINT,
                                   .about = v->m[x]->seed};
-    }
     cluster_fanout_run(b->c->fanout, t, nt);
     for (size_t i = 0; i < nt; i++) {
         if (t[i].rc == 0 || t[i].rc == TIDE_EUNSUPPORTED) continue;
@@ -387,8 +422,9 @@ int cluster_put_many(tide_store *s, const tide_key *keys, size_t n, const tide_i
     cact *a = malloc(n * target * sizeof(*a) + 1);
     uint32_t *took = malloc(n * (target ? target : 1) * sizeof(*took));
     size_t nm = b.plan.v->n;
-    uint8_t *skipped = calloc(nm + 1, 1), *taker = calloc(nm + 1, 1), *hinted = calloc(nm + 1, 1);
-    if (!copies || !pos || !done || !keyerr || !a || !took || !skipped || !taker || !hinted) {
+    uint8_t *failed_m = calloc(nm + 1, 1), *need = NULL, *hinted = calloc(nm + 1, 1);
+    uint32_t *down = malloc((nm + 1) * sizeof(*down));
+    if (!copies || !pos || !done || !keyerr || !a || !took || !failed_m || !hinted || !down) {
         rc = client_err(s, -ENOMEM, "out of memory");
         goto out;
     }
@@ -419,10 +455,9 @@ int cluster_put_many(tide_store *s, const tide_key *keys, size_t n, const tide_i
         for (size_t j = 0; j < na; j++) {
             cact *x = &a[j];
             uint32_t mi = b.plan.cand[x->key * b.plan.depth + x->rank];
-            if (x->rc < 0) skipped[mi] = 1;
+            if (x->rc < 0) failed_m[mi] = 1;
             if (x->rc == 0 && x->res == 0) {
                 took[x->key * target + copies[x->key]] = mi;
-                taker[mi] = 1;
                 copies[x->key]++;
             } else if (x->rc == 0) {
                 if (!keyerr[x->key]) keyerr[x->key] = x->res;
@@ -434,8 +469,12 @@ int cluster_put_many(tide_store *s, const tide_key *keys, size_t n, const tide_i
             if (copies[i] >= target) done[i] = 1;
     }
     /* A copy counts once its member recorded the hints for the members the put skipped. */
-    batch_skipped(&b, skipped);
-    if ((rc = batch_hint(&b, skipped, taker, hinted)) != 0) goto out;
+    size_t nd = batch_down(&b, down);
+    if ((rc = need_alloc(&b, failed_m, nd, &need)) != 0) goto out;
+    for (size_t i = 0; need && i < n; i++)
+        for (size_t j = 0; j < copies[i]; j++)
+            note_taker(&b, i, took[i * target + j], failed_m, down, nd, target, need);
+    if ((rc = batch_hint(&b, need, hinted)) != 0) goto out;
     for (size_t i = 0; i < n; i++) {
         uint8_t kept = 0;
         for (size_t j = 0; j < copies[i]; j++)
@@ -457,7 +496,7 @@ int cluster_put_many(tide_store *s, const tide_key *keys, size_t n, const tide_i
     rc = batch_result(&b, ok, failed, valid);
 out:
     free(copies), free(pos), free(done), free(keyerr), free(a);
-    free(took), free(skipped), free(taker), free(hinted);
+    free(took), free(failed_m), free(need), free(hinted), free(down);
     batch_end(&b);
     return rc;
 }
@@ -688,8 +727,9 @@ int cluster_remove_many(tide_store *s, const tide_key *keys, size_t n, int *resu
     cact *a = malloc(n * b.plan.depth * sizeof(*a) + 1);
     int removed = 0, failed = 0, valid = 0;
     size_t nm = b.plan.v->n;
-    uint8_t *skipped = calloc(nm + 1, 1), *taker = calloc(nm + 1, 1), *hinted = calloc(nm + 1, 1);
-    if (!a || !skipped || !taker || !hinted) {
+    uint8_t *failed_m = calloc(nm + 1, 1), *need = NULL, *hinted = calloc(nm + 1, 1);
+    uint32_t *down = malloc((nm + 1) * sizeof(*down));
+    if (!a || !failed_m || !hinted || !down) {
         rc = client_err(s, -ENOMEM, "out of memory");
         goto out;
     }
@@ -707,15 +747,15 @@ int cluster_remove_many(tide_store *s, const tide_key *keys, size_t n, int *resu
     if ((rc = round_run(&b, a, na)) != 0) goto out;
     /* Every member that answered holds the key's new state (absent): it records hints for
      * the members the remove skipped, and an answer counts only once it did. */
-    for (size_t j = 0; j < na; j++) {
-        uint32_t mi = b.plan.cand[a[j].key * b.plan.depth + a[j].rank];
-        if (a[j].rc < 0)
-            skipped[mi] = 1;
-        else
-            taker[mi] = 1;
-    }
-    batch_skipped(&b, skipped);
-    if ((rc = batch_hint(&b, skipped, taker, hinted)) != 0) goto out;
+    for (size_t j = 0; j < na; j++)
+        if (a[j].rc < 0) failed_m[b.plan.cand[a[j].key * b.plan.depth + a[j].rank]] = 1;
+    size_t nd = batch_down(&b, down);
+    if ((rc = need_alloc(&b, failed_m, nd, &need)) != 0) goto out;
+    for (size_t j = 0; need && j < na; j++)
+        if (a[j].rc == 0)
+            note_taker(&b, a[j].key, b.plan.cand[a[j].key * b.plan.depth + a[j].rank], failed_m,
+                       down, nd, read_depth(c), need);
+    if ((rc = batch_hint(&b, need, hinted)) != 0) goto out;
     for (size_t j = 0; j < na; j++) {
         cact *x = &a[j];
         int *r = &results[x->key];
@@ -735,7 +775,7 @@ int cluster_remove_many(tide_store *s, const tide_key *keys, size_t n, int *resu
     }
     rc = batch_result(&b, removed, failed, valid);
 out:
-    free(a), free(skipped), free(taker), free(hinted);
+    free(a), free(failed_m), free(need), free(hinted), free(down);
     batch_end(&b);
     return rc;
 }
