@@ -128,5 +128,16 @@ extern const backend_ops unix_backend;
 /* node.c: the cluster's write failed on this member or went around it; the handle's next
  * call tells the node first (REPLICA with MISSED). Not a node handle: no-op. */
 void node_mark_missed(tide_store *s);
+/* A cluster member's REPLICA request now (wire_replica_call): MISSED, or a hint operation
+ * (HINT, ASK, TOLD) about the member seeded `member`. 0 or an error set on s. */
+int node_replica_call(tide_store *s, uint32_t flags, uint64_t member, uint64_t seq,
+                      uint64_t out[2]);
+/* REPLICA ASK about `member` in two halves (wire_ask_send, wire_ask_recv): send now, read
+ * the answer later, after the caller's own call elsewhere. node_ask_send returns NULL only
+ * when out of memory or not a node handle (then make the whole call); node_ask_recv always
+ * frees what it was given. */
+typedef struct node_pending node_pending;
+node_pending *node_ask_send(tide_store *s, uint64_t member);
+int node_ask_recv(tide_store *s, uint64_t member, node_pending *p, uint64_t out[2]);
 
 #endif

@@ -66,6 +66,14 @@ static int cluster_open_common(tide_store *s, url *u, const char *scheme, cluste
         (rc = url_opt_uint(u, "retry_ms", CLUSTER_DEFAULT_RETRY_MS, &retry_ms, msg, sizeof(msg))) ||
         (rc = url_opt_uint(u, "threads", CLUSTER_DEFAULT_THREADS, &threads, msg, sizeof(msg))))
         return client_err(s, rc, "%s://: %s", scheme, msg);
+    /* read_check: ask another replica beside each read whether the member read from missed
+     * writes (docs/CLUSTER.md, "Hints"); on by default with replicas >= 2. */
+    uint64_t read_check;
+    if ((rc = url_opt_uint(u, "read_check", replicas >= 2, &read_check, msg, sizeof(msg))))
+        return client_err(s, rc, "%s://: %s", scheme, msg);
+    if (read_check > 1)
+        return client_err(s, TIDE_EOPTION, "%s://: read_check must be 0 or 1, got %llu", scheme,
+                          (unsigned long long)read_check);
     if (replicas < 1 || replicas > 8)
         return client_err(s, TIDE_EOPTION, "%s://: replicas must be 1..8, got %llu", scheme,
                           (unsigned long long)replicas);
@@ -90,6 +98,7 @@ static int cluster_open_common(tide_store *s, url *u, const char *scheme, cluste
     s->impl = c;
     c->replicas = (unsigned)replicas;
     c->fallback = (unsigned)fallback;
+    c->read_check = (int)read_check;
     c->timeout_ms = timeout_ms;
     c->retry_ns = retry_ms * 1000000ull;
     /* replica=1: the member handles tell their nodes they serve a cluster (wire.h). */

@@ -59,6 +59,7 @@ typedef struct cluster {
     int from_etcd;
     unsigned replicas; /* R: copies a put writes */
     unsigned fallback; /* ranks beyond R a read asks after a miss */
+    int read_check;    /* each read asks another replica about the member read (hints) */
     uint64_t timeout_ms;
     uint64_t retry_ns;    /* first back-off after a failure; doubles up to 16x */
     char node_query[600]; /* "?timeout_ms=..&conns=..[&token=..]" for member URLs */
@@ -89,6 +90,8 @@ typedef struct cluster {
 
 /* A member's rendezvous seed from its address. */
 uint64_t cluster_seed(const char *addr);
+/* The rendezvous weight of a key on the member seeded `seed` (higher ranks first). */
+uint64_t cluster_weight(uint64_t seed, const void *key, size_t klen);
 /*
  * Rendezvous (highest-random-weight) ranking: the `depth` members of seeds[0..n) with the
  * highest weight hash(key, seed), best first, as indices into seeds. depth <= n and
@@ -124,7 +127,7 @@ void cluster_etcd_stop(cluster *c);
 
 /* ---- the fan-out threads (cluster_fanout.c) ------------------------------------------ */
 
-enum { OP_PUT, OP_GET, OP_EXISTS, OP_REMOVE, OP_CLEAR, OP_STATS };
+enum { OP_PUT, OP_GET, OP_EXISTS, OP_REMOVE, OP_CLEAR, OP_STATS, OP_REPLICA };
 
 /* One call to one member: the caller fills c, m, op and the op's arguments; running it
  * fills the per-key results (res, vlens, present, st), rc and, on failure, msg. */
@@ -140,6 +143,10 @@ typedef struct ctask {
     size_t *vlens;
     uint8_t *present;
     tide_stats st;
+    /* OP_REPLICA: a hint operation (FRAME_REPLICA_HINT, _ASK, _TOLD) about the member
+     * seeded `about`, and the two counters it answered (missed, told). */
+    uint32_t rflags;
+    uint64_t about, seq, hint[2];
     int rc; /* negative: the member failed as a whole */
     char msg[ERR_MSG_MAX];
 } ctask;

@@ -24,6 +24,7 @@
 
 #include "client/cluster.h"
 #include "common/checksum.h"
+#include "proto/frame.h"
 
 /* ---- rounds -------------------------------------------------------------------------- */
 
@@ -55,13 +56,46 @@ static size_t batch_cnt(const cbatch *b, size_t key) {
     return b->iovcnt ? b->iovcnt[key] : 1;
 }
 
-/* Run the actions a[0..na): one call per (member, op), in parallel. */
-static int round_run(cbatch *b, cact *a, size_t na) {
+/* Run the member calls t[0..nt) (at most one) in this thread while the hint question q
+ * travels: q is sent first, its answer read after them. The member answering q is marked
+ * as task_run would (cluster_fanout.c). */
+static void ask_overlapped(cluster *c, ctask *t, size_t nt, ctask *q) {
+    tide_store *h = NULL;
+    node_pending *pend = NULL;
+    int hrc = 0;
+    if (!atomic_load(&q->m->missed) &&
+        (hrc = member_handle(c, q->m, &h, q->msg, sizeof(q->msg))) == 0)
+        pend = node_ask_send(h, q->about);
+    for (size_t i = 0; i < nt; i++)
+        cluster_fanout_run(c->fanout, &t[i], 1);
+    if (hrc) { /* no handle: member_handle marked the member down */
+        q->rc = hrc;
+        return;
+    }
+    if (!pend) { /* the whole call, as a task (tells the member first if it is due) */
+        cluster_fanout_run(c->fanout, q, 1);
+        return;
+    }
+    int rc = node_ask_recv(h, q->about, pend, q->hint);
+    q->rc = rc < 0 ? rc : 0;
+    if (rc == TIDE_EUNSUPPORTED) {
+        snprintf(q->msg, sizeof(q->msg), "%s", tide_errmsg(h));
+    } else if (rc < 0) {
+        snprintf(q->msg, sizeof(q->msg), "%s", tide_errmsg(h));
+        member_fail(c, q->m);
+    } else {
+        member_ok(q->m);
+    }
+}
+
+/* Run the actions a[0..na): one call per (member, op), in parallel, and beside them the
+ * ready-made tasks extra[0..nextra) (hint questions), whose results are copied back. */
+static int round_run_with(cbatch *b, cact *a, size_t na, ctask *extra, size_t nextra) {
     cplan *p = &b->plan;
     size_t groups = p->v->n * 2; /* (member, GET|PUT|REMOVE) and (member, EXISTS) */
     size_t *count = calloc(groups, sizeof(*count)), *slot = calloc(groups, sizeof(*slot));
     uint32_t *order = malloc((na ? na : 1) * sizeof(*order));
-    ctask *t = calloc(groups, sizeof(*t));
+    ctask *t = calloc(groups + nextra, sizeof(*t));
     int rc = 0;
     if (!count || !slot || !order || !t) {
         rc = client_err(b->s, -ENOMEM, "out of memory");
@@ -111,7 +145,16 @@ static int round_run(cbatch *b, cact *a, size_t na) {
         }
         at += k->n;
     }
-    cluster_fanout_run(b->c->fanout, t, nt);
+    if (nextra) memcpy(t + nt, extra, nextra * sizeof(*t));
+    if (nt <= 1 && nextra == 1 && t[nt].op == OP_REPLICA && t[nt].rflags == FRAME_REPLICA_ASK) {
+        /* One member's call and one question: both from this thread, the question sent
+         * first and its answer read after the call (handing either to a pool thread cost
+         * more than the round trip: docs/CLUSTER.md, "Hints"). */
+        ask_overlapped(b->c, t, nt, &t[nt]);
+    } else {
+        cluster_fanout_run(b->c->fanout, t, nt + nextra);
+    }
+    if (nextra) memcpy(extra, t + nt, nextra * sizeof(*t));
     at = 0;
     for (size_t i = 0; i < nt; i++) {
         ctask *k = &t[i];
@@ -135,6 +178,10 @@ out:
     }
     free(t), free(count), free(slot), free(order);
     return rc;
+}
+
+static int round_run(cbatch *b, cact *a, size_t na) {
+    return round_run_with(b, a, na, NULL, 0);
 }
 
 static int batch_begin(cbatch *b, tide_store *s, const tide_key *keys, size_t n,
@@ -190,6 +237,177 @@ static void batch_mark_skipped(const cbatch *b) {
         if (member_is_down(v->m[i], b->plan.now)) atomic_store(&v->m[i]->missed, 1);
 }
 
+/* ---- hints (docs/CLUSTER.md, "Hints") ------------------------------------------------- */
+
+/* Whether view member x, backing off when the batch began, would have taken a write of
+ * key k had it been up: it would rank among the key's first `upto` candidates. */
+static int down_would_hold(const cbatch *b, size_t k, uint32_t x, size_t upto) {
+    const cplan *p = &b->plan;
+    size_t nc = p->nc[k] < upto ? p->nc[k] : upto;
+    if (nc < upto) return 1; /* fewer live members than the write wanted */
+    const tide_key *key = &b->keys[k];
+    uint32_t last = p->cand[k * p->depth + nc - 1];
+    return cluster_weight(p->v->m[x]->seed, key->data, key->len) >=
+           cluster_weight(p->v->m[last]->seed, key->data, key->len);
+}
+
+/* The members backing off when the batch began (none when all were, and so all tried):
+ * their view indices in down[], how many returned. */
+static size_t batch_down(const cbatch *b, uint32_t *down) {
+    size_t nd = 0;
+    for (size_t i = 0; !b->plan.ignore_down && i < b->plan.v->n; i++)
+        if (member_is_down(b->plan.v->m[i], b->plan.now)) down[nd++] = (uint32_t)i;
+    return nd;
+}
+
+/* Member y took key k's write: it owes hints for every member the write of k skipped —
+ * one whose call failed in this batch (failed[x]), or one backing off that would have taken
+ * it (need[y * n + x]). */
+static void note_taker(const cbatch *b, size_t k, uint32_t y, const uint8_t *failed,
+                       const uint32_t *down, size_t nd, size_t upto, uint8_t *need) {
+    size_t n = b->plan.v->n;
+    for (size_t x = 0; x < n; x++)
+        if (failed[x] && x != y) need[y * n + x] = 1;
+    for (size_t d = 0; d < nd; d++)
+        if (down[d] != y && down_would_hold(b, k, down[d], upto)) need[y * n + down[d]] = 1;
+}
+
+/* The (taker, skipped) matrix, allocated only when the batch skipped a member (one backing
+ * off, or one whose call failed): *need stays NULL otherwise. 0 or -ENOMEM. */
+static int need_alloc(cbatch *b, const uint8_t *failed, size_t nd, uint8_t **need) {
+    size_t n = b->plan.v->n, any = nd;
+    for (size_t i = 0; i < n; i++)
+        any += failed[i];
+    if (!any) return 0;
+    if (!(*need = calloc(n * n, 1))) return client_err(b->s, -ENOMEM, "out of memory");
+    return 0;
+}
+
+/*
+ * Before a write that skipped members is acknowledged, every member that took a part of it
+ * records a hint for each member skipped for that part (REPLICA HINT; need[y * n + x]: y
+ * owes one for x), so that a reader asking it learns that the skipped member may hold
+ * removed or superseded bytes. hinted[y] says whether member y recorded all it owed (or is
+ * an older tided that holds none: there the write is acknowledged as before). Nothing is
+ * sent when nothing was skipped.
+ */
+static int batch_hint(cbatch *b, const uint8_t *need, uint8_t *hinted) {
+    const cview *v = b->plan.v;
+    size_t nt = 0, nn = 0;
+    for (size_t i = 0; i < v->n; i++)
+        hinted[i] = 1;
+    for (size_t i = 0; need && i < v->n * v->n; i++)
+        nn += need[i];
+    if (nn == 0) return 0;
+    ctask *t = calloc(nn, sizeof(*t));
+    if (!t) return client_err(b->s, -ENOMEM, "out of memory");
+    for (size_t y = 0; y < v->n; y++)
+        for (size_t x = 0; x < v->n; x++)
+            if (need[y * v->n + x])
+                t[nt++] = (ctask){.c = b->c,
+                                  .m = v->m[y],
+                                  .op = OP_REPLICA,
+                                  .rflags = FRAME_REPLICA_HINT,
+                                  .about = v->m[x]->seed};
+    cluster_fanout_run(b->c->fanout, t, nt);
+    for (size_t i = 0; i < nt; i++) {
+        if (t[i].rc == 0 || t[i].rc == TIDE_EUNSUPPORTED) continue;
+        for (size_t y = 0; y < v->n; y++)
+            if (v->m[y] == t[i].m) hinted[y] = 0;
+        if (!b->err) {
+            b->err = t[i].rc;
+            snprintf(b->errmsg, sizeof(b->errmsg), "recording a hint: %s", t[i].msg);
+        }
+    }
+    free(t);
+    return 0;
+}
+
+/* A read's witness for the member at `rank` of `key`: the key's first other candidate
+ * (the replica a write that skipped it went to), or -1 when it has none. */
+static int witness_of(const cplan *p, size_t key, size_t rank) {
+    uint32_t x = p->cand[key * p->depth + rank];
+    for (size_t r = 0; r < p->nc[key]; r++)
+        if (p->cand[key * p->depth + r] != x) return (int)p->cand[key * p->depth + r];
+    return -1;
+}
+
+/* The hint questions for a round's reads a[0..na) of op `op`: one per (member read,
+ * witness) pair, at most maxask, into ask/about. Returns how many. */
+static size_t round_asks(cbatch *b, const cact *a, size_t na, int op, ctask *ask, uint32_t *about,
+                         size_t maxask) {
+    size_t nask = 0;
+    for (size_t j = 0; j < na; j++) {
+        if (a[j].op != op) continue;
+        uint32_t x = b->plan.cand[a[j].key * b->plan.depth + a[j].rank];
+        int w = witness_of(&b->plan, a[j].key, a[j].rank);
+        if (w < 0) continue;
+        size_t q = 0;
+        while (q < nask && !(about[q] == x && ask[q].m == b->plan.v->m[w]))
+            q++;
+        if (q < nask || nask == maxask) continue;
+        about[nask] = x;
+        ask[nask++] = (ctask){.c = b->c,
+                              .m = b->plan.v->m[w],
+                              .op = OP_REPLICA,
+                              .rflags = FRAME_REPLICA_ASK,
+                              .about = b->plan.v->m[x]->seed};
+    }
+    return nask;
+}
+
+/*
+ * After a round whose GETs or EXISTS ran beside hint questions ask[0..nask) (ask[i] asked
+ * the witness ask[i].m about view member about[i]): a member some witness holds untold hints for
+ * may serve removed or superseded bytes. Tell it (REPLICA MISSED: it drops its contents), then tell
+ * the witnesses (REPLICA TOLD with the count they gave). Either way, and also when a
+ * witness says the member was told only recently (a GET of this round may have been
+ * answered before that fence), doubt[x] is set: what this round read from it is discarded
+ * and those keys go to their next rank. A witness that did not answer settles nothing: the
+ * member's answer stands (docs/CLUSTER.md, "Hints", limits).
+ */
+static void batch_settle_doubt(cbatch *b, ctask *ask, const uint32_t *about, size_t nask,
+                               uint8_t *doubt) {
+    const cview *v = b->plan.v;
+    uint8_t *untold = calloc(v->n + 1, 1);
+    for (size_t i = 0; i < nask; i++) {
+        if (ask[i].rc != 0) continue;
+        uint64_t told = ask[i].hint[1] & ~FRAME_REPLICA_TOLD_RECENT;
+        if (ask[i].hint[0] > told || (ask[i].hint[1] & FRAME_REPLICA_TOLD_RECENT))
+            doubt[about[i]] = 1;
+        if (ask[i].hint[0] > told && untold) untold[about[i]] = 1;
+    }
+    for (size_t x = 0; untold && x < v->n; x++) {
+        if (!untold[x]) continue;
+        cmember *m = v->m[x];
+        tide_store *h;
+        char msg[ERR_MSG_MAX];
+        uint64_t out[2];
+        int rc = member_handle(b->c, m, &h, msg, sizeof(msg));
+        if (rc == 0) rc = node_replica_call(h, FRAME_REPLICA_MISSED, 0, 0, out);
+        if (rc) { /* not told now: its next call tells it; the hints stay */
+            atomic_store(&m->missed, 1);
+            continue;
+        }
+        for (size_t i = 0; i < nask; i++) {
+            if (about[i] != x || ask[i].rc != 0 ||
+                ask[i].hint[0] <= (ask[i].hint[1] & ~FRAME_REPLICA_TOLD_RECENT))
+                continue;
+            ctask t = {.c = b->c,
+                       .m = ask[i].m,
+                       .op = OP_REPLICA,
+                       .rflags = FRAME_REPLICA_TOLD,
+                       .about = m->seed,
+                       .seq = ask[i].hint[0]};
+            cluster_fanout_run(b->c->fanout, &t, 1);
+        }
+    }
+    if (!untold) /* out of memory: nobody is told now, but nothing doubtful is read */
+        for (size_t i = 0; i < nask; i++)
+            if (ask[i].rc == 0 && ask[i].hint[0] > 0) doubt[about[i]] = 1;
+    free(untold);
+}
+
 /* ---- operations ---------------------------------------------------------------------- */
 
 int cluster_put_many(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
@@ -202,7 +420,11 @@ int cluster_put_many(tide_store *s, const tide_key *keys, size_t n, const tide_i
     uint8_t *copies = calloc(n, 1), *pos = calloc(n, 1), *done = calloc(n, 1);
     int *keyerr = calloc(n, sizeof(int)), ok = 0, failed = 0, valid = 0;
     cact *a = malloc(n * target * sizeof(*a) + 1);
-    if (!copies || !pos || !done || !keyerr || !a) {
+    uint32_t *took = malloc(n * (target ? target : 1) * sizeof(*took));
+    size_t nm = b.plan.v->n;
+    uint8_t *failed_m = calloc(nm + 1, 1), *need = NULL, *hinted = calloc(nm + 1, 1);
+    uint32_t *down = malloc((nm + 1) * sizeof(*down));
+    if (!copies || !pos || !done || !keyerr || !a || !took || !failed_m || !hinted || !down) {
         rc = client_err(s, -ENOMEM, "out of memory");
         goto out;
     }
@@ -232,7 +454,10 @@ int cluster_put_many(tide_store *s, const tide_key *keys, size_t n, const tide_i
         if ((rc = round_run(&b, a, na)) != 0) goto out;
         for (size_t j = 0; j < na; j++) {
             cact *x = &a[j];
+            uint32_t mi = b.plan.cand[x->key * b.plan.depth + x->rank];
+            if (x->rc < 0) failed_m[mi] = 1;
             if (x->rc == 0 && x->res == 0) {
+                took[x->key * target + copies[x->key]] = mi;
                 copies[x->key]++;
             } else if (x->rc == 0) {
                 if (!keyerr[x->key]) keyerr[x->key] = x->res;
@@ -242,6 +467,19 @@ int cluster_put_many(tide_store *s, const tide_key *keys, size_t n, const tide_i
         }
         for (size_t i = 0; i < n; i++)
             if (copies[i] >= target) done[i] = 1;
+    }
+    /* A copy counts once its member recorded the hints for the members the put skipped. */
+    size_t nd = batch_down(&b, down);
+    if ((rc = need_alloc(&b, failed_m, nd, &need)) != 0) goto out;
+    for (size_t i = 0; need && i < n; i++)
+        for (size_t j = 0; j < copies[i]; j++)
+            note_taker(&b, i, took[i * target + j], failed_m, down, nd, target, need);
+    if ((rc = batch_hint(&b, need, hinted)) != 0) goto out;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t kept = 0;
+        for (size_t j = 0; j < copies[i]; j++)
+            kept += hinted[took[i * target + j]];
+        copies[i] = kept;
     }
     for (size_t i = 0; i < n; i++) {
         if (client_key_check(&keys[i]) || results[i]) continue;
@@ -258,6 +496,7 @@ int cluster_put_many(tide_store *s, const tide_key *keys, size_t n, const tide_i
     rc = batch_result(&b, ok, failed, valid);
 out:
     free(copies), free(pos), free(done), free(keyerr), free(a);
+    free(took), free(failed_m), free(need), free(hinted), free(down);
     batch_end(&b);
     return rc;
 }
@@ -275,7 +514,13 @@ int cluster_get_many(tide_store *s, const tide_key *keys, size_t n, const tide_i
     uint32_t *mask = malloc(n * sizeof(*mask));
     int *lasterr = calloc(n, sizeof(int)), ok = 0, failed = 0, valid = 0;
     cact *a = malloc(n * b.plan.depth * sizeof(*a) + 1);
-    if (!state || !pos || !failover || !mask || !lasterr || !a) {
+    /* read_check: beside each round's GETs, one question per (member read, witness). */
+    size_t nm = b.plan.v->n, nask = 0, maxask = nm * (nm > 1 ? nm - 1 : 1);
+    ctask *ask = c->read_check ? calloc(maxask ? maxask : 1, sizeof(*ask)) : NULL;
+    uint32_t *about = c->read_check ? malloc((maxask ? maxask : 1) * sizeof(*about)) : NULL;
+    uint8_t *doubt = calloc(nm + 1, 1);
+    if (!state || !pos || !failover || !mask || !lasterr || !a || !doubt ||
+        (c->read_check && (!ask || !about))) {
         rc = client_err(s, -ENOMEM, "out of memory");
         goto out;
     }
@@ -313,7 +558,10 @@ int cluster_get_many(tide_store *s, const tide_key *keys, size_t n, const tide_i
             }
         }
         if (na == 0) break;
-        if ((rc = round_run(&b, a, na)) != 0) goto out;
+        nask = c->read_check ? round_asks(&b, a, na, OP_GET, ask, about, maxask) : 0;
+        if ((rc = round_run_with(&b, a, na, ask, nask)) != 0) goto out;
+        memset(doubt, 0, nm);
+        if (nask) batch_settle_doubt(&b, ask, about, nask, doubt);
         for (size_t j = 0; j < na; j++) {
             cact *x = &a[j];
             size_t i = x->key;
@@ -321,6 +569,15 @@ int cluster_get_many(tide_store *s, const tide_key *keys, size_t n, const tide_i
             if (x->op == OP_EXISTS) {
                 if (x->rc == 0 && x->present) mask[i] |= 1u << x->rank;
                 continue;
+            }
+            if (x->rc == 0 && doubt[b.plan.cand[i * b.plan.depth + x->rank]]) {
+                /* It may have missed writes: what it sent is dropped, the next rank asked. */
+                x->rc = -ESTALE;
+                if (!b.err) {
+                    b.err = -ESTALE;
+                    snprintf(b.errmsg, sizeof(b.errmsg),
+                             "a member that missed writes was made to drop its contents");
+                }
             }
             if (x->rc < 0) { /* the member failed: fail over to the next rank */
                 lasterr[i] = x->rc;
@@ -373,6 +630,7 @@ int cluster_get_many(tide_store *s, const tide_key *keys, size_t n, const tide_i
     rc = batch_result(&b, ok, failed, valid);
 out:
     free(state), free(pos), free(failover), free(mask), free(lasterr), free(a);
+    free(ask), free(about), free(doubt);
     batch_end(&b);
     return rc;
 }
@@ -387,7 +645,12 @@ int cluster_exists_many(tide_store *s, const tide_key *keys, size_t n, uint8_t *
     uint8_t *state = calloc(n, 1), *pos = calloc(n, 1);
     cact *a = malloc(n * b.plan.depth * sizeof(*a) + 1);
     int count = 0, failed = 0, valid = 0;
-    if (!state || !pos || !a) {
+    /* read_check: "present" from a member in doubt may be a removed key (see get). */
+    size_t nm = b.plan.v->n, nask = 0, maxask = nm * (nm > 1 ? nm - 1 : 1);
+    ctask *ask = c->read_check ? calloc(maxask ? maxask : 1, sizeof(*ask)) : NULL;
+    uint32_t *about = c->read_check ? malloc((maxask ? maxask : 1) * sizeof(*about)) : NULL;
+    uint8_t *doubt = calloc(nm + 1, 1);
+    if (!state || !pos || !a || !doubt || (c->read_check && (!ask || !about))) {
         rc = client_err(s, -ENOMEM, "out of memory");
         goto out;
     }
@@ -416,10 +679,15 @@ int cluster_exists_many(tide_store *s, const tide_key *keys, size_t n, uint8_t *
             }
         }
         if (na == 0) break;
-        if ((rc = round_run(&b, a, na)) != 0) goto out;
+        nask = c->read_check ? round_asks(&b, a, na, OP_EXISTS, ask, about, maxask) : 0;
+        if ((rc = round_run_with(&b, a, na, ask, nask)) != 0) goto out;
+        memset(doubt, 0, nm);
+        if (nask) batch_settle_doubt(&b, ask, about, nask, doubt);
         for (size_t j = 0; j < na; j++) {
             cact *x = &a[j];
             size_t i = x->key;
+            if (x->rc == 0 && doubt[b.plan.cand[i * b.plan.depth + x->rank]])
+                x->rc = -ESTALE;       /* its answer is dropped: the next rank decides */
             if (state[i] != E_FIRST) { /* one of the remaining ranks */
                 if (x->rc == 0 && x->present) present[i] = 1;
                 continue;
@@ -446,7 +714,7 @@ int cluster_exists_many(tide_store *s, const tide_key *keys, size_t n, uint8_t *
     rc = batch_result(&b, count, failed, valid);
     if (rc >= 0 && failed > 0 && b.err) rc = b.err; /* an unanswerable key: say so */
 out:
-    free(state), free(pos), free(a);
+    free(state), free(pos), free(a), free(ask), free(about), free(doubt);
     batch_end(&b);
     return rc;
 }
@@ -458,7 +726,10 @@ int cluster_remove_many(tide_store *s, const tide_key *keys, size_t n, int *resu
     if (rc) return rc;
     cact *a = malloc(n * b.plan.depth * sizeof(*a) + 1);
     int removed = 0, failed = 0, valid = 0;
-    if (!a) {
+    size_t nm = b.plan.v->n;
+    uint8_t *failed_m = calloc(nm + 1, 1), *need = NULL, *hinted = calloc(nm + 1, 1);
+    uint32_t *down = malloc((nm + 1) * sizeof(*down));
+    if (!a || !failed_m || !hinted || !down) {
         rc = client_err(s, -ENOMEM, "out of memory");
         goto out;
     }
@@ -474,9 +745,22 @@ int cluster_remove_many(tide_store *s, const tide_key *keys, size_t n, int *resu
             a[na++] = (cact){.key = (uint32_t)i, .rank = (uint8_t)r, .op = OP_REMOVE};
     }
     if ((rc = round_run(&b, a, na)) != 0) goto out;
+    /* Every member that answered holds the key's new state (absent): it records hints for
+     * the members the remove skipped, and an answer counts only once it did. */
+    for (size_t j = 0; j < na; j++)
+        if (a[j].rc < 0) failed_m[b.plan.cand[a[j].key * b.plan.depth + a[j].rank]] = 1;
+    size_t nd = batch_down(&b, down);
+    if ((rc = need_alloc(&b, failed_m, nd, &need)) != 0) goto out;
+    for (size_t j = 0; need && j < na; j++)
+        if (a[j].rc == 0)
+            note_taker(&b, a[j].key, b.plan.cand[a[j].key * b.plan.depth + a[j].rank], failed_m,
+                       down, nd, read_depth(c), need);
+    if ((rc = batch_hint(&b, need, hinted)) != 0) goto out;
     for (size_t j = 0; j < na; j++) {
         cact *x = &a[j];
         int *r = &results[x->key];
+        if (x->rc == 0 && !hinted[b.plan.cand[x->key * b.plan.depth + x->rank]])
+            x->rc = b.err ? b.err : -EIO;
         if (x->rc < 0) {
             if (*r == -EHOSTUNREACH) *r = x->rc;
         } else if (x->res == 0 || *r < 0) {
@@ -491,7 +775,7 @@ int cluster_remove_many(tide_store *s, const tide_key *keys, size_t n, int *resu
     }
     rc = batch_result(&b, removed, failed, valid);
 out:
-    free(a);
+    free(a), free(failed_m), free(need), free(hinted), free(down);
     batch_end(&b);
     return rc;
 }

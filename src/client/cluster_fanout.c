@@ -56,6 +56,14 @@ static void task_run(ctask *t) {
     case OP_CLEAR:
         rc = tide_clear(h);
         break;
+    case OP_REPLICA:
+        rc = node_replica_call(h, t->rflags, t->about, t->seq, t->hint);
+        if (rc == TIDE_EUNSUPPORTED) { /* an older tided: holds no hints, is not failing */
+            snprintf(t->msg, sizeof(t->msg), "%s", tide_errmsg(h));
+            t->rc = rc;
+            return;
+        }
+        break;
     default:
         rc = tide_stats_get(h, &t->st, sizeof(t->st));
         break;

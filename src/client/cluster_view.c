@@ -28,6 +28,10 @@ uint64_t cluster_seed(const char *addr) {
     return XXH3_64bits(addr, strlen(addr));
 }
 
+uint64_t cluster_weight(uint64_t seed, const void *key, size_t klen) {
+    return XXH3_64bits_withSeed(key, klen, seed);
+}
+
 void cluster_rank(const uint64_t *seeds, size_t n, const void *key, size_t klen, uint32_t *order,
                   size_t depth) {
     uint64_t w[CLUSTER_MAX_DEPTH];
@@ -35,7 +39,7 @@ void cluster_rank(const uint64_t *seeds, size_t n, const void *key, size_t klen,
     if (depth == 0) return;
     /* Keep the top `depth` by insertion: depth is small (R + fallback). */
     for (size_t i = 0; i < n; i++) {
-        uint64_t x = XXH3_64bits_withSeed(key, klen, seeds[i]);
+        uint64_t x = cluster_weight(seeds[i], key, klen);
         if (have == depth && x <= w[depth - 1]) continue;
         size_t j = have < depth ? have++ : depth - 1;
         while (j > 0 && w[j - 1] < x) {

@@ -439,6 +439,27 @@ void node_mark_missed(tide_store *s) {
     if (s && s->ops == &node_backend && s->impl) wire_mark_missed(s->impl);
 }
 
+int node_replica_call(tide_store *s, uint32_t flags, uint64_t member, uint64_t seq,
+                      uint64_t out[2]) {
+    if (!s || s->ops != &node_backend || !s->impl)
+        return client_err(s, TIDE_EUNSUPPORTED, "not a tide:// node handle");
+    return wire_replica_call(s, s->impl, flags, member, seq, out);
+}
+
+node_pending *node_ask_send(tide_store *s, uint64_t member) {
+    if (!s || s->ops != &node_backend || !s->impl) return NULL;
+    wire_pending *p = malloc(sizeof(*p));
+    if (p) wire_ask_send(s, s->impl, member, p);
+    return (node_pending *)p;
+}
+
+int node_ask_recv(tide_store *s, uint64_t member, node_pending *pend, uint64_t out[2]) {
+    wire_pending *p = (wire_pending *)pend;
+    int rc = wire_ask_recv(s, s->impl, member, p, out);
+    free(p);
+    return rc;
+}
+
 const backend_ops node_backend = {
     .scheme = "tide",
     .open = node_open,

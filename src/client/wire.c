@@ -298,7 +298,7 @@ static int wire_hello_peek(wire_call *k, int *rc) {
 static int wire_hello(wire_call *k) {
     wire *w = k->w;
     frame_hello h = {FRAME_VERSION, FRAME_VERSION,
-                     w->features | (w->replica ? FRAME_FEATURE_REPLICA : 0),
+                     w->features | (w->replica ? FRAME_FEATURE_REPLICA | FRAME_FEATURE_HINTS : 0),
                      (const uint8_t *)w->token, (uint16_t)strlen(w->token)};
     if (!h.token_len) h.token = NULL;
     uint8_t buf[FRAME_HDR_SIZE + FRAME_HELLO_META + FRAME_TOKEN_MAX];
@@ -345,6 +345,8 @@ static int wire_hello(wire_call *k) {
     w->max_frame = m.hello_reply.max_frame;
     pthread_mutex_unlock(&w->lock);
     k->c->replica = w->replica && (m.hello_reply.features & FRAME_FEATURE_REPLICA);
+    if (w->replica)
+        atomic_store(&w->hints, k->c->replica && (m.hello_reply.features & FRAME_FEATURE_HINTS));
     if (w->on_hello) return w->on_hello(k, &m, fd);
     if (fd >= 0) close(fd);
     return 0;
@@ -371,6 +373,35 @@ static int wire_replica(wire_call *k) {
 
 void wire_mark_missed(wire *w) {
     atomic_store(&w->missed, 1);
+}
+
+static int wire_on_replica_reply(wire_call *k, const frame_msg *m, void *arg) {
+    (void)k;
+    uint64_t *out = arg;
+    out[0] = m->replica.fences;
+    out[1] = m->replica.generation;
+    return 0;
+}
+
+int wire_replica_call(tide_store *s, wire *w, uint32_t flags, uint64_t member, uint64_t seq,
+                      uint64_t out[2]) {
+    if (!w->replica) return client_err(s, TIDE_EUNSUPPORTED, "%s: not a cluster member", w->addr);
+    int hint = flags != FRAME_REPLICA_MISSED;
+    if (hint && !atomic_load(&w->hints))
+        return client_err(s, TIDE_EUNSUPPORTED, "%s: this tided holds no hints", w->addr);
+    uint64_t ms = w->timeout_ns / 1000000;
+    uint32_t tms = (uint32_t)(ms > UINT32_MAX ? UINT32_MAX : ms ? ms : 1);
+    uint8_t buf[FRAME_HDR_SIZE + FRAME_REPLICA_HINT_META];
+    size_t len;
+    int rc = hint ? frame_encode_replica_hint(buf, sizeof(buf), &len, 0, flags, tms, member, seq)
+                  : frame_encode_replica(buf, sizeof(buf), &len, 0, flags, tms);
+    if (rc) return client_err(s, rc, "%s: cannot encode REPLICA (flags 0x%x)", w->addr, flags);
+    wire_request x = {.what = "REPLICA",
+                      .head = buf,
+                      .head_len = len,
+                      .on_reply = wire_on_replica_reply,
+                      .arg = out};
+    return wire_run(s, w, &x);
 }
 
 /* TCP: a non-blocking connect, waited for against the deadline. */
@@ -661,6 +692,76 @@ int wire_run(tide_store *s, wire *w, wire_request *x) {
         }
         return rc;
     }
+}
+
+static uint32_t wire_timeout_ms(const wire *w) {
+    uint64_t ms = w->timeout_ns / 1000000;
+    return (uint32_t)(ms > UINT32_MAX ? UINT32_MAX : ms ? ms : 1);
+}
+
+void wire_ask_send(tide_store *s, wire *w, uint64_t member, wire_pending *p) {
+    memset(p, 0, sizeof(*p));
+    if (!w->replica || !atomic_load(&w->hints) || atomic_load(&w->missed)) return;
+    uint8_t buf[FRAME_HDR_SIZE + FRAME_REPLICA_HINT_META];
+    size_t len;
+    if (frame_encode_replica_hint(buf, sizeof(buf), &len, 0, FRAME_REPLICA_ASK, wire_timeout_ms(w),
+                                  member, 0) != 0)
+        return;
+    p->k = wire_begin(s, w);
+    int rc = wire_take(&p->k);
+    if (rc || p->k.c->unread > 0) { /* no connection: that is the answer; else the whole call */
+        wire_give(&p->k, rc != 0);
+        p->rc = rc;
+        return;
+    }
+    p->req_id = p->k.c->next_req++;
+    le_wr64(buf + 8, p->req_id);
+    struct iovec v = {buf, len};
+    if (wire_send(&p->k, &v, 1) != 0) {
+        wire_give(&p->k, 1);
+        return;
+    }
+    p->active = 1;
+}
+
+int wire_ask_recv(tide_store *s, wire *w, uint64_t member, wire_pending *p, uint64_t out[2]) {
+    if (p->rc) return p->rc;
+    if (!p->active) return wire_replica_call(s, w, FRAME_REPLICA_ASK, member, 0, out);
+    p->active = 0;
+    frame_msg m;
+    /* The wait starts now: the caller's own call in between (one to a hung node may take
+     * the whole timeout) is not this answer's fault. */
+    p->k.deadline = now_ns() + w->timeout_ns;
+    p->k.got_reply_bytes = 0;
+    p->k.head_hint = 0;
+    int fresh = p->k.c->fresh;
+    int rc = wire_recv_head(&p->k, &m, NULL);
+    if (rc == 0) {
+        if (m.h.req_id != p->req_id || m.h.opcode != (FRAME_OP_REPLICA | FRAME_OP_REPLY)) {
+            rc = client_err(s, TIDE_EPROTO, "%s: REPLICA answered with %s for request %llu",
+                            w->addr, frame_op_name(m.h.opcode), (unsigned long long)m.h.req_id);
+            wire_give(&p->k, 1);
+            return rc;
+        }
+        if (m.h.status != 0) {
+            rc = client_err(s, m.h.status, "%s: REPLICA failed: %.*s", w->addr, (int)m.errmsg_len,
+                            m.errmsg ? m.errmsg : "");
+            wire_give(&p->k, 0);
+            return rc;
+        }
+        out[0] = m.replica.fences;
+        out[1] = m.replica.generation;
+        wire_give(&p->k, 0);
+        return 0;
+    }
+    int got = p->k.got_reply_bytes, io_error = rc > -TIDE_ERRBASE && rc != -ETIMEDOUT;
+    rc = wire_io_fail(&p->k, "REPLICA", rc);
+    wire_give(&p->k, 1);
+    if (w->retry && !fresh && !got && io_error) { /* a dead pooled connection: as wire_run */
+        wire_drop_idle(w);
+        return wire_replica_call(s, w, FRAME_REPLICA_ASK, member, 0, out);
+    }
+    return rc;
 }
 
 size_t wire_chunk(wire *w, const tide_key *keys, size_t left, size_t per_key) {

@@ -66,6 +66,7 @@ typedef struct wire {
      * sent before the next request (docs/CLUSTER.md, "Replicas that missed writes"). */
     int replica;
     atomic_int missed;
+    atomic_int hints; /* the last HELLO granted FRAME_FEATURE_HINTS */
     int nconns;
     wire_conn *conns;
     pthread_mutex_t lock; /* guards conns[].busy, max_keys, max_frame */
@@ -106,6 +107,26 @@ int wire_take(wire_call *k);
 void wire_give(wire_call *k, int broken);
 /* A cluster member: tell the node it was skipped (sent with the next REPLICA). */
 void wire_mark_missed(wire *w);
+/* A cluster member: one REPLICA request now. flags FRAME_REPLICA_MISSED: the node drops
+ * its contents before answering (0 once it did); FRAME_REPLICA_HINT, _ASK or _TOLD: a hint
+ * operation about `member` (seq: TOLD's hint number), its two counters in out[0..2).
+ * TIDE_EUNSUPPORTED when the node does not hold hints. */
+int wire_replica_call(tide_store *s, wire *w, uint32_t flags, uint64_t member, uint64_t seq,
+                      uint64_t out[2]);
+/* A hint question in two halves, so that the caller's own call to another node runs while
+ * it travels: wire_ask_send sends REPLICA ASK about `member` on a connection it keeps in *p
+ * (or sends nothing: the node must first be told MISSED, holds no hints, or the send
+ * failed), and wire_ask_recv reads the answer into out[0..2) and gives the connection
+ * back; without a request in flight, or when the connection proved dead before any reply
+ * byte, it makes the whole call (wire_replica_call) instead. */
+typedef struct wire_pending {
+    wire_call k;
+    uint64_t req_id;
+    int active; /* a request was sent and its reply is owed */
+    int rc;     /* no connection could be had: the answer */
+} wire_pending;
+void wire_ask_send(tide_store *s, wire *w, uint64_t member, wire_pending *p);
+int wire_ask_recv(tide_store *s, wire *w, uint64_t member, wire_pending *p, uint64_t out[2]);
 /* Open one connection now (HELLO included) and keep it among the idle ones, so that a wrong
  * address or token fails tide_open rather than the first call. */
 int wire_connect_now(tide_store *s, wire *w);

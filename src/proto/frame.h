@@ -60,6 +60,13 @@
  *                          MISSED before anything else once they skipped this node.
  *   REPLICA reply count 0: u64 fences (times this node dropped its contents because it
  *                          may have missed writes), u64 generation (bumped by each fence)
+ *   REPLICA hint  count 0:  u32 flags (exactly one of FRAME_REPLICA_HINT, _ASK, _TOLD),
+ *                          u32 timeout_ms (>= 1), u64 member (the rendezvous seed of the
+ *                          member it is about), u64 seq (TOLD only, else 0): 24 bytes. Only
+ *                          on a connection granted FRAME_FEATURE_HINTS (docs/CLUSTER.md,
+ *                          "Hints"). Reply as above, read as u64 missed (hints this node
+ *                          holds for that member), u64 told (those it was told since; bit
+ *                          63, FRAME_REPLICA_TOLD_RECENT: the last TOLD is recent).
  *   EVENTS       count 0:  u64 from, u32 max (1..max_keys), u32 reserved (0): the store's
  *                          departure events numbered from `from` on (0: from now on)
  *   EVENTS reply count n:  u64 next, u64 lost, then n x { u64 seq, u8 kind (1..4),
@@ -135,6 +142,16 @@
 /* REPLICA flag: the client skipped this node (a call failed or timed out) and may have
  * written to other replicas what this node did not see. */
 #define FRAME_REPLICA_MISSED 1u
+/* REPLICA hint operations (24-byte key section, FRAME_FEATURE_HINTS): a write this node
+ * took skipped `member` (HINT); how many such hints it holds and how many were since told to
+ * the member (ASK); the member dropped its contents after hint number `seq` (TOLD). */
+#define FRAME_REPLICA_HINT 2u
+#define FRAME_REPLICA_ASK 4u
+#define FRAME_REPLICA_TOLD 8u
+#define FRAME_REPLICA_HINT_META 24
+/* In a hint reply's `told`: the last TOLD came within the longest timeout a cluster client
+ * announced, so a read begun before that fence may still be answered (docs/CLUSTER.md). */
+#define FRAME_REPLICA_TOLD_RECENT (1ull << 63)
 
 /* HELLO feature bits. */
 /* Send the pool's memfd with the reply and serve RESERVE, COMMIT, PIN, RELEASE. */
@@ -146,6 +163,9 @@
  * connection serves RESERVE, COMMIT, PIN, RELEASE; the values move by UCX RMA. Granted only
  * by a tided started with --ucx-port whose UCX came up. */
 #define FRAME_FEATURE_UCX (1ull << 2)
+/* Hold hints for cluster members that missed writes (REPLICA HINT, ASK, TOLD); offered with
+ * FRAME_FEATURE_REPLICA, granted by a tided that knows them. */
+#define FRAME_FEATURE_HINTS (1ull << 3)
 
 enum frame_op {
     FRAME_OP_HELLO = 0x01,
@@ -212,6 +232,7 @@ typedef struct frame_hello {
 typedef struct frame_replica {
     uint32_t flags, timeout_ms;
     uint64_t fences, generation;
+    uint64_t member, seq; /* hint operations: the member's seed, TOLD's hint number */
 } frame_replica;
 
 typedef struct frame_hello_reply {
@@ -382,6 +403,10 @@ int frame_encode_replica(void *buf, size_t cap, size_t *len, uint64_t req_id, ui
                          uint32_t timeout_ms);
 int frame_encode_replica_reply(void *buf, size_t cap, size_t *len, uint64_t req_id, uint64_t fences,
                                uint64_t generation);
+/* REPLICA hint operation (flags: exactly one of FRAME_REPLICA_HINT, _ASK, _TOLD) about the
+ * member whose rendezvous seed is `member`; seq is TOLD's hint number, 0 otherwise. */
+int frame_encode_replica_hint(void *buf, size_t cap, size_t *len, uint64_t req_id, uint32_t flags,
+                              uint32_t timeout_ms, uint64_t member, uint64_t seq);
 
 /* A frame with no body: STAT, PING, CLEAR requests; PING and CLEAR replies. */
 int frame_encode_empty(void *buf, size_t cap, size_t *len, unsigned op, uint64_t req_id);

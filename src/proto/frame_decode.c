@@ -101,7 +101,7 @@ static shape shape_of(unsigned op, int32_t status) {
     case FRAME_OP_STAT | FRAME_OP_REPLY:
         return (shape){K_STAT_REPLY, 0, 0, STAT_ENTRY_MIN, STAT_ENTRY_MAX, 0};
     case FRAME_OP_REPLICA:
-        return (shape){K_REPLICA, FRAME_REPLICA_META, FRAME_REPLICA_META, 0, 0, 0};
+        return (shape){K_REPLICA, FRAME_REPLICA_META, FRAME_REPLICA_HINT_META, 0, 0, 0};
     case FRAME_OP_REPLICA | FRAME_OP_REPLY:
         return (shape){K_REPLICA_REPLY, FRAME_REPLICA_META, FRAME_REPLICA_META, 0, 0, 0};
     case FRAME_OP_EVENTS:
@@ -493,9 +493,25 @@ static int parse_meta(frame_decoder *d, frame_msg *m, const shape *sh) {
         r->flags = le_rd32(p);
         r->timeout_ms = le_rd32(p + 4);
         uint64_t reserved = le_rd64(p + 8);
+        r->member = r->seq = 0;
+        if (r->timeout_ms == 0) return fail(d, TIDE_EPROTO, "REPLICA: timeout_ms is 0");
+        if (m->h.meta_len == FRAME_REPLICA_HINT_META) { /* a hint operation */
+            r->member = reserved;
+            r->seq = le_rd64(p + 16);
+            if (r->flags != FRAME_REPLICA_HINT && r->flags != FRAME_REPLICA_ASK &&
+                r->flags != FRAME_REPLICA_TOLD)
+                return fail(d, TIDE_EPROTO,
+                            "REPLICA hint: flags 0x%08x are not one of HINT, ASK, TOLD", r->flags);
+            if (r->flags != FRAME_REPLICA_TOLD && r->seq)
+                return fail(d, TIDE_EPROTO, "REPLICA hint: seq %llu given without TOLD",
+                            (unsigned long long)r->seq);
+            return 0;
+        }
+        if (m->h.meta_len != FRAME_REPLICA_META)
+            return fail(d, TIDE_EPROTO, "REPLICA: key section of %u bytes (16 or 24)",
+                        m->h.meta_len);
         if (r->flags & ~FRAME_REPLICA_MISSED)
             return fail(d, TIDE_EPROTO, "REPLICA: unknown flags 0x%08x", r->flags);
-        if (r->timeout_ms == 0) return fail(d, TIDE_EPROTO, "REPLICA: timeout_ms is 0");
         if (reserved)
             return fail(d, TIDE_EPROTO, "REPLICA: reserved field is 0x%016llx",
                         (unsigned long long)reserved);

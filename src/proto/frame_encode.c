@@ -281,6 +281,22 @@ int frame_encode_replica(void *buf, size_t cap, size_t *len, uint64_t req_id, ui
     return 0;
 }
 
+int frame_encode_replica_hint(void *buf, size_t cap, size_t *len, uint64_t req_id, uint32_t flags,
+                              uint32_t timeout_ms, uint64_t member, uint64_t seq) {
+    if ((flags != FRAME_REPLICA_HINT && flags != FRAME_REPLICA_ASK &&
+         flags != FRAME_REPLICA_TOLD) ||
+        timeout_ms == 0 || (flags != FRAME_REPLICA_TOLD && seq != 0))
+        return TIDE_EPROTO;
+    int rc = room(buf, cap, len, FRAME_HDR_SIZE + FRAME_REPLICA_HINT_META);
+    if (rc) return rc;
+    uint8_t *p = put_header(buf, FRAME_OP_REPLICA, req_id, 0, 0, FRAME_REPLICA_HINT_META, 0);
+    le_wr32(p, flags);
+    le_wr32(p + 4, timeout_ms);
+    le_wr64(p + 8, member);
+    le_wr64(p + 16, seq);
+    return 0;
+}
+
 int frame_encode_replica_reply(void *buf, size_t cap, size_t *len, uint64_t req_id, uint64_t fences,
                                uint64_t generation) {
     int rc = room(buf, cap, len, FRAME_HDR_SIZE + FRAME_REPLICA_META);

@@ -240,6 +240,7 @@ static int op_hello(conn *c, const frame_msg *m, int *status) {
         features |= FRAME_FEATURE_SHM;
     }
     features |= h->features & FRAME_FEATURE_REPLICA; /* replica.c */
+    if (h->features & FRAME_FEATURE_REPLICA) features |= h->features & FRAME_FEATURE_HINTS;
     int ucx_port = ucx_srv_port(c->srv);
     if ((h->features & FRAME_FEATURE_UCX) && ucx_port > 0) {
         /* Values move by UCX RMA (ucx_srv.c) under this connection's leases. */
@@ -602,6 +603,13 @@ static int dispatch(conn *c, const frame_msg *m) {
         break;
     case FRAME_OP_REPLICA: {
         uint64_t reply[3];
+        if (m->replica.flags & (FRAME_REPLICA_HINT | FRAME_REPLICA_ASK | FRAME_REPLICA_TOLD)) {
+            int e = replica_hint_op(c->srv, m, reply);
+            rc = e ? reply_error(c, op, m->h.req_id, e,
+                                 "this node's hint table is full: the write is not acknowledged")
+                   : reply_encoded(c, enc_replica_reply, reply);
+            break;
+        }
         replica_op(c->srv, m, &c->replica_gen, reply);
         rc = reply_encoded(c, enc_replica_reply, reply);
         break;

@@ -30,9 +30,17 @@
  * (one node, no REPLICA) never put the node in replica mode: a single node cannot miss an
  * acknowledged write, and its SSD contents survive restarts as before.
  *
- * Lock rules: `lock` serialises settling (the clear); the fast path reads atomics only.
- * The tick is stored with release after any clear, so a worker that sees a fresh tick also
- * sees the generation that clear bumped.
+ * Hints (docs/CLUSTER.md, "Hints"): a node also holds, for each cluster member a write it
+ * took had to skip, two counters: hints recorded (a writer's REPLICA HINT, before the write
+ * is acknowledged) and hints told (a reader that found missed > told made the member drop
+ * its contents, then sent REPLICA TOLD with the count it saw). Readers ask (REPLICA ASK)
+ * beside every read, so a member that may hold removed or superseded bytes is recognised
+ * by any client, whether or not the writer ever calls it again. At most REPLICA_HINTS_MAX
+ * members (one entry each, 24 bytes); resolved entries are reused first.
+ *
+ * Lock rules: `hint_lock` guards the hint table alone. `lock` serialises settling (the clear); the
+ * fast path reads atomics only. The tick is stored with release after any clear, so a worker that
+ * sees a fresh tick also sees the generation that clear bumped.
  */
 #include "server/replica.h"
 
@@ -59,21 +67,34 @@
  * it slept with when the threshold fell) stays well inside it. */
 #define REPLICA_MIN_GAP_NS (250ull * 1000000ull)
 #define REPLICA_MAX_PERIOD_NS (100ull * 1000000ull)
+/* Members a node holds hints for: the cluster size cap (CLUSTER_MAX_MEMBERS). */
+#define REPLICA_HINTS_MAX 1024
 #define START_WHY "restored from the SSD tier at start, they may predate writes this node missed"
 
+typedef struct hint {
+    uint64_t member;  /* the member's rendezvous seed */
+    uint64_t missed;  /* writes this node took that skipped it, counted */
+    uint64_t told;    /* of those, the ones it dropped its contents after */
+    uint64_t told_at; /* now_ns() of the TOLD that last raised `told` */
+} hint;
+
 struct replica {
+    pthread_mutex_t hint_lock;
+    hint *hints; /* REPLICA_HINTS_MAX entries, `nhints` used (hint_lock) */
+    size_t nhints;
     pthread_mutex_t lock;
     pthread_t thread;
     int started;
     atomic_int stop;
-    atomic_int on;               /* a cluster client sent REPLICA: clear on doubt */
-    atomic_int doubt;            /* this node may have missed writes */
-    const char *why;             /* why, for the log (lock) */
-    int sigfd;                   /* signalfd of SIGCONT, -1 when none */
-    _Atomic uint64_t gap_ns;     /* a gap longer than this is a stall */
-    _Atomic uint64_t last_tick;  /* now_ns() of the last heartbeat */
-    _Atomic uint64_t generation; /* bumped by each clear; connections older are closed */
-    _Atomic uint64_t fences;     /* clears made */
+    atomic_int on;                   /* a cluster client sent REPLICA: clear on doubt */
+    atomic_int doubt;                /* this node may have missed writes */
+    const char *why;                 /* why, for the log (lock) */
+    int sigfd;                       /* signalfd of SIGCONT, -1 when none */
+    _Atomic uint64_t gap_ns;         /* a gap longer than this is a stall */
+    _Atomic uint64_t max_timeout_ns; /* the longest timeout a cluster client announced */
+    _Atomic uint64_t last_tick;      /* now_ns() of the last heartbeat */
+    _Atomic uint64_t generation;     /* bumped by each clear; connections older are closed */
+    _Atomic uint64_t fences;         /* clears made */
 };
 
 static uint64_t period_of(uint64_t gap) {
@@ -145,6 +166,12 @@ int replica_start(server *srv) {
         return -ENOMEM;
     }
     pthread_mutex_init(&r->lock, NULL);
+    pthread_mutex_init(&r->hint_lock, NULL);
+    if (!(r->hints = calloc(REPLICA_HINTS_MAX, sizeof(*r->hints)))) {
+        free(r);
+        LOG_ERROR("cannot start tided: out of memory");
+        return -ENOMEM;
+    }
     /* What the SSD tier restored predates this process: it may be stale. An empty store
      * cannot be. */
     tide_stats st;
@@ -177,6 +204,8 @@ void replica_stop(server *srv) {
     if (r->started) pthread_join(r->thread, NULL);
     if (r->sigfd >= 0) close(r->sigfd);
     pthread_mutex_destroy(&r->lock);
+    pthread_mutex_destroy(&r->hint_lock);
+    free(r->hints);
     free(r);
     srv->rep = NULL;
 }
@@ -202,9 +231,56 @@ void replica_lapsed(void *arg) {
     settle(srv, r, "its etcd lease lapsed");
 }
 
+/* The hint entry of `member`, created when `create` (reusing a resolved one when the table
+ * is full); NULL when absent or when the table is full of unresolved ones (hint_lock). */
+static hint *hint_find(replica *r, uint64_t member, int create) {
+    hint *spare = NULL;
+    for (size_t i = 0; i < r->nhints; i++) {
+        if (r->hints[i].member == member) return &r->hints[i];
+        if (!spare && r->hints[i].missed == r->hints[i].told) spare = &r->hints[i];
+    }
+    if (!create) return NULL;
+    if (r->nhints < REPLICA_HINTS_MAX) spare = &r->hints[r->nhints++];
+    if (spare) *spare = (hint){member, 0, 0, 0};
+    return spare;
+}
+
+int replica_hint_op(server *srv, const frame_msg *m, uint64_t reply[3]) {
+    replica *r = srv->rep;
+    const frame_replica *q = &m->replica;
+    int rc = 0;
+    pthread_mutex_lock(&r->hint_lock);
+    hint *h = hint_find(r, q->member, q->flags == FRAME_REPLICA_HINT);
+    if (q->flags == FRAME_REPLICA_HINT) {
+        if (h)
+            h->missed++;
+        else
+            rc = TIDE_ELIMIT;
+    } else if (q->flags == FRAME_REPLICA_TOLD && h) {
+        uint64_t seq = q->seq > h->missed ? h->missed : q->seq;
+        if (seq > h->told) h->told = seq, h->told_at = now_ns();
+    }
+    /* A read whose GET the member answered before that fence, and whose question reaches
+     * this node after the TOLD, must not take the hint as settled: for the longest client
+     * timeout after a TOLD (no call outlives it), the answer says the fence is recent. */
+    uint64_t window = atomic_load(&r->max_timeout_ns);
+    if (window == 0) window = REPLICA_DEFAULT_GAP_NS;
+    int recent = h && h->told_at && now_ns() - h->told_at < window;
+    reply[0] = m->h.req_id;
+    reply[1] = h ? h->missed : 0;
+    reply[2] = (h ? h->told : 0) | (recent ? FRAME_REPLICA_TOLD_RECENT : 0);
+    pthread_mutex_unlock(&r->hint_lock);
+    if (rc)
+        LOG_WARN("hint table full (%d members with writes they have not been told of): a write "
+                 "that skipped a member is refused its hint",
+                 REPLICA_HINTS_MAX);
+    return rc;
+}
+
 void replica_op(server *srv, const frame_msg *m, uint64_t *conn_gen, uint64_t reply[3]) {
     replica *r = srv->rep;
     uint64_t gap = (uint64_t)m->replica.timeout_ms * 1000000ull;
+    if (gap > atomic_load(&r->max_timeout_ns)) atomic_store(&r->max_timeout_ns, gap);
     if (gap < REPLICA_MIN_GAP_NS) gap = REPLICA_MIN_GAP_NS;
     pthread_mutex_lock(&r->lock);
     if (gap < atomic_load(&r->gap_ns)) atomic_store(&r->gap_ns, gap);

@@ -36,4 +36,9 @@ void replica_lapsed(void *srv);
  * sends it with frame_encode_replica_reply. */
 void replica_op(server *srv, const frame_msg *m, uint64_t *conn_gen, uint64_t reply[3]);
 
+/* Serve a REPLICA hint operation (HINT, ASK or TOLD about m->replica.member): reply[0] the
+ * request id, reply[1] the hints held for that member, reply[2] how many it was told of.
+ * 0, or TIDE_ELIMIT when a HINT finds the table full of unresolved members. */
+int replica_hint_op(server *srv, const frame_msg *m, uint64_t reply[3]);
+
 #endif

@@ -97,7 +97,11 @@ static int fc_reencode(const frame_msg *m, uint8_t *out, size_t cap, size_t *len
         rc = frame_encode_hello_reply(out, cap, len, id, &m->hello_reply);
         break;
     case FRAME_OP_REPLICA:
-        rc = frame_encode_replica(out, cap, len, id, m->replica.flags, m->replica.timeout_ms);
+        rc = m->h.meta_len == FRAME_REPLICA_HINT_META
+                 ? frame_encode_replica_hint(out, cap, len, id, m->replica.flags,
+                                             m->replica.timeout_ms, m->replica.member,
+                                             m->replica.seq)
+                 : frame_encode_replica(out, cap, len, id, m->replica.flags, m->replica.timeout_ms);
         break;
     case FRAME_OP_REPLICA | FRAME_OP_REPLY:
         rc =

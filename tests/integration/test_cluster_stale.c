@@ -10,9 +10,12 @@
  * a third time (v3) and read back. A read of v1 (the removed or superseded bytes) is stale;
  * a miss is always allowed. Every figure is printed; the tests want 0 stale reads.
  *
- * The last test cuts a node off without stopping it: the client reaches it through a TCP
+ * The last tests cut a node off without stopping it: the clients reach it through a TCP
  * relay in this process, which resets every connection and refuses new ones while "cut"
- * (the node keeps running and sees no stall; only the client knows it skipped the node).
+ * (the node keeps running and sees no stall; only the writer knows it skipped the node, and
+ * the node that took the writes holds a hint). Variants: the writer reads first after its
+ * back-off; another client reads through the node at once; the writer is gone before the
+ * heal; a client reads throughout, in flight across the cut and the heal.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -436,13 +439,38 @@ static void relay_stop(relay *r) {
     close(r->lfd);
 }
 
+/* How a cut-off attack runs: whether the writer waits out its back-off on node 0 after the
+ * heal and reads first (CUT_WAIT, the writer then tells node 0 itself), or not; whether
+ * the writer's handle is closed before the heal (nobody who skipped node 0 is left to tell
+ * it); whether a client reads every key throughout (reads in flight across the cut and the
+ * heal). */
+enum { CUT_WAIT = 1, CUT_WRITER_GONE = 2, CUT_BG = 4, CUT_EXISTS = 8 };
+
+/* EXISTS of every key through s, one call each: a removed (even) key said present is
+ * stale. Returns those. */
+static int exists_stale(tide_store *s) {
+    int stale = 0;
+    for (int i = 0; i < NKEYS; i += 2) {
+        char key[32];
+        snprintf(key, sizeof(key), "stale-%d", i);
+        int rc = tide_exists(s, key, strlen(key));
+        for (int t = 0; t < 30 && rc < 0; t++) { /* bounded, as read_all */
+            usleep(100 * 1000);
+            rc = tide_exists(s, key, strlen(key));
+        }
+        CHECK_MSG(rc >= 0, "exists %s: %s", key, tide_errmsg(s));
+        stale += rc == 1;
+    }
+    return stale;
+}
+
 /*
- * Node 0 is cut off (running) while the client removes every key and puts the odd ones
- * again; the path heals; the same client reads (its first call to node 0 tells the node it
- * was skipped), then a second client; node 1 is killed; both and a new client read; the
- * odd keys are put again and read back.
+ * Node 0 is cut off (running) while the writer removes every key and puts the odd ones
+ * again; the path heals; clients read (with CUT_WAIT the writer first, after its back-off;
+ * otherwise a second client at once, through node 0); node 1 is killed; they and a new
+ * client read; the odd keys are put again and read back. Returns the stale reads in all.
  */
-TEST_T(cluster_stale_replica_cut_off_while_running, 120) {
+static int cut_attack(int mode) {
     test_server ts[2];
     for (int i = 0; i < 2; i++)
         cluster_start_node(&ts[i], 0, NULL);
@@ -456,26 +484,48 @@ TEST_T(cluster_stale_replica_cut_off_while_running, 120) {
     CHECK_MSG(tide_open(u, &a) == 0, "%s", tide_errmsg(NULL));
     CHECK_MSG(tide_open(u, &b) == 0, "%s", tide_errmsg(NULL));
     put_all(a, vlen, 1, 0);
+    bgread *g = NULL;
+    if (mode & CUT_BG) {
+        g = calloc(1, sizeof(*g));
+        g->vlen = vlen;
+        CHECK_MSG(tide_open(u, &g->s) == 0, "%s", tide_errmsg(NULL));
+        g_bg = g;
+        CHECK_EQ(pthread_create(&g->th, NULL, bg_main, g), 0);
+    }
     atomic_store(&r->cut, 1);
     for (int i = 0; i < NKEYS; i++) {
         char key[32];
         snprintf(key, sizeof(key), "stale-%d", i);
         int rc = tide_remove(a, key, strlen(key));
         CHECK_MSG(rc == 0, "remove %s: %d %s", key, rc, tide_errmsg(a));
+        bg_note(i, 1);
     }
     put_all(a, vlen, 2, 1);
+    if (mode & CUT_WRITER_GONE) {
+        tide_close(a);
+        a = NULL;
+    }
     atomic_store(&r->cut, 0);
-    /* Past the writer's back-off on node 0 (retry_ms 50, doubling to 800 ms): its next call
-     * there is its first after the cut. Another client reading node 0 before that would
-     * still find the old bytes (docs/CLUSTER.md says when). */
-    usleep(1000 * 1000);
-
     stale_counts before = {0}, after = {0}, reput = {0};
-    read_all(a, vlen, 2, &before);
-    read_all(b, vlen, 2, &before);
+    int ex_stale = 0;
+    if (mode & CUT_EXISTS) { /* first thing after the heal: "is it there?", at once */
+        ex_stale = exists_stale(b);
+        printf("    exists: %d of %d removed keys said present\n", ex_stale, NKEYS / 2);
+    }
+    if (mode & CUT_WAIT) {
+        /* Past the writer's back-off on node 0 (retry_ms 50, doubling to 800 ms): its next
+         * call there is its first after the cut, and tells node 0. */
+        usleep(1000 * 1000);
+        read_all(a, vlen, 2, &before);
+        read_all(b, vlen, 2, &before);
+    } else {
+        /* At once, through node 0, by a client that never skipped it. */
+        read_all(b, vlen, 2, &before);
+        if (a) read_all(a, vlen, 2, &before);
+    }
     CHECK_EQ(server_stop(&ts[1], SIGKILL), SIGKILL);
     CHECK_MSG(tide_open(u, &c) == 0, "%s", tide_errmsg(NULL));
-    read_all(a, vlen, 2, &after);
+    if (a) read_all(a, vlen, 2, &after);
     read_all(b, vlen, 2, &after);
     read_all(c, vlen, 2, &after);
     put_all(c, vlen, 3, 1);
@@ -484,13 +534,56 @@ TEST_T(cluster_stale_replica_cut_off_while_running, 120) {
            "killed, %d of %d after putting again (%d of those found the new bytes)\n",
            before.stale, before.reads, after.stale, after.reads, reput.stale, reput.reads,
            reput.fresh);
-    CHECK_EQ(before.stale + after.stale + reput.stale, 0);
-    CHECK_EQ(before.fresh, NKEYS);
+    long bg_stale = 0;
+    if (g) {
+        atomic_store(&g->stop, 1);
+        pthread_join(g->th, NULL);
+        g_bg = NULL;
+        printf("    a client reading throughout: %ld stale of %ld reads (%ld failed), %ld of "
+               "bytes never written\n",
+               atomic_load(&g->stale), atomic_load(&g->reads), atomic_load(&g->errors),
+               atomic_load(&g->wrong));
+        CHECK_EQ(atomic_load(&g->wrong), 0);
+        bg_stale = atomic_load(&g->stale);
+        tide_close(g->s);
+        free(g);
+    }
+    /* Node 1 was up with v2 of every odd key: each client reading then found it. */
+    CHECK_EQ(before.fresh, (a ? 2 : 1) * NKEYS / 2);
     CHECK_EQ(reput.fresh, NKEYS / 2);
-    tide_close(a);
+    if (a) tide_close(a);
     tide_close(b);
     tide_close(c);
     relay_stop(r);
     free(r);
     CHECK_EQ(server_stop(&ts[0], SIGTERM), 0); /* a clean exit (66: a race under TSAN) */
+    return before.stale + after.stale + reput.stale + (int)bg_stale + ex_stale;
+}
+
+/* The writer waits out its back-off and reads first: its first call tells node 0. */
+TEST_T(cluster_stale_replica_cut_off_while_running, 120) {
+    CHECK_EQ(cut_attack(CUT_WAIT), 0);
+}
+
+/* Another client reads through node 0 at once, while the writer still backs off: node 1's
+ * hint, asked beside the read, is what tells node 0. */
+TEST_T(cluster_stale_replica_cut_off_read_by_another_client_at_once, 120) {
+    CHECK_EQ(cut_attack(0), 0);
+}
+
+/* The writer's handle is closed before the heal: no client that skipped node 0 is left. */
+TEST_T(cluster_stale_replica_cut_off_writer_gone_before_the_heal, 120) {
+    CHECK_EQ(cut_attack(CUT_WRITER_GONE), 0);
+}
+
+/* A client reads every key all along, in flight across the cut and the heal; the writer
+ * is gone before the heal. */
+TEST_T(cluster_stale_replica_cut_off_reads_in_flight_across_the_heal, 120) {
+    CHECK_EQ(cut_attack(CUT_WRITER_GONE | CUT_BG), 0);
+}
+
+/* The first call after the heal is EXISTS, by a client that never skipped node 0: a
+ * removed key must not be said present (match_prefix asks the same way). */
+TEST_T(cluster_stale_replica_cut_off_exists_at_once, 120) {
+    CHECK_EQ(cut_attack(CUT_EXISTS), 0);
 }

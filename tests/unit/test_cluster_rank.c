@@ -84,6 +84,8 @@ TEST(cluster_url_errors) {
     CHECK_CONTAINS(tide_errmsg(NULL), "'127.0.0.1' is not HOST:PORT");
     CHECK_EQ(tide_open("tide://127.0.0.1:1,127.0.0.1:2?colour=blue", &s), TIDE_EOPTION);
     CHECK_CONTAINS(tide_errmsg(NULL), "colour");
+    CHECK_EQ(tide_open("tide://127.0.0.1:1,127.0.0.1:2?read_check=2", &s), TIDE_EOPTION);
+    CHECK_CONTAINS(tide_errmsg(NULL), "read_check must be 0 or 1, got 2");
     CHECK_EQ(tide_open("tide://127.0.0.1:1,127.0.0.1:2/x", &s), TIDE_EURL);
     CHECK_EQ(tide_open("etcd://127.0.0.1:1", &s), TIDE_EURL);
     CHECK_CONTAINS(tide_errmsg(NULL), "CLUSTER");

@@ -158,10 +158,10 @@ TEST(common_url_option_twice_refused_everywhere) {
         {"tide://127.0.0.1:1", {"timeout_ms=100", "conns=2", "token=secret", NULL}},
         {"tide://127.0.0.1:1,127.0.0.1:2",
          {"replicas=2", "fallback=1", "timeout_ms=100", "conns=2", "retry_ms=10", "threads=2",
-          "token=secret", NULL}},
+          "read_check=1", "token=secret", NULL}},
         {"etcd://127.0.0.1:1/c",
          {"replicas=2", "fallback=1", "timeout_ms=100", "conns=2", "retry_ms=10", "threads=2",
-          "token=secret", "poll_ms=100", NULL}},
+          "read_check=1", "token=secret", "poll_ms=100", NULL}},
         {"unix:///tmp/no-such-tided.sock",
          {"timeout_ms=100", "conns=2", "token=secret", "verify=1", "populate=0", NULL}},
     };

@@ -447,6 +447,63 @@ TEST(proto_frame_replica_roundtrip_and_refusals) {
     }
 }
 
+/* REPLICA hint operations (docs/CLUSTER.md, "Hints"): HINT, ASK and TOLD round-trip with
+ * their member and seq; two operations at once, a seq without TOLD and a key section of
+ * neither 16 nor 24 bytes are refused with the field named. */
+TEST(proto_frame_replica_hint_roundtrip_and_refusals) {
+    frame_decoder d;
+    CHECK_EQ(frame_decoder_init(&d, NULL), 0);
+    const uint32_t ops[] = {FRAME_REPLICA_HINT, FRAME_REPLICA_ASK, FRAME_REPLICA_TOLD};
+    for (size_t i = 0; i < 3; i++) {
+        stream s = {0};
+        uint64_t seq = ops[i] == FRAME_REPLICA_TOLD ? 42 : 0;
+        S_ENC(&s, frame_encode_replica_hint, 9, ops[i], 300, 0x1122334455667788ull, seq);
+        frame_msg m = decode_one(&d, &s, 0);
+        CHECK_EQ(m.h.opcode, FRAME_OP_REPLICA);
+        CHECK_EQ(m.replica.flags, ops[i]);
+        CHECK_EQ(m.replica.timeout_ms, 300);
+        CHECK(m.replica.member == 0x1122334455667788ull && m.replica.seq == seq);
+        free(s.p);
+    }
+    uint8_t buf[FRAME_HDR_SIZE + FRAME_REPLICA_HINT_META];
+    size_t len;
+    frame_msg m;
+    CHECK_EQ(frame_encode_replica_hint(buf, sizeof(buf), &len, 1, 0, 300, 1, 0), TIDE_EPROTO);
+    CHECK_EQ(frame_encode_replica_hint(buf, sizeof(buf), &len, 1,
+                                       FRAME_REPLICA_HINT | FRAME_REPLICA_ASK, 300, 1, 0),
+             TIDE_EPROTO);
+    CHECK_EQ(frame_encode_replica_hint(buf, sizeof(buf), &len, 1, FRAME_REPLICA_HINT, 300, 1, 5),
+             TIDE_EPROTO);
+    CHECK_EQ(frame_encode_replica_hint(buf, sizeof(buf), &len, 1, FRAME_REPLICA_ASK, 0, 1, 0),
+             TIDE_EPROTO);
+    const struct {
+        size_t off;
+        uint8_t byte;
+        const char *msg;
+    } bad[] = {{FRAME_HDR_SIZE, 6, "REPLICA hint: flags 0x00000006 are not one of"},
+               {FRAME_HDR_SIZE, 1, "REPLICA hint: flags 0x00000001 are not one of"},
+               {FRAME_HDR_SIZE + 16, 3, "REPLICA hint: seq 3 given without TOLD"},
+               {FRAME_HDR_SIZE + 4, 0, "REPLICA: timeout_ms is 0"}};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        CHECK_EQ(frame_encode_replica_hint(buf, sizeof(buf), &len, 1, FRAME_REPLICA_ASK, 1, 7, 0),
+                 0);
+        buf[bad[i].off] = bad[i].byte;
+        frame_decoder_reset(&d);
+        CHECK_EQ(frame_decode(&d, buf, len, &m), TIDE_EPROTO);
+        CHECK_CONTAINS(d.errstr, bad[i].msg);
+    }
+    /* A 20-byte key section: the header's meta_len and body_len say 20. */
+    CHECK_EQ(frame_encode_replica_hint(buf, sizeof(buf), &len, 1, FRAME_REPLICA_ASK, 1, 7, 0), 0);
+    uint8_t *h = buf;
+    uint32_t meta = 20;
+    memcpy(h + 24, &meta, 4); /* little-endian hosts: the key section's length */
+    uint64_t body = 20;
+    memcpy(h + 32, &body, 8);
+    frame_decoder_reset(&d);
+    CHECK_EQ(frame_decode(&d, buf, FRAME_HDR_SIZE + 20, &m), TIDE_EPROTO);
+    CHECK_CONTAINS(d.errstr, "REPLICA: key section of 20 bytes");
+}
+
 TEST(proto_frame_zero_keys) {
     frame_decoder d;
     frame_decoder_init(&d, NULL);
