@@ -323,12 +323,18 @@ static int batch_hint(cbatch *b, const uint8_t *need, uint8_t *hinted) {
     return 0;
 }
 
-/* A read's witness for the member at `rank` of `key`: the key's first other candidate
- * (the replica a write that skipped it went to), or -1 when it has none. */
+/* A read's witness for the member at `rank` of `key`: the key's first other candidate that
+ * is not down (the replica a write that skipped it went to: writes skip down members too),
+ * or -1 when it has none. A down member is never asked: its question would only wait out
+ * the timeout a second time, after the read that marked it down already did. */
 static int witness_of(const cplan *p, size_t key, size_t rank) {
     uint32_t x = p->cand[key * p->depth + rank];
-    for (size_t r = 0; r < p->nc[key]; r++)
-        if (p->cand[key * p->depth + r] != x) return (int)p->cand[key * p->depth + r];
+    uint64_t now = now_ns();
+    for (size_t r = 0; r < p->nc[key]; r++) {
+        uint32_t w = p->cand[key * p->depth + r];
+        if (w == x || (!p->ignore_down && member_is_down(p->v->m[w], now))) continue;
+        return (int)w;
+    }
     return -1;
 }
 
