@@ -51,6 +51,19 @@
 #ifdef TIDE_HAVE_UCX
 
 #define TUCX_RETRY_NS (5ull * 1000000000ull) /* after a failed connect, TCP for this long */
+#define TUCX_IOV_MAX 64                      /* pieces of one value moved by active messages */
+
+/* One value of an active-message call (docs/UCX.md): its scatter list, and what came of it. */
+typedef struct tucx_op {
+    const tide_iov *v;
+    size_t cnt;
+    uint64_t len;
+    int done;   /* answered (GETDATA/PUTDONE), or its receive finished */
+    int posted; /* a rendezvous receive into v is in flight */
+    int status; /* 0 or a tide code */
+    uint8_t hdr[UCX_GET_HDR];
+    ucp_dt_iov_t *keep; /* a put's iov array, while UCX reads it */
+} tucx_op;
 
 typedef struct tucx {
     wire *w;
@@ -66,6 +79,10 @@ typedef struct tucx {
     ucs_status_t ep_status; /* with what */
     uint8_t *welcome;       /* UCX_AM_WELCOME's bytes, once arrived */
     size_t welcome_len;
+    int am;             /* this endpoint moves values by active messages (else RMA) */
+    uint32_t seq;       /* the current call's number: the high half of its tags */
+    tucx_op *ops;       /* the current call's values (under mu), NULL between calls */
+    size_t nops;
     uint64_t off_until; /* TCP until then (a connect failed) */
     int warned;         /* the fall-back was logged */
 } tucx;
@@ -112,6 +129,120 @@ static ucs_status_t on_welcome(void *arg, const void *hdr, size_t hdr_len, void 
         memcpy(t->welcome, data, len);
         t->welcome_len = len;
     }
+    return UCS_OK;
+}
+
+static tucx_op *op_of(tucx *t, uint64_t tag) {
+    size_t i = (size_t)(tag & 0xffffffffu);
+    if (!t->ops || (uint32_t)(tag >> 32) != t->seq || i >= t->nops) return NULL;
+    return &t->ops[i];
+}
+
+/* A rendezvous receive's end; ctx is the op's tag, heap-held so that a receive outliving
+ * its call (it cannot once the endpoint is force-closed, but UCX owns the timing) finds
+ * no op rather than a freed one. */
+typedef struct recv_ctx {
+    tucx *t;
+    uint64_t tag;
+} recv_ctx;
+
+static void got_data(void *req, ucs_status_t st, size_t length, void *user) {
+    recv_ctx *c = user;
+    tucx_op *op = op_of(c->t, c->tag);
+    if (op) {
+        op->posted = 0;
+        op->done = 1;
+        if (st != UCS_OK) op->status = TIDE_ECLOSED;
+        else if (length != op->len) op->status = TIDE_EPROTO;
+    }
+    free(c);
+    ucp_request_free(req);
+}
+
+/* Up to len bytes of v as UCX's iov (same layout, trimmed to len); the count. */
+static size_t op_dt(tucx_op *op, ucp_dt_iov_t *dt) {
+    size_t n = 0;
+    uint64_t left = op->len;
+    for (size_t i = 0; i < op->cnt && left; i++) {
+        size_t take = op->v[i].len < left ? op->v[i].len : left;
+        if (!take) continue;
+        dt[n].buffer = op->v[i].base;
+        dt[n++].length = take;
+        left -= take;
+    }
+    return n;
+}
+
+static ucs_status_t on_getdata(void *arg, const void *hdr, size_t hdr_len, void *data, size_t len,
+                               const ucp_am_recv_param_t *param) {
+    tucx *t = arg;
+    int rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
+    tucx_op *op = hdr_len == UCX_DONE_HDR ? op_of(t, le_rd64(hdr)) : NULL;
+    int32_t st = hdr_len == UCX_DONE_HDR ? (int32_t)le_rd32((const uint8_t *)hdr + 8) : 0;
+    if (!op || op->done || op->posted || st != 0 || len != op->len) {
+        if (op && !op->done && !op->posted) {
+            op->status = st != 0 ? st : TIDE_EPROTO;
+            op->done = 1;
+        }
+        if (rndv) ucp_am_data_release(t->wk, data);
+        return UCS_OK;
+    }
+    if (!rndv) {
+        const uint8_t *b = data;
+        for (size_t i = 0, at = 0; i < op->cnt && at < len; i++) {
+            size_t take = op->v[i].len < len - at ? op->v[i].len : len - at;
+            memcpy(op->v[i].base, b + at, take);
+            at += take;
+        }
+        op->done = 1;
+        return UCS_OK;
+    }
+    recv_ctx *c = malloc(sizeof(*c));
+    ucp_dt_iov_t dtv[TUCX_IOV_MAX];
+    if (!c || op->cnt > TUCX_IOV_MAX) {
+        free(c);
+        ucp_am_data_release(t->wk, data);
+        op->status = -ENOMEM;
+        op->done = 1;
+        return UCS_OK;
+    }
+    c->t = t;
+    c->tag = le_rd64(hdr);
+    size_t nd = op_dt(op, dtv);
+    ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+                                              UCP_OP_ATTR_FIELD_USER_DATA,
+                              .cb.recv_am = got_data,
+                              .user_data = c};
+    void *buf = op->v[0].base;
+    size_t count = len;
+    if (nd > 1) {
+        rp.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
+        rp.datatype = ucp_dt_make_iov();
+        buf = dtv;
+        count = nd;
+    } else if (nd == 1) {
+        buf = dtv[0].buffer;
+    }
+    void *r = ucp_am_recv_data_nbx(t->wk, data, buf, count, &rp);
+    if (r == NULL || UCS_PTR_IS_ERR(r)) {
+        free(c);
+        op->status = r == NULL ? 0 : TIDE_ECLOSED;
+        op->done = 1;
+    } else {
+        op->posted = 1;
+    }
+    return UCS_OK;
+}
+
+static ucs_status_t on_putdone(void *arg, const void *hdr, size_t hdr_len, void *data, size_t len,
+                               const ucp_am_recv_param_t *param) {
+    tucx *t = arg;
+    (void)len;
+    if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ucp_am_data_release(t->wk, data);
+    tucx_op *op = hdr_len == UCX_DONE_HDR ? op_of(t, le_rd64(hdr)) : NULL;
+    if (!op || op->done) return UCS_OK;
+    op->status = (int32_t)le_rd32((const uint8_t *)hdr + 8);
+    op->done = 1;
     return UCS_OK;
 }
 
@@ -171,6 +302,14 @@ static int tucx_wait(tide_store *s, tucx *t, void **reqs, size_t n, uint64_t dea
             ucp_request_free(reqs[i]);
             reqs[i] = NULL;
         }
+        for (size_t i = 0; i < t->nops; i++) {
+            tucx_op *op = &t->ops[i];
+            if (!op->done && !op->posted && !t->ep) { /* no answer can come any more */
+                op->status = TIDE_ECLOSED;
+                op->done = 1;
+            }
+            pending += !op->done;
+        }
         if (!pending) break;
         if (t->ep && (t->ep_failed || now_ns() > deadline)) {
             timed_out = !t->ep_failed;
@@ -186,6 +325,15 @@ static int tucx_wait(tide_store *s, tucx *t, void **reqs, size_t n, uint64_t dea
     }
     if (timed_out)
         return client_err(s, -ETIMEDOUT, "%s: UCX %s timed out (timeout_ms)", t->w->addr, what);
+    int32_t opst = 0;
+    for (size_t i = 0; i < t->nops && !opst; i++)
+        opst = t->ops[i].status;
+    if (opst != 0 && bad == UCS_OK && !t->ep_failed) {
+        tucx_drop(t);
+        return client_err(s, opst == TIDE_EPROTO ? TIDE_EPROTO : TIDE_ECLOSED,
+                          "%s: UCX %s failed: tided answered %d (%s)", t->w->addr, what, opst,
+                          opst == TIDE_EPROTO ? "an offset outside its pool" : "endpoint closed");
+    }
     if (bad != UCS_OK || t->ep_failed) {
         ucs_status_t why = bad != UCS_OK ? bad : t->ep_status;
         tucx_drop(t);
@@ -193,6 +341,33 @@ static int tucx_wait(tide_store *s, tucx *t, void **reqs, size_t n, uint64_t dea
                           ust(why));
     }
     return 0;
+}
+
+/* Active messages or RMA for this endpoint. TIDE_UCX_PATH=am|rma decides; otherwise RMA
+ * only when one of the endpoint's RMA lanes is a transport with RMA of its own (UCX 1.13
+ * has no query for it: its lane table, as ucp_ep_print_info writes it, names them). TCP's
+ * RMA is UCX's emulation, an order of magnitude below its active-message rendezvous. */
+static int tucx_choose_am(tucx *t) {
+    const char *e = getenv("TIDE_UCX_PATH");
+    if (e && !strcmp(e, "am")) return 1;
+    if (e && !strcmp(e, "rma")) return 0;
+    char *txt = NULL;
+    size_t tl = 0;
+    FILE *f = open_memstream(&txt, &tl);
+    if (!f) return 1;
+    ucp_ep_print_info(t->ep, f);
+    fclose(f);
+    int native = 0;
+    for (char *line = txt; line && *line && !native;) {
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = 0;
+        char *c = strchr(line, ':');
+        if (strstr(line, "lane[") && strstr(line, "rma_bw") && c && (c = strchr(c + 1, ':')))
+            native = strncmp(c + 1, "tcp/", 4) != 0;
+        line = nl ? nl + 1 : NULL;
+    }
+    free(txt);
+    return !native;
 }
 
 /* Make the context and worker (once), then an endpoint to tided's UCX port, and trade the
@@ -228,7 +403,14 @@ static int tucx_connect(tide_store *s, tucx *t, int port) {
                                      .id = UCX_AM_WELCOME,
                                      .cb = on_welcome,
                                      .arg = t};
+        ucp_am_handler_param_t hg = hp, hd = hp;
+        hg.id = UCX_AM_GETDATA;
+        hg.cb = on_getdata;
+        hd.id = UCX_AM_PUTDONE;
+        hd.cb = on_putdone;
         if ((st = ucp_worker_set_am_recv_handler(t->wk, &hp)) != UCS_OK ||
+            (st = ucp_worker_set_am_recv_handler(t->wk, &hg)) != UCS_OK ||
+            (st = ucp_worker_set_am_recv_handler(t->wk, &hd)) != UCS_OK ||
             (st = ucp_worker_get_efd(t->wk, &t->efd)) != UCS_OK) {
             ucp_worker_destroy(t->wk);
             ucp_cleanup(t->ctx);
@@ -298,7 +480,11 @@ static int tucx_connect(tide_store *s, tucx *t, int port) {
         rc = client_err(s, TIDE_EPROTO, "UCX hello: a malformed answer (%zu bytes)", bl);
         goto fail;
     }
-    if (getenv("TIDE_UCX_DEBUG")) ucp_ep_print_info(t->ep, stderr); /* the lanes UCX chose */
+    t->am = tucx_choose_am(t);
+    if (getenv("TIDE_UCX_DEBUG")) {
+        ucp_ep_print_info(t->ep, stderr); /* the lanes UCX chose */
+        fprintf(stderr, "tide: values by %s\n", t->am ? "active messages" : "RMA");
+    }
     t->rbase = le_rd64(b + 8);
     t->rsize = le_rd64(b + 16);
     if ((st = ucp_ep_rkey_unpack(t->ep, b + 28, &t->rkey)) != UCS_OK) {
@@ -390,6 +576,71 @@ static int tucx_rma(tide_store *s, tucx *t, int put, const tide_iov *v, size_t c
     return 0;
 }
 
+/* Start an active-message call of n values: every op done until armed. */
+static int ops_begin(tide_store *s, tucx *t, size_t n) {
+    t->ops = calloc(n ? n : 1, sizeof(*t->ops));
+    if (!t->ops) return client_err(s, -ENOMEM, "%s: out of memory", t->w->addr);
+    t->nops = n;
+    t->seq++;
+    for (size_t i = 0; i < n; i++)
+        t->ops[i].done = 1;
+    return 0;
+}
+
+static void ops_end(tucx *t) {
+    for (size_t i = 0; i < t->nops; i++)
+        free(t->ops[i].keep);
+    free(t->ops);
+    t->ops = NULL;
+    t->nops = 0;
+}
+
+/* Value j by active message: GET asks tided for pool[off, off+len) into v; PUT sends v's
+ * len bytes for pool + off. The send's request goes to reqs. */
+static int tucx_am(tide_store *s, tucx *t, int put, size_t j, const tide_iov *v, size_t cnt,
+                   uint64_t off, uint64_t len, void **reqs, size_t *nreq) {
+    tucx_op *op = &t->ops[j];
+    if (cnt > TUCX_IOV_MAX)
+        return client_err(s, TIDE_ELIMIT, "%s: a value in %zu pieces (transport=ucx takes %d)",
+                          t->w->addr, cnt, TUCX_IOV_MAX);
+    op->v = v;
+    op->cnt = cnt;
+    op->len = len;
+    op->done = op->posted = op->status = 0;
+    le_wr64(op->hdr, ((uint64_t)t->seq << 32) | j);
+    le_wr64(op->hdr + 8, off);
+    le_wr64(op->hdr + 16, len);
+    ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                              .flags = UCP_AM_SEND_FLAG_REPLY};
+    void *r;
+    if (!put) {
+        rp.flags |= UCP_AM_SEND_FLAG_EAGER;
+        r = ucp_am_send_nbx(t->ep, UCX_AM_GET, op->hdr, UCX_GET_HDR, NULL, 0, &rp);
+    } else {
+        ucp_dt_iov_t dt[TUCX_IOV_MAX];
+        size_t nd = op_dt(op, dt);
+        if (nd == 1) {
+            r = ucp_am_send_nbx(t->ep, UCX_AM_PUT, op->hdr, UCX_PUT_HDR, dt[0].buffer, len, &rp);
+        } else {
+            /* UCX reads the iov array until the send completes: kept until ops_end. */
+            ucp_dt_iov_t *keep = malloc(nd * sizeof(*keep));
+            if (!keep) return client_err(s, -ENOMEM, "%s: out of memory", t->w->addr);
+            memcpy(keep, dt, nd * sizeof(*keep));
+            op->keep = keep;
+            rp.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
+            rp.datatype = ucp_dt_make_iov();
+            r = ucp_am_send_nbx(t->ep, UCX_AM_PUT, op->hdr, UCX_PUT_HDR, keep, nd, &rp);
+        }
+    }
+    if (UCS_PTR_IS_ERR(r)) {
+        op->done = 1;
+        return client_err(s, TIDE_ECLOSED, "%s: UCX %s: %s", t->w->addr, put ? "put" : "get",
+                          ust(UCS_PTR_STATUS(r)));
+    }
+    if (r) reqs[(*nreq)++] = r;
+    return 0;
+}
+
 static size_t pieces(const size_t *cnt, size_t n) {
     size_t p = 1;
     for (size_t i = 0; i < n; i++)
@@ -424,6 +675,7 @@ static int put_chunk(wire_call *k, tucx *t, const tide_key *fk, const tide_iov *
         rc = client_err(s, TIDE_ECLOSED, "%s: the UCX endpoint closed", t->w->addr);
         goto out;
     }
+    if (t->am && (rc = ops_begin(s, t, n)) != 0) goto out;
     for (size_t j = 0; frame_iter_next(&it, &e); j++) {
         res[j] = e.status;
         if (e.status != 0 || e.id == 0) continue;
@@ -435,13 +687,16 @@ static int put_chunk(wire_call *k, tucx *t, const tide_key *fk, const tide_iov *
                 (unsigned long long)t->rsize);
             goto wait;
         }
-        if ((rc = tucx_rma(s, t, 1, fv[j], fcnt[j], e.offset, vl[j], reqs, &nreq)) != 0) goto wait;
+        rc = t->am ? tucx_am(s, t, 1, j, fv[j], fcnt[j], e.offset, vl[j], reqs, &nreq)
+                   : tucx_rma(s, t, 1, fv[j], fcnt[j], e.offset, vl[j], reqs, &nreq);
+        if (rc) goto wait;
         sums[nc] = checksum_iov(fv[j], fcnt[j], vl[j]);
         ids[nc] = e.id;
         owner[nc++] = j;
     }
-    if (nc) {
-        /* Remote completion: every byte is in tided's pool before COMMIT. */
+    if (nc && !t->am) {
+        /* Remote completion: every byte is in tided's pool before COMMIT (by active
+         * messages: each PUTDONE says so). */
         ucp_request_param_t rp = {.op_attr_mask = 0};
         void *r = ucp_ep_flush_nbx(t->ep, &rp);
         if (UCS_PTR_IS_ERR(r))
@@ -453,6 +708,7 @@ static int put_chunk(wire_call *k, tucx *t, const tide_key *fk, const tide_iov *
 wait:;
     int wr = tucx_wait(s, t, reqs, nreq, k->deadline, "put");
     if (!rc) rc = wr;
+    ops_end(t);
     pthread_mutex_unlock(&t->mu);
     locked = 0;
     if (rc || nc == 0) goto out;
@@ -500,6 +756,7 @@ static int get_chunk(wire_call *k, tucx *t, const tide_key *fk, const tide_iov *
     frame_iter_init(&it, &m);
     pthread_mutex_lock(&t->mu);
     if (!t->ep) rc = client_err(s, TIDE_ECLOSED, "%s: the UCX endpoint closed", t->w->addr);
+    if (!rc && t->am) rc = ops_begin(s, t, n);
     for (size_t j = 0; rc == 0 && frame_iter_next(&it, &e); j++) {
         res[j] = e.status;
         lens[j] = e.status == 0 || e.status == TIDE_EBUFSMALL ? e.vlen : 0;
@@ -516,10 +773,12 @@ static int get_chunk(wire_call *k, tucx *t, const tide_key *fk, const tide_iov *
                             (unsigned long long)t->rsize, (unsigned long long)caps[j]);
             break;
         }
-        rc = tucx_rma(s, t, 0, fv[j], fcnt[j], e.offset, e.vlen, reqs, &nreq);
+        rc = t->am ? tucx_am(s, t, 0, j, fv[j], fcnt[j], e.offset, e.vlen, reqs, &nreq)
+                   : tucx_rma(s, t, 0, fv[j], fcnt[j], e.offset, e.vlen, reqs, &nreq);
     }
     int wr = tucx_wait(s, t, reqs, nreq, k->deadline, "get");
     if (!rc) rc = wr;
+    ops_end(t);
     pthread_mutex_unlock(&t->mu);
     if (rc) goto out;
     /* Each value checked where it landed. */
