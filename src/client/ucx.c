@@ -79,9 +79,9 @@ typedef struct tucx {
     ucs_status_t ep_status; /* with what */
     uint8_t *welcome;       /* UCX_AM_WELCOME's bytes, once arrived */
     size_t welcome_len;
-    int am;             /* this endpoint moves values by active messages (else RMA) */
-    uint32_t seq;       /* the current call's number: the high half of its tags */
-    tucx_op *ops;       /* the current call's values (under mu), NULL between calls */
+    int am;       /* this endpoint moves values by active messages (else RMA) */
+    uint32_t seq; /* the current call's number: the high half of its tags */
+    tucx_op *ops; /* the current call's values (under mu), NULL between calls */
     size_t nops;
     uint64_t off_until; /* TCP until then (a connect failed) */
     int warned;         /* the fall-back was logged */
@@ -152,8 +152,10 @@ static void got_data(void *req, ucs_status_t st, size_t length, void *user) {
     if (op) {
         op->posted = 0;
         op->done = 1;
-        if (st != UCS_OK) op->status = TIDE_ECLOSED;
-        else if (length != op->len) op->status = TIDE_EPROTO;
+        if (st != UCS_OK)
+            op->status = TIDE_ECLOSED;
+        else if (length != op->len)
+            op->status = TIDE_EPROTO;
     }
     free(c);
     ucp_request_free(req);
@@ -209,8 +211,8 @@ static ucs_status_t on_getdata(void *arg, const void *hdr, size_t hdr_len, void 
     c->t = t;
     c->tag = le_rd64(hdr);
     size_t nd = op_dt(op, dtv);
-    ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-                                              UCP_OP_ATTR_FIELD_USER_DATA,
+    ucp_request_param_t rp = {.op_attr_mask =
+                                  UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
                               .cb.recv_am = got_data,
                               .user_data = c};
     void *buf = op->v[0].base;

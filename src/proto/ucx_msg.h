@@ -38,9 +38,9 @@
 #define UCX_AM_GETDATA 0x7404u
 #define UCX_AM_PUT 0x7405u
 #define UCX_AM_PUTDONE 0x7406u
-#define UCX_GET_HDR 24  /* u64 tag, u64 pool offset, u64 length */
-#define UCX_PUT_HDR 16  /* u64 tag, u64 pool offset */
-#define UCX_DONE_HDR 12 /* u64 tag, i32 status */
+#define UCX_GET_HDR 24            /* u64 tag, u64 pool offset, u64 length */
+#define UCX_PUT_HDR 16            /* u64 tag, u64 pool offset */
+#define UCX_DONE_HDR 12           /* u64 tag, i32 status */
 #define UCX_MSG_MAGIC 0x58435554u /* "TUCX" */
 #define UCX_WELCOME_HEAD 8        /* magic + status */
 #define UCX_RKEY_MAX (64 * 1024)  /* longest packed rkey accepted */

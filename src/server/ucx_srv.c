@@ -250,8 +250,8 @@ static ucs_status_t on_put(void *arg, const void *hdr, size_t hdr_len, void *dat
         return UCS_OK;
     }
     op->u = u;
-    ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-                                              UCP_OP_ATTR_FIELD_USER_DATA,
+    ucp_request_param_t rp = {.op_attr_mask =
+                                  UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
                               .cb.recv_am = put_landed,
                               .user_data = op};
     void *r = ucp_am_recv_data_nbx(u->wk, data, dst, len, &rp);
@@ -280,8 +280,8 @@ static void ops_send(ucx_srv *u) {
             continue;
         }
         int32_t st = (int32_t)le_rd32(op->hdr + 8);
-        ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-                                                  UCP_OP_ATTR_FIELD_USER_DATA,
+        ucp_request_param_t rp = {.op_attr_mask =
+                                      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
                                   .cb.send = op_sent,
                                   .user_data = op};
         const void *bytes = NULL;

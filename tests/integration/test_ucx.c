@@ -6,6 +6,7 @@
  * fall-back to TCP (a tided without --ucx-port; a client whose UCX cannot connect).
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -454,6 +455,130 @@ TEST(ucx_damaged_value_is_a_miss) {
     free(v);
     free(got);
     CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
+/* ---- objects removed and space reused under a remote read ------------------------------ */
+
+/* A writer on plain tide:// that, round after round, stores "victim", removes it 5 ms
+ * later, and fills the pool with other bytes (so the victim's space is reused), poking
+ * tided's listener between fills (every accept runs its lease expiry). */
+typedef struct churn {
+    const char *url;
+    int port;
+    size_t vlen;
+    const uint8_t *victim;
+    atomic_int stop;
+    int rounds;
+} churn;
+
+static void *churn_main(void *arg) {
+    churn *c = arg;
+    tide_store *w = NULL;
+    CHECK_MSG(tide_open(c->url, &w) == 0, "open: %s", tide_errmsg(NULL));
+    size_t fl = 1u << 20;
+    uint8_t *f = malloc(fl);
+    CHECK(f);
+    uint64_t until = now_ns() + 30000000000ull;
+    for (int r = 0; !atomic_load(&c->stop) && now_ns() < until && r < 2000; r++) {
+        /* The victim is there for 5 ms: a reader that pins it then is still moving its
+         * 16 MiB when it is removed, its lease expired and its space filled. */
+        tide_put(w, "victim", 6, c->victim, c->vlen);
+        struct timespec ms5 = {0, 5000000};
+        nanosleep(&ms5, NULL);
+        tide_remove(w, "victim", 6);
+        for (int i = 0; i < 16 && !atomic_load(&c->stop); i++) {
+            if (i % 4 == 0) {
+                int fd = server_connect(c->port, 5);
+                if (fd >= 0) close(fd);
+            }
+            char key[32];
+            int kl = snprintf(key, sizeof(key), "fill-%d-%d", r, i);
+            memset(f, 0x80 + ((r * 16 + i) & 0x3f), fl);
+            tide_put(w, key, (size_t)kl, f, fl); /* may be refused for room: fine */
+        }
+        c->rounds = r + 1;
+    }
+    free(f);
+    tide_close(w);
+    return NULL;
+}
+
+/* A reader over UCX gets "victim" (16 MiB) while churn_main removes it and reuses its
+ * space. Every get returns the victim's exact bytes or a miss. With lease_ms 1 the pin
+ * runs out during the transfer, the space is reused under the read, and only the
+ * checksum where the bytes landed stands between the reader and wrong bytes (tided's
+ * checksum_errors counts each catch; the test needs one to have happened). With the
+ * default lease the pin keeps the space until RELEASE: no checksum error at all. */
+static void removed_under_read(const char *tls, const char *lease_ms, int expect_torn) {
+    ucx_env(tls);
+    const char *const args[] = {"--capacity",      "64MiB",      "--log-level",
+                                "error",           "--ucx-port", "0",
+                                "--unix-lease-ms", lease_ms,     NULL};
+    test_server ts;
+    server_start(&ts, args);
+    char u[200];
+    ucx_url(&ts, u, sizeof(u), "&timeout_ms=10000");
+    tide_store *s = NULL;
+    CHECK_MSG(tide_open(u, &s) == 0, "open: %s", tide_errmsg(NULL));
+    size_t len = 16u << 20;
+    uint8_t *v = malloc(len), *got = malloc(len);
+    CHECK(v && got);
+    for (size_t b = 0; b < len; b++)
+        v[b] = (uint8_t)(b * 7 + 3);
+    CHECK_MSG(tide_put(s, "victim", 6, v, len) == 0, "put: %s", tide_errmsg(s));
+    churn c = {.url = ts.url, .port = ts.port, .vlen = len, .victim = v};
+    atomic_init(&c.stop, 0);
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, churn_main, &c), 0);
+    int ok = 0, miss = 0;
+    uint64_t torn = 0, until = now_ns() + 25000000000ull;
+    for (int i = 0; now_ns() < until && i < 5000; i++) {
+        size_t gl = 0;
+        memset(got, 0, len);
+        int rc = tide_get(s, "victim", 6, got, len, &gl);
+        if (rc == 0) {
+            CHECK_EQ(gl, len);
+            CHECK_MSG(memcmp(got, v, len) == 0, "get %d returned wrong bytes", i);
+            ok++;
+        } else {
+            CHECK_MSG(rc == TIDE_ENOTFOUND, "get %d: %s", i, tide_errmsg(s));
+            miss++;
+        }
+        if (i % 8 == 7) {
+            torn = stat_figure(ts.port, "checksum_errors");
+            if (expect_torn ? torn >= 2 : c.rounds >= 30) break;
+        }
+    }
+    atomic_store(&c.stop, 1);
+    pthread_join(th, NULL);
+    torn = stat_figure(ts.port, "checksum_errors");
+    fprintf(stderr,
+            "  lease %s ms: %d intact gets, %d misses, %llu caught by the checksum, %d "
+            "rounds of removal and reuse\n",
+            lease_ms, ok, miss, (unsigned long long)torn, c.rounds);
+    CHECK_MSG(c.rounds >= 3, "the writer made only %d rounds", c.rounds);
+    if (expect_torn)
+        CHECK_MSG(torn >= 1, "no read was torn in %d gets: the race was not exercised", ok + miss);
+    else
+        CHECK_MSG(torn == 0 && ok >= 3,
+                  "%llu reads were torn although the pin's lease was held (%d intact)",
+                  (unsigned long long)torn, ok);
+    tide_close(s);
+    free(v);
+    free(got);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
+TEST_T(ucx_removed_under_read_is_a_miss_tcp, 120) {
+    removed_under_read("tcp", "1", 1);
+}
+
+TEST_T(ucx_removed_under_read_is_a_miss_shm, 120) {
+    removed_under_read(SHM_TLS, "1", 1);
+}
+
+TEST_T(ucx_lease_keeps_space_under_read, 120) {
+    removed_under_read("tcp", "30000", 0);
 }
 
 /* ---- tided killed while a client reads ------------------------------------------------- */
