@@ -48,10 +48,86 @@
 #include "common/util.h"
 #include "proto/ucx_msg.h"
 
+/* ---- declared buffers (tide_buffer_register, docs/UCX.md) ------------------------------ */
+
+typedef struct reg_range {
+    uintptr_t base;
+    size_t len;
+    uint64_t id; /* never reused: a context's registration names the range by it */
+} reg_range;
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static reg_range g_ranges[TIDE_BUFFER_MAX];
+static atomic_size_t g_n;
+static uint64_t g_next_id = 1;
+
+static void tucx_forget(uint64_t id);
+
+int tide_buffer_register(const void *base, size_t len) {
+    if (!base || !len || (uintptr_t)base + len < (uintptr_t)base) return -EINVAL;
+    uintptr_t b = (uintptr_t)base;
+    int rc = 0;
+    pthread_mutex_lock(&g_mu);
+    size_t n = atomic_load(&g_n);
+    for (size_t i = 0; i < n && !rc; i++)
+        if (b < g_ranges[i].base + g_ranges[i].len && g_ranges[i].base < b + len) rc = TIDE_EBUSY;
+    if (!rc && n == TIDE_BUFFER_MAX) rc = TIDE_ELIMIT;
+    if (!rc) {
+        g_ranges[n] = (reg_range){b, len, g_next_id++};
+        atomic_store(&g_n, n + 1);
+    }
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+int tide_buffer_unregister(const void *base, size_t len) {
+    uint64_t id = 0;
+    pthread_mutex_lock(&g_mu);
+    size_t n = atomic_load(&g_n);
+    for (size_t i = 0; i < n && !id; i++)
+        if (g_ranges[i].base == (uintptr_t)base && g_ranges[i].len == len) {
+            id = g_ranges[i].id;
+            g_ranges[i] = g_ranges[n - 1];
+            atomic_store(&g_n, n - 1);
+        }
+    pthread_mutex_unlock(&g_mu);
+    if (!id) return TIDE_ENOTFOUND;
+    tucx_forget(id); /* every context's registration of it goes now */
+    return 0;
+}
+
+#ifdef TIDE_HAVE_UCX
+/* The declared range that holds [p, p+l), into *out: 1, or 0 (none). */
+static int range_find(const void *p, size_t l, reg_range *out) {
+    if (atomic_load(&g_n) == 0) return 0;
+    int found = 0;
+    pthread_mutex_lock(&g_mu);
+    size_t n = atomic_load(&g_n);
+    for (size_t i = 0; i < n && !found; i++) {
+        const reg_range *r = &g_ranges[i];
+        if ((uintptr_t)p >= r->base && (uintptr_t)p - r->base <= r->len &&
+            l <= r->len - ((uintptr_t)p - r->base)) {
+            *out = *r;
+            found = 1;
+        }
+    }
+    pthread_mutex_unlock(&g_mu);
+    return found;
+}
+#endif
+
 #ifdef TIDE_HAVE_UCX
 
 #define TUCX_RETRY_NS (5ull * 1000000000ull) /* after a failed connect, TCP for this long */
 #define TUCX_IOV_MAX 64                      /* pieces of one value moved by active messages */
+#define TUCX_REG_SLOTS 16                    /* declared buffers one context keeps registered */
+
+/* One declared buffer registered with this context (ucp_mem_map). */
+typedef struct reg_slot {
+    uint64_t id; /* the declared range's; 0: free */
+    ucp_mem_h memh;
+    uint64_t used; /* the context's clock at the last use (least recent goes first) */
+} reg_slot;
 
 /* One value of an active-message call (docs/UCX.md): its scatter list, and what came of it. */
 typedef struct tucx_op {
@@ -83,12 +159,92 @@ typedef struct tucx {
     uint32_t seq; /* the current call's number: the high half of its tags */
     tucx_op *ops; /* the current call's values (under mu), NULL between calls */
     size_t nops;
+    reg_slot regs[TUCX_REG_SLOTS]; /* under mu */
+    uint64_t reg_clock;
+    struct tucx *next;  /* every tucx, for tucx_forget (under list_mu) */
     uint64_t off_until; /* TCP until then (a connect failed) */
     int warned;         /* the fall-back was logged */
 } tucx;
 
 static const char *ust(ucs_status_t st) {
     return ucs_status_string(st);
+}
+
+/* ---- the registration cache ---------------------------------------------------------- */
+
+/* Lock order: list_mu, then a tucx's mu, then g_mu. */
+static pthread_mutex_t list_mu = PTHREAD_MUTEX_INITIALIZER;
+static tucx *list_head;
+static atomic_uint_fast64_t n_maps, n_hits, n_unmaps;
+
+void tucx_reg_counts(uint64_t *maps, uint64_t *hits, uint64_t *unmaps) {
+    *maps = atomic_load(&n_maps);
+    *hits = atomic_load(&n_hits);
+    *unmaps = atomic_load(&n_unmaps);
+}
+
+static void reg_drop(tucx *t, reg_slot *r) {
+    ucp_mem_unmap(t->ctx, r->memh);
+    atomic_fetch_add(&n_unmaps, 1);
+    r->id = 0;
+    r->memh = NULL;
+}
+
+/* Under t->mu: this context's registration of the declared buffer that holds [p, p+l),
+ * made now if it has none (the least recently used one dropped when all slots are taken);
+ * NULL when [p, p+l) was not declared or the registration failed (UCX then registers the
+ * bytes itself, as for any buffer). */
+static ucp_mem_h tucx_memh(tucx *t, const void *p, size_t l) {
+    reg_range rr;
+    if (!t->ctx || !range_find(p, l, &rr)) return NULL;
+    reg_slot *victim = &t->regs[0];
+    for (int i = 0; i < TUCX_REG_SLOTS; i++) {
+        reg_slot *r = &t->regs[i];
+        if (r->id == rr.id) {
+            r->used = ++t->reg_clock;
+            atomic_fetch_add(&n_hits, 1);
+            return r->memh;
+        }
+        if (victim->id && (!r->id || r->used < victim->used)) victim = r;
+    }
+    if (victim->id) reg_drop(t, victim);
+    ucp_mem_map_params_t mp = {.field_mask =
+                                   UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
+                               .address = (void *)rr.base,
+                               .length = rr.len};
+    ucs_status_t st = ucp_mem_map(t->ctx, &mp, &victim->memh);
+    if (st != UCS_OK) {
+        LOG_DEBUG("UCX: registering a declared buffer of %zu bytes: %s", rr.len, ust(st));
+        victim->memh = NULL;
+        return NULL;
+    }
+    atomic_fetch_add(&n_maps, 1);
+    victim->id = rr.id;
+    victim->used = ++t->reg_clock;
+    return victim->memh;
+}
+
+/* The declared range id was unregistered: every context drops its registration. */
+static void tucx_forget(uint64_t id) {
+    pthread_mutex_lock(&list_mu);
+    for (tucx *t = list_head; t; t = t->next) {
+        pthread_mutex_lock(&t->mu);
+        for (int i = 0; i < TUCX_REG_SLOTS; i++)
+            if (t->regs[i].id == id) reg_drop(t, &t->regs[i]);
+        pthread_mutex_unlock(&t->mu);
+    }
+    pthread_mutex_unlock(&list_mu);
+}
+
+/* A request parameter's memh for [p, p+l), when a declared buffer holds it. */
+static void with_memh(tucx *t, ucp_request_param_t *rp, const void *p, size_t l) {
+    ucp_mem_h m = tucx_memh(t, p, l);
+    if (m) {
+        rp->op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+        rp->memh = m;
+    } else {
+        rp->op_attr_mask &= ~(uint32_t)UCP_OP_ATTR_FIELD_MEMH;
+    }
 }
 
 static int tucx_on_hello(wire_call *k, const frame_msg *m, int fd) {
@@ -107,6 +263,10 @@ int tucx_attach(tide_store *s, wire *w) {
     pthread_mutex_init(&t->mu, NULL);
     w->features |= FRAME_FEATURE_UCX;
     w->owner = t;
+    pthread_mutex_lock(&list_mu);
+    t->next = list_head;
+    list_head = t;
+    pthread_mutex_unlock(&list_mu);
     w->on_hello = tucx_on_hello;
     return 0;
 }
@@ -224,6 +384,7 @@ static ucs_status_t on_getdata(void *arg, const void *hdr, size_t hdr_len, void 
         count = nd;
     } else if (nd == 1) {
         buf = dtv[0].buffer;
+        with_memh(t, &rp, buf, len);
     }
     void *r = ucp_am_recv_data_nbx(t->wk, data, buf, count, &rp);
     if (r == NULL || UCS_PTR_IS_ERR(r)) {
@@ -532,6 +693,15 @@ int tucx_usable(tide_store *s, wire *w) {
 void tucx_detach(wire *w) {
     tucx *t = w->owner;
     if (!t) return;
+    pthread_mutex_lock(&list_mu);
+    for (tucx **pp = &list_head; *pp; pp = &(*pp)->next)
+        if (*pp == t) {
+            *pp = t->next;
+            break;
+        }
+    pthread_mutex_unlock(&list_mu);
+    for (int i = 0; i < TUCX_REG_SLOTS; i++)
+        if (t->regs[i].id) reg_drop(t, &t->regs[i]);
     if (t->wk) {
         tucx_drop(t);
         ucp_worker_destroy(t->wk);
@@ -566,6 +736,7 @@ static int tucx_rma(tide_store *s, tucx *t, int put, const tide_iov *v, size_t c
     for (size_t i = 0; i < cnt && len; i++) {
         size_t take = v[i].len < len ? v[i].len : len;
         if (!take) continue;
+        with_memh(t, &rp, v[i].base, take);
         void *r = put ? ucp_put_nbx(t->ep, v[i].base, take, at, t->rkey, &rp)
                       : ucp_get_nbx(t->ep, v[i].base, take, at, t->rkey, &rp);
         if (UCS_PTR_IS_ERR(r))
@@ -622,6 +793,7 @@ static int tucx_am(tide_store *s, tucx *t, int put, size_t j, const tide_iov *v,
         ucp_dt_iov_t dt[TUCX_IOV_MAX];
         size_t nd = op_dt(op, dt);
         if (nd == 1) {
+            with_memh(t, &rp, dt[0].buffer, len);
             r = ucp_am_send_nbx(t->ep, UCX_AM_PUT, op->hdr, UCX_PUT_HDR, dt[0].buffer, len, &rp);
         } else {
             /* UCX reads the iov array until the send completes: kept until ops_end. */
@@ -917,6 +1089,14 @@ out:
     return rc ? rc : ok;
 }
 #else /* no UCX headers at build time: values over TCP */
+static void tucx_forget(uint64_t id) {
+    (void)id; /* nothing is ever registered */
+}
+
+void tucx_reg_counts(uint64_t *maps, uint64_t *hits, uint64_t *unmaps) {
+    *maps = *hits = *unmaps = 0;
+}
+
 int tucx_attach(tide_store *s, wire *w) {
     (void)s;
     LOG_WARN("%s: transport=ucx: this libtide was built without UCX (install libucx-dev and "

@@ -30,13 +30,15 @@
 #include "tide.h"
 
 #ifdef TIDE_HAVE_UCX
+#include "client/ucx.h"
 #include "client/ucx_dl.h"
 
-/* UCX_TLS for tided and the client (both read it); under a sanitizer also UCX_MEM_EVENTS=no:
+/* UCX_TLS for tided and the client (both read it), UCX_NET_DEVICES=lo unless set; under a sanitizer also UCX_MEM_EVENTS=no:
  * UCX's memory hooks (libucm patching mmap/munmap) do not mix with TSan's and ASan's own
  * interception, and crash the process at exit. */
 static void ucx_env(const char *tls) {
     setenv("UCX_TLS", tls, 1);
+    setenv("UCX_NET_DEVICES", "lo", 0); /* loopback only (else UCX stripes over every NIC) */
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
     setenv("UCX_MEM_EVENTS", "no", 1);
 #endif
@@ -454,6 +456,96 @@ TEST(ucx_damaged_value_is_a_miss) {
     tide_close(s);
     free(v);
     free(got);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
+/* ---- the registration cache (tide_buffer_register) ------------------------------------- */
+
+static void reg_now(uint64_t *maps, uint64_t *hits, uint64_t *unmaps) {
+    tucx_reg_counts(maps, hits, unmaps);
+}
+
+/* One buffer declared and used 11 times is registered once; 20 declared buffers used once
+ * each leave at most 16 registered (the least recent dropped, registered again on use);
+ * an unregistered buffer's registration goes at once and is not made again; bad
+ * declarations are refused with a reason. The bytes are right throughout. */
+TEST_T(ucx_registration_cache_counts, 120) {
+    ucx_env("tcp");
+    test_server ts;
+    server_start(&ts, with_ucx);
+    char u[160];
+    ucx_url(&ts, u, sizeof(u), NULL);
+    tide_store *s = NULL;
+    CHECK_MSG(tide_open(u, &s) == 0, "open: %s", tide_errmsg(NULL));
+    size_t len = 1u << 20;
+    uint8_t *a = malloc(len), *want = malloc(len);
+    CHECK(a && want);
+    for (size_t b = 0; b < len; b++)
+        want[b] = (uint8_t)(b * 11 + 1);
+    CHECK_EQ(tide_buffer_register(NULL, 10), -EINVAL);
+    CHECK_EQ(tide_buffer_register(a, 0), -EINVAL);
+    CHECK_EQ(tide_buffer_unregister(a, len), TIDE_ENOTFOUND);
+    CHECK_EQ(tide_buffer_register(a, len), 0);
+    CHECK_EQ(tide_buffer_register(a + 4096, 100), TIDE_EBUSY);
+    uint64_t m0, h0, u0, m1, h1, u1;
+    reg_now(&m0, &h0, &u0);
+    memcpy(a, want, len);
+    CHECK_MSG(tide_put(s, "reg-a", 5, a, len) == 0, "put: %s", tide_errmsg(s));
+    for (int i = 0; i < 10; i++) {
+        size_t gl = 0;
+        memset(a, 0, len);
+        CHECK_MSG(tide_get(s, "reg-a", 5, a, len, &gl) == 0, "get: %s", tide_errmsg(s));
+        CHECK_EQ(gl, len);
+        CHECK(memcmp(a, want, len) == 0);
+    }
+    reg_now(&m1, &h1, &u1);
+    CHECK_MSG(m1 - m0 == 1 && h1 - h0 >= 10,
+              "11 transfers from one declared buffer: %llu registrations, %llu cached uses",
+              (unsigned long long)(m1 - m0), (unsigned long long)(h1 - h0));
+    /* 20 more declared buffers, one put each: the context keeps 16. */
+    enum { NB = 20 };
+    size_t bl = 256u << 10;
+    uint8_t *bufs[NB];
+    for (int i = 0; i < NB; i++) {
+        bufs[i] = malloc(bl);
+        CHECK(bufs[i]);
+        memset(bufs[i], 0x30 + i, bl);
+        CHECK_EQ(tide_buffer_register(bufs[i], bl), 0);
+        char key[16];
+        int kl = snprintf(key, sizeof(key), "reg-%d", i);
+        CHECK_MSG(tide_put(s, key, (size_t)kl, bufs[i], bl) == 0, "put: %s", tide_errmsg(s));
+    }
+    uint64_t m2, h2, u2;
+    reg_now(&m2, &h2, &u2);
+    CHECK_EQ(m2 - m1, (uint64_t)NB);
+    CHECK_MSG(u2 - u1 >= NB + 1 - 16, "%d registrations held, %llu dropped: not bounded", NB + 1,
+              (unsigned long long)(u2 - u1));
+    /* The most recent is still registered; the first was dropped and is registered again. */
+    size_t gl = 0;
+    CHECK_EQ(tide_get(s, "reg-19", 6, bufs[NB - 1], bl, &gl), 0);
+    uint64_t m3, h3, u3;
+    reg_now(&m3, &h3, &u3);
+    CHECK_EQ(m3, m2);
+    CHECK_EQ(tide_get(s, "reg-0", 5, bufs[0], bl, &gl), 0);
+    CHECK(gl == bl && bufs[0][0] == 0x30 && bufs[0][bl - 1] == 0x30);
+    reg_now(&m3, &h3, &u3);
+    CHECK_EQ(m3, m2 + 1);
+    /* Unregistered: its registration goes now, and later transfers make none. */
+    CHECK_EQ(tide_buffer_unregister(bufs[0], bl), 0);
+    uint64_t m4, h4, u4;
+    reg_now(&m4, &h4, &u4);
+    CHECK_EQ(u4, u3 + 1);
+    CHECK_EQ(tide_get(s, "reg-0", 5, bufs[0], bl, &gl), 0);
+    reg_now(&m4, &h4, &u4);
+    CHECK_EQ(m4, m3);
+    for (int i = 1; i < NB; i++)
+        CHECK_EQ(tide_buffer_unregister(bufs[i], bl), 0);
+    CHECK_EQ(tide_buffer_unregister(a, len), 0);
+    tide_close(s);
+    for (int i = 0; i < NB; i++)
+        free(bufs[i]);
+    free(a);
+    free(want);
     CHECK_EQ(server_stop(&ts, SIGTERM), 0);
 }
 
