@@ -1,5 +1,9 @@
 /*
- * ucx.c — tide://HOST:PORT?transport=ucx: values move by UCX RMA (docs/UCX.md).
+ * ucx.c — tide://HOST:PORT?transport=ucx: values move over UCX (docs/UCX.md), by RMA where
+ * the endpoint has a transport with RMA of its own (RDMA), else by active messages with
+ * UCX's rendezvous (UCX_AM_GET/GETDATA, UCX_AM_PUT/PUTDONE: proto/ucx_msg.h), chosen per
+ * endpoint from UCX's lane table (tucx_choose_am). Below, the RMA flow; the active-message
+ * one is the same with each RMA replaced by a message and its answer (tucx_am).
  *
  * Control stays on the handle's tide:// connections (wire.c): their HELLO asks for
  * FRAME_FEATURE_UCX, and a tided started with --ucx-port grants it with its UCX port and
@@ -28,9 +32,10 @@
  * values over TCP as plain tide:// does, with one warning, and tries UCX again after
  * TUCX_RETRY_NS.
  *
- * Registration: the caller's buffers are given to UCX unregistered; UCX registers them
- * itself where the transport needs it (its registration cache). The pool on tided's side is
- * registered once (ucp_mem_map).
+ * Registration: buffers the caller declared (tide_buffer_register) are registered once per
+ * UCX context (ucp_mem_map, at most TUCX_REG_SLOTS per context, the least recently used
+ * dropped) and passed as the requests' memh; others are given to UCX unregistered and UCX
+ * registers them itself. The pool on tided's side is registered once (ucp_mem_map).
  */
 #include <errno.h>
 #include <netinet/in.h>

@@ -8,7 +8,10 @@
  * unix:// clients), and the bytes go by ucp_put_nbx / ucp_get_nbx between the client's
  * memory and the pool at the offsets those replies give. On RDMA NICs UCX does that with
  * the NIC alone; on TCP or shared memory UCX's own progress engine in this process serves
- * the emulated RMA.
+ * the emulated RMA. Where RMA is emulated (TCP) clients use active messages instead:
+ * UCX_AM_GET is answered with the pool's bytes as UCX_AM_GETDATA's data and UCX_AM_PUT's
+ * data is received into the pool (UCX's rendezvous when large: zero-copy both ways), then
+ * UCX_AM_PUTDONE; the handlers queue the answers, which the progress loop sends.
  *
  * Thread. One progress thread owns the UCP worker (UCS_THREAD_MODE_SINGLE): it sleeps in
  * epoll on the worker's event fd (ucp_worker_arm) and a stop eventfd, and between waits
