@@ -873,6 +873,8 @@ TEST_T(ucx_cluster_node_killed_mid_write, 240) {
         memset(v, 0x21 + (i % 90), len);
         v[0] = (uint8_t)i;
         okput[i] = tide_put(s, key, (size_t)kl, v, len) == 0;
+        struct timespec pace = {0, 4000000}; /* 300 puts over ~1.2 s: the kill lands mid-way */
+        nanosleep(&pace, NULL);
         ok += okput[i];
         if (okput[i] && started > 350000000ull) after++; /* 200 ms past the kill */
     }
