@@ -697,6 +697,27 @@ static void *kill_later(void *arg) {
     return NULL;
 }
 
+/* After tided was killed: the first failure names the address and the cause; a tided
+ * started again serves plain tide:// and transport=ucx clients (the TCP path included). */
+static void after_kill(const char *msg, const char *old_url) {
+    fprintf(stderr, "  the first failure: %s\n", msg);
+    CHECK_MSG(msg[0] && strstr(msg, old_url + strlen("tide://")) &&
+                  (strstr(msg, "UCX") || strstr(msg, "connect") || strstr(msg, "closed")),
+              "the failure does not say what failed: '%s'", msg ? msg : "");
+    test_server again;
+    server_start(&again, with_ucx);
+    tide_store *plain = NULL, *ux = NULL;
+    CHECK_MSG(tide_open(again.url, &plain) == 0, "open: %s", tide_errmsg(NULL));
+    put_get_check(plain, 2, 1 << 20, 7);
+    char u[200];
+    ucx_url(&again, u, sizeof(u), NULL);
+    CHECK_MSG(tide_open(u, &ux) == 0, "open: %s", tide_errmsg(NULL));
+    put_get_check(ux, 2, 1 << 20, 8);
+    tide_close(ux);
+    tide_close(plain);
+    CHECK_EQ(server_stop(&again, SIGTERM), 0);
+}
+
 /* Every get returns the right bytes or fails; once tided is gone, calls fail (no hang,
  * no wrong data). */
 static void killed_mid_read(const char *tls) {
@@ -717,6 +738,7 @@ static void killed_mid_read(const char *tls) {
     pthread_t th;
     CHECK_EQ(pthread_create(&th, NULL, kill_later, &k), 0);
     int ok = 0, failed = 0;
+    char first[512] = "";
     uint64_t until = now_ns() + 20000000000ull;
     while (failed < 2 && now_ns() < until) {
         size_t gl = 0;
@@ -727,13 +749,14 @@ static void killed_mid_read(const char *tls) {
             CHECK_MSG(memcmp(got, v, len) == 0, "a get returned wrong bytes");
             ok++;
         } else {
-            failed++;
+            if (!failed++) snprintf(first, sizeof(first), "%s", tide_errmsg(s));
         }
     }
     pthread_join(th, NULL);
     CHECK_MSG(failed == 2, "calls still succeed after tided was killed (%d ok)", ok);
     int st;
     CHECK_EQ(waitpid(ts.pid, &st, 0), ts.pid);
+    after_kill(first, ts.url);
     tide_close(s);
     free(v);
     free(got);
@@ -764,6 +787,7 @@ static void killed_mid_write(const char *tls) {
     pthread_t th;
     CHECK_EQ(pthread_create(&th, NULL, kill_later, &k), 0);
     int ok = 0, failed = 0;
+    char first[512] = "";
     uint64_t until = now_ns() + 20000000000ull;
     for (int i = 0; failed < 2 && now_ns() < until; i++) {
         char key[32];
@@ -771,13 +795,14 @@ static void killed_mid_write(const char *tls) {
         v[0] = (uint8_t)i; /* a new value each time */
         if (tide_put(s, key, (size_t)kl, v, len) == 0)
             ok++;
-        else
-            failed++;
+        else if (!failed++)
+            snprintf(first, sizeof(first), "%s", tide_errmsg(s));
     }
     pthread_join(th, NULL);
     CHECK_MSG(failed == 2, "puts still succeed after tided was killed (%d ok)", ok);
     int st;
     CHECK_EQ(waitpid(ts.pid, &st, 0), ts.pid);
+    after_kill(first, ts.url);
     tide_close(s);
     free(v);
 }
