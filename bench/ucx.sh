@@ -8,8 +8,11 @@
 # 256KiB 1MiB 4MiB):
 #   tide ucx   `tide bench --op get` over transport=ucx, one thread, batch 1 (GB/s) and
 #              tided's CPU seconds per GB moved (utime+stime from /proc/PID/stat around
-#              the timed run, `--no-fill`);
-#   tide tcp   the same over plain tide:// against the same tided;
+#              the timed run, `--no-fill`), on the path the client chose for the endpoint
+#              (active messages where UCX's RMA is emulated, as on TCP: docs/UCX.md);
+#   ucx rma    the same with TIDE_UCX_PATH=rma (one-sided ucp_get_nbx), for the choice;
+#   ucx put    `tide bench --op put` over transport=ucx (the chosen path), GB/s;
+#   tide tcp   get and put over plain tide:// against the same tided;
 #   perftest   `ucx_perftest` pairs (server and client started here, same UCX_TLS, a free
 #              loopback port) for ucp_get (one-sided RMA, what tide does), ucp_put_bw and
 #              ucp_am_bw (active messages), the same size; the best of the three is the
@@ -63,12 +66,12 @@ median() { sort -g | awk '{ a[NR] = $1 } END { print (NR ? a[int((NR + 1) / 2)] 
 # A free loopback TCP port (bound then released; ucx_perftest cannot pick its own).
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-# tide bench get over URL: "GBPS CPU_S_PER_GB" of tided.
-tide_run() { # url size keys
-    local c0 c1 out gbps bytes
+# tide bench OP (default get) over URL: "GBPS CPU_S_PER_GB" of tided.
+tide_run() { # url size keys [op]
+    local c0 c1 out gbps bytes op="${4:-get}"
     "$TIDE" bench --url "$1" --size "$2" --keys "$3" --op get --seconds 0.01 --quiet --json >/dev/null
     c0="$(cpu_ticks "$TIDE_PID")"
-    out="$("$TIDE" bench --url "$1" --size "$2" --keys "$3" --op get --seconds "$SECS" --no-fill \
+    out="$("$TIDE" bench --url "$1" --size "$2" --keys "$3" --op "$op" --seconds "$SECS" --no-fill \
         --quiet --json)"
     c1="$(cpu_ticks "$TIDE_PID")"
     gbps="$(json_num gb_per_s <<<"${out#*\"results\"}")"
@@ -94,8 +97,8 @@ perf_run() {
     awk '/^Final:/ { printf "%.4f\n", $7 * 1048576 / 1e9; found = 1 } END { if (!found) print 0 }' <<<"$out"
 }
 
-echo "| UCX_TLS | size | tide ucx GB/s | tide tcp GB/s | perftest get | perftest put_bw | perftest am_bw | ucx / best perftest | tided CPU s/GB ucx | tided CPU s/GB tcp | CPU ucx / tcp |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| UCX_TLS | size | tide ucx get GB/s | ucx rma get | tide tcp get | ucx put | tcp put | perftest get | perftest put_bw | perftest am_bw | ucx get / best perftest | tided CPU s/GB ucx | tided CPU s/GB tcp | CPU ucx / tcp |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for tls in $TLSES; do
     export UCX_TLS="$tls"
     stop_pid "$TIDE_PID"
@@ -109,22 +112,28 @@ for tls in $TLSES; do
     for size in $SIZES; do
         sb="$(bytes_of "$size")"
         keys=$((256 * 1048576 / sb))
-        : >"$TMP/u" ; : >"$TMP/t"; : >"$TMP/pg"; : >"$TMP/pp"; : >"$TMP/pa"
+        : >"$TMP/u" ; : >"$TMP/t"; : >"$TMP/r"; : >"$TMP/up"; : >"$TMP/tp"
+        : >"$TMP/pg"; : >"$TMP/pp"; : >"$TMP/pa"
         for _ in $(seq "$RUNS"); do
             tide_run "tide://127.0.0.1:$port?transport=ucx" "$size" "$keys" >>"$TMP/u"
+            TIDE_UCX_PATH=rma tide_run "tide://127.0.0.1:$port?transport=ucx" "$size" "$keys" >>"$TMP/r"
             tide_run "tide://127.0.0.1:$port" "$size" "$keys" >>"$TMP/t"
+            tide_run "tide://127.0.0.1:$port?transport=ucx" "$size" "$keys" put >>"$TMP/up"
+            tide_run "tide://127.0.0.1:$port" "$size" "$keys" put >>"$TMP/tp"
             perf_run ucp_get "$sb" >>"$TMP/pg"
             perf_run ucp_put_bw "$sb" >>"$TMP/pp"
             perf_run ucp_am_bw "$sb" >>"$TMP/pa"
         done
         ug="$(cut -d' ' -f1 "$TMP/u" | median)"; uc="$(cut -d' ' -f2 "$TMP/u" | median)"
         tg="$(cut -d' ' -f1 "$TMP/t" | median)"; tc="$(cut -d' ' -f2 "$TMP/t" | median)"
+        rg="$(cut -d' ' -f1 "$TMP/r" | median)"
+        up="$(cut -d' ' -f1 "$TMP/up" | median)"; tp="$(cut -d' ' -f1 "$TMP/tp" | median)"
         pg="$(median <"$TMP/pg")"; pp="$(median <"$TMP/pp")"; pa="$(median <"$TMP/pa")"
         awk -v tls="$tls" -v s="$size" -v ug="$ug" -v tg="$tg" -v pg="$pg" -v pp="$pp" -v pa="$pa" \
-            -v uc="$uc" -v tc="$tc" 'BEGIN {
+            -v uc="$uc" -v tc="$tc" -v rg="$rg" -v up="$up" -v tp="$tp" 'BEGIN {
             best = pg; if (pp > best) best = pp; if (pa > best) best = pa
-            printf "| %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2fx | %.3f | %.3f | %.2fx |\n",
-                tls, s, ug, tg, pg, pp, pa, (best > 0 ? ug / best : 0), uc, tc, (tc > 0 ? uc / tc : 0)
+            printf "| %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2fx | %.3f | %.3f | %.2fx |\n",
+                tls, s, ug, rg, tg, up, tp, pg, pp, pa, (best > 0 ? ug / best : 0), uc, tc, (tc > 0 ? uc / tc : 0)
         }'
     done
 done

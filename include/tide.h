@@ -203,6 +203,24 @@ TIDE_API int tide_remove(tide_store *s, const void *key, size_t klen);
  * Return: the number of keys that succeeded (0..n), or a negative code when the call as a
  * whole failed (then results[] is unspecified). n may be 0. At most TIDE_BATCH_MAX keys.
  */
+/*
+ * Buffers used again and again with transport=ucx (docs/UCX.md, "Registered buffers"):
+ * tide_buffer_register declares [base, base+len) so that each UCX context registers it
+ * once (ucp_mem_map, on the first transfer that touches it) and every later transfer from
+ * or into it passes that registration instead of UCX registering per transfer. At most
+ * TIDE_BUFFER_MAX ranges are declared at once; each context keeps at most 16 of them
+ * registered and unregisters the least recently used beyond that (it is registered again
+ * when used again). The contract: call tide_buffer_unregister with the same range before
+ * the memory is freed or unmapped, and not while a call moves bytes from or into it;
+ * after it no registration of the range is left. Buffers never declared are registered by
+ * UCX itself. Other transports ignore declarations. Errors: -EINVAL (NULL base or len
+ * 0), TIDE_ELIMIT (TIDE_BUFFER_MAX ranges declared), TIDE_ENOTFOUND (unregister of a range
+ * not declared), TIDE_EBUSY (register of a range overlapping a declared one).
+ */
+#define TIDE_BUFFER_MAX 1024
+TIDE_API int tide_buffer_register(const void *base, size_t len);
+TIDE_API int tide_buffer_unregister(const void *base, size_t len);
+
 #define TIDE_BATCH_MAX 65536
 TIDE_API int tide_put_many(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
                            const size_t *iovcnt, int *results);

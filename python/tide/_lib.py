@@ -267,6 +267,8 @@ SIGNATURES = {
     "tide_get": (c_int, [StorePtr, c_void_p, c_size_t, c_void_p, c_size_t, P_size_t]),
     "tide_exists": (c_int, [StorePtr, c_void_p, c_size_t]),
     "tide_remove": (c_int, [StorePtr, c_void_p, c_size_t]),
+    "tide_buffer_register": (c_int, [c_void_p, c_size_t]),
+    "tide_buffer_unregister": (c_int, [c_void_p, c_size_t]),
     "tide_put_many": (c_int, [StorePtr, P_Key, c_size_t, P_Iov, P_size_t, P_int]),
     "tide_get_many": (c_int, [StorePtr, P_Key, c_size_t, P_Iov, P_size_t, P_int, P_size_t]),
     "tide_exists_many": (c_int, [StorePtr, P_Key, c_size_t, P_uint8]),

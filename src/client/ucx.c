@@ -1,5 +1,9 @@
 /*
- * ucx.c — tide://HOST:PORT?transport=ucx: values move by UCX RMA (docs/UCX.md).
+ * ucx.c — tide://HOST:PORT?transport=ucx: values move over UCX (docs/UCX.md), by RMA where
+ * the endpoint has a transport with RMA of its own (RDMA), else by active messages with
+ * UCX's rendezvous (UCX_AM_GET/GETDATA, UCX_AM_PUT/PUTDONE: proto/ucx_msg.h), chosen per
+ * endpoint from UCX's lane table (tucx_choose_am). Below, the RMA flow; the active-message
+ * one is the same with each RMA replaced by a message and its answer (tucx_am).
  *
  * Control stays on the handle's tide:// connections (wire.c): their HELLO asks for
  * FRAME_FEATURE_UCX, and a tided started with --ucx-port grants it with its UCX port and
@@ -28,9 +32,10 @@
  * values over TCP as plain tide:// does, with one warning, and tries UCX again after
  * TUCX_RETRY_NS.
  *
- * Registration: the caller's buffers are given to UCX unregistered; UCX registers them
- * itself where the transport needs it (its registration cache). The pool on tided's side is
- * registered once (ucp_mem_map).
+ * Registration: buffers the caller declared (tide_buffer_register) are registered once per
+ * UCX context (ucp_mem_map, at most TUCX_REG_SLOTS per context, the least recently used
+ * dropped) and passed as the requests' memh; others are given to UCX unregistered and UCX
+ * registers them itself. The pool on tided's side is registered once (ucp_mem_map).
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -48,9 +53,98 @@
 #include "common/util.h"
 #include "proto/ucx_msg.h"
 
+/* ---- declared buffers (tide_buffer_register, docs/UCX.md) ------------------------------ */
+
+typedef struct reg_range {
+    uintptr_t base;
+    size_t len;
+    uint64_t id; /* never reused: a context's registration names the range by it */
+} reg_range;
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static reg_range g_ranges[TIDE_BUFFER_MAX];
+static atomic_size_t g_n;
+static uint64_t g_next_id = 1;
+
+static void tucx_forget(uint64_t id);
+
+int tide_buffer_register(const void *base, size_t len) {
+    if (!base || !len || (uintptr_t)base + len < (uintptr_t)base) return -EINVAL;
+    uintptr_t b = (uintptr_t)base;
+    int rc = 0;
+    pthread_mutex_lock(&g_mu);
+    size_t n = atomic_load(&g_n);
+    for (size_t i = 0; i < n && !rc; i++)
+        if (b < g_ranges[i].base + g_ranges[i].len && g_ranges[i].base < b + len) rc = TIDE_EBUSY;
+    if (!rc && n == TIDE_BUFFER_MAX) rc = TIDE_ELIMIT;
+    if (!rc) {
+        g_ranges[n] = (reg_range){b, len, g_next_id++};
+        atomic_store(&g_n, n + 1);
+    }
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+int tide_buffer_unregister(const void *base, size_t len) {
+    uint64_t id = 0;
+    pthread_mutex_lock(&g_mu);
+    size_t n = atomic_load(&g_n);
+    for (size_t i = 0; i < n && !id; i++)
+        if (g_ranges[i].base == (uintptr_t)base && g_ranges[i].len == len) {
+            id = g_ranges[i].id;
+            g_ranges[i] = g_ranges[n - 1];
+            atomic_store(&g_n, n - 1);
+        }
+    pthread_mutex_unlock(&g_mu);
+    if (!id) return TIDE_ENOTFOUND;
+    tucx_forget(id); /* every context's registration of it goes now */
+    return 0;
+}
+
+#ifdef TIDE_HAVE_UCX
+/* The declared range that holds [p, p+l), into *out: 1, or 0 (none). */
+static int range_find(const void *p, size_t l, reg_range *out) {
+    if (atomic_load(&g_n) == 0) return 0;
+    int found = 0;
+    pthread_mutex_lock(&g_mu);
+    size_t n = atomic_load(&g_n);
+    for (size_t i = 0; i < n && !found; i++) {
+        const reg_range *r = &g_ranges[i];
+        if ((uintptr_t)p >= r->base && (uintptr_t)p - r->base <= r->len &&
+            l <= r->len - ((uintptr_t)p - r->base)) {
+            *out = *r;
+            found = 1;
+        }
+    }
+    pthread_mutex_unlock(&g_mu);
+    return found;
+}
+#endif
+
 #ifdef TIDE_HAVE_UCX
 
 #define TUCX_RETRY_NS (5ull * 1000000000ull) /* after a failed connect, TCP for this long */
+#define TUCX_IOV_MAX 64                      /* pieces of one value moved by active messages */
+#define TUCX_REG_SLOTS 16                    /* declared buffers one context keeps registered */
+
+/* One declared buffer registered with this context (ucp_mem_map). */
+typedef struct reg_slot {
+    uint64_t id; /* the declared range's; 0: free */
+    ucp_mem_h memh;
+    uint64_t used; /* the context's clock at the last use (least recent goes first) */
+} reg_slot;
+
+/* One value of an active-message call (docs/UCX.md): its scatter list, and what came of it. */
+typedef struct tucx_op {
+    const tide_iov *v;
+    size_t cnt;
+    uint64_t len;
+    int done;   /* answered (GETDATA/PUTDONE), or its receive finished */
+    int posted; /* a rendezvous receive into v is in flight */
+    int status; /* 0 or a tide code */
+    uint8_t hdr[UCX_GET_HDR];
+    ucp_dt_iov_t *keep; /* a put's iov array, while UCX reads it */
+} tucx_op;
 
 typedef struct tucx {
     wire *w;
@@ -66,12 +160,96 @@ typedef struct tucx {
     ucs_status_t ep_status; /* with what */
     uint8_t *welcome;       /* UCX_AM_WELCOME's bytes, once arrived */
     size_t welcome_len;
+    int am;       /* this endpoint moves values by active messages (else RMA) */
+    uint32_t seq; /* the current call's number: the high half of its tags */
+    tucx_op *ops; /* the current call's values (under mu), NULL between calls */
+    size_t nops;
+    reg_slot regs[TUCX_REG_SLOTS]; /* under mu */
+    uint64_t reg_clock;
+    struct tucx *next;  /* every tucx, for tucx_forget (under list_mu) */
     uint64_t off_until; /* TCP until then (a connect failed) */
     int warned;         /* the fall-back was logged */
 } tucx;
 
 static const char *ust(ucs_status_t st) {
     return ucs_status_string(st);
+}
+
+/* ---- the registration cache ---------------------------------------------------------- */
+
+/* Lock order: list_mu, then a tucx's mu, then g_mu. */
+static pthread_mutex_t list_mu = PTHREAD_MUTEX_INITIALIZER;
+static tucx *list_head;
+static atomic_uint_fast64_t n_maps, n_hits, n_unmaps;
+
+void tucx_reg_counts(uint64_t *maps, uint64_t *hits, uint64_t *unmaps) {
+    *maps = atomic_load(&n_maps);
+    *hits = atomic_load(&n_hits);
+    *unmaps = atomic_load(&n_unmaps);
+}
+
+static void reg_drop(tucx *t, reg_slot *r) {
+    ucp_mem_unmap(t->ctx, r->memh);
+    atomic_fetch_add(&n_unmaps, 1);
+    r->id = 0;
+    r->memh = NULL;
+}
+
+/* Under t->mu: this context's registration of the declared buffer that holds [p, p+l),
+ * made now if it has none (the least recently used one dropped when all slots are taken);
+ * NULL when [p, p+l) was not declared or the registration failed (UCX then registers the
+ * bytes itself, as for any buffer). */
+static ucp_mem_h tucx_memh(tucx *t, const void *p, size_t l) {
+    reg_range rr;
+    if (!t->ctx || !range_find(p, l, &rr)) return NULL;
+    reg_slot *victim = &t->regs[0];
+    for (int i = 0; i < TUCX_REG_SLOTS; i++) {
+        reg_slot *r = &t->regs[i];
+        if (r->id == rr.id) {
+            r->used = ++t->reg_clock;
+            atomic_fetch_add(&n_hits, 1);
+            return r->memh;
+        }
+        if (victim->id && (!r->id || r->used < victim->used)) victim = r;
+    }
+    if (victim->id) reg_drop(t, victim);
+    ucp_mem_map_params_t mp = {.field_mask =
+                                   UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
+                               .address = (void *)rr.base,
+                               .length = rr.len};
+    ucs_status_t st = ucp_mem_map(t->ctx, &mp, &victim->memh);
+    if (st != UCS_OK) {
+        LOG_DEBUG("UCX: registering a declared buffer of %zu bytes: %s", rr.len, ust(st));
+        victim->memh = NULL;
+        return NULL;
+    }
+    atomic_fetch_add(&n_maps, 1);
+    victim->id = rr.id;
+    victim->used = ++t->reg_clock;
+    return victim->memh;
+}
+
+/* The declared range id was unregistered: every context drops its registration. */
+static void tucx_forget(uint64_t id) {
+    pthread_mutex_lock(&list_mu);
+    for (tucx *t = list_head; t; t = t->next) {
+        pthread_mutex_lock(&t->mu);
+        for (int i = 0; i < TUCX_REG_SLOTS; i++)
+            if (t->regs[i].id == id) reg_drop(t, &t->regs[i]);
+        pthread_mutex_unlock(&t->mu);
+    }
+    pthread_mutex_unlock(&list_mu);
+}
+
+/* A request parameter's memh for [p, p+l), when a declared buffer holds it. */
+static void with_memh(tucx *t, ucp_request_param_t *rp, const void *p, size_t l) {
+    ucp_mem_h m = tucx_memh(t, p, l);
+    if (m) {
+        rp->op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+        rp->memh = m;
+    } else {
+        rp->op_attr_mask &= ~(uint32_t)UCP_OP_ATTR_FIELD_MEMH;
+    }
 }
 
 static int tucx_on_hello(wire_call *k, const frame_msg *m, int fd) {
@@ -90,6 +268,10 @@ int tucx_attach(tide_store *s, wire *w) {
     pthread_mutex_init(&t->mu, NULL);
     w->features |= FRAME_FEATURE_UCX;
     w->owner = t;
+    pthread_mutex_lock(&list_mu);
+    t->next = list_head;
+    list_head = t;
+    pthread_mutex_unlock(&list_mu);
     w->on_hello = tucx_on_hello;
     return 0;
 }
@@ -112,6 +294,123 @@ static ucs_status_t on_welcome(void *arg, const void *hdr, size_t hdr_len, void 
         memcpy(t->welcome, data, len);
         t->welcome_len = len;
     }
+    return UCS_OK;
+}
+
+static tucx_op *op_of(tucx *t, uint64_t tag) {
+    size_t i = (size_t)(tag & 0xffffffffu);
+    if (!t->ops || (uint32_t)(tag >> 32) != t->seq || i >= t->nops) return NULL;
+    return &t->ops[i];
+}
+
+/* A rendezvous receive's end; ctx is the op's tag, heap-held so that a receive outliving
+ * its call (it cannot once the endpoint is force-closed, but UCX owns the timing) finds
+ * no op rather than a freed one. */
+typedef struct recv_ctx {
+    tucx *t;
+    uint64_t tag;
+} recv_ctx;
+
+static void got_data(void *req, ucs_status_t st, size_t length, void *user) {
+    recv_ctx *c = user;
+    tucx_op *op = op_of(c->t, c->tag);
+    if (op) {
+        op->posted = 0;
+        op->done = 1;
+        if (st != UCS_OK)
+            op->status = TIDE_ECLOSED;
+        else if (length != op->len)
+            op->status = TIDE_EPROTO;
+    }
+    free(c);
+    ucp_request_free(req);
+}
+
+/* Up to len bytes of v as UCX's iov (same layout, trimmed to len); the count. */
+static size_t op_dt(tucx_op *op, ucp_dt_iov_t *dt) {
+    size_t n = 0;
+    uint64_t left = op->len;
+    for (size_t i = 0; i < op->cnt && left; i++) {
+        size_t take = op->v[i].len < left ? op->v[i].len : left;
+        if (!take) continue;
+        dt[n].buffer = op->v[i].base;
+        dt[n++].length = take;
+        left -= take;
+    }
+    return n;
+}
+
+static ucs_status_t on_getdata(void *arg, const void *hdr, size_t hdr_len, void *data, size_t len,
+                               const ucp_am_recv_param_t *param) {
+    tucx *t = arg;
+    int rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
+    tucx_op *op = hdr_len == UCX_DONE_HDR ? op_of(t, le_rd64(hdr)) : NULL;
+    int32_t st = hdr_len == UCX_DONE_HDR ? (int32_t)le_rd32((const uint8_t *)hdr + 8) : 0;
+    if (!op || op->done || op->posted || st != 0 || len != op->len) {
+        if (op && !op->done && !op->posted) {
+            op->status = st != 0 ? st : TIDE_EPROTO;
+            op->done = 1;
+        }
+        if (rndv) ucp_am_data_release(t->wk, data);
+        return UCS_OK;
+    }
+    if (!rndv) {
+        const uint8_t *b = data;
+        for (size_t i = 0, at = 0; i < op->cnt && at < len; i++) {
+            size_t take = op->v[i].len < len - at ? op->v[i].len : len - at;
+            memcpy(op->v[i].base, b + at, take);
+            at += take;
+        }
+        op->done = 1;
+        return UCS_OK;
+    }
+    recv_ctx *c = malloc(sizeof(*c));
+    ucp_dt_iov_t dtv[TUCX_IOV_MAX];
+    if (!c || op->cnt > TUCX_IOV_MAX) {
+        free(c);
+        ucp_am_data_release(t->wk, data);
+        op->status = -ENOMEM;
+        op->done = 1;
+        return UCS_OK;
+    }
+    c->t = t;
+    c->tag = le_rd64(hdr);
+    size_t nd = op_dt(op, dtv);
+    ucp_request_param_t rp = {.op_attr_mask =
+                                  UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+                              .cb.recv_am = got_data,
+                              .user_data = c};
+    void *buf = op->v[0].base;
+    size_t count = len;
+    if (nd > 1) {
+        rp.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
+        rp.datatype = ucp_dt_make_iov();
+        buf = dtv;
+        count = nd;
+    } else if (nd == 1) {
+        buf = dtv[0].buffer;
+        with_memh(t, &rp, buf, len);
+    }
+    void *r = ucp_am_recv_data_nbx(t->wk, data, buf, count, &rp);
+    if (r == NULL || UCS_PTR_IS_ERR(r)) {
+        free(c);
+        op->status = r == NULL ? 0 : TIDE_ECLOSED;
+        op->done = 1;
+    } else {
+        op->posted = 1;
+    }
+    return UCS_OK;
+}
+
+static ucs_status_t on_putdone(void *arg, const void *hdr, size_t hdr_len, void *data, size_t len,
+                               const ucp_am_recv_param_t *param) {
+    tucx *t = arg;
+    (void)len;
+    if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ucp_am_data_release(t->wk, data);
+    tucx_op *op = hdr_len == UCX_DONE_HDR ? op_of(t, le_rd64(hdr)) : NULL;
+    if (!op || op->done) return UCS_OK;
+    op->status = (int32_t)le_rd32((const uint8_t *)hdr + 8);
+    op->done = 1;
     return UCS_OK;
 }
 
@@ -171,6 +470,14 @@ static int tucx_wait(tide_store *s, tucx *t, void **reqs, size_t n, uint64_t dea
             ucp_request_free(reqs[i]);
             reqs[i] = NULL;
         }
+        for (size_t i = 0; i < t->nops; i++) {
+            tucx_op *op = &t->ops[i];
+            if (!op->done && !op->posted && !t->ep) { /* no answer can come any more */
+                op->status = TIDE_ECLOSED;
+                op->done = 1;
+            }
+            pending += !op->done;
+        }
         if (!pending) break;
         if (t->ep && (t->ep_failed || now_ns() > deadline)) {
             timed_out = !t->ep_failed;
@@ -186,6 +493,15 @@ static int tucx_wait(tide_store *s, tucx *t, void **reqs, size_t n, uint64_t dea
     }
     if (timed_out)
         return client_err(s, -ETIMEDOUT, "%s: UCX %s timed out (timeout_ms)", t->w->addr, what);
+    int32_t opst = 0;
+    for (size_t i = 0; i < t->nops && !opst; i++)
+        opst = t->ops[i].status;
+    if (opst != 0 && bad == UCS_OK && !t->ep_failed) {
+        tucx_drop(t);
+        return client_err(s, opst == TIDE_EPROTO ? TIDE_EPROTO : TIDE_ECLOSED,
+                          "%s: UCX %s failed: tided answered %d (%s)", t->w->addr, what, opst,
+                          opst == TIDE_EPROTO ? "an offset outside its pool" : "endpoint closed");
+    }
     if (bad != UCS_OK || t->ep_failed) {
         ucs_status_t why = bad != UCS_OK ? bad : t->ep_status;
         tucx_drop(t);
@@ -193,6 +509,33 @@ static int tucx_wait(tide_store *s, tucx *t, void **reqs, size_t n, uint64_t dea
                           ust(why));
     }
     return 0;
+}
+
+/* Active messages or RMA for this endpoint. TIDE_UCX_PATH=am|rma decides; otherwise RMA
+ * only when one of the endpoint's RMA lanes is a transport with RMA of its own (UCX 1.13
+ * has no query for it: its lane table, as ucp_ep_print_info writes it, names them). TCP's
+ * RMA is UCX's emulation, an order of magnitude below its active-message rendezvous. */
+static int tucx_choose_am(tucx *t) {
+    const char *e = getenv("TIDE_UCX_PATH");
+    if (e && !strcmp(e, "am")) return 1;
+    if (e && !strcmp(e, "rma")) return 0;
+    char *txt = NULL;
+    size_t tl = 0;
+    FILE *f = open_memstream(&txt, &tl);
+    if (!f) return 1;
+    ucp_ep_print_info(t->ep, f);
+    fclose(f);
+    int native = 0;
+    for (char *line = txt; line && *line && !native;) {
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = 0;
+        char *c = strchr(line, ':');
+        if (strstr(line, "lane[") && strstr(line, "rma_bw") && c && (c = strchr(c + 1, ':')))
+            native = strncmp(c + 1, "tcp/", 4) != 0;
+        line = nl ? nl + 1 : NULL;
+    }
+    free(txt);
+    return !native;
 }
 
 /* Make the context and worker (once), then an endpoint to tided's UCX port, and trade the
@@ -228,7 +571,14 @@ static int tucx_connect(tide_store *s, tucx *t, int port) {
                                      .id = UCX_AM_WELCOME,
                                      .cb = on_welcome,
                                      .arg = t};
+        ucp_am_handler_param_t hg = hp, hd = hp;
+        hg.id = UCX_AM_GETDATA;
+        hg.cb = on_getdata;
+        hd.id = UCX_AM_PUTDONE;
+        hd.cb = on_putdone;
         if ((st = ucp_worker_set_am_recv_handler(t->wk, &hp)) != UCS_OK ||
+            (st = ucp_worker_set_am_recv_handler(t->wk, &hg)) != UCS_OK ||
+            (st = ucp_worker_set_am_recv_handler(t->wk, &hd)) != UCS_OK ||
             (st = ucp_worker_get_efd(t->wk, &t->efd)) != UCS_OK) {
             ucp_worker_destroy(t->wk);
             ucp_cleanup(t->ctx);
@@ -298,7 +648,11 @@ static int tucx_connect(tide_store *s, tucx *t, int port) {
         rc = client_err(s, TIDE_EPROTO, "UCX hello: a malformed answer (%zu bytes)", bl);
         goto fail;
     }
-    if (getenv("TIDE_UCX_DEBUG")) ucp_ep_print_info(t->ep, stderr); /* the lanes UCX chose */
+    t->am = tucx_choose_am(t);
+    if (getenv("TIDE_UCX_DEBUG")) {
+        ucp_ep_print_info(t->ep, stderr); /* the lanes UCX chose */
+        fprintf(stderr, "tide: values by %s\n", t->am ? "active messages" : "RMA");
+    }
     t->rbase = le_rd64(b + 8);
     t->rsize = le_rd64(b + 16);
     if ((st = ucp_ep_rkey_unpack(t->ep, b + 28, &t->rkey)) != UCS_OK) {
@@ -344,6 +698,15 @@ int tucx_usable(tide_store *s, wire *w) {
 void tucx_detach(wire *w) {
     tucx *t = w->owner;
     if (!t) return;
+    pthread_mutex_lock(&list_mu);
+    for (tucx **pp = &list_head; *pp; pp = &(*pp)->next)
+        if (*pp == t) {
+            *pp = t->next;
+            break;
+        }
+    pthread_mutex_unlock(&list_mu);
+    for (int i = 0; i < TUCX_REG_SLOTS; i++)
+        if (t->regs[i].id) reg_drop(t, &t->regs[i]);
     if (t->wk) {
         tucx_drop(t);
         ucp_worker_destroy(t->wk);
@@ -368,6 +731,7 @@ static int tucx_rma(tide_store *s, tucx *t, int put, const tide_iov *v, size_t c
     for (size_t i = 0; i < cnt && len; i++) {
         size_t take = v[i].len < len ? v[i].len : len;
         if (!take) continue;
+        with_memh(t, &rp, v[i].base, take);
         void *r = put ? ucp_put_nbx(t->ep, v[i].base, take, at, t->rkey, &rp)
                       : ucp_get_nbx(t->ep, v[i].base, take, at, t->rkey, &rp);
         if (UCS_PTR_IS_ERR(r))
@@ -377,6 +741,72 @@ static int tucx_rma(tide_store *s, tucx *t, int put, const tide_iov *v, size_t c
         at += take;
         len -= take;
     }
+    return 0;
+}
+
+/* Start an active-message call of n values: every op done until armed. */
+static int ops_begin(tide_store *s, tucx *t, size_t n) {
+    t->ops = calloc(n ? n : 1, sizeof(*t->ops));
+    if (!t->ops) return client_err(s, -ENOMEM, "%s: out of memory", t->w->addr);
+    t->nops = n;
+    t->seq++;
+    for (size_t i = 0; i < n; i++)
+        t->ops[i].done = 1;
+    return 0;
+}
+
+static void ops_end(tucx *t) {
+    for (size_t i = 0; i < t->nops; i++)
+        free(t->ops[i].keep);
+    free(t->ops);
+    t->ops = NULL;
+    t->nops = 0;
+}
+
+/* Value j by active message: GET asks tided for pool[off, off+len) into v; PUT sends v's
+ * len bytes for pool + off. The send's request goes to reqs. */
+static int tucx_am(tide_store *s, tucx *t, int put, size_t j, const tide_iov *v, size_t cnt,
+                   uint64_t off, uint64_t len, void **reqs, size_t *nreq) {
+    tucx_op *op = &t->ops[j];
+    if (cnt > TUCX_IOV_MAX)
+        return client_err(s, TIDE_ELIMIT, "%s: a value in %zu pieces (transport=ucx takes %d)",
+                          t->w->addr, cnt, TUCX_IOV_MAX);
+    op->v = v;
+    op->cnt = cnt;
+    op->len = len;
+    op->done = op->posted = op->status = 0;
+    le_wr64(op->hdr, ((uint64_t)t->seq << 32) | j);
+    le_wr64(op->hdr + 8, off);
+    le_wr64(op->hdr + 16, len);
+    ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                              .flags = UCP_AM_SEND_FLAG_REPLY};
+    void *r;
+    if (!put) {
+        rp.flags |= UCP_AM_SEND_FLAG_EAGER;
+        r = ucp_am_send_nbx(t->ep, UCX_AM_GET, op->hdr, UCX_GET_HDR, NULL, 0, &rp);
+    } else {
+        ucp_dt_iov_t dt[TUCX_IOV_MAX];
+        size_t nd = op_dt(op, dt);
+        if (nd == 1) {
+            with_memh(t, &rp, dt[0].buffer, len);
+            r = ucp_am_send_nbx(t->ep, UCX_AM_PUT, op->hdr, UCX_PUT_HDR, dt[0].buffer, len, &rp);
+        } else {
+            /* UCX reads the iov array until the send completes: kept until ops_end. */
+            ucp_dt_iov_t *keep = malloc(nd * sizeof(*keep));
+            if (!keep) return client_err(s, -ENOMEM, "%s: out of memory", t->w->addr);
+            memcpy(keep, dt, nd * sizeof(*keep));
+            op->keep = keep;
+            rp.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
+            rp.datatype = ucp_dt_make_iov();
+            r = ucp_am_send_nbx(t->ep, UCX_AM_PUT, op->hdr, UCX_PUT_HDR, keep, nd, &rp);
+        }
+    }
+    if (UCS_PTR_IS_ERR(r)) {
+        op->done = 1;
+        return client_err(s, TIDE_ECLOSED, "%s: UCX %s: %s", t->w->addr, put ? "put" : "get",
+                          ust(UCS_PTR_STATUS(r)));
+    }
+    if (r) reqs[(*nreq)++] = r;
     return 0;
 }
 
@@ -417,6 +847,7 @@ static int put_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv
         rc = client_err(s, TIDE_ECLOSED, "%s: the UCX endpoint closed", t->w->addr);
         goto out;
     }
+    if (t->am && (rc = ops_begin(s, t, n)) != 0) goto out;
     for (size_t j = 0; frame_iter_next(&it, &e); j++) {
         res[j] = e.status;
         if (e.status != 0 || e.id == 0) continue;
@@ -428,13 +859,16 @@ static int put_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv
                 (unsigned long long)t->rsize);
             goto wait;
         }
-        if ((rc = tucx_rma(s, t, 1, fv[j], fcnt[j], e.offset, vl[j], reqs, &nreq)) != 0) goto wait;
+        rc = t->am ? tucx_am(s, t, 1, j, fv[j], fcnt[j], e.offset, vl[j], reqs, &nreq)
+                   : tucx_rma(s, t, 1, fv[j], fcnt[j], e.offset, vl[j], reqs, &nreq);
+        if (rc) goto wait;
         sums[nc] = checksum_iov(fv[j], fcnt[j], vl[j]);
         ids[nc] = e.id;
         owner[nc++] = j;
     }
-    if (nc) {
-        /* Remote completion: every byte is in tided's pool before COMMIT. */
+    if (nc && !t->am) {
+        /* Remote completion: every byte is in tided's pool before COMMIT (by active
+         * messages: each PUTDONE says so). */
         ucp_request_param_t rp = {.op_attr_mask = 0};
         void *r = ucp_ep_flush_nbx(t->ep, &rp);
         if (UCS_PTR_IS_ERR(r))
@@ -446,6 +880,7 @@ static int put_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv
 wait:;
     int wr = tucx_wait(s, t, reqs, nreq, k->deadline, "put");
     if (!rc) rc = wr;
+    ops_end(t);
     pthread_mutex_unlock(&t->mu);
     locked = 0;
     if (rc || nc == 0) goto out;
@@ -495,6 +930,7 @@ static int get_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv
     frame_iter_init(&it, &m);
     pthread_mutex_lock(&t->mu);
     if (!t->ep) rc = client_err(s, TIDE_ECLOSED, "%s: the UCX endpoint closed", t->w->addr);
+    if (!rc && t->am) rc = ops_begin(s, t, n);
     for (size_t j = 0; rc == 0 && frame_iter_next(&it, &e); j++) {
         res[j] = e.status;
         lens[j] = e.status == 0 || e.status == TIDE_EBUFSMALL ? e.vlen : 0;
@@ -511,10 +947,12 @@ static int get_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv
                             (unsigned long long)t->rsize, (unsigned long long)caps[j]);
             break;
         }
-        rc = tucx_rma(s, t, 0, fv[j], fcnt[j], e.offset, e.vlen, reqs, &nreq);
+        rc = t->am ? tucx_am(s, t, 0, j, fv[j], fcnt[j], e.offset, e.vlen, reqs, &nreq)
+                   : tucx_rma(s, t, 0, fv[j], fcnt[j], e.offset, e.vlen, reqs, &nreq);
     }
     int wr = tucx_wait(s, t, reqs, nreq, k->deadline, "get");
     if (!rc) rc = wr;
+    ops_end(t);
     pthread_mutex_unlock(&t->mu);
     if (rc) goto out;
     /* Each value checked where it landed. */
@@ -558,6 +996,14 @@ int tucx_get_many(tide_store *s, wire *w, const tide_key *keys, size_t n, const 
     return wire_batch(s, w, 0, keys, n, iov, iovcnt, results, vlens, get_chunk, w->owner);
 }
 #else /* no UCX headers at build time: values over TCP */
+static void tucx_forget(uint64_t id) {
+    (void)id; /* nothing is ever registered */
+}
+
+void tucx_reg_counts(uint64_t *maps, uint64_t *hits, uint64_t *unmaps) {
+    *maps = *hits = *unmaps = 0;
+}
+
 int tucx_attach(tide_store *s, wire *w) {
     (void)s;
     LOG_WARN("%s: transport=ucx: this libtide was built without UCX (install libucx-dev and "

@@ -19,6 +19,9 @@ int tucx_put_many(tide_store *s, wire *w, const tide_key *keys, size_t n, const 
                   const size_t *iovcnt, int *results);
 int tucx_get_many(tide_store *s, wire *w, const tide_key *keys, size_t n, const tide_iov *iov,
                   const size_t *iovcnt, int *results, size_t *vlens);
+/* Registration cache figures, for tests: ucp_mem_map calls on declared buffers, transfers
+ * that found their registration cached, registrations dropped (evicted or unregistered). */
+void tucx_reg_counts(uint64_t *maps, uint64_t *hits, uint64_t *unmaps);
 /* After wire_destroy: the endpoint, worker and context go. */
 void tucx_detach(wire *w);
 

@@ -65,6 +65,8 @@ static void load(void) {
         P(ep_flush_nbx),
         P(ep_print_info),
         P(am_send_nbx),
+        P(am_recv_data_nbx),
+        P(am_data_release),
         P(get_nbx),
         P(put_nbx),
         P(request_check_status),

@@ -46,6 +46,9 @@ struct ucx_dl_fns {
     void (*ep_print_info)(ucp_ep_h, FILE *);
     ucs_status_ptr_t (*am_send_nbx)(ucp_ep_h, unsigned, const void *, size_t, const void *, size_t,
                                     const ucp_request_param_t *);
+    ucs_status_ptr_t (*am_recv_data_nbx)(ucp_worker_h, void *, void *, size_t,
+                                         const ucp_request_param_t *);
+    void (*am_data_release)(ucp_worker_h, void *);
     ucs_status_ptr_t (*get_nbx)(ucp_ep_h, void *, size_t, uint64_t, ucp_rkey_h,
                                 const ucp_request_param_t *);
     ucs_status_ptr_t (*put_nbx)(ucp_ep_h, const void *, size_t, uint64_t, ucp_rkey_h,
@@ -82,6 +85,8 @@ extern struct ucx_dl_fns ucx_dl;
 #define ucp_ep_flush_nbx (ucx_dl.ep_flush_nbx)
 #define ucp_ep_print_info (ucx_dl.ep_print_info)
 #define ucp_am_send_nbx (ucx_dl.am_send_nbx)
+#define ucp_am_recv_data_nbx (ucx_dl.am_recv_data_nbx)
+#define ucp_am_data_release (ucx_dl.am_data_release)
 #define ucp_get_nbx (ucx_dl.get_nbx)
 #define ucp_put_nbx (ucx_dl.put_nbx)
 #define ucp_request_check_status (ucx_dl.request_check_status)

@@ -11,6 +11,21 @@
  *                  status 0:  u64 pool base address, u64 pool bytes, u32 rkey_len, rkey
  *                  otherwise: u32 msg_len, msg_len bytes of a message for people
  *
+ * Bulk moves by active messages (the path where the transport's RMA is emulated, e.g. TCP;
+ * the client chooses per endpoint, docs/UCX.md). The header is the whole control part; the
+ * data is the value, which UCX sends eagerly when small and by its rendezvous protocol
+ * (zero-copy out of / into the registered pool) when large:
+ *
+ *   UCX_AM_GET     client -> tided (REPLY flag), header u64 tag, u64 offset, u64 length,
+ *                  no data: send pool[offset, offset+length) back
+ *   UCX_AM_GETDATA tided -> client, header u64 tag, i32 status; data: those bytes (status 0)
+ *   UCX_AM_PUT     client -> tided (REPLY flag), header u64 tag, u64 offset; data: the value,
+ *                  written at pool + offset (an offset a RESERVE gave)
+ *   UCX_AM_PUTDONE tided -> client, header u64 tag, i32 status: the bytes are in the pool
+ *
+ * Offsets are checked against the pool's bounds (an authenticated endpoint holds the rkey,
+ * i.e. the same reach); the checksums at COMMIT and where a get lands do the rest.
+ *
  * Integers are little-endian (both ends are the same machine type in practice; the
  * codec is frame.h's frame_rd/wr helpers).
  */
@@ -19,6 +34,13 @@
 
 #define UCX_AM_HELLO 0x7401u
 #define UCX_AM_WELCOME 0x7402u
+#define UCX_AM_GET 0x7403u
+#define UCX_AM_GETDATA 0x7404u
+#define UCX_AM_PUT 0x7405u
+#define UCX_AM_PUTDONE 0x7406u
+#define UCX_GET_HDR 24            /* u64 tag, u64 pool offset, u64 length */
+#define UCX_PUT_HDR 16            /* u64 tag, u64 pool offset */
+#define UCX_DONE_HDR 12           /* u64 tag, i32 status */
 #define UCX_MSG_MAGIC 0x58435554u /* "TUCX" */
 #define UCX_WELCOME_HEAD 8        /* magic + status */
 #define UCX_RKEY_MAX (64 * 1024)  /* longest packed rkey accepted */

@@ -8,7 +8,10 @@
  * unix:// clients), and the bytes go by ucp_put_nbx / ucp_get_nbx between the client's
  * memory and the pool at the offsets those replies give. On RDMA NICs UCX does that with
  * the NIC alone; on TCP or shared memory UCX's own progress engine in this process serves
- * the emulated RMA.
+ * the emulated RMA. Where RMA is emulated (TCP) clients use active messages instead:
+ * UCX_AM_GET is answered with the pool's bytes as UCX_AM_GETDATA's data and UCX_AM_PUT's
+ * data is received into the pool (UCX's rendezvous when large: zero-copy both ways), then
+ * UCX_AM_PUTDONE; the handlers queue the answers, which the progress loop sends.
  *
  * Thread. One progress thread owns the UCP worker (UCS_THREAD_MODE_SINGLE): it sleeps in
  * epoll on the worker's event fd (ucp_worker_arm) and a stop eventfd, and between waits
@@ -63,8 +66,20 @@ typedef struct ucx_peer {
     void *close_req;   /* ucp_ep_close_nbx in progress */
 } ucx_peer;
 
+/* A GETDATA or PUTDONE to send (from the progress loop, not from a UCX callback); then
+ * its header while the send is in flight (UCX 1.13 reads it until completion). */
+typedef struct srv_op {
+    struct srv_op *next;
+    struct ucx_srv *u;
+    ucp_ep_h ep;
+    uint8_t hdr[UCX_DONE_HDR];
+    int put;           /* PUTDONE; else GETDATA */
+    uint64_t off, len; /* GETDATA's bytes in the pool */
+} srv_op;
+
 struct ucx_srv {
     server *srv;
+    srv_op *todo, **todo_tail; /* answers to send, oldest first */
     ucp_context_h ctx;
     ucp_worker_h wk;
     ucp_listener_h lis;
@@ -142,6 +157,152 @@ static ucs_status_t on_hello(void *arg, const void *hdr, size_t hdr_len, void *d
     if (!ok) atomic_fetch_add(&u->srv->m.auth_failures, 1);
     p->hello = ok ? 1 : -1;
     return UCS_OK;
+}
+
+static void op_queue(ucx_srv *u, srv_op *op) {
+    op->next = NULL;
+    *u->todo_tail = op;
+    u->todo_tail = &op->next;
+}
+
+static srv_op *op_new(ucp_ep_h ep, uint64_t tag, int put) {
+    srv_op *op = calloc(1, sizeof(*op));
+    if (!op) return NULL;
+    op->ep = ep;
+    op->put = put;
+    le_wr64(op->hdr, tag);
+    return op;
+}
+
+static void op_set_status(srv_op *op, int32_t st) {
+    le_wr32(op->hdr + 8, (uint32_t)st);
+}
+
+static int peer_may_move(ucx_srv *u, const ucp_am_recv_param_t *param, ucx_peer **pp) {
+    *pp = NULL;
+    if (!(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)) return 0;
+    ucx_peer *p = peer_of(u, param->reply_ep);
+    *pp = p;
+    return p && p->authed && !p->failed && !p->close_at;
+}
+
+static int in_pool(const ucx_srv *u, uint64_t off, uint64_t len) {
+    uint64_t cap = store_capacity(u->srv->st);
+    return off <= cap && len <= cap - off;
+}
+
+/* UCX_AM_GET: queue the answer: the pool's bytes, sent zero-copy (rendezvous when large). */
+static ucs_status_t on_get(void *arg, const void *hdr, size_t hdr_len, void *data, size_t len,
+                           const ucp_am_recv_param_t *param) {
+    ucx_srv *u = arg;
+    ucx_peer *p;
+    (void)data, (void)len;
+    if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ucp_am_data_release(u->wk, data);
+    if (!peer_may_move(u, param, &p) || hdr_len != UCX_GET_HDR) {
+        if (p) p->failed = 1; /* not authenticated, or malformed: closed */
+        return UCS_OK;
+    }
+    const uint8_t *h = hdr;
+    srv_op *op = op_new(param->reply_ep, le_rd64(h), 0);
+    if (!op) {
+        p->failed = 1;
+        return UCS_OK;
+    }
+    op->off = le_rd64(h + 8);
+    op->len = le_rd64(h + 16);
+    op_set_status(op, in_pool(u, op->off, op->len) ? 0 : TIDE_EPROTO);
+    op_queue(u, op);
+    return UCS_OK;
+}
+
+static void put_landed(void *req, ucs_status_t st, size_t length, void *user) {
+    srv_op *op = user;
+    ucx_srv *u = op->u;
+    (void)length;
+    op_set_status(op, st == UCS_OK ? 0 : TIDE_ECLOSED);
+    op_queue(u, op);
+    ucp_request_free(req);
+}
+
+/* UCX_AM_PUT: the value into pool + offset (an offset one of this client's RESERVEs gave;
+ * COMMIT checks the checksum), by rendezvous straight into the pool when large. */
+static ucs_status_t on_put(void *arg, const void *hdr, size_t hdr_len, void *data, size_t len,
+                           const ucp_am_recv_param_t *param) {
+    ucx_srv *u = arg;
+    ucx_peer *p;
+    int rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
+    const uint8_t *h = hdr;
+    srv_op *op = NULL;
+    if (!peer_may_move(u, param, &p) || hdr_len != UCX_PUT_HDR ||
+        !(op = op_new(param->reply_ep, le_rd64(h), 1))) {
+        if (p) p->failed = 1;
+        if (rndv) ucp_am_data_release(u->wk, data);
+        return UCS_OK;
+    }
+    uint64_t off = le_rd64(h + 8);
+    if (!in_pool(u, off, len)) {
+        op_set_status(op, TIDE_EPROTO);
+        if (rndv) ucp_am_data_release(u->wk, data);
+        op_queue(u, op);
+        return UCS_OK;
+    }
+    uint8_t *dst = (uint8_t *)store_base(u->srv->st) + off;
+    if (!rndv) {
+        memcpy(dst, data, len);
+        op_queue(u, op);
+        return UCS_OK;
+    }
+    op->u = u;
+    ucp_request_param_t rp = {.op_attr_mask =
+                                  UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+                              .cb.recv_am = put_landed,
+                              .user_data = op};
+    void *r = ucp_am_recv_data_nbx(u->wk, data, dst, len, &rp);
+    if (r == NULL || UCS_PTR_IS_ERR(r)) {
+        op_set_status(op, r == NULL ? 0 : TIDE_ECLOSED);
+        op_queue(u, op);
+    }
+    return UCS_OK;
+}
+
+static void op_sent(void *req, ucs_status_t st, void *user) {
+    (void)st;
+    free(user);
+    ucp_request_free(req);
+}
+
+/* Send the queued answers whose endpoint is still open. */
+static void ops_send(ucx_srv *u) {
+    srv_op *op;
+    while ((op = u->todo) != NULL) {
+        u->todo = op->next;
+        if (!u->todo) u->todo_tail = &u->todo;
+        ucx_peer *p = peer_of(u, op->ep);
+        if (!p || p->failed) {
+            free(op);
+            continue;
+        }
+        int32_t st = (int32_t)le_rd32(op->hdr + 8);
+        ucp_request_param_t rp = {.op_attr_mask =
+                                      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+                                  .cb.send = op_sent,
+                                  .user_data = op};
+        const void *bytes = NULL;
+        size_t n = 0;
+        if (!op->put && st == 0) {
+            bytes = (const uint8_t *)store_base(u->srv->st) + op->off;
+            n = op->len;
+        }
+        void *r = ucp_am_send_nbx(op->ep, op->put ? UCX_AM_PUTDONE : UCX_AM_GETDATA, op->hdr,
+                                  UCX_DONE_HDR, bytes, n, &rp);
+        if (r == NULL) {
+            free(op);
+        } else if (UCS_PTR_IS_ERR(r)) {
+            LOG_DEBUG("UCX: an answer not sent: %s", ust(UCS_PTR_STATUS(r)));
+            p->failed = 1;
+            free(op);
+        }
+    }
 }
 
 static void peer_send(ucx_srv *u, ucx_peer *p, uint8_t *buf, size_t len) {
@@ -246,8 +407,11 @@ static void peers_tend(ucx_srv *u, uint64_t now) {
 static void *ucx_main(void *arg) {
     ucx_srv *u = arg;
     for (;;) {
-        while (ucp_worker_progress(u->wk) != 0) {
-        }
+        do {
+            while (ucp_worker_progress(u->wk) != 0) {
+            }
+            ops_send(u);
+        } while (u->todo);
         peers_tend(u, now_ns());
         ucs_status_t st = ucp_worker_arm(u->wk);
         if (st == UCS_ERR_BUSY) continue;
@@ -322,6 +486,14 @@ static int ucx_setup(ucx_srv *u) {
                                  .arg = u};
     if ((st = ucp_worker_set_am_recv_handler(u->wk, &hp)) != UCS_OK)
         return ucx_fail("ucp_worker_set_am_recv_handler", st);
+    hp.id = UCX_AM_GET;
+    hp.cb = on_get;
+    if ((st = ucp_worker_set_am_recv_handler(u->wk, &hp)) != UCS_OK)
+        return ucx_fail("ucp_worker_set_am_recv_handler", st);
+    hp.id = UCX_AM_PUT;
+    hp.cb = on_put;
+    if ((st = ucp_worker_set_am_recv_handler(u->wk, &hp)) != UCS_OK)
+        return ucx_fail("ucp_worker_set_am_recv_handler", st);
 
     struct sockaddr_storage ss;
     socklen_t sl;
@@ -371,6 +543,7 @@ int ucx_srv_start(server *srv) {
     if (!u) return -ENOMEM;
     u->srv = srv;
     u->efd = u->stopfd = u->epfd = -1;
+    u->todo_tail = &u->todo;
     u->cap = cfg->max_conns;
     u->peers = calloc((size_t)u->cap, sizeof(ucx_peer));
     uint64_t hs = cfg->idle_timeout_s > 10 ? cfg->idle_timeout_s : 10;
@@ -403,6 +576,11 @@ void ucx_srv_stop(server *srv) {
     if (u->epfd >= 0) close(u->epfd);
     for (int i = 0; u->peers && i < u->cap; i++)
         free(u->peers[i].reply);
+    while (u->todo) {
+        srv_op *op = u->todo;
+        u->todo = op->next;
+        free(op);
+    }
     free(u->peers);
     free(u);
     srv->ucx = NULL;

@@ -6,6 +6,7 @@
  * fall-back to TCP (a tided without --ucx-port; a client whose UCX cannot connect).
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -29,13 +30,15 @@
 #include "tide.h"
 
 #ifdef TIDE_HAVE_UCX
+#include "client/ucx.h"
 #include "client/ucx_dl.h"
 
-/* UCX_TLS for tided and the client (both read it); under a sanitizer also UCX_MEM_EVENTS=no:
- * UCX's memory hooks (libucm patching mmap/munmap) do not mix with TSan's and ASan's own
- * interception, and crash the process at exit. */
+/* UCX_TLS for tided and the client (both read it), UCX_NET_DEVICES=lo unless set; under a sanitizer
+ * also UCX_MEM_EVENTS=no: UCX's memory hooks (libucm patching mmap/munmap) do not mix with TSan's
+ * and ASan's own interception, and crash the process at exit. */
 static void ucx_env(const char *tls) {
     setenv("UCX_TLS", tls, 1);
+    setenv("UCX_NET_DEVICES", "lo", 0); /* loopback only (else UCX stripes over every NIC) */
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
     setenv("UCX_MEM_EVENTS", "no", 1);
 #endif
@@ -456,6 +459,230 @@ TEST(ucx_damaged_value_is_a_miss) {
     CHECK_EQ(server_stop(&ts, SIGTERM), 0);
 }
 
+/* ---- the registration cache (tide_buffer_register) ------------------------------------- */
+
+static void reg_now(uint64_t *maps, uint64_t *hits, uint64_t *unmaps) {
+    tucx_reg_counts(maps, hits, unmaps);
+}
+
+/* One buffer declared and used 11 times is registered once; 20 declared buffers used once
+ * each leave at most 16 registered (the least recent dropped, registered again on use);
+ * an unregistered buffer's registration goes at once and is not made again; bad
+ * declarations are refused with a reason. The bytes are right throughout. */
+TEST_T(ucx_registration_cache_counts, 120) {
+    ucx_env("tcp");
+    test_server ts;
+    server_start(&ts, with_ucx);
+    char u[160];
+    ucx_url(&ts, u, sizeof(u), NULL);
+    tide_store *s = NULL;
+    CHECK_MSG(tide_open(u, &s) == 0, "open: %s", tide_errmsg(NULL));
+    size_t len = 1u << 20;
+    uint8_t *a = malloc(len), *want = malloc(len);
+    CHECK(a && want);
+    for (size_t b = 0; b < len; b++)
+        want[b] = (uint8_t)(b * 11 + 1);
+    CHECK_EQ(tide_buffer_register(NULL, 10), -EINVAL);
+    CHECK_EQ(tide_buffer_register(a, 0), -EINVAL);
+    CHECK_EQ(tide_buffer_unregister(a, len), TIDE_ENOTFOUND);
+    CHECK_EQ(tide_buffer_register(a, len), 0);
+    CHECK_EQ(tide_buffer_register(a + 4096, 100), TIDE_EBUSY);
+    uint64_t m0, h0, u0, m1, h1, u1;
+    reg_now(&m0, &h0, &u0);
+    memcpy(a, want, len);
+    CHECK_MSG(tide_put(s, "reg-a", 5, a, len) == 0, "put: %s", tide_errmsg(s));
+    for (int i = 0; i < 10; i++) {
+        size_t gl = 0;
+        memset(a, 0, len);
+        CHECK_MSG(tide_get(s, "reg-a", 5, a, len, &gl) == 0, "get: %s", tide_errmsg(s));
+        CHECK_EQ(gl, len);
+        CHECK(memcmp(a, want, len) == 0);
+    }
+    reg_now(&m1, &h1, &u1);
+    CHECK_MSG(m1 - m0 == 1 && h1 - h0 >= 10,
+              "11 transfers from one declared buffer: %llu registrations, %llu cached uses",
+              (unsigned long long)(m1 - m0), (unsigned long long)(h1 - h0));
+    /* 20 more declared buffers, one put each: the context keeps 16. */
+    enum { NB = 20 };
+    size_t bl = 256u << 10;
+    uint8_t *bufs[NB];
+    for (int i = 0; i < NB; i++) {
+        bufs[i] = malloc(bl);
+        CHECK(bufs[i]);
+        memset(bufs[i], 0x30 + i, bl);
+        CHECK_EQ(tide_buffer_register(bufs[i], bl), 0);
+        char key[16];
+        int kl = snprintf(key, sizeof(key), "reg-%d", i);
+        CHECK_MSG(tide_put(s, key, (size_t)kl, bufs[i], bl) == 0, "put: %s", tide_errmsg(s));
+    }
+    uint64_t m2, h2, u2;
+    reg_now(&m2, &h2, &u2);
+    CHECK_EQ(m2 - m1, (uint64_t)NB);
+    CHECK_MSG(u2 - u1 >= NB + 1 - 16, "%d registrations held, %llu dropped: not bounded", NB + 1,
+              (unsigned long long)(u2 - u1));
+    /* The most recent is still registered; the first was dropped and is registered again. */
+    size_t gl = 0;
+    CHECK_EQ(tide_get(s, "reg-19", 6, bufs[NB - 1], bl, &gl), 0);
+    uint64_t m3, h3, u3;
+    reg_now(&m3, &h3, &u3);
+    CHECK_EQ(m3, m2);
+    CHECK_EQ(tide_get(s, "reg-0", 5, bufs[0], bl, &gl), 0);
+    CHECK(gl == bl && bufs[0][0] == 0x30 && bufs[0][bl - 1] == 0x30);
+    reg_now(&m3, &h3, &u3);
+    CHECK_EQ(m3, m2 + 1);
+    /* Unregistered: its registration goes now, and later transfers make none. */
+    CHECK_EQ(tide_buffer_unregister(bufs[0], bl), 0);
+    uint64_t m4, h4, u4;
+    reg_now(&m4, &h4, &u4);
+    CHECK_EQ(u4, u3 + 1);
+    CHECK_EQ(tide_get(s, "reg-0", 5, bufs[0], bl, &gl), 0);
+    reg_now(&m4, &h4, &u4);
+    CHECK_EQ(m4, m3);
+    for (int i = 1; i < NB; i++)
+        CHECK_EQ(tide_buffer_unregister(bufs[i], bl), 0);
+    CHECK_EQ(tide_buffer_unregister(a, len), 0);
+    tide_close(s);
+    for (int i = 0; i < NB; i++)
+        free(bufs[i]);
+    free(a);
+    free(want);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
+/* ---- objects removed and space reused under a remote read ------------------------------ */
+
+/* A writer on plain tide:// that, round after round, stores "victim", removes it 5 ms
+ * later, and fills the pool with other bytes (so the victim's space is reused), poking
+ * tided's listener between fills (every accept runs its lease expiry). */
+typedef struct churn {
+    const char *url;
+    int port;
+    size_t vlen;
+    const uint8_t *victim;
+    atomic_int stop;
+    atomic_int rounds;
+} churn;
+
+static void *churn_main(void *arg) {
+    churn *c = arg;
+    tide_store *w = NULL;
+    CHECK_MSG(tide_open(c->url, &w) == 0, "open: %s", tide_errmsg(NULL));
+    size_t fl = 1u << 20;
+    uint8_t *f = malloc(fl);
+    CHECK(f);
+    uint64_t until = now_ns() + 30000000000ull;
+    for (int r = 0; !atomic_load(&c->stop) && now_ns() < until && r < 2000; r++) {
+        /* The victim is there for 5 ms: a reader that pins it then is still moving its
+         * 16 MiB when it is removed, its lease expired and its space filled. */
+        tide_put(w, "victim", 6, c->victim, c->vlen);
+        struct timespec ms5 = {0, 5000000};
+        nanosleep(&ms5, NULL);
+        tide_remove(w, "victim", 6);
+        for (int i = 0; i < 16 && !atomic_load(&c->stop); i++) {
+            if (i % 4 == 0) {
+                int fd = server_connect(c->port, 5);
+                if (fd >= 0) close(fd);
+            }
+            char key[32];
+            int kl = snprintf(key, sizeof(key), "fill-%d-%d", r, i);
+            memset(f, 0x80 + ((r * 16 + i) & 0x3f), fl);
+            tide_put(w, key, (size_t)kl, f, fl); /* may be refused for room: fine */
+        }
+        atomic_store(&c->rounds, r + 1);
+    }
+    free(f);
+    tide_close(w);
+    return NULL;
+}
+
+/* A reader over UCX gets "victim" (16 MiB) while churn_main removes it and reuses its
+ * space. Every get returns the victim's exact bytes or a miss. With lease_ms 1 the pin
+ * runs out during the transfer, the space is reused under the read, and only the
+ * checksum where the bytes landed stands between the reader and wrong bytes (tided's
+ * checksum_errors counts each catch; the test needs one to have happened). With the
+ * default lease the pin keeps the space until RELEASE: no checksum error at all. */
+static void removed_under_read(const char *tls, const char *lease_ms, int expect_torn) {
+    ucx_env(tls);
+    const char *const args[] = {"--capacity",      "64MiB",      "--log-level",
+                                "error",           "--ucx-port", "0",
+                                "--unix-lease-ms", lease_ms,     NULL};
+    test_server ts;
+    server_start(&ts, args);
+    char u[200];
+    /* Under a sanitizer tided's UCX thread reports (TSan: suppressed, tests/tsan.supp) the
+     * race this test makes on purpose, slowly: a smaller value and a longer deadline. */
+    ucx_url(&ts, u, sizeof(u), SAN_BUILD ? "&timeout_ms=60000" : "&timeout_ms=10000");
+    tide_store *s = NULL;
+    CHECK_MSG(tide_open(u, &s) == 0, "open: %s", tide_errmsg(NULL));
+    size_t len = SAN_BUILD ? 4u << 20 : 16u << 20;
+    uint8_t *v = malloc(len), *got = malloc(len);
+    CHECK(v && got);
+    for (size_t b = 0; b < len; b++)
+        v[b] = (uint8_t)(b * 7 + 3);
+    tide_store *plain = NULL; /* a UCX put's reservation would have the 1 ms lease too */
+    CHECK_MSG(tide_open(ts.url, &plain) == 0, "open: %s", tide_errmsg(NULL));
+    CHECK_MSG(tide_put(plain, "victim", 6, v, len) == 0, "put: %s", tide_errmsg(plain));
+    tide_close(plain);
+    churn c = {.url = ts.url, .port = ts.port, .vlen = len, .victim = v};
+    atomic_init(&c.stop, 0);
+    atomic_init(&c.rounds, 0);
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, churn_main, &c), 0);
+    int ok = 0, miss = 0;
+    uint64_t torn = 0, until = now_ns() + 25000000000ull;
+    for (int i = 0; now_ns() < until && i < 5000; i++) {
+        size_t gl = 0;
+        memset(got, 0, len);
+        int rc = tide_get(s, "victim", 6, got, len, &gl);
+        if (rc == 0) {
+            CHECK_EQ(gl, len);
+            CHECK_MSG(memcmp(got, v, len) == 0, "get %d returned wrong bytes", i);
+            ok++;
+        } else {
+            CHECK_MSG(rc == TIDE_ENOTFOUND, "get %d: %s", i, tide_errmsg(s));
+            miss++;
+        }
+        if (SAN_BUILD && atomic_load(&c.rounds) >= 30) break;
+        if (i % 8 == 7 && !SAN_BUILD) {
+            torn = stat_figure(ts.port, "checksum_errors");
+            if (expect_torn ? torn >= 2 : atomic_load(&c.rounds) >= 30) break;
+        }
+    }
+    atomic_store(&c.stop, 1);
+    pthread_join(th, NULL);
+    torn = stat_figure(ts.port, "checksum_errors");
+    fprintf(stderr,
+            "  lease %s ms%s: %d intact gets, %d misses, %llu caught by the checksum, %d "
+            "rounds of removal and reuse\n",
+            lease_ms,
+            SAN_BUILD && expect_torn ? " (sanitizer build: a torn read not required)" : "", ok,
+            miss, (unsigned long long)torn, atomic_load(&c.rounds));
+    CHECK_MSG(atomic_load(&c.rounds) >= 3, "the writer made only %d rounds",
+              atomic_load(&c.rounds));
+    if (!expect_torn)
+        CHECK_MSG(torn == 0 && ok >= 3,
+                  "%llu reads were torn although the pin's lease was held (%d intact)",
+                  (unsigned long long)torn, ok);
+    else if (!SAN_BUILD) /* a sanitizer's timing may not give the race */
+        CHECK_MSG(torn >= 1, "no read was torn in %d gets: the race was not exercised", ok + miss);
+    tide_close(s);
+    free(v);
+    free(got);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
+TEST_T(ucx_removed_under_read_is_a_miss_tcp, 120) {
+    removed_under_read("tcp", "1", 1);
+}
+
+TEST_T(ucx_removed_under_read_is_a_miss_shm, 120) {
+    removed_under_read(SHM_TLS, "1", 1);
+}
+
+TEST_T(ucx_lease_keeps_space_under_read, 120) {
+    removed_under_read("tcp", "30000", 0);
+}
+
 /* ---- tided killed while a client reads ------------------------------------------------- */
 
 typedef struct killer {
@@ -469,6 +696,27 @@ static void *kill_later(void *arg) {
     nanosleep(&ts, NULL);
     kill(k->pid, SIGKILL);
     return NULL;
+}
+
+/* After tided was killed: the first failure names the address and the cause; a tided
+ * started again serves plain tide:// and transport=ucx clients (the TCP path included). */
+static void after_kill(const char *msg, const char *old_url) {
+    fprintf(stderr, "  the first failure: %s\n", msg);
+    CHECK_MSG(msg[0] && strstr(msg, old_url + strlen("tide://")) &&
+                  (strstr(msg, "UCX") || strstr(msg, "connect") || strstr(msg, "closed")),
+              "the failure does not say what failed: '%s'", msg ? msg : "");
+    test_server again;
+    server_start(&again, with_ucx);
+    tide_store *plain = NULL, *ux = NULL;
+    CHECK_MSG(tide_open(again.url, &plain) == 0, "open: %s", tide_errmsg(NULL));
+    put_get_check(plain, 2, 1 << 20, 7);
+    char u[200];
+    ucx_url(&again, u, sizeof(u), NULL);
+    CHECK_MSG(tide_open(u, &ux) == 0, "open: %s", tide_errmsg(NULL));
+    put_get_check(ux, 2, 1 << 20, 8);
+    tide_close(ux);
+    tide_close(plain);
+    CHECK_EQ(server_stop(&again, SIGTERM), 0);
 }
 
 /* Every get returns the right bytes or fails; once tided is gone, calls fail (no hang,
@@ -491,6 +739,7 @@ static void killed_mid_read(const char *tls) {
     pthread_t th;
     CHECK_EQ(pthread_create(&th, NULL, kill_later, &k), 0);
     int ok = 0, failed = 0;
+    char first[512] = "";
     uint64_t until = now_ns() + 20000000000ull;
     while (failed < 2 && now_ns() < until) {
         size_t gl = 0;
@@ -501,13 +750,14 @@ static void killed_mid_read(const char *tls) {
             CHECK_MSG(memcmp(got, v, len) == 0, "a get returned wrong bytes");
             ok++;
         } else {
-            failed++;
+            if (!failed++) snprintf(first, sizeof(first), "%s", tide_errmsg(s));
         }
     }
     pthread_join(th, NULL);
     CHECK_MSG(failed == 2, "calls still succeed after tided was killed (%d ok)", ok);
     int st;
     CHECK_EQ(waitpid(ts.pid, &st, 0), ts.pid);
+    after_kill(first, ts.url);
     tide_close(s);
     free(v);
     free(got);
@@ -538,6 +788,7 @@ static void killed_mid_write(const char *tls) {
     pthread_t th;
     CHECK_EQ(pthread_create(&th, NULL, kill_later, &k), 0);
     int ok = 0, failed = 0;
+    char first[512] = "";
     uint64_t until = now_ns() + 20000000000ull;
     for (int i = 0; failed < 2 && now_ns() < until; i++) {
         char key[32];
@@ -545,13 +796,14 @@ static void killed_mid_write(const char *tls) {
         v[0] = (uint8_t)i; /* a new value each time */
         if (tide_put(s, key, (size_t)kl, v, len) == 0)
             ok++;
-        else
-            failed++;
+        else if (!failed++)
+            snprintf(first, sizeof(first), "%s", tide_errmsg(s));
     }
     pthread_join(th, NULL);
     CHECK_MSG(failed == 2, "puts still succeed after tided was killed (%d ok)", ok);
     int st;
     CHECK_EQ(waitpid(ts.pid, &st, 0), ts.pid);
+    after_kill(first, ts.url);
     tide_close(s);
     free(v);
 }
@@ -614,6 +866,69 @@ TEST_T(ucx_cluster_replicas_node_killed, 240) {
         CHECK(memcmp(got, v, len) == 0);
     }
     tide_close(s);
+    CHECK_EQ(server_stop(&ts[0], SIGTERM), 0);
+    CHECK_EQ(server_stop(&ts[2], SIGTERM), 0);
+}
+/* Three nodes, replicas=2 over UCX, values of 128 KiB (UCX's rendezvous): a node is
+ * SIGKILLed while puts stream. Every put that returned 0 is read back, right, from the
+ * nodes left (nothing committed lost); the puts after the kill still succeed (on the two
+ * left); a plain tide:// client still reads from the survivors. */
+TEST_T(ucx_cluster_node_killed_mid_write, 240) {
+    ucx_env("tcp");
+    const char *const extra[] = {"--ucx-port", "0", NULL};
+    test_server ts[3];
+    cluster_start_nodes_with(ts, 3, NULL, extra);
+    char u[512];
+    cluster_url(u, sizeof(u), ts, 3, "replicas=2&transport=ucx&timeout_ms=5000");
+    tide_store *s = NULL;
+    CHECK_MSG(tide_open(u, &s) == 0, "open: %s", tide_errmsg(NULL));
+    enum { N = 300 }; /* 300 x 128 KiB x 2 copies: room on the two nodes left (64 MiB each) */
+    size_t len = 128u << 10;
+    uint8_t *v = malloc(len), *got = malloc(len);
+    static int okput[N];
+    CHECK(v && got);
+    killer k = {ts[1].pid, 400};
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, kill_later, &k), 0);
+    int ok = 0, after = 0, n = 0;
+    uint64_t t0 = now_ns();
+    for (int i = 0; i < N && (i < 40 || now_ns() - t0 < 1500000000ull); i++, n++) {
+        uint64_t started = now_ns() - t0;
+        char key[32];
+        int kl = snprintf(key, sizeof(key), "mw-%d", i);
+        memset(v, 0x21 + (i % 90), len);
+        v[0] = (uint8_t)i;
+        okput[i] = tide_put(s, key, (size_t)kl, v, len) == 0;
+        struct timespec pace = {0, 4000000}; /* 300 puts over ~1.2 s: the kill lands mid-way */
+        nanosleep(&pace, NULL);
+        ok += okput[i];
+        if (okput[i] && started > 600000000ull) after++; /* 200 ms past the kill */
+    }
+    pthread_join(th, NULL);
+    int st;
+    CHECK_EQ(waitpid(ts[1].pid, &st, 0), ts[1].pid);
+    CHECK_MSG(ok >= n / 2 && after > 0, "%d of %d puts succeeded, %d after the kill", ok, n, after);
+    tide_store *plain = NULL;
+    char pu[512];
+    cluster_url(pu, sizeof(pu), ts, 3, "replicas=2");
+    CHECK_MSG(tide_open(pu, &plain) == 0, "open: %s", tide_errmsg(NULL));
+    for (int i = 0; i < n; i++) {
+        if (!okput[i]) continue;
+        char key[32];
+        int kl = snprintf(key, sizeof(key), "mw-%d", i);
+        memset(v, 0x21 + (i % 90), len);
+        v[0] = (uint8_t)i;
+        tide_store *from = i % 2 ? plain : s;
+        size_t gl = 0;
+        CHECK_MSG(tide_get(from, key, (size_t)kl, got, len, &gl) == 0,
+                  "put %d returned 0 but its value is gone: %s", i, tide_errmsg(from));
+        CHECK_EQ(gl, len);
+        CHECK_MSG(memcmp(got, v, len) == 0, "value %d: wrong bytes", i);
+    }
+    tide_close(plain);
+    tide_close(s);
+    free(v);
+    free(got);
     CHECK_EQ(server_stop(&ts[0], SIGTERM), 0);
     CHECK_EQ(server_stop(&ts[2], SIGTERM), 0);
 }
