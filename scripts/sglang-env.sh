@@ -7,9 +7,10 @@
 # Cheap on purpose. `pip install sglang` pulls torch 2.14.1 with CUDA 13 (5.4 GB and ~5 min for
 # torch alone, measured) plus flashinfer, deep-gemm, flash-attn and the rest of the GPU stack.
 # Here: sglang==0.5.23 --no-deps, and --no-deps every package of tests/sglang/requirements.lock
-# (what SGLang's HiCache modules import, ~0.8 GB); torch and torchvision are not downloaded
-# again but linked from .venv-vllm33 (torch 2.14.0 with its NVIDIA libraries, made by
-# scripts/vllm33-env.sh, which this script runs when that venv has no torch; $TORCH_VENV overrides it).
+# (what SGLang's HiCache modules import, ~0.75 GB); torch, torchvision and triton are not
+# downloaded again but linked from .venv-vllm33 (torch 2.14.0 with its NVIDIA libraries, made
+# by scripts/vllm33-env.sh, which this script runs when that venv has no torch; $TORCH_VENV
+# overrides it). Byte-code is not compiled at install (--no-compile): only what is imported.
 # Idempotent: a complete environment is left alone (a stamp and one import, a few seconds).
 set -eu
 cd "$(dirname "$0")/.."
@@ -45,12 +46,14 @@ if [ ! -d "$torch_site/torch" ] || [ ! -d "$torch_site/torchvision" ]; then
     exit 1
 fi
 
-echo "sglang-env: building $VENV ($SGLANG_PKG --no-deps, $(grep -v '^#' "$LOCK" | grep -c '==') pinned packages --no-deps, torch from $TORCH_VENV)"
+n=$(grep -v '^#' "$LOCK" | grep -c '==')
+echo "sglang-env: building $VENV ($SGLANG_PKG and $n pinned packages, --no-deps; torch from" \
+    "$TORCH_VENV)"
 start=$(date +%s)
 rm -rf "$VENV"
 $PY -m venv "$VENV"
-"$VENV/bin/pip" install -q --disable-pip-version-check --no-deps -r "$LOCK" "$SGLANG_PKG" \
-    pytest==9.2.0 iniconfig==2.3.1 pluggy==1.7.0
+"$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --no-compile -r "$LOCK" \
+    "$SGLANG_PKG" pytest==9.2.0 iniconfig==2.3.1 pluggy==1.7.0
 for d in "$torch_site"/torch "$torch_site"/torchgen "$torch_site"/functorch \
     "$torch_site"/torch-*.dist-info "$torch_site"/torchvision \
     "$torch_site"/torchvision-*.dist-info "$torch_site"/torchvision.libs "$torch_site"/nvidia \
@@ -63,4 +66,5 @@ if ! versions; then
     exit 1
 fi
 echo "$want" > "$stamp"
-echo "sglang-env: done in $(( $(date +%s) - start )) s, $(du -sh "$VENV" | cut -f1) (links not counted)"
+echo "sglang-env: done in $(( $(date +%s) - start )) s, $(du -sh "$VENV" | cut -f1)" \
+    "(the links to $TORCH_VENV not counted)"

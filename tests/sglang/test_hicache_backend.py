@@ -257,7 +257,8 @@ def test_cluster_with_two_replicas_survives_a_killed_node(cluster):
     want = [page_bytes(host, p * PAGE) for p in range(1, 5)]
     st = page_bytes(mamba, 1)
     cluster[0].stop(signal.SIGKILL)
-    trail = PoolTransfer(name=PoolName.MAMBA, keys=keys[-1:], hit_policy=PoolHitPolicy.TRAILING_PAGES)
+    trail = PoolTransfer(name=PoolName.MAMBA, keys=keys[-1:],
+                         hit_policy=PoolHitPolicy.TRAILING_PAGES)
     assert b.batch_exists_v2(keys, [trail]).kv_hit_pages == 4
     clear(host, range(5, 9))
     res = b.batch_get_v2([

@@ -267,7 +267,9 @@ class TideHiCacheStorage(_hs.HiCacheStorage):
         if bad:
             # Not a page of this pool and key (another format, another KV page, a short
             # value): a miss, and removed so the next save can store the right one.
-            log.warning("tide.sglang: %d %s values failed their header; removed", len(bad), pool.name)
+            log.warning(
+                "tide.sglang: %d %s values failed their header; removed", len(bad), pool.name
+            )
             try:
                 self.store.remove_many(bad)
             except errors.Error:
@@ -337,13 +339,19 @@ class TideHiCacheStorage(_hs.HiCacheStorage):
     def _kv(self) -> _Pool:
         pool = self.pools.get("kv")
         if pool is None:
-            raise SGLangSetupError("tide.sglang: no KV host pool registered (register_mem_pool_host)")
+            raise SGLangSetupError(
+                "tide.sglang: no KV host pool registered (register_mem_pool_host)"
+            )
         return pool
 
-    def batch_get_v1(self, keys: list[str], host_indices: Any, extra_info: Any = None) -> list[bool]:
+    def batch_get_v1(
+        self, keys: list[str], host_indices: Any, extra_info: Any = None
+    ) -> list[bool]:
         return self._get(self._kv(), keys, host_indices)
 
-    def batch_set_v1(self, keys: list[str], host_indices: Any, extra_info: Any = None) -> list[bool]:
+    def batch_set_v1(
+        self, keys: list[str], host_indices: Any, extra_info: Any = None
+    ) -> list[bool]:
         return self._set(self._kv(), keys, host_indices)
 
     def exists(self, key: str) -> bool:
@@ -369,7 +377,9 @@ class TideHiCacheStorage(_hs.HiCacheStorage):
         sizes = [[int(t.numel()) * int(t.element_size())] for t in flat]
         for s in sizes:
             if s[0] != pool.payload:
-                log.error("tide.sglang: a flat page of %d bytes; this pool's are %d", s[0], pool.payload)
+                log.error(
+                    "tide.sglang: a flat page of %d bytes; this pool's are %d", s[0], pool.payload
+                )
                 return [False] * n
         hdr = self._headers(pool, tks, keys) if setting else ctypes.create_string_buffer(
             max(1, n) * layout.HEADER_SIZE
