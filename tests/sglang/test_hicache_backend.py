@@ -323,3 +323,31 @@ def test_sglang_failure_injector_wraps_it(tided, monkeypatch):
             assert page_bytes(host, 2 * PAGE) == want
             return
     pytest.fail("40 tries, no load got through a 50% failure injector")
+
+
+def test_swa_window_loads_only_with_its_kv(tided):
+    """A sliding-window pool (SGLang registers an MHA host pool as 'swa', trailing pages):
+    a prefix counts only where its last two SWA pages and every KV page below exist."""
+    b, host = make(tided.unix)
+    swa = mha_host()
+    b.register_mem_host_pool_v2(swa, PoolName.SWA)
+    keys = hashes(4)
+    fill(host, [p * PAGE for p in range(1, 5)], seed=40)
+    fill(swa, [p * PAGE for p in (1, 2)], seed=41)
+    want = [page_bytes(swa, p * PAGE) for p in (1, 2)]
+    res = b.batch_set_v2([
+        PoolTransfer(name=PoolName.KV, host_indices=idx(range(1, 5)), keys=keys),
+        PoolTransfer(name=PoolName.SWA, host_indices=idx([1, 2]), keys=keys[2:]),
+    ])
+    assert res == {"kv": [True] * 4, "swa": [True, True]}
+    window = PoolTransfer(name=PoolName.SWA, keys=keys[2:], hit_policy=PoolHitPolicy.TRAILING_PAGES)
+    r = b.batch_exists_v2(keys, [window])
+    assert (r.kv_hit_pages, r.restorable_prefix_pages) == (4, [4])
+    raw = tide.Store(tided.unix)
+    raw.remove(b.pools["kv"].keys.key(keys[2]))  # a KV page under the window evicted
+    assert b.batch_exists_v2(keys, [window]).kv_hit_pages == 0
+    clear(swa, [5, 6])
+    got = b.batch_get_v2([PoolTransfer(name=PoolName.SWA, host_indices=idx([5, 6]),
+                                       keys=keys[2:])])
+    assert got == {"swa": [False, True]}  # page 2's KV is gone: its SWA page does not load
+    assert page_bytes(swa, 6 * PAGE) == want[1]
