@@ -20,6 +20,8 @@
 #   make test-docs           README.md and docs/*.md: shell blocks run, figures and messages checked
 #   make test-vllm33         tide with vLLM 0.33.0's own scheduler and connector classes (in
 #                            .venv-vllm33/): tests/vllm33; check-config against 0.32 and 0.33
+#   make test-sglang         tide.sglang as SGLang 0.5.23's HiCache storage backend (in
+#                            .venv-sglang/, torch linked from .venv-vllm33/): tests/sglang
 #
 # CI=1 turns warnings into errors. BUILD=dir moves every output under dir.
 
@@ -85,7 +87,7 @@ BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 DRIVE_BINS := $(patsubst bench/drive/%.c,$(BUILD)/bench/drive/%,$(wildcard bench/drive/*.c))
 
 .PHONY: all deps test check bench demo fuzz fuzz-seeds clean format python-test soak \
-	valgrind tsan test-vllm test-vllm33 typecheck test-docs format-check
+	valgrind tsan test-vllm test-vllm33 test-sglang typecheck test-docs format-check
 all: $(BUILD)/libtide.so $(BUILD)/libtide.a $(BUILD)/tide $(BUILD)/tided $(BENCH_BINS) $(DRIVE_BINS)
 
 $(BUILD)/obj/%.o: %.c
@@ -191,6 +193,15 @@ test-vllm33: $(BUILD)/libtide.so $(BUILD)/tide
 	VLLM_VENV=$(VENV32) scripts/vllm-env.sh
 	BUILD=$(abspath $(BUILD)) $(VENV32)/bin/python -m pytest -q -p no:cacheprovider \
 		tests/vllm33/test_check_config_diff.py tests/vllm33/test_connector_scheduler.py
+
+# SGLang 0.5.23 (`sglang` --no-deps with the packages its HiCache modules import,
+# tests/sglang/requirements.lock; torch linked from $(VENV33)): tests/sglang drives tide.sglang
+# through SGLang's own storage factory and real host pools on CPU. VENVSGL moves the venv.
+VENVSGL ?= .venv-sglang
+test-sglang: $(BUILD)/libtide.so $(BUILD)/tide
+	VENV=$(VENVSGL) TORCH_VENV=$(VENV33) scripts/sglang-env.sh
+	BUILD=$(abspath $(BUILD)) $(VENVSGL)/bin/python -m pytest -q -p no:cacheprovider \
+		tests/sglang $(SGLANG_TESTS)
 
 bench: all
 	scripts/bench.sh
