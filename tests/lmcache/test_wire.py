@@ -48,8 +48,9 @@ class Conn:
                 self._fill()
             body, self.buf = self.buf[:need], self.buf[need:]
             return line + body
-        if line[:1] == b"*":
-            return line + b"".join(self.reply() for _ in range(max(0, int(line[1:-2]))))
+        if line[:1] in (b"*", b"%"):  # an array, or a RESP3 map: twice as many
+            n = max(0, int(line[1:-2])) * (2 if line[:1] == b"%" else 1)
+            return line + b"".join(self.reply() for _ in range(n))
         return line
 
     def send(self, data, chunk=None):
@@ -148,3 +149,51 @@ def test_wrong_auth_same_first_word_as_redis(tided_token, redis_token):
     cmds = [cmd("AUTH", "not-the-token")]
     r, t = run(redis_token, cmds)[0], run(tided_token.resp, cmds)[0]
     assert r.startswith(b"-WRONGPASS") and same(r, t), (r, t)
+
+
+def hello_shape(reply):
+    """A HELLO reply without the fields that differ between servers (version, id)."""
+    lines = reply.split(b"\r\n")
+    fields = {}
+    i = 1
+    while i + 3 < len(lines) and lines[i].startswith(b"$"):
+        k = lines[i + 1]
+        v = lines[i + 3] if lines[i + 2].startswith(b"$") else lines[i + 2]
+        i += 4 if lines[i + 2].startswith(b"$") else 3
+        fields[k] = v
+    return lines[0], {k: v for k, v in fields.items() if k in (b"server", b"proto", b"mode")}
+
+
+@pytest.mark.parametrize("proto", ["2", "3"])
+def test_hello_then_lmcache_commands_same_as_redis(tided, redis, proto):
+    """redis-py 8 (LMCache's redis:// connector) opens every connection with HELLO 3 and
+    then expects RESP3 replies (a miss is `_`, CONFIG GET a map)."""
+    cmds, _ = lmcache_sequence(64 << 10)
+    cmds = [cmd("HELLO", proto)] + cmds + [cmd("MGET", "model@missing", "x"),
+                                          cmd("CONFIG", "GET", "appendonly"),
+                                          cmd("CLIENT", "GETNAME")]
+    r, t = run(redis, cmds), run(tided.resp, cmds)
+    assert hello_shape(r[0]) == hello_shape(t[0])
+    assert hello_shape(t[0])[0] == (b"%7" if proto == "3" else b"*14")
+    for i in range(1, len(cmds)):
+        assert r[i] == t[i], f"{cmds[i][:50]!r}: redis {r[i][:60]!r}, tided {t[i][:60]!r}"
+    if proto == "3":
+        assert t[-4] == b"_\r\n" and t[-1] == b"_\r\n"
+
+
+def test_hello_auth_same_as_redis(tided_token, redis_token):
+    seqs = [
+        [cmd("HELLO", "3", "AUTH", "default", TOKEN), cmd("GET", "a")],
+        [cmd("HELLO", "3", "AUTH", "default", "wrong")],
+        [cmd("HELLO", "3")],
+        [cmd("HELLO", "4")],
+        [cmd("HELLO", "3", "AUTH", "default", TOKEN, "SETNAME", "lmc"), cmd("CLIENT", "GETNAME")],
+        [cmd("HELLO", "3", "BOGUS")],
+    ]
+    for cmds in seqs:
+        r, t = run(redis_token, cmds), run(tided_token.resp, cmds)
+        if r[0][:1] == b"-":
+            assert same(r[0], t[0]), (cmds[0], r, t)
+        else:
+            assert hello_shape(r[0]) == hello_shape(t[0]), (cmds[0], r, t)
+        assert r[1:] == t[1:], (cmds, r, t)
