@@ -18,6 +18,8 @@
 #   make tsan                tided and the tests under ThreadSanitizer (build/tsan), integration
 #   make test-vllm           tide inside a real vLLM (CPU build, in .venv-vllm/): tests/vllm
 #   make test-docs           README.md and docs/*.md: shell blocks run, figures and messages checked
+#   make test-lmcache        tide under LMCache 0.5.6's RESP client and L2 adapters (in
+#                            .venv-lmcache/): tests/lmcache; docs/LMCACHE.md
 #   make test-vllm33         tide with vLLM 0.33.0's own scheduler and connector classes (in
 #                            .venv-vllm33/): tests/vllm33; check-config against 0.32 and 0.33
 #   make test-sglang         tide.sglang as SGLang 0.5.23's HiCache storage backend (in
@@ -87,7 +89,7 @@ BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 DRIVE_BINS := $(patsubst bench/drive/%.c,$(BUILD)/bench/drive/%,$(wildcard bench/drive/*.c))
 
 .PHONY: all deps test check bench demo fuzz fuzz-seeds clean format python-test soak \
-	valgrind tsan test-vllm test-vllm33 test-sglang typecheck test-docs format-check
+	valgrind tsan test-vllm test-vllm33 test-sglang test-lmcache typecheck test-docs format-check
 all: $(BUILD)/libtide.so $(BUILD)/libtide.a $(BUILD)/tide $(BUILD)/tided $(BENCH_BINS) $(DRIVE_BINS)
 
 $(BUILD)/obj/%.o: %.c
@@ -202,6 +204,18 @@ test-sglang: $(BUILD)/libtide.so $(BUILD)/tide
 	VENV=$(VENVSGL) TORCH_VENV=$(VENV33) scripts/sglang-env.sh
 	BUILD=$(abspath $(BUILD)) $(VENVSGL)/bin/python -m pytest -q -p no:cacheprovider \
 		tests/sglang $(SGLANG_TESTS)
+
+# LMCache 0.5.6 (the `lmcache` package, imported on CPU; no engine): tests/lmcache drives its
+# RESP client, its `resp` and `native_plugin` L2 adapters (tide.lmcache) with real
+# TensorMemoryObj chunks against tideds this stage starts, and compares tided's RESP replies
+# with Debian's redis-server's. scripts/lmcache-env.sh makes or checks $(VENVLMC): lmcache and
+# five small packages with --no-deps, torch read from $(VENV33) (made first).
+# LMCACHE_TESTS="-k expr" selects tests.
+VENVLMC ?= .venv-lmcache
+test-lmcache: $(BUILD)/libtide.so $(BUILD)/tide
+	VENV=$(VENVLMC) VENV33=$(VENV33) scripts/lmcache-env.sh
+	BUILD=$(abspath $(BUILD)) $(VENVLMC)/bin/python -m pytest -q -p no:cacheprovider \
+		-W ignore::DeprecationWarning tests/lmcache $(LMCACHE_TESTS)
 
 bench: all
 	scripts/bench.sh

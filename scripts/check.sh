@@ -5,8 +5,10 @@
 # Python), typecheck (mypy --strict over python/tide),
 # test-vllm (real vLLM 0.32 engines), test-vllm33 (vLLM 0.33's own scheduler and connector
 # classes; check-config against 0.32 and 0.33), test-sglang (tide.sglang as SGLang 0.5.23's
-# HiCache storage backend, SGLang's own classes on CPU), asan (the test suite under ASan+UBSan),
-# valgrind (the unit suite under memcheck), tsan (every C test against ThreadSanitizer
+# HiCache storage backend, SGLang's own classes on CPU), test-lmcache (LMCache 0.5.6's RESP
+# client and L2 adapters against tided; tided's RESP replies against redis-server's), asan
+# (the test suite under ASan+UBSan), valgrind (the unit suite under memcheck), tsan (every
+# C test against ThreadSanitizer
 # builds), fuzz (a short, reproducible run of every fuzz
 # target). A failed stage does not stop the others, so one run shows every broken stage;
 # the last line is the summary ("check: PASS ..." or "check: FAIL: <stages> ...") and the
@@ -18,7 +20,7 @@ MAKE="${MAKE:-make}"
 # Everything the tests need is installed by `make deps`, so a C test that skips here has
 # silently stopped testing what it should: it fails the stage (tests/harness.c).
 export TIDE_TESTS_NO_SKIP="${TIDE_TESTS_NO_SKIP:-1}"
-STAGES="${CHECK_STAGES:-format test typecheck test-vllm test-vllm33 test-sglang test-docs asan valgrind tsan fuzz}"
+STAGES="${CHECK_STAGES:-format test typecheck test-vllm test-vllm33 test-sglang test-lmcache test-docs asan valgrind tsan fuzz}"
 
 run_stage() {
     case "$1" in
@@ -29,11 +31,12 @@ run_stage() {
     test-vllm) $MAKE test-vllm ;;
     test-vllm33) $MAKE test-vllm33 ;;
     test-sglang) $MAKE test-sglang ;;
+    test-lmcache) $MAKE test-lmcache ;;
     asan) $MAKE test SANITIZER=address,undefined ;;
     valgrind) $MAKE valgrind ;;
     tsan) $MAKE tsan ;;
     fuzz) $MAKE fuzz FUZZ_FLAGS='-runs=30000 -seed=1' ;;
-    *) echo "check: unknown stage '$1' (stages: format test typecheck test-vllm test-vllm33 test-sglang test-docs asan valgrind tsan fuzz)" >&2
+    *) echo "check: unknown stage '$1' (stages: format test typecheck test-vllm test-vllm33 test-sglang test-lmcache test-docs asan valgrind tsan fuzz)" >&2
        return 2 ;;
     esac
 }

@@ -79,6 +79,14 @@ int resp_out_line(resp_conn *c, char type, const char *s) {
     return 0;
 }
 
+int resp_out_nil(resp_conn *c) {
+    return c->resp3 ? RESP_OUT_LIT(c, "_\r\n") : RESP_OUT_LIT(c, "$-1\r\n");
+}
+
+int resp_out_map(resp_conn *c, int64_t n) {
+    return c->resp3 ? resp_out_num(c, '%', n) : resp_out_num(c, '*', 2 * n);
+}
+
 int resp_out_err(resp_conn *c, const char *fmt, ...) {
     char msg[256];
     va_list ap;
@@ -144,7 +152,7 @@ int resp_set_reply(resp_conn *c, int kind) {
     case SR_ZERO:
         return RESP_OUT_LIT(c, ":0\r\n");
     case SR_NIL:
-        return RESP_OUT_LIT(c, "$-1\r\n");
+        return resp_out_nil(c);
     default:
         return resp_out_line(c, '-', c->err);
     }
@@ -199,7 +207,7 @@ static int reply_copy(resp_conn *c, const store_ref *ref, const uint8_t *v, int 
     memcpy(b, hdr, hl);
     if (copy_out_hashed(b + hl, v, ref->len) != ref->checksum) {
         value_failed(st, ref);
-        return RESP_OUT_LIT(c, "$-1\r\n"); /* the room is reused: nothing was committed to it */
+        return resp_out_nil(c); /* the room is reused: nothing was committed to it */
     }
     store_unpin(st, ref->id);
     memcpy(b + hl + ref->len, "\r\n", 2);
@@ -224,13 +232,17 @@ static int reply_value(resp_conn *c, const resp_arg *key, int *hit) {
     store *st = c->srv->st;
     store_ref ref;
     *hit = 0;
-    if (store_pin(st, key->p, key->len, 0, &ref) != 0) return RESP_OUT_LIT(c, "$-1\r\n");
+    if (store_pin(st, key->p, key->len, 0, &ref) != 0) return resp_out_nil(c);
     const uint8_t *v = store_base(st) + ref.offset;
     int rc;
     if (ref.len <= COPY_MAX) {
         rc = reply_copy(c, &ref, v, hit);
     } else if (server_pool_shared(c->srv)) {
         outq_frame fr = {.post = "\r\n", .fail = "$-1\r\n", .npost = 2, .nfail = 5};
+        if (c->resp3) { /* the null it sends instead when the check fails */
+            memcpy(fr.fail, "_\r\n", 3);
+            fr.nfail = 3;
+        }
         fr.npre = (uint8_t)resp_enc_num(fr.pre, '$', (int64_t)ref.len);
         rc = outq_push_checked(&c->io.out, v, ref.len, ref.id, ref.checksum, &fr);
         if (rc) store_unpin(st, ref.id);
@@ -238,7 +250,7 @@ static int reply_value(resp_conn *c, const resp_arg *key, int *hit) {
     } else {
         if (checksum_buf(v, ref.len) != ref.checksum) {
             value_failed(st, &ref);
-            return RESP_OUT_LIT(c, "$-1\r\n");
+            return resp_out_nil(c);
         }
         rc = resp_out_num(c, '$', (int64_t)ref.len);
         if (rc == 0) rc = outq_push(&c->io.out, v, ref.len, NULL, ref.id); /* the pin goes along */
@@ -486,28 +498,33 @@ static int cmd_info(resp_conn *c, const resp_cmd *cmd, int *status) {
     return resp_out_bulk(c, b, n < sizeof(b) ? n : sizeof(b) - 1);
 }
 
+/* Name the connection (CLIENT SETNAME, HELLO's SETNAME): 0 with nothing queued, or the
+ * error reply queued and *status MST_ERROR. */
+static int set_name(resp_conn *c, const resp_arg *nm, int *status) {
+    for (size_t i = 0; i < nm->len; i++) {
+        if (nm->p[i] < '!' || nm->p[i] > '~') {
+            *status = MST_ERROR;
+            return resp_out_err(c, "ERR Client names cannot contain spaces, newlines or special "
+                                   "characters.");
+        }
+    }
+    if (nm->len >= sizeof(c->name)) {
+        *status = MST_ERROR;
+        return resp_out_err(c, "ERR client name longer than %zu bytes", sizeof(c->name) - 1);
+    }
+    memcpy(c->name, nm->p, nm->len);
+    c->name[nm->len] = '\0';
+    return 0;
+}
+
 static int cmd_client(resp_conn *c, const resp_cmd *cmd, int *status) {
     const resp_arg *sub = &cmd->argv[1];
     if (resp_arg_is(sub, "SETNAME") && cmd->argc == 3) {
-        const resp_arg *nm = &cmd->argv[2];
-        for (size_t i = 0; i < nm->len; i++) {
-            if (nm->p[i] < '!' || nm->p[i] > '~') {
-                *status = MST_ERROR;
-                return resp_out_err(c,
-                                    "ERR Client names cannot contain spaces, newlines or special "
-                                    "characters.");
-            }
-        }
-        if (nm->len >= sizeof(c->name)) {
-            *status = MST_ERROR;
-            return resp_out_err(c, "ERR client name longer than %zu bytes", sizeof(c->name) - 1);
-        }
-        memcpy(c->name, nm->p, nm->len);
-        c->name[nm->len] = '\0';
-        return RESP_OUT_LIT(c, "+OK\r\n");
+        int rc = set_name(c, &cmd->argv[2], status);
+        return rc || *status == MST_ERROR ? rc : RESP_OUT_LIT(c, "+OK\r\n");
     }
     if (resp_arg_is(sub, "GETNAME") && cmd->argc == 2)
-        return c->name[0] ? resp_out_bulk_str(c, c->name) : RESP_OUT_LIT(c, "$-1\r\n");
+        return c->name[0] ? resp_out_bulk_str(c, c->name) : resp_out_nil(c);
     if (resp_arg_is(sub, "ID") && cmd->argc == 2) return resp_out_num(c, ':', (int64_t)c->id);
     if (resp_arg_is(sub, "SETINFO") && cmd->argc == 4) return RESP_OUT_LIT(c, "+OK\r\n");
     *status = MST_ERROR;
@@ -541,7 +558,7 @@ static int cmd_config(resp_conn *c, const resp_cmd *cmd, int *status) {
             }
         }
     }
-    int rc = resp_out_num(c, '*', 2 * count);
+    int rc = resp_out_map(c, count);
     for (size_t k = 0; k < nkv && rc == 0; k++) {
         if (!match[k]) continue;
         rc = resp_out_bulk_str(c, kv[k][0]);
@@ -550,37 +567,121 @@ static int cmd_config(resp_conn *c, const resp_cmd *cmd, int *status) {
     return rc;
 }
 
-static int cmd_auth(resp_conn *c, const resp_cmd *cmd, int *status) {
+/* Check user (NULL: none given) and password against tided's token, for AUTH and HELLO's
+ * AUTH option. 1: authenticated, nothing queued; 0: an error reply was queued (its result
+ * in *rc, negative to close). */
+static int auth_check(resp_conn *c, const resp_arg *user, const resp_arg *pw, int *status,
+                      int *rc) {
     const char *token = c->srv->cfg.auth_token;
-    if (cmd->argc > 3) {
-        *status = MST_ERROR;
-        return resp_out_err(c, "ERR syntax error");
-    }
+    *rc = 0;
     if (!token[0]) {
         *status = MST_ERROR;
-        return resp_out_err(c, "ERR AUTH <password> called without any password configured for "
-                               "the default user (tided runs without --auth-token-file)");
+        *rc = resp_out_err(c, "ERR AUTH <password> called without any password configured for "
+                              "the default user (tided runs without --auth-token-file)");
+        return 0;
     }
-    const resp_arg *pw = &cmd->argv[cmd->argc - 1];
-    int user_ok = cmd->argc == 2 || resp_arg_is(&cmd->argv[1], "default");
+    int user_ok = !user || resp_arg_is(user, "default");
     if (!connio_token_equal(token, pw->p, pw->len) || !user_ok) {
         /* The connection stays, but pauses before its next command, longer after each
          * failure (connio_auth_failed): a few guesses a second at most. */
         connio_auth_failed(&c->io);
         *status = MST_ERROR;
-        return resp_out_err(c, "WRONGPASS invalid username-password pair or user is disabled.");
+        *rc = resp_out_err(c, "WRONGPASS invalid username-password pair or user is disabled.");
+        return 0;
     }
     if (!c->io.authed) { /* out of its pre-auth slot (preauth.c) */
-        int rc = connio_authed(&c->io);
-        if (rc == -ECONNABORTED) return rc;
-        if (rc == TIDE_ELIMIT) {
+        int r = connio_authed(&c->io);
+        if (r == -ECONNABORTED) {
+            *rc = r;
+            return 0;
+        }
+        if (r == TIDE_ELIMIT) {
             *status = MST_ERROR;
             c->io.close_after_flush = 1;
-            return resp_out_err(c, "ERR max number of clients reached (--max-conns %d)",
-                                c->srv->cfg.max_conns);
+            *rc = resp_out_err(c, "ERR max number of clients reached (--max-conns %d)",
+                               c->srv->cfg.max_conns);
+            return 0;
         }
     }
+    return 1;
+}
+
+static int cmd_auth(resp_conn *c, const resp_cmd *cmd, int *status) {
+    if (cmd->argc > 3) {
+        *status = MST_ERROR;
+        return resp_out_err(c, "ERR syntax error");
+    }
+    int rc;
+    if (!auth_check(c, cmd->argc == 3 ? &cmd->argv[1] : NULL, &cmd->argv[cmd->argc - 1], status,
+                    &rc))
+        return rc;
     return RESP_OUT_LIT(c, "+OK\r\n");
+}
+
+static int set_name(resp_conn *c, const resp_arg *nm, int *status);
+
+/* HELLO [protover [AUTH user pass] [SETNAME name]]: choose RESP2 or RESP3 for this
+ * connection (redis-py 8 and other RESP3 clients send HELLO 3 first, with AUTH when they
+ * have a password), authenticate and name it, and answer the server's description as a
+ * map. Allowed before AUTH: without its AUTH option it then answers NOAUTH, as Redis. */
+static int cmd_hello(resp_conn *c, const resp_cmd *cmd, int *status) {
+    int proto = c->resp3 ? 3 : 2;
+    uint32_t i = 1;
+    if (cmd->argc >= 2) {
+        const resp_arg *v = &cmd->argv[1];
+        if (v->len != 1 || (v->p[0] != '2' && v->p[0] != '3')) {
+            *status = MST_ERROR;
+            return resp_out_err(c, "NOPROTO sorry, this protocol version is not supported");
+        }
+        proto = v->p[0] - '0';
+        i = 2;
+    }
+    const resp_arg *user = NULL, *pw = NULL, *name = NULL;
+    for (; i < cmd->argc; i++) {
+        if (resp_arg_is(&cmd->argv[i], "AUTH") && i + 2 < cmd->argc) {
+            user = &cmd->argv[i + 1];
+            pw = &cmd->argv[i + 2];
+            i += 2;
+        } else if (resp_arg_is(&cmd->argv[i], "SETNAME") && i + 1 < cmd->argc) {
+            name = &cmd->argv[++i];
+        } else {
+            *status = MST_ERROR;
+            return resp_out_err(c, "ERR Syntax error in HELLO option '%.*s'",
+                                (int)(cmd->argv[i].len > 32 ? 32 : cmd->argv[i].len),
+                                cmd->argv[i].p);
+        }
+    }
+    int rc;
+    if (pw && !auth_check(c, user, pw, status, &rc)) return rc;
+    if (!c->io.authed) {
+        *status = MST_ERROR;
+        atomic_fetch_add(&c->srv->m.auth_failures, 1);
+        return resp_out_err(c, "NOAUTH HELLO must be called with the client already "
+                               "authenticated, otherwise the HELLO <proto> AUTH <user> <pass> "
+                               "option can be used to authenticate the client and select the "
+                               "RESP protocol version at the same time");
+    }
+    if (name) {
+        rc = set_name(c, name, status);
+        if (rc || *status == MST_ERROR) return rc;
+    }
+    c->resp3 = proto == 3;
+    rc = resp_out_map(c, 7);
+    if (rc == 0) rc = resp_out_bulk_str(c, "server");
+    if (rc == 0) rc = resp_out_bulk_str(c, "redis");
+    if (rc == 0) rc = resp_out_bulk_str(c, "version");
+    if (rc == 0) rc = resp_out_bulk_str(c, "7.0.0"); /* as INFO's redis_version */
+    if (rc == 0) rc = resp_out_bulk_str(c, "proto");
+    if (rc == 0) rc = resp_out_num(c, ':', proto);
+    if (rc == 0) rc = resp_out_bulk_str(c, "id");
+    if (rc == 0) rc = resp_out_num(c, ':', (int64_t)c->id);
+    if (rc == 0) rc = resp_out_bulk_str(c, "mode");
+    if (rc == 0) rc = resp_out_bulk_str(c, "standalone");
+    if (rc == 0) rc = resp_out_bulk_str(c, "role");
+    if (rc == 0) rc = resp_out_bulk_str(c, "master");
+    if (rc == 0) rc = resp_out_bulk_str(c, "modules");
+    if (rc == 0) rc = RESP_OUT_LIT(c, "*0\r\n");
+    return rc;
 }
 
 static int cmd_quit(resp_conn *c, const resp_cmd *cmd, int *status) {
@@ -619,6 +720,7 @@ static const struct rcmd {
     {"client", -2, {"loading", "stale"}, 0, 0, 0, cmd_client, -1},
     {"config", -2, {"admin", "loading", "stale"}, 0, 0, 0, cmd_config, -1},
     {"auth", -2, {"noscript", "loading", "stale"}, 0, 0, 0, cmd_auth, -1},
+    {"hello", -1, {"noscript", "loading", "stale"}, 0, 0, 0, cmd_hello, -1},
     {"quit", -1, {"loading", "stale", "fast"}, 0, 0, 0, cmd_quit, -1},
 };
 #define NCMDS (sizeof(cmds) / sizeof(cmds[0]))
@@ -667,7 +769,7 @@ static int cmd_command(resp_conn *c, const resp_cmd *cmd, int *status) {
         int rc = resp_out_num(c, '*', cmd->argc - 2);
         for (uint32_t i = 2; i < cmd->argc && rc == 0; i++) {
             const struct rcmd *d = cmd_find(&cmd->argv[i]);
-            rc = d ? command_entry(c, d) : RESP_OUT_LIT(c, "*-1\r\n");
+            rc = d ? command_entry(c, d) : c->resp3 ? resp_out_nil(c) : RESP_OUT_LIT(c, "*-1\r\n");
         }
         return rc;
     }
@@ -707,7 +809,7 @@ int resp_dispatch(resp_conn *c, const resp_cmd *cmd) {
         return resp_out_err(c, "ERR unknown command '%s', with args beginning with: %s", shown,
                             args);
     }
-    if (!c->io.authed && d->fn != cmd_auth && d->fn != cmd_quit) {
+    if (!c->io.authed && d->fn != cmd_auth && d->fn != cmd_quit && d->fn != cmd_hello) {
         atomic_fetch_add(&c->srv->m.auth_failures, 1);
         return resp_out_err(c, "NOAUTH Authentication required.");
     }

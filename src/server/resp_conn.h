@@ -30,6 +30,7 @@ struct resp_conn {
     size_t want;                   /* parse again once this many bytes are unparsed */
     uint64_t id;
     char name[64];
+    int resp3; /* HELLO 3 chose RESP3: nulls are "_", CONFIG GET and HELLO answer maps */
 
     /* The SET being run: resp_set_plan's reservation (0: the bytes are dropped) and its
      * answers. */
@@ -54,6 +55,10 @@ int resp_out_num(resp_conn *c, char type, int64_t v);
 int resp_out_bulk(resp_conn *c, const void *p, size_t n);
 int resp_out_bulk_str(resp_conn *c, const char *s);
 int resp_out_line(resp_conn *c, char type, const char *s);
+/* A null (a missing key, no name): "$-1" in RESP2, "_" in RESP3 (HELLO 3). */
+int resp_out_nil(resp_conn *c);
+/* The header of a map of n pairs: "*2n" in RESP2, "%n" in RESP3. */
+int resp_out_map(resp_conn *c, int64_t n);
 __attribute__((format(printf, 2, 3))) int resp_out_err(resp_conn *c, const char *fmt, ...);
 
 /* SET's rules (resp_cmd.c). resp_set_plan decides what a SET of key (vlen bytes) does:

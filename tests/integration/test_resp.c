@@ -79,9 +79,10 @@ static size_t reply_len(const char *buf, size_t n) {
     case '$':
         if (v < 0) return line;
         return n >= line + (size_t)v + 2 ? line + (size_t)v + 2 : 0;
-    case '*': {
+    case '*':
+    case '%': { /* an array, or a RESP3 map (twice as many elements) */
         size_t off = line;
-        for (long long i = 0; i < v; i++) {
+        for (long long i = 0; i < (buf[0] == '%' ? 2 * v : v); i++) {
             size_t l = reply_len(buf + off, n - off);
             if (!l) return 0;
             off += l;
@@ -250,7 +251,7 @@ TEST_T(resp_commands, 60) {
     expect(fd, "SELECT 0\r\n", "+OK\r\n");
     expect_has(fd, "SELECT 1\r\n", "-ERR DB index is out of range");
     /* COMMAND, CLIENT, CONFIG. */
-    expect(fd, "COMMAND COUNT\r\n", ":19\r\n");
+    expect(fd, "COMMAND COUNT\r\n", ":20\r\n");
     expect(fd, "COMMAND DOCS\r\n", "*0\r\n");
     expect(fd, "COMMAND INFO get nope\r\n",
            "*2\r\n*6\r\n$3\r\nget\r\n:2\r\n*2\r\n+readonly\r\n+fast\r\n:1\r\n:1\r\n:1\r\n*-1\r\n");
@@ -521,6 +522,47 @@ TEST_T(resp_auth, 60) {
     CHECK_EQ(tide_open(url, &s), 0);
     CHECK_EQ(tide_exists(s, "k", 1), 1);
     tide_close(s);
+    CHECK_EQ(server_stop(&rs.ts, SIGTERM), 0);
+}
+
+/* HELLO: RESP3 for the connection (redis-py 8 sends HELLO 3 first): nulls become "_",
+ * CONFIG GET and HELLO answer maps; HELLO 2 goes back; HELLO authenticates and names. */
+TEST_T(resp_hello_resp3, 60) {
+    char tokfile[300];
+    snprintf(tokfile, sizeof(tokfile), "%s/token", test_tmpdir());
+    FILE *f = fopen(tokfile, "w");
+    fputs("s3cret-token\n", f);
+    fclose(f);
+    resp_server rs;
+    const char *const args[] = {"--auth-token-file", tokfile, NULL};
+    resp_start(&rs, args);
+    int fd = server_connect(rs.port, 10);
+    expect_has(fd, "HELLO 3\r\n", "-NOAUTH HELLO must be called with the client already");
+    expect(fd, "HELLO 3 AUTH default wrong\r\n",
+           "-WRONGPASS invalid username-password pair or user is disabled.\r\n");
+    expect(fd, "HELLO 4\r\n", "-NOPROTO sorry, this protocol version is not supported\r\n");
+    expect_has(fd, "HELLO 3 BOGUS\r\n", "-ERR Syntax error in HELLO option 'BOGUS'");
+    expect_has(fd, "HELLO 3 AUTH default s3cret-token SETNAME lmc\r\n",
+               "%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n");
+    expect_has(fd, "HELLO\r\n", "$5\r\nproto\r\n:3\r\n"); /* no version: as it is */
+    expect(fd, "CLIENT GETNAME\r\n", "$3\r\nlmc\r\n");
+    expect(fd, "SET k v\r\n", "+OK\r\n");
+    expect(fd, "GET missing\r\n", "_\r\n");
+    expect(fd, "MGET k missing\r\n", "*2\r\n$1\r\nv\r\n_\r\n");
+    expect(fd, "SET k other NX\r\n", "_\r\n");
+    expect(fd, "SET nokey v XX\r\n", "_\r\n");
+    expect(fd, "CONFIG GET appendonly\r\n", "%1\r\n$10\r\nappendonly\r\n$2\r\nno\r\n");
+    expect(fd, "COMMAND INFO nosuch\r\n", "*1\r\n_\r\n");
+    expect_has(fd, "HELLO 2\r\n", "*14\r\n$6\r\nserver\r\n");
+    expect(fd, "GET missing\r\n", "$-1\r\n");
+    expect(fd, "CONFIG GET appendonly\r\n", "*2\r\n$10\r\nappendonly\r\n$2\r\nno\r\n");
+    close(fd);
+    fd = server_connect(rs.port, 10);
+    expect(fd, "CLIENT GETNAME\r\n", "-NOAUTH Authentication required.\r\n");
+    expect(fd, "AUTH s3cret-token\r\n", "+OK\r\n");
+    expect(fd, "CLIENT GETNAME\r\n", "$-1\r\n"); /* a new connection speaks RESP2 */
+    expect_has(fd, "HELLO 3 SETNAME bad\x01name\r\n", "-ERR Client names cannot contain");
+    close(fd);
     CHECK_EQ(server_stop(&rs.ts, SIGTERM), 0);
 }
 
