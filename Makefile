@@ -75,7 +75,7 @@ LIB_SRCS := $(filter-out $(TEST_DEVICE_SRC),$(foreach d,$(LIB_DIRS),$(wildcard $
 SERVER_SRCS := $(wildcard src/server/*.c)
 CLI_SRCS := $(wildcard src/cli/*.c)
 TRACE_SRCS := $(wildcard src/trace/*.c)
-ENGINE_SRCS := $(wildcard engine/*.c)
+ENGINE_SRCS := $(wildcard src/engine/*.c)
 TEST_SRCS := $(wildcard tests/*.c tests/unit/*.c tests/integration/*.c) $(TEST_DEVICE_SRC)
 BENCH_SRCS := $(wildcard bench/*.c)
 
@@ -277,13 +277,13 @@ $(BUILD)/fuzz/fuzz_resp: tests/fuzz/fuzz_resp.c tests/fuzz/resp_check.h src/prot
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_resp.c src/proto/resp.c
 
-CONNCFG_SRCS := src/connector/config.c src/connector/validate.c src/connector/keys.c \
+CCFG_SRCS := src/connector/config.c src/connector/validate.c src/connector/keys.c \
 	src/common/json_diag.c
 
-$(BUILD)/fuzz/fuzz_conncfg: tests/fuzz/fuzz_conncfg.c tests/fuzz/conncfg_check.h \
-		src/connector/config.h src/connector/keys.h $(CONNCFG_SRCS)
+$(BUILD)/fuzz/fuzz_ccfg: tests/fuzz/fuzz_ccfg.c tests/fuzz/ccfg_check.h \
+		src/connector/config.h src/connector/keys.h $(CCFG_SRCS)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_conncfg.c $(CONNCFG_SRCS) \
+	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_ccfg.c $(CCFG_SRCS) \
 		-lcjson -lxxhash -lm
 
 # A crash report names its source lines only when the sanitizer finds llvm-symbolizer; Debian
@@ -293,18 +293,18 @@ FUZZ_SYMBOLIZER ?= $(firstword $(foreach s,llvm-symbolizer llvm-symbolizer-14 \
 	/usr/lib/llvm-14/bin/llvm-symbolizer,$(shell command -v $(s) 2>/dev/null)))
 fuzz: export ASAN_SYMBOLIZER_PATH = $(FUZZ_SYMBOLIZER)
 fuzz: export UBSAN_SYMBOLIZER_PATH = $(FUZZ_SYMBOLIZER)
-fuzz: $(BUILD)/fuzz/fuzz_frame $(BUILD)/fuzz/fuzz_resp $(BUILD)/fuzz/fuzz_conncfg
+fuzz: $(BUILD)/fuzz/fuzz_frame $(BUILD)/fuzz/fuzz_resp $(BUILD)/fuzz/fuzz_ccfg
 	@[ -n "$(FUZZ_SYMBOLIZER)" ] || { echo "fuzz: no llvm-symbolizer found (llvm-symbolizer, \
 	llvm-symbolizer-14): crash reports would have no source lines; run make deps" >&2; exit 1; }
 	@echo "fuzz: symbolizer $(FUZZ_SYMBOLIZER)"
-	@mkdir -p $(BUILD)/fuzz/corpus-frame $(BUILD)/fuzz/corpus-resp $(BUILD)/fuzz/corpus-conncfg
+	@mkdir -p $(BUILD)/fuzz/corpus-frame $(BUILD)/fuzz/corpus-resp $(BUILD)/fuzz/corpus-ccfg
 	$(BUILD)/fuzz/fuzz_frame $(FUZZ_FLAGS) -print_final_stats=1 \
 		-artifact_prefix=$(BUILD)/fuzz/ $(BUILD)/fuzz/corpus-frame tests/fuzz/corpus/frame
 	$(BUILD)/fuzz/fuzz_resp $(FUZZ_FLAGS) -print_final_stats=1 \
 		-artifact_prefix=$(BUILD)/fuzz/ $(BUILD)/fuzz/corpus-resp tests/fuzz/corpus/resp
-	$(BUILD)/fuzz/fuzz_conncfg $(FUZZ_FLAGS) -print_final_stats=1 \
-		-max_len=16384 -dict=tests/fuzz/conncfg.dict -artifact_prefix=$(BUILD)/fuzz/conncfg- \
-		$(BUILD)/fuzz/corpus-conncfg tests/fuzz/corpus/conncfg
+	$(BUILD)/fuzz/fuzz_ccfg $(FUZZ_FLAGS) -print_final_stats=1 \
+		-max_len=16384 -dict=tests/fuzz/ccfg.dict -artifact_prefix=$(BUILD)/fuzz/ccfg- \
+		$(BUILD)/fuzz/corpus-ccfg tests/fuzz/corpus/ccfg
 
 # Regenerate the seed corpora written by tests/fuzz/gen_frame_corpus.c and gen_resp_corpus.py.
 $(BUILD)/fuzz/gen_frame_corpus: tests/fuzz/gen_frame_corpus.c $(BUILD)/libtide.a

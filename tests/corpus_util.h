@@ -1,6 +1,6 @@
 /*
  * corpus_util.h — replaying a fuzz corpus in the test suite (test_proto_corpus.c,
- * test_resp_corpus.c, test_conncfg_corpus.c): read every seed of a directory, and check
+ * test_resp_corpus.c, test_ccfg_corpus.c): read every seed of a directory, and check
  * the outcome a seed's name promises.
  */
 #ifndef TIDE_TESTS_CORPUS_UTIL_H

@@ -9,7 +9,7 @@
  * none, what tide derives (block sizes, per-group replication factors and key prefixes).
  * vLLM builds its connector before its KV-cache manager checks block sizes, so the
  * reference's line is the connector's own verdict whenever the configuration gets that far
- * (conncfg.reached_connector), even if tide's block-size checks then fail. Problems that
+ * (ccfg.reached_connector), even if tide's block-size checks then fail. Problems that
  * stop the file from being read or parsed go to stderr. Exit: 0 tide supports it, 1 it does
  * not (or the values are invalid), 2 the file cannot be read or parsed, or a usage error.
  */
@@ -70,7 +70,7 @@ static void fix(const char *text) {
 
 /* The fixes that apply to one item; `tide` is tide's verdict, to tell whether switching
  * to tide is one of them. */
-static void print_fixes(const conncfg *c, const connector_item *it, connector_impl impl,
+static void print_fixes(const ccfg *c, const connector_item *it, connector_impl impl,
                         const connector_verdict *tide) {
     char buf[512];
     printf("  %s: %s\n", connector_impl_name(impl), it->text);
@@ -150,8 +150,8 @@ static int64_t gcd64(int64_t a, int64_t b) {
 }
 
 /* Fixes for the problems vLLM's KV-cache manager would stop at once the connector is built
- * (conncfg_check sets the derived block sizes it could compute). */
-static void print_problem_fixes(const conncfg *c) {
+ * (ccfg_check sets the derived block sizes it could compute). */
+static void print_problem_fixes(const ccfg *c) {
     char buf[512];
     int any = 0;
 #define FIX(...)                                                                                   \
@@ -211,7 +211,7 @@ static void print_verdict(const connector_verdict *v, const char *label) {
         printf("%s: accepted\n", label);
 }
 
-static void print_derived(const conncfg *c) {
+static void print_derived(const ccfg *c) {
     printf("\nderived:\n");
     printf("  scheduler block size %" PRId64 ", hash block size %" PRId64 "\n",
            c->scheduler_block_size, c->hash_block_size);
@@ -223,7 +223,7 @@ static void print_derived(const conncfg *c) {
         size_t nns = connector_lookup_namespaces(c, g, NULL, 0);
         printf("  group %zu: %s, block %" PRId64 " tokens, page %" PRId64
                " bytes/layer, TP replication factor %d, %zu lookup namespace%s\n",
-               g, conncfg_spec_name(gr->kind), gr->block_size, gr->page_bytes, gr->tp_factor, nns,
+               g, ccfg_spec_name(gr->kind), gr->block_size, gr->page_bytes, gr->tp_factor, nns,
                nns == 1 ? "" : "s");
         if (r >= 0) printf("    key prefix: %s@<hash>\n", prefix);
     }
@@ -260,10 +260,10 @@ int cmd_check_config(int argc, char **argv) {
         return cli_usage_error("check-config", "--vllm: %s", verr);
     if (!path) return cli_usage_error("check-config", "FILE.json is required");
 
-    conncfg cfg;
-    conncfg_errs errs;
-    conncfg_errs_init(&errs);
-    int rc = conncfg_parse_file(path, &cfg, &errs);
+    ccfg cfg;
+    ccfg_errs errs;
+    ccfg_errs_init(&errs);
+    int rc = ccfg_parse_file(path, &cfg, &errs);
     if (rc != 0) {
         if (rc == -ENOMEM && errs.n == 0) fprintf(stderr, "tide check-config: out of memory\n");
         for (size_t i = 0; i < errs.n; i++) {
@@ -273,8 +273,8 @@ int cmd_check_config(int argc, char **argv) {
             else
                 fprintf(stderr, "tide check-config: %s: %s\n", path, errs.msg[i]);
         }
-        conncfg_free(&cfg);
-        conncfg_errs_free(&errs);
+        ccfg_free(&cfg);
+        ccfg_errs_free(&errs);
         return 2;
     }
 
@@ -282,7 +282,7 @@ int cmd_check_config(int argc, char **argv) {
     snprintf(ref_label, sizeof(ref_label), "vLLM %s MooncakeStoreConnector (rules of %s)",
              vllm.name, connector_rules_span(vllm.rules));
     const char *tide_label = "tide TideStoreConnector";
-    int crc = conncfg_check(&cfg, &errs);
+    int crc = ccfg_check(&cfg, &errs);
     /* The reference's verdict whenever vLLM would build its connector; tide's only for a
      * configuration every check passed (TIDE_ECONFIG otherwise, with no items). */
     connector_verdict ref, tide;
@@ -319,8 +319,8 @@ int cmd_check_config(int argc, char **argv) {
             print_derived(&cfg);
         }
     }
-    conncfg_free(&cfg);
-    conncfg_errs_free(&errs);
+    ccfg_free(&cfg);
+    ccfg_errs_free(&errs);
     if (crc == -ENOMEM) {
         fprintf(stderr, "tide check-config: out of memory\n");
         return 2;

@@ -6,7 +6,7 @@
  * generated from one seed). Their prompts are one long shared document followed by a
  * question: engine A asks its questions first and saves what it computes; engine B then asks
  * different questions about the same document. Each prompt goes through libtide's connector
- * the way vLLM drives it (engine/etide.c: lookup, allocate, load, compute the rest, save),
+ * the way vLLM drives it (src/engine/etide.c: lookup, allocate, load, compute the rest, save),
  * and is then computed again from scratch without the store. For every prompt the demo
  * prints the tokens the store supplied, the bytes moved, the time to first token with and
  * without tide, and whether the two sets of logits are equal bit for bit. Any difference,

@@ -1,6 +1,6 @@
 /*
  * cluster.h — the cluster backend's internal parts: members, membership views, rendezvous
- * placement and the fan-out pool.
+ * placement and the fan-out threads.
  *
  *   tide://H1:P1,H2:P2,...?replicas=R      a static member list
  *   etcd://E1:2379[,E2:2379]/CLUSTER?replicas=R   members read from etcd

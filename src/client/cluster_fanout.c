@@ -3,7 +3,7 @@
  * ctask per member and op) in parallel and wait for all of them.
  *
  * The calling thread takes tasks of its own round too, so a round always progresses even
- * when every pool thread is busy with another caller's round. With threads=0 (or a single
+ * when every fan-out thread is busy with another caller's round. With threads=0 (or a single
  * task) the caller runs everything itself.
  */
 #include <errno.h>
@@ -13,7 +13,7 @@
 #include "client/cluster.h"
 
 /* A job is one round's tasks. The caller runs tasks of its own job too, so a round never
- * waits for a pool thread that is busy elsewhere. Lock rule: pool.lock guards the queue
+ * waits for a fan-out thread that is busy elsewhere. Lock rule: the fan-out lock guards the queue
  * and every job's next/finished counters. */
 typedef struct cjob {
     ctask *tasks;
@@ -79,8 +79,8 @@ static void task_run(ctask *t) {
     t->rc = rc < 0 ? rc : 0;
 }
 
-/* Claim the next task of j (pool lock held); unlink j once its last task is claimed. */
-static size_t pool_claim(cfanout *p, cjob *j) {
+/* Claim the next task of j (fan-out lock held); unlink j once its last task is claimed. */
+static size_t cluster_fanout_claim(cfanout *p, cjob *j) {
     size_t i = j->next++;
     if (j->next == j->n) {
         cjob **pp = &p->queue;
@@ -91,7 +91,7 @@ static size_t pool_claim(cfanout *p, cjob *j) {
     return i;
 }
 
-static void *pool_main(void *arg) {
+static void *cluster_fanout_main(void *arg) {
     cfanout *p = arg;
     pthread_mutex_lock(&p->lock);
     while (!p->stop) {
@@ -100,7 +100,7 @@ static void *pool_main(void *arg) {
             pthread_cond_wait(&p->work, &p->lock);
             continue;
         }
-        size_t i = pool_claim(p, j);
+        size_t i = cluster_fanout_claim(p, j);
         pthread_mutex_unlock(&p->lock);
         task_run(&j->tasks[i]);
         pthread_mutex_lock(&p->lock);
@@ -125,7 +125,7 @@ void cluster_fanout_run(cfanout *p, ctask *tasks, size_t n) {
     *pp = &j;
     pthread_cond_broadcast(&p->work);
     while (j.next < j.n) {
-        size_t i = pool_claim(p, &j);
+        size_t i = cluster_fanout_claim(p, &j);
         pthread_mutex_unlock(&p->lock);
         task_run(&tasks[i]);
         pthread_mutex_lock(&p->lock);
@@ -157,7 +157,7 @@ int cluster_fanout_create(int nth, cfanout **out) {
     pthread_cond_init(&p->work, NULL);
     pthread_cond_init(&p->done, NULL);
     for (; p->nth < nth; p->nth++) {
-        int rc = pthread_create(&p->th[p->nth], NULL, pool_main, p);
+        int rc = pthread_create(&p->th[p->nth], NULL, cluster_fanout_main, p);
         if (rc) {
             cluster_fanout_destroy(p);
             return -rc;

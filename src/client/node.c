@@ -8,7 +8,7 @@
  *
  * The token may also come from the TIDE_AUTH_TOKEN environment variable (the URL wins).
  *
- * Connections: a pool of up to `conns` sockets, opened on demand, each used by one call at
+ * Connections: up to `conns` sockets, opened on demand, each used by one call at
  * a time. A call takes an idle connection (or opens one, or waits for one), sends its
  * frames, reads the replies, and gives the connection back. A connection that failed in
  * any way (timeout, reset, protocol error) is closed rather than reused: after an error
@@ -17,7 +17,7 @@
  * Timeouts: each call has `timeout_ms` from its start to its last reply byte; every wait
  * on the socket polls with what is left. Errors name the server and the errno.
  *
- * Retries: a call that fails on a pooled connection before any reply byte arrived is
+ * Retries: a call that fails on a kept connection before any reply byte arrived is
  * retried once on a fresh connection (the server may have closed an idle socket). Every
  * tide operation is idempotent — a repeated PUT is a no-op — so this is always safe.
  *

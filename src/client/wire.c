@@ -7,7 +7,7 @@
  * the mapped pool. The differences left here are set in the `wire` by the backend: the
  * address (TCP or AF_UNIX, which also decides whether file descriptors are taken from the
  * socket), the HELLO features and what to do with the reply (unixshm.c maps the pool's memfd),
- * whether a stale pooled connection is retried, whether replies may carry value bytes.
+ * whether a stale kept connection is retried, whether replies may carry value bytes.
  *
  * Invariants: a connection is used by the one call that holds it (busy, under lock); a
  * connection that failed in any way is closed before it is given back, so every open one is
@@ -95,7 +95,7 @@ static void wire_take_fds(struct msghdr *mh, int *fd) {
 }
 
 ssize_t wire_recvmsg(wire_call *k, struct msghdr *mh, int flags, size_t asked) {
-    wire_conn *c = k->c;
+    wire_sock *c = k->c;
     for (;;) {
         if (c->drained) {
             int rc = wire_wait(k, POLLIN);
@@ -152,7 +152,7 @@ int wire_recv(wire_call *k, struct iovec *iov, int cnt, int *fd) {
 }
 
 int wire_recv_head(wire_call *k, frame_msg *m, int *fd) {
-    wire_conn *c = k->c;
+    wire_sock *c = k->c;
     const char *addr = k->w->addr;
     size_t have = 0, hint = k->head_hint;
     k->head_hint = 0;
@@ -215,7 +215,7 @@ static int wire_read_refusal(wire_call *k, int rc, frame_msg *m, int *fd) {
 
 /* ---- connections ---------------------------------------------------------------------- */
 
-static void wire_conn_close(wire_conn *c) {
+static void wire_sock_close(wire_sock *c) {
     if (c->fd >= 0) close(c->fd);
     c->fd = -1;
 }
@@ -301,7 +301,7 @@ static int wire_hello(wire_call *k) {
                      w->features | (w->replica ? FRAME_FEATURE_REPLICA | FRAME_FEATURE_HINTS : 0),
                      (const uint8_t *)w->token, (uint16_t)strlen(w->token)};
     if (!h.token_len) h.token = NULL;
-    uint8_t buf[FRAME_HDR_SIZE + FRAME_HELLO_META + FRAME_TOKEN_MAX];
+    uint8_t buf[FRAME_HDR_SIZE + FRAME_HELLO_KEYS + FRAME_TOKEN_MAX];
     size_t len;
     int rc = frame_encode_hello(buf, sizeof(buf), &len, k->c->next_req++, &h);
     if (rc) return client_err(k->s, rc, "%s: cannot encode HELLO", w->addr);
@@ -359,7 +359,7 @@ static int wire_replica(wire_call *k) {
     wire *w = k->w;
     int missed = atomic_exchange(&w->missed, 0);
     uint64_t ms = w->timeout_ns / 1000000;
-    uint8_t buf[FRAME_HDR_SIZE + FRAME_REPLICA_META];
+    uint8_t buf[FRAME_HDR_SIZE + FRAME_REPLICA_KEYS];
     size_t len;
     frame_msg m;
     int rc = frame_encode_replica(buf, sizeof(buf), &len, 0, missed ? FRAME_REPLICA_MISSED : 0,
@@ -407,12 +407,12 @@ int wire_replica_call(tide_store *s, wire *w, uint32_t flags, uint64_t member, u
 /* TCP: a non-blocking connect, waited for against the deadline. */
 static int wire_connect_tcp(wire_call *k) {
     wire *w = k->w;
-    wire_conn *c = k->c;
+    wire_sock *c = k->c;
     int one = 1;
     setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     if (connect(c->fd, (struct sockaddr *)&w->sa, w->salen) != 0 && errno != EINPROGRESS) {
         int e = errno;
-        wire_conn_close(c);
+        wire_sock_close(c);
         return client_err(k->s, -e, "%s: connect: %s", w->addr, strerror(e));
     }
     int rc = wire_wait(k, POLLOUT);
@@ -420,7 +420,7 @@ static int wire_connect_tcp(wire_call *k) {
     socklen_t sl = sizeof(soerr);
     if (rc == 0) getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
     if (rc || soerr) {
-        wire_conn_close(c);
+        wire_sock_close(c);
         rc = rc ? rc : -soerr;
         return client_err(k->s, rc, "%s: connect: %s", w->addr, strerror(-rc));
     }
@@ -430,7 +430,7 @@ static int wire_connect_tcp(wire_call *k) {
 /* AF_UNIX: connect completes at once or not at all; a full backlog is tried again. */
 static int wire_connect_unix(wire_call *k) {
     wire *w = k->w;
-    wire_conn *c = k->c;
+    wire_sock *c = k->c;
     for (;;) {
         if (connect(c->fd, (struct sockaddr *)&w->sa, w->salen) == 0) return 0;
         int e = errno;
@@ -440,7 +440,7 @@ static int wire_connect_unix(wire_call *k) {
             nanosleep(&d, NULL);
             continue;
         }
-        wire_conn_close(c);
+        wire_sock_close(c);
         const char *hint = e == ENOENT || e == ECONNREFUSED ? " (is tided running with --unix "
                                                               "on this path?)"
                            : e == EACCES ? " (the socket's mode does not admit this user; see "
@@ -457,9 +457,9 @@ static int wire_connect_unix(wire_call *k) {
  * is safe. */
 #define WIRE_HELLO_TRIES 3
 
-static int wire_conn_open(wire_call *k) {
+static int wire_sock_open(wire_call *k) {
     wire *w = k->w;
-    wire_conn *c = k->c;
+    wire_sock *c = k->c;
     int rc = 0;
     for (int tries = 0; tries < WIRE_HELLO_TRIES; tries++) {
         c->fd = socket(w->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -470,7 +470,7 @@ static int wire_conn_open(wire_call *k) {
         c->fresh = 1;
         c->unread = 0;
         if ((rc = wire_hello(k)) == 0 && (!c->replica || (rc = wire_replica(k)) == 0)) return 0;
-        wire_conn_close(c);
+        wire_sock_close(c);
         if (w->sa.ss_family == AF_UNIX || (rc != -ECONNRESET && rc != -EPIPE) ||
             now_ns() >= k->deadline)
             break;
@@ -482,7 +482,7 @@ int wire_take(wire_call *k) {
     wire *w = k->w;
     pthread_mutex_lock(&w->lock);
     for (;;) {
-        wire_conn *pick = NULL;
+        wire_sock *pick = NULL;
         for (int i = 0; i < w->nconns && !pick; i++)
             if (!w->conns[i].busy && w->conns[i].fd >= 0) pick = &w->conns[i];
         for (int i = 0; i < w->nconns && !pick; i++)
@@ -497,13 +497,13 @@ int wire_take(wire_call *k) {
     pthread_mutex_unlock(&w->lock);
     k->c->fresh = 0;
     if (k->c->fd >= 0) return 0;
-    return wire_conn_open(k);
+    return wire_sock_open(k);
 }
 
 void wire_give(wire_call *k, int broken) {
     wire *w = k->w;
     if (!k->c) return;
-    if (broken) wire_conn_close(k->c);
+    if (broken) wire_sock_close(k->c);
     pthread_mutex_lock(&w->lock);
     k->c->busy = 0;
     pthread_cond_signal(&w->idle);
@@ -546,7 +546,7 @@ int wire_init(tide_store *s, wire *w, int nconns, uint64_t timeout_ms, const cha
     pthread_cond_init(&w->idle, NULL);
     w->timeout_ns = timeout_ms * 1000000ull;
     if (token) snprintf(w->token, sizeof(w->token), "%s", token);
-    w->conns = calloc((size_t)nconns, sizeof(wire_conn));
+    w->conns = calloc((size_t)nconns, sizeof(wire_sock));
     if (!w->conns) return client_err(s, -ENOMEM, "out of memory");
     w->nconns = nconns;
     for (int i = 0; i < nconns; i++)
@@ -557,7 +557,7 @@ int wire_init(tide_store *s, wire *w, int nconns, uint64_t timeout_ms, const cha
     lim.max_frame = FRAME_MAX_FRAME_CAP;
     lim.max_keys = TIDE_BATCH_MAX;
     for (int i = 0; i < nconns; i++) {
-        wire_conn *c = &w->conns[i];
+        wire_sock *c = &w->conns[i];
         c->buf_cap = 4096;
         c->buf = malloc(4096);
         if (w->checksums) c->cs = checksum_new();
@@ -569,7 +569,7 @@ int wire_init(tide_store *s, wire *w, int nconns, uint64_t timeout_ms, const cha
 
 void wire_destroy(wire *w) {
     for (int i = 0; i < w->nconns; i++) {
-        wire_conn_close(&w->conns[i]);
+        wire_sock_close(&w->conns[i]);
         free(w->conns[i].buf);
         checksum_free(w->conns[i].cs);
     }
@@ -644,17 +644,17 @@ void wire_send_nowait(wire_call *k, uint8_t *head, size_t head_len) {
         k->c->unread_op = head[5];
         k->c->unread++;
     } else {
-        wire_conn_close(k->c);
+        wire_sock_close(k->c);
     }
 }
 
-/* Close every idle pooled connection: one was found dead, and those opened before it likely
+/* Close every idle kept connection: one was found dead, and those opened before it likely
  * are too (the node restarted, or dropped its contents and closed its connections), so the
  * retry opens a fresh one instead of trying them in turn and failing the call. */
 static void wire_drop_idle(wire *w) {
     pthread_mutex_lock(&w->lock);
     for (int i = 0; i < w->nconns; i++)
-        if (!w->conns[i].busy) wire_conn_close(&w->conns[i]);
+        if (!w->conns[i].busy) wire_sock_close(&w->conns[i]);
     pthread_mutex_unlock(&w->lock);
 }
 
@@ -669,7 +669,7 @@ int wire_run(tide_store *s, wire *w, wire_request *x) {
         int fresh = k.c->fresh;
         k.got_reply_bytes = 0;
         if (k.c->replica && !fresh && atomic_load(&w->missed) && (rc = wire_replica(&k)) != 0) {
-            /* A pooled connection the node closed (it dropped its contents since): again. */
+            /* A kept connection the node closed (it dropped its contents since): again. */
             wire_give(&k, 1);
             int io_error = rc > -TIDE_ERRBASE && rc != -ETIMEDOUT;
             if (w->retry && attempt == 0 && !k.got_reply_bytes && io_error) {
@@ -757,7 +757,7 @@ int wire_ask_recv(tide_store *s, wire *w, uint64_t member, wire_pending *p, uint
     int got = p->k.got_reply_bytes, io_error = rc > -TIDE_ERRBASE && rc != -ETIMEDOUT;
     rc = wire_io_fail(&p->k, "REPLICA", rc);
     wire_give(&p->k, 1);
-    if (w->retry && !fresh && !got && io_error) { /* a dead pooled connection: as wire_run */
+    if (w->retry && !fresh && !got && io_error) { /* a dead kept connection: as wire_run */
         wire_drop_idle(w);
         return wire_replica_call(s, w, FRAME_REPLICA_ASK, member, 0, out);
     }
@@ -1021,7 +1021,7 @@ static int wire_on_events_reply(wire_call *k, const frame_msg *m, void *arg) {
 
 int wire_events(tide_store *s, uint64_t from, tide_event *ev, size_t max, uint64_t *next,
                 uint64_t *lost) {
-    uint8_t head[FRAME_HDR_SIZE + FRAME_EVENTS_META];
+    uint8_t head[FRAME_HDR_SIZE + FRAME_EVENTS_KEYS];
     size_t len;
     if (max > FRAME_EVENTS_MAX) max = FRAME_EVENTS_MAX;
     max = wire_chunk(s->impl, NULL, max, 0); /* the server's key limit bounds a reply's events */

@@ -26,7 +26,7 @@
 #include "common/checksum.h"
 #include "proto/frame.h"
 
-typedef struct wire_conn {
+typedef struct wire_sock {
     int fd;
     int busy;
     int fresh;          /* opened by the call that holds it */
@@ -42,7 +42,7 @@ typedef struct wire_conn {
      * only say EAGAIN. */
     int drained;
     int replica; /* its HELLO granted FRAME_FEATURE_REPLICA (wire.replica) */
-} wire_conn;
+} wire_sock;
 
 typedef struct wire_call wire_call;
 
@@ -54,7 +54,7 @@ typedef struct wire {
     char token[FRAME_TOKEN_MAX + 1];
     /* Set by the backend before wire_init: */
     uint64_t features; /* HELLO feature bits asked for */
-    int retry;         /* retry once on a stale pooled connection (see wire_run) */
+    int retry;         /* retry once on a stale kept connection (see wire_run) */
     int heads_only;    /* replies never carry value bytes; fds may come with them (AF_UNIX) */
     int checksums;     /* give every connection a checksum_state */
     /* May be NULL. Called after a successful HELLO with its reply and the fd that came with
@@ -68,7 +68,7 @@ typedef struct wire {
     atomic_int missed;
     atomic_int hints; /* the last HELLO granted FRAME_FEATURE_HINTS */
     int nconns;
-    wire_conn *conns;
+    wire_sock *conns;
     pthread_mutex_t lock; /* guards conns[].busy, max_keys, max_frame */
     pthread_cond_t idle;
     uint32_t max_keys; /* the server's limits, from HELLO (0 until the first) */
@@ -79,7 +79,7 @@ typedef struct wire {
 struct wire_call {
     tide_store *s;
     wire *w;
-    wire_conn *c;
+    wire_sock *c;
     uint64_t deadline;
     int got_reply_bytes;
     size_t head_hint; /* the byte length of the head of the reply expected next, when the

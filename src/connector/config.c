@@ -1,5 +1,5 @@
 /*
- * config.c — JSON -> conncfg: syntax errors with line and column, then a walk over the
+ * config.c — JSON -> ccfg: syntax errors with line and column, then a walk over the
  * document that knows every key of every object it accepts.
  *
  * Each JSON object is read through an objrd: asking for a key marks it as known; closing
@@ -25,18 +25,18 @@
 /* ------------------------------------------------------------------------------------
  * Problem lists.
  * ---------------------------------------------------------------------------------- */
-void conncfg_errs_init(conncfg_errs *e) {
+void ccfg_errs_init(ccfg_errs *e) {
     memset(e, 0, sizeof(*e));
 }
 
-void conncfg_errs_free(conncfg_errs *e) {
+void ccfg_errs_free(ccfg_errs *e) {
     for (size_t i = 0; i < e->n; i++)
         free(e->msg[i]);
     free(e->msg);
     memset(e, 0, sizeof(*e));
 }
 
-void conncfg_errs_add(conncfg_errs *e, const char *fmt, ...) {
+void ccfg_errs_add(ccfg_errs *e, const char *fmt, ...) {
     if (e->n == e->cap) {
         size_t cap = e->cap ? e->cap * 2 : 16;
         char **m = realloc(e->msg, cap * sizeof(*m));
@@ -71,15 +71,15 @@ static const char *const mamba_mode_names[] = {"none", "align", "all"};
 static const char *const hash_names[] = {"sha256", "sha256_cbor", "xxhash", "xxhash_cbor"};
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
-const char *conncfg_spec_name(connector_spec_kind k) {
+const char *ccfg_spec_name(connector_spec_kind k) {
     return (unsigned)k < NELEM(spec_names) ? spec_names[k] : "?";
 }
 
-const char *conncfg_mamba_mode_name(connector_mamba_mode m) {
+const char *ccfg_mamba_mode_name(connector_mamba_mode m) {
     return (unsigned)m < NELEM(mamba_mode_names) ? mamba_mode_names[m] : "?";
 }
 
-int conncfg_spec_prefix_cacheable(const connector_group *g) {
+int ccfg_spec_prefix_cacheable(const connector_group *g) {
     switch (g->kind) {
     case CONNECTOR_SPEC_CIRCULAR:
     case CONNECTOR_SPEC_HISPARSE_HOT:
@@ -121,7 +121,7 @@ static int dtype_lookup(const char *s, connector_dtype *out) {
 typedef struct objrd {
     const cJSON *obj; /* NULL when the object is absent or not an object */
     char path[256];   /* "" for the document root */
-    conncfg_errs *errs;
+    ccfg_errs *errs;
     const char *known[RD_MAX_KEYS]; /* keys asked for, for unknown-key suggestions */
     size_t nknown;
     const char *what; /* extra words for unknown keys ("for MambaSpec"), or NULL */
@@ -148,15 +148,15 @@ static void join_path(char *out, size_t cap, const char *base, const char *key) 
 }
 
 /* Open a reader over j (which must be an object) at path. A non-object is reported. */
-static void rd_open(objrd *rd, const cJSON *j, const char *path, conncfg_errs *errs) {
+static void rd_open(objrd *rd, const cJSON *j, const char *path, ccfg_errs *errs) {
     memset(rd, 0, sizeof(*rd));
     snprintf(rd->path, sizeof(rd->path), "%s", path);
     rd->errs = errs;
     if (j && cJSON_IsObject(j))
         rd->obj = j;
     else if (j)
-        conncfg_errs_add(errs, "%s: expected an object, got %s", path[0] ? path : "document",
-                         json_kind(j));
+        ccfg_errs_add(errs, "%s: expected an object, got %s", path[0] ? path : "document",
+                      json_kind(j));
 }
 
 /* The member named key (NULL when absent), marking the key as known. */
@@ -195,7 +195,7 @@ static void rd_close(objrd *rd) {
         join_path(p, sizeof(p), rd->path, k);
         for (const cJSON *d = rd->obj->child; d != c; d = d->next)
             if (d->string && strcmp(d->string, k) == 0) {
-                conncfg_errs_add(rd->errs, "%s: duplicate key", p);
+                ccfg_errs_add(rd->errs, "%s: duplicate key", p);
                 break;
             }
         int known = 0;
@@ -215,21 +215,21 @@ static void rd_close(objrd *rd) {
         if (known) continue;
         char hint[128] = "";
         if (best) snprintf(hint, sizeof(hint), " (did you mean '%s'?)", best);
-        conncfg_errs_add(rd->errs, "%s: unknown key%s%s%s", p, rd->what ? " " : "",
-                         rd->what ? rd->what : "", hint);
+        ccfg_errs_add(rd->errs, "%s: unknown key%s%s%s", p, rd->what ? " " : "",
+                      rd->what ? rd->what : "", hint);
     }
 }
 
 static void type_error(objrd *rd, const char *key, const char *expected, const cJSON *j) {
     char p[320];
     join_path(p, sizeof(p), rd->path, key);
-    conncfg_errs_add(rd->errs, "%s: expected %s, got %s", p, expected, json_kind(j));
+    ccfg_errs_add(rd->errs, "%s: expected %s, got %s", p, expected, json_kind(j));
 }
 
 static void missing(objrd *rd, const char *key) {
     char p[320];
     join_path(p, sizeof(p), rd->path, key);
-    conncfg_errs_add(rd->errs, "%s: required key is missing", p);
+    ccfg_errs_add(rd->errs, "%s: required key is missing", p);
 }
 
 /* Integers: JSON numbers without a fraction, within the exactly representable range. */
@@ -328,7 +328,7 @@ static int rd_name(objrd *rd, const char *key, int flags, char *buf, size_t cap)
     if (strlen(j->valuestring) >= cap) {
         char p[320];
         join_path(p, sizeof(p), rd->path, key);
-        conncfg_errs_add(rd->errs, "%s: longer than %zu characters", p, cap - 1);
+        ccfg_errs_add(rd->errs, "%s: longer than %zu characters", p, cap - 1);
         return 0;
     }
     snprintf(buf, cap, "%s", j->valuestring);
@@ -358,7 +358,7 @@ static int rd_enum(objrd *rd, const char *key, int flags, const char *const *nam
         size_t l = strlen(list);
         snprintf(list + l, sizeof(list) - l, "%s'%s'", i ? ", " : "", names[i]);
     }
-    conncfg_errs_add(rd->errs, "%s: '%s' is not one of %s", p, j->valuestring, list);
+    ccfg_errs_add(rd->errs, "%s: '%s' is not one of %s", p, j->valuestring, list);
     return 0;
 }
 
@@ -366,10 +366,10 @@ static int rd_enum(objrd *rd, const char *key, int flags, const char *const *nam
  * Sections.
  * ---------------------------------------------------------------------------------- */
 
-static int parse_model(conncfg *c, const cJSON *j, conncfg_errs *e) {
+static int parse_model(ccfg *c, const cJSON *j, ccfg_errs *e) {
     objrd rd;
     rd_open(&rd, j, "model_config", e);
-    if (!j) conncfg_errs_add(e, "model_config: required key is missing");
+    if (!j) ccfg_errs_add(e, "model_config: required key is missing");
     if (rd_str(&rd, "model", F_REQUIRED, &c->model) < 0) return -ENOMEM;
     rd_int(&rd, "total_num_kv_heads", F_NULLABLE, &c->total_num_kv_heads, NULL);
     rd_int(&rd, "max_model_len", F_NULLABLE, &c->max_model_len, NULL);
@@ -379,11 +379,11 @@ static int parse_model(conncfg *c, const cJSON *j, conncfg_errs *e) {
     return 0;
 }
 
-static int parse_cache(conncfg *c, const cJSON *j, conncfg_errs *e) {
+static int parse_cache(ccfg *c, const cJSON *j, ccfg_errs *e) {
     objrd rd;
     int v, isnull;
     rd_open(&rd, j, "cache_config", e);
-    if (!j) conncfg_errs_add(e, "cache_config: required key is missing");
+    if (!j) ccfg_errs_add(e, "cache_config: required key is missing");
     rd_int(&rd, "block_size", F_REQUIRED, &c->block_size, NULL);
     if (rd_str(&rd, "cache_dtype", 0, &c->cache_dtype) < 0) return -ENOMEM;
     if (rd_enum(&rd, "mamba_cache_mode", 0, mamba_mode_names, NELEM(mamba_mode_names), &v))
@@ -400,7 +400,7 @@ static int parse_cache(conncfg *c, const cJSON *j, conncfg_errs *e) {
     return 0;
 }
 
-static void parse_parallel(conncfg *c, const cJSON *j, conncfg_errs *e) {
+static void parse_parallel(ccfg *c, const cJSON *j, ccfg_errs *e) {
     objrd rd;
     rd_open(&rd, j, "parallel_config", e);
     rd_int(&rd, "tensor_parallel_size", 0, &c->tp_size, NULL);
@@ -428,53 +428,49 @@ static const char *const failure_enum[] = {"fail", "recompute", NULL};
 
 #define TK(name, type, reader, req, names, field)                                                  \
     { name, type, reader, req, names, field }
-#define IN_CFG(f) offsetof(conncfg, f)
+#define IN_CFG(f) offsetof(ccfg, f)
 #define IN_EXTRA(f) offsetof(connector_extra, f)
 
-static const conncfg_key transfer_keys[] = {
-    TK("kv_connector", CONNCFG_KEY_STRING_NULL, CONNCFG_READ_CONNECTOR, 0, NULL,
-       IN_CFG(kv_connector)),
-    TK("kv_role", CONNCFG_KEY_ENUM, CONNCFG_READ_CONNECTOR, 1, role_enum, IN_CFG(kv_role)),
-    TK("kv_load_failure_policy", CONNCFG_KEY_ENUM, CONNCFG_READ_CONNECTOR, 0, failure_enum,
+static const ccfg_key transfer_keys[] = {
+    TK("kv_connector", CCFG_KEY_STRING_NULL, CCFG_READ_CONNECTOR, 0, NULL, IN_CFG(kv_connector)),
+    TK("kv_role", CCFG_KEY_ENUM, CCFG_READ_CONNECTOR, 1, role_enum, IN_CFG(kv_role)),
+    TK("kv_load_failure_policy", CCFG_KEY_ENUM, CCFG_READ_CONNECTOR, 0, failure_enum,
        IN_CFG(load_failure_policy)),
-    TK("kv_connector_extra_config", CONNCFG_KEY_OBJECT, CONNCFG_READ_CONNECTOR, 0, NULL,
-       CONNCFG_NO_FIELD),
+    TK("kv_connector_extra_config", CCFG_KEY_OBJECT, CCFG_READ_CONNECTOR, 0, NULL, CCFG_NO_FIELD),
     /* vLLM's own KVTransferConfig fields (0.32, 0.33): vLLM reads them, the connector not. */
-    TK("kv_connector_module_path", CONNCFG_KEY_STRING_NULL, CONNCFG_READ_VLLM, 0, NULL,
-       CONNCFG_NO_FIELD),
-    TK("engine_id", CONNCFG_KEY_STRING_NULL, CONNCFG_READ_VLLM, 0, NULL, CONNCFG_NO_FIELD),
-    TK("kv_buffer_device", CONNCFG_KEY_STRING, CONNCFG_READ_VLLM, 0, NULL, CONNCFG_NO_FIELD),
-    TK("kv_port", CONNCFG_KEY_INT, CONNCFG_READ_VLLM, 0, NULL, CONNCFG_NO_FIELD),
-    TK("enable_permute_local_kv", CONNCFG_KEY_BOOL, CONNCFG_READ_VLLM, 0, NULL, CONNCFG_NO_FIELD),
+    TK("kv_connector_module_path", CCFG_KEY_STRING_NULL, CCFG_READ_VLLM, 0, NULL, CCFG_NO_FIELD),
+    TK("engine_id", CCFG_KEY_STRING_NULL, CCFG_READ_VLLM, 0, NULL, CCFG_NO_FIELD),
+    TK("kv_buffer_device", CCFG_KEY_STRING, CCFG_READ_VLLM, 0, NULL, CCFG_NO_FIELD),
+    TK("kv_port", CCFG_KEY_INT, CCFG_READ_VLLM, 0, NULL, CCFG_NO_FIELD),
+    TK("enable_permute_local_kv", CCFG_KEY_BOOL, CCFG_READ_VLLM, 0, NULL, CCFG_NO_FIELD),
 };
 
-static const conncfg_key extra_keys[] = {
-    TK("load_async", CONNCFG_KEY_BOOL, CONNCFG_READ_CONNECTOR, 0, NULL, IN_EXTRA(load_async)),
-    TK("lookup_async", CONNCFG_KEY_BOOL, CONNCFG_READ_CONNECTOR, 0, NULL, IN_EXTRA(lookup_async)),
-    TK("enable_lookup", CONNCFG_KEY_BOOL, CONNCFG_READ_CONNECTOR, 0, NULL, IN_EXTRA(enable_lookup)),
-    TK("save_decode_cache", CONNCFG_KEY_BOOL, CONNCFG_READ_CONNECTOR, 0, NULL,
+static const ccfg_key extra_keys[] = {
+    TK("load_async", CCFG_KEY_BOOL, CCFG_READ_CONNECTOR, 0, NULL, IN_EXTRA(load_async)),
+    TK("lookup_async", CCFG_KEY_BOOL, CCFG_READ_CONNECTOR, 0, NULL, IN_EXTRA(lookup_async)),
+    TK("enable_lookup", CCFG_KEY_BOOL, CCFG_READ_CONNECTOR, 0, NULL, IN_EXTRA(enable_lookup)),
+    TK("save_decode_cache", CCFG_KEY_BOOL, CCFG_READ_CONNECTOR, 0, NULL,
        IN_EXTRA(save_decode_cache)),
-    TK("cache_prefix", CONNCFG_KEY_STRING, CONNCFG_READ_CONNECTOR, 0, NULL, IN_EXTRA(cache_prefix)),
-    TK("preferred_segment", CONNCFG_KEY_STRING_NULL, CONNCFG_READ_CONNECTOR, 0, NULL,
+    TK("cache_prefix", CCFG_KEY_STRING, CCFG_READ_CONNECTOR, 0, NULL, IN_EXTRA(cache_prefix)),
+    TK("preferred_segment", CCFG_KEY_STRING_NULL, CCFG_READ_CONNECTOR, 0, NULL,
        IN_EXTRA(preferred_segment)),
-    TK("lookup_rpc_port", CONNCFG_KEY_INT, CONNCFG_READ_CONNECTOR, 0, NULL,
-       IN_EXTRA(lookup_rpc_port)),
-    TK("enable_group_semantics", CONNCFG_KEY_BOOLISH, CONNCFG_READ_CONNECTOR, 0, NULL,
+    TK("lookup_rpc_port", CCFG_KEY_INT, CCFG_READ_CONNECTOR, 0, NULL, IN_EXTRA(lookup_rpc_port)),
+    TK("enable_group_semantics", CCFG_KEY_BOOLISH, CCFG_READ_CONNECTOR, 0, NULL,
        IN_EXTRA(enable_group_semantics)),
-    TK("enable_cross_layers_blocks", CONNCFG_KEY_BOOLISH, CONNCFG_READ_CONNECTOR, 0, NULL,
+    TK("enable_cross_layers_blocks", CCFG_KEY_BOOLISH, CCFG_READ_CONNECTOR, 0, NULL,
        IN_EXTRA(enable_cross_layers_blocks)),
     /* Read by tide.vllm (python/tide/vllm/config.py, connector.py). */
-    TK("url", CONNCFG_KEY_STRING, CONNCFG_READ_BINDING, 0, NULL, CONNCFG_NO_FIELD),
-    TK("reconnect_s", CONNCFG_KEY_NUMBER_POS, CONNCFG_READ_BINDING, 0, NULL, CONNCFG_NO_FIELD),
-    TK("kv_events", CONNCFG_KEY_BOOL, CONNCFG_READ_BINDING, 0, NULL, CONNCFG_NO_FIELD),
+    TK("url", CCFG_KEY_STRING, CCFG_READ_BINDING, 0, NULL, CCFG_NO_FIELD),
+    TK("reconnect_s", CCFG_KEY_NUMBER_POS, CCFG_READ_BINDING, 0, NULL, CCFG_NO_FIELD),
+    TK("kv_events", CCFG_KEY_BOOL, CCFG_READ_BINDING, 0, NULL, CCFG_NO_FIELD),
 };
 
-const conncfg_key *conncfg_transfer_keys(size_t *n) {
+const ccfg_key *ccfg_transfer_keys(size_t *n) {
     *n = NELEM(transfer_keys);
     return transfer_keys;
 }
 
-const conncfg_key *conncfg_extra_keys(size_t *n) {
+const ccfg_key *ccfg_extra_keys(size_t *n) {
     *n = NELEM(extra_keys);
     return extra_keys;
 }
@@ -486,61 +482,61 @@ static size_t enum_count(const char *const *names) {
     return n;
 }
 
-/* Read every key of a table from rd into base (a conncfg or a connector_extra); OBJECT
+/* Read every key of a table from rd into base (a ccfg or a connector_extra); OBJECT
  * keys are left to the caller. Returns 0 or -ENOMEM. */
-static int read_keys(objrd *rd, const conncfg_key *keys, size_t n, void *base) {
+static int read_keys(objrd *rd, const ccfg_key *keys, size_t n, void *base) {
     for (size_t i = 0; i < n; i++) {
-        const conncfg_key *k = &keys[i];
-        char *field = k->offset == CONNCFG_NO_FIELD ? NULL : (char *)base + k->offset;
+        const ccfg_key *k = &keys[i];
+        char *field = k->offset == CCFG_NO_FIELD ? NULL : (char *)base + k->offset;
         int flags = k->required ? F_REQUIRED : 0;
         int iv = 0;
         int64_t lv = 0;
         char *sv = NULL;
         int r;
         switch (k->type) {
-        case CONNCFG_KEY_BOOL:
+        case CCFG_KEY_BOOL:
             if (rd_bool(rd, k->name, &iv) && field) memcpy(field, &iv, sizeof(int));
             break;
-        case CONNCFG_KEY_BOOLISH:
+        case CCFG_KEY_BOOLISH:
             if (rd_boolish(rd, k->name, &iv) && field) memcpy(field, &iv, sizeof(int));
             break;
-        case CONNCFG_KEY_STRING:
-        case CONNCFG_KEY_STRING_NULL:
-            r = rd_str(rd, k->name, flags | (k->type == CONNCFG_KEY_STRING_NULL ? F_NULLABLE : 0),
+        case CCFG_KEY_STRING:
+        case CCFG_KEY_STRING_NULL:
+            r = rd_str(rd, k->name, flags | (k->type == CCFG_KEY_STRING_NULL ? F_NULLABLE : 0),
                        field ? (char **)(void *)field : &sv);
             free(sv);
             if (r < 0) return -ENOMEM;
             break;
-        case CONNCFG_KEY_INT:
-        case CONNCFG_KEY_INT_NULL:
-            if (rd_int(rd, k->name, flags | (k->type == CONNCFG_KEY_INT_NULL ? F_NULLABLE : 0), &lv,
+        case CCFG_KEY_INT:
+        case CCFG_KEY_INT_NULL:
+            if (rd_int(rd, k->name, flags | (k->type == CCFG_KEY_INT_NULL ? F_NULLABLE : 0), &lv,
                        NULL) &&
                 field)
                 memcpy(field, &lv, sizeof(int64_t));
             break;
-        case CONNCFG_KEY_NUMBER_POS:
-        case CONNCFG_KEY_NUMBER_NULL: {
+        case CCFG_KEY_NUMBER_POS:
+        case CCFG_KEY_NUMBER_NULL: {
             const cJSON *j = rd_get(rd, k->name);
-            if (!j || (cJSON_IsNull(j) && k->type == CONNCFG_KEY_NUMBER_NULL)) break;
+            if (!j || (cJSON_IsNull(j) && k->type == CCFG_KEY_NUMBER_NULL)) break;
             if (!cJSON_IsNumber(j)) {
                 type_error(rd, k->name,
-                           k->type == CONNCFG_KEY_NUMBER_NULL ? "a number or null" : "a number", j);
-            } else if (k->type == CONNCFG_KEY_NUMBER_POS &&
+                           k->type == CCFG_KEY_NUMBER_NULL ? "a number or null" : "a number", j);
+            } else if (k->type == CCFG_KEY_NUMBER_POS &&
                        !(isfinite(j->valuedouble) && j->valuedouble > 0)) {
                 char p[320];
                 join_path(p, sizeof(p), rd->path, k->name);
-                conncfg_errs_add(rd->errs, "%s: must be > 0, got %g", p, j->valuedouble);
+                ccfg_errs_add(rd->errs, "%s: must be > 0, got %g", p, j->valuedouble);
             }
             break;
         }
-        case CONNCFG_KEY_ENUM:
+        case CCFG_KEY_ENUM:
             if (rd_enum(rd, k->name, flags, k->names, enum_count(k->names), &iv) && field)
                 memcpy(field, &iv, sizeof(int));
             break;
-        case CONNCFG_KEY_OBJECT:
+        case CCFG_KEY_OBJECT:
             rd_get(rd, k->name); /* known; read by the caller */
             break;
-        case CONNCFG_KEY_OBJECT_NULL: {
+        case CCFG_KEY_OBJECT_NULL: {
             const cJSON *j = rd_get(rd, k->name);
             if (j && !cJSON_IsObject(j) && !cJSON_IsNull(j))
                 type_error(rd, k->name, "an object or null", j);
@@ -551,7 +547,7 @@ static int read_keys(objrd *rd, const conncfg_key *keys, size_t n, void *base) {
     return 0;
 }
 
-static int parse_extra(conncfg *c, const cJSON *j, const char *path, conncfg_errs *e) {
+static int parse_extra(ccfg *c, const cJSON *j, const char *path, ccfg_errs *e) {
     objrd rd;
     rd_open(&rd, j, path, e);
     int r = read_keys(&rd, extra_keys, NELEM(extra_keys), &c->extra);
@@ -559,10 +555,10 @@ static int parse_extra(conncfg *c, const cJSON *j, const char *path, conncfg_err
     return r;
 }
 
-static int parse_transfer(conncfg *c, const cJSON *j, conncfg_errs *e) {
+static int parse_transfer(ccfg *c, const cJSON *j, ccfg_errs *e) {
     objrd rd;
     rd_open(&rd, j, "kv_transfer_config", e);
-    if (!j) conncfg_errs_add(e, "kv_transfer_config: required key is missing");
+    if (!j) ccfg_errs_add(e, "kv_transfer_config: required key is missing");
     int r = read_keys(&rd, transfer_keys, NELEM(transfer_keys), c);
     if (r == 0) {
         const cJSON *x =
@@ -574,7 +570,7 @@ static int parse_transfer(conncfg *c, const cJSON *j, conncfg_errs *e) {
 }
 
 /* shapes: [[d, d, ...], ...]; dtypes: ["bfloat16", ...] */
-static void parse_mamba_states(connector_group *g, objrd *rd, conncfg_errs *e) {
+static void parse_mamba_states(connector_group *g, objrd *rd, ccfg_errs *e) {
     const cJSON *sh = rd_get(rd, "shapes");
     const cJSON *dt = rd_get(rd, "dtypes");
     char p[320];
@@ -586,26 +582,26 @@ static void parse_mamba_states(connector_group *g, objrd *rd, conncfg_errs *e) {
         int n = cJSON_GetArraySize(sh);
         join_path(p, sizeof(p), rd->path, "shapes");
         if (n < 1 || n > CONNECTOR_MAX_STATES)
-            conncfg_errs_add(e, "%s: expected 1 to %d state shapes, got %d", p,
-                             CONNECTOR_MAX_STATES, n);
+            ccfg_errs_add(e, "%s: expected 1 to %d state shapes, got %d", p, CONNECTOR_MAX_STATES,
+                          n);
         int i = 0;
         for (const cJSON *s = sh->child; s && i < CONNECTOR_MAX_STATES; s = s->next, i++) {
             if (!cJSON_IsArray(s)) {
-                conncfg_errs_add(e, "%s[%d]: expected an array of integers, got %s", p, i,
-                                 json_kind(s));
+                ccfg_errs_add(e, "%s[%d]: expected an array of integers, got %s", p, i,
+                              json_kind(s));
                 continue;
             }
             int nd = cJSON_GetArraySize(s);
             if (nd < 1 || nd > CONNECTOR_MAX_DIMS) {
-                conncfg_errs_add(e, "%s[%d]: expected 1 to %d dimensions, got %d", p, i,
-                                 CONNECTOR_MAX_DIMS, nd);
+                ccfg_errs_add(e, "%s[%d]: expected 1 to %d dimensions, got %d", p, i,
+                              CONNECTOR_MAX_DIMS, nd);
                 continue;
             }
             int k = 0;
             for (const cJSON *d = s->child; d; d = d->next, k++) {
                 if (json_int(d, &g->shapes[i][k]) < 0)
-                    conncfg_errs_add(e, "%s[%d][%d]: expected an integer, got %s", p, i, k,
-                                     json_kind(d));
+                    ccfg_errs_add(e, "%s[%d][%d]: expected an integer, got %s", p, i, k,
+                                  json_kind(d));
             }
             g->ndims[i] = (size_t)nd;
         }
@@ -617,18 +613,18 @@ static void parse_mamba_states(connector_group *g, objrd *rd, conncfg_errs *e) {
         for (const cJSON *d = dt->child; d; d = d->next, i++) {
             if (i >= CONNECTOR_MAX_STATES) break;
             if (!cJSON_IsString(d))
-                conncfg_errs_add(e, "%s[%d]: expected a string, got %s", p, i, json_kind(d));
+                ccfg_errs_add(e, "%s[%d]: expected a string, got %s", p, i, json_kind(d));
             else if (dtype_lookup(d->valuestring, &g->dtypes[i]) < 0)
-                conncfg_errs_add(e, "%s[%d]: unknown dtype '%s'", p, i, d->valuestring);
+                ccfg_errs_add(e, "%s[%d]: unknown dtype '%s'", p, i, d->valuestring);
         }
         if (sh && cJSON_IsArray(sh) && cJSON_GetArraySize(dt) != cJSON_GetArraySize(sh))
-            conncfg_errs_add(e, "%s: %d dtypes for %d shapes (one dtype per state shape)", p,
-                             cJSON_GetArraySize(dt), cJSON_GetArraySize(sh));
+            ccfg_errs_add(e, "%s: %d dtypes for %d shapes (one dtype per state shape)", p,
+                          cJSON_GetArraySize(dt), cJSON_GetArraySize(sh));
     }
 }
 
-static void parse_spec(conncfg *c, connector_group *g, const cJSON *j, const char *path,
-                       conncfg_errs *e) {
+static void parse_spec(ccfg *c, connector_group *g, const cJSON *j, const char *path,
+                       ccfg_errs *e) {
     objrd rd;
     rd_open(&rd, j, path, e);
     if (!rd.obj) return;
@@ -647,10 +643,10 @@ static void parse_spec(conncfg *c, connector_group *g, const cJSON *j, const cha
                 size_t l = strlen(list);
                 snprintf(list + l, sizeof(list) - l, "%s%s", i ? ", " : "", spec_names[i]);
             }
-            conncfg_errs_add(e,
-                             "%s.type: unknown KV-cache spec '%s': tide knows neither its layout "
-                             "nor how vLLM's rules treat it (known: %s)",
-                             path, t->valuestring, list);
+            ccfg_errs_add(e,
+                          "%s.type: unknown KV-cache spec '%s': tide knows neither its layout "
+                          "nor how vLLM's rules treat it (known: %s)",
+                          path, t->valuestring, list);
         }
     }
     if (kind < 0) {
@@ -670,10 +666,10 @@ static void parse_spec(conncfg *c, connector_group *g, const cJSON *j, const cha
         if (rd_enum(&rd, "mamba_cache_mode", 0, mamba_mode_names, NELEM(mamba_mode_names), &v)) {
             g->mamba_mode = (connector_mamba_mode)v;
             if (g->mamba_mode != c->mamba_cache_mode)
-                conncfg_errs_add(e,
-                                 "%s.mamba_cache_mode: '%s' differs from "
-                                 "cache_config.mamba_cache_mode '%s'",
-                                 path, mamba_mode_names[v], mamba_mode_names[c->mamba_cache_mode]);
+                ccfg_errs_add(e,
+                              "%s.mamba_cache_mode: '%s' differs from "
+                              "cache_config.mamba_cache_mode '%s'",
+                              path, mamba_mode_names[v], mamba_mode_names[c->mamba_cache_mode]);
         }
         rd_name(&rd, "mamba_type", 0, g->mamba_type, sizeof(g->mamba_type));
         rd_int(&rd, "num_speculative_blocks", 0, &g->num_speculative_blocks, NULL);
@@ -691,7 +687,7 @@ static void parse_spec(conncfg *c, connector_group *g, const cJSON *j, const cha
         if (!hv) g->head_size_v = latent ? 0 : g->head_size;
         char dt[CONNECTOR_NAME_MAX] = "";
         if (rd_name(&rd, "dtype", F_REQUIRED, dt, sizeof(dt)) && dtype_lookup(dt, &g->dtype) < 0)
-            conncfg_errs_add(e, "%s.dtype: unknown dtype '%s'", path, dt);
+            ccfg_errs_add(e, "%s.dtype: unknown dtype '%s'", path, dt);
         if (g->kind == CONNECTOR_SPEC_SLIDING || g->kind == CONNECTOR_SPEC_SLIDING_MLA) {
             rd_int(&rd, "sliding_window", F_REQUIRED, &g->sliding_window, NULL);
             rd_int(&rd, "extra_retained_tokens", 0, &g->extra_retained_tokens, NULL);
@@ -711,10 +707,10 @@ static void parse_spec(conncfg *c, connector_group *g, const cJSON *j, const cha
     rd_close(&rd);
 }
 
-static int parse_groups(conncfg *c, const cJSON *j, conncfg_errs *e) {
+static int parse_groups(ccfg *c, const cJSON *j, ccfg_errs *e) {
     objrd rd;
     rd_open(&rd, j, "kv_cache_config", e);
-    if (!j) conncfg_errs_add(e, "kv_cache_config: required key is missing");
+    if (!j) ccfg_errs_add(e, "kv_cache_config: required key is missing");
     rd_int(&rd, "num_blocks", F_NULLABLE, &c->num_blocks, NULL);
     int isnull = 0;
     int64_t ri = 0;
@@ -728,8 +724,8 @@ static int parse_groups(conncfg *c, const cJSON *j, conncfg_errs *e) {
     if (gs && cJSON_IsArray(gs)) {
         int n = cJSON_GetArraySize(gs);
         if (n > CONNECTOR_MAX_GROUPS)
-            conncfg_errs_add(e, "kv_cache_config.kv_cache_groups: %d groups, at most %d", n,
-                             CONNECTOR_MAX_GROUPS);
+            ccfg_errs_add(e, "kv_cache_config.kv_cache_groups: %d groups, at most %d", n,
+                          CONNECTOR_MAX_GROUPS);
         int i = 0;
         for (const cJSON *gj = gs->child; gj && i < CONNECTOR_MAX_GROUPS; gj = gj->next, i++) {
             connector_group *g = &c->groups[i];
@@ -756,8 +752,8 @@ static int parse_groups(conncfg *c, const cJSON *j, conncfg_errs *e) {
                 size_t k = 0;
                 for (const cJSON *s = ln->child; s; s = s->next, k++) {
                     if (!cJSON_IsString(s)) {
-                        conncfg_errs_add(e, "%s.layer_names[%zu]: expected a string, got %s", gp, k,
-                                         json_kind(s));
+                        ccfg_errs_add(e, "%s.layer_names[%zu]: expected a string, got %s", gp, k,
+                                      json_kind(s));
                         continue;
                     }
                     g->layer_names[g->nlayers] = strdup(s->valuestring);
@@ -776,7 +772,7 @@ static int parse_groups(conncfg *c, const cJSON *j, conncfg_errs *e) {
  * Entry points.
  * ---------------------------------------------------------------------------------- */
 
-static void set_defaults(conncfg *c) {
+static void set_defaults(ccfg *c) {
     memset(c, 0, sizeof(*c));
     c->enable_prefix_caching = 1;
     c->tp_size = c->pp_size = c->pcp_size = c->dcp_size = c->dp_size = 1;
@@ -820,7 +816,7 @@ static size_t nul_escape_at(const char *text, size_t len) {
     return len;
 }
 
-int conncfg_parse_string(const char *json, size_t len, conncfg *cfg, conncfg_errs *errs) {
+int ccfg_parse_string(const char *json, size_t len, ccfg *cfg, ccfg_errs *errs) {
     set_defaults(cfg);
     /* Copy so the text ends with a NUL. The NUL is handed to cJSON as part of the buffer:
      * a document cut short then fails at offset len, which reads as "end of input",
@@ -838,7 +834,7 @@ int conncfg_parse_string(const char *json, size_t len, conncfg *cfg, conncfg_err
         int line, col;
         char what[300];
         if (json_diagnose(text, len, &line, &col, what, sizeof(what)) != 0) {
-            conncfg_errs_add(errs, "line %d, column %d: invalid JSON: %s", line, col, what);
+            ccfg_errs_add(errs, "line %d, column %d: invalid JSON: %s", line, col, what);
             free(text);
             return TIDE_EPARSE;
         }
@@ -854,8 +850,8 @@ int conncfg_parse_string(const char *json, size_t len, conncfg *cfg, conncfg_err
         while (p < len && (text[p] == ' ' || text[p] == '\t' || text[p] == '\r' || text[p] == '\n'))
             p++;
         if (p >= len) {
-            conncfg_errs_add(errs, "line %d, column %d: invalid JSON: unexpected end of input",
-                             line, col);
+            ccfg_errs_add(errs, "line %d, column %d: invalid JSON: unexpected end of input", line,
+                          col);
         } else {
             char near[24];
             size_t k = 0;
@@ -864,7 +860,7 @@ int conncfg_parse_string(const char *json, size_t len, conncfg *cfg, conncfg_err
                 k++;
             }
             near[k] = '\0';
-            conncfg_errs_add(errs, "line %d, column %d: invalid JSON near '%s'", line, col, near);
+            ccfg_errs_add(errs, "line %d, column %d: invalid JSON near '%s'", line, col, near);
         }
         free(text);
         return TIDE_EPARSE;
@@ -878,8 +874,8 @@ int conncfg_parse_string(const char *json, size_t len, conncfg *cfg, conncfg_err
         if (p < len) {
             int line, col;
             line_col(text, p, &line, &col);
-            conncfg_errs_add(errs, "line %d, column %d: invalid JSON: text after the document",
-                             line, col);
+            ccfg_errs_add(errs, "line %d, column %d: invalid JSON: text after the document", line,
+                          col);
             cJSON_Delete(root);
             free(text);
             return TIDE_EPARSE;
@@ -890,10 +886,10 @@ int conncfg_parse_string(const char *json, size_t len, conncfg *cfg, conncfg_err
     if (nul < len) {
         int line, col;
         line_col(text, nul, &line, &col);
-        conncfg_errs_add(errs,
-                         "line %d, column %d: a string contains \\u0000 (NUL), which no "
-                         "name or prefix may hold",
-                         line, col);
+        ccfg_errs_add(errs,
+                      "line %d, column %d: a string contains \\u0000 (NUL), which no "
+                      "name or prefix may hold",
+                      line, col);
         cJSON_Delete(root);
         free(text);
         return TIDE_EPARSE;
@@ -920,12 +916,12 @@ out:
     return rc;
 }
 
-int conncfg_parse_file(const char *path, conncfg *cfg, conncfg_errs *errs) {
+int ccfg_parse_file(const char *path, ccfg *cfg, ccfg_errs *errs) {
     set_defaults(cfg);
     FILE *f = fopen(path, "rb");
     if (!f) {
         int err = errno;
-        conncfg_errs_add(errs, "%s: %s", path, strerror(err));
+        ccfg_errs_add(errs, "%s: %s", path, strerror(err));
         return -err;
     }
     char *buf = NULL;
@@ -936,7 +932,7 @@ int conncfg_parse_file(const char *path, conncfg *cfg, conncfg_errs *errs) {
             if (cap > (64u << 20)) {
                 fclose(f);
                 free(buf);
-                conncfg_errs_add(errs, "%s: larger than 64 MiB", path);
+                ccfg_errs_add(errs, "%s: larger than 64 MiB", path);
                 return -EFBIG;
             }
             char *nb = realloc(buf, cap);
@@ -955,15 +951,15 @@ int conncfg_parse_file(const char *path, conncfg *cfg, conncfg_errs *errs) {
     fclose(f);
     if (err) {
         free(buf);
-        conncfg_errs_add(errs, "%s: %s", path, strerror(err));
+        ccfg_errs_add(errs, "%s: %s", path, strerror(err));
         return -err;
     }
-    int rc = conncfg_parse_string(buf ? buf : "", len, cfg, errs);
+    int rc = ccfg_parse_string(buf ? buf : "", len, cfg, errs);
     free(buf);
     return rc;
 }
 
-void conncfg_free(conncfg *cfg) {
+void ccfg_free(ccfg *cfg) {
     free(cfg->model);
     free(cfg->cache_dtype);
     free(cfg->kv_connector);

@@ -6,21 +6,21 @@
  *
  * The life of a configuration:
  *
- *   conncfg_parse_string / conncfg_parse_file   JSON -> conncfg; syntax and schema errors
+ *   ccfg_parse_string / ccfg_parse_file   JSON -> ccfg; syntax and schema errors
  *                                               (unknown keys, wrong types, missing keys)
- *   conncfg_check                               value rules (sizes, ranks, block/hash
+ *   ccfg_check                               value rules (sizes, ranks, block/hash
  *                                               sizes, replay-SSM) and the derived values,
  *                                               in vLLM's order (see reached_connector)
  *   connector_validate                          the verdict of one connector implementation
  *                                               (vLLM's MooncakeStoreConnector, or tide's)
- *   conncfg_free
+ *   ccfg_free
  *
- * Invariants after a successful conncfg_check: every size is > 0, every rank is within its
+ * Invariants after a successful ccfg_check: every size is > 0, every rank is within its
  * size, ngroups >= 1, and the derived fields (scheduler_block_size, hash_block_size,
  * group.page_bytes, group.tp_factor, group.fingerprint) are set.
  *
  * Problems are collected, never just the first: each is one line "path: message" (or
- * "line L, column C: message" for JSON syntax) in a conncfg_errs list. Nothing here prints.
+ * "line L, column C: message" for JSON syntax) in a ccfg_errs list. Nothing here prints.
  */
 #ifndef TIDE_CONNECTOR_CONFIG_H
 #define TIDE_CONNECTOR_CONFIG_H
@@ -38,16 +38,16 @@
 /* ------------------------------------------------------------------------------------
  * Collected problems.
  * ---------------------------------------------------------------------------------- */
-typedef struct conncfg_errs {
+typedef struct ccfg_errs {
     char **msg; /* n lines, each "path: message" */
     size_t n, cap;
     int oom; /* a line could not be stored (the list is then incomplete) */
-} conncfg_errs;
+} ccfg_errs;
 
-void conncfg_errs_init(conncfg_errs *e);
-void conncfg_errs_free(conncfg_errs *e);
+void ccfg_errs_init(ccfg_errs *e);
+void ccfg_errs_free(ccfg_errs *e);
 /* Append one formatted line. */
-void conncfg_errs_add(conncfg_errs *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ccfg_errs_add(ccfg_errs *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ------------------------------------------------------------------------------------
  * The model.
@@ -134,7 +134,7 @@ typedef struct connector_group {
 
     int64_t page_size_padded; /* attention and Mamba; 0 = not padded */
 
-    /* Derived by conncfg_check. */
+    /* Derived by ccfg_check. */
     int64_t page_bytes;     /* bytes of one block of one layer on this rank */
     int64_t eff_block_size; /* tokens a block covers: attention x dcp, Mamba as is */
     int tp_factor;          /* TP ranks holding identical bytes for this group */
@@ -154,7 +154,7 @@ typedef struct connector_extra {
     int enable_cross_layers_blocks; /* false */
 } connector_extra;
 
-typedef struct conncfg {
+typedef struct ccfg {
     /* model_config */
     char *model;                /* required */
     int64_t total_num_kv_heads; /* 0 = not given (see docs) */
@@ -187,7 +187,7 @@ typedef struct conncfg {
     connector_group groups[CONNECTOR_MAX_GROUPS];
     size_t ngroups;
 
-    /* Derived by conncfg_check. */
+    /* Derived by ccfg_check. */
     int checked; /* every check passed */
     /* The checks vLLM makes before it builds a connector passed (configuration values, page
      * sizes): the reference's verdict is defined, even when what vLLM's KV-cache manager
@@ -200,76 +200,76 @@ typedef struct conncfg {
      * loads then work at hash_block_size granularity. */
     int partial_hits;
     char model_name[CONNECTOR_NAME_MAX * 4]; /* last path component of model */
-} conncfg;
+} ccfg;
 
 /* The name of a spec kind, for messages and the CLI. */
-const char *conncfg_spec_name(connector_spec_kind k); /* "FullAttentionSpec" ... */
+const char *ccfg_spec_name(connector_spec_kind k); /* "FullAttentionSpec" ... */
 
 /* Whether vLLM's prefix caching covers the group's spec (vLLM's `prefix_cacheable`):
  * false for CircularBufferSpec, the HiSparse specs and SlidingWindowMLASpec with
  * bounded_replay. */
-int conncfg_spec_prefix_cacheable(const connector_group *g);
+int ccfg_spec_prefix_cacheable(const connector_group *g);
 
 /* "none", "align" or "all". */
-const char *conncfg_mamba_mode_name(connector_mamba_mode m);
+const char *ccfg_mamba_mode_name(connector_mamba_mode m);
 
 /* ------------------------------------------------------------------------------------
  * Keys of kv_transfer_config and kv_connector_extra_config: one table, read by the parser
  * (so by `tide check-config` and by the connector alike). Each key says who reads it.
  * ---------------------------------------------------------------------------------- */
-typedef enum conncfg_key_reader {
-    CONNCFG_READ_CONNECTOR = 0, /* libtide's connector */
-    CONNCFG_READ_BINDING,       /* tide.vllm, the Python binding (url, reconnect_s, ...) */
-    CONNCFG_READ_VLLM,          /* vLLM itself (kv_connector_module_path, ...); not used */
-} conncfg_key_reader;
+typedef enum ccfg_key_reader {
+    CCFG_READ_CONNECTOR = 0, /* libtide's connector */
+    CCFG_READ_BINDING,       /* tide.vllm, the Python binding (url, reconnect_s, ...) */
+    CCFG_READ_VLLM,          /* vLLM itself (kv_connector_module_path, ...); not used */
+} ccfg_key_reader;
 
-typedef enum conncfg_key_type {
-    CONNCFG_KEY_BOOL = 0,    /* true/false */
-    CONNCFG_KEY_BOOLISH,     /* true/false or the strings "true"/"false" */
-    CONNCFG_KEY_STRING,      /* a string */
-    CONNCFG_KEY_STRING_NULL, /* a string or null */
-    CONNCFG_KEY_INT,         /* an integer */
-    CONNCFG_KEY_INT_NULL,    /* an integer or null */
-    CONNCFG_KEY_NUMBER_POS,  /* a number > 0 */
-    CONNCFG_KEY_NUMBER_NULL, /* a number or null */
-    CONNCFG_KEY_ENUM,        /* one of the strings in names */
-    CONNCFG_KEY_OBJECT,      /* an object (read by its own table) */
-    CONNCFG_KEY_OBJECT_NULL, /* an object or null, not looked into */
-} conncfg_key_type;
+typedef enum ccfg_key_type {
+    CCFG_KEY_BOOL = 0,    /* true/false */
+    CCFG_KEY_BOOLISH,     /* true/false or the strings "true"/"false" */
+    CCFG_KEY_STRING,      /* a string */
+    CCFG_KEY_STRING_NULL, /* a string or null */
+    CCFG_KEY_INT,         /* an integer */
+    CCFG_KEY_INT_NULL,    /* an integer or null */
+    CCFG_KEY_NUMBER_POS,  /* a number > 0 */
+    CCFG_KEY_NUMBER_NULL, /* a number or null */
+    CCFG_KEY_ENUM,        /* one of the strings in names */
+    CCFG_KEY_OBJECT,      /* an object (read by its own table) */
+    CCFG_KEY_OBJECT_NULL, /* an object or null, not looked into */
+} ccfg_key_type;
 
-#define CONNCFG_NO_FIELD ((size_t)-1)
+#define CCFG_NO_FIELD ((size_t)-1)
 
-typedef struct conncfg_key {
+typedef struct ccfg_key {
     const char *name;
-    conncfg_key_type type;
-    conncfg_key_reader reader;
+    ccfg_key_type type;
+    ccfg_key_reader reader;
     int required;
     const char *const *names; /* ENUM: the accepted strings, NULL-terminated */
-    size_t offset;            /* of the field in conncfg (transfer) or connector_extra (extra)
+    size_t offset;            /* of the field in ccfg (transfer) or connector_extra (extra)
                                  that receives the value: int for BOOL, BOOLISH and ENUM,
                                  char * for STRING(_NULL), int64_t for INT(_NULL);
-                                 CONNCFG_NO_FIELD when the connector does not keep it */
-} conncfg_key;
+                                 CCFG_NO_FIELD when the connector does not keep it */
+} ccfg_key;
 
 /* The tables: kv_transfer_config's keys and kv_connector_extra_config's (n set to the
  * count). */
-const conncfg_key *conncfg_transfer_keys(size_t *n);
-const conncfg_key *conncfg_extra_keys(size_t *n);
+const ccfg_key *ccfg_transfer_keys(size_t *n);
+const ccfg_key *ccfg_extra_keys(size_t *n);
 
 /*
  * Parse a JSON document (len bytes at json; it need not end with a NUL) into *cfg, which
  * the call initialises. Every problem found is appended to errs.
  * Returns 0, TIDE_EPARSE (syntax: one line "line L, column C: ..."; or schema: unknown
  * keys, wrong types, missing required keys, bad enum values — all of them), or -ENOMEM.
- * On any return *cfg must be released with conncfg_free().
+ * On any return *cfg must be released with ccfg_free().
  */
-int conncfg_parse_string(const char *json, size_t len, conncfg *cfg, conncfg_errs *errs);
+int ccfg_parse_string(const char *json, size_t len, ccfg *cfg, ccfg_errs *errs);
 
 /* Read and parse a file. Errors as above, plus a negative errno when it cannot be read
  * (with "PATH: strerror" in errs). */
-int conncfg_parse_file(const char *path, conncfg *cfg, conncfg_errs *errs);
+int ccfg_parse_file(const char *path, ccfg *cfg, ccfg_errs *errs);
 
-void conncfg_free(conncfg *cfg);
+void ccfg_free(ccfg *cfg);
 
 /*
  * Check the values (sizes > 0, ranks in range, DCP dividing TP, block sizes multiple of
@@ -278,7 +278,7 @@ void conncfg_free(conncfg *cfg);
  * TIDE_ECONFIG, cfg->reached_connector tells whether only the block-size checks vLLM makes
  * after building its connector failed (the derived block sizes are then set where known).
  */
-int conncfg_check(conncfg *cfg, conncfg_errs *errs);
+int ccfg_check(ccfg *cfg, ccfg_errs *errs);
 
 /* ------------------------------------------------------------------------------------
  * Verdicts.
@@ -363,24 +363,24 @@ const char *connector_impl_name(connector_impl impl);
 
 /* True when the rank only contributes memory: kv_consumer, enable_lookup false and
  * save_decode_cache false (the reference's condition). */
-int connector_capacity_only(const conncfg *cfg);
+int connector_capacity_only(const ccfg *cfg);
 
 /*
- * Apply one connector's rules to a checked configuration: tide's need conncfg_check to have
+ * Apply one connector's rules to a checked configuration: tide's need ccfg_check to have
  * returned 0, the reference's only cfg->reached_connector (vLLM builds its connector before
  * its KV-cache manager checks block sizes); TIDE_ECONFIG otherwise. Fills *v. Returns 0
  * when the connector accepts it (or skips validation because the rank is capacity-only),
  * TIDE_EUNSUPPORTED when not (v->message then holds the one message listing every item, in
  * the reference's order).
  */
-int connector_validate(const conncfg *cfg, connector_impl impl, connector_verdict *v);
+int connector_validate(const ccfg *cfg, connector_impl impl, connector_verdict *v);
 
 /* The reference's verdict under one release's rules (connector_validate applies the newest,
  * CONNECTOR_VLLM_NEWEST's). Same returns as connector_validate. */
-int connector_validate_reference(const conncfg *cfg, connector_rules rules, connector_verdict *v);
+int connector_validate_reference(const ccfg *cfg, connector_rules rules, connector_verdict *v);
 
 /* TP ranks that hold byte-identical copies of group g: 1 when dcp > 1 or for Mamba;
  * tp_size for MLA; else max(1, tp_size / total_num_kv_heads). */
-int connector_tp_factor(const conncfg *cfg, size_t g);
+int connector_tp_factor(const ccfg *cfg, size_t g);
 
 #endif

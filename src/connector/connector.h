@@ -5,7 +5,7 @@
  *
  * Files: handle.c (create/destroy, info, stats, messages), base.c (the helpers every file
  * calls: messages, counting, argument checks), lookup.c (keys, the one existence round
- * trip, the hit search), sched.c (request state, load and save plans), meta.c (the
+ * trip, the hit search), sched.c (request state, load and save plans), step.c (the
  * metadata: build, read, serialize, parse), worker.c (regions, job threads, completions),
  * devmem.c (device memory). Arrows point one way: handle.c calls the others, every file
  * may call base.c, base.c calls none of them.
@@ -54,15 +54,15 @@ int64_t connector_window_blocks(const connector_group *g);
  * before B; sliding window: the window's blocks before B; Mamba: the snapshot exactly at
  * B), iterated to a fixed point. Pure.
  */
-int64_t connector_hit_search(const conncfg *cfg, const connector_presence *p, int64_t bound);
+int64_t connector_hit_search(const ccfg *cfg, const connector_presence *p, int64_t bound);
 
 /* The granularity of hits: the scheduler block size, or the hash block size when the
  * configuration has partial hits. */
-int64_t connector_hit_unit(const conncfg *cfg);
+int64_t connector_hit_unit(const ccfg *cfg);
 
 /* The aligned length a lookup considers: num_tokens and the hashes' coverage, aligned
  * down to connector_hit_unit. */
-int64_t connector_lookup_bound(const conncfg *cfg, int64_t num_tokens, size_t nhashes);
+int64_t connector_lookup_bound(const ccfg *cfg, int64_t num_tokens, size_t nhashes);
 
 /* ---- the handle --------------------------------------------------------------------- */
 
@@ -100,7 +100,7 @@ typedef struct connector_event {
 
 struct tide_connector {
     int role;
-    conncfg cfg;
+    ccfg cfg;
     tide_store *store;
     int own_store;
     errbuf err;
@@ -226,11 +226,11 @@ struct tide_connector_meta {
     size_t nfinished;
 };
 
-/* Append a job (meta.c); returns it or NULL when out of memory. */
-connector_mjob *connector_meta_add_job(tide_connector_meta *m, int kind, const char *req_id,
+/* Append a job (step.c); returns it or NULL when out of memory. */
+connector_mjob *connector_step_add_job(tide_connector_meta *m, int kind, const char *req_id,
                                        int64_t start, int64_t end, size_t hash_len);
 /* Append a block to a job; 0 or -ENOMEM. */
-int connector_meta_add_block(connector_mjob *j, int group, int32_t block_id, int64_t end_token,
+int connector_step_add_block(connector_mjob *j, int group, int32_t block_id, int64_t end_token,
                              const uint8_t *hash);
 
 /* ---- scheduler (sched.c) ---------------------------------------------------------------- */

@@ -25,7 +25,7 @@ static void free_handle(tide_connector *c) {
 }
 
 /* Join every collected problem into one message. */
-static int fail_errs(int rc, const char *what, conncfg_errs *e) {
+static int fail_errs(int rc, const char *what, ccfg_errs *e) {
     char msg[ERR_MSG_MAX];
     size_t len = (size_t)snprintf(msg, sizeof(msg), "%s: ", what);
     for (size_t i = 0; i < e->n && len < sizeof(msg); i++)
@@ -56,11 +56,11 @@ static int create(const char *json, const char *path, const char *url, tide_stor
     pthread_cond_init(&c->wcond, NULL);
     pthread_cond_init(&c->donecond, NULL);
 
-    conncfg_errs e;
-    conncfg_errs_init(&e);
-    int rc = json ? conncfg_parse_string(json, strlen(json), &c->cfg, &e)
-                  : conncfg_parse_file(path, &c->cfg, &e);
-    if (rc == 0) rc = conncfg_check(&c->cfg, &e);
+    ccfg_errs e;
+    ccfg_errs_init(&e);
+    int rc = json ? ccfg_parse_string(json, strlen(json), &c->cfg, &e)
+                  : ccfg_parse_file(path, &c->cfg, &e);
+    if (rc == 0) rc = ccfg_check(&c->cfg, &e);
     if (rc) {
         fail_errs(rc, "connector configuration", &e);
         goto fail_cfg;
@@ -101,15 +101,15 @@ static int create(const char *json, const char *path, const char *url, tide_stor
         err_set(NULL, NULL, rc, "%s", msg);
         goto fail;
     }
-    conncfg_errs_free(&e);
+    ccfg_errs_free(&e);
     *out = c;
     return 0;
 fail:
     connector_sched_free(c);
     if (c->own_store) tide_close(c->store);
 fail_cfg:
-    conncfg_errs_free(&e);
-    conncfg_free(&c->cfg);
+    ccfg_errs_free(&e);
+    ccfg_free(&c->cfg);
     free_handle(c);
     return rc;
 }
@@ -143,7 +143,7 @@ TIDE_API void tide_connector_destroy(tide_connector *c) {
     }
     connector_sched_free(c);
     if (c->own_store) tide_close(c->store);
-    conncfg_free(&c->cfg);
+    ccfg_free(&c->cfg);
     free_handle(c);
 }
 

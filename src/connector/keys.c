@@ -1,7 +1,7 @@
 /*
  * keys.c — object keys, layout fingerprints and lookup namespaces (see keys.h).
  *
- * Everything here is a pure function of a checked configuration (conncfg_check returned
+ * Everything here is a pure function of a checked configuration (ccfg_check returned
  * 0): the replication factors, page sizes and block sizes it derived are read, not
  * recomputed.
  */
@@ -33,12 +33,12 @@ static void sb_add(sbuf *b, const char *fmt, ...) {
     if (n > 0) b->len += (size_t)n;
 }
 
-int connector_layout_string(const conncfg *cfg, size_t g, char *buf, size_t cap) {
+int connector_layout_string(const ccfg *cfg, size_t g, char *buf, size_t cap) {
     const connector_group *gr = &cfg->groups[g];
     sbuf b = {buf, cap, 0};
     if (cap) buf[0] = '\0';
     sb_add(&b, "tide-layout-v1|model=%s|spec=%s|block_size=%" PRId64, cfg->model_name,
-           conncfg_spec_name(gr->kind), gr->block_size);
+           ccfg_spec_name(gr->kind), gr->block_size);
     if (gr->kind == CONNECTOR_SPEC_MAMBA) {
         sb_add(&b, "|states=");
         for (size_t i = 0; i < gr->nstates; i++) {
@@ -67,7 +67,7 @@ int connector_layout_string(const conncfg *cfg, size_t g, char *buf, size_t cap)
     return (int)b.len;
 }
 
-int connector_fingerprint(const conncfg *cfg, size_t g, char out[CONNECTOR_FP_HEX + 1]) {
+int connector_fingerprint(const ccfg *cfg, size_t g, char out[CONNECTOR_FP_HEX + 1]) {
     char small[1024];
     int n = connector_layout_string(cfg, g, small, sizeof(small));
     uint64_t h;
@@ -85,13 +85,13 @@ int connector_fingerprint(const conncfg *cfg, size_t g, char out[CONNECTOR_FP_HE
     return 0;
 }
 
-connector_ns connector_own_ns(const conncfg *cfg, size_t g) {
+connector_ns connector_own_ns(const ccfg *cfg, size_t g) {
     int f = cfg->groups[g].tp_factor > 0 ? cfg->groups[g].tp_factor : 1;
     connector_ns ns = {cfg->tp_rank / f, cfg->pcp_rank, cfg->dcp_rank, cfg->pp_rank};
     return ns;
 }
 
-size_t connector_lookup_namespaces(const conncfg *cfg, size_t g, connector_ns *out, size_t cap) {
+size_t connector_lookup_namespaces(const ccfg *cfg, size_t g, connector_ns *out, size_t cap) {
     int f = cfg->groups[g].tp_factor > 0 ? cfg->groups[g].tp_factor : 1;
     /* With DCP every TP rank holds its own token slice (factor 1) and its DCP rank is its
      * position inside the DCP group, tp_rank % dcp_size. */
@@ -108,7 +108,7 @@ size_t connector_lookup_namespaces(const conncfg *cfg, size_t g, connector_ns *o
     return total;
 }
 
-static void key_prefix_sb(const conncfg *cfg, size_t g, const connector_ns *ns, sbuf *b) {
+static void key_prefix_sb(const ccfg *cfg, size_t g, const connector_ns *ns, sbuf *b) {
     const char *prefix = cfg->extra.cache_prefix ? cfg->extra.cache_prefix : "";
     if (prefix[0]) sb_add(b, "%s@", prefix);
     sb_add(b,
@@ -117,8 +117,7 @@ static void key_prefix_sb(const conncfg *cfg, size_t g, const connector_ns *ns, 
            cfg->model_name, cfg->groups[g].fingerprint, ns->tp, ns->pcp, ns->dcp, ns->pp, g);
 }
 
-int connector_key_prefix(const conncfg *cfg, size_t g, const connector_ns *ns, char *buf,
-                         size_t cap) {
+int connector_key_prefix(const ccfg *cfg, size_t g, const connector_ns *ns, char *buf, size_t cap) {
     sbuf b = {buf, cap, 0};
     if (cap) buf[0] = '\0';
     key_prefix_sb(cfg, g, ns, &b);
@@ -127,7 +126,7 @@ int connector_key_prefix(const conncfg *cfg, size_t g, const connector_ns *ns, c
     return (int)b.len;
 }
 
-int connector_key(const conncfg *cfg, size_t g, const connector_ns *ns, const uint8_t *hash,
+int connector_key(const ccfg *cfg, size_t g, const connector_ns *ns, const uint8_t *hash,
                   size_t hlen, char *buf, size_t cap) {
     sbuf b = {buf, cap, 0};
     if (cap) buf[0] = '\0';
@@ -140,13 +139,13 @@ int connector_key(const conncfg *cfg, size_t g, const connector_ns *ns, const ui
     return (int)b.len;
 }
 
-size_t connector_hash_bytes(const conncfg *cfg) {
+size_t connector_hash_bytes(const ccfg *cfg) {
     return (cfg->hash_algo == CONNECTOR_HASH_XXHASH || cfg->hash_algo == CONNECTOR_HASH_XXHASH_CBOR)
                ? 16
                : 32;
 }
 
-size_t connector_key_max_len(const conncfg *cfg) {
+size_t connector_key_max_len(const ccfg *cfg) {
     size_t worst = 0;
     for (size_t g = 0; g < cfg->ngroups; g++) {
         /* The largest rank of every field gives the longest decimal digits. */

@@ -40,7 +40,7 @@ int64_t connector_window_blocks(const connector_group *g) {
 }
 
 /* The granularity of hits: the scheduler block, or the hash block with partial hits. */
-int64_t connector_hit_unit(const conncfg *cfg) {
+int64_t connector_hit_unit(const ccfg *cfg) {
     return cfg->partial_hits ? cfg->hash_block_size : cfg->scheduler_block_size;
 }
 
@@ -48,24 +48,24 @@ int64_t connector_hit_unit(const conncfg *cfg) {
  * boundary; an attention group has one object per block, and with partial hits one per
  * hash block (the block ends, and the boundaries inside a block that a partial tail may
  * have stored, keyed by their sub-hash). */
-static int64_t candidate_unit(const conncfg *cfg, size_t g) {
+static int64_t candidate_unit(const ccfg *cfg, size_t g) {
     const connector_group *gr = &cfg->groups[g];
     if (gr->kind == CONNECTOR_SPEC_MAMBA || cfg->partial_hits) return connector_hit_unit(cfg);
     return gr->eff_block_size;
 }
 
 /* Candidate objects of group g for a bound of `bound` tokens. */
-static size_t candidates(const conncfg *cfg, size_t g, int64_t bound) {
+static size_t candidates(const ccfg *cfg, size_t g, int64_t bound) {
     return (size_t)(bound / candidate_unit(cfg, g));
 }
 
 /* The token position candidate i of group g ends at. */
-static int64_t candidate_end(const conncfg *cfg, size_t g, size_t i) {
+static int64_t candidate_end(const ccfg *cfg, size_t g, size_t i) {
     return (int64_t)(i + 1) * candidate_unit(cfg, g);
 }
 
 /* Is the object of group g ending at token `end` present? */
-static int present_end(const conncfg *cfg, const connector_presence *p, size_t g, int64_t end) {
+static int present_end(const ccfg *cfg, const connector_presence *p, size_t g, int64_t end) {
     int64_t u = candidate_unit(cfg, g);
     if (end <= 0 || end % u) return 0;
     size_t i = (size_t)(end / u - 1);
@@ -73,7 +73,7 @@ static int present_end(const conncfg *cfg, const connector_presence *p, size_t g
 }
 
 /* The longest hit boundary <= bound group g resumes at. */
-static int64_t group_hit(const conncfg *cfg, const connector_presence *p, size_t g, int64_t bound) {
+static int64_t group_hit(const ccfg *cfg, const connector_presence *p, size_t g, int64_t bound) {
     const connector_group *gr = &cfg->groups[g];
     int64_t a = connector_hit_unit(cfg), b = gr->eff_block_size;
     if (gr->kind == CONNECTOR_SPEC_MAMBA) {
@@ -108,7 +108,7 @@ static int64_t group_hit(const conncfg *cfg, const connector_presence *p, size_t
     return hit / a * a;
 }
 
-int64_t connector_hit_search(const conncfg *cfg, const connector_presence *p, int64_t bound) {
+int64_t connector_hit_search(const ccfg *cfg, const connector_presence *p, int64_t bound) {
     int64_t a = connector_hit_unit(cfg);
     bound = bound < 0 ? 0 : bound / a * a;
     /* Each round either keeps the bound (done) or lowers it by at least one unit. */
@@ -124,7 +124,7 @@ int64_t connector_hit_search(const conncfg *cfg, const connector_presence *p, in
     return bound;
 }
 
-int64_t connector_lookup_bound(const conncfg *cfg, int64_t num_tokens, size_t nhashes) {
+int64_t connector_lookup_bound(const ccfg *cfg, int64_t num_tokens, size_t nhashes) {
     int64_t a = connector_hit_unit(cfg);
     int64_t covered = (int64_t)nhashes * cfg->hash_block_size;
     int64_t n = num_tokens < covered ? num_tokens : covered;
@@ -152,7 +152,7 @@ static void keyset_free(keyset *k) {
 
 static int build_keys(tide_connector *c, int64_t bound, const uint8_t *hashes, size_t hash_len,
                       keyset *ks) {
-    const conncfg *cfg = &c->cfg;
+    const ccfg *cfg = &c->cfg;
     memset(ks, 0, sizeof(*ks));
     size_t total = 0, bytes = 0;
     connector_ns *ns[CONNECTOR_MAX_GROUPS] = {0};
@@ -205,7 +205,7 @@ out:
 
 int connector_hit_tokens(tide_connector *c, int64_t num_tokens, const uint8_t *hashes,
                          size_t nhashes, size_t hash_len, int64_t *hit) {
-    const conncfg *cfg = &c->cfg;
+    const ccfg *cfg = &c->cfg;
     *hit = 0;
     if (connector_capacity_only(cfg) || !cfg->extra.enable_lookup) return 0;
     int64_t bound = connector_lookup_bound(cfg, num_tokens, nhashes);

@@ -394,11 +394,11 @@ static int plan_block(connector_mjob *j, const connector_req *r, size_t g, int64
     if (i < 0 || (size_t)i >= r->nblk[g] || r->blocks[g][i] < 0) return 0;
     size_t h = (size_t)(end / hash_block - 1);
     if (h >= r->nhashes) return 0;
-    return connector_meta_add_block(j, (int)g, r->blocks[g][i], end, r->hashes + h * r->hash_len);
+    return connector_step_add_block(j, (int)g, r->blocks[g][i], end, r->hashes + h * r->hash_len);
 }
 
 static int plan_load(const tide_connector *c, const connector_req *r, connector_mjob *j) {
-    const conncfg *cfg = &c->cfg;
+    const ccfg *cfg = &c->cfg;
     int64_t v = r->load_from, h = r->load_to, hb = cfg->hash_block_size;
     int rc = 0;
     for (size_t g = 0; g < cfg->ngroups && !rc; g++) {
@@ -421,7 +421,7 @@ static int plan_load(const tide_connector *c, const connector_req *r, connector_
 }
 
 /* Is boundary q one the retention rule keeps (Mamba snapshots, sliding windows)? */
-static int retained(const conncfg *cfg, const connector_req *r, int64_t q) {
+static int retained(const ccfg *cfg, const connector_req *r, int64_t q) {
     int64_t a = cfg->scheduler_block_size;
     if (q <= 0 || q % a) return 0;
     if (cfg->retention_interval < 0) return 1; /* null: every boundary */
@@ -432,7 +432,7 @@ static int retained(const conncfg *cfg, const connector_req *r, int64_t q) {
 
 static int plan_save(const tide_connector *c, const connector_req *r, connector_mjob *j, int64_t s,
                      int64_t e) {
-    const conncfg *cfg = &c->cfg;
+    const ccfg *cfg = &c->cfg;
     int64_t a = cfg->scheduler_block_size, hb = cfg->hash_block_size;
     int rc = 0;
     for (size_t g = 0; g < cfg->ngroups && !rc; g++) {
@@ -480,7 +480,7 @@ static int job_has(const connector_mjob *j, size_t g, int64_t end) {
  * private block, keyed by Q's sub-hash.
  */
 static int plan_tail(const tide_connector *c, const connector_req *r, connector_mjob *j) {
-    const conncfg *cfg = &c->cfg;
+    const ccfg *cfg = &c->cfg;
     int64_t q = r->tail_boundary, hb = cfg->hash_block_size;
     if (q <= 0 || q % hb || (size_t)(q / hb) > r->nhashes) return 0;
     const uint8_t *qh = r->hashes + (size_t)(q / hb - 1) * r->hash_len;
@@ -490,7 +490,7 @@ static int plan_tail(const tide_connector *c, const connector_req *r, connector_
         int64_t b = gr->eff_block_size, last = (q + b - 1) / b - 1;
         if (gr->kind == CONNECTOR_SPEC_MAMBA) {
             if (r->tail_block[g] >= 0 && !job_has(j, g, q))
-                rc = connector_meta_add_block(j, (int)g, r->tail_block[g], q, qh);
+                rc = connector_step_add_block(j, (int)g, r->tail_block[g], q, qh);
             continue;
         }
         if (gr->kind == CONNECTOR_SPEC_SLIDING) continue; /* no partial hits with one */
@@ -505,11 +505,11 @@ static int plan_tail(const tide_connector *c, const connector_req *r, connector_
 
 /* The step's job for one request (none, a load, or a save). */
 static int plan_request(tide_connector *c, connector_req *r, tide_connector_meta *m) {
-    const conncfg *cfg = &c->cfg;
+    const ccfg *cfg = &c->cfg;
     int64_t a = cfg->scheduler_block_size;
     int rc = 0;
     if (r->has_load && r->can_load && !r->finishing) {
-        connector_mjob *j = connector_meta_add_job(m, TIDE_CONNECTOR_LOAD, r->id, r->load_from,
+        connector_mjob *j = connector_step_add_job(m, TIDE_CONNECTOR_LOAD, r->id, r->load_from,
                                                    r->load_to, r->hash_len);
         if (!j) return -ENOMEM;
         rc = plan_load(c, r, j);
@@ -525,7 +525,7 @@ static int plan_request(tide_connector *c, connector_req *r, tide_connector_meta
         e = e / a * a;
         if (e > r->saved) {
             connector_mjob *j =
-                connector_meta_add_job(m, TIDE_CONNECTOR_SAVE, r->id, r->saved, e, r->hash_len);
+                connector_step_add_job(m, TIDE_CONNECTOR_SAVE, r->id, r->saved, e, r->hash_len);
             if (!j) return -ENOMEM;
             rc = plan_save(c, r, j, r->saved, e);
             if (j->nblocks == 0) { /* nothing to store in this range */
@@ -542,7 +542,7 @@ static int plan_request(tide_connector *c, connector_req *r, tide_connector_meta
             connector_mjob *j = m->njobs ? &m->jobs[m->njobs - 1] : NULL;
             if (!j || j->kind != TIDE_CONNECTOR_SAVE || strcmp(j->req_id, r->id) != 0) {
                 int64_t from = r->saved < r->tail_boundary ? r->saved : r->tail_boundary;
-                j = connector_meta_add_job(m, TIDE_CONNECTOR_SAVE, r->id, from, r->tail_boundary,
+                j = connector_step_add_job(m, TIDE_CONNECTOR_SAVE, r->id, from, r->tail_boundary,
                                            r->hash_len);
                 if (!j) return -ENOMEM;
             }

@@ -1,7 +1,7 @@
 /*
  * validate.c — value rules, derived values and the two connectors' verdicts.
  *
- * conncfg_check() decides whether a configuration is coherent at all (vLLM itself would
+ * ccfg_check() decides whether a configuration is coherent at all (vLLM itself would
  * refuse it otherwise) and derives what the rest of the connector reads: each group's
  * effective block size, page size, TP replication factor and fingerprint, the scheduler
  * block size and the hash block size.
@@ -42,12 +42,12 @@ const char *connector_impl_name(connector_impl impl) {
     return impl == CONNECTOR_IMPL_TIDE ? "TideStoreConnector" : "MooncakeStoreConnector";
 }
 
-int connector_capacity_only(const conncfg *cfg) {
+int connector_capacity_only(const ccfg *cfg) {
     return cfg->kv_role == CONNECTOR_ROLE_CONSUMER && !cfg->extra.enable_lookup &&
            !cfg->extra.save_decode_cache;
 }
 
-int connector_tp_factor(const conncfg *cfg, size_t g) {
+int connector_tp_factor(const ccfg *cfg, size_t g) {
     const connector_group *gr = &cfg->groups[g];
     if (cfg->dcp_size > 1) return 1;
     if (gr->kind == CONNECTOR_SPEC_MAMBA) return 1; /* each rank holds its own state shard */
@@ -97,20 +97,20 @@ static int64_t unpadded_page(const connector_group *g) {
     return n < 0 ? -1 : mul_capped(n, g->dtype.size);
 }
 
-static void positive(conncfg_errs *e, const char *path, int64_t v) {
-    if (v <= 0) conncfg_errs_add(e, "%s: must be > 0, got %" PRId64, path, v);
+static void positive(ccfg_errs *e, const char *path, int64_t v) {
+    if (v <= 0) ccfg_errs_add(e, "%s: must be > 0, got %" PRId64, path, v);
 }
 
 /* Parallel sizes: positive and at most CONNECTOR_MAX_PARALLEL, so that namespace counts and
  * factors stay small numbers. */
 #define CONNECTOR_MAX_PARALLEL 4096
-static void parallel_size(conncfg_errs *e, const char *name, int64_t v) {
+static void parallel_size(ccfg_errs *e, const char *name, int64_t v) {
     if (v <= 0 || v > CONNECTOR_MAX_PARALLEL)
-        conncfg_errs_add(e, "parallel_config.%s: must be 1..%d, got %" PRId64, name,
-                         CONNECTOR_MAX_PARALLEL, v);
+        ccfg_errs_add(e, "parallel_config.%s: must be 1..%d, got %" PRId64, name,
+                      CONNECTOR_MAX_PARALLEL, v);
 }
 
-static void check_group(conncfg *c, size_t i, conncfg_errs *e) {
+static void check_group(ccfg *c, size_t i, ccfg_errs *e) {
     connector_group *g = &c->groups[i];
     char p[160];
 #define FIELD(name) (snprintf(p, sizeof(p), GP "." name, i), p)
@@ -119,16 +119,16 @@ static void check_group(conncfg *c, size_t i, conncfg_errs *e) {
         for (size_t s = 0; s < g->nstates; s++)
             for (size_t d = 0; d < g->ndims[s]; d++)
                 if (g->shapes[s][d] <= 0)
-                    conncfg_errs_add(e, GP ".shapes[%zu][%zu]: must be > 0, got %" PRId64, i, s, d,
-                                     g->shapes[s][d]);
+                    ccfg_errs_add(e, GP ".shapes[%zu][%zu]: must be > 0, got %" PRId64, i, s, d,
+                                  g->shapes[s][d]);
         if (g->num_speculative_blocks < 0)
-            conncfg_errs_add(e, GP ".num_speculative_blocks: must be >= 0, got %" PRId64, i,
-                             g->num_speculative_blocks);
+            ccfg_errs_add(e, GP ".num_speculative_blocks: must be >= 0, got %" PRId64, i,
+                          g->num_speculative_blocks);
         if (c->mamba_block_size > 0 && g->block_size != c->mamba_block_size)
-            conncfg_errs_add(e,
-                             GP ".block_size: %" PRId64 " differs from cache_config."
-                                "mamba_block_size %" PRId64,
-                             i, g->block_size, c->mamba_block_size);
+            ccfg_errs_add(e,
+                          GP ".block_size: %" PRId64 " differs from cache_config."
+                             "mamba_block_size %" PRId64,
+                          i, g->block_size, c->mamba_block_size);
     } else if (g->kind == CONNECTOR_SPEC_HISPARSE_HOT ||
                g->kind == CONNECTOR_SPEC_HISPARSE_RESIDENT) {
         positive(e, FIELD("page_size"), g->page_size);
@@ -139,48 +139,48 @@ static void check_group(conncfg *c, size_t i, conncfg_errs *e) {
         positive(e, FIELD("head_size"), g->head_size);
         /* head_size_v defaults to head_size: report it only when it says something else. */
         if (g->head_size_v < 0 && g->head_size_v != g->head_size)
-            conncfg_errs_add(e, GP ".head_size_v: must be >= 0, got %" PRId64, i, g->head_size_v);
+            ccfg_errs_add(e, GP ".head_size_v: must be >= 0, got %" PRId64, i, g->head_size_v);
         if (g->kind == CONNECTOR_SPEC_SLIDING || g->kind == CONNECTOR_SPEC_SLIDING_MLA) {
             positive(e, FIELD("sliding_window"), g->sliding_window);
             if (g->extra_retained_tokens < 0)
-                conncfg_errs_add(e, GP ".extra_retained_tokens: must be >= 0, got %" PRId64, i,
-                                 g->extra_retained_tokens);
+                ccfg_errs_add(e, GP ".extra_retained_tokens: must be >= 0, got %" PRId64, i,
+                              g->extra_retained_tokens);
         } else if (g->sliding_window < 0) {
-            conncfg_errs_add(e, GP ".sliding_window: must be > 0 or null, got %" PRId64, i,
-                             g->sliding_window);
+            ccfg_errs_add(e, GP ".sliding_window: must be > 0 or null, got %" PRId64, i,
+                          g->sliding_window);
         }
         if (g->attention_chunk_size < 0)
-            conncfg_errs_add(e, GP ".attention_chunk_size: must be > 0 or null, got %" PRId64, i,
-                             g->attention_chunk_size);
+            ccfg_errs_add(e, GP ".attention_chunk_size: must be > 0 or null, got %" PRId64, i,
+                          g->attention_chunk_size);
         if (g->kind == CONNECTOR_SPEC_MLA) {
             if (g->compress_ratio <= 0)
-                conncfg_errs_add(e, GP ".compress_ratio: must be > 0, got %" PRId64, i,
-                                 g->compress_ratio);
+                ccfg_errs_add(e, GP ".compress_ratio: must be > 0, got %" PRId64, i,
+                              g->compress_ratio);
             else if (g->block_size > 0 && g->block_size % g->compress_ratio)
-                conncfg_errs_add(
-                    e, GP ".compress_ratio: %" PRId64 " does not divide block_size %" PRId64, i,
-                    g->compress_ratio, g->block_size);
+                ccfg_errs_add(e,
+                              GP ".compress_ratio: %" PRId64 " does not divide block_size %" PRId64,
+                              i, g->compress_ratio, g->block_size);
         }
     }
     if (g->page_size_padded < 0)
-        conncfg_errs_add(e, GP ".page_size_padded: must be > 0 or null, got %" PRId64, i,
-                         g->page_size_padded);
+        ccfg_errs_add(e, GP ".page_size_padded: must be > 0 or null, got %" PRId64, i,
+                      g->page_size_padded);
 #undef FIELD
 }
 
 /* Derived sizes of every group; returns 0 or -1 when a page size overflows. */
-static int derive_pages(conncfg *c, conncfg_errs *e) {
+static int derive_pages(ccfg *c, ccfg_errs *e) {
     int bad = 0;
     for (size_t i = 0; i < c->ngroups; i++) {
         connector_group *g = &c->groups[i];
         int64_t page = unpadded_page(g);
         if (page < 0) {
-            conncfg_errs_add(e, GP ": page size is too large", i);
+            ccfg_errs_add(e, GP ": page size is too large", i);
             bad = 1;
             continue;
         }
         if (g->page_size_padded > 0 && g->page_size_padded < page) {
-            conncfg_errs_add(
+            ccfg_errs_add(
                 e, GP ".page_size_padded: %" PRId64 " is smaller than the page (%" PRId64 " bytes)",
                 i, g->page_size_padded, page);
             bad = 1;
@@ -197,10 +197,10 @@ static int derive_pages(conncfg *c, conncfg_errs *e) {
 /* Scheduler and hash block sizes, as vLLM resolves them with a KV connector present, over
  * the groups whose blocks prefix caching hashes (a CircularBufferSpec's block is a ring,
  * a HiSparse spec's a per-request allocation). */
-static int derive_block_sizes(conncfg *c, conncfg_errs *e) {
+static int derive_block_sizes(ccfg *c, ccfg_errs *e) {
     size_t ncacheable = 0;
     for (size_t i = 0; i < c->ngroups; i++)
-        ncacheable += conncfg_spec_prefix_cacheable(&c->groups[i]);
+        ncacheable += ccfg_spec_prefix_cacheable(&c->groups[i]);
     if (c->ngroups == 1 || ncacheable == 0) {
         c->scheduler_block_size = c->hash_block_size = c->block_size * c->dcp_size;
         c->partial_hits = 0;
@@ -209,12 +209,12 @@ static int derive_block_sizes(conncfg *c, conncfg_errs *e) {
     int64_t lcm = 1, gcd = 0;
     int mamba_unaligned = 0;
     for (size_t i = 0; i < c->ngroups; i++) {
-        if (!conncfg_spec_prefix_cacheable(&c->groups[i])) continue;
+        if (!ccfg_spec_prefix_cacheable(&c->groups[i])) continue;
         int64_t b = c->groups[i].eff_block_size;
         lcm = mul_capped(lcm / gcd64(lcm, b), b);
         if (lcm < 0) {
-            conncfg_errs_add(e, "kv_cache_config.kv_cache_groups: the least common multiple of "
-                                "the group block sizes is too large");
+            ccfg_errs_add(e, "kv_cache_config.kv_cache_groups: the least common multiple of "
+                             "the group block sizes is too large");
             return -1; /* scheduler and hash block sizes stay 0: unknown */
         }
         gcd = gcd64(gcd, b);
@@ -243,25 +243,25 @@ static int derive_block_sizes(conncfg *c, conncfg_errs *e) {
     c->partial_hits = mamba_partial && !sliding && c->dcp_size == 1 && c->pcp_size == 1;
     int bad = 0;
     for (size_t i = 0; i < c->ngroups; i++) {
-        if (!conncfg_spec_prefix_cacheable(&c->groups[i])) continue;
+        if (!ccfg_spec_prefix_cacheable(&c->groups[i])) continue;
         int64_t b = c->groups[i].eff_block_size;
         if (b % c->hash_block_size) {
-            conncfg_errs_add(e,
-                             GP ".block_size: block_size (%" PRId64
-                                ") must be a multiple of hash_block_size (%" PRId64 ")",
-                             i, b, c->hash_block_size);
+            ccfg_errs_add(e,
+                          GP ".block_size: block_size (%" PRId64
+                             ") must be a multiple of hash_block_size (%" PRId64 ")",
+                          i, b, c->hash_block_size);
             bad = 1;
         }
     }
     return bad ? -1 : 0;
 }
 
-static void check_rank(conncfg_errs *e, const char *rank, int64_t r, const char *size, int64_t n) {
+static void check_rank(ccfg_errs *e, const char *rank, int64_t r, const char *size, int64_t n) {
     if (n >= 1 && (r < 0 || r >= n))
-        conncfg_errs_add(e,
-                         "parallel_config.%s: %" PRId64 " is out of range for %s %" PRId64
-                         " (0..%" PRId64 ")",
-                         rank, r, size, n, n - 1);
+        ccfg_errs_add(e,
+                      "parallel_config.%s: %" PRId64 " is out of range for %s %" PRId64
+                      " (0..%" PRId64 ")",
+                      rank, r, size, n, n - 1);
 }
 
 static int blank(const char *s) {
@@ -270,7 +270,7 @@ static int blank(const char *s) {
     return 1;
 }
 
-int conncfg_check(conncfg *c, conncfg_errs *e) {
+int ccfg_check(ccfg *c, ccfg_errs *e) {
     size_t before = e->n;
     c->checked = c->reached_connector = 0;
     c->scheduler_block_size = c->hash_block_size = 0;
@@ -278,7 +278,7 @@ int conncfg_check(conncfg *c, conncfg_errs *e) {
     /* model_config */
     c->model_name[0] = '\0';
     if (!c->model || !c->model[0]) {
-        conncfg_errs_add(e, "model_config.model: must not be empty");
+        ccfg_errs_add(e, "model_config.model: must not be empty");
     } else {
         /* The last path component, ignoring trailing slashes (as the reference does). */
         size_t len = strlen(c->model);
@@ -288,38 +288,38 @@ int conncfg_check(conncfg *c, conncfg_errs *e) {
         while (start > 0 && c->model[start - 1] != '/')
             start--;
         if (len == start)
-            conncfg_errs_add(e, "model_config.model: '%s' has no name component", c->model);
+            ccfg_errs_add(e, "model_config.model: '%s' has no name component", c->model);
         else if (len - start >= sizeof(c->model_name))
-            conncfg_errs_add(e, "model_config.model: name longer than %zu characters",
-                             sizeof(c->model_name) - 1);
+            ccfg_errs_add(e, "model_config.model: name longer than %zu characters",
+                          sizeof(c->model_name) - 1);
         else
             snprintf(c->model_name, sizeof(c->model_name), "%.*s", (int)(len - start),
                      c->model + start);
     }
     if (c->total_num_kv_heads < 0)
-        conncfg_errs_add(e, "model_config.total_num_kv_heads: must be > 0, got %" PRId64,
-                         c->total_num_kv_heads);
+        ccfg_errs_add(e, "model_config.total_num_kv_heads: must be > 0, got %" PRId64,
+                      c->total_num_kv_heads);
 
     /* cache_config */
     positive(e, "cache_config.block_size", c->block_size);
     if (c->prefix_match_unit < 0)
-        conncfg_errs_add(e, "cache_config.prefix_match_unit: must be > 0 or null, got %" PRId64,
-                         c->prefix_match_unit);
+        ccfg_errs_add(e, "cache_config.prefix_match_unit: must be > 0 or null, got %" PRId64,
+                      c->prefix_match_unit);
     if (c->mamba_block_size < 0)
-        conncfg_errs_add(e, "cache_config.mamba_block_size: must be > 0 or null, got %" PRId64,
-                         c->mamba_block_size);
+        ccfg_errs_add(e, "cache_config.mamba_block_size: must be > 0 or null, got %" PRId64,
+                      c->mamba_block_size);
     if (c->retention_interval < -1)
-        conncfg_errs_add(e,
-                         "cache_config.prefix_cache_retention_interval: must be >= 0 or null, "
-                         "got %" PRId64,
-                         c->retention_interval);
+        ccfg_errs_add(e,
+                      "cache_config.prefix_cache_retention_interval: must be >= 0 or null, "
+                      "got %" PRId64,
+                      c->retention_interval);
     /* vLLM checks the align-mode rule first, then the connector rule; both are listed. */
     if (c->use_replayssm && c->mamba_cache_mode == CONNECTOR_MAMBA_ALL)
-        conncfg_errs_add(e, "cache_config.use_replayssm: --use-replayssm supports prefix caching "
-                            "only in align mode; pass --mamba-cache-mode align");
+        ccfg_errs_add(e, "cache_config.use_replayssm: --use-replayssm supports prefix caching "
+                         "only in align mode; pass --mamba-cache-mode align");
     if (c->use_replayssm)
-        conncfg_errs_add(e, "cache_config.use_replayssm: --use-replayssm is incompatible with KV "
-                            "connectors (P/D disaggregation, KV cache offload)");
+        ccfg_errs_add(e, "cache_config.use_replayssm: --use-replayssm is incompatible with KV "
+                         "connectors (P/D disaggregation, KV cache offload)");
 
     /* parallel_config */
     parallel_size(e, "tensor_parallel_size", c->tp_size);
@@ -333,40 +333,40 @@ int conncfg_check(conncfg *c, conncfg_errs *e) {
     check_rank(e, "data_parallel_rank", c->dp_rank, "data_parallel_size", c->dp_size);
     if (c->tp_size >= 1 && c->dcp_size >= 1) {
         if (c->tp_size % c->dcp_size) {
-            conncfg_errs_add(e,
-                             "parallel_config.decode_context_parallel_size: %" PRId64
-                             " does not divide tensor_parallel_size %" PRId64
-                             " (DCP ranks subdivide the TP group)",
-                             c->dcp_size, c->tp_size);
+            ccfg_errs_add(e,
+                          "parallel_config.decode_context_parallel_size: %" PRId64
+                          " does not divide tensor_parallel_size %" PRId64
+                          " (DCP ranks subdivide the TP group)",
+                          c->dcp_size, c->tp_size);
         } else if (c->tp_rank >= 0 && c->tp_rank < c->tp_size) {
             int64_t want = c->tp_rank % c->dcp_size;
             if (!c->dcp_rank_given)
                 c->dcp_rank = want;
             else if (c->dcp_rank != want)
-                conncfg_errs_add(e,
-                                 "parallel_config.dcp_rank: %" PRId64
-                                 " does not match tp_rank %% decode_context_parallel_size = "
-                                 "%" PRId64,
-                                 c->dcp_rank, want);
+                ccfg_errs_add(e,
+                              "parallel_config.dcp_rank: %" PRId64
+                              " does not match tp_rank %% decode_context_parallel_size = "
+                              "%" PRId64,
+                              c->dcp_rank, want);
         }
     }
 
     /* kv_transfer_config */
     if (c->extra.preferred_segment && blank(c->extra.preferred_segment))
-        conncfg_errs_add(e, "kv_transfer_config.kv_connector_extra_config.preferred_segment: "
-                            "must be a non-empty string");
+        ccfg_errs_add(e, "kv_transfer_config.kv_connector_extra_config.preferred_segment: "
+                         "must be a non-empty string");
     if (c->extra.lookup_rpc_port < 0 || c->extra.lookup_rpc_port > 65535)
-        conncfg_errs_add(e,
-                         "kv_transfer_config.kv_connector_extra_config.lookup_rpc_port: %" PRId64
-                         " is not a port number (0..65535)",
-                         c->extra.lookup_rpc_port);
+        ccfg_errs_add(e,
+                      "kv_transfer_config.kv_connector_extra_config.lookup_rpc_port: %" PRId64
+                      " is not a port number (0..65535)",
+                      c->extra.lookup_rpc_port);
 
     /* kv_cache_config */
     if (c->num_blocks < 0)
-        conncfg_errs_add(e, "kv_cache_config.num_blocks: must be > 0 or null, got %" PRId64,
-                         c->num_blocks);
+        ccfg_errs_add(e, "kv_cache_config.num_blocks: must be > 0 or null, got %" PRId64,
+                      c->num_blocks);
     if (c->ngroups == 0)
-        conncfg_errs_add(e, "kv_cache_config.kv_cache_groups: at least one group is required");
+        ccfg_errs_add(e, "kv_cache_config.kv_cache_groups: at least one group is required");
     for (size_t i = 0; i < c->ngroups; i++)
         check_group(c, i, e);
 
@@ -379,10 +379,10 @@ int conncfg_check(conncfg *c, conncfg_errs *e) {
     derive_block_sizes(c, e);
     if (c->retention_interval > 0 && c->scheduler_block_size > 0 &&
         c->retention_interval % c->scheduler_block_size)
-        conncfg_errs_add(e,
-                         "cache_config.prefix_cache_retention_interval: %" PRId64
-                         " is not a multiple of the scheduler block size (%" PRId64 ")",
-                         c->retention_interval, c->scheduler_block_size);
+        ccfg_errs_add(e,
+                      "cache_config.prefix_cache_retention_interval: %" PRId64
+                      " is not a multiple of the scheduler block size (%" PRId64 ")",
+                      c->retention_interval, c->scheduler_block_size);
     if (e->n > before || e->oom) return TIDE_ECONFIG;
     for (size_t i = 0; i < c->ngroups; i++)
         c->groups[i].tp_factor = connector_tp_factor(c, i);
@@ -484,8 +484,7 @@ int connector_vllm_parse(const char *s, connector_vllm *out, char *err, size_t c
 
 /* i: the group's index in the configuration (item.group); idx: the number the message
  * names. */
-static void reference_mamba_block_size(const conncfg *c, size_t i, size_t idx,
-                                       connector_verdict *v) {
+static void reference_mamba_block_size(const ccfg *c, size_t i, size_t idx, connector_verdict *v) {
     const connector_group *g = &c->groups[i];
     if (g->kind == CONNECTOR_SPEC_MAMBA && g->block_size != c->block_size)
         add_item(v, CONNECTOR_ITEM_MAMBA_BLOCK_SIZE, (int)i, g->block_size, c->block_size,
@@ -494,13 +493,13 @@ static void reference_mamba_block_size(const conncfg *c, size_t i, size_t idx,
                  idx, g->block_size, c->block_size);
 }
 
-static void reference_cross(const conncfg *c, size_t i, size_t idx, connector_verdict *v) {
+static void reference_cross(const ccfg *c, size_t i, size_t idx, connector_verdict *v) {
     if (c->groups[i].kind == CONNECTOR_SPEC_CROSS)
         add_item(v, CONNECTOR_ITEM_CROSS_ATTENTION, (int)i, 0, 0, "group %zu: CrossAttentionSpec",
                  idx);
 }
 
-static void reference_hybrid_pcp(const conncfg *c, size_t ngroups, connector_verdict *v) {
+static void reference_hybrid_pcp(const ccfg *c, size_t ngroups, connector_verdict *v) {
     if (ngroups > 1 && c->pcp_size > 1)
         add_item(v, CONNECTOR_ITEM_HYBRID_PCP, -1, c->pcp_size, c->dcp_size,
                  "PCP > 1 (pcp=%" PRId64 ") with hybrid attention", c->pcp_size);
@@ -510,7 +509,7 @@ static void reference_hybrid_pcp(const conncfg *c, size_t ngroups, connector_ver
  * index (item.group); the message names it (<= 0.28, >= 0.30), or its position among the
  * transfer groups (0.29). Returns 1 when the verdict is the stand-alone "no prefix-cacheable
  * group" error. */
-static int reference_rules(const conncfg *c, connector_rules rules, connector_verdict *v) {
+static int reference_rules(const ccfg *c, connector_rules rules, connector_verdict *v) {
     size_t n = 0;
     switch (rules) {
     case CONNECTOR_RULES_SEED:
@@ -534,7 +533,7 @@ static int reference_rules(const conncfg *c, connector_rules rules, connector_ve
         return 0;
     case CONNECTOR_RULES_V030:
         for (size_t i = 0; i < c->ngroups; i++)
-            n += c->groups[i].enable_kv_transfer && conncfg_spec_prefix_cacheable(&c->groups[i]);
+            n += c->groups[i].enable_kv_transfer && ccfg_spec_prefix_cacheable(&c->groups[i]);
         if (n == 0) {
             add_item(v, CONNECTOR_ITEM_NO_CACHEABLE_GROUP, -1, 0, 0,
                      "MooncakeStore requires at least one prefix-cacheable KV cache group");
@@ -542,12 +541,12 @@ static int reference_rules(const conncfg *c, connector_rules rules, connector_ve
         }
         for (size_t i = 0; i < c->ngroups; i++) {
             const connector_group *g = &c->groups[i];
-            if (!g->enable_kv_transfer || !conncfg_spec_prefix_cacheable(g)) continue;
+            if (!g->enable_kv_transfer || !ccfg_spec_prefix_cacheable(g)) continue;
             reference_cross(c, i, i, v);
             if (g->kind == CONNECTOR_SPEC_MAMBA && g->mamba_mode != CONNECTOR_MAMBA_ALIGN)
                 add_item(v, CONNECTOR_ITEM_MAMBA_MODE, (int)i, 0, 0,
                          "group %zu: mamba_cache_mode='%s' != 'align'", i,
-                         conncfg_mamba_mode_name(g->mamba_mode));
+                         ccfg_mamba_mode_name(g->mamba_mode));
         }
         reference_hybrid_pcp(c, n, v);
         return 0;
@@ -563,7 +562,7 @@ static int reference_rules(const conncfg *c, connector_rules rules, connector_ve
 /* Cross attention: the encoder's KV is computed when the encoder input is scheduled, which
  * a prefix hit over the decoder prompt would skip; the blocks are keyed by decoder tokens
  * that do not determine them. Rejected. */
-static void tide_rule_cross(const conncfg *c, size_t i, connector_verdict *v) {
+static void tide_rule_cross(const ccfg *c, size_t i, connector_verdict *v) {
     (void)c;
     add_item(v, CONNECTOR_ITEM_CROSS_ATTENTION, (int)i, 0, 0, "group %zu: CrossAttentionSpec", i);
 }
@@ -571,8 +570,8 @@ static void tide_rule_cross(const conncfg *c, size_t i, connector_verdict *v) {
 /* Mamba: tide keys a state snapshot by the hash at the block end it was taken, so any mode
  * that takes snapshots at block ends works: 'align' whatever the block sizes (hashes come
  * at the GCD granularity), 'all' whenever the hash block size divides every group (which
- * conncfg_check has already enforced). 'none' keeps one running state and no snapshot. */
-static void tide_rule_mamba(const conncfg *c, size_t i, connector_verdict *v) {
+ * ccfg_check has already enforced). 'none' keeps one running state and no snapshot. */
+static void tide_rule_mamba(const ccfg *c, size_t i, connector_verdict *v) {
     const connector_group *g = &c->groups[i];
     if (g->mamba_mode == CONNECTOR_MAMBA_NONE)
         add_item(v, CONNECTOR_ITEM_MAMBA_MODE_NONE, (int)i, g->block_size, c->block_size,
@@ -585,7 +584,7 @@ static void tide_rule_mamba(const conncfg *c, size_t i, connector_verdict *v) {
  * 1, a namespace per TP rank) and Mamba state is whole on every rank, so DCP is taken.
  * PCP splits one prompt's prefill across ranks, so no rank holds a group's whole block at
  * a shared boundary; rejected for hybrid models. */
-static void tide_rule_hybrid_cp(const conncfg *c, connector_verdict *v) {
+static void tide_rule_hybrid_cp(const ccfg *c, connector_verdict *v) {
     if (c->ngroups > 1 && c->pcp_size > 1)
         add_item(v, CONNECTOR_ITEM_HYBRID_PCP, -1, c->pcp_size, c->dcp_size,
                  "PCP > 1 (pcp=%" PRId64 ", dcp=%" PRId64 ") with hybrid attention", c->pcp_size,
@@ -596,21 +595,21 @@ static void tide_rule_hybrid_cp(const conncfg *c, connector_verdict *v) {
  * looks up a prefix in every group; a group vLLM keeps out of transfer (enable_kv_transfer
  * false), or whose blocks vLLM's prefix caching does not cover, has no meaning at a shared
  * prefix boundary. Rejected, naming the group and why. */
-static void tide_rule_not_transferred(const conncfg *c, size_t i, connector_verdict *v) {
+static void tide_rule_not_transferred(const ccfg *c, size_t i, connector_verdict *v) {
     const connector_group *g = &c->groups[i];
     if (!g->enable_kv_transfer)
         add_item(v, CONNECTOR_ITEM_NOT_TRANSFERRED, (int)i, 0, 0,
                  "group %zu: %s with enable_kv_transfer=false (tide transfers every group)", i,
-                 conncfg_spec_name(g->kind));
-    else if (!conncfg_spec_prefix_cacheable(g))
+                 ccfg_spec_name(g->kind));
+    else if (!ccfg_spec_prefix_cacheable(g))
         add_item(v, CONNECTOR_ITEM_NOT_TRANSFERRED, (int)i, 0, 0,
                  "group %zu: %s%s is not prefix-cacheable (tide transfers prefix-cacheable "
                  "groups only)",
-                 i, conncfg_spec_name(g->kind),
+                 i, ccfg_spec_name(g->kind),
                  g->kind == CONNECTOR_SPEC_SLIDING_MLA ? " with bounded_replay" : "");
 }
 
-static void tide_rules(const conncfg *c, connector_verdict *v) {
+static void tide_rules(const ccfg *c, connector_verdict *v) {
     for (size_t i = 0; i < c->ngroups; i++) {
         if (c->groups[i].kind == CONNECTOR_SPEC_CROSS) tide_rule_cross(c, i, v);
         if (c->groups[i].kind == CONNECTOR_SPEC_MAMBA) tide_rule_mamba(c, i, v);
@@ -624,12 +623,12 @@ static void tide_rules(const conncfg *c, connector_verdict *v) {
                  TIDE_KEY_MAX);
 }
 
-static int verdict_of(const conncfg *cfg, connector_impl impl, connector_rules rules,
+static int verdict_of(const ccfg *cfg, connector_impl impl, connector_rules rules,
                       connector_verdict *v) {
     memset(v, 0, sizeof(*v));
     v->impl = impl;
     v->rules = rules;
-    /* conncfg_check() first; the reference needs only what vLLM checks before it. */
+    /* ccfg_check() first; the reference needs only what vLLM checks before it. */
     if (!(impl == CONNECTOR_IMPL_REFERENCE ? cfg->reached_connector : cfg->checked))
         return TIDE_ECONFIG;
     if (connector_capacity_only(cfg)) {
@@ -651,10 +650,10 @@ static int verdict_of(const conncfg *cfg, connector_impl impl, connector_rules r
     return TIDE_EUNSUPPORTED;
 }
 
-int connector_validate(const conncfg *cfg, connector_impl impl, connector_verdict *v) {
+int connector_validate(const ccfg *cfg, connector_impl impl, connector_verdict *v) {
     return verdict_of(cfg, impl, CONNECTOR_RULES_V030, v);
 }
 
-int connector_validate_reference(const conncfg *cfg, connector_rules rules, connector_verdict *v) {
+int connector_validate_reference(const ccfg *cfg, connector_rules rules, connector_verdict *v) {
     return verdict_of(cfg, CONNECTOR_IMPL_REFERENCE, rules, v);
 }

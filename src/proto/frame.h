@@ -6,7 +6,7 @@
  * docs/PROTOCOL.md describes the same format for people; this comment is the reference.
  *
  * ---------------------------------------------------------------------------------------
- * Frame = header (40 bytes) + key section (meta_len bytes) + value bytes (the rest).
+ * Frame = header (40 bytes) + key section (keys_len bytes) + value bytes (the rest).
  * Every integer is little-endian. Offsets are in bytes.
  *
  *   off size field
@@ -18,13 +18,13 @@
  *   16   4   count     number of per-key entries in the key section
  *   20   4   status    requests: 0. Replies: 0, or a negative tide code when the request
  *                      failed as a whole (see "error replies")
- *   24   4   meta_len  length of the key section
+ *   24   4   keys_len  length of the key section
  *   28   4   reserved  0
- *   32   8   body_len  bytes after the header: meta_len + the value bytes
+ *   32   8   body_len  bytes after the header: keys_len + the value bytes
  *
- * The value bytes (body_len - meta_len of them) are the values of the frame laid end to
+ * The value bytes (body_len - keys_len of them) are the values of the frame laid end to
  * end in entry order, with nothing between them. Only a PUT request and a GET reply carry
- * value bytes; for every other opcode body_len == meta_len.
+ * value bytes; for every other opcode body_len == keys_len.
  *
  * The key section is parsed by the decoder; the value bytes never are, so a receiver can
  * read the header and the key section first (frame_decode_head), learn every value's length
@@ -115,7 +115,7 @@
  *
  * Limits (frame_limits) are checked as early as the bytes allow: the header alone is
  * checked for magic, version, opcode, count against max_keys, body_len against max_frame,
- * and meta_len / value bytes against what count entries can possibly need, before the
+ * and keys_len / value bytes against what count entries can possibly need, before the
  * caller waits for (or allocates room for) a body. Key and value lengths are checked when
  * the key section is parsed, before any value byte is read.
  */
@@ -136,9 +136,9 @@
 #define FRAME_TOKEN_MAX 256    /* longest HELLO auth token */
 #define FRAME_ERRMSG_MAX 1024  /* longest message in an error reply */
 #define FRAME_STAT_NAME_MAX 64 /* longest figure name in a STAT reply */
-#define FRAME_HELLO_META 18    /* HELLO key section without the token */
-#define FRAME_HELLO_REPLY_META 32
-#define FRAME_REPLICA_META 16 /* REPLICA request and reply key sections */
+#define FRAME_HELLO_KEYS 18    /* HELLO key section without the token */
+#define FRAME_HELLO_REPLY_KEYS 32
+#define FRAME_REPLICA_KEYS 16 /* REPLICA request and reply key sections */
 /* REPLICA flag: the client skipped this node (a call failed or timed out) and may have
  * written to other replicas what this node did not see. */
 #define FRAME_REPLICA_MISSED 1u
@@ -217,7 +217,7 @@ typedef struct frame_header {
     uint64_t req_id;
     uint32_t count;
     int32_t status;
-    uint32_t meta_len;
+    uint32_t keys_len;
     uint64_t body_len;
 } frame_header;
 
@@ -250,9 +250,9 @@ typedef struct frame_hello_reply {
  */
 typedef struct frame_msg {
     frame_header h;
-    const uint8_t *meta;                /* the key section, h.meta_len bytes */
+    const uint8_t *keysec;              /* the key section, h.keys_len bytes */
     const uint8_t *data;                /* the value bytes; NULL after frame_decode_head */
-    uint64_t data_len;                  /* h.body_len - h.meta_len */
+    uint64_t data_len;                  /* h.body_len - h.keys_len */
     frame_hello hello;                  /* HELLO */
     frame_hello_reply hello_reply;      /* HELLO reply */
     uint32_t matched;                   /* MATCH_PREFIX reply */
@@ -333,7 +333,7 @@ void frame_decoder_reset(frame_decoder *d);
 ssize_t frame_decode(frame_decoder *d, const void *buf, size_t len, frame_msg *m);
 
 /*
- * Decode the header and the key section only: returns FRAME_HDR_SIZE + meta_len when they
+ * Decode the header and the key section only: returns FRAME_HDR_SIZE + keys_len when they
  * are present and valid (0 and d->need while they are not; errors as frame_decode). *m is
  * then complete except that m->data is NULL: the m->data_len value bytes that follow are
  * the caller's to read, wherever it wants them; entry i's value is bytes
@@ -451,7 +451,7 @@ int frame_encode_events(void *buf, size_t cap, size_t *len, uint64_t req_id, uin
                         uint32_t max);
 int frame_encode_events_reply(void *buf, size_t cap, size_t *len, uint64_t req_id, uint64_t next,
                               uint64_t lost, const tide_event *ev, size_t n);
-#define FRAME_EVENTS_META 16u     /* the request's key section; the reply's head */
+#define FRAME_EVENTS_KEYS 16u     /* the request's key section; the reply's head */
 #define FRAME_EVENT_ENTRY_MIN 11u /* u64 seq, u8 kind, u16 klen */
 #define FRAME_EVENTS_MAX 4096u    /* events a server puts in one reply at most */
 

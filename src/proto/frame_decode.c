@@ -65,9 +65,9 @@ static shape shape_of(unsigned op, int32_t status) {
     if (status != 0) return (shape){K_ERROR, 0, FRAME_ERRMSG_MAX, 0, 0, 0};
     switch (op) {
     case FRAME_OP_HELLO:
-        return (shape){K_HELLO, FRAME_HELLO_META, FRAME_HELLO_META + FRAME_TOKEN_MAX, 0, 0, 0};
+        return (shape){K_HELLO, FRAME_HELLO_KEYS, FRAME_HELLO_KEYS + FRAME_TOKEN_MAX, 0, 0, 0};
     case FRAME_OP_HELLO | FRAME_OP_REPLY:
-        return (shape){K_HELLO_REPLY, FRAME_HELLO_REPLY_META, FRAME_HELLO_REPLY_META, 0, 0, 0};
+        return (shape){K_HELLO_REPLY, FRAME_HELLO_REPLY_KEYS, FRAME_HELLO_REPLY_KEYS, 0, 0, 0};
     case FRAME_OP_PUT:
         return (shape){K_PUT, 0, 0, KEY_ENTRY_MIN + 16, KEY_ENTRY_MAX + 16, 1};
     case FRAME_OP_GET:
@@ -101,15 +101,15 @@ static shape shape_of(unsigned op, int32_t status) {
     case FRAME_OP_STAT | FRAME_OP_REPLY:
         return (shape){K_STAT_REPLY, 0, 0, STAT_ENTRY_MIN, STAT_ENTRY_MAX, 0};
     case FRAME_OP_REPLICA:
-        return (shape){K_REPLICA, FRAME_REPLICA_META, FRAME_REPLICA_HINT_META, 0, 0, 0};
+        return (shape){K_REPLICA, FRAME_REPLICA_KEYS, FRAME_REPLICA_HINT_META, 0, 0, 0};
     case FRAME_OP_REPLICA | FRAME_OP_REPLY:
-        return (shape){K_REPLICA_REPLY, FRAME_REPLICA_META, FRAME_REPLICA_META, 0, 0, 0};
+        return (shape){K_REPLICA_REPLY, FRAME_REPLICA_KEYS, FRAME_REPLICA_KEYS, 0, 0, 0};
     case FRAME_OP_EVENTS:
-        return (shape){K_EVENTS, FRAME_EVENTS_META, FRAME_EVENTS_META, 0, 0, 0};
+        return (shape){K_EVENTS, FRAME_EVENTS_KEYS, FRAME_EVENTS_KEYS, 0, 0, 0};
     case FRAME_OP_EVENTS | FRAME_OP_REPLY:
         return (shape){K_EVENTS_REPLY,
-                       FRAME_EVENTS_META,
-                       FRAME_EVENTS_META,
+                       FRAME_EVENTS_KEYS,
+                       FRAME_EVENTS_KEYS,
                        FRAME_EVENT_ENTRY_MIN,
                        FRAME_EVENT_ENTRY_MIN + TIDE_KEY_MAX,
                        0};
@@ -173,7 +173,7 @@ static int check_header(frame_decoder *d, const uint8_t *p, frame_header *h, sha
     h->req_id = le_rd64(p + 8);
     h->count = le_rd32(p + 16);
     h->status = (int32_t)le_rd32(p + 20);
-    h->meta_len = le_rd32(p + 24);
+    h->keys_len = le_rd32(p + 24);
     uint32_t reserved = le_rd32(p + 28);
     h->body_len = le_rd64(p + 32);
     const char *op = frame_op_name(h->opcode);
@@ -199,9 +199,9 @@ static int check_header(frame_decoder *d, const uint8_t *p, frame_header *h, sha
         return fail(d, TIDE_ELIMIT, "%s: frame of %d+%llu bytes, limit max_frame=%llu", op,
                     FRAME_HDR_SIZE, (unsigned long long)h->body_len,
                     (unsigned long long)lim->max_frame);
-    if (h->meta_len > h->body_len)
+    if (h->keys_len > h->body_len)
         return fail(d, TIDE_EPROTO, "%s: key section of %u bytes overruns the body of %llu", op,
-                    h->meta_len, (unsigned long long)h->body_len);
+                    h->keys_len, (unsigned long long)h->body_len);
 
     *sh = shape_of(h->opcode, h->status);
     if (sh->emax == 0 && h->count != 0)
@@ -209,11 +209,11 @@ static int check_header(frame_decoder *d, const uint8_t *p, frame_header *h, sha
                     sh->kind == K_ERROR ? " error reply" : "", h->count);
     uint64_t lo = sh->fmin + (uint64_t)h->count * sh->emin;
     uint64_t hi = sh->fmax + (uint64_t)h->count * sh->emax;
-    if (h->meta_len < lo || h->meta_len > hi)
+    if (h->keys_len < lo || h->keys_len > hi)
         return fail(d, TIDE_EPROTO,
                     "%s: %u entries need %llu..%llu bytes of key section, header says %u", op,
-                    h->count, (unsigned long long)lo, (unsigned long long)hi, h->meta_len);
-    uint64_t data = h->body_len - h->meta_len;
+                    h->count, (unsigned long long)lo, (unsigned long long)hi, h->keys_len);
+    uint64_t data = h->body_len - h->keys_len;
     if (!sh->data && data)
         return fail(d, TIDE_EPROTO, "%s carries no value bytes, header says %llu", op,
                     (unsigned long long)data);
@@ -236,7 +236,7 @@ static int check_header(frame_decoder *d, const uint8_t *p, frame_header *h, sha
  * large for it per key. */
 static int parse_keys(frame_decoder *d, frame_msg *m, size_t extra, enum key_extra mode) {
     const int put = mode == X_PUT_VLEN;
-    const uint8_t *p = m->meta, *end = m->meta + m->h.meta_len;
+    const uint8_t *p = m->keysec, *end = m->keysec + m->h.keys_len;
     const char *op = frame_op_name(m->h.opcode);
     uint64_t total = 0;
     for (uint32_t i = 0; i < m->h.count; i++) {
@@ -282,7 +282,7 @@ static int parse_keys(frame_decoder *d, frame_msg *m, size_t extra, enum key_ext
 }
 
 static int parse_get_reply(frame_decoder *d, frame_msg *m) {
-    const uint8_t *p = m->meta;
+    const uint8_t *p = m->keysec;
     uint64_t total = 0;
     for (uint32_t i = 0; i < m->h.count; i++, p += GET_REPLY_ENTRY) {
         int32_t st = (int32_t)le_rd32(p);
@@ -324,7 +324,7 @@ static int parse_leases(frame_decoder *d, frame_msg *m, enum kind kind) {
                            : kind == K_PIN_REPLY ? PIN_REPLY_ENTRY
                                                  : RESERVE_REPLY_ENTRY;
     for (uint32_t i = 0; i < m->h.count; i++) {
-        const uint8_t *p = m->meta + (size_t)i * esize;
+        const uint8_t *p = m->keysec + (size_t)i * esize;
         if (kind == K_COMMIT || kind == K_RELEASE) {
             if (le_rd64(p) == 0) return fail(d, TIDE_EPROTO, "%s: entry %u has id 0", op, i);
             int32_t out = kind == K_RELEASE ? (int32_t)le_rd32(p + 8) : 0;
@@ -365,7 +365,7 @@ static int stat_name_char(uint8_t c) {
 }
 
 static int parse_stat_reply(frame_decoder *d, frame_msg *m) {
-    const uint8_t *p = m->meta, *end = m->meta + m->h.meta_len;
+    const uint8_t *p = m->keysec, *end = m->keysec + m->h.keys_len;
     for (uint32_t i = 0; i < m->h.count; i++) {
         if (end - p < 1)
             return fail(d, TIDE_EPROTO, "STAT_REPLY: key section ends inside entry %u of %u", i,
@@ -390,9 +390,9 @@ static int parse_stat_reply(frame_decoder *d, frame_msg *m) {
 
 /* EVENTS reply: next and lost, then entries held to their canonical form. */
 static int parse_events_reply(frame_decoder *d, frame_msg *m) {
-    const uint8_t *p = m->meta + FRAME_EVENTS_META, *end = m->meta + m->h.meta_len;
-    m->ev_next = le_rd64(m->meta);
-    m->ev_lost = le_rd64(m->meta + 8);
+    const uint8_t *p = m->keysec + FRAME_EVENTS_KEYS, *end = m->keysec + m->h.keys_len;
+    m->ev_next = le_rd64(m->keysec);
+    m->ev_lost = le_rd64(m->keysec + 8);
     for (uint32_t i = 0; i < m->h.count; i++) {
         if ((size_t)(end - p) < FRAME_EVENT_ENTRY_MIN)
             return fail(d, TIDE_EPROTO, "EVENTS_REPLY: key section ends inside entry %u of %u", i,
@@ -418,7 +418,7 @@ static int parse_events_reply(frame_decoder *d, frame_msg *m) {
 /* Parse the key section of m (whose header check_header accepted) and fill the fields of
  * the fixed-form bodies. */
 static int parse_meta(frame_decoder *d, frame_msg *m, const shape *sh) {
-    const uint8_t *p = m->meta;
+    const uint8_t *p = m->keysec;
     const uint32_t n = m->h.count;
     switch (sh->kind) {
     case K_EMPTY:
@@ -469,7 +469,7 @@ static int parse_meta(frame_decoder *d, frame_msg *m, const shape *sh) {
         return parse_events_reply(d, m);
     case K_ERROR:
         m->errmsg = (const char *)p;
-        m->errmsg_len = m->h.meta_len;
+        m->errmsg_len = m->h.keys_len;
         return 0;
     case K_HELLO: {
         frame_hello *h = &m->hello;
@@ -478,14 +478,14 @@ static int parse_meta(frame_decoder *d, frame_msg *m, const shape *sh) {
         uint32_t reserved = le_rd32(p + 4);
         h->features = le_rd64(p + 8);
         h->token_len = le_rd16(p + 16);
-        h->token = h->token_len ? p + FRAME_HELLO_META : NULL;
+        h->token = h->token_len ? p + FRAME_HELLO_KEYS : NULL;
         if (h->min_version == 0 || h->min_version > h->max_version)
             return fail(d, TIDE_EPROTO, "HELLO: version range %u..%u", h->min_version,
                         h->max_version);
         if (reserved) return fail(d, TIDE_EPROTO, "HELLO: reserved field is 0x%08x", reserved);
-        if (h->token_len != m->h.meta_len - FRAME_HELLO_META)
+        if (h->token_len != m->h.keys_len - FRAME_HELLO_KEYS)
             return fail(d, TIDE_EPROTO, "HELLO: token of %u bytes in a key section of %u",
-                        h->token_len, m->h.meta_len);
+                        h->token_len, m->h.keys_len);
         return 0;
     }
     case K_REPLICA: {
@@ -495,7 +495,7 @@ static int parse_meta(frame_decoder *d, frame_msg *m, const shape *sh) {
         uint64_t reserved = le_rd64(p + 8);
         r->member = r->seq = 0;
         if (r->timeout_ms == 0) return fail(d, TIDE_EPROTO, "REPLICA: timeout_ms is 0");
-        if (m->h.meta_len == FRAME_REPLICA_HINT_META) { /* a hint operation */
+        if (m->h.keys_len == FRAME_REPLICA_HINT_META) { /* a hint operation */
             r->member = reserved;
             r->seq = le_rd64(p + 16);
             if (r->flags != FRAME_REPLICA_HINT && r->flags != FRAME_REPLICA_ASK &&
@@ -507,9 +507,9 @@ static int parse_meta(frame_decoder *d, frame_msg *m, const shape *sh) {
                             (unsigned long long)r->seq);
             return 0;
         }
-        if (m->h.meta_len != FRAME_REPLICA_META)
+        if (m->h.keys_len != FRAME_REPLICA_KEYS)
             return fail(d, TIDE_EPROTO, "REPLICA: key section of %u bytes (16 or 24)",
-                        m->h.meta_len);
+                        m->h.keys_len);
         if (r->flags & ~FRAME_REPLICA_MISSED)
             return fail(d, TIDE_EPROTO, "REPLICA: unknown flags 0x%08x", r->flags);
         if (reserved)
@@ -555,7 +555,7 @@ static ssize_t decode(frame_decoder *d, const void *buf, size_t len, frame_msg *
     shape sh = {K_EMPTY, 0, 0, 0, 0, 0};
     int rc = check_header(d, p, &h, &sh);
     if (rc) return rc;
-    size_t head = FRAME_HDR_SIZE + (size_t)h.meta_len;
+    size_t head = FRAME_HDR_SIZE + (size_t)h.keys_len;
     size_t end = whole ? FRAME_HDR_SIZE + (size_t)h.body_len : head;
     if (len < end) {
         d->need = end - len;
@@ -563,8 +563,8 @@ static ssize_t decode(frame_decoder *d, const void *buf, size_t len, frame_msg *
     }
     memset(m, 0, sizeof(*m));
     m->h = h;
-    m->meta = p + FRAME_HDR_SIZE;
-    m->data_len = h.body_len - h.meta_len;
+    m->keysec = p + FRAME_HDR_SIZE;
+    m->data_len = h.body_len - h.keys_len;
     rc = parse_meta(d, m, &sh);
     if (rc) return rc;
     if (whole) m->data = p + head;
@@ -581,8 +581,8 @@ ssize_t frame_decode_head(frame_decoder *d, const void *buf, size_t len, frame_m
 
 void frame_iter_init(frame_iter *it, const frame_msg *m) {
     it->m = m;
-    it->p = m->meta;
-    if (shape_of(m->h.opcode, m->h.status).kind == K_EVENTS_REPLY) it->p += FRAME_EVENTS_META;
+    it->p = m->keysec;
+    if (shape_of(m->h.opcode, m->h.status).kind == K_EVENTS_REPLY) it->p += FRAME_EVENTS_KEYS;
     it->i = 0;
     it->voff = 0;
 }

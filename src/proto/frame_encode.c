@@ -39,7 +39,7 @@ static int room(const void *buf, size_t cap, size_t *len, size_t need) {
 }
 
 static uint8_t *put_header(void *buf, unsigned op, uint64_t req_id, size_t count, int32_t status,
-                           size_t meta_len, uint64_t data_len) {
+                           size_t keys_len, uint64_t data_len) {
     uint8_t *p = buf;
     le_wr32(p, FRAME_MAGIC);
     p[4] = FRAME_VERSION;
@@ -48,9 +48,9 @@ static uint8_t *put_header(void *buf, unsigned op, uint64_t req_id, size_t count
     le_wr64(p + 8, req_id);
     le_wr32(p + 16, (uint32_t)count);
     le_wr32(p + 20, (uint32_t)status);
-    le_wr32(p + 24, (uint32_t)meta_len);
+    le_wr32(p + 24, (uint32_t)keys_len);
     le_wr32(p + 28, 0);
-    le_wr64(p + 32, meta_len + data_len);
+    le_wr64(p + 32, keys_len + data_len);
     return p + FRAME_HDR_SIZE;
 }
 
@@ -73,26 +73,26 @@ int frame_encode_hello(void *buf, size_t cap, size_t *len, uint64_t req_id,
         hello->token_len > FRAME_TOKEN_MAX)
         return TIDE_EPROTO;
     if (hello->token_len && !hello->token) return -EINVAL;
-    size_t meta = FRAME_HELLO_META + (size_t)hello->token_len;
-    int rc = room(buf, cap, len, FRAME_HDR_SIZE + meta);
+    size_t keysec = FRAME_HELLO_KEYS + (size_t)hello->token_len;
+    int rc = room(buf, cap, len, FRAME_HDR_SIZE + keysec);
     if (rc) return rc;
-    uint8_t *p = put_header(buf, FRAME_OP_HELLO, req_id, 0, 0, meta, 0);
+    uint8_t *p = put_header(buf, FRAME_OP_HELLO, req_id, 0, 0, keysec, 0);
     le_wr16(p, hello->min_version);
     le_wr16(p + 2, hello->max_version);
     le_wr32(p + 4, 0);
     le_wr64(p + 8, hello->features);
     le_wr16(p + 16, hello->token_len);
-    if (hello->token_len) memcpy(p + FRAME_HELLO_META, hello->token, hello->token_len);
+    if (hello->token_len) memcpy(p + FRAME_HELLO_KEYS, hello->token, hello->token_len);
     return 0;
 }
 
 int frame_encode_hello_reply(void *buf, size_t cap, size_t *len, uint64_t req_id,
                              const frame_hello_reply *r) {
     if (r->version == 0 || !(r->features & FRAME_FEATURE_UCX) != !r->ucx_port) return TIDE_EPROTO;
-    int rc = room(buf, cap, len, FRAME_HDR_SIZE + FRAME_HELLO_REPLY_META);
+    int rc = room(buf, cap, len, FRAME_HDR_SIZE + FRAME_HELLO_REPLY_KEYS);
     if (rc) return rc;
     uint8_t *p =
-        put_header(buf, FRAME_OP_HELLO | FRAME_OP_REPLY, req_id, 0, 0, FRAME_HELLO_REPLY_META, 0);
+        put_header(buf, FRAME_OP_HELLO | FRAME_OP_REPLY, req_id, 0, 0, FRAME_HELLO_REPLY_KEYS, 0);
     le_wr16(p, r->version);
     le_wr16(p + 2, r->ucx_port);
     le_wr32(p + 4, r->max_keys);
@@ -127,11 +127,11 @@ int frame_encode_put(void *buf, size_t cap, size_t *len, uint64_t req_id, const 
         data += vlen;
         at += cnt;
     }
-    size_t meta = keys_bytes(keys, n, 16);
+    size_t keysec = keys_bytes(keys, n, 16);
     if (data_len) *data_len = data;
-    rc = room(buf, cap, len, FRAME_HDR_SIZE + meta);
+    rc = room(buf, cap, len, FRAME_HDR_SIZE + keysec);
     if (rc) return rc;
-    uint8_t *p = put_header(buf, FRAME_OP_PUT, req_id, n, 0, meta, data);
+    uint8_t *p = put_header(buf, FRAME_OP_PUT, req_id, n, 0, keysec, data);
     at = 0;
     for (size_t i = 0; i < n; i++) {
         size_t cnt = iovcnt ? iovcnt[i] : 1;
@@ -150,10 +150,10 @@ static int encode_keys_u64(void *buf, size_t cap, size_t *len, unsigned op, uint
                            const tide_key *keys, const uint64_t *nums, uint64_t dflt, size_t n) {
     int rc = check_keys(keys, n);
     if (rc) return rc;
-    size_t meta = keys_bytes(keys, n, 8);
-    rc = room(buf, cap, len, FRAME_HDR_SIZE + meta);
+    size_t keysec = keys_bytes(keys, n, 8);
+    rc = room(buf, cap, len, FRAME_HDR_SIZE + keysec);
     if (rc) return rc;
-    uint8_t *p = put_header(buf, op, req_id, n, 0, meta, 0);
+    uint8_t *p = put_header(buf, op, req_id, n, 0, keysec, 0);
     for (size_t i = 0; i < n; i++) {
         p = put_key(p, &keys[i]);
         le_wr64(p, nums ? nums[i] : dflt);
@@ -260,10 +260,10 @@ int frame_encode_keys(void *buf, size_t cap, size_t *len, unsigned op, uint64_t 
         return -EINVAL;
     int rc = check_keys(keys, n);
     if (rc) return rc;
-    size_t meta = keys_bytes(keys, n, 0);
-    rc = room(buf, cap, len, FRAME_HDR_SIZE + meta);
+    size_t keysec = keys_bytes(keys, n, 0);
+    rc = room(buf, cap, len, FRAME_HDR_SIZE + keysec);
     if (rc) return rc;
-    uint8_t *p = put_header(buf, op, req_id, n, 0, meta, 0);
+    uint8_t *p = put_header(buf, op, req_id, n, 0, keysec, 0);
     for (size_t i = 0; i < n; i++)
         p = put_key(p, &keys[i]);
     return 0;
@@ -272,9 +272,9 @@ int frame_encode_keys(void *buf, size_t cap, size_t *len, unsigned op, uint64_t 
 int frame_encode_replica(void *buf, size_t cap, size_t *len, uint64_t req_id, uint32_t flags,
                          uint32_t timeout_ms) {
     if ((flags & ~FRAME_REPLICA_MISSED) || timeout_ms == 0) return TIDE_EPROTO;
-    int rc = room(buf, cap, len, FRAME_HDR_SIZE + FRAME_REPLICA_META);
+    int rc = room(buf, cap, len, FRAME_HDR_SIZE + FRAME_REPLICA_KEYS);
     if (rc) return rc;
-    uint8_t *p = put_header(buf, FRAME_OP_REPLICA, req_id, 0, 0, FRAME_REPLICA_META, 0);
+    uint8_t *p = put_header(buf, FRAME_OP_REPLICA, req_id, 0, 0, FRAME_REPLICA_KEYS, 0);
     le_wr32(p, flags);
     le_wr32(p + 4, timeout_ms);
     le_wr64(p + 8, 0);
@@ -299,10 +299,10 @@ int frame_encode_replica_hint(void *buf, size_t cap, size_t *len, uint64_t req_i
 
 int frame_encode_replica_reply(void *buf, size_t cap, size_t *len, uint64_t req_id, uint64_t fences,
                                uint64_t generation) {
-    int rc = room(buf, cap, len, FRAME_HDR_SIZE + FRAME_REPLICA_META);
+    int rc = room(buf, cap, len, FRAME_HDR_SIZE + FRAME_REPLICA_KEYS);
     if (rc) return rc;
     uint8_t *p =
-        put_header(buf, FRAME_OP_REPLICA | FRAME_OP_REPLY, req_id, 0, 0, FRAME_REPLICA_META, 0);
+        put_header(buf, FRAME_OP_REPLICA | FRAME_OP_REPLY, req_id, 0, 0, FRAME_REPLICA_KEYS, 0);
     le_wr64(p, fences);
     le_wr64(p + 8, generation);
     return 0;
@@ -352,11 +352,11 @@ int frame_encode_get_reply(void *buf, size_t cap, size_t *len, uint64_t req_id,
         if (status[i] == 0 && vlens[i] == 0) return TIDE_EVALEMPTY;
         if (status[i] == 0) data += vlens[i];
     }
-    size_t meta = 20 * n;
+    size_t keysec = 20 * n;
     if (data_len) *data_len = data;
-    int rc = room(buf, cap, len, FRAME_HDR_SIZE + meta);
+    int rc = room(buf, cap, len, FRAME_HDR_SIZE + keysec);
     if (rc) return rc;
-    uint8_t *p = put_header(buf, FRAME_OP_GET | FRAME_OP_REPLY, req_id, n, 0, meta, data);
+    uint8_t *p = put_header(buf, FRAME_OP_GET | FRAME_OP_REPLY, req_id, n, 0, keysec, data);
     for (size_t i = 0; i < n; i++, p += 20) {
         int32_t st = status[i];
         le_wr32(p, (uint32_t)st);
@@ -402,14 +402,14 @@ static int stat_name_ok(const char *s, size_t *nl) {
 int frame_encode_stat_reply(void *buf, size_t cap, size_t *len, uint64_t req_id,
                             const char *const *names, const uint64_t *values, size_t n) {
     if (n > TIDE_BATCH_MAX) return TIDE_ELIMIT;
-    size_t meta = 0, nl;
+    size_t keysec = 0, nl;
     for (size_t i = 0; i < n; i++) {
         if (!stat_name_ok(names[i], &nl)) return TIDE_EPROTO;
-        meta += 1 + nl + 8;
+        keysec += 1 + nl + 8;
     }
-    int rc = room(buf, cap, len, FRAME_HDR_SIZE + meta);
+    int rc = room(buf, cap, len, FRAME_HDR_SIZE + keysec);
     if (rc) return rc;
-    uint8_t *p = put_header(buf, FRAME_OP_STAT | FRAME_OP_REPLY, req_id, n, 0, meta, 0);
+    uint8_t *p = put_header(buf, FRAME_OP_STAT | FRAME_OP_REPLY, req_id, n, 0, keysec, 0);
     for (size_t i = 0; i < n; i++) {
         stat_name_ok(names[i], &nl);
         *p = (uint8_t)nl;

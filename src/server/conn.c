@@ -64,7 +64,7 @@
 #include "server/ucx_srv.h"
 
 /* The input buffer starts small: a peer that has not authenticated yet can only ever send
- * a HELLO (at most FRAME_HDR_SIZE + FRAME_HELLO_META + FRAME_TOKEN_MAX bytes), so nothing
+ * a HELLO (at most FRAME_HDR_SIZE + FRAME_HELLO_KEYS + FRAME_TOKEN_MAX bytes), so nothing
  * sizable is allocated for it before its token is checked. Once authenticated (or at once
  * when the server has no token) the buffer grows to IN_AUTHED on its first read. */
 #define IN_PREAUTH CONNIO_PREAUTH_IN
@@ -251,10 +251,10 @@ static int op_hello(conn *c, const frame_msg *m, int *status) {
     }
     frame_hello_reply r = {FRAME_VERSION,        c->dec.lim.max_keys,  features,
                            c->dec.lim.max_value, c->dec.lim.max_frame, (uint16_t)ucx_port};
-    uint8_t *buf = malloc(FRAME_HDR_SIZE + FRAME_HELLO_REPLY_META);
+    uint8_t *buf = malloc(FRAME_HDR_SIZE + FRAME_HELLO_REPLY_KEYS);
     size_t len;
     if (!buf) return -ENOMEM;
-    frame_encode_hello_reply(buf, FRAME_HDR_SIZE + FRAME_HELLO_REPLY_META, &len, m->h.req_id, &r);
+    frame_encode_hello_reply(buf, FRAME_HDR_SIZE + FRAME_HELLO_REPLY_KEYS, &len, m->h.req_id, &r);
     return outq_owned(&c->io.out, buf, len);
 }
 

@@ -53,7 +53,7 @@ static uint64_t now_ms(void) {
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static void conn_close(const http_server_cfg *cfg, hconn *c, int answered) {
+static void hconn_close(const http_server_cfg *cfg, hconn *c, int answered) {
     if (!answered && cfg->cut) atomic_fetch_add_explicit(cfg->cut, 1, memory_order_relaxed);
     close(c->fd);
     free(c->out);
@@ -122,19 +122,19 @@ static int answer(const http_server_cfg *cfg, hconn *c, int complete) {
 }
 
 /* Write what the socket takes; close c once the reply is all out or the peer is gone. */
-static void conn_write(const http_server_cfg *cfg, hconn *c) {
+static void hconn_write(const http_server_cfg *cfg, hconn *c) {
     while (c->outoff < c->outlen) {
         ssize_t w =
             send(c->fd, c->out + c->outoff, c->outlen - c->outoff, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w < 0 && errno == EINTR) continue;
         if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
         if (w < 0) {
-            conn_close(cfg, c, 1); /* the peer left: nothing more to do for it */
+            hconn_close(cfg, c, 1); /* the peer left: nothing more to do for it */
             return;
         }
         c->outoff += (size_t)w;
     }
-    conn_close(cfg, c, 1);
+    hconn_close(cfg, c, 1);
 }
 
 /* 1 when the headers end in req[0..len): a blank line. Only the bytes from `from` on
@@ -156,7 +156,7 @@ static int method_so_far(const char *req, size_t len) {
 
 /* Read what has arrived; once the request is whole (or too large, or the peer shut its
  * side after a request line), make the reply and start writing it. */
-static void conn_read(const http_server_cfg *cfg, hconn *c) {
+static void hconn_read(const http_server_cfg *cfg, hconn *c) {
     for (;;) {
         size_t room = sizeof(c->req) - c->len;
         if (room == 0) break;
@@ -164,7 +164,7 @@ static void conn_read(const http_server_cfg *cfg, hconn *c) {
         if (r < 0 && errno == EINTR) continue;
         if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
         if (r < 0 || (r == 0 && !memchr(c->req, '\n', c->len))) {
-            conn_close(cfg, c, 0);
+            hconn_close(cfg, c, 0);
             return;
         }
         if (r == 0) break; /* half-closed after a request line: answer what came */
@@ -178,10 +178,10 @@ static void conn_read(const http_server_cfg *cfg, hconn *c) {
     }
     int complete = c->len < sizeof(c->req) || headers_end(c->req, c->len, 0);
     if (answer(cfg, c, complete) != 0) {
-        conn_close(cfg, c, 0);
+        hconn_close(cfg, c, 0);
         return;
     }
-    conn_write(cfg, c);
+    hconn_write(cfg, c);
 }
 
 /* A slot for a new connection: a free one, or the oldest cut for it. */
@@ -191,7 +191,7 @@ static hconn *take_slot(const http_server_cfg *cfg, hconn *conns, int n) {
         if (conns[i].fd < 0) return &conns[i];
         if (!oldest || conns[i].deadline_ms < oldest->deadline_ms) oldest = &conns[i];
     }
-    conn_close(cfg, oldest, 0);
+    hconn_close(cfg, oldest, 0);
     return oldest;
 }
 
@@ -230,7 +230,7 @@ int http_serve(const http_server_cfg *cfg_in) {
             hconn *c = &conns[i];
             if (c->fd < 0) continue;
             if (c->deadline_ms <= now) {
-                conn_close(&cfg, c, 0);
+                hconn_close(&cfg, c, 0);
                 continue;
             }
             int left = (int)(c->deadline_ms - now);
@@ -249,9 +249,9 @@ int http_serve(const http_server_cfg *cfg_in) {
             hconn *c = &conns[at[k - first]];
             if (!p[k].revents || c->fd != p[k].fd) continue;
             if (c->out)
-                conn_write(&cfg, c);
+                hconn_write(&cfg, c);
             else
-                conn_read(&cfg, c);
+                hconn_read(&cfg, c);
         }
         if (!listening || !(p[1].revents & POLLIN)) continue;
         /* At most half the slots per wake-up, so a connection accepted in one wake-up
@@ -268,12 +268,12 @@ int http_serve(const http_server_cfg *cfg_in) {
             hconn *c = take_slot(&cfg, conns, n);
             c->fd = fd;
             c->deadline_ms = now_ms() + (uint64_t)cfg.deadline_ms;
-            conn_read(&cfg, c); /* a request already here is answered at once */
+            hconn_read(&cfg, c); /* a request already here is answered at once */
         }
     }
 out:
     for (int i = 0; conns && i < n; i++)
-        if (conns[i].fd >= 0) conn_close(&cfg, &conns[i], 1);
+        if (conns[i].fd >= 0) hconn_close(&cfg, &conns[i], 1);
     free(conns);
     free(p);
     free(at);

@@ -97,7 +97,7 @@ static int fc_reencode(const frame_msg *m, uint8_t *out, size_t cap, size_t *len
         rc = frame_encode_hello_reply(out, cap, len, id, &m->hello_reply);
         break;
     case FRAME_OP_REPLICA:
-        rc = m->h.meta_len == FRAME_REPLICA_HINT_META
+        rc = m->h.keys_len == FRAME_REPLICA_HINT_META
                  ? frame_encode_replica_hint(out, cap, len, id, m->replica.flags,
                                              m->replica.timeout_ms, m->replica.member,
                                              m->replica.seq)
@@ -189,15 +189,15 @@ out:
 static int fc_hdr_eq(const frame_header *a, const frame_header *b) {
     return a->version == b->version && a->opcode == b->opcode && a->flags == b->flags &&
            a->req_id == b->req_id && a->count == b->count && a->status == b->status &&
-           a->meta_len == b->meta_len && a->body_len == b->body_len;
+           a->keys_len == b->keys_len && a->body_len == b->body_len;
 }
 
 /* Check one decoded frame f (n bytes at p). */
 static const char *fc_frame(const frame_msg *f, const uint8_t *p, size_t n) {
-    size_t head = FRAME_HDR_SIZE + f->h.meta_len;
+    size_t head = FRAME_HDR_SIZE + f->h.keys_len;
     if (n != head + f->data_len) return fc_fail("length %zu != head %zu + data", n, head);
-    if (f->data != p + head || f->meta != p + FRAME_HDR_SIZE)
-        return fc_fail("meta/data pointers do not point into the input");
+    if (f->data != p + head || f->keysec != p + FRAME_HDR_SIZE)
+        return fc_fail("keysec/data pointers do not point into the input");
 
     /* The entries tile the value bytes, in order. */
     frame_iter it;

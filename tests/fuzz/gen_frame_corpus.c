@@ -241,10 +241,10 @@ int main(int argc, char **argv) {
     emit("err-TIDE_EPROTO-ping-with-keys");
     add(frame_encode_keys(ROOM, FRAME_OP_EXISTS, 1, k3, 3), NULL, 0);
     patch32(at, 24, 2);
-    emit("err-TIDE_EPROTO-meta-too-short-for-count");
+    emit("err-TIDE_EPROTO-keysec-too-short-for-count");
     add(frame_encode_keys(ROOM, FRAME_OP_EXISTS, 1, k3, 1), NULL, 0);
     patch32(at, 24, 9);
-    emit("err-TIDE_EPROTO-meta-overruns-body");
+    emit("err-TIDE_EPROTO-keysec-overruns-body");
     add(frame_encode_keys(ROOM, FRAME_OP_EXISTS, 1, k3, 1), "zz", 2);
     patch64(at, 32, le_rd64(buf + 32) + 2);
     emit("err-TIDE_EPROTO-value-bytes-on-exists");
@@ -284,7 +284,7 @@ int main(int argc, char **argv) {
     add(frame_encode_keys(ROOM, FRAME_OP_EXISTS, 1, k3, 1), junk, 3);
     patch32(at, 24, le_rd32(buf + 24) + 3);
     patch64(at, 32, le_rd64(buf + 32) + 3);
-    emit("err-TIDE_EPROTO-meta-left-over");
+    emit("err-TIDE_EPROTO-keysec-left-over");
     add(frame_encode_exists_reply(ROOM, 1, pres, 3), NULL, 0);
     buf[FRAME_HDR_SIZE + 1] = 2;
     emit("err-TIDE_EPROTO-exists-reply-2");

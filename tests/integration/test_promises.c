@@ -1,7 +1,7 @@
 /*
  * test_promises.c — behaviours docs/ARCHITECTURE.md promises that no other test would miss if
  * the line keeping them were deleted: tided's SIGTERM finishes a PUT whose value is still
- * arriving, and a tide:// call that fails on a pooled connection before any reply byte is
+ * arriving, and a tide:// call that fails on a kept connection before any reply byte is
  * retried once on a fresh connection. Each test was checked against the one-line break it
  * guards (tests/README.md).
  */
@@ -79,7 +79,7 @@ TEST_T(server_sigterm_finishes_a_put_whose_value_is_arriving, 30) {
     free(val);
 }
 
-/* A tide:// handle holds a pooled connection to a tided that is then restarted on the same
+/* A tide:// handle holds a kept connection to a tided that is then restarted on the same
  * port: the next call fails on the old connection before any reply byte, and is retried
  * once on a fresh one, so the caller sees success, served by the new tided. */
 TEST_T(node_client_retries_once_on_a_fresh_connection, 60) {
@@ -91,7 +91,7 @@ TEST_T(node_client_retries_once_on_a_fresh_connection, 60) {
     snprintf(port, sizeof(port), "%d", a.port);
     tide_store *s;
     CHECK_MSG(tide_open(url, &s) == 0, "%s", tide_errmsg(NULL));
-    CHECK_EQ(tide_put(s, "before", 6, "v1", 2), 0); /* a connection is now pooled */
+    CHECK_EQ(tide_put(s, "before", 6, "v1", 2), 0); /* a connection is now kept */
     CHECK_EQ(server_stop(&a, SIGTERM), 0);
     const char *const again[] = {"--log-level", "warn", "--port", port, NULL};
     server_start(&b, again);

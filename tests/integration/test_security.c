@@ -118,7 +118,7 @@ TEST(security_request_before_hello_refused_on_its_header) {
     CHECK_EQ(frame_encode_keys(frame, sizeof(frame), &len, FRAME_OP_EXISTS, 5, &k, 1), 0);
     memcpy(hdr, frame, FRAME_HDR_SIZE);
     le_wr32(hdr + 16, 4096);                 /* count */
-    le_wr32(hdr + 24, 4096 * 258);           /* meta_len: 4096 keys of 256 bytes */
+    le_wr32(hdr + 24, 4096 * 258);           /* keys_len: 4096 keys of 256 bytes */
     le_wr64(hdr + 32, (uint64_t)4096 * 258); /* body_len */
     int fd = server_connect(ts.port, 5);
     sec_send(fd, hdr, sizeof(hdr));
@@ -134,8 +134,8 @@ TEST(security_request_before_hello_refused_on_its_header) {
     /* A HELLO whose token is longer than any token may be is refused on its header. */
     frame_hello h = {FRAME_VERSION, FRAME_VERSION, 0, (const uint8_t *)"x", 1};
     CHECK_EQ(frame_encode_hello(frame, sizeof(frame), &len, 7, &h), 0);
-    le_wr32(frame + 24, FRAME_HELLO_META + 4000);
-    le_wr64(frame + 32, FRAME_HELLO_META + 4000);
+    le_wr32(frame + 24, FRAME_HELLO_KEYS + 4000);
+    le_wr64(frame + 32, FRAME_HELLO_KEYS + 4000);
     fd = server_connect(ts.port, 5);
     sec_send(fd, frame, FRAME_HDR_SIZE);
     uint8_t buf[4096];

@@ -58,7 +58,7 @@ static void ucx_url(const test_server *ts, char *buf, size_t cap, const char *ex
 static uint64_t stat_figure(int port, const char *name) {
     int fd = server_connect(port, 5);
     CHECK(fd >= 0);
-    uint8_t req[FRAME_HDR_SIZE + FRAME_HELLO_META + FRAME_HDR_SIZE];
+    uint8_t req[FRAME_HDR_SIZE + FRAME_HELLO_KEYS + FRAME_HDR_SIZE];
     size_t l1, l2;
     frame_hello h = {FRAME_VERSION, FRAME_VERSION, 0, NULL, 0};
     CHECK_EQ(frame_encode_hello(req, sizeof(req), &l1, 1, &h), 0);
@@ -209,7 +209,7 @@ static const char *token_file(void) {
 static int hello_ucx_port(int port, const char *token, uint64_t features) {
     int fd = server_connect(port, 5);
     CHECK(fd >= 0);
-    uint8_t req[FRAME_HDR_SIZE + FRAME_HELLO_META + FRAME_TOKEN_MAX], buf[4096];
+    uint8_t req[FRAME_HDR_SIZE + FRAME_HELLO_KEYS + FRAME_TOKEN_MAX], buf[4096];
     size_t len, have = 0;
     frame_hello h = {FRAME_VERSION, FRAME_VERSION, features, (const uint8_t *)token,
                      (uint16_t)strlen(token)};

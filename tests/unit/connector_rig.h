@@ -94,7 +94,7 @@ static inline void rig_put_key(tide_store *st, const tide_connector *c, size_t g
  */
 static inline void rig_store_prefix(tide_store *st, const tide_connector *c, const uint8_t *h,
                                     size_t hlen, int64_t upto, long skip, unsigned groups_mask) {
-    const conncfg *cfg = &c->cfg;
+    const ccfg *cfg = &c->cfg;
     for (size_t g = 0; g < cfg->ngroups; g++) {
         if (!(groups_mask & (1u << g))) continue;
         connector_ns ns[64];

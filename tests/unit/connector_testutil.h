@@ -51,32 +51,32 @@ static inline const char *doc(const char *cache, const char *parallel, const cha
 }
 
 /* Parse and check; fail the test on any problem. */
-static inline void load_ok(const char *json, conncfg *cfg) {
-    conncfg_errs e;
-    conncfg_errs_init(&e);
-    int rc = conncfg_parse_string(json, strlen(json), cfg, &e);
-    if (rc == 0) rc = conncfg_check(cfg, &e);
+static inline void load_ok(const char *json, ccfg *cfg) {
+    ccfg_errs e;
+    ccfg_errs_init(&e);
+    int rc = ccfg_parse_string(json, strlen(json), cfg, &e);
+    if (rc == 0) rc = ccfg_check(cfg, &e);
     if (rc != 0)
         test_fail(__FILE__, __LINE__, "rc %d, first problem: %s", rc, e.n ? e.msg[0] : "(none)");
-    conncfg_errs_free(&e);
+    ccfg_errs_free(&e);
 }
 
 /* Parse (and check, when parsing passed); return the rc and leave the problems in *e. */
-static inline int load_errs(const char *json, conncfg *cfg, conncfg_errs *e) {
-    conncfg_errs_init(e);
-    int rc = conncfg_parse_string(json, strlen(json), cfg, e);
-    if (rc == 0) rc = conncfg_check(cfg, e);
+static inline int load_errs(const char *json, ccfg *cfg, ccfg_errs *e) {
+    ccfg_errs_init(e);
+    int rc = ccfg_parse_string(json, strlen(json), cfg, e);
+    if (rc == 0) rc = ccfg_check(cfg, e);
     return rc;
 }
 
 /* Is this exact line among the problems? */
-static inline int has_line(const conncfg_errs *e, const char *line) {
+static inline int has_line(const ccfg_errs *e, const char *line) {
     for (size_t i = 0; i < e->n; i++)
         if (strcmp(e->msg[i], line) == 0) return 1;
     return 0;
 }
 
-static inline void dump_errs(const conncfg_errs *e) {
+static inline void dump_errs(const ccfg_errs *e) {
     for (size_t i = 0; i < e->n; i++)
         fprintf(stderr, "      problem: %s\n", e->msg[i]);
 }

@@ -269,11 +269,11 @@ TEST(connector_examples_get_their_verdicts) {
     for (size_t i = 0; i < sizeof(example_table) / sizeof(example_table[0]); i++) {
         char path[PATH_MAX + 64];
         snprintf(path, sizeof(path), "%s/%s", dir, example_table[i].file);
-        conncfg c;
-        conncfg_errs e;
-        conncfg_errs_init(&e);
-        int rc = conncfg_parse_file(path, &c, &e);
-        if (rc == 0) rc = conncfg_check(&c, &e);
+        ccfg c;
+        ccfg_errs e;
+        ccfg_errs_init(&e);
+        int rc = ccfg_parse_file(path, &c, &e);
+        if (rc == 0) rc = ccfg_check(&c, &e);
         CHECK_MSG(rc == 0, "%s: %s", example_table[i].file, e.n ? e.msg[0] : "?");
         connector_verdict v;
         for (int r = 0; r < 3; r++)
@@ -286,8 +286,8 @@ TEST(connector_examples_get_their_verdicts) {
         CHECK_MSG((connector_validate(&c, CONNECTOR_IMPL_TIDE, &v) == 0) ==
                       example_table[i].tide_ok,
                   "%s: tide verdict", example_table[i].file);
-        conncfg_free(&c);
-        conncfg_errs_free(&e);
+        ccfg_free(&c);
+        ccfg_errs_free(&e);
 
         for (int r = 0; r < 3; r++) {
             char args[PATH_MAX + 80], want[160];
@@ -320,11 +320,11 @@ TEST(connector_cli_accepts_every_key_the_connector_accepts) {
     static const char *const sample[] = {"true", "\"true\"", "\"s\"", "null", "7", "null",
                                          "2.5",  "null",     NULL,    NULL,   NULL};
     size_t nt, nx;
-    const conncfg_key *tk = conncfg_transfer_keys(&nt), *xk = conncfg_extra_keys(&nx);
+    const ccfg_key *tk = ccfg_transfer_keys(&nt), *xk = ccfg_extra_keys(&nx);
     char inner[4096], body[8192];
     size_t len = 0;
     for (size_t i = 0; i < nx; i++) {
-        const char *val = xk[i].type == CONNCFG_KEY_ENUM ? "\"x\"" : sample[xk[i].type];
+        const char *val = xk[i].type == CCFG_KEY_ENUM ? "\"x\"" : sample[xk[i].type];
         if (!val) continue;
         if (strcmp(xk[i].name, "lookup_rpc_port") == 0) val = "0";
         len += (size_t)snprintf(inner + len, sizeof(inner) - len, "%s\"%s\":%s", len ? "," : "",

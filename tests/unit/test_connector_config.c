@@ -10,7 +10,7 @@
 #include "tide.h"
 
 TEST(connector_config_defaults) {
-    conncfg c;
+    ccfg c;
     load_ok(doc("", "", "", G_FULL(16)), &c);
     CHECK_STR(c.model, "org/Model-7B");
     CHECK_STR(c.model_name, "Model-7B");
@@ -44,7 +44,7 @@ TEST(connector_config_defaults) {
     CHECK_EQ(c.groups[0].dtype.size, 2);
     /* 8 heads x 16 tokens x (128 + 128) x 2 bytes */
     CHECK_EQ(c.groups[0].page_bytes, 8 * 16 * 256 * 2);
-    conncfg_free(&c);
+    ccfg_free(&c);
 }
 
 TEST(connector_config_every_field) {
@@ -74,7 +74,7 @@ TEST(connector_config_every_field) {
         "\"shapes\":[[4,256],[2,16,32]],\"dtypes\":[\"bfloat16\",\"float32\"],"
         "\"mamba_cache_mode\":\"align\",\"mamba_type\":\"mamba2\","
         "\"num_speculative_blocks\":0,\"page_size_padded\":8192}}]}}";
-    conncfg c;
+    ccfg c;
     load_ok(json, &c);
     CHECK_STR(c.model_name, "llama-3");
     CHECK_EQ(c.total_num_kv_heads, 8);
@@ -118,12 +118,12 @@ TEST(connector_config_every_field) {
     CHECK_EQ(m->mamba_mode, CONNECTOR_MAMBA_ALIGN);
     CHECK_STR(m->mamba_type, "mamba2");
     CHECK_EQ(m->page_bytes, 8192); /* padded: 4*256*2 + 2*16*32*4 = 6144 unpadded */
-    conncfg_free(&c);
+    ccfg_free(&c);
 }
 
 TEST(connector_config_unknown_keys_reported_with_path) {
-    conncfg c;
-    conncfg_errs e;
+    ccfg c;
+    ccfg_errs e;
     const char *json =
         "{\"model_config\":{\"model\":\"m\",\"modle\":1},"
         "\"cache_config\":{\"blok_size\":16},"
@@ -143,13 +143,13 @@ TEST(connector_config_unknown_keys_reported_with_path) {
     CHECK_LINE(&e, "kv_transfer_config.kv_connector_extra_config.zzz: unknown key");
     CHECK_LINE(&e, "speculative_config: unknown key");
     CHECK_EQ(e.n, 7);
-    conncfg_errs_free(&e);
-    conncfg_free(&c);
+    ccfg_errs_free(&e);
+    ccfg_free(&c);
 }
 
 TEST(connector_config_spec_keys_depend_on_type) {
-    conncfg c;
-    conncfg_errs e;
+    ccfg c;
+    ccfg_errs e;
     const char *groups =
         "{\"kv_cache_spec\":{\"type\":\"FullAttentionSpec\",\"block_size\":16,"
         "\"num_kv_heads\":8,\"head_size\":128,\"dtype\":\"bfloat16\",\"shapes\":[[1]]}},"
@@ -174,13 +174,13 @@ TEST(connector_config_spec_keys_depend_on_type) {
     CHECK_LINE(&e, "kv_cache_config.kv_cache_groups[4].kv_cache_spec.type: required key is "
                    "missing");
     CHECK_LINE(&e, "kv_cache_config.kv_cache_groups[4].layers: unknown key");
-    conncfg_errs_free(&e);
-    conncfg_free(&c);
+    ccfg_errs_free(&e);
+    ccfg_free(&c);
 }
 
 TEST(connector_config_wrong_types_reported_with_path) {
-    conncfg c;
-    conncfg_errs e;
+    ccfg c;
+    ccfg_errs e;
     const char *json =
         "{\"model_config\":{\"model\":7},"
         "\"cache_config\":{\"block_size\":\"16\",\"prefix_match_unit\":1.5,"
@@ -209,13 +209,13 @@ TEST(connector_config_wrong_types_reported_with_path) {
                    "expected a boolean (or \"true\"/\"false\"), got a string");
     CHECK_LINE(&e, "kv_cache_config.kv_cache_groups: expected an array, got an object");
     CHECK_EQ(e.n, 11);
-    conncfg_errs_free(&e);
-    conncfg_free(&c);
+    ccfg_errs_free(&e);
+    ccfg_free(&c);
 }
 
 TEST(connector_config_mamba_fields) {
-    conncfg c;
-    conncfg_errs e;
+    ccfg c;
+    ccfg_errs e;
     const char *groups = "{\"kv_cache_spec\":{\"type\":\"MambaSpec\",\"block_size\":16,"
                          "\"shapes\":[[2,\"x\"],3],\"dtypes\":[\"float7\"]}},"
                          "{\"kv_cache_spec\":{\"type\":\"MambaSpec\",\"block_size\":16,"
@@ -231,108 +231,108 @@ TEST(connector_config_mamba_fields) {
                    "shapes (one dtype per state shape)");
     CHECK_LINE(&e, "kv_cache_config.kv_cache_groups[1].kv_cache_spec.mamba_cache_mode: 'all' "
                    "differs from cache_config.mamba_cache_mode 'align'");
-    conncfg_errs_free(&e);
-    conncfg_free(&c);
+    ccfg_errs_free(&e);
+    ccfg_free(&c);
 
     /* A MambaSpec without its own mode takes cache_config's. */
     load_ok(doc("\"mamba_cache_mode\":\"all\"", "", "", G_FULL(16) "," G_MAMBA(16)), &c);
     CHECK_EQ(c.groups[1].mamba_mode, CONNECTOR_MAMBA_ALL);
     /* 3*1024*2 + 8*64*64*4 */
     CHECK_EQ(c.groups[1].page_bytes, 3 * 1024 * 2 + 8 * 64 * 64 * 4);
-    conncfg_free(&c);
+    ccfg_free(&c);
 }
 
 TEST(connector_config_missing_sections) {
-    conncfg c;
-    conncfg_errs e;
+    ccfg c;
+    ccfg_errs e;
     CHECK_EQ(load_errs("{}", &c, &e), TIDE_EPARSE);
     CHECK_LINE(&e, "model_config: required key is missing");
     CHECK_LINE(&e, "cache_config: required key is missing");
     CHECK_LINE(&e, "kv_transfer_config: required key is missing");
     CHECK_LINE(&e, "kv_cache_config: required key is missing");
     CHECK_EQ(e.n, 4);
-    conncfg_errs_free(&e);
-    conncfg_free(&c);
+    ccfg_errs_free(&e);
+    ccfg_free(&c);
 
     CHECK_EQ(load_errs("[1, 2]", &c, &e), TIDE_EPARSE);
     CHECK_LINE(&e, "document: expected an object, got an array");
-    conncfg_errs_free(&e);
-    conncfg_free(&c);
+    ccfg_errs_free(&e);
+    ccfg_free(&c);
 }
 
 TEST(connector_config_duplicate_key) {
-    conncfg c;
-    conncfg_errs e;
+    ccfg c;
+    ccfg_errs e;
     CHECK_EQ(load_errs(doc("\"block_size\":32", "", "", G_FULL(16)), &c, &e), TIDE_EPARSE);
     CHECK_LINE(&e, "cache_config.block_size: duplicate key");
-    conncfg_errs_free(&e);
-    conncfg_free(&c);
+    ccfg_errs_free(&e);
+    ccfg_free(&c);
 }
 
 TEST(connector_config_bad_json_line_column) {
-    conncfg c;
-    conncfg_errs e;
+    ccfg c;
+    ccfg_errs e;
     const char *bad = "{\n  \"model_config\": {\"model\": \"m\"},\n  \"cache_config\": ]\n}\n";
     CHECK_EQ(load_errs(bad, &c, &e), TIDE_EPARSE);
     CHECK_EQ(e.n, 1);
     CHECK_STR(e.msg[0], "line 3, column 19: invalid JSON: expected a value, got ']'");
-    conncfg_errs_free(&e);
-    conncfg_free(&c);
+    ccfg_errs_free(&e);
+    ccfg_free(&c);
 
     CHECK_EQ(load_errs("{\"a\":\n  [1, 2,", &c, &e), TIDE_EPARSE);
     CHECK_EQ(e.n, 1);
     CHECK_CONTAINS(e.msg[0], "expected a value, got the end of the text");
     CHECK(strncmp(e.msg[0], "line 2, column ", 15) == 0);
-    conncfg_errs_free(&e);
-    conncfg_free(&c);
+    ccfg_errs_free(&e);
+    ccfg_free(&c);
 
     /* The mistakes people make name themselves. */
     CHECK_EQ(load_errs("{\"model_config\": {\"model\": \"m\"},\n}", &c, &e), TIDE_EPARSE);
     CHECK_STR(e.msg[0], "line 2, column 1: invalid JSON: a trailing comma before '}': JSON "
                         "allows none after the last member");
-    conncfg_errs_free(&e);
-    conncfg_free(&c);
+    ccfg_errs_free(&e);
+    ccfg_free(&c);
 
     CHECK_EQ(load_errs("{}\n\n  x", &c, &e), TIDE_EPARSE);
     CHECK_STR(e.msg[0],
               "line 3, column 3: invalid JSON: more after the end of the JSON value: 'x'");
-    conncfg_errs_free(&e);
-    conncfg_free(&c);
+    ccfg_errs_free(&e);
+    ccfg_free(&c);
 
     CHECK_EQ(load_errs("", &c, &e), TIDE_EPARSE);
     CHECK_STR(e.msg[0], "line 1, column 1: invalid JSON: the text is empty: expected a JSON value");
-    conncfg_errs_free(&e);
-    conncfg_free(&c);
+    ccfg_errs_free(&e);
+    ccfg_free(&c);
 
     /* A string that is not terminated on line 1. */
     CHECK_EQ(load_errs("{\"model_config\": {\"model\": \"abc}}", &c, &e), TIDE_EPARSE);
     CHECK(strncmp(e.msg[0], "line 1, column ", 15) == 0);
-    conncfg_errs_free(&e);
-    conncfg_free(&c);
+    ccfg_errs_free(&e);
+    ccfg_free(&c);
 }
 
 TEST(connector_config_parse_file) {
-    conncfg c;
-    conncfg_errs e;
-    conncfg_errs_init(&e);
+    ccfg c;
+    ccfg_errs e;
+    ccfg_errs_init(&e);
     char path[512];
     snprintf(path, sizeof(path), "%s/missing.json", test_tmpdir());
-    CHECK_EQ(conncfg_parse_file(path, &c, &e), -ENOENT);
+    CHECK_EQ(ccfg_parse_file(path, &c, &e), -ENOENT);
     CHECK_EQ(e.n, 1);
     CHECK_CONTAINS(e.msg[0], "missing.json: No such file or directory");
-    conncfg_free(&c);
-    conncfg_errs_free(&e);
+    ccfg_free(&c);
+    ccfg_errs_free(&e);
 
     snprintf(path, sizeof(path), "%s/ok.json", test_tmpdir());
     FILE *f = fopen(path, "w");
     CHECK(f);
     fputs(doc("", "\"tensor_parallel_size\":2,\"tp_rank\":1", "", G_FULL(16)), f);
     fclose(f);
-    conncfg_errs_init(&e);
-    CHECK_EQ(conncfg_parse_file(path, &c, &e), 0);
-    CHECK_EQ(conncfg_check(&c, &e), 0);
+    ccfg_errs_init(&e);
+    CHECK_EQ(ccfg_parse_file(path, &c, &e), 0);
+    CHECK_EQ(ccfg_check(&c, &e), 0);
     CHECK_EQ(c.tp_rank, 1);
     CHECK_EQ(e.n, 0);
-    conncfg_free(&c);
-    conncfg_errs_free(&e);
+    ccfg_free(&c);
+    ccfg_errs_free(&e);
 }

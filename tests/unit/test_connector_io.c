@@ -590,10 +590,10 @@ TEST(connector_meta_bytes_malformed) {
     CHECK_EQ(tide_connector_meta_parse(lie, sizeof(lie), &m), TIDE_EPARSE);
     /* Every truncation of a real one fails cleanly. */
     tide_connector_meta *real = calloc(1, sizeof(*real));
-    connector_mjob *j = connector_meta_add_job(real, TIDE_CONNECTOR_SAVE, "req-1", 0, 32, 16);
+    connector_mjob *j = connector_step_add_job(real, TIDE_CONNECTOR_SAVE, "req-1", 0, 32, 16);
     uint8_t hash[16] = {1, 2, 3};
-    CHECK_EQ(connector_meta_add_block(j, 0, 5, 16, hash), 0);
-    CHECK_EQ(connector_meta_add_block(j, 0, 6, 32, hash), 0);
+    CHECK_EQ(connector_step_add_block(j, 0, 5, 16, hash), 0);
+    CHECK_EQ(connector_step_add_block(j, 0, 6, 32, hash), 0);
     size_t len;
     uint8_t buf[256];
     CHECK_EQ(tide_connector_meta_serialize(real, buf, sizeof(buf), &len), 0);

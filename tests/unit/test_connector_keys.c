@@ -16,7 +16,7 @@ static const uint8_t HASH16[16] = {0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x0
                                    0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0xff};
 
 TEST(connector_layout_string_and_fingerprint) {
-    conncfg c;
+    ccfg c;
     load_ok(doc("", "\"tensor_parallel_size\":2,\"tp_rank\":1", "", G_FULL(16)), &c);
     char s[1024];
     int n = connector_layout_string(&c, 0, s, sizeof(s));
@@ -29,18 +29,18 @@ TEST(connector_layout_string_and_fingerprint) {
     CHECK_STR(c.groups[0].fingerprint, want);
     /* Pinned: a fingerprint that changes orphans every stored cache. */
     CHECK_STR(c.groups[0].fingerprint, "57ffea488d9b3f13");
-    conncfg_free(&c);
+    ccfg_free(&c);
 
     load_ok(doc("\"mamba_cache_mode\":\"align\"", "", "", G_FULL(16) "," G_MAMBA(16)), &c);
     connector_layout_string(&c, 1, s, sizeof(s));
     CHECK_STR(s, "tide-layout-v1|model=Model-7B|spec=MambaSpec|block_size=16"
                  "|states=bfloat16(3,1024);float32(8,64,64)|page_bytes=137216|tp_shards=1|pp=1"
                  "|pcp=1|dcp=1|layers=");
-    conncfg_free(&c);
+    ccfg_free(&c);
 }
 
 TEST(connector_key_exact) {
-    conncfg c;
+    ccfg c;
     load_ok(doc("",
                 "\"tensor_parallel_size\":2,\"tp_rank\":1,\"pipeline_parallel_size\":2,"
                 "\"pp_rank\":1",
@@ -62,7 +62,7 @@ TEST(connector_key_exact) {
     CHECK_EQ(connector_key(&c, 0, &ns, HASH16, 16, key, 20), TIDE_EBUFSMALL);
     uint8_t big[128] = {0};
     CHECK_EQ(connector_key(&c, 0, &ns, big, sizeof(big), key, sizeof(key)), TIDE_EKEYLONG);
-    conncfg_free(&c);
+    ccfg_free(&c);
 
     /* No prefix: the key starts with the model's last path component. */
     load_ok(doc("", "", "", G_FULL(16)), &c);
@@ -73,11 +73,11 @@ TEST(connector_key_exact) {
     CHECK_STR(key, want);
     CHECK_EQ(connector_hash_bytes(&c), 32);
     CHECK_EQ(connector_key_max_len(&c), strlen(want) - 4 + 64);
-    conncfg_free(&c);
+    ccfg_free(&c);
 }
 
 TEST(connector_key_uses_tp_shard) {
-    conncfg c;
+    ccfg c;
     char key[TIDE_KEY_MAX + 1], want[512];
     /* TP 8 over 2 KV heads: factor 4, rank 5 holds shard 1. */
     const char *json = "{\"model_config\":{\"model\":\"a/b/Llama\",\"total_num_kv_heads\":2},"
@@ -98,7 +98,7 @@ TEST(connector_key_uses_tp_shard) {
     snprintf(want, sizeof(want), "Llama@fp:%s@tp_rank:0@pcp0@dcp0@pp_rank:0@group:1@00",
              c.groups[1].fingerprint);
     CHECK_STR(key, want);
-    conncfg_free(&c);
+    ccfg_free(&c);
 
     /* DCP: the key carries the DCP rank, tp_rank % dcp. */
     load_ok(doc("", "\"tensor_parallel_size\":4,\"decode_context_parallel_size\":2,\"tp_rank\":3",
@@ -109,14 +109,14 @@ TEST(connector_key_uses_tp_shard) {
     snprintf(want, sizeof(want), "Model-7B@fp:%s@tp_rank:3@pcp0@dcp1@pp_rank:0@group:0@00",
              c.groups[0].fingerprint);
     CHECK_STR(key, want);
-    conncfg_free(&c);
+    ccfg_free(&c);
 }
 
 static void fp_of(const char *json, size_t g, char out[17]) {
-    conncfg c;
+    ccfg c;
     load_ok(json, &c);
     memcpy(out, c.groups[g].fingerprint, 17);
-    conncfg_free(&c);
+    ccfg_free(&c);
 }
 
 TEST(connector_fingerprint_separates_layouts) {
@@ -169,7 +169,7 @@ TEST(connector_fingerprint_shared_when_bytes_are_equal) {
              "\"tp_rank\":1},\"kv_transfer_config\":{\"kv_role\":\"kv_both\"},"
              "\"kv_cache_config\":{\"kv_cache_groups\":[%s]}}",
              g1);
-    conncfg ca, cb;
+    ccfg ca, cb;
     load_ok(a, &ca);
     load_ok(b, &cb);
     char ka[TIDE_KEY_MAX + 1], kb[TIDE_KEY_MAX + 1];
@@ -177,15 +177,15 @@ TEST(connector_fingerprint_shared_when_bytes_are_equal) {
     connector_key(&ca, 0, &na, HASH16, 16, ka, sizeof(ka));
     connector_key(&cb, 0, &nb, HASH16, 16, kb, sizeof(kb));
     CHECK_STR(ka, kb);
-    conncfg_free(&ca);
-    conncfg_free(&cb);
+    ccfg_free(&ca);
+    ccfg_free(&cb);
 }
 
 static size_t namespaces(const char *json, size_t g, connector_ns *out, size_t cap) {
-    conncfg c;
+    ccfg c;
     load_ok(json, &c);
     size_t n = connector_lookup_namespaces(&c, g, out, cap);
-    conncfg_free(&c);
+    ccfg_free(&c);
     return n;
 }
 

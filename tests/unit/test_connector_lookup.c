@@ -27,7 +27,7 @@ typedef struct pmap {
     uint8_t bits[4][64];
 } pmap;
 
-static void pmap_init(pmap *m, const conncfg *cfg, int64_t bound) {
+static void pmap_init(pmap *m, const ccfg *cfg, int64_t bound) {
     memset(m, 0, sizeof(*m));
     for (size_t g = 0; g < cfg->ngroups; g++) {
         m->p.present[g] = m->bits[g];

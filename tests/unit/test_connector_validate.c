@@ -14,12 +14,12 @@
 /* Validate a document with one implementation (the reference under the seed's rules,
  * vLLM <= 0.28, which most tests here pin); returns the rc and fills *v. */
 static int verdict(const char *json, connector_impl impl, connector_verdict *v) {
-    conncfg c;
+    ccfg c;
     load_ok(json, &c);
     int rc = impl == CONNECTOR_IMPL_REFERENCE
                  ? connector_validate_reference(&c, CONNECTOR_RULES_SEED, v)
                  : connector_validate(&c, impl, v);
-    conncfg_free(&c);
+    ccfg_free(&c);
     return rc;
 }
 
@@ -29,8 +29,8 @@ static int verdict(const char *json, connector_impl impl, connector_verdict *v) 
 /* ---- value rules ------------------------------------------------------------------- */
 
 TEST(connector_check_sizes_and_ranks) {
-    conncfg c;
-    conncfg_errs e;
+    ccfg c;
+    ccfg_errs e;
     const char *par = "\"tensor_parallel_size\":8,\"pipeline_parallel_size\":0,"
                       "\"prefill_context_parallel_size\":2,\"decode_context_parallel_size\":3,"
                       "\"tp_rank\":8,\"pcp_rank\":-1,\"data_parallel_size\":100000";
@@ -51,8 +51,8 @@ TEST(connector_check_sizes_and_ranks) {
                    "got -4");
     CHECK_LINE(&e, "parallel_config.data_parallel_size: must be 1..4096, got 100000");
     CHECK_EQ(e.n, 8);
-    conncfg_errs_free(&e);
-    conncfg_free(&c);
+    ccfg_errs_free(&e);
+    ccfg_free(&c);
 
     CHECK_EQ(load_errs(doc("",
                            "\"tensor_parallel_size\":4,\"decode_context_parallel_size\":2,"
@@ -62,32 +62,32 @@ TEST(connector_check_sizes_and_ranks) {
              TIDE_ECONFIG);
     CHECK_LINE(&e, "parallel_config.dcp_rank: 0 does not match tp_rank % "
                    "decode_context_parallel_size = 1");
-    conncfg_errs_free(&e);
-    conncfg_free(&c);
+    ccfg_errs_free(&e);
+    ccfg_free(&c);
 
     /* dcp_rank is derived when not given. */
     load_ok(doc("", "\"tensor_parallel_size\":4,\"decode_context_parallel_size\":2,\"tp_rank\":3",
                 "", G_FULL(16)),
             &c);
     CHECK_EQ(c.dcp_rank, 1);
-    conncfg_free(&c);
+    ccfg_free(&c);
 
     CHECK_EQ(load_errs(doc("\"block_size\":0", "", "", G_FULL(16)), &c, &e), TIDE_EPARSE);
-    conncfg_errs_free(&e);
-    conncfg_free(&c);
+    ccfg_errs_free(&e);
+    ccfg_free(&c);
     /* Unchecked configurations get no verdict. */
     connector_verdict v;
     memset(&c, 0, sizeof(c));
     CHECK_EQ(connector_validate(&c, CONNECTOR_IMPL_TIDE, &v), TIDE_ECONFIG);
     CHECK_EQ(load_errs(doc("", "", "", ""), &c, &e), TIDE_ECONFIG);
     CHECK_LINE(&e, "kv_cache_config.kv_cache_groups: at least one group is required");
-    conncfg_errs_free(&e);
-    conncfg_free(&c);
+    ccfg_errs_free(&e);
+    ccfg_free(&c);
 }
 
 TEST(connector_check_block_size_multiple_of_hash_block_size) {
-    conncfg c;
-    conncfg_errs e;
+    ccfg c;
+    ccfg_errs e;
     CHECK_EQ(load_errs(doc("\"prefix_match_unit\":32", "", "", G_FULL(64) "," G_SLIDING(48, 128)),
                        &c, &e),
              TIDE_ECONFIG);
@@ -95,13 +95,13 @@ TEST(connector_check_block_size_multiple_of_hash_block_size) {
     CHECK_STR(e.msg[0], "kv_cache_config.kv_cache_groups[1].kv_cache_spec.block_size: "
                         "block_size (48) must be a multiple of hash_block_size (32)");
     CHECK_CONTAINS(e.msg[0], "block_size (48) must be a multiple of hash_block_size (32)");
-    conncfg_errs_free(&e);
-    conncfg_free(&c);
+    ccfg_errs_free(&e);
+    ccfg_free(&c);
 }
 
 TEST(connector_check_replayssm) {
-    conncfg c;
-    conncfg_errs e;
+    ccfg c;
+    ccfg_errs e;
     CHECK_EQ(load_errs(doc("\"use_replayssm\":true,\"mamba_cache_mode\":\"align\"", "", "",
                            G_FULL(16) "," G_MAMBA(16)),
                        &c, &e),
@@ -109,8 +109,8 @@ TEST(connector_check_replayssm) {
     CHECK_EQ(e.n, 1);
     CHECK_STR(e.msg[0], "cache_config.use_replayssm: --use-replayssm is incompatible with KV "
                         "connectors (P/D disaggregation, KV cache offload)");
-    conncfg_errs_free(&e);
-    conncfg_free(&c);
+    ccfg_errs_free(&e);
+    ccfg_free(&c);
 
     CHECK_EQ(load_errs(doc("\"use_replayssm\":true,\"mamba_cache_mode\":\"all\"", "", "",
                            G_FULL(16) "," G_MAMBA(16)),
@@ -121,13 +121,13 @@ TEST(connector_check_replayssm) {
                         "only in align mode; pass --mamba-cache-mode align");
     CHECK_STR(e.msg[1], "cache_config.use_replayssm: --use-replayssm is incompatible with KV "
                         "connectors (P/D disaggregation, KV cache offload)");
-    conncfg_errs_free(&e);
-    conncfg_free(&c);
+    ccfg_errs_free(&e);
+    ccfg_free(&c);
 }
 
 TEST(connector_check_other_values) {
-    conncfg c;
-    conncfg_errs e;
+    ccfg c;
+    ccfg_errs e;
     CHECK_EQ(load_errs(doc("\"prefix_cache_retention_interval\":40", "",
                            "\"kv_connector_extra_config\":{\"preferred_segment\":\"  \","
                            "\"lookup_rpc_port\":70000}",
@@ -138,8 +138,8 @@ TEST(connector_check_other_values) {
                    "non-empty string");
     CHECK_LINE(&e, "kv_transfer_config.kv_connector_extra_config.lookup_rpc_port: 70000 is not a "
                    "port number (0..65535)");
-    conncfg_errs_free(&e);
-    conncfg_free(&c);
+    ccfg_errs_free(&e);
+    ccfg_free(&c);
 
     /* The retention interval is checked once the rest is coherent. */
     CHECK_EQ(load_errs(doc("\"prefix_cache_retention_interval\":40", "", "", G_FULL(16)), &c, &e),
@@ -147,18 +147,18 @@ TEST(connector_check_other_values) {
     CHECK_EQ(e.n, 1);
     CHECK_STR(e.msg[0], "cache_config.prefix_cache_retention_interval: 40 is not a multiple of "
                         "the scheduler block size (16)");
-    conncfg_errs_free(&e);
-    conncfg_free(&c);
+    ccfg_errs_free(&e);
+    ccfg_free(&c);
     load_ok(doc("\"prefix_cache_retention_interval\":null", "", "", G_FULL(16)), &c);
     CHECK_EQ(c.retention_interval, -1);
-    conncfg_free(&c);
+    ccfg_free(&c);
 
     CHECK_EQ(load_errs(doc("\"mamba_block_size\":32", "", "", G_FULL(16) "," G_MAMBA(64)), &c, &e),
              TIDE_ECONFIG);
     CHECK_LINE(&e, "kv_cache_config.kv_cache_groups[1].kv_cache_spec.block_size: 64 differs from "
                    "cache_config.mamba_block_size 32");
-    conncfg_errs_free(&e);
-    conncfg_free(&c);
+    ccfg_errs_free(&e);
+    ccfg_free(&c);
 
     const char *padded = "{\"kv_cache_spec\":{\"type\":\"FullAttentionSpec\",\"block_size\":16,"
                          "\"num_kv_heads\":1,\"head_size\":8,\"dtype\":\"float32\","
@@ -166,8 +166,8 @@ TEST(connector_check_other_values) {
     CHECK_EQ(load_errs(doc("", "", "", padded), &c, &e), TIDE_ECONFIG);
     CHECK_LINE(&e, "kv_cache_config.kv_cache_groups[0].kv_cache_spec.page_size_padded: 100 is "
                    "smaller than the page (1024 bytes)");
-    conncfg_errs_free(&e);
-    conncfg_free(&c);
+    ccfg_errs_free(&e);
+    ccfg_free(&c);
 
     CHECK_EQ(load_errs("{\"model_config\":{\"model\":\"///\"},\"cache_config\":{\"block_size\":16},"
                        "\"kv_transfer_config\":{\"kv_role\":\"kv_both\"},"
@@ -175,55 +175,55 @@ TEST(connector_check_other_values) {
                        &c, &e),
              TIDE_ECONFIG);
     CHECK_LINE(&e, "model_config.model: '///' has no name component");
-    conncfg_errs_free(&e);
-    conncfg_free(&c);
+    ccfg_errs_free(&e);
+    ccfg_free(&c);
 }
 
 /* ---- derived values ---------------------------------------------------------------- */
 
 TEST(connector_derived_block_sizes) {
-    conncfg c;
+    ccfg c;
     /* One group: cache block size x dcp for both. */
     load_ok(
         doc("", "\"tensor_parallel_size\":4,\"decode_context_parallel_size\":4", "", G_FULL(16)),
         &c);
     CHECK_EQ(c.scheduler_block_size, 64);
     CHECK_EQ(c.hash_block_size, 64);
-    conncfg_free(&c);
+    ccfg_free(&c);
     /* prefix_match_unit does not apply to a single group. */
     load_ok(doc("\"prefix_match_unit\":8", "", "", G_FULL(16)), &c);
     CHECK_EQ(c.hash_block_size, 16);
-    conncfg_free(&c);
+    ccfg_free(&c);
     /* Several groups: LCM and GCD. */
     load_ok(doc("", "", "", G_FULL(16) "," G_SLIDING(24, 512)), &c);
     CHECK_EQ(c.scheduler_block_size, 48);
     CHECK_EQ(c.hash_block_size, 8);
-    conncfg_free(&c);
+    ccfg_free(&c);
     /* prefix_match_unit overrides the GCD. */
     load_ok(doc("\"prefix_match_unit\":4", "", "", G_FULL(16) "," G_SLIDING(24, 512)), &c);
     CHECK_EQ(c.scheduler_block_size, 48);
     CHECK_EQ(c.hash_block_size, 4);
-    conncfg_free(&c);
+    ccfg_free(&c);
     /* Mamba in align mode: the GCD; outside align mode: the scheduler block size. */
     load_ok(doc("\"mamba_cache_mode\":\"align\"", "", "", G_FULL(16) "," G_MAMBA(64)), &c);
     CHECK_EQ(c.scheduler_block_size, 64);
     CHECK_EQ(c.hash_block_size, 16);
-    conncfg_free(&c);
+    ccfg_free(&c);
     load_ok(doc("\"mamba_cache_mode\":\"all\",\"prefix_match_unit\":8", "", "",
                 G_FULL(64) "," G_MAMBA(64)),
             &c);
     CHECK_EQ(c.hash_block_size, 64);
-    conncfg_free(&c);
+    ccfg_free(&c);
     /* ... so smaller attention blocks no longer divide it. */
-    conncfg_errs e;
+    ccfg_errs e;
     CHECK_EQ(
         load_errs(doc("\"mamba_cache_mode\":\"all\"", "", "", G_FULL(16) "," G_MAMBA(64)), &c, &e),
         TIDE_ECONFIG);
     CHECK_EQ(e.n, 1);
     CHECK_STR(e.msg[0], "kv_cache_config.kv_cache_groups[0].kv_cache_spec.block_size: "
                         "block_size (16) must be a multiple of hash_block_size (64)");
-    conncfg_errs_free(&e);
-    conncfg_free(&c);
+    ccfg_errs_free(&e);
+    ccfg_free(&c);
     /* DCP scales attention groups, not Mamba. */
     load_ok(doc("\"mamba_cache_mode\":\"align\"",
                 "\"tensor_parallel_size\":2,\"decode_context_parallel_size\":2", "",
@@ -233,7 +233,7 @@ TEST(connector_derived_block_sizes) {
     CHECK_EQ(c.groups[1].eff_block_size, 48);
     CHECK_EQ(c.scheduler_block_size, 96);
     CHECK_EQ(c.hash_block_size, 16);
-    conncfg_free(&c);
+    ccfg_free(&c);
 }
 
 static int factor_of(const char *model_total, const char *par, const char *group) {
@@ -243,11 +243,11 @@ static int factor_of(const char *model_total, const char *par, const char *group
              "\"parallel_config\":{%s},\"kv_transfer_config\":{\"kv_role\":\"kv_both\"},"
              "\"kv_cache_config\":{\"kv_cache_groups\":[%s]}}",
              model_total, par, group);
-    conncfg c;
+    ccfg c;
     load_ok(json, &c);
     int f = c.groups[0].tp_factor;
     CHECK_EQ(f, connector_tp_factor(&c, 0));
-    conncfg_free(&c);
+    ccfg_free(&c);
     return f;
 }
 
@@ -364,8 +364,8 @@ TEST(connector_reference_aggregates_in_order) {
 TEST(connector_reference_verdict_survives_derived_problems) {
     for (size_t i = 0; i < N_DERIVED_CASES; i++) {
         const derived_case *t = &derived_cases[i];
-        conncfg c;
-        conncfg_errs e;
+        ccfg c;
+        ccfg_errs e;
         int rc = load_errs(doc(t->cache, t->parallel, "", t->groups), &c, &e);
         CHECK_MSG(rc == TIDE_ECONFIG, "%s: check rc %d", t->name, rc);
         CHECK_MSG(has_line(&e, t->problem), "%s: no problem line \"%s\"", t->name, t->problem);
@@ -377,14 +377,14 @@ TEST(connector_reference_verdict_survives_derived_problems) {
         CHECK_MSG(strcmp(v.message, t->ref) == 0, "%s: reference said \"%s\"", t->name, v.message);
         CHECK_MSG(connector_validate(&c, TIDE, &v) == TIDE_ECONFIG, "%s: tide gave a verdict",
                   t->name);
-        conncfg_errs_free(&e);
-        conncfg_free(&c);
+        ccfg_errs_free(&e);
+        ccfg_free(&c);
     }
 }
 
 TEST(connector_reference_capacity_only_survives_derived_problems) {
-    conncfg c;
-    conncfg_errs e;
+    ccfg c;
+    ccfg_errs e;
     const char *json =
         "{\"model_config\":{\"model\":\"m\"},"
         "\"cache_config\":{\"block_size\":16,\"mamba_cache_mode\":\"all\"},"
@@ -397,15 +397,15 @@ TEST(connector_reference_capacity_only_survives_derived_problems) {
     CHECK_EQ(connector_validate(&c, REF, &v), 0);
     CHECK_EQ(v.capacity_only, 1);
     CHECK_EQ(connector_validate(&c, TIDE, &v), TIDE_ECONFIG);
-    conncfg_errs_free(&e);
-    conncfg_free(&c);
+    ccfg_errs_free(&e);
+    ccfg_free(&c);
 }
 
 /* What vLLM refuses before it builds a connector (its own configuration checks, the page
  * sizes it computes to size the KV cache) leaves the reference without a verdict. */
 TEST(connector_reference_verdict_needs_what_vllm_checks_first) {
-    conncfg c;
-    conncfg_errs e;
+    ccfg c;
+    ccfg_errs e;
     connector_verdict v;
     CHECK_EQ(load_errs(doc("\"use_replayssm\":true,\"mamba_cache_mode\":\"align\"", "", "",
                            G_FULL(16) "," G_MAMBA(64)),
@@ -413,8 +413,8 @@ TEST(connector_reference_verdict_needs_what_vllm_checks_first) {
              TIDE_ECONFIG);
     CHECK_EQ(connector_validate(&c, REF, &v), TIDE_ECONFIG);
     CHECK_EQ(v.nitems, 0);
-    conncfg_errs_free(&e);
-    conncfg_free(&c);
+    ccfg_errs_free(&e);
+    ccfg_free(&c);
 
     const char *groups = G_CROSS(16) ",{\"kv_cache_spec\":{\"type\":\"FullAttentionSpec\","
                                      "\"block_size\":16,\"num_kv_heads\":1,\"head_size\":8,"
@@ -423,8 +423,8 @@ TEST(connector_reference_verdict_needs_what_vllm_checks_first) {
     CHECK_LINE(&e, "kv_cache_config.kv_cache_groups[1].kv_cache_spec.page_size_padded: 100 is "
                    "smaller than the page (1024 bytes)");
     CHECK_EQ(connector_validate(&c, REF, &v), TIDE_ECONFIG);
-    conncfg_errs_free(&e);
-    conncfg_free(&c);
+    ccfg_errs_free(&e);
+    ccfg_free(&c);
 }
 
 /* ---- capacity-only ----------------------------------------------------------------- */
@@ -545,13 +545,13 @@ TEST(connector_tide_rejects_keys_over_the_limit) {
  * only reach the connector (vLLM's KV-cache manager checks block sizes after it). */
 static const char *ref_under(const char *json, connector_rules rules) {
     static connector_verdict v;
-    conncfg c;
-    conncfg_errs e;
+    ccfg c;
+    ccfg_errs e;
     load_errs(json, &c, &e);
     CHECK_MSG(c.reached_connector, "not reached: %s", e.n ? e.msg[0] : "?");
     int rc = connector_validate_reference(&c, rules, &v);
-    conncfg_errs_free(&e);
-    conncfg_free(&c);
+    ccfg_errs_free(&e);
+    ccfg_free(&c);
     CHECK_MSG(rc == (v.message[0] ? TIDE_EUNSUPPORTED : 0), "rc %d for \"%s\"", rc, v.message);
     return v.message;
 }

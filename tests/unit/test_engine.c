@@ -1,6 +1,6 @@
 /*
  * test_engine.c — the reference engine: configuration, determinism, chunked prefill and
- * resume at block boundaries bit for bit, block pools, snapshots, greedy decoding.
+ * resume at block boundaries bit for bit, block stacks, snapshots, greedy decoding.
  * Ranks (TP/DCP) and corruption are in test_engine_ranks.c. Logits are compared with
  * memcmp, never with a tolerance. Models are tiny so the suite also runs in seconds under
  * the sanitizers; odd sizes make every kernel take its tail paths.
@@ -78,7 +78,7 @@ TEST(engine_config_rejects) {
 TEST(engine_presets_and_layout) {
     engine_config c;
     engine_config_init(&c, ENGINE_PRESET_HYBRID);
-    c.num_blocks = 64; /* keep the default dimensions, shrink the pools */
+    c.num_blocks = 64; /* keep the default dimensions, shrink the stacks */
     engine_model *m = eng_model(&c);
     CHECK_STR(engine_layout(m), "MAMA");
     CHECK_EQ(engine_num_groups(m), 2);
@@ -238,20 +238,20 @@ TEST(engine_resume_errors) {
     engine_destroy(m);
 }
 
-TEST(engine_block_pool) {
+TEST(engine_block_stack) {
     engine_config c;
     eng_small(&c, ENGINE_PRESET_HYBRID);
     c.num_blocks = 8;
     c.mamba_slots = 3;
     engine_model *m = eng_model(&c);
     uint32_t bt = engine_block_tokens(m);
-    CHECK_EQ(engine_pool_blocks(m, ENGINE_GROUP_ATTN), 8);
-    CHECK_EQ(engine_pool_blocks(m, ENGINE_GROUP_MAMBA), 3);
+    CHECK_EQ(engine_blocks_total(m, ENGINE_GROUP_ATTN), 8);
+    CHECK_EQ(engine_blocks_total(m, ENGINE_GROUP_MAMBA), 3);
     engine_req *a, *b;
     CHECK_EQ(engine_req_new(m, &a), 0);
     CHECK_EQ(engine_req_new(m, &b), 0);
     CHECK_EQ(engine_req_reserve(a, 5 * bt - 1), 0);
-    CHECK_EQ(engine_pool_free(m, ENGINE_GROUP_ATTN), 3);
+    CHECK_EQ(engine_blocks_free(m, ENGINE_GROUP_ATTN), 3);
     CHECK_EQ(engine_req_reserve(b, 4 * bt), -ENOSPC);
     uint32_t na, nb;
     const int32_t *ba = engine_req_blocks(a, &na);
@@ -262,12 +262,12 @@ TEST(engine_block_pool) {
         for (uint32_t j = 0; j < nb; j++)
             CHECK(ba[i] != bb[j]);
     engine_req_free(b);
-    CHECK_EQ(engine_pool_free(m, ENGINE_GROUP_ATTN), 3);
+    CHECK_EQ(engine_blocks_free(m, ENGINE_GROUP_ATTN), 3);
     /* Three slots: a prompt of 4 blocks wants 4 snapshots and fails before computing. */
     CHECK_EQ(engine_req_new(m, &b), 0);
     uint32_t *tok = eng_tokens(3 * bt, c.vocab, 1);
     CHECK_EQ(engine_prefill(b, tok, 3 * bt, NULL), 0);
-    CHECK_EQ(engine_pool_free(m, ENGINE_GROUP_MAMBA), 0);
+    CHECK_EQ(engine_blocks_free(m, ENGINE_GROUP_MAMBA), 0);
     engine_req *d;
     CHECK_EQ(engine_req_new(m, &d), 0);
     CHECK_EQ(engine_prefill(d, tok, bt, NULL), -ENOSPC);
@@ -278,8 +278,8 @@ TEST(engine_block_pool) {
     CHECK_EQ(engine_prefill(d, tok, bt, NULL), 0);
     engine_req_free(b);
     engine_req_free(d);
-    CHECK_EQ(engine_pool_free(m, ENGINE_GROUP_ATTN), 8);
-    CHECK_EQ(engine_pool_free(m, ENGINE_GROUP_MAMBA), 3);
+    CHECK_EQ(engine_blocks_free(m, ENGINE_GROUP_ATTN), 8);
+    CHECK_EQ(engine_blocks_free(m, ENGINE_GROUP_MAMBA), 3);
     free(tok);
     engine_destroy(m);
 }

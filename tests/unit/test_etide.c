@@ -1,5 +1,5 @@
 /*
- * test_etide.c — the reference engine through the connector (engine/etide.c), as vLLM
+ * test_etide.c — the reference engine through the connector (src/engine/etide.c), as vLLM
  * drives it. Engine instance A computes and saves a prompt; instance B, a second model with
  * the same weights, asks another prompt on the same document and loads the shared prefix.
  * Every served prompt's logits must equal a from-scratch recompute bit for bit — for
@@ -161,11 +161,11 @@ TEST(etide_config_is_validated) {
         for (uint32_t rank = 0; rank < engine_num_ranks(m); rank++) {
             char *json;
             CHECK_EQ(etide_config_json(m, rank, NULL, &json), 0);
-            conncfg cfg;
-            conncfg_errs errs;
-            conncfg_errs_init(&errs);
-            int rc = conncfg_parse_string(json, strlen(json), &cfg, &errs);
-            if (rc == 0) rc = conncfg_check(&cfg, &errs);
+            ccfg cfg;
+            ccfg_errs errs;
+            ccfg_errs_init(&errs);
+            int rc = ccfg_parse_string(json, strlen(json), &cfg, &errs);
+            if (rc == 0) rc = ccfg_check(&cfg, &errs);
             CHECK_MSG(rc == 0, "case %zu rank %u: %s\n%s", i, rank, errs.n ? errs.msg[0] : "",
                       json);
             CHECK_EQ(cfg.tp_rank, rank);
@@ -181,8 +181,8 @@ TEST(etide_config_is_validated) {
                 CHECK_EQ(rc, TIDE_EUNSUPPORTED);
                 CHECK_CONTAINS(v.message, "PCP/DCP > 1 (pcp=1, dcp=2) with hybrid attention");
             }
-            conncfg_free(&cfg);
-            conncfg_errs_free(&errs);
+            ccfg_free(&cfg);
+            ccfg_errs_free(&errs);
             free(json);
         }
         engine_destroy(m);
@@ -195,11 +195,11 @@ static void damage(tide_store *s, engine_model *m, const engine_config *c, uint3
                    uint32_t end_token) {
     char *json;
     CHECK_EQ(etide_config_json(m, 0, &(etide_options){.interval = INTERVAL}, &json), 0);
-    conncfg cfg;
-    conncfg_errs errs;
-    conncfg_errs_init(&errs);
-    CHECK_EQ(conncfg_parse_string(json, strlen(json), &cfg, &errs), 0);
-    CHECK_EQ(conncfg_check(&cfg, &errs), 0);
+    ccfg cfg;
+    ccfg_errs errs;
+    ccfg_errs_init(&errs);
+    CHECK_EQ(ccfg_parse_string(json, strlen(json), &cfg, &errs), 0);
+    CHECK_EQ(ccfg_check(&cfg, &errs), 0);
     uint32_t *tok = prompt(c, q);
     uint32_t hb = (uint32_t)cfg.hash_block_size;
     uint8_t h[64 * TIDE_HASH_BYTES];
@@ -217,8 +217,8 @@ static void damage(tide_store *s, engine_model *m, const engine_config *c, uint3
     store_base(st)[ref.offset + ref.len / 2] ^= 0x20;
     CHECK_EQ(store_unpin(st, ref.id), 0);
     free(tok);
-    conncfg_free(&cfg);
-    conncfg_errs_free(&errs);
+    ccfg_free(&cfg);
+    ccfg_errs_free(&errs);
     free(json);
 }
 

@@ -427,7 +427,7 @@ TEST(proto_frame_replica_roundtrip_and_refusals) {
     free(s.p);
     CHECK_STR(frame_op_name(FRAME_OP_REPLICA), "REPLICA");
 
-    uint8_t buf[FRAME_HDR_SIZE + FRAME_REPLICA_META];
+    uint8_t buf[FRAME_HDR_SIZE + FRAME_REPLICA_KEYS];
     size_t len;
     CHECK_EQ(frame_encode_replica(buf, sizeof(buf), &len, 1, 2, 300), TIDE_EPROTO);
     CHECK_EQ(frame_encode_replica(buf, sizeof(buf), &len, 1, 0, 0), TIDE_EPROTO);
@@ -492,11 +492,11 @@ TEST(proto_frame_replica_hint_roundtrip_and_refusals) {
         CHECK_EQ(frame_decode(&d, buf, len, &m), TIDE_EPROTO);
         CHECK_CONTAINS(d.errstr, bad[i].msg);
     }
-    /* A 20-byte key section: the header's meta_len and body_len say 20. */
+    /* A 20-byte key section: the header's keys_len and body_len say 20. */
     CHECK_EQ(frame_encode_replica_hint(buf, sizeof(buf), &len, 1, FRAME_REPLICA_ASK, 1, 7, 0), 0);
     uint8_t *h = buf;
-    uint32_t meta = 20;
-    memcpy(h + 24, &meta, 4); /* little-endian hosts: the key section's length */
+    uint32_t keysec = 20;
+    memcpy(h + 24, &keysec, 4); /* little-endian hosts: the key section's length */
     uint64_t body = 20;
     memcpy(h + 32, &body, 8);
     frame_decoder_reset(&d);
@@ -901,7 +901,7 @@ TEST(proto_frame_counts_that_lie) {
     stream s = {0};
     S_ENC(&s, frame_encode_keys, FRAME_OP_REMOVE, 1, k, 3);
     struct {
-        uint32_t count, meta;
+        uint32_t count, keysec;
         const char *says;
     } cases[] = {
         {4, 17, "ends inside entry 3 of 4"}, /* one key more than the section holds */
@@ -914,10 +914,10 @@ TEST(proto_frame_counts_that_lie) {
         CHECK_EQ(s.len, FRAME_HDR_SIZE + 17);
         memcpy(copy, s.p, s.len);
         le_wr32(copy + 16, cases[i].count);
-        le_wr32(copy + 24, cases[i].meta);
-        le_wr64(copy + 32, cases[i].meta);
+        le_wr32(copy + 24, cases[i].keysec);
+        le_wr64(copy + 32, cases[i].keysec);
         frame_decoder_init(&d, NULL);
-        CHECK_EQ(frame_decode(&d, copy, FRAME_HDR_SIZE + cases[i].meta, &m), TIDE_EPROTO);
+        CHECK_EQ(frame_decode(&d, copy, FRAME_HDR_SIZE + cases[i].keysec, &m), TIDE_EPROTO);
         CHECK_CONTAINS(d.errstr, cases[i].says);
     }
     free(s.p);

@@ -216,7 +216,7 @@ def examples():
     """examples/*.json (the table test's) and the fuzz corpus's release-rule seeds (every
     spec kind tide knows in one configuration, groups out of transfer)."""
     out = []
-    for d, prefix in (("examples", ""), ("tests/fuzz/corpus/conncfg", "release-rules-")):
+    for d, prefix in (("examples", ""), ("tests/fuzz/corpus/ccfg", "release-rules-")):
         d = os.path.join(ROOT, d)
         for f in sorted(os.listdir(d)):
             if f.startswith(prefix) and f.endswith(".json"):

@@ -1,5 +1,5 @@
 /*
- * meta.c — one step's connector metadata: the jobs the scheduler hands to every worker
+ * step.c — one step's connector metadata: the jobs the scheduler hands to every worker
  * rank, read through accessors, or carried between processes as bytes.
  *
  * The byte form (little-endian, no padding):
@@ -20,7 +20,7 @@
 #include "common/errors.h"
 #include "connector/connector.h"
 
-connector_mjob *connector_meta_add_job(tide_connector_meta *m, int kind, const char *req_id,
+connector_mjob *connector_step_add_job(tide_connector_meta *m, int kind, const char *req_id,
                                        int64_t start, int64_t end, size_t hash_len) {
     if (m->njobs == m->cap) {
         size_t cap = m->cap ? m->cap * 2 : 8;
@@ -41,7 +41,7 @@ connector_mjob *connector_meta_add_job(tide_connector_meta *m, int kind, const c
     return j;
 }
 
-int connector_meta_add_block(connector_mjob *j, int group, int32_t block_id, int64_t end_token,
+int connector_step_add_block(connector_mjob *j, int group, int32_t block_id, int64_t end_token,
                              const uint8_t *hash) {
     if (j->nblocks == j->cap) {
         size_t cap = j->cap ? j->cap * 2 : 16;
@@ -236,7 +236,7 @@ TIDE_API int tide_connector_meta_parse(const void *buf, size_t len, tide_connect
             free(id);
             break;
         }
-        connector_mjob *j = connector_meta_add_job(m, kind, id, start, end, hl);
+        connector_mjob *j = connector_step_add_job(m, kind, id, start, end, hl);
         free(id);
         if (!j) {
             oom = 1;
@@ -250,7 +250,7 @@ TIDE_API int tide_connector_meta_parse(const void *buf, size_t len, tide_connect
                 r.bad = 1;
                 break;
             }
-            if (connector_meta_add_block(j, g, bid, et, r.p + r.off) < 0) {
+            if (connector_step_add_block(j, g, bid, et, r.p + r.off) < 0) {
                 oom = 1;
                 break;
             }

@@ -1,9 +1,9 @@
 /*
- * conncfg_check.h — the properties the connector configuration pipeline must keep on any
- * input, shared by the libFuzzer target (fuzz_conncfg.c) and the unit test that replays its
- * corpus (tests/unit/test_conncfg_corpus.c).
+ * ccfg_check.h — the properties the connector configuration pipeline must keep on any
+ * input, shared by the libFuzzer target (fuzz_ccfg.c) and the unit test that replays its
+ * corpus (tests/unit/test_ccfg_corpus.c).
  *
- * conncfg_fuzz_one() runs the bytes through conncfg_parse_string, conncfg_check and
+ * ccfg_fuzz_one() runs the bytes through ccfg_parse_string, ccfg_check and
  * connector_validate (both connectors), and builds every lookup namespace's key for one
  * hash. It returns NULL when every property held, else the first one broken:
  *   - parse returns 0, TIDE_EPARSE or -ENOMEM; a failure always comes with a message;
@@ -18,8 +18,8 @@
  * Sanitizers (ASan, UBSan) catch what the properties do not: overflows, leaks, UB.
  * The outcome (0 = accepted by tide's connector, else the failing code) goes to *outcome.
  */
-#ifndef TIDE_FUZZ_CONNCFG_CHECK_H
-#define TIDE_FUZZ_CONNCFG_CHECK_H
+#ifndef TIDE_FUZZ_CCFG_CHECK_H
+#define TIDE_FUZZ_CCFG_CHECK_H
 
 #include <errno.h>
 #include <stdint.h>
@@ -29,14 +29,14 @@
 #include "connector/keys.h"
 #include "tide.h"
 
-static inline const char *conncfg_props(conncfg *cfg, conncfg_errs *errs, const uint8_t *data,
-                                        size_t size, int *outcome) {
-    int rc = conncfg_parse_string((const char *)data, size, cfg, errs);
+static inline const char *ccfg_props(ccfg *cfg, ccfg_errs *errs, const uint8_t *data, size_t size,
+                                     int *outcome) {
+    int rc = ccfg_parse_string((const char *)data, size, cfg, errs);
     *outcome = rc;
     if (rc != 0 && rc != TIDE_EPARSE && rc != -ENOMEM) return "parse: unexpected return code";
     if (rc == TIDE_EPARSE && errs->n == 0 && !errs->oom) return "parse failed without a message";
     if (rc != 0) return NULL;
-    rc = conncfg_check(cfg, errs);
+    rc = ccfg_check(cfg, errs);
     *outcome = rc;
     if (rc != 0 && rc != TIDE_ECONFIG) return "check: unexpected return code";
     if (rc != 0 && errs->n == 0 && !errs->oom) return "check failed without a message";
@@ -99,13 +99,13 @@ static inline const char *conncfg_props(conncfg *cfg, conncfg_errs *errs, const 
 }
 
 /* One input through the whole pipeline; NULL when every property held. */
-static inline const char *conncfg_fuzz_one(const uint8_t *data, size_t size, int *outcome) {
-    conncfg_errs errs;
-    conncfg_errs_init(&errs);
-    static conncfg cfg; /* large: keep it off the stack */
-    const char *bad = conncfg_props(&cfg, &errs, data, size, outcome);
-    conncfg_free(&cfg);
-    conncfg_errs_free(&errs);
+static inline const char *ccfg_fuzz_one(const uint8_t *data, size_t size, int *outcome) {
+    ccfg_errs errs;
+    ccfg_errs_init(&errs);
+    static ccfg cfg; /* large: keep it off the stack */
+    const char *bad = ccfg_props(&cfg, &errs, data, size, outcome);
+    ccfg_free(&cfg);
+    ccfg_errs_free(&errs);
     return bad;
 }
 

@@ -362,7 +362,7 @@ static uint32_t wait_finished(etide *e, int kind, const char *id) {
 /* The resume point after a load of [0, hit) whose failed block ids are in failed[0..n):
  * attention resumes at the first failed block; a hybrid model has one snapshot, at hit, so
  * any failure sends it back to 0. An id may be an attention block or the Mamba slot (the
- * pools number from 0 each); either reading is taken. */
+ * stacks number from 0 each); either reading is taken. */
 static uint32_t resume_point(const etide *e, const int32_t *blocks, int32_t hit_slot, uint32_t hit,
                              const int32_t *failed, size_t n) {
     uint32_t cut = hit;
@@ -440,7 +440,7 @@ int etide_prefill(etide *e, const char *id, const uint32_t *tokens, uint32_t n, 
     }
     engine_req_set_snapshot_every(r, 0); /* snapshots only in the slots given below */
     if ((rc = engine_req_reserve(r, n))) {
-        rc = fail(e, rc, "%s: the engine's pool cannot hold %u tokens", id, n);
+        rc = fail(e, rc, "%s: the engine's block stack cannot hold %u tokens", id, n);
         goto out;
     }
     uint32_t replay = (n - 1) / e->sched_block * e->sched_block;

@@ -310,7 +310,7 @@ int engine_create(const engine_config *cfg, engine_model **out, char *err, size_
             if (!m->kv[r][l]) goto fail;
         }
     }
-    if (engine_pool_init(&m->pools[ENGINE_GROUP_ATTN], c->num_blocks)) goto fail;
+    if (engine_stack_init(&m->stacks[ENGINE_GROUP_ATTN], c->num_blocks)) goto fail;
     if (m->n_mamba) {
         m->slot_floats = (size_t)m->n_mamba * m->ch_rank * ((size_t)(c->d_conv - 1) + c->d_state);
         m->mamba = calloc(m->ranks, sizeof(float *));
@@ -319,7 +319,7 @@ int engine_create(const engine_config *cfg, engine_model **out, char *err, size_
             m->mamba[r] = engine_region_alloc((size_t)c->mamba_slots * m->slot_floats * 4);
             if (!m->mamba[r]) goto fail;
         }
-        if (engine_pool_init(&m->pools[ENGINE_GROUP_MAMBA], c->mamba_slots)) goto fail;
+        if (engine_stack_init(&m->stacks[ENGINE_GROUP_MAMBA], c->mamba_slots)) goto fail;
     }
     *out = m;
     return 0;
@@ -345,7 +345,7 @@ void engine_destroy(engine_model *m) {
         free(m->mamba);
     }
     for (int g = 0; g < ENGINE_MAX_GROUPS; g++)
-        engine_pool_fini(&m->pools[g]);
+        engine_stack_fini(&m->stacks[g]);
     scratch_free(&m->s);
     free(m->s.kptr);
     free(m->weights);

@@ -123,9 +123,9 @@ uint32_t engine_block_tokens(const engine_model *m);
 uint32_t engine_num_ranks(const engine_model *m);
 /* 1 with attention only, 2 with Mamba layers. */
 uint32_t engine_num_groups(const engine_model *m);
-/* Blocks (group 0) or slots (group 1) in the pool, and how many are free now. */
-uint32_t engine_pool_blocks(const engine_model *m, int group);
-uint32_t engine_pool_free(const engine_model *m, int group);
+/* Blocks (group 0) or slots (group 1) in the block stack, and how many are free now. */
+uint32_t engine_blocks_total(const engine_model *m, int group);
+uint32_t engine_blocks_free(const engine_model *m, int group);
 
 /* ---- registered memory ---------------------------------------------------------------- */
 
@@ -156,15 +156,15 @@ void engine_req_set_snapshot_every(engine_req *r, uint32_t every);
 /* The request's attention block table: *n entries, entry i = the block holding positions
  * [i * block_tokens, (i + 1) * block_tokens). Valid until the next call that changes it. */
 const int32_t *engine_req_blocks(const engine_req *r, uint32_t *n);
-/* Make the block table cover the first ntokens positions, allocating blocks from the pool.
- * -ENOSPC when the pool runs dry (blocks already taken stay with the request). */
+/* Make the block table cover the first ntokens positions, allocating blocks from the block stack.
+ * -ENOSPC when the block stack runs dry (blocks already taken stay with the request). */
 int engine_req_reserve(engine_req *r, uint32_t ntokens);
 /* The request's Mamba table: *n entries, entry i = slot of the snapshot at the end of
  * block i, or -1. */
 const int32_t *engine_req_mamba_slots(const engine_req *r, uint32_t *n);
 /* Slot for the snapshot at the end of logical block `block`: returns it (>= 0), allocating
  * one when `create` and none is assigned; -ENOENT when none and !create; -ENOSPC when the
- * pool is dry; -EINVAL without Mamba layers. */
+ * block stack is dry; -EINVAL without Mamba layers. */
 int engine_req_mamba_slot(engine_req *r, uint32_t block, int create);
 
 /* Put the request at position pos as if tokens [0, pos) were computed: their KV must be

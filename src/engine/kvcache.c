@@ -1,10 +1,10 @@
 /*
  * kvcache.c — the paged memory a connector registers: the region allocator, the block
- * pools (a free stack per group; block ids are shared by all ranks), and the accessors
+ * stacks (a free stack per group; block ids are shared by all ranks), and the accessors
  * that describe regions and gather/scatter one block page. engine.h documents the layout.
  *
  * Regions are anonymous mappings: zeroed, page-aligned, and only backed by memory where
- * touched, so a large pool costs nothing until used.
+ * touched, so a large block stack costs nothing until used.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -24,7 +24,7 @@ void engine_region_free(void *p, size_t bytes) {
 }
 
 /* Ids are handed out lowest first (the stack holds them in descending order). */
-int engine_pool_init(block_pool *p, uint32_t total) {
+int engine_stack_init(block_stack *p, uint32_t total) {
     p->free_ids = malloc((size_t)total * sizeof(int32_t));
     if (!p->free_ids) return -ENOMEM;
     p->total = total;
@@ -34,17 +34,17 @@ int engine_pool_init(block_pool *p, uint32_t total) {
     return 0;
 }
 
-void engine_pool_fini(block_pool *p) {
+void engine_stack_fini(block_stack *p) {
     free(p->free_ids);
     memset(p, 0, sizeof(*p));
 }
 
-int32_t engine_pool_take(block_pool *p) {
+int32_t engine_stack_take(block_stack *p) {
     if (p->nfree == 0) return -ENOSPC;
     return p->free_ids[--p->nfree];
 }
 
-void engine_pool_put(block_pool *p, int32_t id) {
+void engine_stack_put(block_stack *p, int32_t id) {
     p->free_ids[p->nfree++] = id;
 }
 
@@ -54,12 +54,12 @@ static int group_ok(const engine_model *m, int group, uint32_t rank) {
     return group == ENGINE_GROUP_MAMBA && m->n_mamba > 0;
 }
 
-uint32_t engine_pool_blocks(const engine_model *m, int group) {
-    return group_ok(m, group, 0) ? m->pools[group].total : 0;
+uint32_t engine_blocks_total(const engine_model *m, int group) {
+    return group_ok(m, group, 0) ? m->stacks[group].total : 0;
 }
 
-uint32_t engine_pool_free(const engine_model *m, int group) {
-    return group_ok(m, group, 0) ? m->pools[group].nfree : 0;
+uint32_t engine_blocks_free(const engine_model *m, int group) {
+    return group_ok(m, group, 0) ? m->stacks[group].nfree : 0;
 }
 
 uint32_t engine_num_regions(const engine_model *m, int group, uint32_t rank) {
@@ -106,7 +106,7 @@ size_t engine_page_bytes(const engine_model *m, int group, uint32_t rank) {
 /* Walk every (region, segment) piece of one block in order; copy out of or into buf. */
 static int page_copy(const engine_model *m, int group, uint32_t rank, uint32_t block, uint8_t *buf,
                      int to_region) {
-    if (!group_ok(m, group, rank) || block >= m->pools[group].total) return -EINVAL;
+    if (!group_ok(m, group, rank) || block >= m->stacks[group].total) return -EINVAL;
     engine_region rg;
     for (uint32_t i = 0; i < engine_num_regions(m, group, rank); i++) {
         engine_region_get(m, group, rank, i, &rg);

@@ -48,9 +48,9 @@ void engine_req_free(engine_req *r) {
     if (!r) return;
     engine_model *m = r->m;
     for (uint32_t i = 0; i < r->nblocks; i++)
-        engine_pool_put(&m->pools[ENGINE_GROUP_ATTN], r->blocks[i]);
+        engine_stack_put(&m->stacks[ENGINE_GROUP_ATTN], r->blocks[i]);
     for (uint32_t i = 0; i < r->nslots; i++)
-        if (r->slots[i] >= 0) engine_pool_put(&m->pools[ENGINE_GROUP_MAMBA], r->slots[i]);
+        if (r->slots[i] >= 0) engine_stack_put(&m->stacks[ENGINE_GROUP_MAMBA], r->slots[i]);
     free(r->blocks);
     free(r->slots);
     free(r->conv);
@@ -81,7 +81,7 @@ int engine_req_reserve(engine_req *r, uint32_t ntokens) {
     uint64_t need = ((uint64_t)ntokens + m->block_tokens - 1) / m->block_tokens;
     if (need > m->cfg.num_blocks) return -ENOSPC;
     while (r->nblocks < need) {
-        int32_t id = engine_pool_take(&m->pools[ENGINE_GROUP_ATTN]);
+        int32_t id = engine_stack_take(&m->stacks[ENGINE_GROUP_ATTN]);
         if (id < 0) return id;
         r->blocks[r->nblocks++] = id;
     }
@@ -93,7 +93,7 @@ int engine_req_mamba_slot(engine_req *r, uint32_t block, int create) {
     if (!m->n_mamba || block >= m->cfg.num_blocks) return -EINVAL;
     if (block < r->nslots && r->slots[block] >= 0) return r->slots[block];
     if (!create) return -ENOENT;
-    int32_t id = engine_pool_take(&m->pools[ENGINE_GROUP_MAMBA]);
+    int32_t id = engine_stack_take(&m->stacks[ENGINE_GROUP_MAMBA]);
     if (id < 0) return id;
     r->slots[block] = id;
     if (block >= r->nslots) r->nslots = block + 1;

@@ -1,6 +1,6 @@
 /*
  * internal.h — the engine's private structures and the functions its files share.
- * Nothing outside engine/ includes this; the public API is engine.h.
+ * Nothing outside src/engine/ includes this; the public API is engine.h.
  *
  * Invariants: weights are immutable after engine_create(); every region is zeroed anonymous
  * memory (pages are only touched when used); a request's block table only grows until
@@ -49,12 +49,12 @@ typedef struct layer {
     mamba_weights mamba;
 } layer;
 
-/* A pool of block ids: a stack of free ids. */
-typedef struct block_pool {
+/* The free block ids of a group: a stack. */
+typedef struct block_stack {
     uint32_t total;
     uint32_t nfree;
     int32_t *free_ids;
-} block_pool;
+} block_stack;
 
 /* Scratch of the forward pass, sized for chunk_size tokens. */
 typedef struct scratch {
@@ -98,7 +98,7 @@ struct engine_model {
     /* mamba[rank]: (mamba_slots, slot_floats). */
     float **mamba;
     size_t slot_floats;
-    block_pool pools[ENGINE_MAX_GROUPS];
+    block_stack stacks[ENGINE_MAX_GROUPS];
     uint32_t max_pos; /* num_blocks * block_tokens */
     scratch s;
 };
@@ -225,10 +225,10 @@ void engine_rmsnorm(float *y, const float *x, const float *w, uint32_t ntok, uin
 float engine_softplus(float x);
 
 /* kvcache.c */
-int engine_pool_init(block_pool *p, uint32_t total);
-void engine_pool_fini(block_pool *p);
-int32_t engine_pool_take(block_pool *p);
-void engine_pool_put(block_pool *p, int32_t id);
+int engine_stack_init(block_stack *p, uint32_t total);
+void engine_stack_fini(block_stack *p);
+int32_t engine_stack_take(block_stack *p);
+void engine_stack_put(block_stack *p, int32_t id);
 void *engine_region_alloc(size_t bytes);
 void engine_region_free(void *p, size_t bytes);
 
