@@ -57,8 +57,9 @@ ifneq ($(wildcard $(UCX_INCLUDE)/ucp/api/ucp.h),)
 CPPFLAGS += -DTIDE_HAVE_UCX
 endif
 
-# libtide is the library only: src/trace (trace replay and policy simulation) is linked by
-# the tide binary, and the test device kind (src/device/device_test.c) by the test runner.
+# libtide is the library only: src/trace (trace replay and policy simulation) and src/engine
+# (the reference engine) are linked by the tide binary, and the test device kind
+# (src/device/device_test.c) by the test runner.
 LIB_DIRS := src/common src/proto src/store src/client src/connector src/device
 TEST_DEVICE_SRC := src/device/device_test.c
 
