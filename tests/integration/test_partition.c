@@ -32,7 +32,7 @@
 
 #define PN 3
 #define TIMEOUT_MS 500
-/* One timeout and one answered call, plus half a timeout (cluster_util.h): 750 ms. */
+/* One timeout and one answered call, plus 4/5 of a timeout (cluster_util.h): 900 ms. */
 #define CALL_BOUND_MS CLUSTER_SILENT_CALL_BOUND_MS(TIMEOUT_MS)
 
 static char ns_name[PN][32], veth_root[PN][16], veth_node[PN][16];
