@@ -132,6 +132,7 @@ typedef struct reg_slot {
     uint64_t id; /* the declared range's; 0: free */
     ucp_mem_h memh;
     uint64_t used; /* the context's clock at the last use (least recent goes first) */
+    uint64_t call; /* the context's call that last used it: never dropped during that call */
 } reg_slot;
 
 /* One value of an active-message call (docs/UCX.md): its scatter list, and what came of it. */
@@ -166,6 +167,7 @@ typedef struct tucx {
     size_t nops;
     reg_slot regs[TUCX_REG_SLOTS]; /* under mu */
     uint64_t reg_clock;
+    uint64_t call;      /* the current put or get call's number (under mu), for regs[].call */
     struct tucx *next;  /* every tucx, for tucx_forget (under list_mu) */
     uint64_t off_until; /* TCP until then (a connect failed) */
     int warned;         /* the fall-back was logged */
@@ -180,12 +182,13 @@ static const char *ust(ucs_status_t st) {
 /* Lock order: list_mu, then a tucx's mu, then g_mu. */
 static pthread_mutex_t list_mu = PTHREAD_MUTEX_INITIALIZER;
 static tucx *list_head;
-static atomic_uint_fast64_t n_maps, n_hits, n_unmaps;
+static atomic_uint_fast64_t n_maps, n_hits, n_unmaps, n_full;
 
-void tucx_reg_counts(uint64_t *maps, uint64_t *hits, uint64_t *unmaps) {
+void tucx_reg_counts(uint64_t *maps, uint64_t *hits, uint64_t *unmaps, uint64_t *full) {
     *maps = atomic_load(&n_maps);
     *hits = atomic_load(&n_hits);
     *unmaps = atomic_load(&n_unmaps);
+    *full = atomic_load(&n_full);
 }
 
 static void reg_drop(tucx *t, reg_slot *r) {
@@ -197,20 +200,31 @@ static void reg_drop(tucx *t, reg_slot *r) {
 
 /* Under t->mu: this context's registration of the declared buffer that holds [p, p+l),
  * made now if it has none (the least recently used one dropped when all slots are taken);
- * NULL when [p, p+l) was not declared or the registration failed (UCX then registers the
- * bytes itself, as for any buffer). */
+ * NULL when [p, p+l) was not declared, when every slot holds a registration the current
+ * call has already handed to a posted request (dropping one would unmap memory a transfer
+ * in flight uses), or when the registration failed (UCX then registers the bytes itself,
+ * as for any buffer). */
 static ucp_mem_h tucx_memh(tucx *t, const void *p, size_t l) {
     reg_range rr;
     if (!t->ctx || !range_find(p, l, &rr)) return NULL;
-    reg_slot *victim = &t->regs[0];
+    reg_slot *victim = NULL;
     for (int i = 0; i < TUCX_REG_SLOTS; i++) {
         reg_slot *r = &t->regs[i];
         if (r->id == rr.id) {
             r->used = ++t->reg_clock;
+            r->call = t->call;
             atomic_fetch_add(&n_hits, 1);
             return r->memh;
         }
-        if (victim->id && (!r->id || r->used < victim->used)) victim = r;
+        if (!r->id) {
+            if (!victim || victim->id) victim = r; /* a free slot before any taken one */
+        } else if (r->call != t->call && (!victim || (victim->id && r->used < victim->used))) {
+            victim = r;
+        }
+    }
+    if (!victim) {
+        atomic_fetch_add(&n_full, 1);
+        return NULL;
     }
     if (victim->id) reg_drop(t, victim);
     ucp_mem_map_params_t mp = {.field_mask =
@@ -226,6 +240,7 @@ static ucp_mem_h tucx_memh(tucx *t, const void *p, size_t l) {
     atomic_fetch_add(&n_maps, 1);
     victim->id = rr.id;
     victim->used = ++t->reg_clock;
+    victim->call = t->call;
     return victim->memh;
 }
 
@@ -843,6 +858,7 @@ static int put_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv
     frame_iter_init(&it, &m);
     pthread_mutex_lock(&t->mu);
     locked = 1;
+    t->call++;
     if (!t->ep) {
         rc = client_err(s, TIDE_ECLOSED, "%s: the UCX endpoint closed", t->w->addr);
         goto out;
@@ -929,6 +945,7 @@ static int get_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv
     frame_entry e;
     frame_iter_init(&it, &m);
     pthread_mutex_lock(&t->mu);
+    t->call++;
     if (!t->ep) rc = client_err(s, TIDE_ECLOSED, "%s: the UCX endpoint closed", t->w->addr);
     if (!rc && t->am) rc = ops_begin(s, t, n);
     for (size_t j = 0; rc == 0 && frame_iter_next(&it, &e); j++) {
@@ -1000,8 +1017,8 @@ static void tucx_forget(uint64_t id) {
     (void)id; /* nothing is ever registered */
 }
 
-void tucx_reg_counts(uint64_t *maps, uint64_t *hits, uint64_t *unmaps) {
-    *maps = *hits = *unmaps = 0;
+void tucx_reg_counts(uint64_t *maps, uint64_t *hits, uint64_t *unmaps, uint64_t *full) {
+    *maps = *hits = *unmaps = *full = 0;
 }
 
 int tucx_attach(tide_store *s, wire *w) {

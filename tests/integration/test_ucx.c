@@ -462,7 +462,8 @@ TEST(ucx_damaged_value_is_a_miss) {
 /* ---- the registration cache (tide_buffer_register) ------------------------------------- */
 
 static void reg_now(uint64_t *maps, uint64_t *hits, uint64_t *unmaps) {
-    tucx_reg_counts(maps, hits, unmaps);
+    uint64_t full;
+    tucx_reg_counts(maps, hits, unmaps, &full);
 }
 
 /* One buffer declared and used 11 times is registered once; 20 declared buffers used once
@@ -546,6 +547,74 @@ TEST_T(ucx_registration_cache_counts, 120) {
         free(bufs[i]);
     free(a);
     free(want);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
+/* One batched put and one batched get, each touching 20 declared buffers (more than the
+ * 16 a context keeps registered): no registration the call has handed to a posted request
+ * is dropped while that call runs (that would unmap memory a transfer in flight reads or
+ * writes); the 4 beyond 16 are left to UCX. The bytes are right. */
+TEST_T(ucx_registration_cache_one_call_over_16, 120) {
+    ucx_env("tcp");
+    test_server ts;
+    server_start(&ts, with_ucx);
+    char u[160];
+    ucx_url(&ts, u, sizeof(u), NULL);
+    tide_store *s = NULL;
+    CHECK_MSG(tide_open(u, &s) == 0, "open: %s", tide_errmsg(NULL));
+    enum { NB = 20 };
+    size_t bl = 64u << 10;
+    uint8_t *src[NB], *dst[NB];
+    char names[NB][16];
+    tide_key keys[NB];
+    tide_iov pv[NB], gv[NB];
+    int res[NB];
+    size_t lens[NB];
+    for (int i = 0; i < NB; i++) {
+        src[i] = malloc(bl);
+        dst[i] = malloc(bl);
+        CHECK(src[i] && dst[i]);
+        for (size_t b = 0; b < bl; b++)
+            src[i][b] = (uint8_t)(b * 7 + (size_t)i * 13 + 1);
+        memset(dst[i], 0, bl);
+        CHECK_EQ(tide_buffer_register(src[i], bl), 0);
+        CHECK_EQ(tide_buffer_register(dst[i], bl), 0);
+        int kl = snprintf(names[i], sizeof(names[i]), "one-call-%d", i);
+        keys[i] = (tide_key){names[i], (size_t)kl};
+        pv[i] = (tide_iov){src[i], bl};
+        gv[i] = (tide_iov){dst[i], bl};
+    }
+    uint64_t m0, h0, u0, f0, m1, h1, u1, f1, m2, h2, u2, f2;
+    tucx_reg_counts(&m0, &h0, &u0, &f0);
+    CHECK_MSG(tide_put_many(s, keys, NB, pv, NULL, res) == NB, "put_many: %s", tide_errmsg(s));
+    tucx_reg_counts(&m1, &h1, &u1, &f1);
+    /* The slots were empty: 16 registered, none dropped, 4 left to UCX. */
+    CHECK_MSG(u1 - u0 == 0 && m1 - m0 == 16 && f1 - f0 == NB - 16,
+              "a put over %d declared buffers: %llu registrations, %llu dropped during the call, "
+              "%llu left to UCX",
+              NB, (unsigned long long)(m1 - m0), (unsigned long long)(u1 - u0),
+              (unsigned long long)(f1 - f0));
+    CHECK_MSG(tide_get_many(s, keys, NB, gv, NULL, res, lens) == NB, "get_many: %s",
+              tide_errmsg(s));
+    tucx_reg_counts(&m2, &h2, &u2, &f2);
+    /* The put's 16 (an earlier call's) may go; none of the get's own. */
+    CHECK_MSG(u2 - u1 == 16 && m2 - m1 == 16 && f2 - f1 == NB - 16,
+              "a get over %d declared buffers: %llu registrations, %llu dropped (16 are the "
+              "put's), %llu left to UCX",
+              NB, (unsigned long long)(m2 - m1), (unsigned long long)(u2 - u1),
+              (unsigned long long)(f2 - f1));
+    for (int i = 0; i < NB; i++) {
+        CHECK_EQ(res[i], 0);
+        CHECK_EQ(lens[i], bl);
+        CHECK_MSG(memcmp(src[i], dst[i], bl) == 0, "value %d came back wrong", i);
+    }
+    for (int i = 0; i < NB; i++) {
+        CHECK_EQ(tide_buffer_unregister(src[i], bl), 0);
+        CHECK_EQ(tide_buffer_unregister(dst[i], bl), 0);
+        free(src[i]);
+        free(dst[i]);
+    }
+    tide_close(s);
     CHECK_EQ(server_stop(&ts, SIGTERM), 0);
 }
 
