@@ -140,9 +140,12 @@ typedef struct tucx_op {
     const tide_iov *v;
     size_t cnt;
     uint64_t len;
-    int done;   /* answered (GETDATA/PUTDONE), or its receive finished */
-    int posted; /* a rendezvous receive into v is in flight */
-    int status; /* 0 or a tide code */
+    int done;        /* answered (GETDATA/PUTDONE), or its receive finished */
+    int posted;      /* a rendezvous receive into v is in flight */
+    int status;      /* 0 or a tide code */
+    const char *why; /* with a status this client raised itself: what went wrong (NULL: the
+                      * status is tided's answer) */
+    uint64_t got;    /* the bytes that arrived, when their count was wrong */
     uint8_t hdr[UCX_GET_HDR];
     ucp_dt_iov_t *keep; /* a put's iov array, while UCX reads it */
 } tucx_op;
@@ -332,10 +335,14 @@ static void got_data(void *req, ucs_status_t st, size_t length, void *user) {
     if (op) {
         op->posted = 0;
         op->done = 1;
-        if (st != UCS_OK)
+        if (st != UCS_OK) {
             op->status = TIDE_ECLOSED;
-        else if (length != op->len)
+            op->why = "the receive of a value's bytes failed";
+        } else if (length != op->len) {
             op->status = TIDE_EPROTO;
+            op->why = "a value's bytes arrived in a count other than asked";
+            op->got = length;
+        }
     }
     free(c);
     ucp_request_free(req);
@@ -363,7 +370,13 @@ static ucs_status_t on_getdata(void *arg, const void *hdr, size_t hdr_len, void 
     int32_t st = hdr_len == UCX_DONE_HDR ? (int32_t)le_rd32((const uint8_t *)hdr + 8) : 0;
     if (!op || op->done || op->posted || st != 0 || len != op->len) {
         if (op && !op->done && !op->posted) {
-            op->status = st != 0 ? st : TIDE_EPROTO;
+            if (st != 0) {
+                op->status = st; /* tided's answer */
+            } else {
+                op->status = TIDE_EPROTO;
+                op->why = "a value's bytes arrived in a count other than asked";
+                op->got = len;
+            }
             op->done = 1;
         }
         if (rndv) ucp_am_data_release(t->wk, data);
@@ -385,6 +398,7 @@ static ucs_status_t on_getdata(void *arg, const void *hdr, size_t hdr_len, void 
         free(c);
         ucp_am_data_release(t->wk, data);
         op->status = -ENOMEM;
+        op->why = "out of memory for a value's receive";
         op->done = 1;
         return UCS_OK;
     }
@@ -410,6 +424,7 @@ static ucs_status_t on_getdata(void *arg, const void *hdr, size_t hdr_len, void 
     if (r == NULL || UCS_PTR_IS_ERR(r)) {
         free(c);
         op->status = r == NULL ? 0 : TIDE_ECLOSED;
+        if (r != NULL) op->why = "the receive of a value's bytes failed";
         op->done = 1;
     } else {
         op->posted = 1;
@@ -489,6 +504,7 @@ static int tucx_wait(tide_store *s, tucx *t, void **reqs, size_t n, uint64_t dea
             tucx_op *op = &t->ops[i];
             if (!op->done && !op->posted && !t->ep) { /* no answer can come any more */
                 op->status = TIDE_ECLOSED;
+                op->why = "the endpoint closed before tided answered";
                 op->done = 1;
             }
             pending += !op->done;
@@ -508,14 +524,23 @@ static int tucx_wait(tide_store *s, tucx *t, void **reqs, size_t n, uint64_t dea
     }
     if (timed_out)
         return client_err(s, -ETIMEDOUT, "%s: UCX %s timed out (timeout_ms)", t->w->addr, what);
-    int32_t opst = 0;
-    for (size_t i = 0; i < t->nops && !opst; i++)
-        opst = t->ops[i].status;
-    if (opst != 0 && bad == UCS_OK && !t->ep_failed) {
+    const tucx_op *bad_op = NULL;
+    for (size_t i = 0; i < t->nops && !bad_op; i++)
+        if (t->ops[i].status) bad_op = &t->ops[i];
+    if (bad_op && bad == UCS_OK && !t->ep_failed) {
+        int opst = bad_op->status;
         tucx_drop(t);
-        return client_err(s, opst == TIDE_EPROTO ? TIDE_EPROTO : TIDE_ECLOSED,
-                          "%s: UCX %s failed: tided answered %d (%s)", t->w->addr, what, opst,
-                          opst == TIDE_EPROTO ? "an offset outside its pool" : "endpoint closed");
+        if (bad_op->why && opst == TIDE_EPROTO)
+            return client_err(s, opst, "%s: UCX %s failed: %s (%llu bytes, %llu asked for)",
+                              t->w->addr, what, bad_op->why, (unsigned long long)bad_op->got,
+                              (unsigned long long)bad_op->len);
+        if (bad_op->why)
+            return client_err(s, opst, "%s: UCX %s failed: %s", t->w->addr, what, bad_op->why);
+        return client_err(s, opst, "%s: UCX %s failed: tided answered %d (%s%s)", t->w->addr, what,
+                          opst, tide_strerror(opst),
+                          opst == TIDE_EPROTO    ? ": a range outside its pool"
+                          : opst == TIDE_ECLOSED ? ": its side of the transfer failed"
+                                                 : "");
     }
     if (bad != UCS_OK || t->ep_failed) {
         ucs_status_t why = bad != UCS_OK ? bad : t->ep_status;
@@ -790,6 +815,8 @@ static int tucx_am(tide_store *s, tucx *t, int put, size_t j, const tide_iov *v,
     op->cnt = cnt;
     op->len = len;
     op->done = op->posted = op->status = 0;
+    op->why = NULL;
+    op->got = 0;
     le_wr64(op->hdr, ((uint64_t)t->seq << 32) | j);
     le_wr64(op->hdr + 8, off);
     le_wr64(op->hdr + 16, len);
