@@ -210,7 +210,8 @@ TIDE_API int tide_remove(tide_store *s, const void *key, size_t klen);
  * or into it passes that registration instead of UCX registering per transfer. At most
  * TIDE_BUFFER_MAX ranges are declared at once; each context keeps at most 16 of them
  * registered and unregisters the least recently used beyond that (it is registered again
- * when used again). The contract: call tide_buffer_unregister with the same range before
+ * when used again), never one the same call is using (ranges beyond 16 in one call are
+ * left to UCX). The contract: call tide_buffer_unregister with the same range before
  * the memory is freed or unmapped, and not while a call moves bytes from or into it;
  * after it no registration of the range is left. Buffers never declared are registered by
  * UCX itself. Other transports ignore declarations. Errors: -EINVAL (NULL base or len

@@ -17,7 +17,8 @@ per_key_results)`` to the completion list, then wake the event fd. A load is a h
 when the stored value has exactly the buffer's size (what LMCache's RESP client also
 requires); a value tide finds damaged is a miss, never wrong bytes (tide checks every value
 it returns), and is removed so that the next lookup misses too and the chunk can be
-stored again.
+stored again; so is a stored value of another size than the buffer (tide keeps a key's
+first value: left in place it would be missed for ever).
 """
 
 from __future__ import annotations
@@ -200,11 +201,20 @@ class TideConnector:
             # first value): so a missed key that still exists is removed. (Rarely, that is
             # a value put between the two calls: removing it costs one more miss.)
             missed = [k for k, n in zip(keys, lens) if n == errors.ENOTFOUND]
+            stale = []
             if missed:
                 there = self._store.exists_many(missed)
                 stale = [k for k, e in zip(missed, there) if e]
-                if stale:
-                    self._store.remove_many(stale)
+            # A stored value of another size than the chunk asks for (shorter, or longer:
+            # EBUFSMALL) is a miss that would be found, and kept, for ever in the same way:
+            # removed too.
+            stale += [
+                k
+                for k, n, v in zip(keys, lens, views)
+                if (n >= 0 and n != len(v)) or n == errors.EBUFSMALL
+            ]
+            if stale:
+                self._store.remove_many(stale)
             return (0, True, "", hits)
         if op == "set":
             codes = self._store.put_many(keys, views)

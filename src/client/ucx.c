@@ -132,6 +132,7 @@ typedef struct reg_slot {
     uint64_t id; /* the declared range's; 0: free */
     ucp_mem_h memh;
     uint64_t used; /* the context's clock at the last use (least recent goes first) */
+    uint64_t call; /* the context's call that last used it: never dropped during that call */
 } reg_slot;
 
 /* One value of an active-message call (docs/UCX.md): its scatter list, and what came of it. */
@@ -139,9 +140,12 @@ typedef struct tucx_op {
     const tide_iov *v;
     size_t cnt;
     uint64_t len;
-    int done;   /* answered (GETDATA/PUTDONE), or its receive finished */
-    int posted; /* a rendezvous receive into v is in flight */
-    int status; /* 0 or a tide code */
+    int done;        /* answered (GETDATA/PUTDONE), or its receive finished */
+    int posted;      /* a rendezvous receive into v is in flight */
+    int status;      /* 0 or a tide code */
+    const char *why; /* with a status this client raised itself: what went wrong (NULL: the
+                      * status is tided's answer) */
+    uint64_t got;    /* the bytes that arrived, when their count was wrong */
     uint8_t hdr[UCX_GET_HDR];
     ucp_dt_iov_t *keep; /* a put's iov array, while UCX reads it */
 } tucx_op;
@@ -166,6 +170,7 @@ typedef struct tucx {
     size_t nops;
     reg_slot regs[TUCX_REG_SLOTS]; /* under mu */
     uint64_t reg_clock;
+    uint64_t call;      /* the current put or get call's number (under mu), for regs[].call */
     struct tucx *next;  /* every tucx, for tucx_forget (under list_mu) */
     uint64_t off_until; /* TCP until then (a connect failed) */
     int warned;         /* the fall-back was logged */
@@ -180,12 +185,13 @@ static const char *ust(ucs_status_t st) {
 /* Lock order: list_mu, then a tucx's mu, then g_mu. */
 static pthread_mutex_t list_mu = PTHREAD_MUTEX_INITIALIZER;
 static tucx *list_head;
-static atomic_uint_fast64_t n_maps, n_hits, n_unmaps;
+static atomic_uint_fast64_t n_maps, n_hits, n_unmaps, n_full;
 
-void tucx_reg_counts(uint64_t *maps, uint64_t *hits, uint64_t *unmaps) {
+void tucx_reg_counts(uint64_t *maps, uint64_t *hits, uint64_t *unmaps, uint64_t *full) {
     *maps = atomic_load(&n_maps);
     *hits = atomic_load(&n_hits);
     *unmaps = atomic_load(&n_unmaps);
+    *full = atomic_load(&n_full);
 }
 
 static void reg_drop(tucx *t, reg_slot *r) {
@@ -197,20 +203,31 @@ static void reg_drop(tucx *t, reg_slot *r) {
 
 /* Under t->mu: this context's registration of the declared buffer that holds [p, p+l),
  * made now if it has none (the least recently used one dropped when all slots are taken);
- * NULL when [p, p+l) was not declared or the registration failed (UCX then registers the
- * bytes itself, as for any buffer). */
+ * NULL when [p, p+l) was not declared, when every slot holds a registration the current
+ * call has already handed to a posted request (dropping one would unmap memory a transfer
+ * in flight uses), or when the registration failed (UCX then registers the bytes itself,
+ * as for any buffer). */
 static ucp_mem_h tucx_memh(tucx *t, const void *p, size_t l) {
     reg_range rr;
     if (!t->ctx || !range_find(p, l, &rr)) return NULL;
-    reg_slot *victim = &t->regs[0];
+    reg_slot *victim = NULL;
     for (int i = 0; i < TUCX_REG_SLOTS; i++) {
         reg_slot *r = &t->regs[i];
         if (r->id == rr.id) {
             r->used = ++t->reg_clock;
+            r->call = t->call;
             atomic_fetch_add(&n_hits, 1);
             return r->memh;
         }
-        if (victim->id && (!r->id || r->used < victim->used)) victim = r;
+        if (!r->id) {
+            if (!victim || victim->id) victim = r; /* a free slot before any taken one */
+        } else if (r->call != t->call && (!victim || (victim->id && r->used < victim->used))) {
+            victim = r;
+        }
+    }
+    if (!victim) {
+        atomic_fetch_add(&n_full, 1);
+        return NULL;
     }
     if (victim->id) reg_drop(t, victim);
     ucp_mem_map_params_t mp = {.field_mask =
@@ -226,6 +243,7 @@ static ucp_mem_h tucx_memh(tucx *t, const void *p, size_t l) {
     atomic_fetch_add(&n_maps, 1);
     victim->id = rr.id;
     victim->used = ++t->reg_clock;
+    victim->call = t->call;
     return victim->memh;
 }
 
@@ -317,10 +335,14 @@ static void got_data(void *req, ucs_status_t st, size_t length, void *user) {
     if (op) {
         op->posted = 0;
         op->done = 1;
-        if (st != UCS_OK)
+        if (st != UCS_OK) {
             op->status = TIDE_ECLOSED;
-        else if (length != op->len)
+            op->why = "the receive of a value's bytes failed";
+        } else if (length != op->len) {
             op->status = TIDE_EPROTO;
+            op->why = "a value's bytes arrived in a count other than asked";
+            op->got = length;
+        }
     }
     free(c);
     ucp_request_free(req);
@@ -348,7 +370,13 @@ static ucs_status_t on_getdata(void *arg, const void *hdr, size_t hdr_len, void 
     int32_t st = hdr_len == UCX_DONE_HDR ? (int32_t)le_rd32((const uint8_t *)hdr + 8) : 0;
     if (!op || op->done || op->posted || st != 0 || len != op->len) {
         if (op && !op->done && !op->posted) {
-            op->status = st != 0 ? st : TIDE_EPROTO;
+            if (st != 0) {
+                op->status = st; /* tided's answer */
+            } else {
+                op->status = TIDE_EPROTO;
+                op->why = "a value's bytes arrived in a count other than asked";
+                op->got = len;
+            }
             op->done = 1;
         }
         if (rndv) ucp_am_data_release(t->wk, data);
@@ -370,6 +398,7 @@ static ucs_status_t on_getdata(void *arg, const void *hdr, size_t hdr_len, void 
         free(c);
         ucp_am_data_release(t->wk, data);
         op->status = -ENOMEM;
+        op->why = "out of memory for a value's receive";
         op->done = 1;
         return UCS_OK;
     }
@@ -395,6 +424,7 @@ static ucs_status_t on_getdata(void *arg, const void *hdr, size_t hdr_len, void 
     if (r == NULL || UCS_PTR_IS_ERR(r)) {
         free(c);
         op->status = r == NULL ? 0 : TIDE_ECLOSED;
+        if (r != NULL) op->why = "the receive of a value's bytes failed";
         op->done = 1;
     } else {
         op->posted = 1;
@@ -474,6 +504,7 @@ static int tucx_wait(tide_store *s, tucx *t, void **reqs, size_t n, uint64_t dea
             tucx_op *op = &t->ops[i];
             if (!op->done && !op->posted && !t->ep) { /* no answer can come any more */
                 op->status = TIDE_ECLOSED;
+                op->why = "the endpoint closed before tided answered";
                 op->done = 1;
             }
             pending += !op->done;
@@ -493,14 +524,23 @@ static int tucx_wait(tide_store *s, tucx *t, void **reqs, size_t n, uint64_t dea
     }
     if (timed_out)
         return client_err(s, -ETIMEDOUT, "%s: UCX %s timed out (timeout_ms)", t->w->addr, what);
-    int32_t opst = 0;
-    for (size_t i = 0; i < t->nops && !opst; i++)
-        opst = t->ops[i].status;
-    if (opst != 0 && bad == UCS_OK && !t->ep_failed) {
+    const tucx_op *bad_op = NULL;
+    for (size_t i = 0; i < t->nops && !bad_op; i++)
+        if (t->ops[i].status) bad_op = &t->ops[i];
+    if (bad_op && bad == UCS_OK && !t->ep_failed) {
+        int opst = bad_op->status;
         tucx_drop(t);
-        return client_err(s, opst == TIDE_EPROTO ? TIDE_EPROTO : TIDE_ECLOSED,
-                          "%s: UCX %s failed: tided answered %d (%s)", t->w->addr, what, opst,
-                          opst == TIDE_EPROTO ? "an offset outside its pool" : "endpoint closed");
+        if (bad_op->why && opst == TIDE_EPROTO)
+            return client_err(s, opst, "%s: UCX %s failed: %s (%llu bytes, %llu asked for)",
+                              t->w->addr, what, bad_op->why, (unsigned long long)bad_op->got,
+                              (unsigned long long)bad_op->len);
+        if (bad_op->why)
+            return client_err(s, opst, "%s: UCX %s failed: %s", t->w->addr, what, bad_op->why);
+        return client_err(s, opst, "%s: UCX %s failed: tided answered %d (%s%s)", t->w->addr, what,
+                          opst, tide_strerror(opst),
+                          opst == TIDE_EPROTO    ? ": a range outside its pool"
+                          : opst == TIDE_ECLOSED ? ": its side of the transfer failed"
+                                                 : "");
     }
     if (bad != UCS_OK || t->ep_failed) {
         ucs_status_t why = bad != UCS_OK ? bad : t->ep_status;
@@ -775,6 +815,8 @@ static int tucx_am(tide_store *s, tucx *t, int put, size_t j, const tide_iov *v,
     op->cnt = cnt;
     op->len = len;
     op->done = op->posted = op->status = 0;
+    op->why = NULL;
+    op->got = 0;
     le_wr64(op->hdr, ((uint64_t)t->seq << 32) | j);
     le_wr64(op->hdr + 8, off);
     le_wr64(op->hdr + 16, len);
@@ -843,6 +885,7 @@ static int put_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv
     frame_iter_init(&it, &m);
     pthread_mutex_lock(&t->mu);
     locked = 1;
+    t->call++;
     if (!t->ep) {
         rc = client_err(s, TIDE_ECLOSED, "%s: the UCX endpoint closed", t->w->addr);
         goto out;
@@ -929,6 +972,7 @@ static int get_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv
     frame_entry e;
     frame_iter_init(&it, &m);
     pthread_mutex_lock(&t->mu);
+    t->call++;
     if (!t->ep) rc = client_err(s, TIDE_ECLOSED, "%s: the UCX endpoint closed", t->w->addr);
     if (!rc && t->am) rc = ops_begin(s, t, n);
     for (size_t j = 0; rc == 0 && frame_iter_next(&it, &e); j++) {
@@ -1000,8 +1044,8 @@ static void tucx_forget(uint64_t id) {
     (void)id; /* nothing is ever registered */
 }
 
-void tucx_reg_counts(uint64_t *maps, uint64_t *hits, uint64_t *unmaps) {
-    *maps = *hits = *unmaps = 0;
+void tucx_reg_counts(uint64_t *maps, uint64_t *hits, uint64_t *unmaps, uint64_t *full) {
+    *maps = *hits = *unmaps = *full = 0;
 }
 
 int tucx_attach(tide_store *s, wire *w) {

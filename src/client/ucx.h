@@ -20,8 +20,9 @@ int tucx_put_many(tide_store *s, wire *w, const tide_key *keys, size_t n, const 
 int tucx_get_many(tide_store *s, wire *w, const tide_key *keys, size_t n, const tide_iov *iov,
                   const size_t *iovcnt, int *results, size_t *vlens);
 /* Registration cache figures, for tests: ucp_mem_map calls on declared buffers, transfers
- * that found their registration cached, registrations dropped (evicted or unregistered). */
-void tucx_reg_counts(uint64_t *maps, uint64_t *hits, uint64_t *unmaps);
+ * that found their registration cached, registrations dropped (evicted or unregistered),
+ * uses left to UCX because every slot held a registration the same call had handed out. */
+void tucx_reg_counts(uint64_t *maps, uint64_t *hits, uint64_t *unmaps, uint64_t *full);
 /* After wire_destroy: the endpoint, worker and context go. */
 void tucx_detach(wire *w);
 

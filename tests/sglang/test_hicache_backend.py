@@ -116,7 +116,7 @@ def test_v2_kv_and_mamba_round_trip_and_hits(tided):
 
 
 def test_mamba_without_zero_copy_meta_goes_through_flat_copies(tided):
-    """A layer-first host pool SGLang cannot describe by address (here: a Mamba pool whose
+    """A host pool SGLang cannot describe by address (here: a Mamba pool whose
     get_page_buffer_meta refuses) is moved with get_data_page/set_from_flat_data_page."""
     b, host = make(tided.unix)
     mamba = mamba_host()
@@ -137,6 +137,35 @@ def test_mamba_without_zero_copy_meta_goes_through_flat_copies(tided):
     assert b.batch_get_v2([PoolTransfer(name="mamba", host_indices=torch.tensor([3]),
                                         keys=hashes(1))]) == {"mamba": [True]}
     assert page_bytes(mamba, 3) == want
+
+
+def test_a_page_of_another_size_is_refused_when_saved(tided, caplog):
+    """The header of a stored page says it holds the pool's page size (measured at
+    registration): a page whose bytes add up to another size is not stored, and the error
+    names it; the other pages of the call are saved."""
+    b, host = make(tided.unix)
+    pool = b.pools["kv"]
+    assert pool.mode == "ptr"
+    fill(host, [p * PAGE for p in range(1, 3)], seed=9)
+    real = host.get_page_buffer_meta
+
+    def one_short(indices):  # page 0 of the call one byte short
+        ptrs, sizes = real(indices)
+        per = len(sizes) // (len(indices) // PAGE)
+        sizes = list(sizes)
+        sizes[per - 1] = int(sizes[per - 1]) - 1
+        return ptrs, sizes
+
+    host.get_page_buffer_meta = one_short
+    keys = hashes(2, "s")
+    with caplog.at_level("ERROR", logger="tide.sglang"):
+        assert b.batch_set_v1(keys, idx([1, 2])) == [False, True]
+    assert f"page 0 has {pool.payload - 1} bytes, this pool's pages have {pool.payload}" in (
+        caplog.text
+    )
+    assert not b.exists(keys[0]) and b.exists(keys[1])
+    host.get_page_buffer_meta = real
+    b.close()
 
 
 def _kv_and_state(b, host, mamba, keys, page0, slot, seed):

@@ -7,8 +7,8 @@ with ``--hicache-storage-backend dynamic`` and an extra config naming
 Each registered host pool gets an I/O mode. ``ptr``: the pool describes its pages by address
 (``get_page_buffer_meta``), and tide reads and writes those bytes in place (one copy, between
 the pool and tided's shared memory over ``unix://``, or the socket over ``tide://``).
-``flat``: the pool has no such description (Mamba pools with side state, layer-first Mamba),
-and pages go through ``get_data_page`` / ``set_from_flat_data_page`` copies. The mode is
+``flat``: the pool has no such description (a Mamba pool with side state; SGLang's
+MambaPoolHost takes only the page_first and page_first_direct layouts), and pages go through ``get_data_page`` / ``set_from_flat_data_page`` copies. The mode is
 part of a pool's key scope, so pages written one way are never read the other.
 """
 
@@ -122,6 +122,17 @@ class _Pool:
         return "flat", int(page.numel()) * int(page.element_size())
 
 
+def _indices_fit(pool: _Pool, n: int, host_indices: Any) -> bool:
+    """Whether host_indices holds n pages of pool (page_size indices each); logs why not."""
+    if host_indices is not None and int(host_indices.numel()) == n * pool.page_size:
+        return True
+    log.error(
+        "tide.sglang: %s: %d pages but %s host indices (page size %d)", pool.name, n,
+        None if host_indices is None else int(host_indices.numel()), pool.page_size,
+    )
+    return False
+
+
 class TideHiCacheStorage(_hs.HiCacheStorage):
     """HiCache L3 storage in tide. ``storage_config`` is SGLang's HiCacheStorageConfig; its
     ``extra_config`` carries ``tide_url`` and ``tide_namespace`` (layout.settings)."""
@@ -203,36 +214,42 @@ class TideHiCacheStorage(_hs.HiCacheStorage):
         n = len(hashes)
         if n == 0:
             return []
-        if host_indices is None or int(host_indices.numel()) != n * pool.page_size:
-            log.error(
-                "tide.sglang: %s: %d pages but %s host indices (page size %d)", pool.name, n,
-                None if host_indices is None else int(host_indices.numel()), pool.page_size,
-            )
+        if not _indices_fit(pool, n, host_indices):
             return [False] * n
         keys = [pool.keys.key(h) for h in hashes]
         try:
             ptrs, sizes, _keep = self._pieces(pool, host_indices, n, writing=True)
+            # The header says payload bytes follow: a page of another size is refused here
+            # (stored, it would fail its header on every load).
+            fit = [sum(sz) == pool.payload for sz in sizes]
+            if not all(fit):
+                i = fit.index(False)
+                log.error(
+                    "tide.sglang: %s: %d of %d pages not saved: page %d has %d bytes, this "
+                    "pool's pages have %d (registered)", pool.name, fit.count(False), n, i,
+                    sum(sizes[i]), pool.payload,
+                )
+            sel = [i for i in range(n) if fit[i]]
             hdr = self._headers(pool, keys, hashes)
             base = ctypes.addressof(hdr)
-            codes = self.store.put_many_ptrs(
-                keys,
-                [[base + i * layout.HEADER_SIZE] + p for i, p in enumerate(ptrs)],
-                [[layout.HEADER_SIZE] + s for s in sizes],
+            codes = [] if not sel else self.store.put_many_ptrs(
+                [keys[i] for i in sel],
+                [[base + i * layout.HEADER_SIZE] + ptrs[i] for i in sel],
+                [[layout.HEADER_SIZE] + sizes[i] for i in sel],
             )
         except errors.Error as e:
             log.warning("tide.sglang: saving %d %s pages failed: %s", n, pool.name, e)
             return [False] * n
-        return [c == 0 for c in codes]
+        ok = [False] * n
+        for i, c in zip(sel, codes):
+            ok[i] = c == 0
+        return ok
 
     def _get(self, pool: _Pool, hashes: Sequence[str], host_indices: Any) -> list[bool]:
         n = len(hashes)
         if n == 0:
             return []
-        if host_indices is None or int(host_indices.numel()) != n * pool.page_size:
-            log.error(
-                "tide.sglang: %s: %d pages but %s host indices (page size %d)", pool.name, n,
-                None if host_indices is None else int(host_indices.numel()), pool.page_size,
-            )
+        if not _indices_fit(pool, n, host_indices):
             return [False] * n
         keys = [pool.keys.key(h) for h in hashes]
         try:
