@@ -78,7 +78,7 @@ static void ask_overlapped(cluster *c, ctask *t, size_t nt, ctask *q) {
     }
     int rc = node_ask_recv(h, q->about, pend, q->hint);
     q->rc = rc < 0 ? rc : 0;
-    if (rc == TIDE_EUNSUPPORTED) {
+    if (replica_refused(rc)) { /* an answer, as in task_run: the member is not failing */
         snprintf(q->msg, sizeof(q->msg), "%s", tide_errmsg(h));
     } else if (rc < 0) {
         snprintf(q->msg, sizeof(q->msg), "%s", tide_errmsg(h));
@@ -362,6 +362,25 @@ static size_t round_asks(cbatch *b, const cact *a, size_t na, int op, ctask *ask
     return nask;
 }
 
+/* Why doubt[x] is set (bits), for the caller's message. */
+enum {
+    DOUBT_RECENT = 1,  /* told only recently: a GET of this round may precede the fence */
+    DOUBT_DROPPED = 2, /* held untold hints: told MISSED now, it dropped its contents */
+    DOUBT_UNTOLD = 4,  /* held untold hints: MISSED could not be said now (said next call) */
+};
+
+/* The message for a read dropped for doubt[x]'s reasons. */
+static const char *doubt_msg(uint8_t why) {
+    if (why & DOUBT_DROPPED)
+        return "a member that missed writes was made to drop its contents; its keys were "
+               "read from their next replica";
+    if (why & DOUBT_UNTOLD)
+        return "a member that missed writes could not be told to drop its contents (it will "
+               "be on its next call); its keys were read from their next replica";
+    return "a member was told it missed writes while this read ran; its keys were read from "
+           "their next replica";
+}
+
 /*
  * After a round whose GETs or EXISTS ran beside hint questions ask[0..nask) (ask[i] asked
  * the witness ask[i].m about view member about[i]): a member some witness holds untold hints for
@@ -379,8 +398,7 @@ static void batch_settle_doubt(cbatch *b, ctask *ask, const uint32_t *about, siz
     for (size_t i = 0; i < nask; i++) {
         if (ask[i].rc != 0) continue;
         uint64_t told = ask[i].hint[1] & ~FRAME_REPLICA_TOLD_RECENT;
-        if (ask[i].hint[0] > told || (ask[i].hint[1] & FRAME_REPLICA_TOLD_RECENT))
-            doubt[about[i]] = 1;
+        if (ask[i].hint[1] & FRAME_REPLICA_TOLD_RECENT) doubt[about[i]] |= DOUBT_RECENT;
         if (ask[i].hint[0] > told && untold) untold[about[i]] = 1;
     }
     for (size_t x = 0; untold && x < v->n; x++) {
@@ -393,8 +411,10 @@ static void batch_settle_doubt(cbatch *b, ctask *ask, const uint32_t *about, siz
         if (rc == 0) rc = node_replica_call(h, FRAME_REPLICA_MISSED, 0, 0, out);
         if (rc) { /* not told now: its next call tells it; the hints stay */
             atomic_store(&m->missed, 1);
+            doubt[x] |= DOUBT_UNTOLD;
             continue;
         }
+        doubt[x] |= DOUBT_DROPPED;
         for (size_t i = 0; i < nask; i++) {
             if (about[i] != x || ask[i].rc != 0 ||
                 ask[i].hint[0] <= (ask[i].hint[1] & ~FRAME_REPLICA_TOLD_RECENT))
@@ -410,7 +430,7 @@ static void batch_settle_doubt(cbatch *b, ctask *ask, const uint32_t *about, siz
     }
     if (!untold) /* out of memory: nobody is told now, but nothing doubtful is read */
         for (size_t i = 0; i < nask; i++)
-            if (ask[i].rc == 0 && ask[i].hint[0] > 0) doubt[about[i]] = 1;
+            if (ask[i].rc == 0 && ask[i].hint[0] > 0) doubt[about[i]] |= DOUBT_UNTOLD;
     free(untold);
 }
 
@@ -576,13 +596,13 @@ int cluster_get_many(tide_store *s, const tide_key *keys, size_t n, const tide_i
                 if (x->rc == 0 && x->present) mask[i] |= 1u << x->rank;
                 continue;
             }
-            if (x->rc == 0 && doubt[b.plan.cand[i * b.plan.depth + x->rank]]) {
+            uint8_t why = doubt[b.plan.cand[i * b.plan.depth + x->rank]];
+            if (x->rc == 0 && why) {
                 /* It may have missed writes: what it sent is dropped, the next rank asked. */
                 x->rc = -ESTALE;
                 if (!b.err) {
                     b.err = -ESTALE;
-                    snprintf(b.errmsg, sizeof(b.errmsg),
-                             "a member that missed writes was made to drop its contents");
+                    snprintf(b.errmsg, sizeof(b.errmsg), "%s", doubt_msg(why));
                 }
             }
             if (x->rc < 0) { /* the member failed: fail over to the next rank */
