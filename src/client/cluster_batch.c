@@ -527,6 +527,41 @@ out:
     return rc;
 }
 
+/* A read's check (read_check=1): the round's hint questions and which members are in
+ * doubt after them, shared by get and exists. */
+typedef struct rcheck {
+    ctask *ask;
+    uint32_t *about;
+    uint8_t *doubt; /* per view member: DOUBT_* bits, or 0 */
+    size_t nm, maxask;
+} rcheck;
+
+/* 0, or -1 out of memory. */
+static int rcheck_init(rcheck *k, const cbatch *b) {
+    cluster *c = b->c;
+    k->nm = b->plan.v->n;
+    k->maxask = k->nm * (k->nm > 1 ? k->nm - 1 : 1);
+    k->ask = c->read_check ? calloc(k->maxask ? k->maxask : 1, sizeof(*k->ask)) : NULL;
+    k->about = c->read_check ? malloc((k->maxask ? k->maxask : 1) * sizeof(*k->about)) : NULL;
+    k->doubt = calloc(k->nm + 1, 1);
+    return !k->doubt || (c->read_check && (!k->ask || !k->about)) ? -1 : 0;
+}
+
+static void rcheck_free(rcheck *k) {
+    free(k->ask), free(k->about), free(k->doubt);
+}
+
+/* Run the round's actions a[0..na) of kind op (OP_GET or OP_EXISTS) with their hint
+ * questions beside them, then settle k->doubt. */
+static int rcheck_round(rcheck *k, cbatch *b, cact *a, size_t na, int op) {
+    size_t nask = b->c->read_check ? round_asks(b, a, na, op, k->ask, k->about, k->maxask) : 0;
+    int rc = round_run_with(b, a, na, k->ask, nask);
+    if (rc) return rc;
+    memset(k->doubt, 0, k->nm);
+    if (nask) batch_settle_doubt(b, k->ask, k->about, nask, k->doubt);
+    return 0;
+}
+
 /* A key's read: done, GET due at pos, EXISTS due at the ranks from pos, EXISTS sent. */
 enum { K_DONE, K_GET, K_PROBE, K_PROBING };
 
@@ -541,12 +576,10 @@ int cluster_get_many(tide_store *s, const tide_key *keys, size_t n, const tide_i
     int *lasterr = calloc(n, sizeof(int)), ok = 0, failed = 0, valid = 0;
     cact *a = malloc(n * b.plan.depth * sizeof(*a) + 1);
     /* read_check: beside each round's GETs, one question per (member read, witness). */
-    size_t nm = b.plan.v->n, nask = 0, maxask = nm * (nm > 1 ? nm - 1 : 1);
-    ctask *ask = c->read_check ? calloc(maxask ? maxask : 1, sizeof(*ask)) : NULL;
-    uint32_t *about = c->read_check ? malloc((maxask ? maxask : 1) * sizeof(*about)) : NULL;
-    uint8_t *doubt = calloc(nm + 1, 1);
-    if (!state || !pos || !failover || !mask || !lasterr || !a || !doubt ||
-        (c->read_check && (!ask || !about))) {
+    rcheck chk;
+    int chk_rc = rcheck_init(&chk, &b);
+    uint8_t *doubt = chk.doubt;
+    if (!state || !pos || !failover || !mask || !lasterr || !a || chk_rc) {
         rc = client_err(s, -ENOMEM, "out of memory");
         goto out;
     }
@@ -584,10 +617,7 @@ int cluster_get_many(tide_store *s, const tide_key *keys, size_t n, const tide_i
             }
         }
         if (na == 0) break;
-        nask = c->read_check ? round_asks(&b, a, na, OP_GET, ask, about, maxask) : 0;
-        if ((rc = round_run_with(&b, a, na, ask, nask)) != 0) goto out;
-        memset(doubt, 0, nm);
-        if (nask) batch_settle_doubt(&b, ask, about, nask, doubt);
+        if ((rc = rcheck_round(&chk, &b, a, na, OP_GET)) != 0) goto out;
         for (size_t j = 0; j < na; j++) {
             cact *x = &a[j];
             size_t i = x->key;
@@ -656,7 +686,7 @@ int cluster_get_many(tide_store *s, const tide_key *keys, size_t n, const tide_i
     rc = batch_result(&b, ok, failed, valid);
 out:
     free(state), free(pos), free(failover), free(mask), free(lasterr), free(a);
-    free(ask), free(about), free(doubt);
+    rcheck_free(&chk);
     batch_end(&b);
     return rc;
 }
@@ -672,11 +702,10 @@ int cluster_exists_many(tide_store *s, const tide_key *keys, size_t n, uint8_t *
     cact *a = malloc(n * b.plan.depth * sizeof(*a) + 1);
     int count = 0, failed = 0, valid = 0;
     /* read_check: "present" from a member in doubt may be a removed key (see get). */
-    size_t nm = b.plan.v->n, nask = 0, maxask = nm * (nm > 1 ? nm - 1 : 1);
-    ctask *ask = c->read_check ? calloc(maxask ? maxask : 1, sizeof(*ask)) : NULL;
-    uint32_t *about = c->read_check ? malloc((maxask ? maxask : 1) * sizeof(*about)) : NULL;
-    uint8_t *doubt = calloc(nm + 1, 1);
-    if (!state || !pos || !a || !doubt || (c->read_check && (!ask || !about))) {
+    rcheck chk;
+    int chk_rc = rcheck_init(&chk, &b);
+    uint8_t *doubt = chk.doubt;
+    if (!state || !pos || !a || chk_rc) {
         rc = client_err(s, -ENOMEM, "out of memory");
         goto out;
     }
@@ -705,10 +734,7 @@ int cluster_exists_many(tide_store *s, const tide_key *keys, size_t n, uint8_t *
             }
         }
         if (na == 0) break;
-        nask = c->read_check ? round_asks(&b, a, na, OP_EXISTS, ask, about, maxask) : 0;
-        if ((rc = round_run_with(&b, a, na, ask, nask)) != 0) goto out;
-        memset(doubt, 0, nm);
-        if (nask) batch_settle_doubt(&b, ask, about, nask, doubt);
+        if ((rc = rcheck_round(&chk, &b, a, na, OP_EXISTS)) != 0) goto out;
         for (size_t j = 0; j < na; j++) {
             cact *x = &a[j];
             size_t i = x->key;
@@ -740,7 +766,8 @@ int cluster_exists_many(tide_store *s, const tide_key *keys, size_t n, uint8_t *
     rc = batch_result(&b, count, failed, valid);
     if (rc >= 0 && failed > 0 && b.err) rc = b.err; /* an unanswerable key: say so */
 out:
-    free(state), free(pos), free(a), free(ask), free(about), free(doubt);
+    free(state), free(pos), free(a);
+    rcheck_free(&chk);
     batch_end(&b);
     return rc;
 }
