@@ -402,7 +402,8 @@ int wire_replica_call(tide_store *s, wire *w, uint32_t flags, uint64_t member, u
                       .head = buf,
                       .head_len = len,
                       .on_reply = wire_on_replica_reply,
-                      .arg = out};
+                      .arg = out,
+                      .hints = hint};
     return wire_run(s, w, &x);
 }
 
@@ -707,6 +708,10 @@ int wire_run(tide_store *s, wire *w, wire_request *x) {
                 continue;
             }
             return rc;
+        }
+        if (x->hints && !k.c->hints) { /* the grant is per connection: this one lacks it */
+            wire_give(&k, 0);
+            return client_err(s, TIDE_EUNSUPPORTED, "%s: this tided holds no hints", w->addr);
         }
         k.got_reply_bytes = 0;
         k.head_hint = x->reply_head;

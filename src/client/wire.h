@@ -178,6 +178,7 @@ typedef struct wire_request {
     int (*on_reply)(wire_call *k, const frame_msg *m, void *arg);
     void *arg;
     size_t reply_head; /* the reply's head length when the request knows it (0: unknown) */
+    int hints;         /* a REPLICA hint operation: only on a connection granted hints */
 } wire_request;
 
 /* Take a connection, exchange, give it back. With w->retry, a call that failed on a pooled
