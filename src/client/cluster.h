@@ -117,6 +117,13 @@ void cluster_free_list(char **list, size_t n);
 int member_is_down(const cmember *m, uint64_t now);
 void member_ok(cmember *m);
 void member_fail(cluster *c, cmember *m);
+/* A REPLICA hint operation's rc that is the node's answer, not its failure: a status reply
+ * such as TIDE_EUNSUPPORTED (an older tided) or TIDE_ELIMIT (its hint table is full). The
+ * node is up and answering; marking it down would fail over every call to it. */
+static inline int replica_refused(int rc) {
+    return rc <= -(TIDE_ERRBASE + 1) && rc >= TIDE_ERRLAST && rc != TIDE_EPROTO &&
+           rc != TIDE_ECLOSED && rc != TIDE_ESERVER && rc != TIDE_EAUTH;
+}
 /* The member's node handle in *out, opened on first use. On failure returns the code,
  * marks the member down and writes the reason to msg. */
 int member_handle(cluster *c, cmember *m, tide_store **out, char *msg, size_t len);

@@ -78,7 +78,7 @@ static void ask_overlapped(cluster *c, ctask *t, size_t nt, ctask *q) {
     }
     int rc = node_ask_recv(h, q->about, pend, q->hint);
     q->rc = rc < 0 ? rc : 0;
-    if (rc == TIDE_EUNSUPPORTED) {
+    if (replica_refused(rc)) { /* an answer, as in task_run: the member is not failing */
         snprintf(q->msg, sizeof(q->msg), "%s", tide_errmsg(h));
     } else if (rc < 0) {
         snprintf(q->msg, sizeof(q->msg), "%s", tide_errmsg(h));
@@ -362,6 +362,25 @@ static size_t round_asks(cbatch *b, const cact *a, size_t na, int op, ctask *ask
     return nask;
 }
 
+/* Why doubt[x] is set (bits), for the caller's message. */
+enum {
+    DOUBT_RECENT = 1,  /* told only recently: a GET of this round may precede the fence */
+    DOUBT_DROPPED = 2, /* held untold hints: told MISSED now, it dropped its contents */
+    DOUBT_UNTOLD = 4,  /* held untold hints: MISSED could not be said now (said next call) */
+};
+
+/* The message for a read dropped for doubt[x]'s reasons. */
+static const char *doubt_msg(uint8_t why) {
+    if (why & DOUBT_DROPPED)
+        return "a member that missed writes was made to drop its contents; its keys were "
+               "read from their next replica";
+    if (why & DOUBT_UNTOLD)
+        return "a member that missed writes could not be told to drop its contents (it will "
+               "be on its next call); its keys were read from their next replica";
+    return "a member was told it missed writes while this read ran; its keys were read from "
+           "their next replica";
+}
+
 /*
  * After a round whose GETs or EXISTS ran beside hint questions ask[0..nask) (ask[i] asked
  * the witness ask[i].m about view member about[i]): a member some witness holds untold hints for
@@ -379,8 +398,7 @@ static void batch_settle_doubt(cbatch *b, ctask *ask, const uint32_t *about, siz
     for (size_t i = 0; i < nask; i++) {
         if (ask[i].rc != 0) continue;
         uint64_t told = ask[i].hint[1] & ~FRAME_REPLICA_TOLD_RECENT;
-        if (ask[i].hint[0] > told || (ask[i].hint[1] & FRAME_REPLICA_TOLD_RECENT))
-            doubt[about[i]] = 1;
+        if (ask[i].hint[1] & FRAME_REPLICA_TOLD_RECENT) doubt[about[i]] |= DOUBT_RECENT;
         if (ask[i].hint[0] > told && untold) untold[about[i]] = 1;
     }
     for (size_t x = 0; untold && x < v->n; x++) {
@@ -393,8 +411,10 @@ static void batch_settle_doubt(cbatch *b, ctask *ask, const uint32_t *about, siz
         if (rc == 0) rc = node_replica_call(h, FRAME_REPLICA_MISSED, 0, 0, out);
         if (rc) { /* not told now: its next call tells it; the hints stay */
             atomic_store(&m->missed, 1);
+            doubt[x] |= DOUBT_UNTOLD;
             continue;
         }
+        doubt[x] |= DOUBT_DROPPED;
         for (size_t i = 0; i < nask; i++) {
             if (about[i] != x || ask[i].rc != 0 ||
                 ask[i].hint[0] <= (ask[i].hint[1] & ~FRAME_REPLICA_TOLD_RECENT))
@@ -410,7 +430,7 @@ static void batch_settle_doubt(cbatch *b, ctask *ask, const uint32_t *about, siz
     }
     if (!untold) /* out of memory: nobody is told now, but nothing doubtful is read */
         for (size_t i = 0; i < nask; i++)
-            if (ask[i].rc == 0 && ask[i].hint[0] > 0) doubt[about[i]] = 1;
+            if (ask[i].rc == 0 && ask[i].hint[0] > 0) doubt[about[i]] |= DOUBT_UNTOLD;
     free(untold);
 }
 
@@ -507,6 +527,41 @@ out:
     return rc;
 }
 
+/* A read's check (read_check=1): the round's hint questions and which members are in
+ * doubt after them, shared by get and exists. */
+typedef struct rcheck {
+    ctask *ask;
+    uint32_t *about;
+    uint8_t *doubt; /* per view member: DOUBT_* bits, or 0 */
+    size_t nm, maxask;
+} rcheck;
+
+/* 0, or -1 out of memory. */
+static int rcheck_init(rcheck *k, const cbatch *b) {
+    cluster *c = b->c;
+    k->nm = b->plan.v->n;
+    k->maxask = k->nm * (k->nm > 1 ? k->nm - 1 : 1);
+    k->ask = c->read_check ? calloc(k->maxask ? k->maxask : 1, sizeof(*k->ask)) : NULL;
+    k->about = c->read_check ? malloc((k->maxask ? k->maxask : 1) * sizeof(*k->about)) : NULL;
+    k->doubt = calloc(k->nm + 1, 1);
+    return !k->doubt || (c->read_check && (!k->ask || !k->about)) ? -1 : 0;
+}
+
+static void rcheck_free(rcheck *k) {
+    free(k->ask), free(k->about), free(k->doubt);
+}
+
+/* Run the round's actions a[0..na) of kind op (OP_GET or OP_EXISTS) with their hint
+ * questions beside them, then settle k->doubt. */
+static int rcheck_round(rcheck *k, cbatch *b, cact *a, size_t na, int op) {
+    size_t nask = b->c->read_check ? round_asks(b, a, na, op, k->ask, k->about, k->maxask) : 0;
+    int rc = round_run_with(b, a, na, k->ask, nask);
+    if (rc) return rc;
+    memset(k->doubt, 0, k->nm);
+    if (nask) batch_settle_doubt(b, k->ask, k->about, nask, k->doubt);
+    return 0;
+}
+
 /* A key's read: done, GET due at pos, EXISTS due at the ranks from pos, EXISTS sent. */
 enum { K_DONE, K_GET, K_PROBE, K_PROBING };
 
@@ -521,12 +576,10 @@ int cluster_get_many(tide_store *s, const tide_key *keys, size_t n, const tide_i
     int *lasterr = calloc(n, sizeof(int)), ok = 0, failed = 0, valid = 0;
     cact *a = malloc(n * b.plan.depth * sizeof(*a) + 1);
     /* read_check: beside each round's GETs, one question per (member read, witness). */
-    size_t nm = b.plan.v->n, nask = 0, maxask = nm * (nm > 1 ? nm - 1 : 1);
-    ctask *ask = c->read_check ? calloc(maxask ? maxask : 1, sizeof(*ask)) : NULL;
-    uint32_t *about = c->read_check ? malloc((maxask ? maxask : 1) * sizeof(*about)) : NULL;
-    uint8_t *doubt = calloc(nm + 1, 1);
-    if (!state || !pos || !failover || !mask || !lasterr || !a || !doubt ||
-        (c->read_check && (!ask || !about))) {
+    rcheck chk;
+    int chk_rc = rcheck_init(&chk, &b);
+    uint8_t *doubt = chk.doubt;
+    if (!state || !pos || !failover || !mask || !lasterr || !a || chk_rc) {
         rc = client_err(s, -ENOMEM, "out of memory");
         goto out;
     }
@@ -564,10 +617,7 @@ int cluster_get_many(tide_store *s, const tide_key *keys, size_t n, const tide_i
             }
         }
         if (na == 0) break;
-        nask = c->read_check ? round_asks(&b, a, na, OP_GET, ask, about, maxask) : 0;
-        if ((rc = round_run_with(&b, a, na, ask, nask)) != 0) goto out;
-        memset(doubt, 0, nm);
-        if (nask) batch_settle_doubt(&b, ask, about, nask, doubt);
+        if ((rc = rcheck_round(&chk, &b, a, na, OP_GET)) != 0) goto out;
         for (size_t j = 0; j < na; j++) {
             cact *x = &a[j];
             size_t i = x->key;
@@ -576,13 +626,13 @@ int cluster_get_many(tide_store *s, const tide_key *keys, size_t n, const tide_i
                 if (x->rc == 0 && x->present) mask[i] |= 1u << x->rank;
                 continue;
             }
-            if (x->rc == 0 && doubt[b.plan.cand[i * b.plan.depth + x->rank]]) {
+            uint8_t why = doubt[b.plan.cand[i * b.plan.depth + x->rank]];
+            if (x->rc == 0 && why) {
                 /* It may have missed writes: what it sent is dropped, the next rank asked. */
                 x->rc = -ESTALE;
                 if (!b.err) {
                     b.err = -ESTALE;
-                    snprintf(b.errmsg, sizeof(b.errmsg),
-                             "a member that missed writes was made to drop its contents");
+                    snprintf(b.errmsg, sizeof(b.errmsg), "%s", doubt_msg(why));
                 }
             }
             if (x->rc < 0) { /* the member failed: fail over to the next rank */
@@ -636,7 +686,7 @@ int cluster_get_many(tide_store *s, const tide_key *keys, size_t n, const tide_i
     rc = batch_result(&b, ok, failed, valid);
 out:
     free(state), free(pos), free(failover), free(mask), free(lasterr), free(a);
-    free(ask), free(about), free(doubt);
+    rcheck_free(&chk);
     batch_end(&b);
     return rc;
 }
@@ -652,11 +702,10 @@ int cluster_exists_many(tide_store *s, const tide_key *keys, size_t n, uint8_t *
     cact *a = malloc(n * b.plan.depth * sizeof(*a) + 1);
     int count = 0, failed = 0, valid = 0;
     /* read_check: "present" from a member in doubt may be a removed key (see get). */
-    size_t nm = b.plan.v->n, nask = 0, maxask = nm * (nm > 1 ? nm - 1 : 1);
-    ctask *ask = c->read_check ? calloc(maxask ? maxask : 1, sizeof(*ask)) : NULL;
-    uint32_t *about = c->read_check ? malloc((maxask ? maxask : 1) * sizeof(*about)) : NULL;
-    uint8_t *doubt = calloc(nm + 1, 1);
-    if (!state || !pos || !a || !doubt || (c->read_check && (!ask || !about))) {
+    rcheck chk;
+    int chk_rc = rcheck_init(&chk, &b);
+    uint8_t *doubt = chk.doubt;
+    if (!state || !pos || !a || chk_rc) {
         rc = client_err(s, -ENOMEM, "out of memory");
         goto out;
     }
@@ -685,10 +734,7 @@ int cluster_exists_many(tide_store *s, const tide_key *keys, size_t n, uint8_t *
             }
         }
         if (na == 0) break;
-        nask = c->read_check ? round_asks(&b, a, na, OP_EXISTS, ask, about, maxask) : 0;
-        if ((rc = round_run_with(&b, a, na, ask, nask)) != 0) goto out;
-        memset(doubt, 0, nm);
-        if (nask) batch_settle_doubt(&b, ask, about, nask, doubt);
+        if ((rc = rcheck_round(&chk, &b, a, na, OP_EXISTS)) != 0) goto out;
         for (size_t j = 0; j < na; j++) {
             cact *x = &a[j];
             size_t i = x->key;
@@ -720,7 +766,8 @@ int cluster_exists_many(tide_store *s, const tide_key *keys, size_t n, uint8_t *
     rc = batch_result(&b, count, failed, valid);
     if (rc >= 0 && failed > 0 && b.err) rc = b.err; /* an unanswerable key: say so */
 out:
-    free(state), free(pos), free(a), free(ask), free(about), free(doubt);
+    free(state), free(pos), free(a);
+    rcheck_free(&chk);
     batch_end(&b);
     return rc;
 }

@@ -58,7 +58,7 @@ static void task_run(ctask *t) {
         break;
     case OP_REPLICA:
         rc = node_replica_call(h, t->rflags, t->about, t->seq, t->hint);
-        if (rc == TIDE_EUNSUPPORTED) { /* an older tided: holds no hints, is not failing */
+        if (replica_refused(rc)) { /* an answer (no hints held, table full): not failing */
             snprintf(t->msg, sizeof(t->msg), "%s", tide_errmsg(h));
             t->rc = rc;
             return;

@@ -345,11 +345,17 @@ static int wire_hello(wire_call *k) {
     w->max_frame = m.hello_reply.max_frame;
     pthread_mutex_unlock(&w->lock);
     k->c->replica = w->replica && (m.hello_reply.features & FRAME_FEATURE_REPLICA);
-    if (w->replica)
-        atomic_store(&w->hints, k->c->replica && (m.hello_reply.features & FRAME_FEATURE_HINTS));
+    k->c->hints = k->c->replica && (m.hello_reply.features & FRAME_FEATURE_HINTS);
+    if (w->replica) atomic_store(&w->hints, k->c->hints);
     if (w->on_hello) return w->on_hello(k, &m, fd);
     if (fd >= 0) close(fd);
     return 0;
+}
+
+/* The client's timeout as REPLICA carries it: milliseconds, 1..UINT32_MAX. */
+static uint32_t wire_timeout_ms(const wire *w) {
+    uint64_t ms = w->timeout_ns / 1000000;
+    return (uint32_t)(ms > UINT32_MAX ? UINT32_MAX : ms ? ms : 1);
 }
 
 /* REPLICA on k's connection (a cluster member's): the client's timeout and, when the
@@ -358,14 +364,11 @@ static int wire_hello(wire_call *k) {
 static int wire_replica(wire_call *k) {
     wire *w = k->w;
     int missed = atomic_exchange(&w->missed, 0);
-    uint64_t ms = w->timeout_ns / 1000000;
     uint8_t buf[FRAME_HDR_SIZE + FRAME_REPLICA_KEYS];
     size_t len;
     frame_msg m;
     int rc = frame_encode_replica(buf, sizeof(buf), &len, 0, missed ? FRAME_REPLICA_MISSED : 0,
-                                  (uint32_t)(ms > UINT32_MAX ? UINT32_MAX
-                                             : ms            ? ms
-                                                             : 1));
+                                  wire_timeout_ms(w));
     if (rc == 0) rc = wire_exchange(k, buf, len, NULL, 0, "REPLICA", &m);
     if (rc != 0 && missed) atomic_store(&w->missed, 1); /* not delivered: said next time */
     return rc;
@@ -389,8 +392,7 @@ int wire_replica_call(tide_store *s, wire *w, uint32_t flags, uint64_t member, u
     int hint = flags != FRAME_REPLICA_MISSED;
     if (hint && !atomic_load(&w->hints))
         return client_err(s, TIDE_EUNSUPPORTED, "%s: this tided holds no hints", w->addr);
-    uint64_t ms = w->timeout_ns / 1000000;
-    uint32_t tms = (uint32_t)(ms > UINT32_MAX ? UINT32_MAX : ms ? ms : 1);
+    uint32_t tms = wire_timeout_ms(w);
     uint8_t buf[FRAME_HDR_SIZE + FRAME_REPLICA_HINT_META];
     size_t len;
     int rc = hint ? frame_encode_replica_hint(buf, sizeof(buf), &len, 0, flags, tms, member, seq)
@@ -400,7 +402,8 @@ int wire_replica_call(tide_store *s, wire *w, uint32_t flags, uint64_t member, u
                       .head = buf,
                       .head_len = len,
                       .on_reply = wire_on_replica_reply,
-                      .arg = out};
+                      .arg = out,
+                      .hints = hint};
     return wire_run(s, w, &x);
 }
 
@@ -495,6 +498,34 @@ int wire_take(wire_call *k) {
         pthread_cond_wait(&w->idle, &w->lock);
     }
     pthread_mutex_unlock(&w->lock);
+    k->c->fresh = 0;
+    if (k->c->fd >= 0) return 0;
+    return wire_sock_open(k);
+}
+
+/* Take a connection without waiting, and only when another stays free (idle or
+ * unopened): the hint question holds its connection while its caller's own call waits for
+ * one to another node in wire_take, so two threads, each holding the last connection to
+ * the node the other waits for, would wait forever. Leaving one connection to every taker
+ * that waits means a waiter only ever waits for calls that finish on their own. 1: none
+ * to spare (k->c unset); else as wire_take. */
+static int wire_take_spare(wire_call *k) {
+    wire *w = k->w;
+    pthread_mutex_lock(&w->lock);
+    wire_sock *pick = NULL;
+    int free_ = 0;
+    for (int i = 0; i < w->nconns; i++)
+        if (!w->conns[i].busy) free_++;
+    for (int i = 0; i < w->nconns && !pick && free_ >= 2; i++)
+        if (!w->conns[i].busy && w->conns[i].fd >= 0) pick = &w->conns[i];
+    for (int i = 0; i < w->nconns && !pick && free_ >= 2; i++)
+        if (!w->conns[i].busy) pick = &w->conns[i];
+    if (pick) {
+        pick->busy = 1;
+        k->c = pick;
+    }
+    pthread_mutex_unlock(&w->lock);
+    if (!pick) return 1;
     k->c->fresh = 0;
     if (k->c->fd >= 0) return 0;
     return wire_sock_open(k);
@@ -678,6 +709,10 @@ int wire_run(tide_store *s, wire *w, wire_request *x) {
             }
             return rc;
         }
+        if (x->hints && !k.c->hints) { /* the grant is per connection: this one lacks it */
+            wire_give(&k, 0);
+            return client_err(s, TIDE_EUNSUPPORTED, "%s: this tided holds no hints", w->addr);
+        }
         k.got_reply_bytes = 0;
         k.head_hint = x->reply_head;
         frame_msg m;
@@ -694,11 +729,6 @@ int wire_run(tide_store *s, wire *w, wire_request *x) {
     }
 }
 
-static uint32_t wire_timeout_ms(const wire *w) {
-    uint64_t ms = w->timeout_ns / 1000000;
-    return (uint32_t)(ms > UINT32_MAX ? UINT32_MAX : ms ? ms : 1);
-}
-
 void wire_ask_send(tide_store *s, wire *w, uint64_t member, wire_pending *p) {
     memset(p, 0, sizeof(*p));
     if (!w->replica || !atomic_load(&w->hints) || atomic_load(&w->missed)) return;
@@ -708,8 +738,12 @@ void wire_ask_send(tide_store *s, wire *w, uint64_t member, wire_pending *p) {
                                   member, 0) != 0)
         return;
     p->k = wire_begin(s, w);
-    int rc = wire_take(&p->k);
-    if (rc || p->k.c->unread > 0) { /* no connection: that is the answer; else the whole call */
+    int rc = wire_take_spare(&p->k);
+    if (rc == 1) return; /* none to spare: the whole call after the caller's own */
+    if (rc || p->k.c->unread > 0 || !p->k.c->hints) {
+        /* No connection: that is the answer. Replies owed first, or a connection just
+         * opened to a tided that grants no hints (the grant is per connection): the whole
+         * call, which says what this tided holds. */
         wire_give(&p->k, rc != 0);
         p->rc = rc;
         return;

@@ -42,6 +42,7 @@ typedef struct wire_sock {
      * only say EAGAIN. */
     int drained;
     int replica; /* its HELLO granted FRAME_FEATURE_REPLICA (wire.replica) */
+    int hints;   /* its HELLO granted FRAME_FEATURE_HINTS too */
 } wire_sock;
 
 typedef struct wire_call wire_call;
@@ -115,10 +116,10 @@ int wire_replica_call(tide_store *s, wire *w, uint32_t flags, uint64_t member, u
                       uint64_t out[2]);
 /* A hint question in two halves, so that the caller's own call to another node runs while
  * it travels: wire_ask_send sends REPLICA ASK about `member` on a connection it keeps in *p
- * (or sends nothing: the node must first be told MISSED, holds no hints, or the send
- * failed), and wire_ask_recv reads the answer into out[0..2) and gives the connection
- * back; without a request in flight, or when the connection proved dead before any reply
- * byte, it makes the whole call (wire_replica_call) instead. */
+ * (or sends nothing: the node must first be told MISSED, holds no hints, no connection
+ * to it can be spared without waiting, or the send failed), and wire_ask_recv reads the answer into
+ * out[0..2) and gives the connection back; without a request in flight, or when the connection
+ * proved dead before any reply byte, it makes the whole call (wire_replica_call) instead. */
 typedef struct wire_pending {
     wire_call k;
     uint64_t req_id;
@@ -177,6 +178,7 @@ typedef struct wire_request {
     int (*on_reply)(wire_call *k, const frame_msg *m, void *arg);
     void *arg;
     size_t reply_head; /* the reply's head length when the request knows it (0: unknown) */
+    int hints;         /* a REPLICA hint operation: only on a connection granted hints */
 } wire_request;
 
 /* Take a connection, exchange, give it back. With w->retry, a call that failed on a pooled

@@ -102,6 +102,7 @@ struct conn {
     int fd_sent;          /* the pool's memfd went (or is queued to go) to this peer: never twice */
     shm_state *shm;       /* leases of a connection granted FRAME_FEATURE_SHM, else NULL */
     uint64_t replica_gen; /* replica.c: the node's generation when this connection began */
+    int hints;            /* its HELLO was granted FRAME_FEATURE_HINTS (a cluster member's) */
 };
 
 static const connio_ops conn_ops;
@@ -241,6 +242,7 @@ static int op_hello(conn *c, const frame_msg *m, int *status) {
     }
     features |= h->features & FRAME_FEATURE_REPLICA; /* replica.c */
     if (h->features & FRAME_FEATURE_REPLICA) features |= h->features & FRAME_FEATURE_HINTS;
+    c->hints = (features & FRAME_FEATURE_HINTS) != 0;
     int ucx_port = ucx_srv_port(c->srv);
     if ((h->features & FRAME_FEATURE_UCX) && ucx_port > 0) {
         /* Values move by UCX RMA (ucx_srv.c) under this connection's leases. */
@@ -604,6 +606,15 @@ static int dispatch(conn *c, const frame_msg *m) {
     case FRAME_OP_REPLICA: {
         uint64_t reply[3];
         if (m->replica.flags & (FRAME_REPLICA_HINT | FRAME_REPLICA_ASK | FRAME_REPLICA_TOLD)) {
+            /* Only a cluster member's connection may touch the hint table: TOLD from any
+             * client would clear a member's hints, HINT fill the table. */
+            if (!c->hints) {
+                rc = reply_error(c, op, m->h.req_id, TIDE_EUNSUPPORTED,
+                                 "REPLICA hint operations need a connection whose HELLO was "
+                                 "granted the replica and hints features (a cluster member's)");
+                status = MST_ERROR;
+                break;
+            }
             int e = replica_hint_op(c->srv, m, reply);
             rc = e ? reply_error(c, op, m->h.req_id, e,
                                  "this node's hint table is full: the write is not acknowledged")

@@ -280,7 +280,10 @@ int replica_hint_op(server *srv, const frame_msg *m, uint64_t reply[3]) {
 void replica_op(server *srv, const frame_msg *m, uint64_t *conn_gen, uint64_t reply[3]) {
     replica *r = srv->rep;
     uint64_t gap = (uint64_t)m->replica.timeout_ms * 1000000ull;
-    if (gap > atomic_load(&r->max_timeout_ns)) atomic_store(&r->max_timeout_ns, gap);
+    /* A maximum under concurrent raises: a plain load then store could lower it. */
+    uint64_t cur = atomic_load(&r->max_timeout_ns);
+    while (gap > cur && !atomic_compare_exchange_weak(&r->max_timeout_ns, &cur, gap)) {
+    }
     if (gap < REPLICA_MIN_GAP_NS) gap = REPLICA_MIN_GAP_NS;
     pthread_mutex_lock(&r->lock);
     if (gap < atomic_load(&r->gap_ns)) atomic_store(&r->gap_ns, gap);
