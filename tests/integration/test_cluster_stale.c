@@ -179,6 +179,29 @@ static void node_args(char (*a)[64], const char **argv, int disk, int idx) {
     argv[n] = NULL;
 }
 
+/* The three reads' figures, then the background reader stopped, its figures printed and
+ * its wrong bytes checked (none). Returns its stale reads (0 without one). */
+static long attack_report(const stale_counts *before, const stale_counts *after,
+                          const stale_counts *reput, bgread *g) {
+    printf("    stale reads: %d of %d with both nodes up, %d of %d after the other node was "
+           "killed, %d of %d after putting again (%d of those found the new bytes)\n",
+           before->stale, before->reads, after->stale, after->reads, reput->stale, reput->reads,
+           reput->fresh);
+    if (!g) return 0;
+    atomic_store(&g->stop, 1);
+    pthread_join(g->th, NULL);
+    g_bg = NULL;
+    printf("    a client reading throughout: %ld stale of %ld reads (%ld failed while a node "
+           "was stopped, killed or cut off), %ld of bytes never written\n",
+           atomic_load(&g->stale), atomic_load(&g->reads), atomic_load(&g->errors),
+           atomic_load(&g->wrong));
+    CHECK_EQ(atomic_load(&g->wrong), 0);
+    long stale = atomic_load(&g->stale);
+    tide_close(g->s);
+    free(g);
+    return stale;
+}
+
 /*
  * The attack. resume: SIGCONT, or SIGKILL and a restart on the same port and disk;
  * reads_between: read before the other node is killed; bg: a client reads throughout.
@@ -263,24 +286,7 @@ static int stale_attack(int resume, int reads_between, int bg) {
     stale_counts reput = {0};
     read_all(a, vlen, 3, &reput);
 
-    printf("    stale reads: %d of %d with both nodes up, %d of %d after the other node was "
-           "killed, %d of %d after putting again (%d of those found the new bytes)\n",
-           before.stale, before.reads, after.stale, after.reads, reput.stale, reput.reads,
-           reput.fresh);
-    long bg_stale = 0;
-    if (g) {
-        atomic_store(&g->stop, 1);
-        pthread_join(g->th, NULL);
-        g_bg = NULL;
-        printf("    a client reading throughout: %ld stale of %ld reads (%ld failed while a node "
-               "was stopped or killed), %ld of bytes never written\n",
-               atomic_load(&g->stale), atomic_load(&g->reads), atomic_load(&g->errors),
-               atomic_load(&g->wrong));
-        CHECK_EQ(atomic_load(&g->wrong), 0);
-        bg_stale = atomic_load(&g->stale);
-        tide_close(g->s);
-        free(g);
-    }
+    long bg_stale = attack_report(&before, &after, &reput, g);
     /* Node 1 was up with v2 of every odd key: the newest bytes were served (2 clients). */
     if (reads_between) CHECK_EQ(before.fresh, NKEYS);
     if (full) /* 2 MiB of memory and a full disk cannot hold the 3.75 MiB put again */
@@ -530,24 +536,7 @@ static int cut_attack(int mode) {
     read_all(c, vlen, 2, &after);
     put_all(c, vlen, 3, 1);
     read_all(b, vlen, 3, &reput);
-    printf("    stale reads: %d of %d with both nodes up, %d of %d after the other node was "
-           "killed, %d of %d after putting again (%d of those found the new bytes)\n",
-           before.stale, before.reads, after.stale, after.reads, reput.stale, reput.reads,
-           reput.fresh);
-    long bg_stale = 0;
-    if (g) {
-        atomic_store(&g->stop, 1);
-        pthread_join(g->th, NULL);
-        g_bg = NULL;
-        printf("    a client reading throughout: %ld stale of %ld reads (%ld failed), %ld of "
-               "bytes never written\n",
-               atomic_load(&g->stale), atomic_load(&g->reads), atomic_load(&g->errors),
-               atomic_load(&g->wrong));
-        CHECK_EQ(atomic_load(&g->wrong), 0);
-        bg_stale = atomic_load(&g->stale);
-        tide_close(g->s);
-        free(g);
-    }
+    long bg_stale = attack_report(&before, &after, &reput, g);
     /* Node 1 was up with v2 of every odd key: each client reading then found it. */
     CHECK_EQ(before.fresh, (a ? 2 : 1) * NKEYS / 2);
     CHECK_EQ(reput.fresh, NKEYS / 2);
