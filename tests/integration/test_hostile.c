@@ -142,25 +142,36 @@ static int hostile_resp(int port, const char *key, int n) {
     return fd;
 }
 
+/* A tided with a RESP port and two I/O workers holding "big" (1 MiB), the value the
+ * non-readers ask for; write_stall ("2") or NULL for the default write-stall timeout.
+ * Returns its RESP port. */
+static int hostile_server(test_server *ts, const char *write_stall) {
+    int rport = test_free_port();
+    char rp[16];
+    snprintf(rp, sizeof(rp), "%d", rport);
+    const char *args[] = {"--resp-port", rp,     "--threads", "2",  "--capacity", "256MiB",
+                          "--log-level", "warn", NULL,        NULL, NULL};
+    if (write_stall) {
+        args[8] = "--write-stall-timeout";
+        args[9] = write_stall;
+    }
+    server_start(ts, args);
+    tide_store *s;
+    CHECK_EQ(tide_open(ts->url, &s), 0);
+    static uint8_t big[1 << 20];
+    memset(big, 'v', sizeof(big));
+    CHECK_EQ(tide_put(s, "big", 3, big, sizeof(big)), 0);
+    tide_close(s);
+    return rport;
+}
+
 /* Two non-reading pipelining clients with a partial request on each port, spread over
  * both I/O workers: every new client on either port is still served, and the hostile
  * ones are cut once their replies have not moved for --write-stall-timeout. On the old
  * loop the worker owning such a connection spun on it: 0 of 6 new clients served. */
 TEST_T(security_hostile_nonreaders_leave_others_served, 90) {
-    int rport = test_free_port();
-    char rp[16];
-    snprintf(rp, sizeof(rp), "%d", rport);
     test_server ts;
-    const char *const args[] = {
-        "--resp-port",           rp,  "--threads",   "2",    "--capacity", "256MiB",
-        "--write-stall-timeout", "2", "--log-level", "warn", NULL};
-    server_start(&ts, args);
-    tide_store *s;
-    CHECK_EQ(tide_open(ts.url, &s), 0);
-    static uint8_t big[1 << 20];
-    memset(big, 'v', sizeof(big));
-    CHECK_EQ(tide_put(s, "big", 3, big, sizeof(big)), 0);
-    tide_close(s);
+    int rport = hostile_server(&ts, "2");
     int hostile[4];
     double t0 = test_now_ms(); /* their replies start to queue after this */
     hostile[0] = hostile_native(ts.port, "big", 24);
@@ -248,19 +259,8 @@ static void *hostile_spin(void *arg) {
  * would use about as much as the spinner. A ratio against a baseline measured in the same
  * window, never a timing. */
 TEST_T(security_hostile_blocked_nonreaders_cost_no_cpu, 90) {
-    int rport = test_free_port();
-    char rp[16];
-    snprintf(rp, sizeof(rp), "%d", rport);
     test_server ts;
-    const char *const args[] = {"--resp-port", rp,     "--threads", "2", "--capacity", "256MiB",
-                                "--log-level", "warn", NULL};
-    server_start(&ts, args);
-    tide_store *s;
-    CHECK_EQ(tide_open(ts.url, &s), 0);
-    static uint8_t big[1 << 20];
-    memset(big, 'v', sizeof(big));
-    CHECK_EQ(tide_put(s, "big", 3, big, sizeof(big)), 0);
-    tide_close(s);
+    int rport = hostile_server(&ts, NULL);
     int hostile[8];
     for (int i = 0; i < 4; i++) {
         hostile[i] = hostile_native(ts.port, "big", 24);
