@@ -54,6 +54,18 @@ static void ucx_url(const test_server *ts, char *buf, size_t cap, const char *ex
     snprintf(buf, cap, "tide://127.0.0.1:%d?transport=ucx%s", ts->port, extra ? extra : "");
 }
 
+/* A tided with a UCX port (with_ucx) started over transports tls, its client URL (extra
+ * appended) written to u, and a store opened on it. */
+static tide_store *ucx_started(test_server *ts, const char *tls, char *u, size_t cap,
+                               const char *extra) {
+    ucx_env(tls);
+    server_start(ts, with_ucx);
+    ucx_url(ts, u, cap, extra);
+    tide_store *s = NULL;
+    CHECK_MSG(tide_open(u, &s) == 0, "open: %s", tide_errmsg(NULL));
+    return s;
+}
+
 /* One STAT figure of the tided on port, asked on a raw socket (HELLO without a token). */
 static uint64_t stat_figure(int port, const char *name) {
     int fd = server_connect(port, 5);
@@ -434,13 +446,9 @@ static uint64_t pin_offset(int port, const char *key) {
  * reused under an expired lease) fails its checksum where it landed: a miss, not the
  * damaged bytes, and tided drops it. */
 TEST(ucx_damaged_value_is_a_miss) {
-    ucx_env("tcp");
     test_server ts;
-    server_start(&ts, with_ucx);
     char u[160];
-    ucx_url(&ts, u, sizeof(u), NULL);
-    tide_store *s = NULL;
-    CHECK_MSG(tide_open(u, &s) == 0, "open: %s", tide_errmsg(NULL));
+    tide_store *s = ucx_started(&ts, "tcp", u, sizeof(u), NULL);
     size_t len = 256 << 10;
     uint8_t *v = malloc(len), *got = malloc(len);
     CHECK(v && got);
@@ -471,13 +479,9 @@ static void reg_now(uint64_t *maps, uint64_t *hits, uint64_t *unmaps) {
  * an unregistered buffer's registration goes at once and is not made again; bad
  * declarations are refused with a reason. The bytes are right throughout. */
 TEST_T(ucx_registration_cache_counts, 120) {
-    ucx_env("tcp");
     test_server ts;
-    server_start(&ts, with_ucx);
     char u[160];
-    ucx_url(&ts, u, sizeof(u), NULL);
-    tide_store *s = NULL;
-    CHECK_MSG(tide_open(u, &s) == 0, "open: %s", tide_errmsg(NULL));
+    tide_store *s = ucx_started(&ts, "tcp", u, sizeof(u), NULL);
     size_t len = 1u << 20;
     uint8_t *a = malloc(len), *want = malloc(len);
     CHECK(a && want);
@@ -555,13 +559,9 @@ TEST_T(ucx_registration_cache_counts, 120) {
  * is dropped while that call runs (that would unmap memory a transfer in flight reads or
  * writes); the 4 beyond 16 are left to UCX. The bytes are right. */
 TEST_T(ucx_registration_cache_one_call_over_16, 120) {
-    ucx_env("tcp");
     test_server ts;
-    server_start(&ts, with_ucx);
     char u[160];
-    ucx_url(&ts, u, sizeof(u), NULL);
-    tide_store *s = NULL;
-    CHECK_MSG(tide_open(u, &s) == 0, "open: %s", tide_errmsg(NULL));
+    tide_store *s = ucx_started(&ts, "tcp", u, sizeof(u), NULL);
     enum { NB = 20 };
     size_t bl = 64u << 10;
     uint8_t *src[NB], *dst[NB];
@@ -814,13 +814,9 @@ static void after_kill(const char *msg, const char *old_url) {
 /* Every get returns the right bytes or fails; once tided is gone, calls fail (no hang,
  * no wrong data). */
 static void killed_mid_read(const char *tls) {
-    ucx_env(tls);
     test_server ts;
-    server_start(&ts, with_ucx);
     char u[200];
-    ucx_url(&ts, u, sizeof(u), "&timeout_ms=3000");
-    tide_store *s = NULL;
-    CHECK_MSG(tide_open(u, &s) == 0, "open: %s", tide_errmsg(NULL));
+    tide_store *s = ucx_started(&ts, tls, u, sizeof(u), "&timeout_ms=3000");
     size_t len = 32u << 20;
     uint8_t *v = malloc(len), *got = malloc(len);
     CHECK(v && got);
@@ -865,13 +861,9 @@ TEST_T(ucx_tided_killed_mid_read_shm, 60) {
 /* Puts of 32 MiB while tided is killed: each returns 0 or fails, and calls fail once it is
  * gone (no hang, bounded by the call's deadline). */
 static void killed_mid_write(const char *tls) {
-    ucx_env(tls);
     test_server ts;
-    server_start(&ts, with_ucx);
     char u[200];
-    ucx_url(&ts, u, sizeof(u), "&timeout_ms=3000");
-    tide_store *s = NULL;
-    CHECK_MSG(tide_open(u, &s) == 0, "open: %s", tide_errmsg(NULL));
+    tide_store *s = ucx_started(&ts, tls, u, sizeof(u), "&timeout_ms=3000");
     size_t len = 32u << 20;
     uint8_t *v = malloc(len);
     CHECK(v);
