@@ -489,15 +489,21 @@ TEST_T(resp_malformed_input, 60) {
     CHECK_EQ(server_stop(&rs.ts, SIGTERM), 0);
 }
 
-TEST_T(resp_auth, 60) {
+/* A tided whose token (in a file in the test's directory) is "s3cret-token". */
+static void resp_start_with_token(resp_server *rs) {
     char tokfile[300];
     snprintf(tokfile, sizeof(tokfile), "%s/token", test_tmpdir());
     FILE *f = fopen(tokfile, "w");
+    CHECK(f != NULL);
     fputs("s3cret-token\n", f);
     fclose(f);
-    resp_server rs;
     const char *const args[] = {"--auth-token-file", tokfile, NULL};
-    resp_start(&rs, args);
+    resp_start(rs, args);
+}
+
+TEST_T(resp_auth, 60) {
+    resp_server rs;
+    resp_start_with_token(&rs);
     int fd = server_connect(rs.port, 10);
     expect(fd, "PING\r\n", "-NOAUTH Authentication required.\r\n");
     expect(fd, "SET k v\r\n", "-NOAUTH Authentication required.\r\n");
@@ -528,14 +534,8 @@ TEST_T(resp_auth, 60) {
 /* HELLO: RESP3 for the connection (redis-py 8 sends HELLO 3 first): nulls become "_",
  * CONFIG GET and HELLO answer maps; HELLO 2 goes back; HELLO authenticates and names. */
 TEST_T(resp_hello_resp3, 60) {
-    char tokfile[300];
-    snprintf(tokfile, sizeof(tokfile), "%s/token", test_tmpdir());
-    FILE *f = fopen(tokfile, "w");
-    fputs("s3cret-token\n", f);
-    fclose(f);
     resp_server rs;
-    const char *const args[] = {"--auth-token-file", tokfile, NULL};
-    resp_start(&rs, args);
+    resp_start_with_token(&rs);
     int fd = server_connect(rs.port, 10);
     expect_has(fd, "HELLO 3\r\n", "-NOAUTH HELLO must be called with the client already");
     expect(fd, "HELLO 3 AUTH default wrong\r\n",
