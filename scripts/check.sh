@@ -13,6 +13,10 @@
 # target). A failed stage does not stop the others, so one run shows every broken stage;
 # the last line is the summary ("check: PASS ..." or "check: FAIL: <stages> ...") and the
 # exit status is 1 when any stage failed. CHECK_STAGES="test tsan" runs a subset.
+# Each stage's output is also kept in build/check/<stage>.log; for a failed stage, the lines
+# that name what failed (a C test's FAIL line and the two lines before it, pytest's FAILED
+# and ERROR lines, make's errors) are printed again just above the summary, so the end of a
+# long log says which tests broke.
 #
 # Called by the Makefile with MAKE set to the make that called it.
 cd "$(dirname "$0")/.." || exit 2
@@ -41,14 +45,23 @@ run_stage() {
     esac
 }
 
+LOGS="build/check"
+mkdir -p "$LOGS"
+
+# The lines of a stage's log that name what failed, at most 60.
+failure_digest() {
+    grep -a -B2 -E '^(FAIL |FAILED |ERROR |make(\[[0-9]+\])?: \*\*\*)' "$1" | tail -n 60
+}
+
 summary=""
 failed=""
 start_all=$(date +%s)
 for stage in $STAGES; do
     echo "=== check: stage $stage ==="
     t0=$(date +%s)
-    run_stage "$stage"
-    rc=$?
+    # The exit status crosses the pipe through a file: POSIX sh has no pipefail.
+    { run_stage "$stage"; echo $? > "$LOGS/$stage.rc"; } 2>&1 | tee "$LOGS/$stage.log"
+    rc=$(cat "$LOGS/$stage.rc" 2>/dev/null || echo 2)
     secs=$(($(date +%s) - t0))
     if [ "$rc" -eq 0 ]; then
         summary="$summary $stage ok ${secs}s,"
@@ -64,5 +77,9 @@ if [ -z "$failed" ]; then
     echo "check: PASS:$summary; ${total}s in all"
     exit 0
 fi
+for stage in $failed; do
+    echo "=== check: what failed in stage $stage (all of it in $LOGS/$stage.log) ==="
+    failure_digest "$LOGS/$stage.log"
+done
 echo "check: FAIL:$failed —$summary; ${total}s in all"
 exit 1
