@@ -29,11 +29,33 @@ RESULTS = """# results
 
 def plain_env(**extra):
     """The environment without a sanitizer runtime preloaded: under the ASan stage
-    (scripts/test-extra.sh preloads libasan for the library) tools such as pgrep hang in it,
+    (scripts/test-extra.sh preloads libasan for the library) tools run from it can hang,
     and the runner drives build/tide, not the library under test."""
     env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS")}
     env.update(extra)
     return env
+
+
+def tide_servers():
+    """The pids whose command line holds "tide serve --port", read from /proc (no pgrep:
+    procps is not among the packages `make deps` installs)."""
+    pids = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            continue
+        if "tide serve --port" in cmd:
+            pids.append(pid)
+    return pids
+
+
+def proc_cwd(pid):
+    try:
+        return os.readlink("/proc/%s/cwd" % pid)
+    except OSError:
+        return ""
 
 
 def run(tmp_path, readme, docs=None):
@@ -74,16 +96,7 @@ def test_server_block_runs_on_free_ports_and_is_stopped(tmp_path):
     # The runner signals what the block left; give a loaded machine 5 s to see it exit.
     deadline = time.monotonic() + 5
     while True:
-        left = subprocess.run(["pgrep", "-f", "tide serve --port"], env=plain_env(),
-                              capture_output=True, text=True, timeout=30)
-        ours = []
-        for pid in left.stdout.split():
-            try:
-                cwd = os.readlink("/proc/%s/cwd" % pid)
-            except OSError:
-                continue
-            if "tide-docs-" in cwd:
-                ours.append(pid)
+        ours = [pid for pid in tide_servers() if "tide-docs-" in proc_cwd(pid)]
         if not ours or time.monotonic() > deadline:
             break
         time.sleep(0.1)
