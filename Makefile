@@ -129,6 +129,10 @@ ENGINE_OBJS := $(call obj,$(ENGINE_SRCS))
 $(BUILD)/bench/ttft: bench/ttft.c $(ENGINE_OBJS) $(BUILD)/libtide.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(ENGINE_OBJS) $(BUILD)/libtide.a $(LDFLAGS) $(LIBS)
+# bench/drive/engine_speed times the reference engine alone: it links the engine too.
+$(BUILD)/bench/drive/engine_speed: bench/drive/engine_speed.c $(ENGINE_OBJS) $(BUILD)/libtide.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(ENGINE_OBJS) $(BUILD)/libtide.a $(LDFLAGS) $(LIBS)
 
 deps:
 	@scripts/deps.sh

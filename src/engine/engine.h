@@ -102,7 +102,7 @@ typedef struct engine_region {
 /* Fill cfg with the defaults of a preset: 4 layers ("MAMA" or "AAAA"), d_model 256,
  * 4 query / 2 KV heads of 16, SwiGLU 512, Mamba d_inner 256, d_state 16, d_conv 4,
  * vocab 4096, block_size 16, 4096 blocks, chunks of 512. An 8k-token prefill takes about
- * 4 s (hybrid) or 6 s (attention) of one core here; scripts/engine_speed.c measures it. */
+ * 4 s (hybrid) or 6 s (attention) of one core here; bench/drive/engine_speed.c measures it. */
 void engine_config_init(engine_config *cfg, engine_preset preset);
 /* "hybrid" / "attention" -> preset; -EINVAL for anything else. */
 int engine_preset_parse(const char *name, engine_preset *out);

@@ -2,8 +2,10 @@
  * engine_speed.c — measure the reference engine's prefill speed on one core, and the
  * compute part of a TTFT after a prefix hit (pages copied in memory, no store).
  *
- *   make && gcc -O2 -std=c11 -D_GNU_SOURCE scripts/engine_speed.c build/obj/src/engine/[a-z]*.o \
- *       -lm -o build/engine_speed && build/engine_speed [hybrid|attention] [tokens]
+ *   make && build/bench/drive/engine_speed [hybrid|attention] [tokens]
+ *
+ * (`make` builds it with the engine's objects, as bench/ttft is built, so a change to the
+ * engine that breaks it breaks the build.)
  *
  * Wall and CPU time are both printed: on a shared machine the CPU time is the steadier.
  */
@@ -12,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../src/engine/engine.h"
+#include "engine/engine.h"
 
 static double cpu_s(void) {
     struct timespec ts;
