@@ -59,6 +59,7 @@
 #include <stdlib.h>
 #include <xxhash.h>
 
+#include "store/shadow.h"
 #include "store/store_int.h"
 
 #define GHOST_MIN 1024u   /* entries */
@@ -67,9 +68,7 @@
 #define GHOST_MAX (1u << 31)
 #define EPOCH_DIV 16u    /* an epoch is nmax / EPOCH_DIV evictions */
 #define GHOST_EPOCHS 32u /* an entry counts for this many epochs */
-#define PROTECT_NUM 1u   /* protected holds at most 1/2 of the pool (chain: 2/5) */
-#define PROTECT_DEN 2u
-#define USES_SHIFT 3u /* bits 3..4 of a record's state: reads not yet spent, 0..3 */
+#define USES_SHIFT 3u    /* bits 3..4 of a record's state: reads not yet spent, 0..3 */
 #define USES_MASK (3u << USES_SHIFT)
 #define USES_MAX 3u
 
@@ -87,7 +86,14 @@ static int adapt_init(policy *p) {
     p->ghost_left = 1;
     p->ghost_epoch = 0;
     p->ghost = calloc(GHOST_MIN, sizeof(uint32_t));
-    if (!p->ghost) return -ENOMEM;
+    p->shadow = malloc(sizeof(*p->shadow));
+    if (!p->ghost || !p->shadow || shadow_init(p->shadow) < 0) {
+        free(p->ghost);
+        free(p->shadow);
+        p->ghost = NULL;
+        p->shadow = NULL;
+        return -ENOMEM;
+    }
     p->ghost_mask = GHOST_MIN - 1;
     return 0;
 }
@@ -95,10 +101,13 @@ static int adapt_init(policy *p) {
 static void adapt_fini(policy *p) {
     free(p->ghost);
     p->ghost = NULL;
+    if (p->shadow) shadow_fini(p->shadow);
+    free(p->shadow);
+    p->shadow = NULL;
 }
 
 static uint64_t adapt_meta_bytes(const policy *p) {
-    return ((uint64_t)p->ghost_mask + 1) * sizeof(uint32_t);
+    return ((uint64_t)p->ghost_mask + 1) * sizeof(uint32_t) + sizeof(shadow) + shadow_bytes();
 }
 
 /* The set of hash h: GHOST_WAYS entries. */
@@ -183,9 +192,10 @@ static int spend_use(obj *o) {
     return 1;
 }
 
+/* Protected's share of the pool is the one the miniatures chose (shadow.c). */
 static void adapt_protect(policy *p, obj *o, const obj *after) {
     chain_link_prot(p, o, after);
-    chain_trim(p, (uint64_t)p->al->total * PROTECT_NUM / PROTECT_DEN, spend_use);
+    chain_trim(p, (uint64_t)p->al->total * shadow_share(p->shadow) / SHADOW_SHARE_DEN, spend_use);
 }
 
 /* chain's placement, except that a key the ghost remembers (evicted, then saved again: its
@@ -194,10 +204,13 @@ static void adapt_protect(policy *p, obj *o, const obj *after) {
  * uses before it goes to probation. */
 static void adapt_insert(policy *p, obj *o, int reused, const policy_hint *h) {
     const obj *after = h ? h->after : NULL;
+    uint32_t gh = ghost_hash(o);
+    if (!reused) ghost_fit(p, p->count + p->count2 + 1);
+    /* The miniatures see every reference first, so a choice they make now applies to it. */
+    shadow_ref(p->shadow, gh, reused, !h || h->first, h && h->tail, p->ghost_nmax);
     if (!reused) {
         set_uses(o, 0);
-        ghost_fit(p, p->count + p->count2 + 1);
-        if (ghost_take(p, ghost_hash(o))) {
+        if (ghost_take(p, gh)) {
             adapt_protect(p, o, after);
             return;
         }

@@ -229,6 +229,7 @@ _Static_assert(sizeof(obj) == 32, "an object record is 32 bytes before its key")
 typedef struct policy_hint {
     const obj *after;
     int tail;
+    int first; /* the batch's first insert (no cursor yet): adapt's miniatures need it */
 } policy_hint;
 
 typedef struct policy {
@@ -240,9 +241,10 @@ typedef struct policy {
     uint64_t bytes, bytes2; /* allocator units on each list */
     uint32_t *ghost;        /* S3-FIFO, adapt: key hashes of recent evictions */
     uint32_t ghost_mask;
-    uint64_t ghost_nmax;  /* adapt: the most objects held at once */
-    uint64_t ghost_left;  /* adapt: evictions left in the ghost's epoch */
-    uint32_t ghost_epoch; /* adapt: the ghost's epoch */
+    uint64_t ghost_nmax;   /* adapt: the most objects held at once */
+    uint64_t ghost_left;   /* adapt: evictions left in the ghost's epoch */
+    uint32_t ghost_epoch;  /* adapt: the ghost's epoch */
+    struct shadow *shadow; /* adapt: the miniature simulations that choose its share */
 } policy;
 
 typedef struct policy_ops {
