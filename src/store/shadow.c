@@ -241,6 +241,7 @@ int shadow_init(shadow *s) {
     s->pick = SHADOW_START;
     s->batch = 1;
     s->choices = 0;
+    s->moves = 0;
     return 0;
 }
 
@@ -266,6 +267,7 @@ static void choose(shadow *s) {
     }
     for (uint32_t k = 0; k < SHADOW_K; k++)
         if (s->score[k] > s->score[best]) best = k;
+    s->moves += best != s->pick;
     s->pick = best;
     s->choices++;
     s->left = s->cap > WINDOW_MIN ? s->cap : WINDOW_MIN;

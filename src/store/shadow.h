@@ -44,7 +44,8 @@ typedef struct shadow {
     uint32_t left;            /* sampled references until the next choice */
     uint32_t pick;            /* the chosen candidate */
     uint32_t batch;           /* batches begun (the miniatures' cursors name theirs) */
-    uint64_t choices;         /* how many choices were made (for tests and stats) */
+    uint64_t choices;         /* how many choices were made */
+    uint64_t moves;           /* how many of them changed the share */
 } shadow;
 
 /* Allocate the miniatures (a fixed size, shadow_bytes()). Errors: -ENOMEM. */

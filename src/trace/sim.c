@@ -692,6 +692,10 @@ int sim_run(const trace *t, int policy, uint64_t capacity, sim_result *out) {
         r.hit_blocks += hit;
     }
     r.evictions = s.evictions;
+    if (s.sh) {
+        r.share = (double)shadow_share(s.sh) / SHADOW_SHARE_DEN;
+        r.share_moves = s.sh->moves;
+    }
     sim_free(&s);
     *out = r;
     return 0;
