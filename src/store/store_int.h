@@ -9,6 +9,7 @@
  *   s3fifo.c  the S3-FIFO eviction policy (the same interface)
  *   chain.c   chain-aware segmented LRU for prefix chains (the same interface; the default)
  *   adapt.c   chain.c with a ghost of evicted keys that readmits them as proven reuse
+ *   shadow.c  adapt's miniature simulations that choose protected's share (shadow.h)
  *   plist.c   the intrusive lists the three policies keep through the records
  *   lease.c   pins and reservations: ids, the id table and the deadline heap
  *   store.c   store.h on top of the above, under one mutex

@@ -44,9 +44,11 @@
  *             Victims: probation's tail, else protected's.
  *   chainarc  ARC with chain's placement: a batch's blocks follow each other in T1 or T2,
  *             the last block of a write batch at T1's eviction end.
- *   adapt     src/store/adapt.c: chain's placement, protected at 1/2, reads counted and
- *             spent as second rounds in protected, and a hashed ghost of evictions whose
- *             keys enter protected when saved again (below).
+ *   adapt     src/store/adapt.c: chain's placement, reads counted and spent as second
+ *             rounds in protected, a hashed ghost of evictions whose keys enter protected
+ *             when saved again (below), and protected's share chosen by the miniature
+ *             simulations of src/store/shadow.c, the store's own code, fed the same
+ *             references in the same order.
  *
  * The chain-aware rules keep a cursor, the block the batch placed last: it is used only
  * while that block is still on the list being placed into, as the store checks it.
@@ -335,7 +337,7 @@ static void chain_use(sim *s, uint32_t b) {
     }
 }
 
-/* adapt (src/store/adapt.c): chain's rules with protected at 1/2 of the blocks, reads
+/* adapt (src/store/adapt.c): chain's rules with protected's share from shadow.c, reads
  * counted (at most 3 uses a block) and spent as second rounds in protected, and a ghost of
  * evicted keys whose save again enters protected. The ghost is adapt.c's, slot for slot: sets of
  * ADAPT_WAYS 32-bit entries (a 16-bit tag of the key's hash, with its low bit set, and the 16-bit
