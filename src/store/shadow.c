@@ -236,6 +236,7 @@ int shadow_init(shadow *s) {
         s->score[k] = 0;
     }
     s->cap = 1;
+    s->nmax = 0;
     s->thresh = 0;
     s->left = WINDOW_MIN;
     s->pick = SHADOW_START;
@@ -276,14 +277,12 @@ static void choose(shadow *s) {
 uint32_t shadow_ref(shadow *s, uint32_t h, int read, int first, int tail, uint64_t nmax) {
     (void)read; /* a miniature's hit or miss is its own; how the live cache saw it is not */
     if (first) s->batch++;
-    if (nmax <= SHADOW_MAX) {
-        s->cap = nmax ? (uint32_t)nmax : 1;
-        s->thresh = 0;
-    } else {
-        s->cap = SHADOW_MAX;
-        s->thresh = (uint32_t)(((uint64_t)SHADOW_MAX << 32) / nmax);
-        if (h * 0x9E3779B1u >= s->thresh) return shares[s->pick];
+    if (nmax != s->nmax) { /* the rate and the capacity follow the most objects held */
+        s->nmax = nmax;
+        s->cap = nmax > SHADOW_MAX ? SHADOW_MAX : nmax ? (uint32_t)nmax : 1;
+        s->thresh = nmax > SHADOW_MAX ? (uint32_t)(((uint64_t)SHADOW_MAX << 32) / nmax) : 0;
     }
+    if (s->thresh && h * 0x9E3779B1u >= s->thresh) return shares[s->pick];
     for (int k = 0; k < SHADOW_K; k++)
         mini_ref(&s->m[k], h, tail && !read, s->cap, s->batch);
     if (--s->left == 0) choose(s);

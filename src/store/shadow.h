@@ -39,6 +39,7 @@ typedef struct shadow_mini {
 typedef struct shadow {
     shadow_mini m[SHADOW_K];
     uint64_t score[SHADOW_K]; /* hits, halved at each choice */
+    uint64_t nmax;            /* the live cache's most objects held, as last told */
     uint32_t cap;             /* each miniature's capacity now */
     uint32_t thresh;          /* a key is sampled when its mixed hash is below (0: all) */
     uint32_t left;            /* sampled references until the next choice */
