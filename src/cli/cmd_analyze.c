@@ -150,6 +150,10 @@ static cJSON *result_json(const sim_result *r, const sim_result *belady) {
     cJSON_AddNumberToObject(j, "inserts", (double)r->inserts);
     cJSON_AddNumberToObject(j, "refused", (double)r->refused);
     cJSON_AddNumberToObject(j, "evictions", (double)r->evictions);
+    if (r->share > 0) { /* adapt: where its miniatures left protected's share */
+        cJSON_AddNumberToObject(j, "protected_share", r->share);
+        cJSON_AddNumberToObject(j, "share_moves", (double)r->share_moves);
+    }
     /* Block hits as a fraction of Belady's at the same capacity (above 1 only for the
      * infinite cache once Belady runs out of room). */
     cJSON_AddNumberToObject(j, "of_belady", rate(r->hit_blocks, belady->hit_blocks));

@@ -21,11 +21,13 @@
  * its tail goes back to protected's head, spending one use, while it has uses left, and to
  * probation's head only when it has none (S3-FIFO's main queue, CLOCK's second chance; the
  * loop ends because each round spends a use, at most USES_MAX per read: amortised O(1));
- * and protected holds at most 1/2 of the pool, not 2/5. Measured on five traces at 1024,
- * 4096 and 16384 blocks (docs/TRACES.md): the uses raise adapt's hits on every trace but
- * Mooncake's conversation trace at 16384 blocks (-0.8%); the share of 1/2 is the best
- * fixed share tried (2/5, 1/2, 3/5, 4/5): a larger one wins more on the coding and chat
- * shapes and loses up to 10% on tool use and on the synthetic and conversation traces.
+ * and protected's share of the pool is chosen online (shadow.c): miniature simulations of
+ * these rules on a hash sample of the keys, one per candidate share (3/8, 1/2, 3/4, 29/32,
+ * 63/64), see every reference first, and protected takes the share of the one that hit
+ * most lately. No fixed share wins everywhere (docs/TRACES.md): popularity (coding, chat)
+ * wants nearly all of the pool protected, recency (tool use, Mooncake's traces) about half.
+ * A share that falls leaves protected over its limit until the next insert into it trims
+ * it (amortised O(1) again: an object leaves protected at most once for each entry or use).
  * ARC-style steering of the share by ghost hits (evicted unread: grow probation; evicted
  * after a read: grow protected, in ARC's ratio steps) was tried and lost on every trace.
  *
@@ -40,25 +42,29 @@
  * happens only while the pool first fills, before there is much to forget).
  * Metadata: 4 bytes an entry, 16 to 32 entries per object the pool has held at once,
  * so 64 to 128 bytes per object (test_store_adapt checks the bound), plus bits 2..4 of a
- * record's state (on protected, uses); no links beyond the record's own. (Fewer entries per object
+ * record's state (on protected, uses); no links beyond the record's own; plus the
+ * miniatures, a fixed 320 KiB whatever the pool holds (shadow.c). (Fewer entries per object
  * keep fewer of the older evictions, whose return is the best sign of reuse; 8 per object loses
  * 2.4% of hits on Mooncake's synthetic trace at 1024 blocks, docs/TRACES.md.)
  *
  * src/trace/sim.c simulates exactly these rules (SIM_ADAPT), hashing the keys that
- * `tide replay` writes with the same function, so its ghost collides where this one does;
- * the tests replay traces through the store and check the two agree block for block.
+ * `tide replay` writes with the same function, so its ghost collides where this one does,
+ * and calls the same shadow.c with the same references, so its share moves where this one
+ * does; the tests replay traces through the store and check the two agree block for block.
  *
  * Work: O(1) per insert, erase, read and victim (GHOST_WAYS probes, the insert's set
- * prefetched when the put starts: adapt_prepare); the ghost's growth is
+ * prefetched when the put starts: adapt_prepare; a hash of the key and one multiply for the
+ * miniatures' sample, whose own work is O(1) amortised per sampled key); the ghost's growth is
  * O(entries) once per doubling, amortised O(1) per insert. Invariants: as chain.c's (each
  * list's count and units match its objects, an object is on the list its bit names,
- * protected's units at most its limit after every insert); the ghost has at least
+ * protected's units at most its limit after every insert into it); the ghost has at least
  * GHOST_PER_OBJ entries per object of nmax.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <xxhash.h>
 
+#include "store/shadow.h"
 #include "store/store_int.h"
 
 #define GHOST_MIN 1024u   /* entries */
@@ -67,9 +73,7 @@
 #define GHOST_MAX (1u << 31)
 #define EPOCH_DIV 16u    /* an epoch is nmax / EPOCH_DIV evictions */
 #define GHOST_EPOCHS 32u /* an entry counts for this many epochs */
-#define PROTECT_NUM 1u   /* protected holds at most 1/2 of the pool (chain: 2/5) */
-#define PROTECT_DEN 2u
-#define USES_SHIFT 3u /* bits 3..4 of a record's state: reads not yet spent, 0..3 */
+#define USES_SHIFT 3u    /* bits 3..4 of a record's state: reads not yet spent, 0..3 */
 #define USES_MASK (3u << USES_SHIFT)
 #define USES_MAX 3u
 
@@ -87,7 +91,14 @@ static int adapt_init(policy *p) {
     p->ghost_left = 1;
     p->ghost_epoch = 0;
     p->ghost = calloc(GHOST_MIN, sizeof(uint32_t));
-    if (!p->ghost) return -ENOMEM;
+    p->shadow = malloc(sizeof(*p->shadow));
+    if (!p->ghost || !p->shadow || shadow_init(p->shadow) < 0) {
+        free(p->ghost);
+        free(p->shadow);
+        p->ghost = NULL;
+        p->shadow = NULL;
+        return -ENOMEM;
+    }
     p->ghost_mask = GHOST_MIN - 1;
     return 0;
 }
@@ -95,10 +106,13 @@ static int adapt_init(policy *p) {
 static void adapt_fini(policy *p) {
     free(p->ghost);
     p->ghost = NULL;
+    if (p->shadow) shadow_fini(p->shadow);
+    free(p->shadow);
+    p->shadow = NULL;
 }
 
 static uint64_t adapt_meta_bytes(const policy *p) {
-    return ((uint64_t)p->ghost_mask + 1) * sizeof(uint32_t);
+    return ((uint64_t)p->ghost_mask + 1) * sizeof(uint32_t) + sizeof(shadow) + shadow_bytes();
 }
 
 /* The set of hash h: GHOST_WAYS entries. */
@@ -183,21 +197,25 @@ static int spend_use(obj *o) {
     return 1;
 }
 
+/* Protected's share of the pool is the one the miniatures chose (shadow.c). */
 static void adapt_protect(policy *p, obj *o, const obj *after) {
     chain_link_prot(p, o, after);
-    chain_trim(p, (uint64_t)p->al->total * PROTECT_NUM / PROTECT_DEN, spend_use);
+    chain_trim(p, (uint64_t)p->al->total * shadow_share(p->shadow) / SHADOW_SHARE_DEN, spend_use);
 }
 
 /* chain's placement, except that a key the ghost remembers (evicted, then saved again: its
  * reuse is shown) goes straight into protected; a read counts a use (at most USES_MAX) and
- * goes to protected, whose share is PROTECT_NUM / PROTECT_DEN and whose overflow spends
- * uses before it goes to probation. */
+ * goes to protected, whose share the miniatures choose and whose overflow spends uses
+ * before it goes to probation. */
 static void adapt_insert(policy *p, obj *o, int reused, const policy_hint *h) {
     const obj *after = h ? h->after : NULL;
+    uint32_t gh = ghost_hash(o);
+    if (!reused) ghost_fit(p, p->count + p->count2 + 1);
+    /* The miniatures see every reference first, so a choice they make now applies to it. */
+    shadow_ref(p->shadow, gh, reused, !h || h->first, h && h->tail, p->ghost_nmax);
     if (!reused) {
         set_uses(o, 0);
-        ghost_fit(p, p->count + p->count2 + 1);
-        if (ghost_take(p, ghost_hash(o))) {
+        if (ghost_take(p, gh)) {
             adapt_protect(p, o, after);
             return;
         }

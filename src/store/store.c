@@ -112,7 +112,8 @@ static const obj *do_chain_obj(store *st, const store_chain *c, const obj *self)
 
 /* o becomes evictable as the next key of chain c's batch (c may be NULL). */
 static void do_insert(store *st, obj *o, int reused, store_chain *c, int last) {
-    policy_hint h = {.after = do_chain_obj(st, c, o), .tail = last};
+    policy_hint h = {
+        .after = do_chain_obj(st, c, o), .tail = last, .first = !c || c->node == ALLOC_NIL};
     st->pol.ops->insert(&st->pol, o, reused, &h);
     if (c) *c = (store_chain){o->node, o->hash};
 }

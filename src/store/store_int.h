@@ -9,6 +9,7 @@
  *   s3fifo.c  the S3-FIFO eviction policy (the same interface)
  *   chain.c   chain-aware segmented LRU for prefix chains (the same interface; the default)
  *   adapt.c   chain.c with a ghost of evicted keys that readmits them as proven reuse
+ *   shadow.c  adapt's miniature simulations that choose protected's share (shadow.h)
  *   plist.c   the intrusive lists the three policies keep through the records
  *   lease.c   pins and reservations: ids, the id table and the deadline heap
  *   store.c   store.h on top of the above, under one mutex
@@ -229,6 +230,7 @@ _Static_assert(sizeof(obj) == 32, "an object record is 32 bytes before its key")
 typedef struct policy_hint {
     const obj *after;
     int tail;
+    int first; /* the batch's first insert (no cursor yet): adapt's miniatures need it */
 } policy_hint;
 
 typedef struct policy {
@@ -240,9 +242,10 @@ typedef struct policy {
     uint64_t bytes, bytes2; /* allocator units on each list */
     uint32_t *ghost;        /* S3-FIFO, adapt: key hashes of recent evictions */
     uint32_t ghost_mask;
-    uint64_t ghost_nmax;  /* adapt: the most objects held at once */
-    uint64_t ghost_left;  /* adapt: evictions left in the ghost's epoch */
-    uint32_t ghost_epoch; /* adapt: the ghost's epoch */
+    uint64_t ghost_nmax;   /* adapt: the most objects held at once */
+    uint64_t ghost_left;   /* adapt: evictions left in the ghost's epoch */
+    uint32_t ghost_epoch;  /* adapt: the ghost's epoch */
+    struct shadow *shadow; /* adapt: the miniature simulations that choose its share */
 } policy;
 
 typedef struct policy_ops {

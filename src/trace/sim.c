@@ -44,9 +44,11 @@
  *             Victims: probation's tail, else protected's.
  *   chainarc  ARC with chain's placement: a batch's blocks follow each other in T1 or T2,
  *             the last block of a write batch at T1's eviction end.
- *   adapt     src/store/adapt.c: chain's placement, protected at 1/2, reads counted and
- *             spent as second rounds in protected, and a hashed ghost of evictions whose
- *             keys enter protected when saved again (below).
+ *   adapt     src/store/adapt.c: chain's placement, reads counted and spent as second
+ *             rounds in protected, a hashed ghost of evictions whose keys enter protected
+ *             when saved again (below), and protected's share chosen by the miniature
+ *             simulations of src/store/shadow.c, the store's own code, fed the same
+ *             references in the same order.
  *
  * The chain-aware rules keep a cursor, the block the batch placed last: it is used only
  * while that block is still on the list being placed into, as the store checks it.
@@ -56,6 +58,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "store/shadow.h"
 #include "store/store.h"
 #include "trace/trace.h"
 
@@ -103,6 +106,8 @@ typedef struct sim {
     uint32_t *gtab;  /* the ghost's entries */
     uint64_t gslots, nmax, epoch_left;
     uint32_t epoch;
+    shadow *sh; /* the miniatures that choose protected's share (adapt.c's, the same code) */
+    int first;  /* the next reference is its batch's first */
 } sim;
 
 static inline int held(const sim *s, uint32_t b) {
@@ -332,7 +337,7 @@ static void chain_use(sim *s, uint32_t b) {
     }
 }
 
-/* adapt (src/store/adapt.c): chain's rules with protected at 1/2 of the blocks, reads
+/* adapt (src/store/adapt.c): chain's rules with protected's share from shadow.c, reads
  * counted (at most 3 uses a block) and spent as second rounds in protected, and a ghost of
  * evicted keys whose save again enters protected. The ghost is adapt.c's, slot for slot: sets of
  * ADAPT_WAYS 32-bit entries (a 16-bit tag of the key's hash, with its low bit set, and the 16-bit
@@ -362,8 +367,17 @@ static void adapt_trim(sim *s) {
     }
 }
 
+/* Every reference goes to the miniatures first (as adapt.c's insert does), which set
+ * protected's share for it and after. */
+static void adapt_steer(sim *s, uint32_t b, int read, int last) {
+    uint32_t share = shadow_ref(s->sh, s->ghash[b], read, s->first, last, s->nmax);
+    s->first = 0;
+    s->prot_max = s->cap * share / SHADOW_SHARE_DEN;
+}
+
 /* A read: one more use (at most ADAPT_USES_MAX), then chain's move to protected. */
 static void adapt_use(sim *s, uint32_t b) {
+    adapt_steer(s, b, 1, 0);
     if (s->freq[b] < ADAPT_USES_MAX) s->freq[b]++;
     unlink_block(s, b);
     if (s->cur != NIL && s->where[s->cur] == 1) { /* the batch's previous use went back */
@@ -419,6 +433,7 @@ static void adapt_evict(sim *s) {
 static void adapt_insert(sim *s, uint32_t b, int last) {
     if (s->held >= s->cap) adapt_evict(s);
     adapt_fit(s, s->held + 1);
+    adapt_steer(s, b, 0, last);
     uint32_t h = s->ghash[b], *set = adapt_set(s, h);
     for (unsigned i = 0; i < ADAPT_WAYS; i++)
         if (set[i] >> 16 == ((h >> 16) | 1) && adapt_age(s, set[i]) < ADAPT_EPOCHS) {
@@ -562,6 +577,8 @@ static void sim_free(sim *s) {
     free(s->hpos);
     free(s->gtab);
     free(s->ghash);
+    if (s->sh) shadow_fini(s->sh);
+    free(s->sh);
 }
 
 static int sim_init(sim *s, const trace *t, int policy, uint64_t cap) {
@@ -599,8 +616,14 @@ static int sim_init(sim *s, const trace *t, int policy, uint64_t cap) {
         s->gtab = calloc(s->gslots, sizeof(*s->gtab));
         s->ghash = malloc(nb * sizeof(*s->ghash));
         s->freq = calloc(nb, 1);
-        if (!s->gtab || !s->ghash || !s->freq) return -ENOMEM;
-        s->prot_max = cap / 2; /* adapt.c's PROTECT_NUM / PROTECT_DEN */
+        s->sh = calloc(1, sizeof(*s->sh));
+        if (!s->gtab || !s->ghash || !s->freq || !s->sh) return -ENOMEM;
+        if (shadow_init(s->sh) < 0) {
+            free(s->sh);
+            s->sh = NULL;
+            return -ENOMEM;
+        }
+        s->prot_max = cap * shadow_share(s->sh) / SHADOW_SHARE_DEN;
         for (size_t k = 0; k < t->nrefs; k++) {
             char key[32];
             int len = snprintf(key, sizeof(key), TRACE_KEY_FMT, t->hash_ids[k]);
@@ -644,11 +667,13 @@ int sim_run(const trace *t, int policy, uint64_t capacity, sim_result *out) {
         while (hit < rq->nblocks && held(&s, ids[hit]))
             hit++;
         s.cur = NIL; /* the batch of reads */
+        s.first = 1;
         for (uint32_t i = 0; i < hit; i++) {
             use(&s, ids[i], rq->first + i);
             r.hit_tokens += trace_block_tokens(t, rq, i);
         }
         s.cur = NIL; /* the batch of writes */
+        s.first = 1;
         for (uint32_t i = hit; i < rq->nblocks; i++) {
             uint32_t b = ids[i];
             if (held(&s, b)) {
@@ -669,6 +694,10 @@ int sim_run(const trace *t, int policy, uint64_t capacity, sim_result *out) {
         r.hit_blocks += hit;
     }
     r.evictions = s.evictions;
+    if (s.sh) {
+        r.share = (double)shadow_share(s.sh) / SHADOW_SHARE_DEN;
+        r.share_moves = s.sh->moves;
+    }
     sim_free(&s);
     *out = r;
     return 0;

@@ -122,6 +122,10 @@ typedef struct sim_result {
     uint64_t refused;    /* writes a policy declined to store (SIM_ADMIT only) */
     uint64_t evictions;  /* blocks evicted */
     uint64_t compulsory; /* distinct blocks: the misses no cache avoids */
+    /* SIM_ADAPT only (0 otherwise): protected's share of the cache at the end, and how many
+     * times the miniature simulations moved it (src/store/shadow.c) */
+    double share;
+    uint64_t share_moves;
 } sim_result;
 
 /*
