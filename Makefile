@@ -199,7 +199,8 @@ test-vllm33: $(BUILD)/libtide.so $(BUILD)/tide
 
 # SGLang 0.5.23 (`sglang` --no-deps with the packages its HiCache modules import,
 # tests/sglang/requirements.lock; torch linked from $(VENV33)): tests/sglang drives tide.sglang
-# through SGLang's own storage factory and real host pools on CPU. VENVSGL moves the venv.
+# through SGLang's own storage factory, real host pools and its HiCacheController on CPU.
+# VENVSGL moves the venv.
 VENVSGL ?= .venv-sglang
 test-sglang: $(BUILD)/libtide.so $(BUILD)/tide
 	VENV=$(VENVSGL) TORCH_VENV=$(VENV33) scripts/sglang-env.sh
