@@ -7,7 +7,8 @@ RequestClient and the engine-driven transfer context a CPU worker of LMCache's v
 makes (`create_transfer_context` over CPU paged KV caches), which registers the caches and
 stores and retrieves chunks by token ids. A first server stores two chunks; tided must then
 hold them (its objects and bytes_in); the server is stopped, and a second one, with an empty
-L1 and the same L2, must prefetch both chunks from tided and hand back the stored bytes.
+L1 and the same L2, must prefetch both chunks from tided and hand back the stored bytes. A chunk damaged
+inside tided must be a miss for the second server, never wrong bytes.
 """
 
 import json
@@ -207,6 +208,46 @@ def test_mp_server_round_trip_through_tided(tmp_path, kind):
         other = tuple(range(5000, 5000 + 2 * BLOCK))
         assert w.lookup_retrieve(other, [6, 7]) == (0, False)
         assert not any(w.kv[k][6:].any() for k in w.kv)
+        w.close()
+    finally:
+        for s in started:
+            s.stop()
+        stop(t.proc)
+
+
+def test_mp_server_damaged_chunk_in_tided_is_a_miss(tmp_path):
+    """One byte of the second chunk flipped inside tided: a second server's LOOKUP through
+    the native adapter finds only the first chunk (the damaged one is a miss, never wrong
+    bytes), and RETRIEVE hands back that chunk alone."""
+    t = Tided(tmp_path, unix=True, capacity="64MiB")
+    started = []
+    try:
+        a = MPServer(tmp_path, spec_for("native-unix", t), "server-a")
+        started.append(a)
+        w = Worker(a)
+        g = torch.Generator().manual_seed(28)
+        ref = {k: torch.randn(v.shape, generator=g).to(v.dtype) for k, v in w.kv.items()}
+        for k in w.kv:
+            w.kv[k][1:3] = ref[k][1:3]
+        assert w.store(TOKENS, [1, 2]) is True
+        wait_stats(t.url, {"objects": 2}, "store")
+        w.close()
+        a.stop()
+        # Layer 0's K of head 0, token 0 of the second chunk: 128 contiguous bytes in the
+        # worker's block and in any chunk layout LMCache stores.
+        needle = ref["layer.0"][2, 0, 0, 0].contiguous().view(torch.uint8).numpy().tobytes()
+        assert t.corrupt(needle) >= 1
+
+        b = MPServer(tmp_path, spec_for("native-unix", t), "server-b")
+        started.append(b)
+        w = Worker(b)
+        found, ok = w.lookup_retrieve(TOKENS, [4, 5])
+        assert (found, ok) == (1, True), b.tail()
+        for k in w.kv:
+            assert torch.equal(w.kv[k][4], ref[k][1]), k
+            assert not w.kv[k][5].any(), k
+        st = wait_stats(t.url, {"checksum_errors": 1}, "load")
+        assert st["checksum_errors"] >= 1, st
         w.close()
     finally:
         for s in started:
