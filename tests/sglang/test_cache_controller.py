@@ -102,14 +102,17 @@ def parallel():
 
 # interface_v1: the controller moves pages in place (batch_get_v1/batch_set_v1); without
 # it, through flat page copies (batch_get/batch_set).
-@pytest.mark.parametrize("layout,v1", [("page_first", True), ("layer_first", True),
-                                       ("page_first", False)])
+@pytest.mark.parametrize("layout,v1,scheme", [("page_first", True, "unix"),
+                                              ("layer_first", True, "unix"),
+                                              ("page_first", False, "unix"),
+                                              ("page_first", True, "tcp")])
 def test_controller_writes_pages_to_tide_and_prefetches_them_back(tided, parallel, layout,
-                                                                     v1):
+                                                                     v1, scheme):
     from tide import Store
     from tide.sglang import TideHiCacheStorage
 
-    a = Engine(tided.unix, layout, v1)
+    url = tided.unix if scheme == "unix" else tided.tcp
+    a = Engine(url, layout, v1)
     b = None
     try:
         assert isinstance(a.ctl.storage_backend, TideHiCacheStorage)
@@ -129,7 +132,7 @@ def test_controller_writes_pages_to_tide_and_prefetches_them_back(tided, paralle
         assert a.prefetch(tokens)[0] == NPAGES * PAGE
 
         # ... and a second engine, with nothing in its host pool, loads them from tided.
-        b = Engine(tided.unix, layout, v1)
+        b = Engine(url, layout, v1)
         found, got_idx, done = b.prefetch(tokens)
         assert (found, done) == (NPAGES * PAGE, NPAGES * PAGE)
         assert [page_bytes(b.host, int(i)) for i in got_idx[::PAGE]] == want
