@@ -203,7 +203,8 @@ test-vllm33: $(BUILD)/libtide.so $(BUILD)/tide
 
 # SGLang 0.5.23 (`sglang` --no-deps with the packages its HiCache modules import,
 # tests/sglang/requirements.lock; torch linked from $(VENV33)): tests/sglang drives tide.sglang
-# through SGLang's own storage factory and real host pools on CPU. VENVSGL moves the venv.
+# through SGLang's own storage factory, real host pools and its HiCacheController on CPU.
+# VENVSGL moves the venv.
 VENVSGL ?= .venv-sglang
 test-sglang: $(BUILD)/libtide.so $(BUILD)/tide
 	VENV=$(VENVSGL) TORCH_VENV=$(VENV33) scripts/sglang-env.sh
@@ -212,8 +213,9 @@ test-sglang: $(BUILD)/libtide.so $(BUILD)/tide
 
 # LMCache 0.5.6 (the `lmcache` package, imported on CPU; no engine): tests/lmcache drives its
 # RESP client, its `resp` and `native_plugin` L2 adapters (tide.lmcache) with real
-# TensorMemoryObj chunks against tideds this stage starts, and compares tided's RESP replies
-# with Debian's redis-server's. scripts/lmcache-env.sh makes or checks $(VENVLMC): lmcache and
+# TensorMemoryObj chunks against tideds this stage starts, runs its multiprocess server
+# (`lmcache server`) on CPU with each L2 adapter pointed at tided, and compares tided's RESP
+# replies with Debian's redis-server's. scripts/lmcache-env.sh makes or checks $(VENVLMC): lmcache and
 # five small packages with --no-deps, torch read from $(VENV33) (made first).
 # LMCACHE_TESTS="-k expr" selects tests.
 VENVLMC ?= .venv-lmcache

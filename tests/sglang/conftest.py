@@ -16,6 +16,10 @@ BUILD = os.environ.get("BUILD", os.path.join(ROOT, "build"))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 os.environ.setdefault("TIDE_LIB", os.path.join(BUILD, "libtide.so"))
 os.environ.setdefault("TIDE_BIN", os.path.join(BUILD, "tide"))
+# SGLang's page hash (HiCacheController's, tests/sglang/test_cache_controller.py) is a C++
+# extension it compiles on first use with torch's builder (g++, ninja, -lcrypto): built under
+# build/, not in ~/.cache.
+os.environ.setdefault("TORCH_EXTENSIONS_DIR", os.path.join(BUILD, "torch-extensions"))
 
 import torch  # noqa: E402
 

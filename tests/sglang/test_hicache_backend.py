@@ -22,7 +22,9 @@ from tide.sglang import SGLangSetupError, TideHiCacheStorage
 
 
 def make(url, host=None, **kw):
-    """The backend as SGLang's cache controller makes it: the factory, then the anchor pool."""
+    """The backend as SGLang's cache controller makes it: the factory, then the anchor pool.
+    interface_v1 on (as docs/SGLANG.md configures it) unless a test says otherwise."""
+    kw.setdefault("interface_v1", 1)
     host = host if host is not None else mha_host()
     b = StorageBackendFactory.create_backend("dynamic", storage_config(url, **kw), host)
     b.register_mem_pool_host(host)
@@ -68,11 +70,14 @@ def test_v1_round_trip_through_the_factory(tided, layout, scheme):
 def test_flat_page_calls_round_trip(tided, layout):
     """SGLang's generic path (no interface_v1): batch_set of flat pages, batch_get into
     the pool's dummy pages, then set_from_flat_data_page."""
-    b, host = make(tided.unix, mha_host(layout))
+    b, host = make(tided.unix, mha_host(layout), interface_v1=0)
     fill(host, [PAGE, 2 * PAGE], seed=2)
     data = [host.get_data_page(p, flat=True) for p in (PAGE, 2 * PAGE)]
     want = [page_bytes(host, p) for p in (PAGE, 2 * PAGE)]
+    assert b.batch_exists(hashes(2)) == 0
     assert b.batch_set(hashes(2), data)
+    # SGLang's hit query (batch_exists, then batch_get of the hits) finds flat pages.
+    assert b.batch_exists(hashes(2) + hashes(1, "z")) == 2 and b.exists(hashes(1)[0])
     got = b.batch_get(hashes(2), [host.get_dummy_flat_data_page() for _ in range(2)])
     assert [bytes(g.contiguous().view(torch.uint8).numpy().tobytes()) for g in got] == want
     assert b.get("z" * 64, host.get_dummy_flat_data_page()) is None
@@ -82,6 +87,7 @@ def test_flat_page_calls_round_trip(tided, layout):
     assert b.batch_get_v1(hashes(2), idx([3, 4])) == [False, False]
     assert b.batch_set_v1(hashes(2, "v"), idx([1, 2])) == [True, True]
     assert b.batch_get(hashes(2, "v"), [host.get_dummy_flat_data_page()] * 2) == [None, None]
+    assert b.batch_exists(hashes(2, "v")) == 0  # nor counted by this (flat) backend's query
 
 
 def test_v2_kv_and_mamba_round_trip_and_hits(tided):

@@ -139,7 +139,14 @@ class TideHiCacheStorage(_hs.HiCacheStorage):
 
     def __init__(self, storage_config: Any, kwargs: Optional[dict[str, Any]] = None) -> None:
         self.storage_config = storage_config
-        self.settings = layout.settings(getattr(storage_config, "extra_config", None))
+        extra = getattr(storage_config, "extra_config", None)
+        self.settings = layout.settings(extra)
+        # SGLang's own switch (its cache controller reads the same key): with interface_v1,
+        # pages move in place (batch_get_v1/batch_set_v1), else as flat pages
+        # (batch_get/batch_set), each under its own keys. batch_exists and exists answer
+        # for the keys SGLang will then read: a hit query must not count pages its reads
+        # cannot find.
+        self.in_place = bool((extra or {}).get("interface_v1", 0))
         self.store = Store(self.settings.url)
         self.pools: dict[str, _Pool] = {}
         self.registered_pools: dict[str, Any] = {}
@@ -376,8 +383,9 @@ class TideHiCacheStorage(_hs.HiCacheStorage):
 
     def batch_exists(self, keys: list[str], extra_info: Any = None) -> int:
         pool = self._kv()
+        scope = pool.keys if self.in_place else pool.flat_keys
         try:
-            return layout.leading(self.store.exists_many([pool.keys.key(k) for k in keys]))
+            return layout.leading(self.store.exists_many([scope.key(k) for k in keys]))
         except errors.Error as e:
             log.warning("tide.sglang: exists query failed: %s", e)
             return 0
