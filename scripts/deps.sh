@@ -9,8 +9,9 @@ redis-server redis-tools etcd-server etcd-client iproute2 valgrind jq curl llvm-
 # The counters test (tests/integration/test_counters.c): promtool checks /metrics and a real
 # Prometheus server, started by the test on loopback, scrapes tided.
 PKGS="$PKGS prometheus"
-# make test-sglang: SGLang's HiCache page hash is a C++ extension torch builds with ninja.
-PKGS="$PKGS ninja-build"
+# make test-sglang: SGLang's HiCache page hash is a C++ extension torch builds with ninja,
+# against Python's headers (python3-dev).
+PKGS="$PKGS ninja-build python3-dev"
 # make install-test: pip install --no-build-isolation (setuptools), the venv's pip, readelf
 # (binutils), and systemd-analyze verify for contrib/tided.service (systemd; nothing starts).
 PKGS="$PKGS python3-setuptools python3-pip binutils systemd"
