@@ -222,6 +222,13 @@ static int cluster_claims(const url *u) {
     return 0;
 }
 
+/* A cluster handle (tide:// list or etcd://) whose members move values over UCX. */
+int cluster_uses_ucx(tide_store *s) {
+    if (!s || (s->ops != &cluster_backend && s->ops != &etcd_backend) || !s->impl) return 0;
+    const cluster *c = s->impl;
+    return strstr(c->node_query, "transport=ucx") != NULL;
+}
+
 const backend_ops cluster_backend = {
     .scheme = "tide",
     .claims = cluster_claims,

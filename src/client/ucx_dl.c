@@ -44,6 +44,7 @@ static void load(void) {
         P(config_release),
         P(init_version),
         P(cleanup),
+        P(context_query),
         P(worker_create),
         P(worker_destroy),
         P(worker_progress),
