@@ -36,6 +36,17 @@
  * UCX context (ucp_mem_map, at most TUCX_REG_SLOTS per context, the least recently used
  * dropped) and passed as the requests' memh; others are given to UCX unregistered and UCX
  * registers them itself. The pool on tided's side is registered once (ucp_mem_map).
+ * Kept declarations (tucx_declare: the connector's regions and staging buffers) have no
+ * slot limit: each context registers each once, at first use, until it is undeclared. On
+ * the active-message path a value in several pieces that all lie in declared buffers goes
+ * as one message per piece, each with its registration (a UCX iov carries none).
+ *
+ * GPU memory: each context asks UCX which memory types it moves (ucp_context_query). When
+ * CUDA is one, values whose pieces all lie in regions declared as CUDA memory
+ * (tucx_put_many_dev / tucx_get_many_dev, from node.c) go by RMA straight between the GPU
+ * and the pool, registered as CUDA memory; their checksums are taken by the caller's
+ * function (the device queue reads each value back into its staging buffer, devio_sum).
+ * Otherwise node.c stages them through that buffer (devio.c).
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -986,10 +997,7 @@ static int tucx_am_value(tide_store *s, tucx *t, int put, size_t *m, const tide_
     for (size_t i = 0; i < cnt && len; i++) {
         size_t take = v[i].len < len ? v[i].len : len;
         if (!take) continue;
-        tide_iov one = {v[i].base, take};
-        int rc = tucx_am(s, t, put, *m, &one, 1, off, take, reqs, nreq);
-        t->ops[*m].v = &v[i]; /* the caller's piece (one lives only here); len trims it */
-        (*m)++;
+        int rc = tucx_am(s, t, put, (*m)++, &v[i], 1, off, take, reqs, nreq); /* take trims */
         if (rc) return rc;
         off += take;
         len -= take;
@@ -1014,12 +1022,22 @@ static int put_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv
     uint64_t *ids = malloc(n * sizeof(*ids)), *sums = malloc(n * sizeof(*sums));
     size_t *owner = malloc(n * sizeof(*owner));
     void **reqs = calloc(pieces(fcnt, n), sizeof(void *));
+    uint64_t *dsum = cl->sum ? malloc(n * sizeof(*dsum)) : NULL;
     uint8_t *head = NULL;
     size_t head_len = 0, nc = 0, nreq = 0;
-    int rc = -ENOMEM, locked = 0;
-    if (!ids || !sums || !owner || !reqs) {
+    int rc = -ENOMEM, locked = 0, am = 0;
+    if (!ids || !sums || !owner || !reqs || (cl->sum && !dsum)) {
         client_err(s, rc, "%s: out of memory", t->w->addr);
         goto out;
+    }
+    /* Values in device memory: their checksums first, read back by the caller's function
+     * (the device's queue), before anything is reserved and outside the UCX lock. */
+    for (size_t j = 0; dsum && j < n; j++) {
+        char why[ERR_MSG_MAX];
+        if ((rc = value_sum(cl, fv[j], fcnt[j], vl[j], &dsum[j], why, sizeof(why))) != 0) {
+            client_err(s, rc, "%s: the checksum of a value in device memory: %s", t->w->addr, why);
+            goto out;
+        }
     }
     WIRE_ENCODE(s, rc, head, head_len, frame_encode_reserve(NULL, 0, len, 0, fk, vl, n),
                 frame_encode_reserve(buf, cap, len, 0, fk, vl, n));
@@ -1036,7 +1054,10 @@ static int put_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv
         rc = client_err(s, TIDE_ECLOSED, "%s: the UCX endpoint closed", t->w->addr);
         goto out;
     }
-    if (t->am && (rc = ops_begin(s, t, pieces(fcnt, n))) != 0) goto out;
+    /* Device values go by RMA (a GPUDirect NIC's where there is one): an active message's
+     * eager answer is copied by the CPU, which cannot write GPU memory. */
+    am = t->am && !cl->sum;
+    if (am && (rc = ops_begin(s, t, pieces(fcnt, n))) != 0) goto out;
     size_t msg = 0;
     for (size_t j = 0; frame_iter_next(&it, &e); j++) {
         res[j] = e.status;
@@ -1049,19 +1070,14 @@ static int put_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv
                 (unsigned long long)t->rsize);
             goto wait;
         }
-        rc = t->am ? tucx_am_value(s, t, 1, &msg, fv[j], fcnt[j], e.offset, vl[j], reqs, &nreq)
-                   : tucx_rma(s, t, 1, fv[j], fcnt[j], e.offset, vl[j], reqs, &nreq);
+        rc = am ? tucx_am_value(s, t, 1, &msg, fv[j], fcnt[j], e.offset, vl[j], reqs, &nreq)
+                : tucx_rma(s, t, 1, fv[j], fcnt[j], e.offset, vl[j], reqs, &nreq);
         if (rc) goto wait;
-        char why[ERR_MSG_MAX];
-        if ((rc = value_sum(cl, fv[j], fcnt[j], vl[j], &sums[nc], why, sizeof(why))) != 0) {
-            rc = client_err(s, rc, "%s: the checksum of a value put from device memory: %s",
-                            t->w->addr, why);
-            goto wait;
-        }
+        sums[nc] = dsum ? dsum[j] : checksum_iov(fv[j], fcnt[j], vl[j]);
         ids[nc] = e.id;
         owner[nc++] = j;
     }
-    if (nc && !t->am) {
+    if (nc && !am) {
         /* Remote completion: every byte is in tided's pool before COMMIT (by active
          * messages: each PUTDONE says so). */
         ucp_request_param_t rp = {.op_attr_mask = 0};
@@ -1094,6 +1110,7 @@ out:
     free(sums);
     free(owner);
     free(reqs);
+    free(dsum);
     return rc;
 }
 
@@ -1127,7 +1144,8 @@ static int get_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv
     pthread_mutex_lock(&t->mu);
     t->call++;
     if (!t->ep) rc = client_err(s, TIDE_ECLOSED, "%s: the UCX endpoint closed", t->w->addr);
-    if (!rc && t->am) rc = ops_begin(s, t, pieces(fcnt, n));
+    int am = t->am && !cl->sum; /* device values by RMA (put_chunk) */
+    if (!rc && am) rc = ops_begin(s, t, pieces(fcnt, n));
     size_t msg = 0;
     for (size_t j = 0; rc == 0 && frame_iter_next(&it, &e); j++) {
         res[j] = e.status;
@@ -1145,8 +1163,8 @@ static int get_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv
                             (unsigned long long)t->rsize, (unsigned long long)caps[j]);
             break;
         }
-        rc = t->am ? tucx_am_value(s, t, 0, &msg, fv[j], fcnt[j], e.offset, e.vlen, reqs, &nreq)
-                   : tucx_rma(s, t, 0, fv[j], fcnt[j], e.offset, e.vlen, reqs, &nreq);
+        rc = am ? tucx_am_value(s, t, 0, &msg, fv[j], fcnt[j], e.offset, e.vlen, reqs, &nreq)
+                : tucx_rma(s, t, 0, fv[j], fcnt[j], e.offset, e.vlen, reqs, &nreq);
     }
     int wr = tucx_wait(s, t, reqs, nreq, k->deadline, "get");
     if (!rc) rc = wr;
