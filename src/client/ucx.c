@@ -510,9 +510,23 @@ static ucs_status_t on_getdata(void *arg, const void *hdr, size_t hdr_len, void 
     void *buf = op->v[0].base;
     size_t count = len;
     if (nd > 1) {
+        /* UCX reads the iov array until the receive completes, after this handler returned:
+         * kept with the op until ops_end, never on this stack. */
+        ucp_dt_iov_t *keep = malloc(nd * sizeof(*keep));
+        if (!keep) {
+            free(c);
+            ucp_am_data_release(t->wk, data);
+            op->status = -ENOMEM;
+            op->why = "out of memory for a value's receive";
+            op->done = 1;
+            return UCS_OK;
+        }
+        memcpy(keep, dtv, nd * sizeof(*keep));
+        free(op->keep);
+        op->keep = keep;
         rp.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
         rp.datatype = ucp_dt_make_iov();
-        buf = dtv;
+        buf = keep;
         count = nd;
     } else if (nd == 1) {
         buf = dtv[0].buffer;

@@ -135,6 +135,68 @@ TEST_T(ucx_backend_suite_shm, 180) {
     suite_over(SHM_TLS);
 }
 
+/* Values in several pieces, large enough to go by rendezvous (UCX_RNDV_THRESH=8192; pieces
+ * of 32 KiB and odd sizes), put and got as scatter lists over the active-message path, not
+ * declared and declared: every value comes back exact, none is a miss. (The receive of a
+ * value in several pieces read its iov array from the handler's stack after the handler
+ * returned: every such get was torn, a miss.) */
+TEST_T(ucx_multi_piece_values_by_rendezvous, 120) {
+    setenv("UCX_RNDV_THRESH", "8192", 1);
+    test_server ts;
+    char u[160];
+    tide_store *s = ucx_started(&ts, "tcp", u, sizeof(u), NULL);
+    enum { NV = 6, NP = 4 };
+    const size_t plen[NP] = {32768, 32768 + 17, 4096, 65536 - 3};
+    size_t vlen = 0;
+    for (int p = 0; p < NP; p++)
+        vlen += plen[p];
+    uint8_t *src = malloc(NV * vlen), *dst = malloc(NV * vlen);
+    CHECK(src && dst);
+    for (size_t b = 0; b < NV * vlen; b++)
+        src[b] = (uint8_t)(b * 13 + b / 4099);
+    char names[NV][16];
+    tide_key keys[NV];
+    tide_iov pv[NV * NP], gv[NV * NP];
+    size_t cnt[NV], lens[NV];
+    int res[NV];
+    for (int declared = 0; declared < 2; declared++) {
+        if (declared) {
+            CHECK_EQ(tide_buffer_register(src, NV * vlen), 0);
+            CHECK_EQ(tide_buffer_register(dst, NV * vlen), 0);
+        }
+        memset(dst, 0, NV * vlen);
+        for (int i = 0; i < NV; i++) {
+            int kl = snprintf(names[i], sizeof(names[i]), "mp%d-%d", declared, i);
+            keys[i] = (tide_key){names[i], (size_t)kl};
+            cnt[i] = NP;
+            size_t at = (size_t)i * vlen;
+            for (int p = 0; p < NP; p++) {
+                pv[i * NP + p] = (tide_iov){src + at, plen[p]};
+                gv[i * NP + p] = (tide_iov){dst + at, plen[p]};
+                at += plen[p];
+            }
+        }
+        CHECK_MSG(tide_put_many(s, keys, NV, pv, cnt, res) == NV, "put_many: %s", tide_errmsg(s));
+        int got = tide_get_many(s, keys, NV, gv, cnt, res, lens);
+        CHECK_MSG(got == NV, "%s: get_many of %d values in %d pieces: %d came back (%s)",
+                  declared ? "declared" : "not declared", NV, NP, got, tide_errmsg(s));
+        for (int i = 0; i < NV; i++) {
+            CHECK_EQ(lens[i], vlen);
+            CHECK_MSG(memcmp(src + (size_t)i * vlen, dst + (size_t)i * vlen, vlen) == 0,
+                      "value %d came back wrong", i);
+        }
+        if (declared) {
+            CHECK_EQ(tide_buffer_unregister(src, NV * vlen), 0);
+            CHECK_EQ(tide_buffer_unregister(dst, NV * vlen), 0);
+        }
+    }
+    CHECK_EQ(stat_figure(ts.port, "checksum_errors"), 0);
+    tide_close(s);
+    free(src);
+    free(dst);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
 /* stat_figure once it has reached at least `want`, or after 2 s what it is then: tided
  * counts socket bytes just after its writev returns, so a client that has its reply may
  * ask before the count is in (a worker descheduled between the two, on a loaded host). */
