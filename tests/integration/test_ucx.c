@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <arpa/inet.h>
@@ -265,6 +266,51 @@ TEST(ucx_transport_option_checked) {
     tide_store *s = NULL;
     CHECK(tide_open("tide://127.0.0.1:1?transport=rdma", &s) != 0);
     CHECK(strstr(tide_errmsg(NULL), "transport must be tcp or ucx") != NULL);
+}
+
+/* TIDE_UCX_LIBDIR=DIR: UCX is loaded from DIR, by its .so.0 names or, as a PyPI wheel ships
+ * them, its .so names; a DIR without UCX is refused with a message naming the setting. */
+TEST(ucx_libdir_names_where_ucx_is) {
+    char bad[400];
+    snprintf(bad, sizeof(bad), "%s/no-ucx-here", test_tmpdir());
+    setenv("TIDE_UCX_LIBDIR", bad, 1);
+    char err[256] = "";
+    CHECK_EQ(ucx_dl_load(err, sizeof(err)), -1);
+    CHECK_MSG(strstr(err, "TIDE_UCX_LIBDIR") != NULL, "message: %s", err);
+}
+
+TEST_T(ucx_libdir_with_wheel_names, 60) {
+    /* The system's UCX, found without loading it, linked as libucs.so / libucp.so only. */
+    static const char *const dirs[] = {"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
+                                       "/usr/lib64", "/usr/lib"};
+    const char *sys = NULL;
+    char path[400];
+    for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]) && !sys; i++) {
+        snprintf(path, sizeof(path), "%s/libucp.so.0", dirs[i]);
+        if (access(path, R_OK) == 0) sys = dirs[i];
+    }
+    if (!sys) TEST_SKIP("no libucp.so.0 in the usual library directories");
+    char dir[400], link[500];
+    snprintf(dir, sizeof(dir), "%s/wheel-lib", test_tmpdir());
+    CHECK_EQ(mkdir(dir, 0700), 0);
+    const char *libs[] = {"libucs", "libucp"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof(path), "%s/%s.so.0", sys, libs[i]);
+        snprintf(link, sizeof(link), "%s/%s.so", dir, libs[i]);
+        CHECK_EQ(symlink(path, link), 0);
+    }
+    setenv("TIDE_UCX_LIBDIR", dir, 1);
+    char err[256] = "";
+    CHECK_MSG(ucx_dl_load(err, sizeof(err)) == 0, "load: %s", err);
+    test_server ts;
+    char u[160];
+    tide_store *s = ucx_started(&ts, "tcp", u, sizeof(u), NULL);
+    put_get_check(s, 4, 1u << 20, 7);
+    uint64_t net = stat_figure(ts.port, "net_bytes_in") + stat_figure(ts.port, "net_bytes_out");
+    CHECK_MSG(net < (1u << 20), "tide:// sockets carried %llu bytes: values did not go by UCX",
+              (unsigned long long)net);
+    tide_close(s);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
 }
 
 /* ---- authentication on the UCX endpoint ------------------------------------------------ */
