@@ -37,9 +37,11 @@
  * dropped) and passed as the requests' memh; others are given to UCX unregistered and UCX
  * registers them itself. The pool on tided's side is registered once (ucp_mem_map).
  * Kept declarations (tucx_declare: the connector's regions and staging buffers) have no
- * slot limit: each context registers each once, at first use, until it is undeclared. On
- * the active-message path a value in several pieces that all lie in declared buffers goes
- * as one message per piece, each with its registration (a UCX iov carries none).
+ * slot limit: each context registers each once, at first use, until it is undeclared. The
+ * RMA path passes a registration with every piece; the active-message path with values in
+ * one piece (a value in several goes as one UCX iov message, which carries none: UCX
+ * registers it itself, free on TCP; one message per piece, to carry ours, measured 2-4x
+ * slower there).
  *
  * GPU memory: each context asks UCX which memory types it moves (ucp_context_query). When
  * CUDA is one, values whose pieces all lie in regions declared as CUDA memory
@@ -989,36 +991,6 @@ static int tucx_am(tide_store *s, tucx *t, int put, size_t j, const tide_iov *v,
     return 0;
 }
 
-/* Value j by active messages: one message for the value, or, when it is in several pieces
- * that all lie in declared buffers, one message per piece, each with that buffer's
- * registration (a UCX iov carries none: UCX would register the pieces itself, per
- * transfer). Each message is an op of its own (*m: the next op's index); tided answers
- * each, and the value's checksum covers them all. */
-static int tucx_am_value(tide_store *s, tucx *t, int put, size_t *m, const tide_iov *v, size_t cnt,
-                         uint64_t off, uint64_t len, void **reqs, size_t *nreq) {
-    size_t live = 0;
-    int declared = 1;
-    uint64_t left = len;
-    reg_range rr;
-    for (size_t i = 0; i < cnt && left; i++) {
-        size_t take = v[i].len < left ? v[i].len : left;
-        if (!take) continue;
-        live++;
-        if (!range_find(v[i].base, take, &rr)) declared = 0;
-        left -= take;
-    }
-    if (live <= 1 || !declared) return tucx_am(s, t, put, (*m)++, v, cnt, off, len, reqs, nreq);
-    for (size_t i = 0; i < cnt && len; i++) {
-        size_t take = v[i].len < len ? v[i].len : len;
-        if (!take) continue;
-        int rc = tucx_am(s, t, put, (*m)++, &v[i], 1, off, take, reqs, nreq); /* take trims */
-        if (rc) return rc;
-        off += take;
-        len -= take;
-    }
-    return 0;
-}
-
 static size_t pieces(const size_t *cnt, size_t n) {
     size_t p = 1;
     for (size_t i = 0; i < n; i++)
@@ -1071,8 +1043,7 @@ static int put_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv
     /* Device values go by RMA (a GPUDirect NIC's where there is one): an active message's
      * eager answer is copied by the CPU, which cannot write GPU memory. */
     am = t->am && !cl->sum;
-    if (am && (rc = ops_begin(s, t, pieces(fcnt, n))) != 0) goto out;
-    size_t msg = 0;
+    if (am && (rc = ops_begin(s, t, n)) != 0) goto out;
     for (size_t j = 0; frame_iter_next(&it, &e); j++) {
         res[j] = e.status;
         if (e.status != 0 || e.id == 0) continue;
@@ -1084,7 +1055,7 @@ static int put_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv
                 (unsigned long long)t->rsize);
             goto wait;
         }
-        rc = am ? tucx_am_value(s, t, 1, &msg, fv[j], fcnt[j], e.offset, vl[j], reqs, &nreq)
+        rc = am ? tucx_am(s, t, 1, j, fv[j], fcnt[j], e.offset, vl[j], reqs, &nreq)
                 : tucx_rma(s, t, 1, fv[j], fcnt[j], e.offset, vl[j], reqs, &nreq);
         if (rc) goto wait;
         sums[nc] = dsum ? dsum[j] : checksum_iov(fv[j], fcnt[j], vl[j]);
@@ -1159,8 +1130,7 @@ static int get_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv
     t->call++;
     if (!t->ep) rc = client_err(s, TIDE_ECLOSED, "%s: the UCX endpoint closed", t->w->addr);
     int am = t->am && !cl->sum; /* device values by RMA (put_chunk) */
-    if (!rc && am) rc = ops_begin(s, t, pieces(fcnt, n));
-    size_t msg = 0;
+    if (!rc && am) rc = ops_begin(s, t, n);
     for (size_t j = 0; rc == 0 && frame_iter_next(&it, &e); j++) {
         res[j] = e.status;
         lens[j] = e.status == 0 || e.status == TIDE_EBUFSMALL ? e.vlen : 0;
@@ -1177,7 +1147,7 @@ static int get_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv
                             (unsigned long long)t->rsize, (unsigned long long)caps[j]);
             break;
         }
-        rc = am ? tucx_am_value(s, t, 0, &msg, fv[j], fcnt[j], e.offset, e.vlen, reqs, &nreq)
+        rc = am ? tucx_am(s, t, 0, j, fv[j], fcnt[j], e.offset, e.vlen, reqs, &nreq)
                 : tucx_rma(s, t, 0, fv[j], fcnt[j], e.offset, e.vlen, reqs, &nreq);
     }
     int wr = tucx_wait(s, t, reqs, nreq, k->deadline, "get");
