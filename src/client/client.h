@@ -49,6 +49,10 @@ typedef struct backend_ops {
                         const size_t *iovcnt, int *results, dev_queue *q);
     int (*get_many_dev)(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
                         const size_t *iovcnt, int *results, size_t *vlens, dev_queue *q);
+    /* May be NULL (no UCX path). Whether the handle moves values over UCX (cheap, connects
+     * nothing); and client_ucx_cuda's answer for it (may bring its UCX endpoint up). */
+    int (*uses_ucx)(tide_store *s);
+    int (*ucx_cuda)(tide_store *s, char *why, size_t len);
 } backend_ops;
 
 struct tide_store {
@@ -149,7 +153,6 @@ extern const backend_ops unix_backend;
 /* node.c: the cluster's write failed on this member or went around it; the handle's next
  * call tells the node first (REPLICA with MISSED). Not a node handle: no-op. */
 void node_mark_missed(tide_store *s);
-int cluster_uses_ucx(tide_store *s);
 /* A cluster member's REPLICA request now (wire_replica_call): MISSED, or a hint operation
  * (HINT, ASK, TOLD) about the member seeded `member`. 0 or an error set on s. */
 int node_replica_call(tide_store *s, uint32_t flags, uint64_t member, uint64_t seq,

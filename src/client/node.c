@@ -372,27 +372,16 @@ static int node_get_many_dev(tide_store *s, const tide_key *keys, size_t n, cons
     return client_staged_get(s, keys, n, iov, iovcnt, results, vlens, q);
 }
 
-int client_uses_ucx(tide_store *s) {
-    if (!s) return 0;
-    if (s->ops == &node_backend) return s->impl && ((wire *)s->impl)->owner != NULL;
-    return cluster_uses_ucx(s);
+static int node_uses_ucx(tide_store *s) {
+    return s->impl && ((wire *)s->impl)->owner != NULL;
 }
 
-int client_ucx_declare(tide_store *s, const void *base, size_t len, int cuda) {
-    return client_uses_ucx(s) && tucx_declare(base, len, cuda) == 0;
-}
-
-int client_ucx_cuda(tide_store *s, char *why, size_t len) {
-    if (s && s->ops == &node_backend && s->impl && ((wire *)s->impl)->owner)
-        return tucx_cuda_support(s, s->impl, why, len);
-    if (cluster_uses_ucx(s)) {
-        snprintf(why, len,
-                 "a cluster's GPU values are staged (straight GPU transfers: one "
-                 "tide:// node)");
-        return 0;
+static int node_ucx_cuda(tide_store *s, char *why, size_t len) {
+    if (!node_uses_ucx(s)) {
+        snprintf(why, len, "not a transport=ucx store");
+        return -1;
     }
-    snprintf(why, len, "not a transport=ucx store");
-    return -1;
+    return tucx_cuda_support(s, s->impl, why, len);
 }
 
 /* ---- open / close -------------------------------------------------------------------- */
@@ -516,4 +505,6 @@ const backend_ops node_backend = {
     .events = wire_events,
     .put_many_dev = node_put_many_dev,
     .get_many_dev = node_get_many_dev,
+    .uses_ucx = node_uses_ucx,
+    .ucx_cuda = node_ucx_cuda,
 };

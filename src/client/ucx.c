@@ -108,6 +108,10 @@ int tucx_declare(const void *base, size_t len, int cuda) {
     return declare(base, len, 1, cuda);
 }
 
+int client_ucx_declare(tide_store *s, const void *base, size_t len, int cuda) {
+    return client_uses_ucx(s) && declare(base, len, 1, cuda) == 0;
+}
+
 int tucx_declared_cuda(const void *p, size_t l) {
     int found = 0;
     pthread_mutex_lock(&g_mu);
