@@ -4,7 +4,8 @@
  * to UCX once (each UCX context registers each region once and every save and load reuses
  * that registration; destroy drops them), and device regions (the test device kind in the
  * CUDA kind's place) over a UCX without CUDA memory take the staged path, say so with the
- * reason, and move through the job threads' staging buffers, registered once each.
+ * reason, and move through the job threads' staging buffers, registered once each; and a
+ * cluster of two nodes registers each region at most once per node.
  */
 #include <errno.h>
 #include <signal.h>
@@ -18,6 +19,7 @@
 
 #ifdef TIDE_HAVE_UCX
 #include "client/ucx.h"
+#include "cluster_util.h"
 #include "connector/connector.h"
 #include "device/device.h"
 #include "unit/connector_rig.h"
@@ -179,17 +181,22 @@ typedef struct rig {
     urank prod, cons;
 } rig;
 
+/* The connectors (a scheduler, two worker ranks) on the store at u. */
+static void rig_on(rig *g, const char *u, int on_dev) {
+    CHECK_MSG(tide_open(u, &g->st) == 0, "open: %s", tide_errmsg(NULL));
+    const char *json = rig_doc(16, "", "", "kv_both", "", GROUP);
+    g->s = rig_open(json, g->st, TIDE_CONNECTOR_SCHEDULER);
+    urank_open(&g->prod, json, g->st, on_dev);
+    urank_open(&g->cons, json, g->st, on_dev);
+}
+
 static void rig_up(rig *g, int on_dev) {
     ucx_env();
     if (on_dev) dev_set_ops(DEV_CUDA, &dev_test_ops);
     server_start(&g->ts, with_ucx);
     char u[160];
     snprintf(u, sizeof(u), "tide://127.0.0.1:%d?transport=ucx", g->ts.port);
-    CHECK_MSG(tide_open(u, &g->st) == 0, "open: %s", tide_errmsg(NULL));
-    const char *json = rig_doc(16, "", "", "kv_both", "", GROUP);
-    g->s = rig_open(json, g->st, TIDE_CONNECTOR_SCHEDULER);
-    urank_open(&g->prod, json, g->st, on_dev);
-    urank_open(&g->cons, json, g->st, on_dev);
+    rig_on(g, u, on_dev);
 }
 
 static void rig_down(rig *g) {
@@ -239,6 +246,50 @@ TEST_T(ucx_connector_registers_regions_once, 120) {
               (unsigned long long)(u2 - u1), 2 * LAYERS);
     CHECK_EQ(tide_buffer_unregister(base, bytes), TIDE_ENOTFOUND); /* undeclared */
     rig_down(&g);
+}
+
+/* The same over a cluster of two nodes with replicas=2: every save writes both nodes, so
+ * each node's UCX context registers the producer's 2 regions once; loads read one node
+ * per value, so the consumer's regions are registered by one or both; at most one
+ * registration per region per node, none dropped until destroy, then all. */
+TEST_T(ucx_connector_cluster_registers_regions_once_per_node, 180) {
+    setenv("TIDE_UCX_PATH", "rma", 1);
+    ucx_env();
+    const char *const extra[] = {"--ucx-port", "0", NULL};
+    test_server ts[2];
+    cluster_start_nodes_with(ts, 2, NULL, extra);
+    char u[512];
+    cluster_url(u, sizeof(u), ts, 2, "replicas=2&transport=ucx");
+    uint64_t m0, h0, u0, f0;
+    tucx_reg_counts(&m0, &h0, &u0, &f0);
+    rig g;
+    rig_on(&g, u, 0);
+    size_t regions = 0;
+    int path = -1;
+    char why[ERR_MSG_MAX];
+    connector_ucx_figures(g.cons.w, &regions, &path, why, sizeof(why));
+    CHECK_EQ(regions, LAYERS);
+    uint64_t load_hits = 0;
+    for (int k = 0; k < ROUNDS; k++)
+        save_and_load(g.s, &g.prod, &g.cons, k, &load_hits);
+    uint64_t m1, h1, u1, f1;
+    tucx_reg_counts(&m1, &h1, &u1, &f1);
+    CHECK_MSG(m1 - m0 >= 2 * LAYERS + LAYERS && m1 - m0 <= 2 * 2 * LAYERS && u1 == u0,
+              "%d rounds over 2 nodes: %llu registrations of %d regions (want 1 or 2 per "
+              "region), %llu dropped",
+              ROUNDS, (unsigned long long)(m1 - m0), 2 * LAYERS, (unsigned long long)(u1 - u0));
+    CHECK_MSG(load_hits >= ROUNDS * 6, "loads reused registrations %llu times",
+              (unsigned long long)load_hits);
+    urank_close(&g.cons);
+    urank_close(&g.prod);
+    tide_connector_destroy(g.s);
+    tide_close(g.st);
+    uint64_t m2, h2, u2, f2;
+    tucx_reg_counts(&m2, &h2, &u2, &f2);
+    CHECK_MSG(u2 - u0 == m2 - m0, "%llu registrations, %llu dropped after destroy",
+              (unsigned long long)(m2 - m0), (unsigned long long)(u2 - u0));
+    for (int i = 0; i < 2; i++)
+        CHECK_EQ(server_stop(&ts[i], SIGTERM), 0);
 }
 
 /* Device regions over Debian's UCX (no CUDA memory): the staged path, named with its
