@@ -27,6 +27,10 @@
 #    that write the pages, so that a save that does not wait for the forward pass, or a load
 #    that does not wait for an earlier pass writing its blocks, is caught; with the CPU time
 #    the process spends while the save waits (a spinning job thread shows as ~1 core).
+# 4. The same through tide://...?transport=ucx against a tided with --ucx-port: with a
+#    CUDA-enabled UCX (TIDE_UCX_LIBDIR, or the libucx-cu12/cu13 wheel the Python imports)
+#    the GPU regions go straight between the GPU and the pool by UCX, else they are staged;
+#    the log says which path ran and why (the direct path needs a GPU to be checked at all).
 #
 # Writes its log and figures under $OUT (default build/gpu-check). Exit status: 0 when all
 # ran and compared equal; 1 on a failure; 2 when the machine lacks a GPU or torch; 3 when
@@ -228,9 +232,49 @@ else
     status=1
 fi
 
+# ---- 4. tide:// over UCX: GPU regions straight, or staged --------------------------------
+# The same round trip through tide://...?transport=ucx (issue 28). With a UCX that moves
+# CUDA memory (TIDE_UCX_LIBDIR when set, else the libucx wheel this Python imports: PyPI's
+# libucx-cu12 / libucx-cu13), the connector registers its GPU regions with UCX as CUDA
+# memory and values go by RMA between the GPU and tided's pool ("moved straight" below);
+# with Debian's UCX (no CUDA memory) they are staged through the pinned buffers, and the
+# line says why. Either way every byte is compared. Skipped when this build has no UCX.
+if [ -z "${TIDE_UCX_LIBDIR:-}" ]; then
+    WHEEL_UCX=$("$PY" -c 'import libucx, os; print(os.path.join(os.path.dirname(libucx.__file__), "lib"))' 2>/dev/null || true)
+    if [ -n "$WHEEL_UCX" ] && [ -d "$WHEEL_UCX" ]; then export TIDE_UCX_LIBDIR=$WHEEL_UCX; fi
+fi
+say "UCX: ${TIDE_UCX_LIBDIR:-the system library (no TIDE_UCX_LIBDIR, no libucx wheel)}"
+"$TIDE" serve --port 0 --metrics-port 0 --capacity 2GiB --ucx-port 0 \
+    --ready-file "$TMPD/ready-ucx" --log-level info 2>"$OUT/tided-ucx.log" &
+TIDED_PID=$!
+for _ in $(seq 1 600); do
+    [ -s "$TMPD/ready-ucx" ] && break
+    kill -0 "$TIDED_PID" 2>/dev/null || break
+    sleep 0.1
+done
+if [ -s "$TMPD/ready-ucx" ] && ! grep -q "UCX data path off\|without UCX" "$OUT/tided-ucx.log"; then
+    UPORT=$(awk '{print $1}' "$TMPD/ready-ucx")
+    TIDE_UCX_DEBUG=1 run_py ucx "tide://127.0.0.1:$UPORT?transport=ucx" --blocks 64 --reps 1 \
+        2>"$OUT/ucx-client.log"
+    grep -h 'ucx: ' "$OUT/ucx-client.log" | sort -u | sed 's/^/== ucx path: /'
+    grep -E 'Traceback|Error|FAIL' "$OUT/ucx-client.log" | head -5
+    if grep -q 'moved straight' "$OUT/ucx-client.log"; then
+        say "ucx: GPU regions moved straight by UCX (CUDA memory): checked"
+    else
+        say "ucx: GPU regions staged (no CUDA-enabled UCX here): the direct path NOT checked"
+    fi
+    kill "$TIDED_PID"
+    wait "$TIDED_PID" || { say "FAIL: tided (UCX) exited with status $?"; status=1; }
+else
+    say "ucx: skipped (tided's UCX did not start: $(grep -m1 'UCX' "$OUT/tided-ucx.log"))"
+    kill "$TIDED_PID" 2>/dev/null
+    wait "$TIDED_PID" 2>/dev/null
+fi
+TIDED_PID=""
+
 # ---- summary -------------------------------------------------------------------------
 say "summary (GB/s; ratio = tide / cudaMemcpyAsync of the same bytes, target 0.8)"
-for f in "$OUT"/mem.json "$OUT"/mem-nobatch.json "$OUT"/unix.json; do
+for f in "$OUT"/mem.json "$OUT"/mem-nobatch.json "$OUT"/unix.json "$OUT"/ucx.json; do
     [ -f "$f" ] || continue
     "$PY" - "$f" <<'EOF'
 import json, sys

@@ -114,3 +114,13 @@ TIDE_API void tide_close(tide_store *s) {
     errbuf_destroy(&s->err);
     free(s);
 }
+
+int client_uses_ucx(tide_store *s) {
+    return s && s->ops->uses_ucx && s->ops->uses_ucx(s);
+}
+
+int client_ucx_cuda(tide_store *s, char *why, size_t len) {
+    if (s && s->ops->ucx_cuda) return s->ops->ucx_cuda(s, why, len);
+    snprintf(why, len, "not a transport=ucx store");
+    return -1;
+}

@@ -49,6 +49,10 @@ typedef struct backend_ops {
                         const size_t *iovcnt, int *results, dev_queue *q);
     int (*get_many_dev)(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
                         const size_t *iovcnt, int *results, size_t *vlens, dev_queue *q);
+    /* May be NULL (no UCX path). Whether the handle moves values over UCX (cheap, connects
+     * nothing); and client_ucx_cuda's answer for it (may bring its UCX endpoint up). */
+    int (*uses_ucx)(tide_store *s);
+    int (*ucx_cuda)(tide_store *s, char *why, size_t len);
 } backend_ops;
 
 struct tide_store {
@@ -89,6 +93,27 @@ int client_pool(tide_store *s, void **base, uint64_t *len);
 /* tide_put_many / tide_get_many for scatter lists in the memory of q's device, with the same
  * checks, results and return values; a key whose copies failed gets TIDE_EDEVICE. Backends
  * with a pool copy straight between it and the device; the others go through a host buffer. */
+/* The staged form (devio.c) of the two calls below, for backends whose device calls fall
+ * back to it. */
+int client_staged_put(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
+                      const size_t *iovcnt, int *results, dev_queue *q);
+int client_staged_get(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
+                      const size_t *iovcnt, int *results, size_t *vlens, dev_queue *q);
+/* The checksum of a value in device memory (arg: the dev_queue that reads it back into its
+ * staging buffer): a tucx_sum_fn (ucx.h). */
+int devio_sum(void *arg, const tide_iov *v, size_t cnt, uint64_t len, uint64_t *sum, char *why,
+              size_t wl);
+/* 1 when s moves values over UCX (tide://...?transport=ucx, or a cluster of such): buffers
+ * used again and again are worth declaring to it (tucx_declare). */
+int client_uses_ucx(tide_store *s);
+/* For GPU regions: 1 when s is a tide:// node whose UCX moves CUDA memory (values in
+ * regions declared as CUDA memory then go straight between the GPU and tided's pool); 0 when
+ * it moves values over UCX but not CUDA memory, -1 when it has no UCX path for them; why
+ * says which and why. */
+int client_ucx_cuda(tide_store *s, char *why, size_t len);
+/* Declare [base, base+len) to s's UCX when s moves values over UCX (tucx_declare; cuda: GPU
+ * memory): 1 when declared, else 0. */
+int client_ucx_declare(tide_store *s, const void *base, size_t len, int cuda);
 int client_put_many_dev(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
                         const size_t *iovcnt, int *results, dev_queue *q);
 int client_get_many_dev(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,

@@ -222,6 +222,24 @@ static int cluster_claims(const url *u) {
     return 0;
 }
 
+/* A cluster handle (tide:// list or etcd://) whose members move values over UCX. */
+static int cluster_uses_ucx(tide_store *s) {
+    const cluster *c = s->impl;
+    return c && strstr(c->node_query, "&transport=ucx") != NULL;
+}
+
+/* Its GPU values are staged: the straight path is one node's (node.c). */
+static int cluster_ucx_cuda(tide_store *s, char *why, size_t len) {
+    if (!cluster_uses_ucx(s)) {
+        snprintf(why, len, "not a transport=ucx store");
+        return -1;
+    }
+    snprintf(why, len,
+             "a cluster's GPU values are staged (straight GPU transfers: one tide:// "
+             "node)");
+    return 0;
+}
+
 const backend_ops cluster_backend = {
     .scheme = "tide",
     .claims = cluster_claims,
@@ -234,6 +252,8 @@ const backend_ops cluster_backend = {
     .match_prefix = NULL, /* answered with exists_many: the keys live on many nodes */
     .clear = cluster_clear,
     .stats = cluster_stats,
+    .uses_ucx = cluster_uses_ucx,
+    .ucx_cuda = cluster_ucx_cuda,
 };
 
 const backend_ops etcd_backend = {
@@ -247,6 +267,8 @@ const backend_ops etcd_backend = {
     .match_prefix = NULL,
     .clear = cluster_clear,
     .stats = cluster_stats,
+    .uses_ucx = cluster_uses_ucx,
+    .ucx_cuda = cluster_ucx_cuda,
 };
 
 /* ---- cluster introspection (public) -------------------------------------------------- */

@@ -5,7 +5,11 @@
  * device's copy engine moves the bytes straight between the pages and the pool, which the
  * connector registered with the device once. The other backends (tide://, clusters) get the
  * staged form here: the pages are copied into a host buffer and put from it, or got into
- * one and copied out to the pages — at most DEVIO_STAGE bytes of values at a time.
+ * one and copied out to the pages — at most DEVIO_STAGE bytes of values at a time. That
+ * buffer is the queue's own (stage_buf: made once per job thread's queue, pinned with the
+ * device, declared to UCX for a transport=ucx store, released with the queue).
+ * tide:// over a UCX that moves CUDA memory sends GPU regions straight instead (node.c,
+ * ucx.c): devio_sum then takes each value's checksum through the same buffer.
  *
  * In both, a key whose copies failed gets TIDE_EDEVICE and is never stored (a put) or
  * claimed (a get). Checksums are those of the host bytes: the pool's after a put's copies
@@ -16,10 +20,12 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "client/client.h"
+#include "client/ucx.h"
 #include "common/checksum.h"
 
 #define DEVIO_STAGE (64u << 20)
@@ -163,6 +169,74 @@ static int dev_args(tide_store *s, const char *fn, const tide_key *keys, size_t 
     return 0;
 }
 
+/* ---- the staging buffer ----------------------------------------------------------------- */
+
+static void stage_free(dev_queue *q) {
+    if (!q->stage) return;
+    if (q->stage_declared) tide_buffer_unregister(q->stage, q->stage_len);
+    if (q->stage_pinned) dev_host_unregister(q->d, q->stage);
+    free(q->stage);
+    q->stage = NULL;
+    q->stage_len = 0;
+    q->stage_pinned = q->stage_declared = 0;
+}
+
+/* q's staging buffer, at least len bytes: made once and kept with the queue (one per job
+ * thread of a connector), pinned with the queue's device (its copies then run at the
+ * device's full speed) and, for a store whose values go over UCX, declared to UCX
+ * (tucx_declare: registered once per UCX context, not per transfer). Grown when a call needs
+ * more; released when the queue closes. NULL: out of memory. */
+static uint8_t *stage_buf(tide_store *s, dev_queue *q, size_t len) {
+    if (q->stage && q->stage_len >= len) {
+        if (!q->stage_declared && s && client_uses_ucx(s))
+            q->stage_declared = tucx_declare(q->stage, q->stage_len, 0) == 0;
+        return q->stage;
+    }
+    stage_free(q);
+    size_t want = 1u << 20;
+    while (want < len)
+        want <<= 1;
+    if (want > DEVIO_STAGE && len <= DEVIO_STAGE) want = DEVIO_STAGE;
+    void *b = NULL;
+    if (posix_memalign(&b, 4096, want) != 0) return NULL;
+    char msg[ERR_MSG_MAX];
+    q->stage = b;
+    q->stage_len = want;
+    q->stage_pinned = dev_host_register(q->d, b, want, msg, sizeof(msg)) == 0;
+    q->stage_declared = s && client_uses_ucx(s) && tucx_declare(b, want, 0) == 0;
+    q->on_close = stage_free;
+    return b;
+}
+
+int devio_sum(void *arg, const tide_iov *v, size_t cnt, uint64_t len, uint64_t *sum, char *why,
+              size_t wl) {
+    dev_queue *q = arg;
+    uint8_t *b = stage_buf(NULL, q, len);
+    if (!b) {
+        snprintf(why, wl, "out of memory for a staging buffer of %llu bytes",
+                 (unsigned long long)len);
+        return -ENOMEM;
+    }
+    int rc = 0;
+    uint64_t left = len, t = 0;
+    uint8_t *p = b;
+    for (size_t k = 0; k < cnt && left && rc == 0; k++) {
+        size_t take = v[k].len < left ? v[k].len : left;
+        rc = dev_queue_add(q, p, v[k].base, take);
+        p += take;
+        left -= take;
+    }
+    if (rc == 0) rc = dev_queue_flush(q, &t, why, wl);
+    if (rc == 0) rc = dev_queue_wait(q, t, why, wl);
+    if (rc) {
+        dev_queue_discard(q);
+        if (rc == -ENOMEM) snprintf(why, wl, "out of memory");
+        return rc;
+    }
+    *sum = checksum_buf(b, len);
+    return 0;
+}
+
 /* The keys [i, j) of a staged call: as many as fit DEVIO_STAGE bytes (at least one). */
 static size_t stage_span(const tide_iov *iov, const size_t *iovcnt, size_t i, size_t n,
                          size_t *bytes) {
@@ -177,17 +251,16 @@ static size_t stage_span(const tide_iov *iov, const size_t *iovcnt, size_t i, si
     return j;
 }
 
-static int staged_put(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
+int client_staged_put(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
                       const size_t *iovcnt, int *results, dev_queue *q) {
     char msg[ERR_MSG_MAX];
     int ok = 0;
     for (size_t i = 0; i < n;) {
         size_t bytes;
         size_t j = stage_span(iov, iovcnt, i, n, &bytes);
-        uint8_t *buf = malloc(bytes ? bytes : 1);
+        uint8_t *buf = stage_buf(s, q, bytes ? bytes : 1);
         tide_iov *one = malloc((j - i) * sizeof(*one));
         if (!buf || !one) {
-            free(buf);
             free(one);
             return client_err(s, -ENOMEM, "out of memory staging device values");
         }
@@ -212,13 +285,11 @@ static int staged_put(tide_store *s, const tide_key *keys, size_t n, const tide_
         } else {
             int r = s->ops->put_many(s, keys + i, j - i, one, NULL, results + i);
             if (r < 0) {
-                free(buf);
                 free(one);
                 return r;
             }
             ok += r;
         }
-        free(buf);
         free(one);
         iov = v;
         i = j;
@@ -226,18 +297,18 @@ static int staged_put(tide_store *s, const tide_key *keys, size_t n, const tide_
     return ok;
 }
 
-static int staged_get(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
+int client_staged_get(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
                       const size_t *iovcnt, int *results, size_t *vlens, dev_queue *q) {
     char msg[ERR_MSG_MAX];
     int ok = 0;
     for (size_t i = 0; i < n;) {
         size_t bytes;
         size_t j = stage_span(iov, iovcnt, i, n, &bytes);
-        uint8_t *buf = malloc(bytes ? bytes : 1);
+        uint8_t *buf = stage_buf(s, q, bytes ? bytes : 1);
         tide_iov *one = malloc((j - i) * sizeof(*one));
         size_t *lens = calloc(j - i, sizeof(*lens));
         if (!buf || !one || !lens) {
-            free(buf), free(one), free(lens);
+            free(one), free(lens);
             return client_err(s, -ENOMEM, "out of memory staging device values");
         }
         const tide_iov *v = iov;
@@ -250,7 +321,7 @@ static int staged_get(tide_store *s, const tide_key *keys, size_t n, const tide_
         }
         int r = s->ops->get_many(s, keys + i, j - i, one, NULL, results + i, lens);
         if (r < 0) {
-            free(buf), free(one), free(lens);
+            free(one), free(lens);
             return r;
         }
         int rc = 0;
@@ -273,7 +344,7 @@ static int staged_get(tide_store *s, const tide_key *keys, size_t n, const tide_
             if (vlens) vlens[k] = results[k] == 0 ? lens[k - i] : 0;
             ok += results[k] == 0;
         }
-        free(buf), free(one), free(lens);
+        free(one), free(lens);
         iov = v;
         i = j;
     }
@@ -285,7 +356,7 @@ int client_put_many_dev(tide_store *s, const tide_key *keys, size_t n, const tid
     int rc = dev_args(s, "tide_put_many (device)", keys, n, iov, results, q);
     if (rc || n == 0) return rc;
     if (s->ops->put_many_dev) return s->ops->put_many_dev(s, keys, n, iov, iovcnt, results, q);
-    return staged_put(s, keys, n, iov, iovcnt, results, q);
+    return client_staged_put(s, keys, n, iov, iovcnt, results, q);
 }
 
 int client_get_many_dev(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
@@ -294,5 +365,5 @@ int client_get_many_dev(tide_store *s, const tide_key *keys, size_t n, const tid
     if (rc || n == 0) return rc;
     if (s->ops->get_many_dev)
         return s->ops->get_many_dev(s, keys, n, iov, iovcnt, results, vlens, q);
-    return staged_get(s, keys, n, iov, iovcnt, results, vlens, q);
+    return client_staged_get(s, keys, n, iov, iovcnt, results, vlens, q);
 }

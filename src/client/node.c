@@ -353,6 +353,37 @@ static int node_get_many(tide_store *s, const tide_key *keys, size_t n, const ti
     return node_get_tcp(s, keys, n, iov, iovcnt, results, vlens);
 }
 
+/* Device values: over a UCX that moves CUDA memory, values in declared GPU regions go
+ * straight between the GPU and the pool (each checksum taken through the queue's staging
+ * buffer, devio_sum); otherwise staged through that buffer (devio.c). */
+static int node_put_many_dev(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
+                             const size_t *iovcnt, int *results, dev_queue *q) {
+    wire *w = s->impl;
+    if (w->owner && tucx_usable(s, w) && tucx_dev_direct(w, iov, iovcnt, n))
+        return tucx_put_many_dev(s, w, keys, n, iov, iovcnt, results, devio_sum, q);
+    return client_staged_put(s, keys, n, iov, iovcnt, results, q);
+}
+
+static int node_get_many_dev(tide_store *s, const tide_key *keys, size_t n, const tide_iov *iov,
+                             const size_t *iovcnt, int *results, size_t *vlens, dev_queue *q) {
+    wire *w = s->impl;
+    if (w->owner && tucx_usable(s, w) && tucx_dev_direct(w, iov, iovcnt, n))
+        return tucx_get_many_dev(s, w, keys, n, iov, iovcnt, results, vlens, devio_sum, q);
+    return client_staged_get(s, keys, n, iov, iovcnt, results, vlens, q);
+}
+
+static int node_uses_ucx(tide_store *s) {
+    return s->impl && ((wire *)s->impl)->owner != NULL;
+}
+
+static int node_ucx_cuda(tide_store *s, char *why, size_t len) {
+    if (!node_uses_ucx(s)) {
+        snprintf(why, len, "not a transport=ucx store");
+        return -1;
+    }
+    return tucx_cuda_support(s, s->impl, why, len);
+}
+
 /* ---- open / close -------------------------------------------------------------------- */
 
 /* HOST:PORT (hostport.h: an IPv6 host in brackets) resolved with AF_UNSPEC: a name may
@@ -472,4 +503,8 @@ const backend_ops node_backend = {
     .clear = wire_clear,
     .stats = wire_stats,
     .events = wire_events,
+    .put_many_dev = node_put_many_dev,
+    .get_many_dev = node_get_many_dev,
+    .uses_ucx = node_uses_ucx,
+    .ucx_cuda = node_ucx_cuda,
 };

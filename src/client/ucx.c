@@ -36,6 +36,19 @@
  * UCX context (ucp_mem_map, at most TUCX_REG_SLOTS per context, the least recently used
  * dropped) and passed as the requests' memh; others are given to UCX unregistered and UCX
  * registers them itself. The pool on tided's side is registered once (ucp_mem_map).
+ * Kept declarations (tucx_declare: the connector's regions and staging buffers) have no
+ * slot limit: each context registers each once, at first use, until it is undeclared. The
+ * RMA path passes a registration with every piece; the active-message path with values in
+ * one piece (a value in several goes as one UCX iov message, which carries none: UCX
+ * registers it itself, free on TCP; one message per piece, to carry ours, measured 2-4x
+ * slower there).
+ *
+ * GPU memory: each context asks UCX which memory types it moves (ucp_context_query). When
+ * CUDA is one, values whose pieces all lie in regions declared as CUDA memory
+ * (tucx_put_many_dev / tucx_get_many_dev, from node.c) go by RMA straight between the GPU
+ * and the pool, registered as CUDA memory; their checksums are taken by the caller's
+ * function (the device queue reads each value back into its staging buffer, devio_sum).
+ * Otherwise node.c stages them through that buffer (devio.c).
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -59,6 +72,8 @@ typedef struct reg_range {
     uintptr_t base;
     size_t len;
     uint64_t id; /* never reused: a context's registration names the range by it */
+    int kept;    /* tucx_declare: registered once per context and kept until unregistered */
+    int cuda;    /* ... as CUDA memory (a GPU region) */
 } reg_range;
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -68,7 +83,7 @@ static uint64_t g_next_id = 1;
 
 static void tucx_forget(uint64_t id);
 
-int tide_buffer_register(const void *base, size_t len) {
+static int declare(const void *base, size_t len, int kept, int cuda) {
     if (!base || !len || (uintptr_t)base + len < (uintptr_t)base) return -EINVAL;
     uintptr_t b = (uintptr_t)base;
     int rc = 0;
@@ -78,11 +93,36 @@ int tide_buffer_register(const void *base, size_t len) {
         if (b < g_ranges[i].base + g_ranges[i].len && g_ranges[i].base < b + len) rc = TIDE_EBUSY;
     if (!rc && n == TIDE_BUFFER_MAX) rc = TIDE_ELIMIT;
     if (!rc) {
-        g_ranges[n] = (reg_range){b, len, g_next_id++};
+        g_ranges[n] = (reg_range){b, len, g_next_id++, kept, cuda};
         atomic_store(&g_n, n + 1);
     }
     pthread_mutex_unlock(&g_mu);
     return rc;
+}
+
+int tide_buffer_register(const void *base, size_t len) {
+    return declare(base, len, 0, 0);
+}
+
+int tucx_declare(const void *base, size_t len, int cuda) {
+    return declare(base, len, 1, cuda);
+}
+
+int client_ucx_declare(tide_store *s, const void *base, size_t len, int cuda) {
+    return client_uses_ucx(s) && declare(base, len, 1, cuda) == 0;
+}
+
+int tucx_declared_cuda(const void *p, size_t l) {
+    int found = 0;
+    pthread_mutex_lock(&g_mu);
+    size_t n = atomic_load(&g_n);
+    for (size_t i = 0; i < n && !found; i++) {
+        const reg_range *r = &g_ranges[i];
+        found = r->cuda && (uintptr_t)p >= r->base && (uintptr_t)p - r->base <= r->len &&
+                l <= r->len - ((uintptr_t)p - r->base);
+    }
+    pthread_mutex_unlock(&g_mu);
+    return found;
 }
 
 int tide_buffer_unregister(const void *base, size_t len) {
@@ -135,6 +175,13 @@ typedef struct reg_slot {
     uint64_t call; /* the context's call that last used it: never dropped during that call */
 } reg_slot;
 
+/* A kept declaration's registration with this context (NULL memh: it failed, and is not
+ * tried again: UCX registers those bytes itself, per transfer). */
+typedef struct kept_reg {
+    uint64_t id;
+    ucp_mem_h memh;
+} kept_reg;
+
 /* One value of an active-message call (docs/UCX.md): its scatter list, and what came of it. */
 typedef struct tucx_op {
     const tide_iov *v;
@@ -169,6 +216,9 @@ typedef struct tucx {
     tucx_op *ops; /* the current call's values (under mu), NULL between calls */
     size_t nops;
     reg_slot regs[TUCX_REG_SLOTS]; /* under mu */
+    kept_reg *kept;                /* kept declarations registered here (under mu) */
+    size_t nkept, capkept;
+    uint64_t mem_types; /* UCS_BIT(memory type) of what this context's UCX moves */
     uint64_t reg_clock;
     uint64_t call;      /* the current put or get call's number (under mu), for regs[].call */
     struct tucx *next;  /* every tucx, for tucx_forget (under list_mu) */
@@ -207,9 +257,12 @@ static void reg_drop(tucx *t, reg_slot *r) {
  * call has already handed to a posted request (dropping one would unmap memory a transfer
  * in flight uses), or when the registration failed (UCX then registers the bytes itself,
  * as for any buffer). */
+static ucp_mem_h kept_memh(tucx *t, const reg_range *rr);
+
 static ucp_mem_h tucx_memh(tucx *t, const void *p, size_t l) {
     reg_range rr;
     if (!t->ctx || !range_find(p, l, &rr)) return NULL;
+    if (rr.kept) return kept_memh(t, &rr);
     reg_slot *victim = NULL;
     for (int i = 0; i < TUCX_REG_SLOTS; i++) {
         reg_slot *r = &t->regs[i];
@@ -247,6 +300,55 @@ static ucp_mem_h tucx_memh(tucx *t, const void *p, size_t l) {
     return victim->memh;
 }
 
+/* Under t->mu: this context's registration of a kept declaration (the connector's regions),
+ * made at its first use and kept until the declaration goes (tucx_forget) or the context
+ * does: never dropped to make room. A CUDA region is registered as CUDA memory, and only
+ * by a context whose UCX moves CUDA memory (else NULL: such a context is never handed its
+ * bytes, tucx_dev_direct). */
+static ucp_mem_h kept_memh(tucx *t, const reg_range *rr) {
+    for (size_t i = 0; i < t->nkept; i++)
+        if (t->kept[i].id == rr->id) {
+            if (t->kept[i].memh) atomic_fetch_add(&n_hits, 1);
+            return t->kept[i].memh;
+        }
+    if (rr->cuda && !(t->mem_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA))) return NULL;
+    if (t->nkept == t->capkept) {
+        size_t cap = t->capkept ? 2 * t->capkept : 16;
+        kept_reg *k = realloc(t->kept, cap * sizeof(*k));
+        if (!k) return NULL;
+        t->kept = k;
+        t->capkept = cap;
+    }
+    ucp_mem_map_params_t mp = {.field_mask =
+                                   UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
+                               .address = (void *)rr->base,
+                               .length = rr->len};
+    if (rr->cuda) {
+        mp.field_mask |= UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
+        mp.memory_type = UCS_MEMORY_TYPE_CUDA;
+    }
+    ucp_mem_h m = NULL;
+    ucs_status_t st = ucp_mem_map(t->ctx, &mp, &m);
+    if (st != UCS_OK) {
+        LOG_WARN("%s: UCX could not register a %s region of %zu bytes (%s); UCX registers its "
+                 "transfers itself",
+                 t->w->addr, rr->cuda ? "GPU" : "host", rr->len, ust(st));
+        m = NULL;
+    } else {
+        atomic_fetch_add(&n_maps, 1);
+    }
+    t->kept[t->nkept++] = (kept_reg){rr->id, m};
+    return m;
+}
+
+static void kept_drop(tucx *t, size_t i) {
+    if (t->kept[i].memh) {
+        ucp_mem_unmap(t->ctx, t->kept[i].memh);
+        atomic_fetch_add(&n_unmaps, 1);
+    }
+    t->kept[i] = t->kept[--t->nkept];
+}
+
 /* The declared range id was unregistered: every context drops its registration. */
 static void tucx_forget(uint64_t id) {
     pthread_mutex_lock(&list_mu);
@@ -254,6 +356,8 @@ static void tucx_forget(uint64_t id) {
         pthread_mutex_lock(&t->mu);
         for (int i = 0; i < TUCX_REG_SLOTS; i++)
             if (t->regs[i].id == id) reg_drop(t, &t->regs[i]);
+        for (size_t i = t->nkept; i-- > 0;)
+            if (t->kept[i].id == id) kept_drop(t, i);
         pthread_mutex_unlock(&t->mu);
     }
     pthread_mutex_unlock(&list_mu);
@@ -412,9 +516,23 @@ static ucs_status_t on_getdata(void *arg, const void *hdr, size_t hdr_len, void 
     void *buf = op->v[0].base;
     size_t count = len;
     if (nd > 1) {
+        /* UCX reads the iov array until the receive completes, after this handler returned:
+         * kept with the op until ops_end, never on this stack. */
+        ucp_dt_iov_t *keep = malloc(nd * sizeof(*keep));
+        if (!keep) {
+            free(c);
+            ucp_am_data_release(t->wk, data);
+            op->status = -ENOMEM;
+            op->why = "out of memory for a value's receive";
+            op->done = 1;
+            return UCS_OK;
+        }
+        memcpy(keep, dtv, nd * sizeof(*keep));
+        free(op->keep);
+        op->keep = keep;
         rp.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
         rp.datatype = ucp_dt_make_iov();
-        buf = dtv;
+        buf = keep;
         count = nd;
     } else if (nd == 1) {
         buf = dtv[0].buffer;
@@ -598,6 +716,11 @@ static int tucx_connect(tide_store *s, tucx *t, int port) {
             return client_err(s, TIDE_EUNSUPPORTED,
                               "ucp_init: %s (no usable transport in UCX_TLS?)", ust(st));
         }
+        /* What memory this UCX moves (host; CUDA where it was built with CUDA and finds
+         * the CUDA driver): decides whether GPU regions go to it directly (tucx_dev_direct). */
+        ucp_context_attr_t ca = {.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES};
+        t->mem_types = ucp_context_query(t->ctx, &ca) == UCS_OK ? ca.memory_types
+                                                                : UCS_BIT(UCS_MEMORY_TYPE_HOST);
         ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
                                   .thread_mode = UCS_THREAD_MODE_SINGLE};
         if ((st = ucp_worker_create(t->ctx, &wp, &t->wk)) != UCS_OK) {
@@ -747,6 +870,9 @@ void tucx_detach(wire *w) {
     pthread_mutex_unlock(&list_mu);
     for (int i = 0; i < TUCX_REG_SLOTS; i++)
         if (t->regs[i].id) reg_drop(t, &t->regs[i]);
+    while (t->nkept)
+        kept_drop(t, t->nkept - 1);
+    free(t->kept);
     if (t->wk) {
         tucx_drop(t);
         ucp_worker_destroy(t->wk);
@@ -758,6 +884,23 @@ void tucx_detach(wire *w) {
 }
 
 /* ---- put ----------------------------------------------------------------------------- */
+
+/* One put or get call: the handle's UCX path, and how a value's checksum is taken where it
+ * lies: by the CPU (sum NULL), or, for values in device memory, by the caller's function. */
+typedef struct tucx_call {
+    tucx *t;
+    tucx_sum_fn sum;
+    void *sum_arg;
+} tucx_call;
+
+static int value_sum(const tucx_call *cl, const tide_iov *v, size_t cnt, uint64_t len,
+                     uint64_t *out, char *why, size_t wl) {
+    if (!cl->sum) {
+        *out = checksum_iov(v, cnt, len);
+        return 0;
+    }
+    return cl->sum(cl->sum_arg, v, cnt, len, out, why, wl);
+}
 
 static int tucx_in_pool(const tucx *t, uint64_t off, uint64_t len) {
     return off <= t->rsize && len <= t->rsize - off;
@@ -864,16 +1007,27 @@ static int put_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv
                      void *arg) {
     (void)lens;
     tide_store *s = k->s;
-    tucx *t = arg;
+    const tucx_call *cl = arg;
+    tucx *t = cl->t;
     uint64_t *ids = malloc(n * sizeof(*ids)), *sums = malloc(n * sizeof(*sums));
     size_t *owner = malloc(n * sizeof(*owner));
     void **reqs = calloc(pieces(fcnt, n), sizeof(void *));
+    uint64_t *dsum = cl->sum ? malloc(n * sizeof(*dsum)) : NULL;
     uint8_t *head = NULL;
     size_t head_len = 0, nc = 0, nreq = 0;
-    int rc = -ENOMEM, locked = 0;
-    if (!ids || !sums || !owner || !reqs) {
+    int rc = -ENOMEM, locked = 0, am = 0;
+    if (!ids || !sums || !owner || !reqs || (cl->sum && !dsum)) {
         client_err(s, rc, "%s: out of memory", t->w->addr);
         goto out;
+    }
+    /* Values in device memory: their checksums first, read back by the caller's function
+     * (the device's queue), before anything is reserved and outside the UCX lock. */
+    for (size_t j = 0; dsum && j < n; j++) {
+        char why[ERR_MSG_MAX];
+        if ((rc = value_sum(cl, fv[j], fcnt[j], vl[j], &dsum[j], why, sizeof(why))) != 0) {
+            client_err(s, rc, "%s: the checksum of a value in device memory: %s", t->w->addr, why);
+            goto out;
+        }
     }
     WIRE_ENCODE(s, rc, head, head_len, frame_encode_reserve(NULL, 0, len, 0, fk, vl, n),
                 frame_encode_reserve(buf, cap, len, 0, fk, vl, n));
@@ -890,7 +1044,10 @@ static int put_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv
         rc = client_err(s, TIDE_ECLOSED, "%s: the UCX endpoint closed", t->w->addr);
         goto out;
     }
-    if (t->am && (rc = ops_begin(s, t, n)) != 0) goto out;
+    /* Device values go by RMA (a GPUDirect NIC's where there is one): an active message's
+     * eager answer is copied by the CPU, which cannot write GPU memory. */
+    am = t->am && !cl->sum;
+    if (am && (rc = ops_begin(s, t, n)) != 0) goto out;
     for (size_t j = 0; frame_iter_next(&it, &e); j++) {
         res[j] = e.status;
         if (e.status != 0 || e.id == 0) continue;
@@ -902,14 +1059,14 @@ static int put_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv
                 (unsigned long long)t->rsize);
             goto wait;
         }
-        rc = t->am ? tucx_am(s, t, 1, j, fv[j], fcnt[j], e.offset, vl[j], reqs, &nreq)
-                   : tucx_rma(s, t, 1, fv[j], fcnt[j], e.offset, vl[j], reqs, &nreq);
+        rc = am ? tucx_am(s, t, 1, j, fv[j], fcnt[j], e.offset, vl[j], reqs, &nreq)
+                : tucx_rma(s, t, 1, fv[j], fcnt[j], e.offset, vl[j], reqs, &nreq);
         if (rc) goto wait;
-        sums[nc] = checksum_iov(fv[j], fcnt[j], vl[j]);
+        sums[nc] = dsum ? dsum[j] : checksum_iov(fv[j], fcnt[j], vl[j]);
         ids[nc] = e.id;
         owner[nc++] = j;
     }
-    if (nc && !t->am) {
+    if (nc && !am) {
         /* Remote completion: every byte is in tided's pool before COMMIT (by active
          * messages: each PUTDONE says so). */
         ucp_request_param_t rp = {.op_attr_mask = 0};
@@ -942,6 +1099,7 @@ out:
     free(sums);
     free(owner);
     free(reqs);
+    free(dsum);
     return rc;
 }
 
@@ -951,7 +1109,8 @@ static int get_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv
                      const size_t *fcnt, const uint64_t *caps, size_t n, int *res, size_t *lens,
                      void *arg) {
     tide_store *s = k->s;
-    tucx *t = arg;
+    const tucx_call *cl = arg;
+    tucx *t = cl->t;
     uint64_t *ids = malloc(n * sizeof(*ids)), *want = malloc(n * sizeof(*want));
     int32_t *outs = malloc(n * sizeof(*outs));
     size_t *owner = malloc(n * sizeof(*owner));
@@ -974,7 +1133,8 @@ static int get_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv
     pthread_mutex_lock(&t->mu);
     t->call++;
     if (!t->ep) rc = client_err(s, TIDE_ECLOSED, "%s: the UCX endpoint closed", t->w->addr);
-    if (!rc && t->am) rc = ops_begin(s, t, n);
+    int am = t->am && !cl->sum; /* device values by RMA (put_chunk) */
+    if (!rc && am) rc = ops_begin(s, t, n);
     for (size_t j = 0; rc == 0 && frame_iter_next(&it, &e); j++) {
         res[j] = e.status;
         lens[j] = e.status == 0 || e.status == TIDE_EBUFSMALL ? e.vlen : 0;
@@ -991,8 +1151,8 @@ static int get_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv
                             (unsigned long long)t->rsize, (unsigned long long)caps[j]);
             break;
         }
-        rc = t->am ? tucx_am(s, t, 0, j, fv[j], fcnt[j], e.offset, e.vlen, reqs, &nreq)
-                   : tucx_rma(s, t, 0, fv[j], fcnt[j], e.offset, e.vlen, reqs, &nreq);
+        rc = am ? tucx_am(s, t, 0, j, fv[j], fcnt[j], e.offset, e.vlen, reqs, &nreq)
+                : tucx_rma(s, t, 0, fv[j], fcnt[j], e.offset, e.vlen, reqs, &nreq);
     }
     int wr = tucx_wait(s, t, reqs, nreq, k->deadline, "get");
     if (!rc) rc = wr;
@@ -1002,8 +1162,20 @@ static int get_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv
     /* Each value checked where it landed. */
     for (size_t i = 0; i < nr; i++) {
         size_t j = owner[i];
-        if (checksum_iov(fv[j], fcnt[j], lens[j]) == want[i]) continue;
-        char kb[80];
+        uint64_t got = 0;
+        char why[ERR_MSG_MAX], kb[80];
+        int hr = value_sum(cl, fv[j], fcnt[j], lens[j], &got, why, sizeof(why));
+        if (hr) {
+            /* The device could not be read back: not claimed, and not the value's fault. */
+            client_err(s, hr,
+                       "%s: value of key '%s' landed in device memory that could not be "
+                       "read back: %s",
+                       t->w->addr, client_key_repr(fk[j].data, fk[j].len, kb, sizeof(kb)), why);
+            res[j] = hr;
+            lens[j] = 0;
+            continue;
+        }
+        if (got == want[i]) continue;
         client_err(s, TIDE_ECHECKSUM,
                    "%s: value of key '%s' failed its checksum; reported as a miss", t->w->addr,
                    client_key_repr(fk[j].data, fk[j].len, kb, sizeof(kb)));
@@ -1030,14 +1202,88 @@ out:
 
 /* ---- batches ------------------------------------------------------------------------- */
 
+static atomic_uint_fast64_t n_dev_values;
+
 int tucx_put_many(tide_store *s, wire *w, const tide_key *keys, size_t n, const tide_iov *iov,
                   const size_t *iovcnt, int *results) {
-    return wire_batch(s, w, 1, keys, n, iov, iovcnt, results, NULL, put_chunk, w->owner);
+    tucx_call cl = {w->owner, NULL, NULL};
+    return wire_batch(s, w, 1, keys, n, iov, iovcnt, results, NULL, put_chunk, &cl);
 }
 
 int tucx_get_many(tide_store *s, wire *w, const tide_key *keys, size_t n, const tide_iov *iov,
                   const size_t *iovcnt, int *results, size_t *vlens) {
-    return wire_batch(s, w, 0, keys, n, iov, iovcnt, results, vlens, get_chunk, w->owner);
+    tucx_call cl = {w->owner, NULL, NULL};
+    return wire_batch(s, w, 0, keys, n, iov, iovcnt, results, vlens, get_chunk, &cl);
+}
+
+/* ---- device memory (GPU regions) ----------------------------------------------------- */
+
+static const char *const mem_type_names[] = {"host", "cuda", "cuda-managed", "rocm",
+                                             "rocm-managed"};
+
+int tucx_cuda_support(tide_store *s, wire *w, char *why, size_t len) {
+    tucx *t = w->owner;
+    if (!t || !tucx_usable(s, w)) {
+        snprintf(why, len, "values over TCP (%s)",
+                 !t ? "not transport=ucx" : "no UCX endpoint to tided: see the warning above");
+        return -1;
+    }
+    pthread_mutex_lock(&t->mu);
+    uint64_t types = t->mem_types;
+    pthread_mutex_unlock(&t->mu);
+    char list[160] = "";
+    size_t at = 0;
+    for (unsigned b = 0; b < 64 && at < sizeof(list); b++) {
+        if (!(types & (1ull << b))) continue;
+        int k =
+            b < sizeof(mem_type_names) / sizeof(mem_type_names[0])
+                ? snprintf(list + at, sizeof(list) - at, "%s%s", at ? ", " : "", mem_type_names[b])
+                : snprintf(list + at, sizeof(list) - at, "%stype %u", at ? ", " : "", b);
+        if (k < 0) break;
+        at += (size_t)k;
+    }
+    if (types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) {
+        snprintf(why, len, "memory types: %s", list);
+        return 1;
+    }
+    snprintf(why, len, "CUDA memory not supported by this UCX (memory types: %s)",
+             at ? list : "none reported");
+    return 0;
+}
+
+int tucx_dev_direct(wire *w, const tide_iov *iov, const size_t *iovcnt, size_t n) {
+    tucx *t = w->owner;
+    if (!t) return 0;
+    pthread_mutex_lock(&t->mu);
+    int cuda = t->ctx && (t->mem_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA));
+    pthread_mutex_unlock(&t->mu);
+    if (!cuda) return 0;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        for (size_t c = 0, cnt = iovcnt ? iovcnt[i] : 1; c < cnt; c++, k++)
+            if (iov[k].len && !tucx_declared_cuda(iov[k].base, iov[k].len)) return 0;
+    return 1;
+}
+
+int tucx_put_many_dev(tide_store *s, wire *w, const tide_key *keys, size_t n, const tide_iov *iov,
+                      const size_t *iovcnt, int *results, tucx_sum_fn sum, void *arg) {
+    tucx_call cl = {w->owner, sum, arg};
+    int rc = wire_batch(s, w, 1, keys, n, iov, iovcnt, results, NULL, put_chunk, &cl);
+    if (rc > 0) atomic_fetch_add(&n_dev_values, (uint64_t)rc);
+    return rc;
+}
+
+int tucx_get_many_dev(tide_store *s, wire *w, const tide_key *keys, size_t n, const tide_iov *iov,
+                      const size_t *iovcnt, int *results, size_t *vlens, tucx_sum_fn sum,
+                      void *arg) {
+    tucx_call cl = {w->owner, sum, arg};
+    int rc = wire_batch(s, w, 0, keys, n, iov, iovcnt, results, vlens, get_chunk, &cl);
+    if (rc > 0) atomic_fetch_add(&n_dev_values, (uint64_t)rc);
+    return rc;
+}
+
+uint64_t tucx_dev_values(void) {
+    return atomic_load(&n_dev_values);
 }
 #else /* no UCX headers at build time: values over TCP */
 static void tucx_forget(uint64_t id) {
@@ -1075,5 +1321,34 @@ int tucx_get_many(tide_store *s, wire *w, const tide_key *keys, size_t n, const 
 
 void tucx_detach(wire *w) {
     (void)w;
+}
+
+int tucx_cuda_support(tide_store *s, wire *w, char *why, size_t len) {
+    (void)s, (void)w;
+    snprintf(why, len, "values over TCP (this libtide was built without UCX)");
+    return -1;
+}
+
+int tucx_dev_direct(wire *w, const tide_iov *iov, const size_t *iovcnt, size_t n) {
+    (void)w, (void)iov, (void)iovcnt, (void)n;
+    return 0;
+}
+
+int tucx_put_many_dev(tide_store *s, wire *w, const tide_key *keys, size_t n, const tide_iov *iov,
+                      const size_t *iovcnt, int *results, tucx_sum_fn sum, void *arg) {
+    (void)w, (void)keys, (void)n, (void)iov, (void)iovcnt, (void)results, (void)sum, (void)arg;
+    return client_err(s, TIDE_EUNSUPPORTED, "built without UCX");
+}
+
+int tucx_get_many_dev(tide_store *s, wire *w, const tide_key *keys, size_t n, const tide_iov *iov,
+                      const size_t *iovcnt, int *results, size_t *vlens, tucx_sum_fn sum,
+                      void *arg) {
+    (void)w, (void)keys, (void)n, (void)iov, (void)iovcnt, (void)results, (void)vlens, (void)sum,
+        (void)arg;
+    return client_err(s, TIDE_EUNSUPPORTED, "built without UCX");
+}
+
+uint64_t tucx_dev_values(void) {
+    return 0;
 }
 #endif

@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "client/ucx_dl.h"
@@ -27,11 +28,34 @@ static int sym(void *lib, const char *libname, const char *name, void *slot) {
     return 0;
 }
 
+/* lib (libucs, libucp) from TIDE_UCX_LIBDIR when set (a UCX of one's choice, e.g. a
+ * CUDA-enabled one: PyPI's libucx-cu12 keeps its libraries in site-packages/libucx/lib, some
+ * without the .so.0 name), else by the loader's search (LD_LIBRARY_PATH, the system's). */
+static void *open_lib(const char *lib) {
+    const char *dir = getenv("TIDE_UCX_LIBDIR");
+    if (!dir || !*dir) {
+        char name[64];
+        snprintf(name, sizeof(name), "%s.so.0", lib);
+        return dlopen(name, RTLD_NOW | RTLD_GLOBAL);
+    }
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s.so.0", dir, lib);
+    void *h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+    if (!h) {
+        snprintf(path, sizeof(path), "%s/%s.so", dir, lib);
+        h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+    }
+    return h;
+}
+
 static void load(void) {
-    void *ucs = dlopen("libucs.so.0", RTLD_NOW | RTLD_GLOBAL);
-    void *ucp = ucs ? dlopen("libucp.so.0", RTLD_NOW | RTLD_GLOBAL) : NULL;
+    void *ucs = open_lib("libucs");
+    void *ucp = ucs ? open_lib("libucp") : NULL;
     if (!ucp) {
-        snprintf(why, sizeof(why), "UCX not found: %s (install UCX: Debian's libucx0)", dlerror());
+        const char *dir = getenv("TIDE_UCX_LIBDIR");
+        snprintf(why, sizeof(why), "UCX not found: %s (%s)", dlerror(),
+                 dir && *dir ? "TIDE_UCX_LIBDIR names a directory without libucs/libucp"
+                             : "install UCX: Debian's libucx0, or set TIDE_UCX_LIBDIR");
         return;
     }
     struct {
@@ -44,6 +68,7 @@ static void load(void) {
         P(config_release),
         P(init_version),
         P(cleanup),
+        P(context_query),
         P(worker_create),
         P(worker_destroy),
         P(worker_progress),

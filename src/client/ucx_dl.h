@@ -24,6 +24,7 @@ struct ucx_dl_fns {
     ucs_status_t (*init_version)(unsigned, unsigned, const ucp_params_t *, const ucp_config_t *,
                                  ucp_context_h *);
     void (*cleanup)(ucp_context_h);
+    ucs_status_t (*context_query)(ucp_context_h, ucp_context_attr_t *);
     ucs_status_t (*worker_create)(ucp_context_h, const ucp_worker_params_t *, ucp_worker_h *);
     void (*worker_destroy)(ucp_worker_h);
     unsigned (*worker_progress)(ucp_worker_h);
@@ -64,6 +65,7 @@ extern struct ucx_dl_fns ucx_dl;
 #define ucp_config_release (ucx_dl.config_release)
 #define ucp_init(p, c, ctx) (ucx_dl.init_version(UCP_API_MAJOR, UCP_API_MINOR, (p), (c), (ctx)))
 #define ucp_cleanup (ucx_dl.cleanup)
+#define ucp_context_query (ucx_dl.context_query)
 #define ucp_worker_create (ucx_dl.worker_create)
 #define ucp_worker_destroy (ucx_dl.worker_destroy)
 #define ucp_worker_progress (ucx_dl.worker_progress)

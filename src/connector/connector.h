@@ -75,7 +75,15 @@ typedef struct connector_region {
     uint64_t seg_len;
     uint64_t block_stride;
     int64_t num_blocks;
+    /* The tensor [ucx_base, ucx_base + ucx_len) declared to UCX (tucx_declare) for a
+     * transport=ucx store: registered once per UCX context, undeclared at stop. NULL: not
+     * declared (another store, or the range overlaps one declared already). */
+    void *ucx_base;
+    uint64_t ucx_len;
 } connector_region;
+
+/* How a connector's device regions move over a transport=ucx store (devmem.c). */
+enum { CONNECTOR_GPU_UNDECIDED = 0, CONNECTOR_GPU_STAGED, CONNECTOR_GPU_DIRECT };
 
 struct connector_req;
 struct connector_job;
@@ -147,6 +155,13 @@ struct tide_connector {
     int pool_owned;                          /* ...for this connector: released at stop */
     struct dev_queue *dq[CONNECTOR_THREADS]; /* job thread i's queue: made, used, closed by it */
 
+    /* UCX (ucx_lock): the regions declared to UCX, and for device regions the path their
+     * values take, decided and logged once, at the first device job (connector_gpu_path). */
+    pthread_mutex_t ucx_lock;
+    size_t ucx_regions;
+    int gpu_path;
+    char gpu_why[ERR_MSG_MAX];
+
     /* Figures (stats_lock). */
     pthread_mutex_t stats_lock;
     tide_connector_stats stats;
@@ -172,6 +187,14 @@ int connector_store_put(tide_connector *c, size_t t, const connector_event *ev,
 int connector_store_get(tide_connector *c, size_t t, const connector_event *ev,
                         const tide_key *keys, size_t n, const tide_iov *iov, const size_t *iovcnt,
                         int *results, size_t *vlens);
+/* Declare a region's tensor to the store's UCX (client_ucx_declare): 1 when declared (the
+ * caller undeclares it at stop with tide_buffer_unregister), 0 when not (not a
+ * transport=ucx store, or the range overlaps one declared already). */
+int connector_mem_declare(tide_connector *c, int kind, void *base, uint64_t nbytes);
+/* The connector's UCX figures (tests, logs): regions declared to UCX, and the device path
+ * (CONNECTOR_GPU_*) with its reason in why. */
+void connector_ucx_figures(tide_connector *c, size_t *regions, int *gpu_path, char *why,
+                           size_t len);
 /* Job thread t ends: close its queue (in that thread). */
 void connector_mem_thread_exit(tide_connector *c, size_t t);
 /* After the threads stopped: unregister the pool, close the device. */

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 
 #include "client/client.h"
+#include "common/log.h"
 #include "connector/connector.h"
 #include "device/device.h"
 
@@ -174,6 +175,42 @@ static void settle_queue(tide_connector *c, size_t t) {
     }
 }
 
+int connector_mem_declare(tide_connector *c, int kind, void *base, uint64_t nbytes) {
+    return client_ucx_declare(c->store, base, nbytes, kind != TIDE_MEM_HOST);
+}
+
+/* Once per connector with device regions and no pool here, on a transport=ucx store: the
+ * path their values take — straight between the GPU and tided's pool when the store's UCX
+ * moves CUDA memory (the regions were declared as CUDA memory), else staged through the job
+ * threads' pinned buffers — logged once with the reason, kept for figures. */
+static void connector_gpu_path(tide_connector *c) {
+    pthread_mutex_lock(&c->ucx_lock);
+    if (c->gpu_path == CONNECTOR_GPU_UNDECIDED && client_uses_ucx(c->store)) {
+        char why[ERR_MSG_MAX - 128];
+        int r = client_ucx_cuda(c->store, why, sizeof(why));
+        c->gpu_path = r == 1 ? CONNECTOR_GPU_DIRECT : CONNECTOR_GPU_STAGED;
+        if (r == 1)
+            snprintf(c->gpu_why, sizeof(c->gpu_why),
+                     "ucx: GPU regions registered with UCX as CUDA memory and moved straight to "
+                     "and from tided's pool (%s)",
+                     why);
+        else
+            snprintf(c->gpu_why, sizeof(c->gpu_why),
+                     "ucx: %s; GPU regions staged through the pinned pool", why);
+        LOG_INFO("%s", c->gpu_why);
+    }
+    pthread_mutex_unlock(&c->ucx_lock);
+}
+
+void connector_ucx_figures(tide_connector *c, size_t *regions, int *gpu_path, char *why,
+                           size_t len) {
+    pthread_mutex_lock(&c->ucx_lock);
+    *regions = c->ucx_regions;
+    *gpu_path = c->gpu_path;
+    snprintf(why, len, "%s", c->gpu_why);
+    pthread_mutex_unlock(&c->ucx_lock);
+}
+
 int connector_store_put(tide_connector *c, size_t t, const connector_event *ev,
                         const tide_key *keys, size_t n, const tide_iov *iov, const size_t *iovcnt,
                         int *results) {
@@ -186,6 +223,7 @@ int connector_store_put(tide_connector *c, size_t t, const connector_event *ev,
         q->failed = 1;
         connector_err(c, rc, "connector: waiting for the forward pass: %s", msg);
     } else {
+        if (!c->pool_base) connector_gpu_path(c);
         rc = client_put_many_dev(c->store, keys, n, iov, iovcnt, results, q);
     }
     settle_queue(c, t);
@@ -204,6 +242,7 @@ int connector_store_get(tide_connector *c, size_t t, const connector_event *ev,
         q->failed = 1;
         connector_err(c, rc, "connector: a load waiting for the engine's earlier work: %s", msg);
     } else {
+        if (!c->pool_base) connector_gpu_path(c);
         rc = client_get_many_dev(c->store, keys, n, iov, iovcnt, results, vlens, q);
     }
     settle_queue(c, t);

@@ -18,6 +18,7 @@ static void free_handle(tide_connector *c) {
     pthread_mutex_destroy(&c->sched_lock);
     pthread_mutex_destroy(&c->wlock);
     pthread_mutex_destroy(&c->stats_lock);
+    pthread_mutex_destroy(&c->ucx_lock);
     pthread_cond_destroy(&c->wcond);
     pthread_cond_destroy(&c->donecond);
     errbuf_destroy(&c->err);
@@ -53,6 +54,7 @@ static int create(const char *json, const char *path, const char *url, tide_stor
     pthread_mutex_init(&c->sched_lock, NULL);
     pthread_mutex_init(&c->wlock, NULL);
     pthread_mutex_init(&c->stats_lock, NULL);
+    pthread_mutex_init(&c->ucx_lock, NULL);
     pthread_cond_init(&c->wcond, NULL);
     pthread_cond_init(&c->donecond, NULL);
 

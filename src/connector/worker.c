@@ -251,6 +251,14 @@ static int add_region(tide_connector *c, const char *fn, int group, int kind, in
         free(r.seg_base);
         return mrc;
     }
+    /* Over UCX: the tensor declared once (GPU memory as CUDA memory), so that each UCX
+     * context registers it once and every load and save reuses that registration. A range
+     * that overlaps one declared already (the same tensor seen twice) stays undeclared: UCX
+     * registers its transfers itself. */
+    if (connector_mem_declare(c, kind, base, nbytes)) {
+        r.ucx_base = base;
+        r.ucx_len = nbytes;
+    }
     pthread_mutex_lock(&c->wlock);
     connector_region *p =
         c->nregions < CONNECTOR_MAX_REGIONS
@@ -258,6 +266,7 @@ static int add_region(tide_connector *c, const char *fn, int group, int kind, in
             : NULL;
     if (!p) {
         pthread_mutex_unlock(&c->wlock);
+        if (r.ucx_base) tide_buffer_unregister(r.ucx_base, r.ucx_len);
         free(r.seg_base);
         return connector_err(c, c->nregions < CONNECTOR_MAX_REGIONS ? -ENOMEM : -EINVAL,
                              "%s: cannot add region %zu (at most %d)", fn, c->nregions,
@@ -265,6 +274,11 @@ static int add_region(tide_connector *c, const char *fn, int group, int kind, in
     }
     c->regions = p;
     c->regions[c->nregions++] = r;
+    if (r.ucx_base) {
+        pthread_mutex_lock(&c->ucx_lock);
+        c->ucx_regions++;
+        pthread_mutex_unlock(&c->ucx_lock);
+    }
     c->obj_bytes[group] += nseg * r.seg_len;
     c->obj_iovs[group] += nseg;
     if (c->min_blocks[group] == 0 || num_blocks < c->min_blocks[group])
@@ -615,8 +629,16 @@ void connector_worker_stop(tide_connector *c) {
         pthread_join(c->threads[i], NULL);
     c->nthreads = 0;
     do_clear_reports(c);
-    for (size_t i = 0; i < c->nregions; i++)
+    /* No job runs any more: the UCX registrations of the regions go before their memory
+     * can (the engine frees it after destroy). */
+    for (size_t i = 0; i < c->nregions; i++) {
+        if (c->regions[i].ucx_base)
+            tide_buffer_unregister(c->regions[i].ucx_base, c->regions[i].ucx_len);
         free(c->regions[i].seg_base);
+    }
+    pthread_mutex_lock(&c->ucx_lock);
+    c->ucx_regions = 0;
+    pthread_mutex_unlock(&c->ucx_lock);
     free(c->regions);
     c->regions = NULL;
     c->nregions = 0;

@@ -123,6 +123,7 @@ int dev_queue_open(dev *d, dev_queue **out, char *msg, size_t mlen) {
 
 void dev_queue_close(dev_queue *q) {
     if (!q) return;
+    if (q->on_close) q->on_close(q);
     q->d->ops->queue_destroy(q->d->impl, q->q);
     free(q->runs);
     free(q);

@@ -91,6 +91,12 @@ typedef struct dev_queue {
     uint64_t ticket;              /* the last ticket issued */
     uint64_t copies, issued_runs; /* figures: copies added, runs issued */
     int failed;                   /* a copy failed: every later flush and wait fails */
+    /* The staging buffer of the transfers that cannot copy straight into a pool (devio.c):
+     * kept with the queue, released by on_close when the queue closes. */
+    void *stage;
+    size_t stage_len;
+    int stage_pinned, stage_declared;
+    void (*on_close)(struct dev_queue *q);
 } dev_queue;
 
 typedef struct dev_event {

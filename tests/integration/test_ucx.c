@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <arpa/inet.h>
@@ -135,6 +136,68 @@ TEST_T(ucx_backend_suite_shm, 180) {
     suite_over(SHM_TLS);
 }
 
+/* Values in several pieces, large enough to go by rendezvous (UCX_RNDV_THRESH=8192; pieces
+ * of 32 KiB and odd sizes), put and got as scatter lists over the active-message path, not
+ * declared and declared: every value comes back exact, none is a miss. (The receive of a
+ * value in several pieces read its iov array from the handler's stack after the handler
+ * returned: every such get was torn, a miss.) */
+TEST_T(ucx_multi_piece_values_by_rendezvous, 120) {
+    setenv("UCX_RNDV_THRESH", "8192", 1);
+    test_server ts;
+    char u[160];
+    tide_store *s = ucx_started(&ts, "tcp", u, sizeof(u), NULL);
+    enum { NV = 6, NP = 4 };
+    const size_t plen[NP] = {32768, 32768 + 17, 4096, 65536 - 3};
+    size_t vlen = 0;
+    for (int p = 0; p < NP; p++)
+        vlen += plen[p];
+    uint8_t *src = malloc(NV * vlen), *dst = malloc(NV * vlen);
+    CHECK(src && dst);
+    for (size_t b = 0; b < NV * vlen; b++)
+        src[b] = (uint8_t)(b * 13 + b / 4099);
+    char names[NV][16];
+    tide_key keys[NV];
+    tide_iov pv[NV * NP], gv[NV * NP];
+    size_t cnt[NV], lens[NV];
+    int res[NV];
+    for (int declared = 0; declared < 2; declared++) {
+        if (declared) {
+            CHECK_EQ(tide_buffer_register(src, NV * vlen), 0);
+            CHECK_EQ(tide_buffer_register(dst, NV * vlen), 0);
+        }
+        memset(dst, 0, NV * vlen);
+        for (int i = 0; i < NV; i++) {
+            int kl = snprintf(names[i], sizeof(names[i]), "mp%d-%d", declared, i);
+            keys[i] = (tide_key){names[i], (size_t)kl};
+            cnt[i] = NP;
+            size_t at = (size_t)i * vlen;
+            for (int p = 0; p < NP; p++) {
+                pv[i * NP + p] = (tide_iov){src + at, plen[p]};
+                gv[i * NP + p] = (tide_iov){dst + at, plen[p]};
+                at += plen[p];
+            }
+        }
+        CHECK_MSG(tide_put_many(s, keys, NV, pv, cnt, res) == NV, "put_many: %s", tide_errmsg(s));
+        int got = tide_get_many(s, keys, NV, gv, cnt, res, lens);
+        CHECK_MSG(got == NV, "%s: get_many of %d values in %d pieces: %d came back (%s)",
+                  declared ? "declared" : "not declared", NV, NP, got, tide_errmsg(s));
+        for (int i = 0; i < NV; i++) {
+            CHECK_EQ(lens[i], vlen);
+            CHECK_MSG(memcmp(src + (size_t)i * vlen, dst + (size_t)i * vlen, vlen) == 0,
+                      "value %d came back wrong", i);
+        }
+        if (declared) {
+            CHECK_EQ(tide_buffer_unregister(src, NV * vlen), 0);
+            CHECK_EQ(tide_buffer_unregister(dst, NV * vlen), 0);
+        }
+    }
+    CHECK_EQ(stat_figure(ts.port, "checksum_errors"), 0);
+    tide_close(s);
+    free(src);
+    free(dst);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
 /* stat_figure once it has reached at least `want`, or after 2 s what it is then: tided
  * counts socket bytes just after its writev returns, so a client that has its reply may
  * ask before the count is in (a worker descheduled between the two, on a loaded host). */
@@ -203,6 +266,52 @@ TEST(ucx_transport_option_checked) {
     tide_store *s = NULL;
     CHECK(tide_open("tide://127.0.0.1:1?transport=rdma", &s) != 0);
     CHECK(strstr(tide_errmsg(NULL), "transport must be tcp or ucx") != NULL);
+}
+
+/* TIDE_UCX_LIBDIR=DIR: UCX is loaded from DIR, by its .so.0 names or, as a PyPI wheel ships
+ * them, its .so names; a DIR without UCX is refused with a message naming the setting. */
+TEST(ucx_libdir_names_where_ucx_is) {
+    char bad[400];
+    snprintf(bad, sizeof(bad), "%s/no-ucx-here", test_tmpdir());
+    setenv("TIDE_UCX_LIBDIR", bad, 1);
+    char err[256] = "";
+    CHECK_EQ(ucx_dl_load(err, sizeof(err)), -1);
+    CHECK_MSG(strstr(err, "TIDE_UCX_LIBDIR") != NULL, "message: %s", err);
+}
+
+TEST_T(ucx_libdir_with_wheel_names, 60) {
+    /* The system's UCX, found without loading it, linked as libucs.so / libucp.so only. */
+    static const char *const dirs[] = {"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
+                                       "/usr/lib64", "/usr/lib"};
+    const char *sys = NULL;
+    char path[400];
+    for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]) && !sys; i++) {
+        snprintf(path, sizeof(path), "%s/libucp.so.0", dirs[i]);
+        if (access(path, R_OK) == 0) sys = dirs[i];
+    }
+    if (!sys) TEST_SKIP("no libucp.so.0 in the usual library directories");
+    char dir[400], link[500];
+    snprintf(dir, sizeof(dir), "%s/wheel-lib", test_tmpdir());
+    CHECK_EQ(mkdir(dir, 0700), 0);
+    const char *libs[] = {"libucs", "libucp"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof(path), "%s/%s.so.0", sys, libs[i]);
+        snprintf(link, sizeof(link), "%s/%s.so", dir, libs[i]);
+        CHECK_EQ(symlink(path, link), 0);
+    }
+    setenv("TIDE_UCX_LIBDIR", dir, 1);
+    ucx_env("tcp"); /* before UCX loads: its memory hooks and the sanitizers' do not mix */
+    char err[256] = "";
+    CHECK_MSG(ucx_dl_load(err, sizeof(err)) == 0, "load: %s", err);
+    test_server ts;
+    char u[160];
+    tide_store *s = ucx_started(&ts, "tcp", u, sizeof(u), NULL);
+    put_get_check(s, 4, 1u << 20, 7);
+    uint64_t net = stat_figure(ts.port, "net_bytes_in") + stat_figure(ts.port, "net_bytes_out");
+    CHECK_MSG(net < (1u << 20), "tide:// sockets carried %llu bytes: values did not go by UCX",
+              (unsigned long long)net);
+    tide_close(s);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
 }
 
 /* ---- authentication on the UCX endpoint ------------------------------------------------ */
