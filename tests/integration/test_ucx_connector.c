@@ -23,20 +23,14 @@
 #include "connector/connector.h"
 #include "device/device.h"
 #include "unit/connector_rig.h"
+#include "ucx_util.h"
 
 static void ucx_env(void) {
-    setenv("UCX_TLS", "tcp", 1);
-    setenv("UCX_NET_DEVICES", "lo", 0);
+    ucx_test_env("tcp");
     /* Values of 32 KiB pieces go by rendezvous both ways (the receive side then uses the
      * registration too), whatever UCX's own threshold for TCP is. */
     setenv("UCX_RNDV_THRESH", "8192", 1);
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-    setenv("UCX_MEM_EVENTS", "no", 1);
-#endif
 }
-
-static const char *const with_ucx[] = {"--capacity", "256MiB", "--log-level", "warn",
-                                       "--ucx-port", "0",      NULL};
 
 /* One group, two layers, 8 KV heads of 128 in float16, 16 tokens a block: 64 KiB pages,
  * each a K and a V plane of 32 KiB (a value is 4 pieces: 2 layers x 2 planes). */
@@ -193,7 +187,7 @@ static void rig_on(rig *g, const char *u, int on_dev) {
 static void rig_up(rig *g, int on_dev) {
     ucx_env();
     if (on_dev) dev_set_ops(DEV_CUDA, &dev_test_ops);
-    server_start(&g->ts, with_ucx);
+    server_start(&g->ts, ucx_test_with_ucx);
     char u[160];
     snprintf(u, sizeof(u), "tide://127.0.0.1:%d?transport=ucx", g->ts.port);
     rig_on(g, u, on_dev);

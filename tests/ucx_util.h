@@ -1,0 +1,17 @@
+/*
+ * ucx_util.h — what the UCX tests (integration/test_ucx.c, integration/test_ucx_connector.c)
+ * share: the environment tided and the client read UCX's settings from, and the flags of a
+ * tided with a UCX port.
+ */
+#ifndef TIDE_TESTS_UCX_UTIL_H
+#define TIDE_TESTS_UCX_UTIL_H
+
+/* UCX_TLS=tls for tided and the client (both read it), UCX_NET_DEVICES=lo unless set; in
+ * sanitizer builds the settings those need (ucx_util.c says why). Call before the client
+ * loads UCX and before tided starts. */
+void ucx_test_env(const char *tls);
+
+/* `tide serve` flags for a tided with a UCX port (256 MiB, warnings only). */
+extern const char *const ucx_test_with_ucx[];
+
+#endif
