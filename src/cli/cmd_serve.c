@@ -72,6 +72,7 @@ static int set_policy(serve_state *st, const char *val, char *why, size_t len) {
         suggest_offer(&sg, "lru");
         suggest_offer(&sg, "s3fifo");
         suggest_offer(&sg, "chain");
+        suggest_offer(&sg, "adapt");
         snprintf(why, len, "expected " STORE_POLICY_NAMES ", got '%s'%s", val,
                  suggest_hint(&sg, hint, sizeof(hint)));
         return -1;
@@ -239,7 +240,7 @@ static const setting settings[] = {
     {"threads", T_INT, FIELD(cfg.threads), 1, 256, NULL, NULL, "N",
      "I/O worker threads (default 2)"},
     {"policy", T_SET, 0, 0, 0, 0, NULL, set_policy, "NAME",
-     "eviction policy: chain (the default), lru or s3fifo"},
+     "eviction policy: " STORE_POLICY_NAMES " (default chain)"},
     {"prefault", T_BOOL, FIELD(cfg.store.prefault), 0, 0, NULL, NULL, NULL,
      "touch the whole pool at start (slower start, no first-touch cost)"},
     {"hugepages", T_BOOL, FIELD(cfg.store.hugepages), 0, 0, NULL, NULL, NULL,

@@ -102,6 +102,7 @@ static const struct {
      "--metrics-port (metrics_port): expected a TCP port (1..65535), auto or off (0)", NULL},
     {"serve --policy lfu", 2,
      "expected lru, s3fifo, chain or adapt, got 'lfu' (did you mean 'lru'?)", NULL},
+    {"serve --policy adpat", 2, "got 'adpat' (did you mean 'adapt'?)", NULL},
     {"serve --log-level verbose", 2, "expected error, warn, info or debug, got 'verbose'", NULL},
     {"serve --log-level dbug", 2, "(did you mean 'debug'?)", NULL},
     {"serve --etcd http://127.0.0.1:2379", 2, "--etcd and --cluster go together", NULL},
