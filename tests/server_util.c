@@ -4,6 +4,7 @@
 #include "server_util.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -112,6 +113,40 @@ int server_connect(int port, int timeout_s) {
     struct timeval tv = {.tv_sec = timeout_s};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     return fd;
+}
+
+/* 1 when every thread of pid is in state T (stopped) or t (traced). */
+static int all_threads_stopped(pid_t pid) {
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    if (!d) return 0;
+    int all = 1;
+    struct dirent *e;
+    while (all && (e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char sp[320], buf[512];
+        snprintf(sp, sizeof(sp), "/proc/%d/task/%s/stat", (int)pid, e->d_name);
+        FILE *f = fopen(sp, "r");
+        if (!f) continue; /* a thread that just exited */
+        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[n] = 0;
+        const char *paren = strrchr(buf, ')'); /* the state follows the command's ") " */
+        all = paren && (paren[2] == 'T' || paren[2] == 't');
+    }
+    closedir(d);
+    return all;
+}
+
+void server_sigstop(pid_t pid) {
+    CHECK_EQ(kill(pid, SIGSTOP), 0);
+    double deadline = test_now_ms() + 10000;
+    while (!all_threads_stopped(pid)) {
+        CHECK_MSG(test_now_ms() < deadline, "pid %d: not every thread stopped 10 s after SIGSTOP",
+                  (int)pid);
+        usleep(1000);
+    }
 }
 
 long server_status_kib(pid_t pid, const char *field) {

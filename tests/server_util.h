@@ -26,6 +26,10 @@ void server_start_unix(test_server *ts, const char *path, const char *capacity,
 int server_serve_status(const char *args, char *out, size_t cap);
 /* Send sig and wait for the exit; returns the wait status. */
 int server_stop(test_server *ts, int sig);
+/* Stop pid with SIGSTOP and wait (at most 10 s, else the test fails) until every one of its
+ * threads is stopped: kill() returns before they are, and on a loaded machine a tided's
+ * worker can answer requests sent after kill() returned. */
+void server_sigstop(pid_t pid);
 /* A figure of /proc/PID/status in KiB ("VmRSS", "RssAnon"); -1 when unreadable. */
 long server_status_kib(pid_t pid, const char *field);
 /* 1 in an ASan or TSan build: a process's memory then includes shadow memory (and ASan's

@@ -266,7 +266,7 @@ static void hung_node(int read_check) {
         size_t len = cluster_value(key, sizeof(key), v, i);
         CHECK_EQ(tide_put(s, key, strlen(key), v, len), 0);
     }
-    kill(ts[0].pid, SIGSTOP);
+    server_sigstop(ts[0].pid);
     double worst = 0;
     for (int i = 0; i < 200; i++) {
         char key[32];

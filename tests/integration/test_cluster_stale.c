@@ -244,7 +244,7 @@ static int stale_attack(int resume, int reads_between, int bg) {
     }
 
     /* Node 0 stops; every key removed, odd keys put again: acknowledged by node 1 alone. */
-    CHECK_EQ(kill(ts[0].pid, SIGSTOP), 0);
+    server_sigstop(ts[0].pid);
     for (int i = 0; i < NKEYS; i++) {
         char key[32];
         snprintf(key, sizeof(key), "stale-%d", i);

@@ -638,6 +638,27 @@ def test_preempted_request_resaves_after_resume(mem_store):
     assert [b[1] for b in job["blocks"]] == [5, 6, 7, 8]
 
 
+def sigstop(proc):
+    """Stop proc with SIGSTOP and wait (at most 10 s) until every one of its threads is
+    stopped: send_signal returns before they are, and on a loaded machine tided answered
+    a save sent after it (the save then finished before the 'stopped' store resumed)."""
+    proc.send_signal(signal.SIGSTOP)
+    deadline = time.monotonic() + 10
+    task = f"/proc/{proc.pid}/task"
+    while True:
+        states = []
+        for tid in os.listdir(task):
+            try:
+                with open(f"{task}/{tid}/stat") as f:
+                    states.append(f.read().rpartition(")")[2].split()[0])
+            except (FileNotFoundError, ProcessLookupError):
+                pass  # a thread that just exited
+        if states and all(s in ("T", "t") for s in states):
+            return
+        assert time.monotonic() < deadline, f"tided not stopped 10 s after SIGSTOP: {states}"
+        time.sleep(0.001)
+
+
 def start_tided(tmp_path):
     """A tided of the test's own (it gets stopped with SIGSTOP): (process, port)."""
     binary = os.environ.get("TIDE_BIN") or os.path.join(ROOT, "build", "tide")
@@ -686,7 +707,7 @@ def test_preemption_waits_for_saves_still_reading_the_freed_blocks(tmp_path):
         p = Request("p", tokens(40, seed=7))
         ps.get_num_new_matched_tokens(p, 0)
         ps.update_state_after_alloc(p, Blocks([1, 2, 3]), 0)
-        proc.send_signal(signal.SIGSTOP)  # the save of blocks 1, 2 waits on the store
+        sigstop(proc)  # the save of blocks 1, 2 waits on the store
         eng.step(sched_out(new=[new_req(p, [[1, 2, 3]], 0)], num_sched={"p": 40}))
         meta = ps.build_connector_meta(sched_out(preempted={"p"}))
         assert meta.fence
