@@ -13,7 +13,9 @@
 # target). A failed stage does not stop the others, so one run shows every broken stage;
 # the last line is the summary ("check: PASS ..." or "check: FAIL: <stages> ...") and the
 # exit status is 1 when any stage failed. CHECK_STAGES="test tsan" runs a subset.
-# Each stage's output is also kept in build/check/<stage>.log; for a failed stage, the lines
+# Each stage's output is also kept in build/check/<stage>.log (CHECK_LOGS=DIR moves them:
+# the script's own tests write theirs elsewhere, not over the running check's); for a failed
+# stage, the lines
 # that name what failed (a C test's FAIL line and the two lines before it, pytest's FAILED
 # and ERROR lines, make's errors) are printed again just above the summary, so the end of a
 # long log says which tests broke.
@@ -45,7 +47,7 @@ run_stage() {
     esac
 }
 
-LOGS="build/check"
+LOGS="${CHECK_LOGS:-build/check}"
 mkdir -p "$LOGS"
 
 # The lines of a stage's log that name what failed, at most 60.
