@@ -240,7 +240,7 @@ static const setting settings[] = {
     {"threads", T_INT, FIELD(cfg.threads), 1, 256, NULL, NULL, "N",
      "I/O worker threads (default 2)"},
     {"policy", T_SET, 0, 0, 0, 0, NULL, set_policy, "NAME",
-     "eviction policy: " STORE_POLICY_NAMES " (default chain)"},
+     "eviction policy: " STORE_POLICY_NAMES " (default " STORE_POLICY_DEFAULT_NAME ")"},
     {"prefault", T_BOOL, FIELD(cfg.store.prefault), 0, 0, NULL, NULL, NULL,
      "touch the whole pool at start (slower start, no first-touch cost)"},
     {"hugepages", T_BOOL, FIELD(cfg.store.hugepages), 0, 0, NULL, NULL, NULL,

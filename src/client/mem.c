@@ -57,8 +57,8 @@ static int mem_open(tide_store *s, url *u) {
         (rc = url_opt_bool(u, "hugepages", 0, &cfg.hugepages, msg, sizeof(msg))) ||
         (rc = url_opt_bool(u, "verify", 1, &verify, msg, sizeof(msg))))
         return client_err(s, rc, "mem://: %s", msg);
-    /* The default (chain) is chosen by replaying traces through the store (README, "Trace
-     * replay"); the same default is in server_config_defaults(). */
+    /* The default (adapt) is chosen by replaying traces through the store (docs/TRACES.md);
+     * the same default is in server_config_defaults(). */
     const char *policy = url_get(u, "policy");
     cfg.policy = policy ? store_policy_parse(policy) : STORE_POLICY_DEFAULT;
     if (cfg.policy < 0)

@@ -40,8 +40,10 @@ enum store_policy {
     STORE_POLICY_ADAPT = 3
 };
 
-/* The default policy (chosen by replaying traces, README "Trace replay"). */
-#define STORE_POLICY_DEFAULT STORE_POLICY_CHAIN
+/* The default policy (chosen by replaying traces, docs/TRACES.md) and its name, for help
+ * texts (a unit test keeps the two in step). */
+#define STORE_POLICY_DEFAULT STORE_POLICY_ADAPT
+#define STORE_POLICY_DEFAULT_NAME "adapt"
 
 /* "lru", "s3fifo", "chain" or "adapt" as enum store_policy, or -1; and back ("?" when unknown). */
 int store_policy_parse(const char *name);

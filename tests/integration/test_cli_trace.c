@@ -4,7 +4,7 @@
  * The central check: replaying a trace against mem://?policy=lru or policy=chain of N
  * blocks gives exactly the hit counts, puts and evictions of the simulator's policy of the
  * same name with N blocks (blocks of 256 bytes, the store's allocation unit, so its byte
- * budget is exactly N blocks). Also: the default policy is chain; S3-FIFO through the
+ * budget is exactly N blocks). Also: the default policy is adapt; S3-FIFO through the
  * store stays within the infinite cache's bound and reaches it when everything fits, a
  * wrong byte served by a real tided fails the run, and bad traces and bad arguments give
  * clear messages and exit 2. No test here asserts a speed.
@@ -197,14 +197,17 @@ TEST_T(cli_replay_chain_matches_simulation, 120) {
     trace_free(&t);
 }
 
-/* The default (no policy= in the URL) is chain. */
-TEST_T(cli_replay_default_policy_is_chain, 60) {
+/* The default (no policy= in the URL) is adapt: the replay's hits are adapt's simulated ones,
+ * which differ from chain's on this trace (checked, so the test tells the two apart). */
+TEST_T(cli_replay_default_policy_is_adapt, 60) {
     const char *path = tree_trace(400);
     trace t;
     char err[256];
     CHECK_EQ(trace_load(path, 16, 0, &t, err, sizeof(err)), 0);
-    sim_result r;
-    CHECK_EQ(sim_run(&t, SIM_CHAIN, 20, &r), 0);
+    sim_result r, c;
+    CHECK_EQ(sim_run(&t, SIM_ADAPT, 20, &r), 0);
+    CHECK_EQ(sim_run(&t, SIM_CHAIN, 20, &c), 0);
+    CHECK(r.hit_blocks != c.hit_blocks);
     const char *args[] = {"replay", path,         "--block-tokens", "16",     "--bytes-per-token",
                           "16",     "--capacity", "5120B",          "--json", NULL};
     cJSON *j = run_json(args);
@@ -415,4 +418,17 @@ TEST(cli_replay_with_ssd_tier_options) {
     CHECK_CONTAINS(r->out, "hit rate  blocks 33.33% (2 of 6");
     CHECK_CONTAINS(r->out, "capacity 1.00 MiB");
     CHECK_CONTAINS(r->out, "PASS");
+}
+
+/* `tide analyze --help` names every policy it simulates, and says which is the store's
+ * default (its list had left adapt out). */
+TEST_T(cli_analyze_help_names_every_policy, 30) {
+    char cmd[512];
+    static char out[8192];
+    snprintf(cmd, sizeof(cmd), "%s analyze --help 2>&1", test_tide_bin());
+    CHECK_EQ(test_run(cmd, out, sizeof(out)), 0);
+    for (int p = SIM_LRU; p < SIM_NPOLICIES; p++) /* infinite and Belady come before */
+        CHECK_MSG(strstr(out, sim_policy_name(p)), "analyze --help does not name %s",
+                  sim_policy_name(p));
+    CHECK_CONTAINS(out, "adapt (the\nstore's default");
 }

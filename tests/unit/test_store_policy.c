@@ -2,8 +2,8 @@
  * test_store_policy.c — eviction policies compared on the same workloads: LRU and S3-FIFO
  * under a scan, S3-FIFO's ghost readmission, the chain policy's order (a saved batch
  * leaves from its tail, reads protect, a stale or self-naming cursor costs only the hint),
- * adapt's counted reads, and a random mix of every operation under each policy with the store's
- * invariants checked as it goes.
+ * adapt's counted reads, the default's name, and a random mix of every operation under each policy
+ * with the store's invariants checked as it goes.
  */
 #include "common/checksum.h"
 #include "common/prng.h"
@@ -104,6 +104,13 @@ static int hot_left_after_scan(int which) {
     CHECK_EQ(s.objects + s.evictions, 1032);
     store_destroy(st);
     return left;
+}
+
+/* The default is adapt, and the name the help texts print for it is its name. */
+TEST(store_policy_default_is_adapt_and_named_so) {
+    CHECK_EQ(STORE_POLICY_DEFAULT, STORE_POLICY_ADAPT);
+    CHECK_STR(store_policy_name(STORE_POLICY_DEFAULT), STORE_POLICY_DEFAULT_NAME);
+    CHECK_EQ(store_policy_parse(STORE_POLICY_DEFAULT_NAME), STORE_POLICY_DEFAULT);
 }
 
 TEST(store_policy_s3fifo_resists_a_scan_lru_does_not) {
