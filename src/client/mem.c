@@ -419,8 +419,10 @@ static int mem_match_prefix(tide_store *s, const tide_key *keys, size_t n) {
 }
 
 static int mem_clear(tide_store *s) {
-    store_clear(mem_store(s));
-    return 0;
+    int rc = store_clear(mem_store(s));
+    return rc ? client_err(s, rc, "mem://: clear not recorded on the SSD tier: %s",
+                           tide_strerror(rc))
+              : 0;
 }
 
 static int mem_events(tide_store *s, uint64_t from, tide_event *ev, size_t max, uint64_t *next,

@@ -628,10 +628,14 @@ static int dispatch(conn *c, const frame_msg *m) {
     case FRAME_OP_EVENTS:
         rc = events_op(c->srv, &c->io.out, m);
         break;
-    case FRAME_OP_CLEAR:
-        store_clear(c->srv->st);
-        rc = reply_empty(c, op, m->h.req_id);
+    case FRAME_OP_CLEAR: {
+        int e = store_clear(c->srv->st);
+        rc = e ? reply_error(c, op, m->h.req_id, e,
+                             "clear not recorded on the SSD tier (see tided's log): a restart "
+                             "would bring the objects back")
+               : reply_empty(c, op, m->h.req_id);
         break;
+    }
     case FRAME_OP_RESERVE:
     case FRAME_OP_COMMIT:
     case FRAME_OP_PIN:

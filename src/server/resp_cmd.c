@@ -386,7 +386,11 @@ static int cmd_flushall(resp_conn *c, const resp_cmd *cmd, int *status) {
         *status = MST_ERROR;
         return resp_out_err(c, "ERR syntax error");
     }
-    store_clear(c->srv->st);
+    int rc = store_clear(c->srv->st);
+    if (rc) {
+        *status = MST_ERROR;
+        return resp_out_err(c, "ERR flush not recorded on the SSD tier: %s", tide_strerror(rc));
+    }
     return RESP_OUT_LIT(c, "+OK\r\n");
 }
 

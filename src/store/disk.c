@@ -150,6 +150,12 @@ struct disk {
     uint64_t budget_drops;        /* segments dropped at open to fit the index budget */
     uint64_t removals_kept;       /* removes and clears found in the damaged tails */
     uint64_t hidden_drops;        /* segments dropped before one whose header is damaged */
+    /* Segments dropped whose files could not be unlinked (a read-only or failing disk): a
+     * restart would find them, so a remove or clear of what they hold is not done until
+     * they are gone (do_pend_moot); the writer retries them (do_unlink_left). */
+    uint64_t *left;
+    size_t nleft, cap_left;
+    int left_lost; /* one could not be recorded (no memory): assume some are left */
 };
 
 static uint32_t dent_hash(const void *e) {
@@ -278,7 +284,8 @@ static void do_seg_unref(disk *d, disk_seg *s) {
 }
 
 /* Take a segment off the list: forget its entries, unlink its file. 0, or -errno when the
- * file could not be unlinked (it is off the list all the same; a restart would find it). */
+ * file could not be unlinked (it is off the list all the same, and noted in d->left: a
+ * restart would find it, so removes and clears of what it holds wait for it to go). */
 static int do_drop_seg(disk *d, disk_seg *s, int evicted) {
     while (s->entries) {
         if (evicted) d->evictions++;
@@ -297,11 +304,66 @@ static int do_drop_seg(disk *d, disk_seg *s, int evicted) {
     char path[DISK_PATH_MAX];
     seg_path(d, s->seq, path, sizeof(path));
     int rc = unlink(path) == 0 || errno == ENOENT ? 0 : -errno;
+    if (rc < 0) {
+        if (d->nleft == d->cap_left) {
+            size_t cap = d->cap_left ? 2 * d->cap_left : 8;
+            uint64_t *l = realloc(d->left, cap * sizeof(*l));
+            if (l) {
+                d->left = l;
+                d->cap_left = cap;
+            }
+        }
+        if (d->nleft < d->cap_left)
+            d->left[d->nleft++] = s->seq;
+        else
+            d->left_lost = 1;
+    }
     d->used -= s->size;
     d->nsegs--;
     s->dropped = 1;
     do_seg_unref(d, s);
     return rc;
+}
+
+/* 1 when the file of dropped segment seq may still be on disk. */
+static int do_left_has(const disk *d, uint64_t seq) {
+    for (size_t i = 0; i < d->nleft; i++)
+        if (d->left[i] == seq) return 1;
+    return d->left_lost;
+}
+
+/* 1 when the file of a dropped segment older than seq may still be on disk. */
+static int do_left_before(const disk *d, uint64_t seq) {
+    for (size_t i = 0; i < d->nleft; i++)
+        if (d->left[i] < seq) return 1;
+    return d->left_lost;
+}
+
+/* Try again to unlink the files of dropped segments that are still on disk: 0 when none
+ * is left, or the first failure's -errno (with a message in err). */
+static int do_unlink_left(disk *d, char *err, size_t errlen) {
+    int first = 0;
+    size_t keep = 0;
+    for (size_t i = 0; i < d->nleft; i++) {
+        char path[DISK_PATH_MAX];
+        seg_path(d, d->left[i], path, sizeof(path));
+        if (unlink(path) == 0 || errno == ENOENT) continue;
+        if (!first) {
+            first = -errno;
+            snprintf(err, errlen, "removing segment %s, which was dropped but is still on disk: %s",
+                     path, strerror(errno));
+        }
+        d->left[keep++] = d->left[i];
+    }
+    d->nleft = keep;
+    if (!first && d->left_lost) {
+        first = -EIO;
+        snprintf(err, errlen,
+                 "segments of %s whose unlink failed are not known by name (no "
+                 "memory to record them); a restart may find them",
+                 d->dir);
+    }
+    return first;
 }
 
 /* Heap bytes the index takes now: entries, hash table, segments. */
@@ -742,6 +804,7 @@ void disk_close(disk *d) {
     disk_io_fini(&d->io);
     disk_key_close(&d->key);
     free(d->failed);
+    free(d->left);
     free(d->pending);
     pthread_mutex_destroy(&d->mu);
     free(d);
@@ -1190,8 +1253,10 @@ static void do_pend_written(disk *d, const pend *p) {
  * its segment (or is no longer the key's entry), or no segment made before the clear is
  * left (a clear's off is the first seq made after it). Caller holds mu. */
 static int do_pend_moot(disk *d, const pend *p) {
-    if (p->kind == REC_CLEAR) return !d->oldest || d->oldest->seq >= p->off;
-    if (!p->seg || p->seg->dropped) return 1;
+    if (p->kind == REC_CLEAR)
+        return (!d->oldest || d->oldest->seq >= p->off) && !do_left_before(d, p->off);
+    if (!p->seg) return 1;
+    if (p->seg->dropped) return !do_left_has(d, p->seg->seq);
     dent *e = do_lookup(d, p->key, p->klen);
     return !e || e->seg != p->seg || e->off != p->off;
 }
@@ -1234,6 +1299,13 @@ static int pend_fallback(disk *d, pend *p, char *err, size_t errlen) {
             return 0;
         }
         disk_seg *victim = d->oldest;
+        if (!victim) { /* what it speaks of is only in files left from failed unlinks */
+            int rc = do_unlink_left(d, err, errlen);
+            if (rc < 0) d->errors++;
+            pthread_mutex_unlock(&d->mu);
+            if (rc < 0) return rc;
+            continue;
+        }
         uint64_t seq = victim->seq;
         int rc = do_drop_seg(d, victim, 1);
         if (rc < 0) d->errors++;
@@ -1250,6 +1322,10 @@ static int pend_fallback(disk *d, pend *p, char *err, size_t errlen) {
 
 size_t disk_write(disk *d, disk_item *items, size_t n, char *err, size_t errlen) {
     pthread_mutex_lock(&d->mu);
+    if (d->nleft) { /* files left by failed unlinks: the disk may take them now */
+        char e1[1024];
+        do_unlink_left(d, e1, sizeof(e1));
+    }
     pend *pending = d->pending;
     size_t np = d->npending;
     d->pending = NULL;

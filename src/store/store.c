@@ -598,7 +598,8 @@ out:
     return rc;
 }
 
-void store_clear(store *st) {
+int store_clear(store *st) {
+    int rc = 0;
     pthread_mutex_lock(&st->mu);
     /* A delete may pull a later entry into slot i (see htab.c): look at slot i again. */
     for (uint32_t i = 0; i < htab_slots(&st->index); i++) {
@@ -607,11 +608,11 @@ void store_clear(store *st) {
             do_remove_live(st, o);
         if (o && (o->state & OBJ_PROMOTE)) o->state |= OBJ_GONE;
     }
-    /* Returns once the clear record is durable (or no segment is left to clear); a clear
-     * that cannot be recorded is reported through the tier's log. */
-    if (st->dk) do_tier_clear(st);
+    /* Returns once the clear record is durable (or no segment is left to clear). */
+    if (st->dk) rc = do_tier_clear(st);
     store_events_add(&st->ev, TIDE_DEPARTURE_CLEARED, NULL, 0);
     pthread_mutex_unlock(&st->mu);
+    return rc;
 }
 
 int store_expire(store *st, uint64_t now) {

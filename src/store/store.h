@@ -182,8 +182,11 @@ int store_exists(store *st, const void *key, size_t klen);
  * (the key is then still there). */
 int store_remove(store *st, const void *key, size_t klen);
 /* Remove every committed object (pinned ones are hidden now and freed when unpinned). With
- * a disk tier, returns once the clear record is durable (a failure is logged by the tier). */
-void store_clear(store *st);
+ * a disk tier, returns once the clear record is durable: 0, or -errno when it could not be
+ * recorded while segment files it speaks of are still on disk (a read-only disk): the
+ * objects are gone from this process, but a restart would find them, so the clear is not
+ * acknowledged. */
+int store_clear(store *st);
 
 /* Release pins and reservations whose deadline is before now_ns. Returns how many. */
 int store_expire(store *st, uint64_t now_ns);

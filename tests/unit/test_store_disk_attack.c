@@ -709,6 +709,60 @@ TEST(store_disk_removes_on_a_full_tmpfs_survive_restart) {
     CHECK_EQ(umount2(g_dir, MNT_DETACH), 0);
 }
 
+/*
+ * The disk turns read-only under a running store (ext4's errors=remount-ro does this): no
+ * tombstone or clear record can be written and no segment file unlinked. Every remove and
+ * the clear must be refused, or hold across a restart once the disk is writable again.
+ * Before: the first refused remove had dropped the oldest segment from the index although
+ * its file stayed, so removes of its keys and the clear counted as done with nothing on
+ * disk to say so, were acknowledged, and came back at the restart.
+ */
+TEST_T(store_disk_removes_on_a_read_only_disk_refused_or_kept, 120) {
+    snprintf(g_dir, sizeof(g_dir), "%s/rofs", test_tmpdir());
+    CHECK_EQ(mkdir(g_dir, 0700), 0);
+    if (unshare(CLONE_NEWNS) != 0 || mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) != 0 ||
+        mount("tmpfs", g_dir, "tmpfs", 0, "size=16m,mode=0700") != 0)
+        TEST_SKIP("no CAP_SYS_ADMIN: cannot mount a tmpfs to make read-only");
+    /* One 16 KiB record a 4 KiB segment: a tombstone needs a new segment file. */
+    const uint64_t val = 16 * KIB, seg = 4096;
+    store *st = disk_test_store(g_dir, 1 * MIB, 8 * MIB, seg, DISK_IO_AUTO);
+    const int n = 300;
+    for (int i = 0; i < n; i++)
+        CHECK_EQ(sput(st, i, val), 0);
+    disk_test_settle(st);
+    /* A read-only bind mount over the directory (a remount of the tmpfs itself is refused
+     * while the store holds a segment open for writing): no file can be made or unlinked. */
+    CHECK_EQ(mount(g_dir, g_dir, NULL, MS_BIND, NULL), 0);
+    CHECK_EQ(mount(NULL, g_dir, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL), 0);
+    int removed[300], nrem = 0, refused = 0;
+    for (int i = 0; i < n; i++) {
+        if (!on_disk(st, i)) continue;
+        char k[32];
+        skey(k, sizeof(k), i);
+        int rc = store_remove(st, k, strlen(k));
+        if (rc == 0) removed[nrem++] = i;
+        refused += rc != 0;
+    }
+    int clear_rc = store_clear(st);
+    disk_test_settle(st);
+    store_destroy(st);
+    CHECK_EQ(umount2(g_dir, 0), 0); /* the bind mount: writable again */
+    st = disk_test_store(g_dir, 1 * MIB, 8 * MIB, seg, DISK_IO_AUTO);
+    int back = 0, kept = 0;
+    for (int j = 0; j < nrem; j++)
+        back += sget(st, removed[j], val);
+    for (int i = 0; i < n; i++)
+        kept += sget(st, i, val);
+    printf("    read-only disk: %d removes acknowledged, %d refused, clear %s; after the "
+           "restart %d removed keys back, %d keys kept\n",
+           nrem, refused, clear_rc == 0 ? "acknowledged" : "refused", back, kept);
+    CHECK_MSG(refused > 0, "no remove was refused although nothing could be recorded");
+    CHECK_MSG(back == 0, "%d of %d acknowledged removes came back after the restart", back, nrem);
+    CHECK_MSG(clear_rc != 0 || kept == 0, "the clear was acknowledged and %d keys came back", kept);
+    store_destroy(st);
+    CHECK_EQ(umount2(g_dir, MNT_DETACH), 0);
+}
+
 /* Tiny objects: the index would cost more RAM than the disk holds bytes. It stays within
  * its budget (capacity / 8 by default): the oldest segments go instead. */
 TEST_T(store_disk_index_stays_within_its_budget, 120) {
