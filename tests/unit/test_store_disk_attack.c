@@ -732,8 +732,8 @@ TEST_T(store_disk_removes_on_a_read_only_disk_refused_or_kept, 120) {
     disk_test_settle(st);
     /* A read-only bind mount over the directory (a remount of the tmpfs itself is refused
      * while the store holds a segment open for writing): no file can be made or unlinked. */
-    CHECK_EQ(mount(g_dir, g_dir, NULL, MS_BIND, NULL), 0);
-    CHECK_EQ(mount(NULL, g_dir, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL), 0);
+    CHECK_EQ(mount(g_dir, g_dir, "none", MS_BIND, NULL), 0);
+    CHECK_EQ(mount("none", g_dir, "none", MS_REMOUNT | MS_BIND | MS_RDONLY, NULL), 0);
     int removed[300], nrem = 0, refused = 0;
     for (int i = 0; i < n; i++) {
         if (!on_disk(st, i)) continue;
