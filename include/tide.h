@@ -238,7 +238,9 @@ TIDE_API int tide_remove_many(tide_store *s, const tide_key *keys, size_t n, int
  */
 TIDE_API int tide_match_prefix(tide_store *s, const tide_key *keys, size_t n);
 
-/* Remove every object. */
+/* Remove every object. 0, or a negative error: with an SSD tier that cannot record the
+ * clear (a disk gone read-only), the objects are gone from the running store but a restart
+ * could bring them back, so the clear is refused (docs/SSD.md). */
 TIDE_API int tide_clear(tide_store *s);
 
 /*

@@ -563,7 +563,8 @@ class Store:
     # -- the whole store -----------------------------------------------------------------
 
     def clear(self) -> None:
-        """Remove every object."""
+        """Remove every object. Raises when an SSD tier cannot record the clear (the objects
+        are gone from the running store, but a restart could bring them back)."""
         self._checked(self._lib.tide_clear)
 
     def events(self, since: int, max_events: int = 1024) -> "tuple[list[StoreEvent], int, int]":
