@@ -24,7 +24,12 @@ pids="$pids $!"
 sleep 1
 one() { # name, adapter JSON
     "$VENV/bin/lmcache" bench l2 --l2-adapter "$2" --num-keys "$KEYS" --data-size-kb "$SIZE_KB" \
-        --rounds "$ROUNDS" --format json 2>/dev/null | sed -n '/^{/,/^}/p' >"$tmp/$1.json"
+        --rounds "$ROUNDS" --format json 2>"$tmp/$1.err" | sed -n '/^{/,/^}/p' >"$tmp/$1.json"
+    if [ ! -s "$tmp/$1.json" ]; then # a path that gave no figures is named, with its errors
+        echo "lmcache.sh: $1: lmcache bench l2 gave no figures; the end of its stderr:" >&2
+        tail -n 5 "$tmp/$1.err" >&2
+        exit 1
+    fi
 }
 one redis "{\"type\":\"resp\",\"host\":\"127.0.0.1\",\"port\":$((BASE_PORT + 1)),\"num_workers\":2}"
 one tided-resp "{\"type\":\"resp\",\"host\":\"127.0.0.1\",\"port\":$((BASE_PORT + 3)),\"num_workers\":2}"
