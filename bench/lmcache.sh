@@ -13,6 +13,7 @@ KEYS=${KEYS:-16} SIZE_KB=${SIZE_KB:-256} ROUNDS=${ROUNDS:-5} BASE_PORT=${BASE_PO
 [ -x "$VENV/bin/lmcache" ] || { echo "lmcache.sh: no $VENV (run scripts/lmcache-env.sh)" >&2; exit 1; }
 tmp=${KEEP:-$(mktemp -d)}; mkdir -p "$tmp"
 pids=""
+# shellcheck disable=SC2154 # p is the trap loop's own variable
 trap 'for p in $pids; do kill "$p" 2>/dev/null || true; done; [ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
 export LMCACHE_DISABLE_BANNER=1 PYTHONPATH="$PWD/python" TIDE_LIB="$PWD/build/libtide.so"
 redis-server --port $((BASE_PORT + 1)) --bind 127.0.0.1 --save "" --appendonly no \
