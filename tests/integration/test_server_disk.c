@@ -4,12 +4,14 @@
  * wrong byte), the tier's figures in /metrics and `tide stat`, a disk that refuses writes
  * (RLIMIT_FSIZE) with the node serving from memory, a client's value full of forged record
  * headers followed by a damaged record and a restart, removes acknowledged while the disk
- * refuses appends surviving a SIGKILL, the error counter and the log's drop count, and the
- * flags.
+ * refuses appends surviving a SIGKILL, the error counter and the log's drop count, a clear
+ * refused (CLEAR and FLUSHALL answer an error) when the disk turns read-only, and the flags.
  */
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -489,4 +491,67 @@ TEST_T(server_disk_removes_acknowledged_on_a_full_disk_stay_removed, 90) {
     unsigned long long logged = strtoull(at + strlen("failed batches ("), NULL, 10);
     CHECK_MSG(logged == dropped, "the log says %llu objects dropped, tide_disk_dropped_total %llu",
               logged, dropped);
+}
+
+/*
+ * The disk turns read-only under a running tided (a read-only bind mount over its disk
+ * directory, in a mount namespace of this test's own that tided inherits): no clear record
+ * can be written and no segment unlinked, so a clear is not durable. tided must say so:
+ * the CLEAR frame answers an error (tide_clear returns it), RESP FLUSHALL answers an ERR;
+ * before, both answered OK and a restart brought every object back.
+ */
+TEST_T(server_disk_clear_on_a_read_only_disk_is_refused, 90) {
+    char dir[300];
+    snprintf(dir, sizeof(dir), "%s/rossd", test_tmpdir());
+    CHECK_EQ(mkdir(dir, 0700), 0);
+    if (unshare(CLONE_NEWNS) != 0 || mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) != 0 ||
+        mount("tmpfs", dir, "tmpfs", 0, "size=64m,mode=0700") != 0)
+        TEST_SKIP("no CAP_SYS_ADMIN: cannot mount a tmpfs to make read-only");
+    char rport[16];
+    snprintf(rport, sizeof(rport), "%d", test_free_port());
+    /* 64 KiB segments: a 64 KiB value fills one, so the clear record needs a new file. */
+    const char *const args[] = {
+        "--capacity", "1MiB",           "--disk-dir", dir,           "--disk-capacity",
+        "32MiB",      "--disk-segment", "64KiB",      "--resp-port", rport,
+        NULL};
+    test_server ts;
+    server_start(&ts, args);
+    tide_store *s;
+    CHECK_EQ(tide_open(ts.url, &s), 0);
+    static uint8_t val[VLEN];
+    for (int i = 0; i < 64; i++) {
+        char k[32];
+        key_of(k, sizeof(k), 0, i);
+        fill(val, 0, i);
+        CHECK_EQ(tide_put(s, k, strlen(k), val, VLEN), 0);
+    }
+    for (int i = 0; i < 500 && stat_of(s).disk_objects < 32; i++)
+        usleep(10000);
+    CHECK_MSG(stat_of(s).disk_objects >= 32, "only %llu objects spilled",
+              (unsigned long long)stat_of(s).disk_objects);
+    /* A bind mount over the directory made read-only (the tmpfs itself cannot be remounted
+     * so while tided holds a segment open for writing): tided's next file calls fail. */
+    CHECK_EQ(mount(dir, dir, "none", MS_BIND, NULL), 0);
+    CHECK_EQ(mount("none", dir, "none", MS_REMOUNT | MS_BIND | MS_RDONLY, NULL), 0);
+
+    int rc = tide_clear(s);
+    printf("    read-only disk: tide_clear -> %d (%s)\n", rc, rc ? tide_errmsg(s) : "ok");
+    CHECK_MSG(rc < 0, "a clear that could not be recorded was acknowledged");
+    CHECK_CONTAINS(tide_errmsg(s), "clear not recorded on the SSD tier");
+
+    int fd = server_connect(atoi(rport), 10);
+    static const char flush[] = "*1\r\n$8\r\nFLUSHALL\r\n";
+    CHECK_EQ(send(fd, flush, sizeof(flush) - 1, MSG_NOSIGNAL), (ssize_t)sizeof(flush) - 1);
+    char reply[256] = "";
+    ssize_t n = recv(fd, reply, sizeof(reply) - 1, 0);
+    CHECK(n > 0);
+    reply[n] = '\0';
+    printf("    RESP FLUSHALL -> %s", reply);
+    CHECK_MSG(strncmp(reply, "-ERR flush not recorded on the SSD tier", 39) == 0,
+              "FLUSHALL answered %s", reply);
+    close(fd);
+    tide_close(s);
+    CHECK_EQ(umount2(dir, MNT_DETACH), 0); /* the bind mount: writable again */
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+    CHECK_EQ(umount2(dir, MNT_DETACH), 0);
 }
