@@ -544,6 +544,9 @@ int main(int argc, char **argv) {
         } else if (f == 1) { /* hang past the client timeout, then resume */
             kill(nodes[i].pid, SIGSTOP);
             sleep_ms(1200 + (unsigned)(prng_next(&rng) % 1500));
+            /* A resumed node doubts it missed writes and drops its contents (the fence,
+             * docs/CLUSTER.md): its data is gone, as after a kill. */
+            atomic_fetch_add(&sh->kill_gen[i], 1);
             kill(nodes[i].pid, SIGCONT);
             fg.stops++;
         } else if (f == 2 && nslow < 64) {
