@@ -51,6 +51,17 @@ static int get_ok(tide_store *s, int round, int i) {
     return 1;
 }
 
+/* Put keys round/0 .. round/(n-1), each with its own bytes; every put must succeed. */
+static void put_round(tide_store *s, int round, int n) {
+    static uint8_t val[VLEN];
+    for (int i = 0; i < n; i++) {
+        char k[32];
+        key_of(k, sizeof(k), round, i);
+        fill(val, round, i);
+        CHECK_EQ(tide_put(s, k, strlen(k), val, VLEN), 0);
+    }
+}
+
 static tide_stats stat_of(tide_store *s) {
     tide_stats st;
     CHECK_EQ(tide_stats_get(s, &st, sizeof(st)), 0);
@@ -168,13 +179,7 @@ TEST_T(server_disk_figures_in_metrics_and_stat, 60) {
     start_disk(&ts, "1MiB", "64MiB", "4MiB", "info");
     tide_store *s;
     CHECK_EQ(tide_open(ts.url, &s), 0);
-    static uint8_t val[VLEN];
-    for (int i = 0; i < 40; i++) {
-        char k[32];
-        key_of(k, sizeof(k), 0, i);
-        fill(val, 0, i);
-        CHECK_EQ(tide_put(s, k, strlen(k), val, VLEN), 0);
-    }
+    put_round(s, 0, 40);
     for (int i = 0; i < 40; i++)
         CHECK_EQ(get_ok(s, 0, i), 1);
     tide_stats st = stat_of(s);
@@ -433,12 +438,7 @@ TEST_T(server_disk_removes_acknowledged_on_a_full_disk_stay_removed, 90) {
     tide_store *s;
     CHECK_EQ(tide_open(ts.url, &s), 0);
     static uint8_t val[VLEN];
-    for (int i = 0; i < 64; i++) {
-        char k[32];
-        key_of(k, sizeof(k), 0, i);
-        fill(val, 0, i);
-        CHECK_EQ(tide_put(s, k, strlen(k), val, VLEN), 0);
-    }
+    put_round(s, 0, 64);
     char seg[600];
     uint64_t off;
     CHECK(find_key("r0/k00000", seg, sizeof(seg), &off));
@@ -466,12 +466,7 @@ TEST_T(server_disk_removes_acknowledged_on_a_full_disk_stay_removed, 90) {
 
     /* The drop count: refuse writes, then let them succeed again. */
     set_fsize(ts.pid, 1 << 20);
-    for (int i = 0; i < 64; i++) {
-        char k[32];
-        key_of(k, sizeof(k), 1, i);
-        fill(val, 1, i);
-        CHECK_EQ(tide_put(s, k, strlen(k), val, VLEN), 0);
-    }
+    put_round(s, 1, 64);
     set_fsize(ts.pid, RLIM_INFINITY);
     uint64_t before = stat_of(s).disk_writes;
     for (int i = 64; i < 64 + 400 && stat_of(s).disk_writes == before; i++) {
@@ -518,13 +513,7 @@ TEST_T(server_disk_clear_on_a_read_only_disk_is_refused, 90) {
     server_start(&ts, args);
     tide_store *s;
     CHECK_EQ(tide_open(ts.url, &s), 0);
-    static uint8_t val[VLEN];
-    for (int i = 0; i < 64; i++) {
-        char k[32];
-        key_of(k, sizeof(k), 0, i);
-        fill(val, 0, i);
-        CHECK_EQ(tide_put(s, k, strlen(k), val, VLEN), 0);
-    }
+    put_round(s, 0, 64);
     for (int i = 0; i < 500 && stat_of(s).disk_objects < 32; i++)
         usleep(10000);
     CHECK_MSG(stat_of(s).disk_objects >= 32, "only %llu objects spilled",
