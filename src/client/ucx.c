@@ -466,6 +466,16 @@ static size_t op_dt(tucx_op *op, ucp_dt_iov_t *dt) {
     return n;
 }
 
+/* A value's receive that cannot be posted (no memory): its data released, the op failed. */
+static ucs_status_t recv_refused(tucx *t, tucx_op *op, void *data, recv_ctx *c) {
+    free(c);
+    ucp_am_data_release(t->wk, data);
+    op->status = -ENOMEM;
+    op->why = "out of memory for a value's receive";
+    op->done = 1;
+    return UCS_OK;
+}
+
 static ucs_status_t on_getdata(void *arg, const void *hdr, size_t hdr_len, void *data, size_t len,
                                const ucp_am_recv_param_t *param) {
     tucx *t = arg;
@@ -498,14 +508,7 @@ static ucs_status_t on_getdata(void *arg, const void *hdr, size_t hdr_len, void 
     }
     recv_ctx *c = malloc(sizeof(*c));
     ucp_dt_iov_t dtv[TUCX_IOV_MAX];
-    if (!c || op->cnt > TUCX_IOV_MAX) {
-        free(c);
-        ucp_am_data_release(t->wk, data);
-        op->status = -ENOMEM;
-        op->why = "out of memory for a value's receive";
-        op->done = 1;
-        return UCS_OK;
-    }
+    if (!c || op->cnt > TUCX_IOV_MAX) return recv_refused(t, op, data, c);
     c->t = t;
     c->tag = le_rd64(hdr);
     size_t nd = op_dt(op, dtv);
@@ -519,14 +522,7 @@ static ucs_status_t on_getdata(void *arg, const void *hdr, size_t hdr_len, void 
         /* UCX reads the iov array until the receive completes, after this handler returned:
          * kept with the op until ops_end, never on this stack. */
         ucp_dt_iov_t *keep = malloc(nd * sizeof(*keep));
-        if (!keep) {
-            free(c);
-            ucp_am_data_release(t->wk, data);
-            op->status = -ENOMEM;
-            op->why = "out of memory for a value's receive";
-            op->done = 1;
-            return UCS_OK;
-        }
+        if (!keep) return recv_refused(t, op, data, c);
         memcpy(keep, dtv, nd * sizeof(*keep));
         free(op->keep);
         op->keep = keep;
