@@ -199,6 +199,20 @@ static void rig_down(rig *g) {
     CHECK_EQ(server_stop(&g->ts, SIGTERM), 0);
 }
 
+/* w declared its LAYERS regions to UCX; then ROUNDS saves and loads: how many loads found
+ * their region's registration. */
+static uint64_t declared_then_rounds(rig *g, tide_connector *w) {
+    size_t regions = 0;
+    int path = -1;
+    char why[ERR_MSG_MAX];
+    connector_ucx_figures(w, &regions, &path, why, sizeof(why));
+    CHECK_EQ(regions, LAYERS);
+    uint64_t load_hits = 0;
+    for (int k = 0; k < ROUNDS; k++)
+        save_and_load(g->s, &g->prod, &g->cons, k, &load_hits);
+    return load_hits;
+}
+
 /* Host regions: 4 regions (2 ranks x 2 layers) registered with UCX once each, for
  * ROUNDS saves and loads of 6 values in 4 pieces; every save and every load used those
  * registrations; none dropped until the connectors go, then all four. The values go by
@@ -211,14 +225,7 @@ TEST_T(ucx_connector_registers_regions_once, 120) {
     uint64_t m0, h0, u0, f0;
     tucx_reg_counts(&m0, &h0, &u0, &f0);
     rig_up(&g, 0);
-    size_t regions = 0;
-    int path = -1;
-    char why[ERR_MSG_MAX];
-    connector_ucx_figures(g.prod.w, &regions, &path, why, sizeof(why));
-    CHECK_EQ(regions, LAYERS);
-    uint64_t load_hits = 0;
-    for (int k = 0; k < ROUNDS; k++)
-        save_and_load(g.s, &g.prod, &g.cons, k, &load_hits);
+    uint64_t load_hits = declared_then_rounds(&g, g.prod.w);
     uint64_t m1, h1, u1, f1;
     tucx_reg_counts(&m1, &h1, &u1, &f1);
     CHECK_MSG(m1 - m0 == 2 * LAYERS && u1 == u0,
@@ -258,14 +265,7 @@ TEST_T(ucx_connector_cluster_registers_regions_once_per_node, 180) {
     tucx_reg_counts(&m0, &h0, &u0, &f0);
     rig g;
     rig_on(&g, u, 0);
-    size_t regions = 0;
-    int path = -1;
-    char why[ERR_MSG_MAX];
-    connector_ucx_figures(g.cons.w, &regions, &path, why, sizeof(why));
-    CHECK_EQ(regions, LAYERS);
-    uint64_t load_hits = 0;
-    for (int k = 0; k < ROUNDS; k++)
-        save_and_load(g.s, &g.prod, &g.cons, k, &load_hits);
+    uint64_t load_hits = declared_then_rounds(&g, g.cons.w);
     uint64_t m1, h1, u1, f1;
     tucx_reg_counts(&m1, &h1, &u1, &f1);
     CHECK_MSG(m1 - m0 >= 2 * LAYERS + LAYERS && m1 - m0 <= 2 * 2 * LAYERS && u1 == u0,
