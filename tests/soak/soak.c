@@ -5,7 +5,8 @@
  * past the client timeout, slow writers and readers, malformed frames). At the end every
  * node is brought back and each client checks everything it was told was stored and did
  * not remove: readable with the right bytes, or missing because every node that held it
- * was killed after it was stored (counted apart). A wrong byte, an unexplained loss, a
+ * was killed after it was stored, or stopped and resumed (a resumed node drops its
+ * contents: the fence) — counted apart. A wrong byte, an unexplained loss, a
  * node that dies on its own or does not stop cleanly fails the run.
  *
  *   soak [--seconds N] [--clients N] [--tide PATH] [--seed N] [--report FILE]
@@ -623,7 +624,8 @@ int main(int argc, char **argv) {
              "faults survived: %u SIGKILL+restart, %u SIGSTOP/SIGCONT, %u slow writers, %u slow "
              "readers, %u malformed frames; nodes that died on their own: %u\n"
              "committed keys checked: %lu (%lu removed not checked): %lu read back with the "
-             "right bytes, %lu lost with every holder SIGKILLed, %lu lost unexplained, %lu "
+             "right bytes, %lu lost with every holder SIGKILLed or fenced, %lu lost unexplained, "
+             "%lu "
              "unreadable\n"
              "wrong bytes: %lu at the check, %lu during the run\n",
              secs, clients, calls, (double)calls / secs, tot[0], tot[1], (double)tot[8] / 1048576.0,
