@@ -879,12 +879,19 @@ TEST_T(ucx_lease_keeps_space_under_read, 120) {
 typedef struct killer {
     pid_t pid;
     int delay_ms;
+    int port;   /* when set: kill once tided's STAT reports a pin (a transfer under way) */
+    int killed; /* 1: the kill came while a pin was reported */
 } killer;
 
 static void *kill_later(void *arg) {
     killer *k = arg;
     struct timespec ts = {k->delay_ms / 1000, (k->delay_ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
+    uint64_t until = now_ns() + 10000000000ull;
+    while (k->port && now_ns() < until && !(k->killed = stat_figure(k->port, "pinned") > 0)) {
+        struct timespec us100 = {0, 100000};
+        nanosleep(&us100, NULL);
+    }
     kill(k->pid, SIGKILL);
     return NULL;
 }
@@ -922,7 +929,7 @@ static void killed_mid_read(const char *tls) {
     for (size_t b = 0; b < len; b++)
         v[b] = (uint8_t)(b * 13 + 5);
     CHECK_MSG(tide_put(s, "big", 3, v, len) == 0, "put: %s", tide_errmsg(s));
-    killer k = {ts.pid, 200};
+    killer k = {ts.pid, 200, 0, 0};
     pthread_t th;
     CHECK_EQ(pthread_create(&th, NULL, kill_later, &k), 0);
     int ok = 0, failed = 0;
@@ -957,6 +964,60 @@ TEST_T(ucx_tided_killed_mid_read_tcp, 60) {
 TEST_T(ucx_tided_killed_mid_read_shm, 60) {
     killed_mid_read(SHM_TLS);
 }
+
+/* tided SIGKILLed while a get's bytes move (the kill comes once STAT reports the value
+ * pinned, and a 192 MiB value takes milliseconds to move): the get fails within its
+ * deadline, naming UCX's cause, and the client process lives on; a tided started again
+ * serves it. (killed_mid_read's timed kill mostly lands between transfers: its first
+ * failure is usually the next PIN's.) */
+static void killed_during_transfer(const char *tls) {
+    test_server ts;
+    char u[200];
+    tide_store *s = ucx_started(&ts, tls, u, sizeof(u), "&timeout_ms=5000");
+    size_t len = 192u << 20;
+    uint8_t *v = malloc(len), *got = malloc(len);
+    CHECK(v && got);
+    for (size_t b = 0; b < len; b++)
+        v[b] = (uint8_t)(b * 29 + 3);
+    CHECK_MSG(tide_put(s, "huge", 4, v, len) == 0, "put: %s", tide_errmsg(s));
+    size_t gl = 0;
+    CHECK_MSG(tide_get(s, "huge", 4, got, len, &gl) == 0 && gl == len, "get: %s", tide_errmsg(s));
+    /* The warm-up get's pin is released (RELEASE goes without waiting) before the killer
+     * looks for the next one. */
+    for (int i = 0; i < 500 && stat_figure(ts.port, "pinned") != 0; i++) {
+        struct timespec ms2 = {0, 2000000};
+        nanosleep(&ms2, NULL);
+    }
+    CHECK_EQ(stat_figure(ts.port, "pinned"), 0);
+    killer k = {ts.pid, 0, ts.port, 0};
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, kill_later, &k), 0);
+    uint64_t t0 = now_ns();
+    int rc = tide_get(s, "huge", 4, got, len, &gl);
+    uint64_t took_ms = (now_ns() - t0) / 1000000;
+    char first[512];
+    snprintf(first, sizeof(first), "%s", tide_errmsg(s));
+    pthread_join(th, NULL);
+    int st;
+    CHECK_EQ(waitpid(ts.pid, &st, 0), ts.pid);
+    CHECK_MSG(k.killed, "tided never reported the value pinned");
+    CHECK_MSG(rc != 0, "the get succeeded although tided was killed while it moved the bytes");
+    CHECK_MSG(took_ms < 5000 + 3000, "the failed get took %llu ms (deadline 5000)",
+              (unsigned long long)took_ms);
+    CHECK_MSG(strstr(first, "UCX get"), "the failure is not the transfer's: '%s'", first);
+    after_kill(first, ts.url);
+    tide_close(s);
+    free(v);
+    free(got);
+}
+
+TEST_T(ucx_tided_killed_during_a_transfer_tcp, 60) {
+    killed_during_transfer("tcp");
+}
+
+TEST_T(ucx_tided_killed_during_a_transfer_shm, 60) {
+    killed_during_transfer(SHM_TLS);
+}
 /* Puts of 32 MiB while tided is killed: each returns 0 or fails, and calls fail once it is
  * gone (no hang, bounded by the call's deadline). */
 static void killed_mid_write(const char *tls) {
@@ -967,7 +1028,7 @@ static void killed_mid_write(const char *tls) {
     uint8_t *v = malloc(len);
     CHECK(v);
     memset(v, 0x5a, len);
-    killer k = {ts.pid, 200};
+    killer k = {ts.pid, 200, 0, 0};
     pthread_t th;
     CHECK_EQ(pthread_create(&th, NULL, kill_later, &k), 0);
     int ok = 0, failed = 0;
@@ -1070,7 +1131,7 @@ TEST_T(ucx_cluster_node_killed_mid_write, 240) {
     uint8_t *v = malloc(len), *got = malloc(len);
     static int okput[N];
     CHECK(v && got);
-    killer k = {ts[1].pid, 400};
+    killer k = {ts[1].pid, 400, 0, 0};
     pthread_t th;
     CHECK_EQ(pthread_create(&th, NULL, kill_later, &k), 0);
     int ok = 0, after = 0, n = 0;
