@@ -17,6 +17,9 @@
 #              loopback port) for ucp_get (one-sided RMA, what tide does), ucp_put_bw and
 #              ucp_am_bw (active messages), the same size; the best of the three is the
 #              reference.
+# With a UCX of 1.22 or newer unpacked at UCX_BENCH_NEW (default .deps/libucx-1.22/libucx,
+# fetched by make deps), the shared-memory list runs once more with it (tided, client and
+# that UCX's own ucx_perftest): gets then go on the same-host endpoint (docs/UCX.md).
 # Then prints one markdown row per size: the figures, tide-ucx / best-perftest, and
 # tided-CPU-per-GB ucx / tcp. Ratios only are meant to be compared across machines.
 # UCX_NET_DEVICES defaults to lo (loopback only: without it UCX also stripes TCP over eth0).
@@ -33,6 +36,11 @@ SECS="${UCX_SECONDS:-1}"
 RUNS="${UCX_RUNS:-3}"
 CAP="${UCX_CAPACITY:-1GiB}"
 export UCX_NET_DEVICES="${UCX_NET_DEVICES:-lo}"
+NEW="${UCX_BENCH_NEW:-.deps/libucx-1.22/libucx}"
+CONFIGS="$TLSES"
+if [ -x "$NEW/bin/ucx_perftest" ] && [ -f "$NEW/lib/libucp.so.0" ]; then
+    CONFIGS="$CONFIGS posix,cma,self,tcp@new"
+fi
 TIDE="$BUILD/tide"
 [ -x "$TIDE" ] || { echo "ucx.sh: $TIDE not built (run make)" >&2; exit 1; }
 command -v ucx_perftest >/dev/null || { echo "ucx.sh: ucx_perftest not installed (make deps: ucx-utils)" >&2; exit 1; }
@@ -88,10 +96,10 @@ perf_run() {
     port="$(free_port)"
     n=$(( ${UCX_PERF_BYTES:-2000000000} / $2 ))
     [ "$n" -ge 100 ] || n=100
-    ucx_perftest -p "$port" >"$TMP/pf-server.log" 2>&1 &
+    "${PERFTEST[@]}" -p "$port" >"$TMP/pf-server.log" 2>&1 &
     PF_PID=$!
     sleep 0.5
-    out="$(timeout 60 ucx_perftest 127.0.0.1 -p "$port" -t "$1" -s "$2" -n "$n" 2>&1 || true)"
+    out="$(timeout 60 "${PERFTEST[@]}" 127.0.0.1 -p "$port" -t "$1" -s "$2" -n "$n" 2>&1 || true)"
     stop_pid "$PF_PID"
     PF_PID=""
     awk '/^Final:/ { printf "%.4f\n", $7 * 1048576 / 1e9; found = 1 } END { if (!found) print 0 }' <<<"$out"
@@ -99,7 +107,17 @@ perf_run() {
 
 echo "| UCX_TLS | size | tide ucx get GB/s | ucx rma get | tide tcp get | ucx put | tcp put | perftest get | perftest put_bw | perftest am_bw | ucx get / best perftest | tided CPU s/GB ucx | tided CPU s/GB tcp | CPU ucx / tcp |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-for tls in $TLSES; do
+for cfg in $CONFIGS; do
+    tls="${cfg%@new}"
+    label="$tls"
+    PERFTEST=(ucx_perftest)
+    unset TIDE_UCX_LIBDIR
+    if [ "$cfg" != "$tls" ]; then
+        export TIDE_UCX_LIBDIR="$NEW/lib"
+        PERFTEST=(env "LD_LIBRARY_PATH=$NEW/lib" "$NEW/bin/ucx_perftest")
+        label="$tls (UCX $(LD_LIBRARY_PATH="$NEW/lib" "$NEW/bin/ucx_info" -v 2>/dev/null |
+            sed -n 's/^# Library version: //p'))"
+    fi
     export UCX_TLS="$tls"
     stop_pid "$TIDE_PID"
     rm -f "$TMP/tided.ready"
@@ -108,7 +126,7 @@ for tls in $TLSES; do
     TIDE_PID=$!
     wait_ready "$TMP/tided.ready" "$TIDE_PID" "$TMP/tided.log" ucx.sh
     port="$(cut -d' ' -f1 "$TMP/tided.ready")"
-    log "UCX_TLS=$tls: tided pid $TIDE_PID on $port"
+    log "UCX_TLS=$label: tided pid $TIDE_PID on $port"
     for size in $SIZES; do
         sb="$(bytes_of "$size")"
         keys=$((256 * 1048576 / sb))
@@ -129,7 +147,7 @@ for tls in $TLSES; do
         rg="$(cut -d' ' -f1 "$TMP/r" | median)"
         up="$(cut -d' ' -f1 "$TMP/up" | median)"; tp="$(cut -d' ' -f1 "$TMP/tp" | median)"
         pg="$(median <"$TMP/pg")"; pp="$(median <"$TMP/pp")"; pa="$(median <"$TMP/pa")"
-        awk -v tls="$tls" -v s="$size" -v ug="$ug" -v tg="$tg" -v pg="$pg" -v pp="$pp" -v pa="$pa" \
+        awk -v tls="$label" -v s="$size" -v ug="$ug" -v tg="$tg" -v pg="$pg" -v pp="$pp" -v pa="$pa" \
             -v uc="$uc" -v tc="$tc" -v rg="$rg" -v up="$up" -v tp="$tp" 'BEGIN {
             best = pg; if (pp > best) best = pp; if (pa > best) best = pa
             printf "| %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2fx | %.3f | %.3f | %.2fx |\n",

@@ -21,12 +21,28 @@ for p in $PKGS; do
         missing="$missing $p"
     fi
 done
-[ -z "$missing" ] && exit 0
-echo "deps: installing:$missing"
-SUDO=""
-[ "$(id -u)" -ne 0 ] && SUDO="sudo"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-# shellcheck disable=SC2086
-$SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
-echo "deps: done"
+if [ -n "$missing" ]; then
+    echo "deps: installing:$missing"
+    SUDO=""
+    [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -qq
+    # shellcheck disable=SC2086
+    $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+    echo "deps: done"
+fi
+
+# The UCX the same-host tests run against (tests/integration/test_ucx.c, docs/UCX.md: Debian's
+# 1.13 is older than the 1.22 that endpoint needs): PyPI's libucx-cu12 wheel, whose UCX
+# loads without CUDA, unpacked into .deps/ (git-ignored). Nothing is installed.
+cd "$(dirname "$0")/.."
+UCX_NEW=.deps/libucx-1.22
+if [ ! -f "$UCX_NEW/libucx/lib/libucp.so.0" ]; then
+    echo "deps: fetching libucx-cu12 1.22.0 into $UCX_NEW"
+    rm -rf "$UCX_NEW" .deps/wheels
+    python3 -m pip download -q --disable-pip-version-check --no-deps \
+        -d .deps/wheels libucx-cu12==1.22.0
+    python3 -m zipfile -e .deps/wheels/libucx_cu12-1.22.0-*.whl "$UCX_NEW"
+    chmod +x "$UCX_NEW"/libucx/bin/* # zip keeps no modes: its ucx_perftest, for bench/ucx.sh
+    rm -rf .deps/wheels
+fi

@@ -6,9 +6,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 const char *const ucx_test_with_ucx[] = {"--capacity", "256MiB", "--log-level", "warn",
                                          "--ucx-port", "0",      NULL};
+
+const char *ucx_test_new_libdir(void) {
+    static char dir[4096];
+    const char *e = getenv("TIDE_TEST_UCX_NEW");
+    snprintf(dir, sizeof(dir), "%s", e && *e ? e : ".deps/libucx-1.22/libucx/lib");
+    char lib[4200];
+    snprintf(lib, sizeof(lib), "%s/libucp.so.0", dir);
+    return access(lib, R_OK) == 0 ? dir : NULL;
+}
 
 void ucx_test_env(const char *tls) {
     setenv("UCX_TLS", tls, 1);

@@ -11,6 +11,11 @@
  * loads UCX and before tided starts. */
 void ucx_test_env(const char *tls);
 
+/* The directory of a UCX new enough for same-host endpoints (UCX_SAME_HOST_MIN, docs/UCX.md):
+ * TIDE_TEST_UCX_NEW, else .deps/libucx-1.22/libucx/lib under the current directory (make
+ * deps fetches PyPI's libucx-cu12 1.22.0 there); NULL when it holds no libucp. */
+const char *ucx_test_new_libdir(void);
+
 /* `tide serve` flags for a tided with a UCX port (256 MiB, warnings only). */
 extern const char *const ucx_test_with_ucx[];
 

@@ -43,6 +43,10 @@
  * registers it itself, free on TCP; one message per piece, to carry ours, measured 2-4x
  * slower there).
  *
+ * Same host: with UCX 1.22 or newer on both sides, gets by active messages go on a second
+ * endpoint that UCX puts on shared memory (tucx_join; docs/UCX.md, "Design", 7), the bytes
+ * read by cma out of tided's pool; puts stay on the first.
+ *
  * GPU memory: each context asks UCX which memory types it moves (ucp_context_query). When
  * CUDA is one, values whose pieces all lie in regions declared as CUDA memory
  * (tucx_put_many_dev / tucx_get_many_dev, from node.c) go by RMA straight between the GPU
@@ -193,7 +197,7 @@ typedef struct tucx_op {
     const char *why; /* with a status this client raised itself: what went wrong (NULL: the
                       * status is tided's answer) */
     uint64_t got;    /* the bytes that arrived, when their count was wrong */
-    uint8_t hdr[UCX_GET_HDR];
+    uint8_t hdr[UCX_GET_HDR_JOINED];
     ucp_dt_iov_t *keep; /* a put's iov array, while UCX reads it */
 } tucx_op;
 
@@ -207,6 +211,10 @@ typedef struct tucx {
     ucp_ep_h ep;
     ucp_rkey_h rkey;
     uint64_t rbase, rsize;
+    ucp_ep_h sep;           /* the same-host endpoint (joined to ep), or NULL: gets by
+                             * active messages go on it, by UCX's shared-memory transports */
+    int joined;             /* its UCX_AM_JOINED: 0 none yet, else 1 + the status */
+    uint64_t ticket;        /* the join ticket, appended to gets on sep */
     int ep_failed;          /* the endpoint's error handler ran */
     ucs_status_t ep_status; /* with what */
     uint8_t *welcome;       /* UCX_AM_WELCOME's bytes, once arrived */
@@ -236,6 +244,12 @@ static const char *ust(ucs_status_t st) {
 static pthread_mutex_t list_mu = PTHREAD_MUTEX_INITIALIZER;
 static tucx *list_head;
 static atomic_uint_fast64_t n_maps, n_hits, n_unmaps, n_full;
+
+static atomic_uint_fast64_t n_same_host;
+
+uint64_t tucx_same_host_values(void) {
+    return atomic_load(&n_same_host);
+}
 
 void tucx_reg_counts(uint64_t *maps, uint64_t *hits, uint64_t *unmaps, uint64_t *full) {
     *maps = atomic_load(&n_maps);
@@ -419,6 +433,22 @@ static ucs_status_t on_welcome(void *arg, const void *hdr, size_t hdr_len, void 
     return UCS_OK;
 }
 
+static ucs_status_t on_joined(void *arg, const void *hdr, size_t hdr_len, void *data, size_t len,
+                              const ucp_am_recv_param_t *param) {
+    tucx *t = arg;
+    (void)hdr, (void)hdr_len;
+    if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+        ucp_am_data_release(t->wk, data);
+        return UCS_OK;
+    }
+    const uint8_t *b = data;
+    if (!t->joined)
+        t->joined = len == UCX_WELCOME_HEAD && le_rd32(b) == UCX_MSG_MAGIC
+                        ? 1 + (int32_t)le_rd32(b + 4)
+                        : 1 + TIDE_EPROTO;
+    return UCS_OK;
+}
+
 static tucx_op *op_of(tucx *t, uint64_t tag) {
     size_t i = (size_t)(tag & 0xffffffffu);
     if (!t->ops || (uint32_t)(tag >> 32) != t->seq || i >= t->nops) return NULL;
@@ -571,23 +601,28 @@ static void tucx_progress(tucx *t, unsigned *idle) {
     }
 }
 
-/* Close the endpoint at once (requests in flight complete with an error) and wait, a
- * bounded time, for the close. */
+/* Close *ep at once (requests in flight complete with an error) and wait, a bounded time,
+ * for the close. */
+static void ep_force_close(tucx *t, ucp_ep_h *ep) {
+    if (!*ep) return;
+    ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                              .flags = UCP_EP_CLOSE_FLAG_FORCE};
+    void *r = ucp_ep_close_nbx(*ep, &rp);
+    uint64_t until = now_ns() + 1000000000ull;
+    unsigned idle = 0;
+    while (UCS_PTR_IS_PTR(r) && ucp_request_check_status(r) == UCS_INPROGRESS && now_ns() < until)
+        tucx_progress(t, &idle);
+    if (UCS_PTR_IS_PTR(r)) ucp_request_free(r);
+    *ep = NULL;
+}
+
+/* Close the endpoints (the same-host one first: it lives on the first one's behalf). */
 static void tucx_drop(tucx *t) {
     if (t->rkey) ucp_rkey_destroy(t->rkey);
     t->rkey = NULL;
-    if (t->ep) {
-        ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-                                  .flags = UCP_EP_CLOSE_FLAG_FORCE};
-        void *r = ucp_ep_close_nbx(t->ep, &rp);
-        uint64_t until = now_ns() + 1000000000ull;
-        unsigned idle = 0;
-        while (UCS_PTR_IS_PTR(r) && ucp_request_check_status(r) == UCS_INPROGRESS &&
-               now_ns() < until)
-            tucx_progress(t, &idle);
-        if (UCS_PTR_IS_PTR(r)) ucp_request_free(r);
-    }
-    t->ep = NULL;
+    ep_force_close(t, &t->sep);
+    ep_force_close(t, &t->ep);
+    t->joined = 0;
     t->ep_failed = 0;
     free(t->welcome);
     t->welcome = NULL;
@@ -665,31 +700,120 @@ static int tucx_wait(tide_store *s, tucx *t, void **reqs, size_t n, uint64_t dea
     return 0;
 }
 
+/* Whether one of ep's lanes used for usage (a word of UCX's lane table: "rma_bw", "am";
+ * NULL: any) runs on a transport named in names (space-separated) when in is 1, or on one
+ * not named there when in is 0. UCX 1.13 has no query for it: its lane table, as
+ * ucp_ep_print_info writes it, names them ("lane[1]:  3:cma/memory.0 md[3] -> ... rma_bw#0"). */
+static int ep_lane_on(ucp_ep_h ep, const char *usage, const char *names, int in) {
+    char *txt = NULL;
+    size_t tl = 0;
+    FILE *f = open_memstream(&txt, &tl);
+    if (!f) return 0;
+    ucp_ep_print_info(ep, f);
+    fclose(f);
+    int found = 0;
+    for (char *line = txt; line && *line && !found;) {
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = 0;
+        char *c = strchr(line, ':');
+        if (strstr(line, "lane[") && (!usage || strstr(line, usage)) && c &&
+            (c = strchr(c + 1, ':'))) {
+            const char *tl_name = c + 1;
+            size_t n = strcspn(tl_name, "/");
+            int named = 0;
+            for (const char *w = names; *w && !named;) {
+                size_t wl = strcspn(w, " ");
+                named = wl == n && !strncmp(w, tl_name, n);
+                w += wl + (w[wl] == ' ');
+            }
+            found = named == in;
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    free(txt);
+    return found;
+}
+
+/* UCX's transports that move bytes between processes of one host, by shared memory or a
+ * copy through the kernel: their RMA on memory they did not allocate, where UCX uses them
+ * for it at all, is its emulation by messages; their rendezvous is a one-sided copy. */
+#define TUCX_SHM_TLS "posix sysv cma knem xpmem"
+
 /* Active messages or RMA for this endpoint. TIDE_UCX_PATH=am|rma decides; otherwise RMA
- * only when one of the endpoint's RMA lanes is a transport with RMA of its own (UCX 1.13
- * has no query for it: its lane table, as ucp_ep_print_info writes it, names them). TCP's
- * RMA is UCX's emulation, an order of magnitude below its active-message rendezvous. */
+ * only when one of the endpoint's RMA lanes is a transport with RMA of its own: not TCP's
+ * (UCX's emulation, an order of magnitude below its active-message rendezvous), nor a
+ * same-host one's. */
 static int tucx_choose_am(tucx *t) {
     const char *e = getenv("TIDE_UCX_PATH");
     if (e && !strcmp(e, "am")) return 1;
     if (e && !strcmp(e, "rma")) return 0;
-    char *txt = NULL;
-    size_t tl = 0;
-    FILE *f = open_memstream(&txt, &tl);
-    if (!f) return 1;
-    ucp_ep_print_info(t->ep, f);
-    fclose(f);
-    int native = 0;
-    for (char *line = txt; line && *line && !native;) {
-        char *nl = strchr(line, '\n');
-        if (nl) *nl = 0;
-        char *c = strchr(line, ':');
-        if (strstr(line, "lane[") && strstr(line, "rma_bw") && c && (c = strchr(c + 1, ':')))
-            native = strncmp(c + 1, "tcp/", 4) != 0;
-        line = nl ? nl + 1 : NULL;
+    return !ep_lane_on(t->ep, "rma_bw", "tcp " TUCX_SHM_TLS, 0);
+}
+
+/* On tided's host (the same kernel boot id), with a UCX of UCX_SAME_HOST_MIN or newer and
+ * unless TIDE_UCX_SAME_HOST=0: a second endpoint, made from tided's worker address without
+ * peer-failure handling (the only endpoints UCX puts on its shared-memory transports),
+ * joined to the first with the ticket its WELCOME carried and this worker's address
+ * (proto/ucx_msg.h, docs/UCX.md). Kept, as t->sep, only when UCX put a lane of it on one of
+ * them; otherwise, or when no JOINED comes, values stay on the first endpoint. Its failures
+ * are the first endpoint's: a tided that dies fails that one (peer-failure handling), and
+ * tucx_drop closes both. */
+static void tucx_join(tucx *t, uint64_t ticket, const char *boot_id, const uint8_t *addr,
+                      uint64_t deadline) {
+    char mine[UCX_BOOT_ID];
+    const char *e = getenv("TIDE_UCX_SAME_HOST");
+    if ((e && !strcmp(e, "0")) || ucx_dl_version() < UCX_SAME_HOST_MIN || ucx_boot_id(mine) != 0 ||
+        memcmp(mine, boot_id, UCX_BOOT_ID))
+        return;
+    ucp_ep_params_t ep = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
+                                        UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
+                          .address = (const ucp_address_t *)addr,
+                          .err_mode = UCP_ERR_HANDLING_MODE_NONE};
+    if (ucp_ep_create(t->wk, &ep, &t->sep) != UCS_OK) {
+        t->sep = NULL;
+        return;
     }
-    free(txt);
-    return !native;
+    /* The lanes are chosen at creation, before anything is sent: an endpoint without a
+     * same-host lane goes before tided learns of it. */
+    if (!ep_lane_on(t->sep, NULL, TUCX_SHM_TLS, 1)) {
+        ep_force_close(t, &t->sep);
+        return;
+    }
+    /* JOIN: the ticket and this worker's address, for tided's own endpoint back. */
+    ucp_address_t *mine_addr = NULL;
+    size_t ml = 0;
+    uint8_t *join = NULL;
+    void *r = NULL;
+    if (ucp_worker_get_address(t->wk, &mine_addr, &ml) == UCS_OK && ml <= UCX_ADDR_MAX &&
+        (join = malloc(UCX_JOIN_HEAD + ml)) != NULL) {
+        le_wr32(join, UCX_MSG_MAGIC);
+        le_wr64(join + 4, ticket);
+        le_wr32(join + 12, (uint32_t)ml);
+        memcpy(join + UCX_JOIN_HEAD, mine_addr, ml);
+        ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                                  .flags = UCP_AM_SEND_FLAG_EAGER};
+        t->joined = 0;
+        r = ucp_am_send_nbx(t->sep, UCX_AM_JOIN, NULL, 0, join, UCX_JOIN_HEAD + ml, &rp);
+        /* An unanswered join (tided took no such ticket) costs at most 2 s, once. */
+        uint64_t until = now_ns() + 2000000000ull;
+        if (until > deadline) until = deadline;
+        unsigned idle = 0;
+        while (!UCS_PTR_IS_ERR(r) && !t->joined && !t->ep_failed && now_ns() < until)
+            tucx_progress(t, &idle);
+        if (UCS_PTR_IS_PTR(r)) {
+            if (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_request_cancel(t->wk, r);
+            ucp_request_free(r);
+        }
+    }
+    if (mine_addr) ucp_worker_release_address(t->wk, mine_addr);
+    free(join);
+    if (t->joined == 1) {
+        t->ticket = ticket;
+        return;
+    }
+    LOG_WARN("%s: UCX's same-host endpoint not joined (%s); values on the first endpoint",
+             t->w->addr, UCS_PTR_IS_ERR(r) ? ust(UCS_PTR_STATUS(r)) : "no answer");
+    ep_force_close(t, &t->sep);
 }
 
 /* Make the context and worker (once), then an endpoint to tided's UCX port, and trade the
@@ -730,14 +854,17 @@ static int tucx_connect(tide_store *s, tucx *t, int port) {
                                      .id = UCX_AM_WELCOME,
                                      .cb = on_welcome,
                                      .arg = t};
-        ucp_am_handler_param_t hg = hp, hd = hp;
+        ucp_am_handler_param_t hg = hp, hd = hp, hj = hp;
         hg.id = UCX_AM_GETDATA;
         hg.cb = on_getdata;
         hd.id = UCX_AM_PUTDONE;
         hd.cb = on_putdone;
+        hj.id = UCX_AM_JOINED;
+        hj.cb = on_joined;
         if ((st = ucp_worker_set_am_recv_handler(t->wk, &hp)) != UCS_OK ||
             (st = ucp_worker_set_am_recv_handler(t->wk, &hg)) != UCS_OK ||
             (st = ucp_worker_set_am_recv_handler(t->wk, &hd)) != UCS_OK ||
+            (st = ucp_worker_set_am_recv_handler(t->wk, &hj)) != UCS_OK ||
             (st = ucp_worker_get_efd(t->wk, &t->efd)) != UCS_OK) {
             ucp_worker_destroy(t->wk);
             ucp_cleanup(t->ctx);
@@ -802,22 +929,29 @@ static int tucx_connect(tide_store *s, tucx *t, int port) {
                         (const char *)b + 12);
         goto fail;
     }
+    /* ... rkey_len, rkey, ticket, boot id, addr_len, worker address (proto/ucx_msg.h) */
+    const size_t tail = 8 + UCX_BOOT_ID + 4;
     uint32_t kl = bl >= 28 ? le_rd32(b + 24) : 0;
-    if (bl < 28 || kl != bl - 28) {
+    const uint8_t *tl_at = b + 28 + kl;
+    uint32_t al = bl >= 28 + tail && kl <= bl - 28 - tail ? le_rd32(tl_at + 8 + UCX_BOOT_ID) : 0;
+    if (bl < 28 + tail || kl > bl - 28 - tail || al != bl - 28 - tail - kl) {
         rc = client_err(s, TIDE_EPROTO, "UCX hello: a malformed answer (%zu bytes)", bl);
         goto fail;
     }
     t->am = tucx_choose_am(t);
-    if (getenv("TIDE_UCX_DEBUG")) {
-        ucp_ep_print_info(t->ep, stderr); /* the lanes UCX chose */
-        fprintf(stderr, "tide: values by %s\n", t->am ? "active messages" : "RMA");
-    }
     t->rbase = le_rd64(b + 8);
     t->rsize = le_rd64(b + 16);
     if ((st = ucp_ep_rkey_unpack(t->ep, b + 28, &t->rkey)) != UCS_OK) {
         t->rkey = NULL;
         rc = client_err(s, TIDE_EPROTO, "UCX: the pool's rkey: %s", ust(st));
         goto fail;
+    }
+    if (t->am && al) tucx_join(t, le_rd64(tl_at), (const char *)tl_at + 8, tl_at + tail, deadline);
+    if (getenv("TIDE_UCX_DEBUG")) {
+        ucp_ep_print_info(t->ep, stderr); /* the lanes UCX chose */
+        if (t->sep) ucp_ep_print_info(t->sep, stderr);
+        fprintf(stderr, "tide: values by %s%s\n", t->am ? "active messages" : "RMA",
+                t->sep ? " (gets on the same-host endpoint)" : "");
     }
     return 0;
 fail:
@@ -964,7 +1098,13 @@ static int tucx_am(tide_store *s, tucx *t, int put, size_t j, const tide_iov *v,
     void *r;
     if (!put) {
         rp.flags |= UCP_AM_SEND_FLAG_EAGER;
-        r = ucp_am_send_nbx(t->ep, UCX_AM_GET, op->hdr, UCX_GET_HDR, NULL, 0, &rp);
+        if (t->sep) { /* the same-host endpoint: tided finds us by the ticket */
+            le_wr64(op->hdr + UCX_GET_HDR, t->ticket);
+            rp.flags &= ~(uint32_t)UCP_AM_SEND_FLAG_REPLY;
+            r = ucp_am_send_nbx(t->sep, UCX_AM_GET, op->hdr, UCX_GET_HDR_JOINED, NULL, 0, &rp);
+        } else {
+            r = ucp_am_send_nbx(t->ep, UCX_AM_GET, op->hdr, UCX_GET_HDR, NULL, 0, &rp);
+        }
     } else {
         ucp_dt_iov_t dt[TUCX_IOV_MAX];
         size_t nd = op_dt(op, dt);
@@ -988,6 +1128,7 @@ static int tucx_am(tide_store *s, tucx *t, int put, size_t j, const tide_iov *v,
                           ust(UCS_PTR_STATUS(r)));
     }
     if (r) reqs[(*nreq)++] = r;
+    if (t->sep && !put) atomic_fetch_add(&n_same_host, 1);
     return 0;
 }
 
@@ -1284,6 +1425,10 @@ uint64_t tucx_dev_values(void) {
 #else /* no UCX headers at build time: values over TCP */
 static void tucx_forget(uint64_t id) {
     (void)id; /* nothing is ever registered */
+}
+
+uint64_t tucx_same_host_values(void) {
+    return 0;
 }
 
 void tucx_reg_counts(uint64_t *maps, uint64_t *hits, uint64_t *unmaps, uint64_t *full) {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "client/ucx_dl.h"
+#include "proto/ucx_msg.h"
 
 #ifdef TIDE_HAVE_UCX
 struct ucx_dl_fns ucx_dl;
@@ -74,6 +75,8 @@ static void load(void) {
         P(worker_progress),
         P(worker_arm),
         P(worker_get_efd),
+        P(worker_get_address),
+        P(worker_release_address),
         P(worker_set_am_recv_handler),
         P(mem_map),
         P(mem_unmap),
@@ -99,6 +102,7 @@ static void load(void) {
         P(request_cancel),
 #undef P
         {ucs, "libucs.so.0", "ucs_status_string", &ucx_dl.status_string},
+        {ucp, "libucp.so.0", "ucp_get_version", &ucx_dl.get_version},
     };
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
         if (sym(t[i].lib, t[i].libname, t[i].name, t[i].slot) != 0) return;
@@ -110,7 +114,31 @@ int ucx_dl_load(char *err, size_t errlen) {
     if (loaded != 0 && err) snprintf(err, errlen, "%s", why);
     return loaded;
 }
-#else
+
+unsigned ucx_dl_version(void) {
+    if (ucx_dl_load(NULL, 0) != 0) return 0;
+    unsigned major = 0, minor = 0, release = 0;
+    ucx_dl.get_version(&major, &minor, &release);
+    return major * 1000 + minor;
+}
+#endif
+
+int ucx_boot_id(char *out) {
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+    if (!f) return -1;
+    char b[UCX_BOOT_ID + 2] = {0};
+    size_t n = fread(b, 1, UCX_BOOT_ID, f);
+    fclose(f);
+    if (n != UCX_BOOT_ID) return -1;
+    memcpy(out, b, UCX_BOOT_ID);
+    return 0;
+}
+
+#ifndef TIDE_HAVE_UCX
+unsigned ucx_dl_version(void) {
+    return 0;
+}
+
 int ucx_dl_load(char *err, size_t errlen) {
     if (err)
         snprintf(err, errlen,

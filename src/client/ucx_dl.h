@@ -15,6 +15,21 @@
  * not be opened or the symbol missing from it, or a build without UCX's headers). */
 int ucx_dl_load(char *err, size_t errlen);
 
+/* The loaded UCX's version as major * 1000 + minor (1.13: 1013), 0 when none is loaded. */
+unsigned ucx_dl_version(void);
+
+/* The oldest UCX whose same-host transports tide uses (docs/UCX.md, "Shared memory on one
+ * host"): before 1.22, UCX's cma transport aborts the process (a fatal error, not a failed
+ * request) when the peer it reads from or writes to dies mid-transfer, so a tided killed
+ * mid-get would take the engine with it, and a client killed mid-put would take tided.
+ * Measured with PyPI's libucx-cu12 1.14.1 to 1.21.0 (abort) and 1.22.0 (the request fails). */
+#define UCX_SAME_HOST_MIN 1022u
+
+/* This machine's kernel boot id (/proc/sys/kernel/random/boot_id, UCX_BOOT_ID characters)
+ * into out: 0, or -1 when it cannot be read. A client and a tided with the same one run on
+ * one kernel, where UCX's shared-memory transports may reach (docs/UCX.md). */
+int ucx_boot_id(char *out);
+
 #ifdef TIDE_HAVE_UCX
 #include <ucp/api/ucp.h>
 
@@ -30,6 +45,8 @@ struct ucx_dl_fns {
     unsigned (*worker_progress)(ucp_worker_h);
     ucs_status_t (*worker_arm)(ucp_worker_h);
     ucs_status_t (*worker_get_efd)(ucp_worker_h, int *);
+    ucs_status_t (*worker_get_address)(ucp_worker_h, ucp_address_t **, size_t *);
+    void (*worker_release_address)(ucp_worker_h, ucp_address_t *);
     ucs_status_t (*worker_set_am_recv_handler)(ucp_worker_h, const ucp_am_handler_param_t *);
     ucs_status_t (*mem_map)(ucp_context_h, const ucp_mem_map_params_t *, ucp_mem_h *);
     ucs_status_t (*mem_unmap)(ucp_context_h, ucp_mem_h);
@@ -58,6 +75,7 @@ struct ucx_dl_fns {
     void (*request_free)(void *);
     void (*request_cancel)(ucp_worker_h, void *);
     const char *(*status_string)(ucs_status_t);
+    void (*get_version)(unsigned *, unsigned *, unsigned *);
 };
 extern struct ucx_dl_fns ucx_dl;
 
@@ -71,6 +89,8 @@ extern struct ucx_dl_fns ucx_dl;
 #define ucp_worker_progress (ucx_dl.worker_progress)
 #define ucp_worker_arm (ucx_dl.worker_arm)
 #define ucp_worker_get_efd (ucx_dl.worker_get_efd)
+#define ucp_worker_get_address (ucx_dl.worker_get_address)
+#define ucp_worker_release_address (ucx_dl.worker_release_address)
 #define ucp_worker_set_am_recv_handler (ucx_dl.worker_set_am_recv_handler)
 #define ucp_mem_map (ucx_dl.mem_map)
 #define ucp_mem_unmap (ucx_dl.mem_unmap)

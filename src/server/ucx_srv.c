@@ -26,6 +26,11 @@
  * rejected at the listener. The leases are the tide:// connection's, whose HELLO passed
  * the same token, so an endpoint can only use offsets an authenticated connection got.
  *
+ * Same host (docs/UCX.md, "Design", 7): with UCX 1.22 or newer, the WELCOME also carries
+ * the worker's address and a join ticket; a client on this kernel joins a second endpoint
+ * (UCX_AM_JOIN, taken by joins_take), tided answers on an endpoint of its own to the
+ * client's worker, closed with the first, and sends the gets that name the ticket on it.
+ *
  * Failure to start (no usable UCX transport, the port taken, the registration refused)
  * is logged with UCX's reason and tided serves tide:// alone: HELLO then never grants
  * FRAME_FEATURE_UCX, and clients use TCP.
@@ -38,6 +43,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "client/ucx_dl.h"
@@ -59,6 +65,10 @@ typedef struct ucx_peer {
     uint64_t since; /* accepted at */
     int authed;
     int hello;         /* 1: a good HELLO to answer, -1: a bad one, 0: none */
+    int join;          /* 1: a good JOIN to answer, -1: a bad one, 0: none */
+    int joined;        /* came by UCX_AM_JOIN: no peer-failure handling, closed at once */
+    int link;          /* a joined endpoint: 1 + the index of the first endpoint it joined */
+    uint64_t ticket;   /* a first endpoint's join ticket (sent in its WELCOME) */
     int failed;        /* the endpoint's error handler ran */
     void *reply_req;   /* the WELCOME being sent */
     uint8_t *reply;    /* its bytes */
@@ -70,6 +80,7 @@ typedef struct ucx_peer {
  * its header while the send is in flight (UCX 1.13 reads it until completion). */
 typedef struct srv_op {
     struct srv_op *next;
+    struct srv_op *fprev, *fnext; /* in u->flying while UCX holds it */
     struct ucx_srv *u;
     ucp_ep_h ep;
     uint8_t hdr[UCX_DONE_HDR];
@@ -80,6 +91,8 @@ typedef struct srv_op {
 struct ucx_srv {
     server *srv;
     srv_op *todo, **todo_tail; /* answers to send, oldest first */
+    srv_op *flying;            /* sends and receives UCX has not completed (a peer that died
+                                * mid-transfer may leave some for good: freed at stop) */
     ucp_context_h ctx;
     ucp_worker_h wk;
     ucp_listener_h lis;
@@ -94,7 +107,20 @@ struct ucx_srv {
     int cap;
     int used; /* slots [0, used) have been taken at some point: the scans stop there */
     uint64_t hs_timeout_ns;
+    ucp_address_t *waddr;   /* the worker's address, for same-host joins (NULL: none taken) */
+    struct join_req *joins; /* UCX_AM_JOINs to take, newest first */
+    int njoins;
+    size_t waddr_len;
+    char boot_id[UCX_BOOT_ID]; /* this kernel's; zeros when unreadable */
 };
+
+/* A UCX_AM_JOIN waiting for the progress loop. */
+typedef struct join_req {
+    struct join_req *next;
+    uint64_t ticket;
+    size_t alen;
+    uint8_t addr[]; /* the client's worker address */
+} join_req;
 
 static const char *ust(ucs_status_t st) {
     return ucs_status_string(st);
@@ -114,12 +140,18 @@ static void on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status) {
     p->failed = 1;
 }
 
-static void on_conn_request(ucp_conn_request_h req, void *arg) {
-    ucx_srv *u = arg;
+/* A free slot (marked used), or NULL when max_conns endpoints are open. */
+static ucx_peer *peer_slot(ucx_srv *u) {
     ucx_peer *p = NULL;
     for (int i = 0; i < u->cap && !p; i++)
         if (!u->peers[i].ep && !u->peers[i].close_req) p = &u->peers[i];
     if (p && p - u->peers >= u->used) u->used = (int)(p - u->peers) + 1;
+    return p;
+}
+
+static void on_conn_request(ucp_conn_request_h req, void *arg) {
+    ucx_srv *u = arg;
+    ucx_peer *p = peer_slot(u);
     if (!p || atomic_load(&u->srv->stopping)) {
         LOG_WARN("UCX: endpoint refused: %d endpoints are open (--max-conns)", u->cap);
         ucp_listener_reject(u->lis, req);
@@ -159,6 +191,78 @@ static ucs_status_t on_hello(void *arg, const void *hdr, size_t hdr_len, void *d
     return UCS_OK;
 }
 
+/* UCX_AM_JOIN: queued for the progress loop (no endpoint is made inside a UCX callback).
+ * The endpoint it came on is UCX's, not ours: never kept (UCX may discard it). */
+static ucs_status_t on_join(void *arg, const void *hdr, size_t hdr_len, void *data, size_t len,
+                            const ucp_am_recv_param_t *param) {
+    ucx_srv *u = arg;
+    (void)hdr, (void)hdr_len;
+    if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+        ucp_am_data_release(u->wk, data);
+        return UCS_OK;
+    }
+    const uint8_t *b = data;
+    if (!u->waddr || len < UCX_JOIN_HEAD || le_rd32(b) != UCX_MSG_MAGIC ||
+        le_rd32(b + 12) != len - UCX_JOIN_HEAD || len - UCX_JOIN_HEAD > UCX_ADDR_MAX ||
+        u->njoins >= u->cap)
+        return UCS_OK;
+    join_req *j = malloc(sizeof(*j) + len - UCX_JOIN_HEAD);
+    if (!j) return UCS_OK;
+    j->ticket = le_rd64(b + 4);
+    j->alen = len - UCX_JOIN_HEAD;
+    memcpy(j->addr, b + UCX_JOIN_HEAD, j->alen);
+    j->next = u->joins;
+    u->joins = j;
+    u->njoins++;
+    return UCS_OK;
+}
+
+/* The first endpoint whose ticket this is and which has no same-host endpoint yet. */
+static ucx_peer *peer_of_ticket(ucx_srv *u, uint64_t ticket, int joined) {
+    for (int i = 0; i < u->used && ticket; i++) {
+        ucx_peer *q = &u->peers[i];
+        if (q->ep && q->authed && !q->failed && !q->close_at && q->ticket == ticket &&
+            !!q->link == joined)
+            return q;
+    }
+    return NULL;
+}
+
+/* The queued joins: a good ticket gets an endpoint of ours to the client's worker address
+ * (without peer-failure handling: the shared-memory transports need that), tied to the
+ * first endpoint, and UCX_AM_JOINED on it; anything else is dropped unanswered. */
+static void joins_take(ucx_srv *u) {
+    join_req *j;
+    while ((j = u->joins) != NULL) {
+        u->joins = j->next;
+        u->njoins--;
+        ucx_peer *q = peer_of_ticket(u, j->ticket, 0), *p = NULL;
+        if (!q || peer_of_ticket(u, j->ticket, 1) || !(p = peer_slot(u))) {
+            if (!q) atomic_fetch_add(&u->srv->m.auth_failures, 1);
+            free(j);
+            continue;
+        }
+        ucp_ep_params_t ep = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
+                                            UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
+                              .address = (const ucp_address_t *)j->addr,
+                              .err_mode = UCP_ERR_HANDLING_MODE_NONE};
+        int qi = (int)(q - u->peers);
+        memset(p, 0, sizeof(*p));
+        ucs_status_t st = ucp_ep_create(u->wk, &ep, &p->ep);
+        free(j);
+        if (st != UCS_OK) {
+            p->ep = NULL;
+            LOG_DEBUG("UCX: a same-host endpoint to a client: %s", ust(st));
+            continue;
+        }
+        p->since = now_ns();
+        p->joined = p->authed = 1;
+        p->link = qi + 1;
+        p->ticket = u->peers[qi].ticket;
+        p->join = 1; /* JOINED to send */
+    }
+}
+
 static void op_queue(ucx_srv *u, srv_op *op) {
     op->next = NULL;
     *u->todo_tail = op;
@@ -172,6 +276,23 @@ static srv_op *op_new(ucp_ep_h ep, uint64_t tag, int put) {
     op->put = put;
     le_wr64(op->hdr, tag);
     return op;
+}
+
+static void op_fly(ucx_srv *u, srv_op *op) {
+    op->u = u;
+    op->fprev = NULL;
+    op->fnext = u->flying;
+    if (u->flying) u->flying->fprev = op;
+    u->flying = op;
+}
+
+static void op_land(srv_op *op) {
+    ucx_srv *u = op->u;
+    if (op->fprev)
+        op->fprev->fnext = op->fnext;
+    else
+        u->flying = op->fnext;
+    if (op->fnext) op->fnext->fprev = op->fprev;
 }
 
 static void op_set_status(srv_op *op, int32_t st) {
@@ -198,12 +319,20 @@ static ucs_status_t on_get(void *arg, const void *hdr, size_t hdr_len, void *dat
     ucx_peer *p;
     (void)data, (void)len;
     if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ucp_am_data_release(u->wk, data);
-    if (!peer_may_move(u, param, &p) || hdr_len != UCX_GET_HDR) {
+    const uint8_t *h = hdr;
+    ucp_ep_h to;
+    if (hdr_len == UCX_GET_HDR_JOINED) {
+        /* On a same-host endpoint: the ticket names the client; answered on our endpoint. */
+        p = peer_of_ticket(u, le_rd64(h + UCX_GET_HDR), 1);
+        if (!p) return UCS_OK;
+        to = p->ep;
+    } else if (!peer_may_move(u, param, &p) || hdr_len != UCX_GET_HDR) {
         if (p) p->failed = 1; /* not authenticated, or malformed: closed */
         return UCS_OK;
+    } else {
+        to = param->reply_ep;
     }
-    const uint8_t *h = hdr;
-    srv_op *op = op_new(param->reply_ep, le_rd64(h), 0);
+    srv_op *op = op_new(to, le_rd64(h), 0);
     if (!op) {
         p->failed = 1;
         return UCS_OK;
@@ -219,6 +348,7 @@ static void put_landed(void *req, ucs_status_t st, size_t length, void *user) {
     srv_op *op = user;
     ucx_srv *u = op->u;
     (void)length;
+    op_land(op);
     op_set_status(op, st == UCS_OK ? 0 : TIDE_ECLOSED);
     op_queue(u, op);
     ucp_request_free(req);
@@ -252,13 +382,14 @@ static ucs_status_t on_put(void *arg, const void *hdr, size_t hdr_len, void *dat
         op_queue(u, op);
         return UCS_OK;
     }
-    op->u = u;
     ucp_request_param_t rp = {.op_attr_mask =
                                   UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
                               .cb.recv_am = put_landed,
                               .user_data = op};
+    op_fly(u, op);
     void *r = ucp_am_recv_data_nbx(u->wk, data, dst, len, &rp);
     if (r == NULL || UCS_PTR_IS_ERR(r)) {
+        op_land(op);
         op_set_status(op, r == NULL ? 0 : TIDE_ECLOSED);
         op_queue(u, op);
     }
@@ -267,6 +398,7 @@ static ucs_status_t on_put(void *arg, const void *hdr, size_t hdr_len, void *dat
 
 static void op_sent(void *req, ucs_status_t st, void *user) {
     (void)st;
+    op_land(user);
     free(user);
     ucp_request_free(req);
 }
@@ -293,11 +425,14 @@ static void ops_send(ucx_srv *u) {
             bytes = (const uint8_t *)store_base(u->srv->st) + op->off;
             n = op->len;
         }
+        op_fly(u, op);
         void *r = ucp_am_send_nbx(op->ep, op->put ? UCX_AM_PUTDONE : UCX_AM_GETDATA, op->hdr,
                                   UCX_DONE_HDR, bytes, n, &rp);
         if (r == NULL) {
+            op_land(op);
             free(op);
         } else if (UCS_PTR_IS_ERR(r)) {
+            op_land(op);
             LOG_DEBUG("UCX: an answer not sent: %s", ust(UCS_PTR_STATUS(r)));
             p->failed = 1;
             free(op);
@@ -305,11 +440,11 @@ static void ops_send(ucx_srv *u) {
     }
 }
 
-static void peer_send(ucx_srv *u, ucx_peer *p, uint8_t *buf, size_t len) {
+static void peer_send(ucx_srv *u, ucx_peer *p, unsigned id, uint8_t *buf, size_t len) {
     ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
                               .flags = UCP_AM_SEND_FLAG_EAGER};
     p->reply = buf;
-    void *r = ucp_am_send_nbx(p->ep, UCX_AM_WELCOME, NULL, 0, buf, len, &rp);
+    void *r = ucp_am_send_nbx(p->ep, id, NULL, 0, buf, len, &rp);
     if (UCS_PTR_IS_ERR(r)) {
         LOG_DEBUG("UCX: reply not sent: %s", ust(UCS_PTR_STATUS(r)));
         p->failed = 1;
@@ -319,24 +454,44 @@ static void peer_send(ucx_srv *u, ucx_peer *p, uint8_t *buf, size_t len) {
     (void)u;
 }
 
+/* JOINED, on our endpoint to a client's same-host one. */
+static void peer_answer_join(ucx_srv *u, ucx_peer *p) {
+    p->join = 0;
+    uint8_t *b = malloc(UCX_WELCOME_HEAD);
+    if (!b) {
+        p->failed = 1;
+        return;
+    }
+    le_wr32(b, UCX_MSG_MAGIC);
+    le_wr32(b + 4, 0);
+    peer_send(u, p, UCX_AM_JOINED, b, UCX_WELCOME_HEAD);
+}
+
 static void peer_answer(ucx_srv *u, ucx_peer *p) {
     int good = p->hello == 1;
     p->hello = 0;
     if (good) {
-        size_t len = UCX_WELCOME_HEAD + 20 + u->rkey_len;
+        size_t len = UCX_WELCOME_HEAD + 20 + u->rkey_len + 8 + UCX_BOOT_ID + 4 + u->waddr_len;
         uint8_t *b = malloc(len);
-        if (!b) {
+        if (!b || getrandom(&p->ticket, sizeof(p->ticket), 0) != sizeof(p->ticket)) {
+            free(b);
             p->failed = 1;
             return;
         }
-        le_wr32(b, UCX_MSG_MAGIC);
-        le_wr32(b + 4, 0);
-        le_wr64(b + 8, (uint64_t)(uintptr_t)store_base(u->srv->st));
-        le_wr64(b + 16, store_capacity(u->srv->st));
-        le_wr32(b + 24, (uint32_t)u->rkey_len);
-        memcpy(b + 28, u->rkey, u->rkey_len);
+        uint8_t *at = b;
+        le_wr32(at, UCX_MSG_MAGIC);
+        le_wr32(at + 4, 0);
+        le_wr64(at + 8, (uint64_t)(uintptr_t)store_base(u->srv->st));
+        le_wr64(at + 16, store_capacity(u->srv->st));
+        le_wr32(at + 24, (uint32_t)u->rkey_len);
+        memcpy(at + 28, u->rkey, u->rkey_len);
+        at += 28 + u->rkey_len;
+        le_wr64(at, p->ticket);
+        memcpy(at + 8, u->boot_id, UCX_BOOT_ID);
+        le_wr32(at + 8 + UCX_BOOT_ID, (uint32_t)u->waddr_len);
+        if (u->waddr_len) memcpy(at + 12 + UCX_BOOT_ID, u->waddr, u->waddr_len);
         p->authed = 1;
-        peer_send(u, p, b, len);
+        peer_send(u, p, UCX_AM_WELCOME, b, len);
         return;
     }
     const char *msg = u->srv->cfg.auth_token[0]
@@ -352,14 +507,19 @@ static void peer_answer(ucx_srv *u, ucx_peer *p) {
     le_wr32(b + 4, (uint32_t)TIDE_EAUTH);
     le_wr32(b + 8, (uint32_t)ml);
     memcpy(b + 12, msg, ml);
-    peer_send(u, p, b, len);
+    peer_send(u, p, UCX_AM_WELCOME, b, len);
     p->close_at = now_ns() + PEER_HS_GRACE_NS;
 }
 
 /* Start closing p: with flush, so that a refusal's reply reaches the peer before the
- * disconnect; else at once (the peer failed or is gone). */
+ * disconnect; else at once (the peer failed or is gone). A first endpoint takes the
+ * endpoints that joined it along (at once: without peer-failure handling, a flush towards
+ * a peer that is gone would never end). */
 static void peer_close(ucx_srv *u, ucx_peer *p, int flush) {
-    (void)u;
+    int idx = (int)(p - u->peers) + 1;
+    if (p->joined) flush = 0;
+    for (int i = 0; i < u->used && !p->joined; i++)
+        if (u->peers[i].ep && u->peers[i].link == idx) peer_close(u, &u->peers[i], 0);
     if (p->reply_req) {
         ucp_request_cancel(u->wk, p->reply_req);
         ucp_request_free(p->reply_req);
@@ -372,7 +532,8 @@ static void peer_close(ucx_srv *u, ucx_peer *p, int flush) {
     free(p->reply);
     p->reply = NULL;
     p->close_req = UCS_PTR_IS_PTR(r) ? r : NULL;
-    p->authed = p->hello = p->failed = 0;
+    p->authed = p->hello = p->join = p->failed = p->link = p->joined = 0;
+    p->ticket = 0;
     p->close_at = 0;
 }
 
@@ -394,6 +555,7 @@ static void peers_tend(ucx_srv *u, uint64_t now) {
             p->reply = NULL;
         }
         if (p->hello) peer_answer(u, p);
+        if (p->join) peer_answer_join(u, p);
         if (p->failed || (p->close_at && (!p->reply_req || now >= p->close_at)) ||
             (!p->authed && !p->close_at && now - p->since > u->hs_timeout_ns)) {
             if (!p->authed && !p->failed && !p->close_at)
@@ -410,6 +572,7 @@ static void *ucx_main(void *arg) {
         do {
             while (ucp_worker_progress(u->wk) != 0) {
             }
+            joins_take(u);
             ops_send(u);
         } while (u->todo);
         peers_tend(u, now_ns());
@@ -494,6 +657,18 @@ static int ucx_setup(ucx_srv *u) {
     hp.cb = on_put;
     if ((st = ucp_worker_set_am_recv_handler(u->wk, &hp)) != UCS_OK)
         return ucx_fail("ucp_worker_set_am_recv_handler", st);
+    hp.id = UCX_AM_JOIN;
+    hp.cb = on_join;
+    if ((st = ucp_worker_set_am_recv_handler(u->wk, &hp)) != UCS_OK)
+        return ucx_fail("ucp_worker_set_am_recv_handler", st);
+    /* Same-host endpoints only with a UCX that survives a peer's death mid-transfer. */
+    if (ucx_dl_version() >= UCX_SAME_HOST_MIN) {
+        if ((st = ucp_worker_get_address(u->wk, &u->waddr, &u->waddr_len)) != UCS_OK)
+            return ucx_fail("ucp_worker_get_address", st);
+        if (u->waddr_len > UCX_ADDR_MAX)
+            return ucx_fail("the worker address", UCS_ERR_EXCEEDS_LIMIT);
+    }
+    if (ucx_boot_id(u->boot_id) != 0) memset(u->boot_id, 0, sizeof(u->boot_id));
 
     struct sockaddr_storage ss;
     socklen_t sl;
@@ -569,6 +744,7 @@ void ucx_srv_stop(server *srv) {
     }
     if (u->lis) ucp_listener_destroy(u->lis);
     if (u->rkey) ucp_rkey_buffer_release(u->rkey);
+    if (u->waddr) ucp_worker_release_address(u->wk, u->waddr);
     if (u->memh) ucp_mem_unmap(u->ctx, u->memh);
     if (u->wk) ucp_worker_destroy(u->wk);
     if (u->ctx) ucp_cleanup(u->ctx);
@@ -580,6 +756,16 @@ void ucx_srv_stop(server *srv) {
         srv_op *op = u->todo;
         u->todo = op->next;
         free(op);
+    }
+    while (u->flying) { /* UCX, gone now, never completed them */
+        srv_op *op = u->flying;
+        u->flying = op->fnext;
+        free(op);
+    }
+    while (u->joins) {
+        join_req *j = u->joins;
+        u->joins = j->next;
+        free(j);
     }
     free(u->peers);
     free(u);

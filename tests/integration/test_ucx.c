@@ -100,8 +100,14 @@ static uint64_t stat_figure(int port, const char *name) {
     return v;
 }
 
-static void suite_over(const char *tls) {
-    ucx_test_env(tls);
+/* same_host: 1, the gets must go on the same-host endpoint; 0, none may; -1, as the loaded
+ * UCX's version says (UCX_SAME_HOST_MIN). */
+static void suite_over(const char *tls, int same_host) {
+    ucx_test_env(tls); /* before UCX loads (its settings are read then) */
+    char why[256];
+    CHECK_MSG(ucx_dl_load(why, sizeof(why)) == 0, "%s", why);
+    if (same_host < 0) same_host = ucx_dl_version() >= UCX_SAME_HOST_MIN;
+    uint64_t sh0 = tucx_same_host_values();
     test_server ts;
     server_start(&ts, ucx_test_with_ucx);
     char u[160];
@@ -113,15 +119,82 @@ static void suite_over(const char *tls) {
     CHECK_MSG(moved > (8u << 20) && net < moved / 4,
               "value bytes %llu, tide:// socket bytes %llu: values did not go by UCX",
               (unsigned long long)moved, (unsigned long long)net);
+    /* ... and on the same-host endpoint exactly when it is expected (by active messages:
+     * every suite value counts once). */
+    uint64_t sh = tucx_same_host_values() - sh0;
+    fprintf(stderr, "  %llu values on the same-host endpoint\n", (unsigned long long)sh);
+    CHECK_MSG(same_host ? sh >= 50 : sh == 0, "%llu values on the same-host endpoint",
+              (unsigned long long)sh);
     CHECK_EQ(server_stop(&ts, SIGTERM), 0);
 }
 
 TEST_T(ucx_backend_suite_tcp, 180) {
-    suite_over("tcp");
+    suite_over("tcp", 0);
 }
 
+/* With Debian's UCX (1.13, older than UCX_SAME_HOST_MIN) no same-host endpoint is made:
+ * its cma transport would abort a process whose peer dies mid-transfer. */
 TEST_T(ucx_backend_suite_shm, 180) {
-    suite_over(SHM_TLS);
+    suite_over(SHM_TLS, -1);
+}
+
+/* ---- the same-host endpoint (a UCX of UCX_SAME_HOST_MIN or newer: docs/UCX.md) ---------- */
+
+static int hello_ucx_port(int port, const char *token, uint64_t features);
+static int raw_join(int port, const char *token, uint64_t bump, int put_too);
+static void put_get_check(tide_store *s, int n, size_t len, unsigned seed);
+
+/* TIDE_UCX_LIBDIR for this test's client and its tideds: the newer UCX (or a skip), loaded
+ * with ucx_test_env(tls)'s settings. */
+static void with_new_ucx(const char *tls) {
+    const char *d = ucx_test_new_libdir();
+    if (!d) TEST_SKIP("no UCX 1.22 here (.deps/libucx-1.22, fetched by make deps)");
+    setenv("TIDE_UCX_LIBDIR", d, 1);
+    ucx_test_env(tls);
+    char why[256];
+    CHECK_MSG(ucx_dl_load(why, sizeof(why)) == 0, "%s", why);
+    CHECK_MSG(ucx_dl_version() >= UCX_SAME_HOST_MIN, "%s holds UCX %u.%u", d,
+              ucx_dl_version() / 1000, ucx_dl_version() % 1000);
+}
+
+/* The backend suite over shared memory: its values go on the same-host endpoint (posix for
+ * the messages, cma for the bytes), none over the tide:// sockets. */
+TEST_T(ucx_same_host_backend_suite, 180) {
+    with_new_ucx(SHM_TLS);
+    suite_over(SHM_TLS, 1);
+}
+
+/* TIDE_UCX_SAME_HOST=0 keeps values on the first endpoint; over UCX_TLS=tcp there is no
+ * same-host lane, so no second endpoint is kept. */
+TEST_T(ucx_same_host_off_by_setting_or_without_shm, 180) {
+    setenv("TIDE_UCX_SAME_HOST", "0", 1);
+    with_new_ucx(SHM_TLS);
+    suite_over(SHM_TLS, 0);
+    unsetenv("TIDE_UCX_SAME_HOST");
+    suite_over("tcp", 0);
+}
+
+/* A join needs the ticket its first endpoint's WELCOME carried: a wrong one is not
+ * answered, the right one is (on tided's own endpoint back). A put sent on the second
+ * endpoint (as a hostile client could: tided would read its bytes by cma, and a client
+ * dying mid-read crashed tided in UCX 1.22, docs/UCX.md) is not taken, and tided serves on. */
+TEST_T(ucx_same_host_join_needs_the_ticket, 60) {
+    with_new_ucx(SHM_TLS);
+    test_server ts;
+    server_start(&ts, ucx_test_with_ucx);
+    int port = hello_ucx_port(ts.port, "", FRAME_FEATURE_UCX);
+    CHECK(port > 0);
+    CHECK_EQ(raw_join(port, "", 1, 0), 1);
+    CHECK_EQ(raw_join(port, "", 0, 0), 0);
+    CHECK_EQ(raw_join(port, "", 1, 0), 1);
+    CHECK_EQ(raw_join(port, "", 0, 1), 0);
+    char u[200];
+    ucx_url(&ts, u, sizeof(u), NULL);
+    tide_store *s = NULL;
+    CHECK_MSG(tide_open(u, &s) == 0, "open: %s", tide_errmsg(NULL));
+    put_get_check(s, 2, 1 << 20, 5);
+    tide_close(s);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
 }
 
 /* Values in several pieces, large enough to go by rendezvous (UCX_RNDV_THRESH=8192; pieces
@@ -386,28 +459,30 @@ static void raw_wait(raw_ucx *r, void *req) {
     }
 }
 
-/* With scribble_len: after a good WELCOME, overwrite scribble_len bytes of the pool at
- * scribble_off with 0xEE by RMA (what a torn or reused object looks like to a reader). */
-static int raw_ucx_hello(int port, const char *token, uint64_t scribble_off, size_t scribble_len) {
-    raw_ucx r = {0};
+/* A raw context, worker and endpoint to tided's UCX port that sent UCX_AM_HELLO with token
+ * (NULL: nothing) and waited (3 s) for the WELCOME (r->got, r->status, r->wel) or a failure
+ * (r->failed); after a refusal, for tided to close the endpoint too. */
+static void raw_open(raw_ucx *r, int port, const char *token) {
     char why[256];
     CHECK_MSG(ucx_dl_load(why, sizeof(why)) == 0, "%s", why);
     ucp_config_t *conf;
     CHECK(ucp_config_read(NULL, NULL, &conf) == UCS_OK);
     ucp_params_t pp = {.field_mask = UCP_PARAM_FIELD_FEATURES,
                        .features = UCP_FEATURE_AM | UCP_FEATURE_RMA};
-    CHECK(ucp_init(&pp, conf, &r.ctx) == UCS_OK);
+    CHECK(ucp_init(&pp, conf, &r->ctx) == UCS_OK);
     ucp_config_release(conf);
     ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
                               .thread_mode = UCS_THREAD_MODE_SINGLE};
-    CHECK(ucp_worker_create(r.ctx, &wp, &r.wk) == UCS_OK);
+    CHECK(ucp_worker_create(r->ctx, &wp, &r->wk) == UCS_OK);
     ucp_am_handler_param_t hp = {.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
                                                UCP_AM_HANDLER_PARAM_FIELD_CB |
                                                UCP_AM_HANDLER_PARAM_FIELD_ARG,
                                  .id = UCX_AM_WELCOME,
                                  .cb = raw_welcome,
-                                 .arg = &r};
-    CHECK(ucp_worker_set_am_recv_handler(r.wk, &hp) == UCS_OK);
+                                 .arg = r};
+    CHECK(ucp_worker_set_am_recv_handler(r->wk, &hp) == UCS_OK);
+    hp.id = UCX_AM_JOINED; /* the same layout: magic, status */
+    CHECK(ucp_worker_set_am_recv_handler(r->wk, &hp) == UCS_OK);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     sa.sin_addr.s_addr = htonl(0x7f000001);
     ucp_ep_params_t ep = {.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
@@ -416,8 +491,8 @@ static int raw_ucx_hello(int port, const char *token, uint64_t scribble_off, siz
                           .flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
                           .sockaddr = {(const struct sockaddr *)&sa, sizeof(sa)},
                           .err_mode = UCP_ERR_HANDLING_MODE_PEER,
-                          .err_handler = {raw_err, &r}};
-    CHECK(ucp_ep_create(r.wk, &ep, &r.ep) == UCS_OK);
+                          .err_handler = {raw_err, r}};
+    CHECK(ucp_ep_create(r->wk, &ep, &r->ep) == UCS_OK);
     uint8_t msg[6 + 256];
     size_t tl = token ? strlen(token) : 0;
     le_wr32(msg, UCX_MSG_MAGIC);
@@ -425,20 +500,42 @@ static int raw_ucx_hello(int port, const char *token, uint64_t scribble_off, siz
     if (tl) memcpy(msg + 6, token, tl);
     ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
                               .flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_EAGER};
-    void *req = token ? ucp_am_send_nbx(r.ep, UCX_AM_HELLO, NULL, 0, msg, 6 + tl, &rp) : NULL;
+    void *req = token ? ucp_am_send_nbx(r->ep, UCX_AM_HELLO, NULL, 0, msg, 6 + tl, &rp) : NULL;
     CHECK(!UCS_PTR_IS_ERR(req));
     uint64_t until = now_ns() + 3000000000ull;
-    while (!r.got && !r.failed && now_ns() < until)
-        ucp_worker_progress(r.wk);
+    while (!r->got && !r->failed && now_ns() < until)
+        ucp_worker_progress(r->wk);
     if (UCS_PTR_IS_PTR(req)) {
         while (ucp_request_check_status(req) == UCS_INPROGRESS && now_ns() < until)
-            ucp_worker_progress(r.wk);
+            ucp_worker_progress(r->wk);
         ucp_request_free(req);
     }
     /* After a refusal tided closes the endpoint: wait for that too (bounded). */
-    if (r.got && r.status != 0)
-        while (!r.failed && now_ns() < until + 2000000000ull)
-            ucp_worker_progress(r.wk);
+    if (r->got && r->status != 0)
+        while (!r->failed && now_ns() < until + 2000000000ull)
+            ucp_worker_progress(r->wk);
+}
+
+static void raw_ep_close(raw_ucx *r, ucp_ep_h ep) {
+    ucp_request_param_t cp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                              .flags = UCP_EP_CLOSE_FLAG_FORCE};
+    void *c = ucp_ep_close_nbx(ep, &cp);
+    while (UCS_PTR_IS_PTR(c) && ucp_request_check_status(c) == UCS_INPROGRESS)
+        ucp_worker_progress(r->wk);
+    if (UCS_PTR_IS_PTR(c)) ucp_request_free(c);
+}
+
+static void raw_close(raw_ucx *r) {
+    raw_ep_close(r, r->ep);
+    ucp_worker_destroy(r->wk);
+    ucp_cleanup(r->ctx);
+}
+
+/* With scribble_len: after a good WELCOME, overwrite scribble_len bytes of the pool at
+ * scribble_off with 0xEE by RMA (what a torn or reused object looks like to a reader). */
+static int raw_ucx_hello(int port, const char *token, uint64_t scribble_off, size_t scribble_len) {
+    raw_ucx r = {0};
+    raw_open(&r, port, token);
     int out = r.got ? r.status : r.failed ? 2 : 1;
     if (out == 0 && scribble_len) {
         CHECK(r.wl >= 28);
@@ -455,14 +552,69 @@ static int raw_ucx_hello(int port, const char *token, uint64_t scribble_off, siz
         free(junk);
     }
     if (r.got && r.status != 0) CHECK_MSG(r.failed, "a refused endpoint stayed open");
-    ucp_request_param_t cp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-                              .flags = UCP_EP_CLOSE_FLAG_FORCE};
-    void *c = ucp_ep_close_nbx(r.ep, &cp);
-    while (UCS_PTR_IS_PTR(c) && ucp_request_check_status(c) == UCS_INPROGRESS)
+    raw_close(&r);
+    return out;
+}
+
+/* After a good HELLO: a second endpoint made from the worker address in the WELCOME sends
+ * UCX_AM_JOIN with the WELCOME's ticket plus bump and this worker's address; 0 when
+ * UCX_AM_JOINED came back (on tided's own endpoint), 1 when nothing did within 2 s. The
+ * WELCOME must carry an address (a tided whose UCX is UCX_SAME_HOST_MIN or newer). With
+ * put_too: the second endpoint then sends a UCX_AM_PUT of 1 MiB (as a hostile client
+ * could; tided must not take it: puts stay on the first endpoint). */
+static int raw_join(int port, const char *token, uint64_t bump, int put_too) {
+    raw_ucx r = {0};
+    raw_open(&r, port, token);
+    CHECK_MSG(r.got && r.status == 0, "HELLO refused (%d)", r.status);
+    CHECK(r.wl >= 28);
+    uint32_t kl = le_rd32(r.wel + 24);
+    const uint8_t *tail = r.wel + 28 + kl;
+    CHECK(r.wl >= 28 + kl + 8 + UCX_BOOT_ID + 4);
+    uint32_t al = le_rd32(tail + 8 + UCX_BOOT_ID);
+    CHECK_MSG(al > 0 && r.wl == 28 + kl + 8 + UCX_BOOT_ID + 4 + al,
+              "the WELCOME carries no worker address (%u bytes)", al);
+    ucp_ep_params_t ep = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
+                                        UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
+                          .address = (const ucp_address_t *)(tail + 12 + UCX_BOOT_ID),
+                          .err_mode = UCP_ERR_HANDLING_MODE_NONE};
+    ucp_ep_h sep;
+    CHECK(ucp_ep_create(r.wk, &ep, &sep) == UCS_OK);
+    ucp_address_t *mine;
+    size_t ml;
+    CHECK(ucp_worker_get_address(r.wk, &mine, &ml) == UCS_OK);
+    uint8_t *join = malloc(UCX_JOIN_HEAD + ml);
+    CHECK(join);
+    le_wr32(join, UCX_MSG_MAGIC);
+    le_wr64(join + 4, le_rd64(tail) + bump);
+    le_wr32(join + 12, (uint32_t)ml);
+    memcpy(join + UCX_JOIN_HEAD, mine, ml);
+    ucp_worker_release_address(r.wk, mine);
+    r.got = 0;
+    ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                              .flags = UCP_AM_SEND_FLAG_EAGER};
+    raw_wait(&r, ucp_am_send_nbx(sep, UCX_AM_JOIN, NULL, 0, join, UCX_JOIN_HEAD + ml, &rp));
+    free(join);
+    uint64_t until = now_ns() + 2000000000ull;
+    while (!r.got && now_ns() < until)
         ucp_worker_progress(r.wk);
-    if (UCS_PTR_IS_PTR(c)) ucp_request_free(c);
-    ucp_worker_destroy(r.wk);
-    ucp_cleanup(r.ctx);
+    int out = r.got ? r.status : 1;
+    if (put_too) {
+        size_t pl = 1u << 20;
+        uint8_t *v = calloc(1, pl), hdr[UCX_PUT_HDR] = {0};
+        CHECK(v);
+        ucp_request_param_t pp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                                  .flags = UCP_AM_SEND_FLAG_REPLY};
+        void *q = ucp_am_send_nbx(sep, UCX_AM_PUT, hdr, sizeof(hdr), v, pl, &pp);
+        uint64_t end = now_ns() + 500000000ull; /* tided never reads it: give up */
+        while (UCS_PTR_IS_PTR(q) && ucp_request_check_status(q) == UCS_INPROGRESS && now_ns() < end)
+            ucp_worker_progress(r.wk);
+        raw_ep_close(&r, sep); /* the put, if still in flight, ends with the endpoint */
+        if (UCS_PTR_IS_PTR(q)) ucp_request_free(q);
+        free(v);
+    } else {
+        raw_ep_close(&r, sep);
+    }
+    raw_close(&r);
     return out;
 }
 
@@ -1017,6 +1169,77 @@ TEST_T(ucx_tided_killed_during_a_transfer_tcp, 60) {
 
 TEST_T(ucx_tided_killed_during_a_transfer_shm, 60) {
     killed_during_transfer(SHM_TLS);
+}
+
+/* The same on the same-host endpoint, whose transfer is a cma read of tided's memory: with
+ * UCX 1.13 to 1.21 that read's failure aborted the client process (cma_ep.c: "process_vm_readv
+ * ... returned -1: No such process", then abort): why UCX_SAME_HOST_MIN is 1.22. */
+TEST_T(ucx_same_host_tided_killed_during_a_transfer, 60) {
+    with_new_ucx(SHM_TLS);
+    uint64_t sh0 = tucx_same_host_values();
+    killed_during_transfer(SHM_TLS);
+    CHECK_MSG(tucx_same_host_values() > sh0, "no value went on the same-host endpoint");
+}
+
+/* A client SIGKILLed while OP's bytes move (`tide bench --op OP`, 64 MiB values; the kill
+ * comes once STAT reports FIGURE): tided lives on, the client's pins or reservations go
+ * with its connection, and another client is served, its gets on the same-host endpoint. */
+static void client_killed_during(const char *op, const char *figure) {
+    with_new_ucx(SHM_TLS);
+    test_server ts;
+    server_start(&ts, ucx_test_with_ucx);
+    char u[200];
+    ucx_url(&ts, u, sizeof(u), NULL);
+    if (!strcmp(op, "get")) { /* the bench's working set, stored beforehand */
+        char cmd[600], out[4096];
+        snprintf(cmd, sizeof(cmd),
+                 "timeout 60 %s bench --url '%s' --op get --size 64MiB --keys 2 --seconds 0.1 "
+                 "--quiet 2>&1",
+                 test_tide_bin(), u);
+        CHECK_MSG(test_run(cmd, out, sizeof(out)) == 0, "fill: %s", out);
+    }
+    pid_t c = fork();
+    CHECK(c >= 0);
+    if (c == 0) {
+        execl(test_tide_bin(), "tide", "bench", "--url", u, "--op", op, "--size", "64MiB", "--keys",
+              "2", "--seconds", "30", "--no-fill", "--quiet", (char *)NULL);
+        _exit(127);
+    }
+    uint64_t until = now_ns() + 20000000000ull;
+    int seen = 0;
+    while (!(seen = stat_figure(ts.port, figure) > 0) && now_ns() < until) {
+        struct timespec us100 = {0, 100000};
+        nanosleep(&us100, NULL);
+    }
+    kill(c, SIGKILL);
+    int st;
+    CHECK_EQ(waitpid(c, &st, 0), c);
+    CHECK_MSG(seen, "the client never had a %s object", figure);
+    pid_t w = waitpid(ts.pid, &st, WNOHANG);
+    CHECK_MSG(w == 0, "tided died with the client (%s %d)",
+              w == ts.pid && WIFSIGNALED(st) ? "signal" : "exit",
+              w == ts.pid && WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+    uint64_t left = 1;
+    for (int i = 0; i < 100 && (left = stat_figure(ts.port, figure)) != 0; i++) {
+        struct timespec ms50 = {0, 50000000};
+        nanosleep(&ms50, NULL);
+    }
+    CHECK_MSG(left == 0, "%llu %s objects outlived their client", (unsigned long long)left, figure);
+    uint64_t sh0 = tucx_same_host_values();
+    tide_store *s = NULL;
+    CHECK_MSG(tide_open(u, &s) == 0, "open: %s", tide_errmsg(NULL));
+    put_get_check(s, 2, 1 << 20, 9);
+    CHECK_MSG(tucx_same_host_values() > sh0, "no value went on the same-host endpoint");
+    tide_close(s);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
+TEST_T(ucx_same_host_client_killed_during_a_get, 60) {
+    client_killed_during("get", "pinned");
+}
+
+TEST_T(ucx_same_host_client_killed_during_a_put, 60) {
+    client_killed_during("put", "reserved");
 }
 /* Puts of 32 MiB while tided is killed: each returns 0 or fails, and calls fail once it is
  * gone (no hang, bounded by the call's deadline). */
