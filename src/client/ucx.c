@@ -43,9 +43,9 @@
  * registers it itself, free on TCP; one message per piece, to carry ours, measured 2-4x
  * slower there).
  *
- * Same host: with UCX 1.22 or newer on both sides, gets by active messages go on a second
- * endpoint that UCX puts on shared memory (tucx_join; docs/UCX.md, "Design", 7), the bytes
- * read by cma out of tided's pool; puts stay on the first.
+ * Same host: with UCX 1.22 or newer on both sides, values move by RMA on a second endpoint
+ * that UCX puts on shared memory (tucx_same_host; docs/UCX.md, "Design", 7): cma, this
+ * process reading and writing tided's pool itself.
  *
  * GPU memory: each context asks UCX which memory types it moves (ucp_context_query). When
  * CUDA is one, values whose pieces all lie in regions declared as CUDA memory
@@ -197,7 +197,7 @@ typedef struct tucx_op {
     const char *why; /* with a status this client raised itself: what went wrong (NULL: the
                       * status is tided's answer) */
     uint64_t got;    /* the bytes that arrived, when their count was wrong */
-    uint8_t hdr[UCX_GET_HDR_JOINED];
+    uint8_t hdr[UCX_GET_HDR];
     ucp_dt_iov_t *keep; /* a put's iov array, while UCX reads it */
 } tucx_op;
 
@@ -211,10 +211,9 @@ typedef struct tucx {
     ucp_ep_h ep;
     ucp_rkey_h rkey;
     uint64_t rbase, rsize;
-    ucp_ep_h sep;           /* the same-host endpoint (joined to ep), or NULL: gets by
-                             * active messages go on it, by UCX's shared-memory transports */
-    int joined;             /* its UCX_AM_JOINED: 0 none yet, else 1 + the status */
-    uint64_t ticket;        /* the join ticket, appended to gets on sep */
+    ucp_ep_h sep;           /* the same-host endpoint, or NULL: values by RMA on it, which
+                             * UCX does by cma (tucx_same_host) */
+    ucp_rkey_h srkey;       /* the pool's rkey unpacked for sep */
     int ep_failed;          /* the endpoint's error handler ran */
     ucs_status_t ep_status; /* with what */
     uint8_t *welcome;       /* UCX_AM_WELCOME's bytes, once arrived */
@@ -433,22 +432,6 @@ static ucs_status_t on_welcome(void *arg, const void *hdr, size_t hdr_len, void 
     return UCS_OK;
 }
 
-static ucs_status_t on_joined(void *arg, const void *hdr, size_t hdr_len, void *data, size_t len,
-                              const ucp_am_recv_param_t *param) {
-    tucx *t = arg;
-    (void)hdr, (void)hdr_len;
-    if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
-        ucp_am_data_release(t->wk, data);
-        return UCS_OK;
-    }
-    const uint8_t *b = data;
-    if (!t->joined)
-        t->joined = len == UCX_WELCOME_HEAD && le_rd32(b) == UCX_MSG_MAGIC
-                        ? 1 + (int32_t)le_rd32(b + 4)
-                        : 1 + TIDE_EPROTO;
-    return UCS_OK;
-}
-
 static tucx_op *op_of(tucx *t, uint64_t tag) {
     size_t i = (size_t)(tag & 0xffffffffu);
     if (!t->ops || (uint32_t)(tag >> 32) != t->seq || i >= t->nops) return NULL;
@@ -616,13 +599,13 @@ static void ep_force_close(tucx *t, ucp_ep_h *ep) {
     *ep = NULL;
 }
 
-/* Close the endpoints (the same-host one first: it lives on the first one's behalf). */
+/* Close the endpoints (the same-host one first: its failures show on the first one). */
 static void tucx_drop(tucx *t) {
     if (t->rkey) ucp_rkey_destroy(t->rkey);
-    t->rkey = NULL;
+    if (t->srkey) ucp_rkey_destroy(t->srkey);
+    t->rkey = t->srkey = NULL;
     ep_force_close(t, &t->sep);
     ep_force_close(t, &t->ep);
-    t->joined = 0;
     t->ep_failed = 0;
     free(t->welcome);
     t->welcome = NULL;
@@ -752,14 +735,13 @@ static int tucx_choose_am(tucx *t) {
 
 /* On tided's host (the same kernel boot id), with a UCX of UCX_SAME_HOST_MIN or newer and
  * unless TIDE_UCX_SAME_HOST=0: a second endpoint, made from tided's worker address without
- * peer-failure handling (the only endpoints UCX puts on its shared-memory transports),
- * joined to the first with the ticket its WELCOME carried and this worker's address
- * (proto/ucx_msg.h, docs/UCX.md). Kept, as t->sep, only when UCX put a lane of it on one of
- * them; otherwise, or when no JOINED comes, values stay on the first endpoint. Its failures
- * are the first endpoint's: a tided that dies fails that one (peer-failure handling), and
- * tucx_drop closes both. */
-static void tucx_join(tucx *t, uint64_t ticket, const char *boot_id, const uint8_t *addr,
-                      uint64_t deadline) {
+ * peer-failure handling (the only endpoints UCX puts on its shared-memory transports), kept
+ * as t->sep, with the pool's rkey unpacked on it, only when UCX gave it a shared-memory
+ * lane. Values then move by RMA on it: UCX's cma, this process reading and writing tided's
+ * pool with process_vm_readv/writev, tided's CPU untouched. Its failures show on the first
+ * endpoint (peer-failure handling): a tided that dies fails that one, and tucx_drop closes
+ * both. Before 1.22, UCX aborted the process when a cma transfer's peer died. */
+static void tucx_same_host(tucx *t, const char *boot_id, const uint8_t *addr, const uint8_t *rkey) {
     char mine[UCX_BOOT_ID];
     const char *e = getenv("TIDE_UCX_SAME_HOST");
     if ((e && !strcmp(e, "0")) || ucx_dl_version() < UCX_SAME_HOST_MIN || ucx_boot_id(mine) != 0 ||
@@ -773,47 +755,12 @@ static void tucx_join(tucx *t, uint64_t ticket, const char *boot_id, const uint8
         t->sep = NULL;
         return;
     }
-    /* The lanes are chosen at creation, before anything is sent: an endpoint without a
-     * same-host lane goes before tided learns of it. */
-    if (!ep_lane_on(t->sep, NULL, TUCX_SHM_TLS, 1)) {
+    /* The lanes are chosen at creation: without a same-host RMA lane it goes at once. */
+    if (!ep_lane_on(t->sep, "rma_bw", TUCX_SHM_TLS, 1) ||
+        ucp_ep_rkey_unpack(t->sep, rkey, &t->srkey) != UCS_OK) {
+        t->srkey = NULL;
         ep_force_close(t, &t->sep);
-        return;
     }
-    /* JOIN: the ticket and this worker's address, for tided's own endpoint back. */
-    ucp_address_t *mine_addr = NULL;
-    size_t ml = 0;
-    uint8_t *join = NULL;
-    void *r = NULL;
-    if (ucp_worker_get_address(t->wk, &mine_addr, &ml) == UCS_OK && ml <= UCX_ADDR_MAX &&
-        (join = malloc(UCX_JOIN_HEAD + ml)) != NULL) {
-        le_wr32(join, UCX_MSG_MAGIC);
-        le_wr64(join + 4, ticket);
-        le_wr32(join + 12, (uint32_t)ml);
-        memcpy(join + UCX_JOIN_HEAD, mine_addr, ml);
-        ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-                                  .flags = UCP_AM_SEND_FLAG_EAGER};
-        t->joined = 0;
-        r = ucp_am_send_nbx(t->sep, UCX_AM_JOIN, NULL, 0, join, UCX_JOIN_HEAD + ml, &rp);
-        /* An unanswered join (tided took no such ticket) costs at most 2 s, once. */
-        uint64_t until = now_ns() + 2000000000ull;
-        if (until > deadline) until = deadline;
-        unsigned idle = 0;
-        while (!UCS_PTR_IS_ERR(r) && !t->joined && !t->ep_failed && now_ns() < until)
-            tucx_progress(t, &idle);
-        if (UCS_PTR_IS_PTR(r)) {
-            if (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_request_cancel(t->wk, r);
-            ucp_request_free(r);
-        }
-    }
-    if (mine_addr) ucp_worker_release_address(t->wk, mine_addr);
-    free(join);
-    if (t->joined == 1) {
-        t->ticket = ticket;
-        return;
-    }
-    LOG_WARN("%s: UCX's same-host endpoint not joined (%s); values on the first endpoint",
-             t->w->addr, UCS_PTR_IS_ERR(r) ? ust(UCS_PTR_STATUS(r)) : "no answer");
-    ep_force_close(t, &t->sep);
 }
 
 /* Make the context and worker (once), then an endpoint to tided's UCX port, and trade the
@@ -854,17 +801,14 @@ static int tucx_connect(tide_store *s, tucx *t, int port) {
                                      .id = UCX_AM_WELCOME,
                                      .cb = on_welcome,
                                      .arg = t};
-        ucp_am_handler_param_t hg = hp, hd = hp, hj = hp;
+        ucp_am_handler_param_t hg = hp, hd = hp;
         hg.id = UCX_AM_GETDATA;
         hg.cb = on_getdata;
         hd.id = UCX_AM_PUTDONE;
         hd.cb = on_putdone;
-        hj.id = UCX_AM_JOINED;
-        hj.cb = on_joined;
         if ((st = ucp_worker_set_am_recv_handler(t->wk, &hp)) != UCS_OK ||
             (st = ucp_worker_set_am_recv_handler(t->wk, &hg)) != UCS_OK ||
             (st = ucp_worker_set_am_recv_handler(t->wk, &hd)) != UCS_OK ||
-            (st = ucp_worker_set_am_recv_handler(t->wk, &hj)) != UCS_OK ||
             (st = ucp_worker_get_efd(t->wk, &t->efd)) != UCS_OK) {
             ucp_worker_destroy(t->wk);
             ucp_cleanup(t->ctx);
@@ -929,11 +873,11 @@ static int tucx_connect(tide_store *s, tucx *t, int port) {
                         (const char *)b + 12);
         goto fail;
     }
-    /* ... rkey_len, rkey, ticket, boot id, addr_len, worker address (proto/ucx_msg.h) */
-    const size_t tail = 8 + UCX_BOOT_ID + 4;
+    /* ... rkey_len, rkey, boot id, addr_len, worker address (proto/ucx_msg.h) */
+    const size_t tail = UCX_BOOT_ID + 4;
     uint32_t kl = bl >= 28 ? le_rd32(b + 24) : 0;
     const uint8_t *tl_at = b + 28 + kl;
-    uint32_t al = bl >= 28 + tail && kl <= bl - 28 - tail ? le_rd32(tl_at + 8 + UCX_BOOT_ID) : 0;
+    uint32_t al = bl >= 28 + tail && kl <= bl - 28 - tail ? le_rd32(tl_at + UCX_BOOT_ID) : 0;
     if (bl < 28 + tail || kl > bl - 28 - tail || al != bl - 28 - tail - kl) {
         rc = client_err(s, TIDE_EPROTO, "UCX hello: a malformed answer (%zu bytes)", bl);
         goto fail;
@@ -946,12 +890,14 @@ static int tucx_connect(tide_store *s, tucx *t, int port) {
         rc = client_err(s, TIDE_EPROTO, "UCX: the pool's rkey: %s", ust(st));
         goto fail;
     }
-    if (t->am && al) tucx_join(t, le_rd64(tl_at), (const char *)tl_at + 8, tl_at + tail, deadline);
+    if (al) tucx_same_host(t, (const char *)tl_at, tl_at + tail, b + 28);
     if (getenv("TIDE_UCX_DEBUG")) {
         ucp_ep_print_info(t->ep, stderr); /* the lanes UCX chose */
         if (t->sep) ucp_ep_print_info(t->sep, stderr);
-        fprintf(stderr, "tide: values by %s%s\n", t->am ? "active messages" : "RMA",
-                t->sep ? " (gets on the same-host endpoint)" : "");
+        fprintf(stderr, "tide: values by %s\n",
+                t->sep  ? "RMA on the same-host endpoint"
+                : t->am ? "active messages"
+                        : "RMA");
     }
     return 0;
 fail:
@@ -1036,17 +982,21 @@ static int tucx_in_pool(const tucx *t, uint64_t off, uint64_t len) {
     return off <= t->rsize && len <= t->rsize - off;
 }
 
-/* RMA of value j's scatter list against pool offset off: one request per piece. */
-static int tucx_rma(tide_store *s, tucx *t, int put, const tide_iov *v, size_t cnt, uint64_t off,
-                    uint64_t len, void **reqs, size_t *nreq) {
+/* RMA of value j's scatter list against pool offset off, on the same-host endpoint when
+ * same (else the first): one request per piece. */
+static int tucx_rma(tide_store *s, tucx *t, int same, int put, const tide_iov *v, size_t cnt,
+                    uint64_t off, uint64_t len, void **reqs, size_t *nreq) {
     ucp_request_param_t rp = {.op_attr_mask = 0};
     uint64_t at = t->rbase + off;
+    ucp_ep_h ep = same ? t->sep : t->ep;
+    ucp_rkey_h rk = same ? t->srkey : t->rkey;
+    if (same) atomic_fetch_add(&n_same_host, 1);
     for (size_t i = 0; i < cnt && len; i++) {
         size_t take = v[i].len < len ? v[i].len : len;
         if (!take) continue;
         with_memh(t, &rp, v[i].base, take);
-        void *r = put ? ucp_put_nbx(t->ep, v[i].base, take, at, t->rkey, &rp)
-                      : ucp_get_nbx(t->ep, v[i].base, take, at, t->rkey, &rp);
+        void *r = put ? ucp_put_nbx(ep, v[i].base, take, at, rk, &rp)
+                      : ucp_get_nbx(ep, v[i].base, take, at, rk, &rp);
         if (UCS_PTR_IS_ERR(r))
             return client_err(s, TIDE_ECLOSED, "%s: UCX %s: %s", t->w->addr, put ? "put" : "get",
                               ust(UCS_PTR_STATUS(r)));
@@ -1098,13 +1048,7 @@ static int tucx_am(tide_store *s, tucx *t, int put, size_t j, const tide_iov *v,
     void *r;
     if (!put) {
         rp.flags |= UCP_AM_SEND_FLAG_EAGER;
-        if (t->sep) { /* the same-host endpoint: tided finds us by the ticket */
-            le_wr64(op->hdr + UCX_GET_HDR, t->ticket);
-            rp.flags &= ~(uint32_t)UCP_AM_SEND_FLAG_REPLY;
-            r = ucp_am_send_nbx(t->sep, UCX_AM_GET, op->hdr, UCX_GET_HDR_JOINED, NULL, 0, &rp);
-        } else {
-            r = ucp_am_send_nbx(t->ep, UCX_AM_GET, op->hdr, UCX_GET_HDR, NULL, 0, &rp);
-        }
+        r = ucp_am_send_nbx(t->ep, UCX_AM_GET, op->hdr, UCX_GET_HDR, NULL, 0, &rp);
     } else {
         ucp_dt_iov_t dt[TUCX_IOV_MAX];
         size_t nd = op_dt(op, dt);
@@ -1128,7 +1072,6 @@ static int tucx_am(tide_store *s, tucx *t, int put, size_t j, const tide_iov *v,
                           ust(UCS_PTR_STATUS(r)));
     }
     if (r) reqs[(*nreq)++] = r;
-    if (t->sep && !put) atomic_fetch_add(&n_same_host, 1);
     return 0;
 }
 
@@ -1152,7 +1095,7 @@ static int put_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv
     uint64_t *dsum = cl->sum ? malloc(n * sizeof(*dsum)) : NULL;
     uint8_t *head = NULL;
     size_t head_len = 0, nc = 0, nreq = 0;
-    int rc = -ENOMEM, locked = 0, am = 0;
+    int rc = -ENOMEM, locked = 0, am = 0, same = 0;
     if (!ids || !sums || !owner || !reqs || (cl->sum && !dsum)) {
         client_err(s, rc, "%s: out of memory", t->w->addr);
         goto out;
@@ -1181,9 +1124,12 @@ static int put_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv
         rc = client_err(s, TIDE_ECLOSED, "%s: the UCX endpoint closed", t->w->addr);
         goto out;
     }
-    /* Device values go by RMA (a GPUDirect NIC's where there is one): an active message's
-     * eager answer is copied by the CPU, which cannot write GPU memory. */
-    am = t->am && !cl->sum;
+    /* Device values go by RMA on the first endpoint (a GPUDirect NIC's where there is one):
+     * an active message's eager answer is copied by the CPU, which cannot write GPU memory,
+     * and cma reads and writes host memory only. Host values on one host: RMA on the
+     * same-host endpoint. */
+    same = t->sep && !cl->sum;
+    am = t->am && !cl->sum && !same;
     if (am && (rc = ops_begin(s, t, n)) != 0) goto out;
     for (size_t j = 0; frame_iter_next(&it, &e); j++) {
         res[j] = e.status;
@@ -1197,7 +1143,7 @@ static int put_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv
             goto wait;
         }
         rc = am ? tucx_am(s, t, 1, j, fv[j], fcnt[j], e.offset, vl[j], reqs, &nreq)
-                : tucx_rma(s, t, 1, fv[j], fcnt[j], e.offset, vl[j], reqs, &nreq);
+                : tucx_rma(s, t, same, 1, fv[j], fcnt[j], e.offset, vl[j], reqs, &nreq);
         if (rc) goto wait;
         sums[nc] = dsum ? dsum[j] : checksum_iov(fv[j], fcnt[j], vl[j]);
         ids[nc] = e.id;
@@ -1207,7 +1153,7 @@ static int put_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv
         /* Remote completion: every byte is in tided's pool before COMMIT (by active
          * messages: each PUTDONE says so). */
         ucp_request_param_t rp = {.op_attr_mask = 0};
-        void *r = ucp_ep_flush_nbx(t->ep, &rp);
+        void *r = ucp_ep_flush_nbx(same ? t->sep : t->ep, &rp);
         if (UCS_PTR_IS_ERR(r))
             rc = client_err(s, TIDE_ECLOSED, "%s: UCX flush: %s", t->w->addr,
                             ust(UCS_PTR_STATUS(r)));
@@ -1270,7 +1216,7 @@ static int get_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv
     pthread_mutex_lock(&t->mu);
     t->call++;
     if (!t->ep) rc = client_err(s, TIDE_ECLOSED, "%s: the UCX endpoint closed", t->w->addr);
-    int am = t->am && !cl->sum; /* device values by RMA (put_chunk) */
+    int same = t->sep && !cl->sum, am = t->am && !cl->sum && !same; /* as put_chunk */
     if (!rc && am) rc = ops_begin(s, t, n);
     for (size_t j = 0; rc == 0 && frame_iter_next(&it, &e); j++) {
         res[j] = e.status;
@@ -1289,7 +1235,7 @@ static int get_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv
             break;
         }
         rc = am ? tucx_am(s, t, 0, j, fv[j], fcnt[j], e.offset, e.vlen, reqs, &nreq)
-                : tucx_rma(s, t, 0, fv[j], fcnt[j], e.offset, e.vlen, reqs, &nreq);
+                : tucx_rma(s, t, same, 0, fv[j], fcnt[j], e.offset, e.vlen, reqs, &nreq);
     }
     int wr = tucx_wait(s, t, reqs, nreq, k->deadline, "get");
     if (!rc) rc = wr;

@@ -9,28 +9,16 @@
  *   UCX_AM_WELCOME tided -> client:
  *                  u32 magic, i32 status (0 or a negative tide code), then
  *                  status 0:  u64 pool base address, u64 pool bytes, u32 rkey_len, rkey,
- *                             u64 join ticket, 36 bytes: tided's kernel boot id,
- *                             u32 addr_len, addr_len bytes: tided's UCP worker address
+ *                             36 bytes: tided's kernel boot id, u32 addr_len, addr_len
+ *                             bytes: tided's UCP worker address
  *                  otherwise: u32 msg_len, msg_len bytes of a message for people
  *
- * The same-host endpoint (docs/UCX.md, "Shared memory on one host"), with a UCX of
- * UCX_SAME_HOST_MIN or newer on both sides (tided sends addr_len 0 otherwise): a client whose
- * kernel boot id is tided's makes a second endpoint from the worker address, without
- * peer-failure handling (UCX puts shared memory only on such endpoints), and joins it:
- *
- *   UCX_AM_JOIN    client -> tided on the second endpoint (no REPLY flag):
- *                  u32 magic, u64 the join ticket its first endpoint's WELCOME carried,
- *                  u32 addr_len, addr_len bytes: the client's UCP worker address
- *   UCX_AM_JOINED  tided -> client, on an endpoint tided makes to that address: u32 magic,
- *                  i32 status 0. A join with a ticket tided did not give, or a second one
- *                  for the same first endpoint, is not answered.
- *
- * tided never answers on the endpoint UCX made on its side for the client's second one (its
- * `reply_ep`, which UCX may discard when the client dies), only on its own, which it closes
- * when the first endpoint closes or fails. Values go on the second endpoint one way only:
- * gets (UCX_AM_GET with the ticket appended to its header: UCX_GET_HDR_JOINED); tided
- * sends their bytes and the client reads them (cma), so a client that dies mid-transfer
- * leaves tided nothing to read from. Puts stay on the first endpoint.
+ * The same-host endpoint (docs/UCX.md, "Design", 7): a tided whose UCX is UCX_SAME_HOST_MIN
+ * or newer sends its worker address (addr_len 0 otherwise); a client with the same kernel
+ * boot id and such a UCX makes a second endpoint from it, without peer-failure handling (the
+ * only endpoints UCX puts on its shared-memory transports), unpacks the rkey on it and moves
+ * values by RMA there: UCX does that by cma, the client reading and writing the pool itself.
+ * No message of tide's goes on that endpoint.
  *
  * Bulk moves by active messages (the path where the transport's RMA is emulated, e.g. TCP;
  * the client chooses per endpoint, docs/UCX.md). The header is the whole control part; the
@@ -55,14 +43,11 @@
 
 #define UCX_AM_HELLO 0x7401u
 #define UCX_AM_WELCOME 0x7402u
-#define UCX_AM_GET 0x7403u /* header UCX_GET_HDR, or UCX_GET_HDR_JOINED (same-host) */
+#define UCX_AM_GET 0x7403u
 #define UCX_AM_GETDATA 0x7404u
 #define UCX_AM_PUT 0x7405u
 #define UCX_AM_PUTDONE 0x7406u
-#define UCX_AM_JOIN 0x7407u
-#define UCX_AM_JOINED 0x7408u
 #define UCX_GET_HDR 24            /* u64 tag, u64 pool offset, u64 length */
-#define UCX_GET_HDR_JOINED 32     /* ... and u64 join ticket (on a same-host endpoint) */
 #define UCX_PUT_HDR 16            /* u64 tag, u64 pool offset */
 #define UCX_DONE_HDR 12           /* u64 tag, i32 status */
 #define UCX_MSG_MAGIC 0x58435554u /* "TUCX" */
@@ -70,7 +55,6 @@
 #define UCX_RKEY_MAX (64 * 1024)  /* longest packed rkey accepted */
 #define UCX_MSG_MAX 512           /* longest error message */
 #define UCX_BOOT_ID 36            /* /proc/sys/kernel/random/boot_id, without its newline */
-#define UCX_JOIN_HEAD 16          /* magic + ticket + addr_len */
 #define UCX_ADDR_MAX (64 * 1024)  /* longest worker address accepted */
 
 #endif

@@ -27,9 +27,10 @@
  * the same token, so an endpoint can only use offsets an authenticated connection got.
  *
  * Same host (docs/UCX.md, "Design", 7): with UCX 1.22 or newer, the WELCOME also carries
- * the worker's address and a join ticket; a client on this kernel joins a second endpoint
- * (UCX_AM_JOIN, taken by joins_take), tided answers on an endpoint of its own to the
- * client's worker, closed with the first, and sends the gets that name the ticket on it.
+ * the worker's address and this kernel's boot id; a client on the same kernel makes a
+ * second endpoint from the address and moves values by RMA on it, which UCX does by cma:
+ * the client reads and writes the pool itself, and nothing of it reaches this thread (the
+ * endpoint UCX makes here for it is UCX's own, never used).
  *
  * Failure to start (no usable UCX transport, the port taken, the registration refused)
  * is logged with UCX's reason and tided serves tide:// alone: HELLO then never grants
@@ -43,7 +44,6 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "client/ucx_dl.h"
@@ -65,10 +65,6 @@ typedef struct ucx_peer {
     uint64_t since; /* accepted at */
     int authed;
     int hello;         /* 1: a good HELLO to answer, -1: a bad one, 0: none */
-    int join;          /* 1: a good JOIN to answer, -1: a bad one, 0: none */
-    int joined;        /* came by UCX_AM_JOIN: no peer-failure handling, closed at once */
-    int link;          /* a joined endpoint: 1 + the index of the first endpoint it joined */
-    uint64_t ticket;   /* a first endpoint's join ticket (sent in its WELCOME) */
     int failed;        /* the endpoint's error handler ran */
     void *reply_req;   /* the WELCOME being sent */
     uint8_t *reply;    /* its bytes */
@@ -107,20 +103,10 @@ struct ucx_srv {
     int cap;
     int used; /* slots [0, used) have been taken at some point: the scans stop there */
     uint64_t hs_timeout_ns;
-    ucp_address_t *waddr;   /* the worker's address, for same-host joins (NULL: none taken) */
-    struct join_req *joins; /* UCX_AM_JOINs to take, newest first */
-    int njoins;
+    ucp_address_t *waddr; /* the worker's address, for same-host endpoints (NULL: none) */
     size_t waddr_len;
     char boot_id[UCX_BOOT_ID]; /* this kernel's; zeros when unreadable */
 };
-
-/* A UCX_AM_JOIN waiting for the progress loop. */
-typedef struct join_req {
-    struct join_req *next;
-    uint64_t ticket;
-    size_t alen;
-    uint8_t addr[]; /* the client's worker address */
-} join_req;
 
 static const char *ust(ucs_status_t st) {
     return ucs_status_string(st);
@@ -191,78 +177,6 @@ static ucs_status_t on_hello(void *arg, const void *hdr, size_t hdr_len, void *d
     return UCS_OK;
 }
 
-/* UCX_AM_JOIN: queued for the progress loop (no endpoint is made inside a UCX callback).
- * The endpoint it came on is UCX's, not ours: never kept (UCX may discard it). */
-static ucs_status_t on_join(void *arg, const void *hdr, size_t hdr_len, void *data, size_t len,
-                            const ucp_am_recv_param_t *param) {
-    ucx_srv *u = arg;
-    (void)hdr, (void)hdr_len;
-    if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
-        ucp_am_data_release(u->wk, data);
-        return UCS_OK;
-    }
-    const uint8_t *b = data;
-    if (!u->waddr || len < UCX_JOIN_HEAD || le_rd32(b) != UCX_MSG_MAGIC ||
-        le_rd32(b + 12) != len - UCX_JOIN_HEAD || len - UCX_JOIN_HEAD > UCX_ADDR_MAX ||
-        u->njoins >= u->cap)
-        return UCS_OK;
-    join_req *j = malloc(sizeof(*j) + len - UCX_JOIN_HEAD);
-    if (!j) return UCS_OK;
-    j->ticket = le_rd64(b + 4);
-    j->alen = len - UCX_JOIN_HEAD;
-    memcpy(j->addr, b + UCX_JOIN_HEAD, j->alen);
-    j->next = u->joins;
-    u->joins = j;
-    u->njoins++;
-    return UCS_OK;
-}
-
-/* The first endpoint whose ticket this is and which has no same-host endpoint yet. */
-static ucx_peer *peer_of_ticket(ucx_srv *u, uint64_t ticket, int joined) {
-    for (int i = 0; i < u->used && ticket; i++) {
-        ucx_peer *q = &u->peers[i];
-        if (q->ep && q->authed && !q->failed && !q->close_at && q->ticket == ticket &&
-            !!q->link == joined)
-            return q;
-    }
-    return NULL;
-}
-
-/* The queued joins: a good ticket gets an endpoint of ours to the client's worker address
- * (without peer-failure handling: the shared-memory transports need that), tied to the
- * first endpoint, and UCX_AM_JOINED on it; anything else is dropped unanswered. */
-static void joins_take(ucx_srv *u) {
-    join_req *j;
-    while ((j = u->joins) != NULL) {
-        u->joins = j->next;
-        u->njoins--;
-        ucx_peer *q = peer_of_ticket(u, j->ticket, 0), *p = NULL;
-        if (!q || peer_of_ticket(u, j->ticket, 1) || !(p = peer_slot(u))) {
-            if (!q) atomic_fetch_add(&u->srv->m.auth_failures, 1);
-            free(j);
-            continue;
-        }
-        ucp_ep_params_t ep = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
-                                            UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
-                              .address = (const ucp_address_t *)j->addr,
-                              .err_mode = UCP_ERR_HANDLING_MODE_NONE};
-        int qi = (int)(q - u->peers);
-        memset(p, 0, sizeof(*p));
-        ucs_status_t st = ucp_ep_create(u->wk, &ep, &p->ep);
-        free(j);
-        if (st != UCS_OK) {
-            p->ep = NULL;
-            LOG_DEBUG("UCX: a same-host endpoint to a client: %s", ust(st));
-            continue;
-        }
-        p->since = now_ns();
-        p->joined = p->authed = 1;
-        p->link = qi + 1;
-        p->ticket = u->peers[qi].ticket;
-        p->join = 1; /* JOINED to send */
-    }
-}
-
 static void op_queue(ucx_srv *u, srv_op *op) {
     op->next = NULL;
     *u->todo_tail = op;
@@ -319,20 +233,12 @@ static ucs_status_t on_get(void *arg, const void *hdr, size_t hdr_len, void *dat
     ucx_peer *p;
     (void)data, (void)len;
     if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ucp_am_data_release(u->wk, data);
-    const uint8_t *h = hdr;
-    ucp_ep_h to;
-    if (hdr_len == UCX_GET_HDR_JOINED) {
-        /* On a same-host endpoint: the ticket names the client; answered on our endpoint. */
-        p = peer_of_ticket(u, le_rd64(h + UCX_GET_HDR), 1);
-        if (!p) return UCS_OK;
-        to = p->ep;
-    } else if (!peer_may_move(u, param, &p) || hdr_len != UCX_GET_HDR) {
+    if (!peer_may_move(u, param, &p) || hdr_len != UCX_GET_HDR) {
         if (p) p->failed = 1; /* not authenticated, or malformed: closed */
         return UCS_OK;
-    } else {
-        to = param->reply_ep;
     }
-    srv_op *op = op_new(to, le_rd64(h), 0);
+    const uint8_t *h = hdr;
+    srv_op *op = op_new(param->reply_ep, le_rd64(h), 0);
     if (!op) {
         p->failed = 1;
         return UCS_OK;
@@ -440,11 +346,11 @@ static void ops_send(ucx_srv *u) {
     }
 }
 
-static void peer_send(ucx_srv *u, ucx_peer *p, unsigned id, uint8_t *buf, size_t len) {
+static void peer_send(ucx_srv *u, ucx_peer *p, uint8_t *buf, size_t len) {
     ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
                               .flags = UCP_AM_SEND_FLAG_EAGER};
     p->reply = buf;
-    void *r = ucp_am_send_nbx(p->ep, id, NULL, 0, buf, len, &rp);
+    void *r = ucp_am_send_nbx(p->ep, UCX_AM_WELCOME, NULL, 0, buf, len, &rp);
     if (UCS_PTR_IS_ERR(r)) {
         LOG_DEBUG("UCX: reply not sent: %s", ust(UCS_PTR_STATUS(r)));
         p->failed = 1;
@@ -454,27 +360,13 @@ static void peer_send(ucx_srv *u, ucx_peer *p, unsigned id, uint8_t *buf, size_t
     (void)u;
 }
 
-/* JOINED, on our endpoint to a client's same-host one. */
-static void peer_answer_join(ucx_srv *u, ucx_peer *p) {
-    p->join = 0;
-    uint8_t *b = malloc(UCX_WELCOME_HEAD);
-    if (!b) {
-        p->failed = 1;
-        return;
-    }
-    le_wr32(b, UCX_MSG_MAGIC);
-    le_wr32(b + 4, 0);
-    peer_send(u, p, UCX_AM_JOINED, b, UCX_WELCOME_HEAD);
-}
-
 static void peer_answer(ucx_srv *u, ucx_peer *p) {
     int good = p->hello == 1;
     p->hello = 0;
     if (good) {
-        size_t len = UCX_WELCOME_HEAD + 20 + u->rkey_len + 8 + UCX_BOOT_ID + 4 + u->waddr_len;
+        size_t len = UCX_WELCOME_HEAD + 20 + u->rkey_len + UCX_BOOT_ID + 4 + u->waddr_len;
         uint8_t *b = malloc(len);
-        if (!b || getrandom(&p->ticket, sizeof(p->ticket), 0) != sizeof(p->ticket)) {
-            free(b);
+        if (!b) {
             p->failed = 1;
             return;
         }
@@ -486,12 +378,11 @@ static void peer_answer(ucx_srv *u, ucx_peer *p) {
         le_wr32(at + 24, (uint32_t)u->rkey_len);
         memcpy(at + 28, u->rkey, u->rkey_len);
         at += 28 + u->rkey_len;
-        le_wr64(at, p->ticket);
-        memcpy(at + 8, u->boot_id, UCX_BOOT_ID);
-        le_wr32(at + 8 + UCX_BOOT_ID, (uint32_t)u->waddr_len);
-        if (u->waddr_len) memcpy(at + 12 + UCX_BOOT_ID, u->waddr, u->waddr_len);
+        memcpy(at, u->boot_id, UCX_BOOT_ID);
+        le_wr32(at + UCX_BOOT_ID, (uint32_t)u->waddr_len);
+        if (u->waddr_len) memcpy(at + 4 + UCX_BOOT_ID, u->waddr, u->waddr_len);
         p->authed = 1;
-        peer_send(u, p, UCX_AM_WELCOME, b, len);
+        peer_send(u, p, b, len);
         return;
     }
     const char *msg = u->srv->cfg.auth_token[0]
@@ -507,19 +398,13 @@ static void peer_answer(ucx_srv *u, ucx_peer *p) {
     le_wr32(b + 4, (uint32_t)TIDE_EAUTH);
     le_wr32(b + 8, (uint32_t)ml);
     memcpy(b + 12, msg, ml);
-    peer_send(u, p, UCX_AM_WELCOME, b, len);
+    peer_send(u, p, b, len);
     p->close_at = now_ns() + PEER_HS_GRACE_NS;
 }
 
 /* Start closing p: with flush, so that a refusal's reply reaches the peer before the
- * disconnect; else at once (the peer failed or is gone). A first endpoint takes the
- * endpoints that joined it along (at once: without peer-failure handling, a flush towards
- * a peer that is gone would never end). */
+ * disconnect; else at once (the peer failed or is gone). */
 static void peer_close(ucx_srv *u, ucx_peer *p, int flush) {
-    int idx = (int)(p - u->peers) + 1;
-    if (p->joined) flush = 0;
-    for (int i = 0; i < u->used && !p->joined; i++)
-        if (u->peers[i].ep && u->peers[i].link == idx) peer_close(u, &u->peers[i], 0);
     if (p->reply_req) {
         ucp_request_cancel(u->wk, p->reply_req);
         ucp_request_free(p->reply_req);
@@ -532,8 +417,7 @@ static void peer_close(ucx_srv *u, ucx_peer *p, int flush) {
     free(p->reply);
     p->reply = NULL;
     p->close_req = UCS_PTR_IS_PTR(r) ? r : NULL;
-    p->authed = p->hello = p->join = p->failed = p->link = p->joined = 0;
-    p->ticket = 0;
+    p->authed = p->hello = p->failed = 0;
     p->close_at = 0;
 }
 
@@ -555,7 +439,6 @@ static void peers_tend(ucx_srv *u, uint64_t now) {
             p->reply = NULL;
         }
         if (p->hello) peer_answer(u, p);
-        if (p->join) peer_answer_join(u, p);
         if (p->failed || (p->close_at && (!p->reply_req || now >= p->close_at)) ||
             (!p->authed && !p->close_at && now - p->since > u->hs_timeout_ns)) {
             if (!p->authed && !p->failed && !p->close_at)
@@ -572,7 +455,6 @@ static void *ucx_main(void *arg) {
         do {
             while (ucp_worker_progress(u->wk) != 0) {
             }
-            joins_take(u);
             ops_send(u);
         } while (u->todo);
         peers_tend(u, now_ns());
@@ -655,10 +537,6 @@ static int ucx_setup(ucx_srv *u) {
         return ucx_fail("ucp_worker_set_am_recv_handler", st);
     hp.id = UCX_AM_PUT;
     hp.cb = on_put;
-    if ((st = ucp_worker_set_am_recv_handler(u->wk, &hp)) != UCS_OK)
-        return ucx_fail("ucp_worker_set_am_recv_handler", st);
-    hp.id = UCX_AM_JOIN;
-    hp.cb = on_join;
     if ((st = ucp_worker_set_am_recv_handler(u->wk, &hp)) != UCS_OK)
         return ucx_fail("ucp_worker_set_am_recv_handler", st);
     /* Same-host endpoints only with a UCX that survives a peer's death mid-transfer. */
@@ -761,11 +639,6 @@ void ucx_srv_stop(server *srv) {
         srv_op *op = u->flying;
         u->flying = op->fnext;
         free(op);
-    }
-    while (u->joins) {
-        join_req *j = u->joins;
-        u->joins = j->next;
-        free(j);
     }
     free(u->peers);
     free(u);
