@@ -1063,6 +1063,17 @@ static void after_kill(const char *msg, const char *old_url) {
     CHECK_EQ(server_stop(&again, SIGTERM), 0);
 }
 
+/* len bytes (byte b = b * mul + add) stored under key; the bytes, to compare with. */
+static uint8_t *put_pattern(tide_store *s, const char *key, size_t len, unsigned mul,
+                            unsigned add) {
+    uint8_t *v = malloc(len);
+    CHECK(v);
+    for (size_t b = 0; b < len; b++)
+        v[b] = (uint8_t)(b * mul + add);
+    CHECK_MSG(tide_put(s, key, strlen(key), v, len) == 0, "put: %s", tide_errmsg(s));
+    return v;
+}
+
 /* Every get returns the right bytes or fails; once tided is gone, calls fail (no hang,
  * no wrong data). */
 static void killed_mid_read(const char *tls) {
@@ -1070,11 +1081,8 @@ static void killed_mid_read(const char *tls) {
     char u[200];
     tide_store *s = ucx_started(&ts, tls, u, sizeof(u), "&timeout_ms=3000");
     size_t len = 32u << 20;
-    uint8_t *v = malloc(len), *got = malloc(len);
-    CHECK(v && got);
-    for (size_t b = 0; b < len; b++)
-        v[b] = (uint8_t)(b * 13 + 5);
-    CHECK_MSG(tide_put(s, "big", 3, v, len) == 0, "put: %s", tide_errmsg(s));
+    uint8_t *v = put_pattern(s, "big", len, 13, 5), *got = malloc(len);
+    CHECK(got);
     killer k = {ts.pid, 200, 0, 0};
     pthread_t th;
     CHECK_EQ(pthread_create(&th, NULL, kill_later, &k), 0);
@@ -1121,11 +1129,8 @@ static void killed_during_transfer(const char *tls) {
     char u[200];
     tide_store *s = ucx_started(&ts, tls, u, sizeof(u), "&timeout_ms=5000");
     size_t len = 192u << 20;
-    uint8_t *v = malloc(len), *got = malloc(len);
-    CHECK(v && got);
-    for (size_t b = 0; b < len; b++)
-        v[b] = (uint8_t)(b * 29 + 3);
-    CHECK_MSG(tide_put(s, "huge", 4, v, len) == 0, "put: %s", tide_errmsg(s));
+    uint8_t *v = put_pattern(s, "huge", len, 29, 3), *got = malloc(len);
+    CHECK(got);
     size_t gl = 0;
     CHECK_MSG(tide_get(s, "huge", 4, got, len, &gl) == 0 && gl == len, "get: %s", tide_errmsg(s));
     /* The warm-up get's pin is released (RELEASE goes without waiting) before the killer
