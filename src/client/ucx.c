@@ -718,14 +718,14 @@ static int ep_lane_on(ucp_ep_h ep, const char *usage, const char *names, int in)
 }
 
 /* UCX's transports that move bytes between processes of one host, by shared memory or a
- * copy through the kernel: their RMA on memory they did not allocate, where UCX uses them
- * for it at all, is its emulation by messages; their rendezvous is a one-sided copy. */
+ * copy through the kernel (cma's RMA: UCX's emulation by messages in 1.13, a zero-copy
+ * process_vm_readv/writev from 1.22 on, tucx_same_host). */
 #define TUCX_SHM_TLS "posix sysv cma knem xpmem"
 
-/* Active messages or RMA for this endpoint. TIDE_UCX_PATH=am|rma decides; otherwise RMA
- * only when one of the endpoint's RMA lanes is a transport with RMA of its own: not TCP's
- * (UCX's emulation, an order of magnitude below its active-message rendezvous), nor a
- * same-host one's. */
+/* Active messages or RMA for the first endpoint. TIDE_UCX_PATH=am|rma decides; otherwise
+ * RMA only when one of its RMA lanes is a transport with RMA of its own, as RDMA verbs:
+ * not TCP's (UCX's emulation, an order of magnitude below its active-message rendezvous).
+ * (A same-host endpoint always moves values by RMA: tucx_same_host.) */
 static int tucx_choose_am(tucx *t) {
     const char *e = getenv("TIDE_UCX_PATH");
     if (e && !strcmp(e, "am")) return 1;
