@@ -18,11 +18,11 @@ int ucx_dl_load(char *err, size_t errlen);
 /* The loaded UCX's version as major * 1000 + minor (1.13: 1013), 0 when none is loaded. */
 unsigned ucx_dl_version(void);
 
-/* The oldest UCX whose same-host transports tide uses (docs/UCX.md, "Shared memory on one
- * host"): before 1.22, UCX's cma transport aborts the process (a fatal error, not a failed
- * request) when the peer it reads from or writes to dies mid-transfer, so a tided killed
- * mid-get would take the engine with it, and a client killed mid-put would take tided.
- * Measured with PyPI's libucx-cu12 1.14.1 to 1.21.0 (abort) and 1.22.0 (the request fails). */
+/* The oldest UCX whose same-host transports tide uses (docs/UCX.md, "Design", 7): before
+ * 1.22, UCX's cma transport aborts the process (a fatal error, not a failed request) when
+ * the peer it reads from or writes to dies mid-transfer, so a tided killed mid-get would
+ * take the engine with it. Measured with Debian's 1.13 and PyPI's libucx-cu12 1.14.1 to
+ * 1.21.0 (abort) and 1.22.0 (the request fails). */
 #define UCX_SAME_HOST_MIN 1022u
 
 /* This machine's kernel boot id (/proc/sys/kernel/random/boot_id, UCX_BOOT_ID characters)

@@ -126,18 +126,12 @@ static void on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status) {
     p->failed = 1;
 }
 
-/* A free slot (marked used), or NULL when max_conns endpoints are open. */
-static ucx_peer *peer_slot(ucx_srv *u) {
+static void on_conn_request(ucp_conn_request_h req, void *arg) {
+    ucx_srv *u = arg;
     ucx_peer *p = NULL;
     for (int i = 0; i < u->cap && !p; i++)
         if (!u->peers[i].ep && !u->peers[i].close_req) p = &u->peers[i];
     if (p && p - u->peers >= u->used) u->used = (int)(p - u->peers) + 1;
-    return p;
-}
-
-static void on_conn_request(ucp_conn_request_h req, void *arg) {
-    ucx_srv *u = arg;
-    ucx_peer *p = peer_slot(u);
     if (!p || atomic_load(&u->srv->stopping)) {
         LOG_WARN("UCX: endpoint refused: %d endpoints are open (--max-conns)", u->cap);
         ucp_listener_reject(u->lis, req);
