@@ -100,8 +100,8 @@ static uint64_t stat_figure(int port, const char *name) {
     return v;
 }
 
-/* same_host: 1, the gets must go on the same-host endpoint; 0, none may; -1, as the loaded
- * UCX's version says (UCX_SAME_HOST_MIN). */
+/* same_host: 1, the values must go on the same-host endpoint; 0, none may; -1, as the
+ * loaded UCX's version says (UCX_SAME_HOST_MIN). */
 static void suite_over(const char *tls, int same_host) {
     ucx_test_env(tls); /* before UCX loads (its settings are read then) */
     char why[256];
@@ -119,8 +119,8 @@ static void suite_over(const char *tls, int same_host) {
     CHECK_MSG(moved > (8u << 20) && net < moved / 4,
               "value bytes %llu, tide:// socket bytes %llu: values did not go by UCX",
               (unsigned long long)moved, (unsigned long long)net);
-    /* ... and on the same-host endpoint exactly when it is expected (by active messages:
-     * every suite value counts once). */
+    /* ... and on the same-host endpoint exactly when it is expected (every value moved by
+     * RMA there counts once). */
     uint64_t sh = tucx_same_host_values() - sh0;
     fprintf(stderr, "  %llu values on the same-host endpoint\n", (unsigned long long)sh);
     CHECK_MSG(same_host ? sh >= 50 : sh == 0, "%llu values on the same-host endpoint",
@@ -141,7 +141,7 @@ TEST_T(ucx_backend_suite_shm, 180) {
 /* ---- the same-host endpoint (a UCX of UCX_SAME_HOST_MIN or newer: docs/UCX.md) ---------- */
 
 static int hello_ucx_port(int port, const char *token, uint64_t features);
-static int raw_same_host(int port, const char *token, size_t read_len);
+static int raw_same_host(int port, const char *token);
 static void put_get_check(tide_store *s, int n, size_t len, unsigned seed);
 
 /* TIDE_UCX_LIBDIR for this test's client and its tideds: the newer UCX (or a skip), loaded
@@ -175,18 +175,17 @@ TEST_T(ucx_same_host_off_by_setting_or_without_shm, 180) {
 }
 
 /* What a client sends on a same-host endpoint, tided does not act on: a GET or a PUT with
- * the REPLY flag, or a message of no kind tide has, gets no answer and no read of the
- * client's memory (a client killed while tided read its bytes by cma crashed tided with UCX
- * 1.22, in an earlier form of this endpoint: docs/UCX.md). RMA on it reads the pool. tided
- * serves on. */
+ * the REPLY flag, or a message of no kind tide has, gets no answer, and the put's bytes do
+ * not reach the pool (tided did not read the client's memory: a client killed while tided
+ * read its bytes by cma crashed tided with UCX 1.22, in an earlier form of this endpoint:
+ * docs/UCX.md). tided serves on. */
 TEST_T(ucx_same_host_endpoint_takes_no_messages, 60) {
     with_new_ucx(SHM_TLS);
     test_server ts;
     server_start(&ts, ucx_test_with_ucx);
     int port = hello_ucx_port(ts.port, "", FRAME_FEATURE_UCX);
     CHECK(port > 0);
-    CHECK_EQ(raw_same_host(port, "", 0), 0);
-    CHECK_EQ(raw_same_host(port, "", 4u << 20), 0);
+    CHECK_EQ(raw_same_host(port, ""), 0);
     char u[200];
     ucx_url(&ts, u, sizeof(u), NULL);
     tide_store *s = NULL;
@@ -557,14 +556,23 @@ static int raw_ucx_hello(int port, const char *token, uint64_t scribble_off, siz
     return out;
 }
 
+/* RMA read of len bytes at the pool's start on ep into buf. */
+static void raw_read_pool(raw_ucx *r, ucp_ep_h ep, uint8_t *buf, size_t len) {
+    ucp_rkey_h rk;
+    CHECK(ucp_ep_rkey_unpack(ep, r->wel + 28, &rk) == UCS_OK);
+    ucp_request_param_t np = {.op_attr_mask = 0};
+    raw_wait(r, ucp_get_nbx(ep, buf, len, le_rd64(r->wel + 8), rk, &np));
+    ucp_rkey_destroy(rk);
+}
+
 /* After a good HELLO: a second endpoint made from the worker address in the WELCOME (as a
- * same-host client makes it) sends what tided answers on a first endpoint: a GET and a
- * 1 MiB PUT with the REPLY flag, a garbage message. Returns the answers that came back
- * within 0.5 s (tided must give none: on that endpoint it neither sends nor reads). With
- * rkey_len: the second endpoint reads rkey_len bytes of the pool by RMA first (its purpose;
- * the first endpoint's token already gave that reach). The WELCOME must carry an address
- * (a tided whose UCX is UCX_SAME_HOST_MIN or newer). */
-static int raw_same_host(int port, const char *token, size_t read_len) {
+ * same-host client makes it) sends what tided answers on a first endpoint: a GET, a 1 MiB
+ * PUT of 0xA5 bytes for the pool's start (offset 0), both with the REPLY flag, and a
+ * message of no tide kind. Returns the answers that came back within 0.5 s (tided must give
+ * none), and checks by RMA on that endpoint (its purpose) that the pool's first MiB is as
+ * before: tided did not take the put, i.e. did not read this process's memory. The WELCOME
+ * must carry an address (a tided whose UCX is UCX_SAME_HOST_MIN or newer). */
+static int raw_same_host(int port, const char *token) {
     raw_ucx r = {0};
     raw_open(&r, port, token);
     CHECK_MSG(r.got && r.status == 0, "HELLO refused (%d)", r.status);
@@ -581,20 +589,13 @@ static int raw_same_host(int port, const char *token, size_t read_len) {
                           .err_mode = UCP_ERR_HANDLING_MODE_NONE};
     ucp_ep_h sep;
     CHECK(ucp_ep_create(r.wk, &ep, &sep) == UCS_OK);
-    if (read_len) {
-        ucp_rkey_h rk;
-        CHECK(ucp_ep_rkey_unpack(sep, r.wel + 28, &rk) == UCS_OK);
-        uint8_t *buf = malloc(read_len);
-        CHECK(buf);
-        ucp_request_param_t np = {.op_attr_mask = 0};
-        raw_wait(&r, ucp_get_nbx(sep, buf, read_len, le_rd64(r.wel + 8), rk, &np));
-        ucp_rkey_destroy(rk);
-        free(buf);
-    }
-    r.got = 0;
     size_t pl = 1u << 20;
-    uint8_t *v = calloc(1, pl), hdr[UCX_GET_HDR] = {0};
-    CHECK(v);
+    uint8_t *v = malloc(pl), *before = malloc(pl), *after = malloc(pl), hdr[UCX_GET_HDR] = {0};
+    CHECK(v && before && after);
+    memset(v, 0xA5, pl);
+    raw_read_pool(&r, sep, before, pl);
+    CHECK_MSG(memcmp(before, v, pl) != 0, "the pool's first MiB already holds the put's bytes");
+    r.got = 0;
     ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
                               .flags = UCP_AM_SEND_FLAG_REPLY};
     void *q[3] = {ucp_am_send_nbx(sep, UCX_AM_GET, hdr, UCX_GET_HDR, NULL, 0, &rp),
@@ -604,10 +605,14 @@ static int raw_same_host(int port, const char *token, size_t read_len) {
     while (now_ns() < until)
         ucp_worker_progress(r.wk);
     int out = r.got;
+    raw_read_pool(&r, sep, after, pl);
+    CHECK_MSG(memcmp(before, after, pl) == 0, "tided took a put sent on a same-host endpoint");
     raw_ep_close(&r, sep); /* a put tided never read ends with the endpoint */
     for (int i = 0; i < 3; i++)
         if (UCS_PTR_IS_PTR(q[i])) ucp_request_free(q[i]);
     free(v);
+    free(before);
+    free(after);
     raw_close(&r);
     return out;
 }
