@@ -19,7 +19,7 @@
 #              reference.
 # With a UCX of 1.22 or newer unpacked at UCX_BENCH_NEW (default .deps/libucx-1.22/libucx,
 # fetched by make deps), the shared-memory list runs once more with it (tided, client and
-# that UCX's own ucx_perftest): gets then go on the same-host endpoint (docs/UCX.md).
+# that UCX's own ucx_perftest): values then go by RMA on the same-host endpoint (docs/UCX.md).
 # Then prints one markdown row per size: the figures, tide-ucx / best-perftest, and
 # tided-CPU-per-GB ucx / tcp. Ratios only are meant to be compared across machines.
 # UCX_NET_DEVICES defaults to lo (loopback only: without it UCX also stripes TCP over eth0).

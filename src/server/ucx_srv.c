@@ -364,14 +364,13 @@ static void peer_answer(ucx_srv *u, ucx_peer *p) {
             p->failed = 1;
             return;
         }
-        uint8_t *at = b;
-        le_wr32(at, UCX_MSG_MAGIC);
-        le_wr32(at + 4, 0);
-        le_wr64(at + 8, (uint64_t)(uintptr_t)store_base(u->srv->st));
-        le_wr64(at + 16, store_capacity(u->srv->st));
-        le_wr32(at + 24, (uint32_t)u->rkey_len);
-        memcpy(at + 28, u->rkey, u->rkey_len);
-        at += 28 + u->rkey_len;
+        le_wr32(b, UCX_MSG_MAGIC);
+        le_wr32(b + 4, 0);
+        le_wr64(b + 8, (uint64_t)(uintptr_t)store_base(u->srv->st));
+        le_wr64(b + 16, store_capacity(u->srv->st));
+        le_wr32(b + 24, (uint32_t)u->rkey_len);
+        memcpy(b + 28, u->rkey, u->rkey_len);
+        uint8_t *at = b + 28 + u->rkey_len; /* the same-host part (proto/ucx_msg.h) */
         memcpy(at, u->boot_id, UCX_BOOT_ID);
         le_wr32(at + UCX_BOOT_ID, (uint32_t)u->waddr_len);
         if (u->waddr_len) memcpy(at + 4 + UCX_BOOT_ID, u->waddr, u->waddr_len);
