@@ -10,9 +10,12 @@
 #              tided's CPU seconds per GB moved (utime+stime from /proc/PID/stat around
 #              the timed run, `--no-fill`), on the path the client chose for the endpoint
 #              (active messages where UCX's RMA is emulated, as on TCP: docs/UCX.md);
+#   ucx b16    the same, 16 values per call (`--batch 16`: one PIN for 16, their
+#              transfers in flight together, one RELEASE), GB/s;
 #   ucx rma    the same with TIDE_UCX_PATH=rma (one-sided ucp_get_nbx), for the choice;
 #   ucx put    `tide bench --op put` over transport=ucx (the chosen path), GB/s;
-#   tide tcp   get and put over plain tide:// against the same tided;
+#   tide tcp   get and put over plain tide:// against the same tided; tcp b16 its get
+#              with 16 values per call;
 #   perftest   `ucx_perftest` pairs (server and client started here, same UCX_TLS, a free
 #              loopback port) for ucp_get (one-sided RMA, what tide does), ucp_put_bw and
 #              ucp_am_bw (active messages), the same size; the best of the three is the
@@ -20,8 +23,8 @@
 # With a UCX of 1.22 or newer unpacked at UCX_BENCH_NEW (default .deps/libucx-1.22/libucx,
 # fetched by make deps), the shared-memory list runs once more with it (tided, client and
 # that UCX's own ucx_perftest): values then go by RMA on the same-host endpoint (docs/UCX.md).
-# Then prints one markdown row per size: the figures, tide-ucx / best-perftest, and
-# tided-CPU-per-GB ucx / tcp. Ratios only are meant to be compared across machines.
+# Then prints one markdown row per size: the figures, tide-ucx / best-perftest (batch 1 and
+# batch 16), and tided-CPU-per-GB ucx / tcp (batch 1). Ratios only are meant to be compared across machines.
 # UCX_NET_DEVICES defaults to lo (loopback only: without it UCX also stripes TCP over eth0).
 # Environment: BUILD (default build), UCX_SIZES, UCX_BENCH_TLS, UCX_SECONDS (default 1),
 # UCX_RUNS (median of, default 3), UCX_CAPACITY (default 1GiB), UCX_PERF_BYTES (bytes per
@@ -74,13 +77,14 @@ median() { sort -g | awk '{ a[NR] = $1 } END { print (NR ? a[int((NR + 1) / 2)] 
 # A free loopback TCP port (bound then released; ucx_perftest cannot pick its own).
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-# tide bench OP (default get) over URL: "GBPS CPU_S_PER_GB" of tided.
-tide_run() { # url size keys [op]
-    local c0 c1 out gbps bytes op="${4:-get}"
+# tide bench OP (default get) over URL, BATCH keys a call (default 1): "GBPS CPU_S_PER_GB"
+# of tided.
+tide_run() { # url size keys [op [batch]]
+    local c0 c1 out gbps bytes op="${4:-get}" batch="${5:-1}"
     "$TIDE" bench --url "$1" --size "$2" --keys "$3" --op get --seconds 0.01 --quiet --json >/dev/null
     c0="$(cpu_ticks "$TIDE_PID")"
-    out="$("$TIDE" bench --url "$1" --size "$2" --keys "$3" --op "$op" --seconds "$SECS" --no-fill \
-        --quiet --json)"
+    out="$("$TIDE" bench --url "$1" --size "$2" --keys "$3" --op "$op" --batch "$batch" \
+        --seconds "$SECS" --no-fill --quiet --json)"
     c1="$(cpu_ticks "$TIDE_PID")"
     gbps="$(json_num gb_per_s <<<"${out#*\"results\"}")"
     bytes="$(json_num bytes <<<"${out#*\"results\"}")"
@@ -105,8 +109,8 @@ perf_run() {
     awk '/^Final:/ { printf "%.4f\n", $7 * 1048576 / 1e9; found = 1 } END { if (!found) print 0 }' <<<"$out"
 }
 
-echo "| UCX_TLS | size | tide ucx get GB/s | ucx rma get | tide tcp get | ucx put | tcp put | perftest get | perftest put_bw | perftest am_bw | ucx get / best perftest | tided CPU s/GB ucx | tided CPU s/GB tcp | CPU ucx / tcp |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| UCX_TLS | size | tide ucx get GB/s | ucx get b16 | ucx rma get | tide tcp get | tcp get b16 | ucx put | tcp put | perftest get | perftest put_bw | perftest am_bw | ucx get / best perftest | ucx b16 / best | tided CPU s/GB ucx | tided CPU s/GB tcp | CPU ucx / tcp |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for cfg in $CONFIGS; do
     tls="${cfg%@new}"
     label="$tls"
@@ -131,11 +135,13 @@ for cfg in $CONFIGS; do
         sb="$(bytes_of "$size")"
         keys=$((256 * 1048576 / sb))
         : >"$TMP/u" ; : >"$TMP/t"; : >"$TMP/r"; : >"$TMP/up"; : >"$TMP/tp"
-        : >"$TMP/pg"; : >"$TMP/pp"; : >"$TMP/pa"
+        : >"$TMP/ub"; : >"$TMP/tb"; : >"$TMP/pg"; : >"$TMP/pp"; : >"$TMP/pa"
         for _ in $(seq "$RUNS"); do
             tide_run "tide://127.0.0.1:$port?transport=ucx" "$size" "$keys" >>"$TMP/u"
             TIDE_UCX_PATH=rma tide_run "tide://127.0.0.1:$port?transport=ucx" "$size" "$keys" >>"$TMP/r"
             tide_run "tide://127.0.0.1:$port" "$size" "$keys" >>"$TMP/t"
+            tide_run "tide://127.0.0.1:$port?transport=ucx" "$size" "$keys" get 16 >>"$TMP/ub"
+            tide_run "tide://127.0.0.1:$port" "$size" "$keys" get 16 >>"$TMP/tb"
             tide_run "tide://127.0.0.1:$port?transport=ucx" "$size" "$keys" put >>"$TMP/up"
             tide_run "tide://127.0.0.1:$port" "$size" "$keys" put >>"$TMP/tp"
             perf_run ucp_get "$sb" >>"$TMP/pg"
@@ -145,13 +151,15 @@ for cfg in $CONFIGS; do
         ug="$(cut -d' ' -f1 "$TMP/u" | median)"; uc="$(cut -d' ' -f2 "$TMP/u" | median)"
         tg="$(cut -d' ' -f1 "$TMP/t" | median)"; tc="$(cut -d' ' -f2 "$TMP/t" | median)"
         rg="$(cut -d' ' -f1 "$TMP/r" | median)"
+        ub="$(cut -d' ' -f1 "$TMP/ub" | median)"; tb="$(cut -d' ' -f1 "$TMP/tb" | median)"
         up="$(cut -d' ' -f1 "$TMP/up" | median)"; tp="$(cut -d' ' -f1 "$TMP/tp" | median)"
         pg="$(median <"$TMP/pg")"; pp="$(median <"$TMP/pp")"; pa="$(median <"$TMP/pa")"
         awk -v tls="$label" -v s="$size" -v ug="$ug" -v tg="$tg" -v pg="$pg" -v pp="$pp" -v pa="$pa" \
-            -v uc="$uc" -v tc="$tc" -v rg="$rg" -v up="$up" -v tp="$tp" 'BEGIN {
+            -v uc="$uc" -v tc="$tc" -v rg="$rg" -v up="$up" -v tp="$tp" -v ub="$ub" -v tb="$tb" 'BEGIN {
             best = pg; if (pp > best) best = pp; if (pa > best) best = pa
-            printf "| %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2fx | %.3f | %.3f | %.2fx |\n",
-                tls, s, ug, rg, tg, up, tp, pg, pp, pa, (best > 0 ? ug / best : 0), uc, tc, (tc > 0 ? uc / tc : 0)
+            printf "| %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2fx | %.2fx | %.3f | %.3f | %.2fx |\n",
+                tls, s, ug, ub, rg, tg, tb, up, tp, pg, pp, pa, (best > 0 ? ug / best : 0),
+                (best > 0 ? ub / best : 0), uc, tc, (tc > 0 ? uc / tc : 0)
         }'
     done
 done

@@ -460,6 +460,10 @@ static int node_open(tide_store *s, url *u) {
     }
     /* Connect now, so that a wrong address or token fails tide_open, not the first call. */
     if ((rc = wire_connect_now(s, w)) != 0) goto fail;
+    /* transport=ucx: the UCX endpoint too, so that the first call does not pay UCX's start
+     * (its context, worker and wire-up: 0.4-0.5 s with UCX 1.22 here). One that cannot be
+     * made is warned about, and values go over TCP, as on any later call (tucx_usable). */
+    if (w->owner) (void)tucx_usable(s, w);
     return 0;
 fail:
     node_close(s);

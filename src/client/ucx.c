@@ -244,10 +244,14 @@ static pthread_mutex_t list_mu = PTHREAD_MUTEX_INITIALIZER;
 static tucx *list_head;
 static atomic_uint_fast64_t n_maps, n_hits, n_unmaps, n_full;
 
-static atomic_uint_fast64_t n_same_host;
+static atomic_uint_fast64_t n_same_host, n_endpoints;
 
 uint64_t tucx_same_host_values(void) {
     return atomic_load(&n_same_host);
+}
+
+uint64_t tucx_endpoints_made(void) {
+    return atomic_load(&n_endpoints);
 }
 
 void tucx_reg_counts(uint64_t *maps, uint64_t *hits, uint64_t *unmaps, uint64_t *full) {
@@ -677,6 +681,13 @@ static int tucx_wait(tide_store *s, tucx *t, void **reqs, size_t n, uint64_t dea
     if (bad != UCS_OK || t->ep_failed) {
         ucs_status_t why = bad != UCS_OK ? bad : t->ep_status;
         tucx_drop(t);
+        unsigned v = ucx_dl_version();
+        if (why == UCS_ERR_REJECTED) /* tided's listener or its UCX turned the endpoint down */
+            return client_err(s, TIDE_ECLOSED,
+                              "%s: UCX %s failed: %s: tided's --max-conns endpoints were open, "
+                              "it was stopping, or its UCX cannot talk to this one (%u.%u): "
+                              "tided's log says which",
+                              t->w->addr, what, ust(why), v / 1000, v % 1000);
         return client_err(s, TIDE_ECLOSED, "%s: UCX %s failed: %s (tided gone?)", t->w->addr, what,
                           ust(why));
     }
@@ -899,6 +910,7 @@ static int tucx_connect(tide_store *s, tucx *t, int port) {
                 : t->am ? "active messages"
                         : "RMA");
     }
+    atomic_fetch_add(&n_endpoints, 1);
     return 0;
 fail:
     tucx_drop(t);
@@ -1374,6 +1386,10 @@ static void tucx_forget(uint64_t id) {
 }
 
 uint64_t tucx_same_host_values(void) {
+    return 0;
+}
+
+uint64_t tucx_endpoints_made(void) {
     return 0;
 }
 

@@ -25,6 +25,8 @@ int tucx_get_many(tide_store *s, wire *w, const tide_key *keys, size_t n, const 
 void tucx_reg_counts(uint64_t *maps, uint64_t *hits, uint64_t *unmaps, uint64_t *full);
 /* Values moved on same-host endpoints (docs/UCX.md), for tests. */
 uint64_t tucx_same_host_values(void);
+/* UCX endpoints to tided this process made (each the HELLO and WELCOME done), for tests. */
+uint64_t tucx_endpoints_made(void);
 /* A kept declaration (the connector's regions, docs/UCX.md): like tide_buffer_register, but
  * each UCX context registers it once, at its first use, and keeps the registration until
  * tide_buffer_unregister (never dropped to make room). cuda: GPU memory, registered as CUDA

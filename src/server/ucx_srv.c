@@ -148,7 +148,13 @@ static void on_conn_request(ucp_conn_request_h req, void *arg) {
     ucs_status_t st = ucp_ep_create(u->wk, &ep, &p->ep);
     if (st != UCS_OK) {
         p->ep = NULL;
-        LOG_WARN("UCX: cannot accept an endpoint: %s", ust(st));
+        unsigned v = ucx_dl_version();
+        /* What UCX says when it cannot parse the client's request: seen with a client's
+         * UCX 1.22 against 1.13 here, and the reverse. */
+        LOG_WARN("UCX: cannot accept an endpoint: %s%s (this tided's UCX is %u.%u)", ust(st),
+                 st == UCS_ERR_INVALID_PARAM ? "; a client with a UCX this one cannot talk to?"
+                                             : "",
+                 v / 1000, v % 1000);
         return;
     }
     p->since = now_ns();
