@@ -3,9 +3,9 @@
 # on the same UCX transport, and against plain tide:// (TCP), in one run.
 #
 # For each UCX_TLS in UCX_BENCH_TLS (default "tcp" and "posix,cma,self,tcp"; tcp is needed
-# there for client-server endpoints in UCX 1.13) it starts a tided (`--ucx-port 0
-# --prefault`) with that UCX_TLS, and for each value size in UCX_SIZES (default 64KiB
-# 256KiB 1MiB 4MiB):
+# there for client-server endpoints in UCX 1.13) and each value size in UCX_SIZES (default
+# 64KiB 256KiB 1MiB 4MiB) it starts a fresh tided (`--ucx-port 0 --prefault`) with that
+# UCX_TLS, and measures:
 #   tide ucx   `tide bench --op get` over transport=ucx, one thread, batch 1 (GB/s) and
 #              tided's CPU seconds per GB moved (utime+stime from /proc/PID/stat around
 #              the timed run, `--no-fill`), on the path the client chose for the endpoint
@@ -24,7 +24,8 @@
 # fetched by make deps), the shared-memory list runs once more with it (tided, client and
 # that UCX's own ucx_perftest): values then go by RMA on the same-host endpoint (docs/UCX.md).
 # Then prints one markdown row per size: the figures, tide-ucx / best-perftest (batch 1 and
-# batch 16), and tided-CPU-per-GB ucx / tcp (batch 1). Ratios only are meant to be compared across machines.
+# batch 16), and tided-CPU-per-GB ucx / tcp (batch 1). Ratios only are meant to be compared
+# across machines.
 # UCX_NET_DEVICES defaults to lo (loopback only: without it UCX also stripes TCP over eth0).
 # Environment: BUILD (default build), UCX_SIZES, UCX_BENCH_TLS, UCX_SECONDS (default 1),
 # UCX_RUNS (median of, default 3), UCX_CAPACITY (default 1GiB), UCX_PERF_BYTES (bytes per
@@ -123,15 +124,18 @@ for cfg in $CONFIGS; do
             sed -n 's/^# Library version: //p'))"
     fi
     export UCX_TLS="$tls"
-    stop_pid "$TIDE_PID"
-    rm -f "$TMP/tided.ready"
-    "$TIDE" serve --port 0 --metrics-port 0 --capacity "$CAP" --prefault --ucx-port 0 \
-        --log-level warn --ready-file "$TMP/tided.ready" >"$TMP/tided.log" 2>&1 &
-    TIDE_PID=$!
-    wait_ready "$TMP/tided.ready" "$TIDE_PID" "$TMP/tided.log" ucx.sh
-    port="$(cut -d' ' -f1 "$TMP/tided.ready")"
-    log "UCX_TLS=$label: tided pid $TIDE_PID on $port"
     for size in $SIZES; do
+        # A fresh tided for each size: with one tided the earlier sizes' working sets, read
+        # often, held the pool's main queue and left the new one the small queue (16 of 24
+        # batched 4 MiB gets missed in such a run).
+        stop_pid "$TIDE_PID"
+        rm -f "$TMP/tided.ready"
+        "$TIDE" serve --port 0 --metrics-port 0 --capacity "$CAP" --prefault --ucx-port 0 \
+            --log-level warn --ready-file "$TMP/tided.ready" >"$TMP/tided.log" 2>&1 &
+        TIDE_PID=$!
+        wait_ready "$TMP/tided.ready" "$TIDE_PID" "$TMP/tided.log" ucx.sh
+        port="$(cut -d' ' -f1 "$TMP/tided.ready")"
+        log "UCX_TLS=$label, $size: tided pid $TIDE_PID on $port"
         sb="$(bytes_of "$size")"
         keys=$((256 * 1048576 / sb))
         : >"$TMP/u" ; : >"$TMP/t"; : >"$TMP/r"; : >"$TMP/up"; : >"$TMP/tp"
