@@ -133,7 +133,10 @@ static void on_conn_request(ucp_conn_request_h req, void *arg) {
         if (!u->peers[i].ep && !u->peers[i].close_req) p = &u->peers[i];
     if (p && p - u->peers >= u->used) u->used = (int)(p - u->peers) + 1;
     if (!p || atomic_load(&u->srv->stopping)) {
-        LOG_WARN("UCX: endpoint refused: %d endpoints are open (--max-conns)", u->cap);
+        if (p)
+            LOG_WARN("UCX: endpoint refused: tided is stopping");
+        else
+            LOG_WARN("UCX: endpoint refused: %d endpoints are open (--max-conns)", u->cap);
         ucp_listener_reject(u->lis, req);
         return;
     }

@@ -694,6 +694,41 @@ TEST(ucx_endpoint_wrong_token_refused) {
     CHECK_EQ(server_stop(&ts, SIGTERM), 0);
 }
 
+/* `--max-conns 2` and two raw UCX endpoints holding both of tided's endpoint slots (past
+ * their HELLO): a transport=ucx client (one tide:// connection) is refused its endpoint,
+ * warns naming the causes it can be, and its values go over TCP, right; tided's log says
+ * which cause. */
+TEST_T(ucx_endpoints_full_client_falls_back_to_tcp, 60) {
+    ucx_test_env("tcp");
+    const char *const args[] = {"--capacity", "64MiB",       "--log-level", "warn", "--ucx-port",
+                                "0",          "--max-conns", "2",           NULL};
+    test_server ts;
+    server_start(&ts, args);
+    int port = hello_ucx_port(ts.port, "", FRAME_FEATURE_UCX);
+    CHECK(port > 0);
+    raw_ucx a = {0}, b = {0};
+    raw_open(&a, port, "");
+    raw_open(&b, port, "");
+    CHECK_MSG(a.got && a.status == 0 && b.got && b.status == 0, "the raw endpoints: %d/%d, %d/%d",
+              a.got, a.status, b.got, b.status);
+    char cmd[1200], out[8192];
+    snprintf(cmd, sizeof(cmd),
+             "timeout 60 %s bench --url 'tide://127.0.0.1:%d?transport=ucx&conns=1' --size 1MiB "
+             "--keys 4 --seconds 0.1 --verify-all --quiet 2>&1",
+             test_tide_bin(), ts.port);
+    CHECK_MSG(test_run(cmd, out, sizeof(out)) == 0, "bench: %s", out);
+    CHECK_MSG(strstr(out, "values over TCP") && strstr(out, "rejected") &&
+                  strstr(out, "--max-conns endpoints were open"),
+              "the client's warning: %s", out);
+    CHECK(stat_figure_at_least(ts.port, "net_bytes_out", 4u << 20) >= 4u << 20);
+    snprintf(cmd, sizeof(cmd),
+             "grep -c 'endpoint refused: 2 endpoints are open (--max-conns)' '%s'", ts.log);
+    CHECK_MSG(test_run(cmd, out, sizeof(out)) == 0, "tided's log (%s) does not say why", ts.log);
+    raw_close(&a);
+    raw_close(&b);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
 /* ---- a value damaged in the pool is a miss --------------------------------------------- */
 
 /* The pool offset of key's value on the tided at port: PIN on a raw tide:// connection
