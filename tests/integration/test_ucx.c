@@ -729,6 +729,50 @@ TEST_T(ucx_endpoints_full_client_falls_back_to_tcp, 60) {
     CHECK_EQ(server_stop(&ts, SIGTERM), 0);
 }
 
+/* While tided drains after SIGTERM (a PUT's value is still arriving on tide://), its UCX
+ * listener is still open: an endpoint asked for then is refused, and tided's log says it
+ * was because tided is stopping, not that --max-conns endpoints were open. */
+TEST_T(ucx_endpoint_refused_while_tided_stops, 60) {
+    ucx_test_env("tcp");
+    const char *const args[] = {"--capacity", "64MiB", "--log-level", "warn",
+                                "--ucx-port", "0",     NULL};
+    test_server ts;
+    server_start(&ts, args);
+    int port = hello_ucx_port(ts.port, "", FRAME_FEATURE_UCX);
+    CHECK(port > 0);
+    size_t vlen = 1 << 20;
+    uint8_t *val = calloc(1, vlen);
+    CHECK(val != NULL);
+    tide_key k = {"draining", 8};
+    tide_iov v = {val, vlen};
+    uint8_t head[256];
+    size_t hlen;
+    CHECK_EQ(frame_encode_put(head, sizeof(head), &hlen, 9, &k, 1, &v, NULL, NULL, NULL), 0);
+    int fd = server_connect(ts.port, 10);
+    CHECK(fd >= 0);
+    CHECK_EQ(send(fd, head, hlen, MSG_NOSIGNAL), (ssize_t)hlen);
+    CHECK_EQ(send(fd, val, vlen / 2, MSG_NOSIGNAL), (ssize_t)(vlen / 2));
+    usleep(200 * 1000); /* tided is inside the body */
+    CHECK_EQ(kill(ts.pid, SIGTERM), 0);
+    usleep(300 * 1000); /* it has seen the signal and drains */
+    raw_ucx a = {0};
+    raw_open(&a, port, "");
+    CHECK_MSG(a.failed && !(a.got && a.status == 0),
+              "an endpoint asked for while tided stops: got %d status %d failed %d", a.got,
+              a.status, a.failed);
+    char cmd[600], out[256];
+    snprintf(cmd, sizeof(cmd), "grep -c 'endpoint refused: tided is stopping' '%s'", ts.log);
+    CHECK_MSG(test_run(cmd, out, sizeof(out)) == 0, "tided's log (%s) does not say why", ts.log);
+    snprintf(cmd, sizeof(cmd), "grep -c 'max-conns' '%s'", ts.log);
+    CHECK_MSG(test_run(cmd, out, sizeof(out)) != 0, "tided's log (%s) blames --max-conns", ts.log);
+    raw_close(&a);
+    CHECK_EQ(send(fd, val + vlen / 2, vlen - vlen / 2, MSG_NOSIGNAL), (ssize_t)(vlen - vlen / 2));
+    close(fd);
+    int st = server_stop(&ts, 0); /* already stopping: wait for it */
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "tided's exit status %d", st);
+    free(val);
+}
+
 /* ---- a value damaged in the pool is a miss --------------------------------------------- */
 
 /* The pool offset of key's value on the tided at port: PIN on a raw tide:// connection
