@@ -131,15 +131,16 @@ static void on_conn_request(ucp_conn_request_h req, void *arg) {
     ucx_peer *p = NULL;
     for (int i = 0; i < u->cap && !p; i++)
         if (!u->peers[i].ep && !u->peers[i].close_req) p = &u->peers[i];
-    if (p && p - u->peers >= u->used) u->used = (int)(p - u->peers) + 1;
-    if (!p || atomic_load(&u->srv->stopping)) {
-        if (p)
+    int stopping = atomic_load(&u->srv->stopping);
+    if (stopping || !p) {
+        if (stopping)
             LOG_WARN("UCX: endpoint refused: tided is stopping");
         else
             LOG_WARN("UCX: endpoint refused: %d endpoints are open (--max-conns)", u->cap);
         ucp_listener_reject(u->lis, req);
         return;
     }
+    if (p - u->peers >= u->used) u->used = (int)(p - u->peers) + 1;
     ucp_ep_params_t ep = {
         .field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLER |
                       UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
