@@ -115,6 +115,26 @@ int server_connect(int port, int timeout_s) {
     return fd;
 }
 
+long long server_metric(int metrics_port, const char *name) {
+    int fd = server_connect(metrics_port, 5);
+    CHECK_MSG(fd >= 0, "no metrics port %d", metrics_port);
+    static const char req[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+    CHECK_EQ(send(fd, req, sizeof(req) - 1, MSG_NOSIGNAL), (ssize_t)(sizeof(req) - 1));
+    size_t cap = 1 << 20, have = 0;
+    char *buf = malloc(cap);
+    CHECK(buf != NULL);
+    for (ssize_t r; have < cap - 1 && (r = recv(fd, buf + have, cap - 1 - have, 0)) > 0;)
+        have += (size_t)r;
+    buf[have] = '\0';
+    close(fd);
+    char pat[128];
+    snprintf(pat, sizeof(pat), "\n%s ", name);
+    const char *p = strstr(buf, pat);
+    long long v = p ? atoll(p + strlen(pat)) : -1;
+    free(buf);
+    return v;
+}
+
 /* 1 when every thread of pid is in state T (stopped) or t (traced). */
 static int all_threads_stopped(pid_t pid) {
     char path[64];

@@ -41,6 +41,9 @@ long server_status_kib(pid_t pid, const char *field);
 #endif
 /* Connect a blocking TCP socket to 127.0.0.1:port (receive timeout secs). */
 int server_connect(int port, int timeout_s);
+/* A figure from the /metrics of the tided whose metrics port is metrics_port: the first
+ * sample of `name` (a line `name value`), or -1 when there is none. */
+long long server_metric(int metrics_port, const char *name);
 /* The latest tided cuts a connection whose timeout of t_s seconds has run out: one silent
  * on a partial request or before it authenticated (--idle-timeout), or one whose replies
  * have not moved (--write-stall-timeout). It has run out after more than t_s without

@@ -138,6 +138,10 @@ char *metrics_render(const metrics *m, const tide_stats *st, size_t *len) {
           "HTTP connections to /metrics and /health closed unanswered: past their deadline, "
           "or the oldest cut when all HTTP slots were taken.",
           "counter", ld(&m->http_cut));
+    gauge(&o, "tide_ucx_endpoints_cut_total",
+          "UCX endpoints closed for leaving more answers untaken than a client can have "
+          "asked for (4 x --max-keys).",
+          "counter", ld(&m->ucx_cut));
     if (st) {
         gauge(&o, "tide_capacity_bytes", "Pool size.", "gauge", st->capacity_bytes);
         gauge(&o, "tide_used_bytes", "Pool bytes held by objects and reservations.", "gauge",

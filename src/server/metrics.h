@@ -69,6 +69,7 @@ typedef struct metrics {
     atomic_uint_fast64_t conns_preauth_cut; /* cut as the oldest pre-auth one when all were taken */
     atomic_uint_fast64_t proto_errors, auth_failures;
     atomic_uint_fast64_t http_cut; /* HTTP connections closed unanswered (deadline, or room) */
+    atomic_uint_fast64_t ucx_cut;  /* UCX endpoints closed for leaving too many answers */
     uint64_t meta_budget; /* the store's metadata budget: set once, before any reader starts */
 } metrics;
 

@@ -70,6 +70,8 @@ typedef struct ucx_peer {
     uint8_t *reply;    /* its bytes */
     uint64_t close_at; /* close once the reply left or at this time; 0: not closing */
     void *close_req;   /* ucp_ep_close_nbx in progress */
+    uint32_t gen;      /* bumped each time the slot takes an endpoint (an op names its own) */
+    uint32_t open_ops; /* GETDATA/PUTDONE answers to this endpoint queued or in flight */
 } ucx_peer;
 
 /* A GETDATA or PUTDONE to send (from the progress loop, not from a UCX callback); then
@@ -79,6 +81,8 @@ typedef struct srv_op {
     struct srv_op *fprev, *fnext; /* in u->flying while UCX holds it */
     struct ucx_srv *u;
     ucp_ep_h ep;
+    int peer; /* u->peers[peer] while its gen is this gen: the endpoint answered */
+    uint32_t gen;
     uint8_t hdr[UCX_DONE_HDR];
     int put;           /* PUTDONE; else GETDATA */
     uint64_t off, len; /* GETDATA's bytes in the pool */
@@ -101,7 +105,8 @@ struct ucx_srv {
     int port;
     ucx_peer *peers;
     int cap;
-    int used; /* slots [0, used) have been taken at some point: the scans stop there */
+    int used;          /* slots [0, used) have been taken at some point: the scans stop there */
+    uint32_t open_max; /* answers one endpoint may leave untaken: 4 x max_keys (peer_may_move) */
     uint64_t hs_timeout_ns;
     ucp_address_t *waddr; /* the worker's address, for same-host endpoints (NULL: none) */
     size_t waddr_len;
@@ -141,6 +146,7 @@ static void on_conn_request(ucp_conn_request_h req, void *arg) {
         return;
     }
     if (p - u->peers >= u->used) u->used = (int)(p - u->peers) + 1;
+    uint32_t gen = p->gen + 1;
     ucp_ep_params_t ep = {
         .field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLER |
                       UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
@@ -149,6 +155,7 @@ static void on_conn_request(ucp_conn_request_h req, void *arg) {
         .err_handler = {on_ep_error, u},
     };
     memset(p, 0, sizeof(*p));
+    p->gen = gen;
     ucs_status_t st = ucp_ep_create(u->wk, &ep, &p->ep);
     if (st != UCS_OK) {
         p->ep = NULL;
@@ -187,17 +194,27 @@ static void op_queue(ucx_srv *u, srv_op *op) {
     u->todo_tail = &op->next;
 }
 
-static srv_op *op_new(ucp_ep_h ep, uint64_t tag, int put) {
+/* An answer to p's endpoint, counted in p->open_ops until op_free. */
+static srv_op *op_new(ucx_srv *u, ucx_peer *p, uint64_t tag, int put) {
     srv_op *op = calloc(1, sizeof(*op));
     if (!op) return NULL;
-    op->ep = ep;
+    op->u = u;
+    op->ep = p->ep;
+    op->peer = (int)(p - u->peers);
+    op->gen = p->gen;
     op->put = put;
     le_wr64(op->hdr, tag);
+    p->open_ops++;
     return op;
 }
 
+static void op_free(srv_op *op) {
+    ucx_peer *p = &op->u->peers[op->peer];
+    if (p->gen == op->gen && p->open_ops) p->open_ops--;
+    free(op);
+}
+
 static void op_fly(ucx_srv *u, srv_op *op) {
-    op->u = u;
     op->fprev = NULL;
     op->fnext = u->flying;
     if (u->flying) u->flying->fprev = op;
@@ -217,12 +234,23 @@ static void op_set_status(srv_op *op, int32_t st) {
     le_wr32(op->hdr + 8, (uint32_t)st);
 }
 
+/* 1 when the sender of a GET or PUT may have it answered; otherwise the caller closes it.
+ * A client has at most one call of at most max_keys values in flight per endpoint
+ * (src/client/ucx.c), and answers of the call before may still be completing here: an
+ * endpoint that leaves more than 4 x max_keys answers untaken asks without reading (each
+ * costs this process memory until it is taken), and is cut. */
 static int peer_may_move(ucx_srv *u, const ucp_am_recv_param_t *param, ucx_peer **pp) {
     *pp = NULL;
     if (!(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)) return 0;
     ucx_peer *p = peer_of(u, param->reply_ep);
     *pp = p;
-    return p && p->authed && !p->failed && !p->close_at;
+    if (!p || !p->authed || p->failed || p->close_at) return 0;
+    if (p->open_ops < u->open_max) return 1;
+    LOG_WARN("UCX: an endpoint closed: it left %u answers untaken (4 x --max-keys; a client "
+             "that asks without reading)",
+             p->open_ops);
+    atomic_fetch_add(&u->srv->m.ucx_cut, 1);
+    return 0;
 }
 
 static int in_pool(const ucx_srv *u, uint64_t off, uint64_t len) {
@@ -242,7 +270,7 @@ static ucs_status_t on_get(void *arg, const void *hdr, size_t hdr_len, void *dat
         return UCS_OK;
     }
     const uint8_t *h = hdr;
-    srv_op *op = op_new(param->reply_ep, le_rd64(h), 0);
+    srv_op *op = op_new(u, p, le_rd64(h), 0);
     if (!op) {
         p->failed = 1;
         return UCS_OK;
@@ -274,7 +302,7 @@ static ucs_status_t on_put(void *arg, const void *hdr, size_t hdr_len, void *dat
     const uint8_t *h = hdr;
     srv_op *op = NULL;
     if (!peer_may_move(u, param, &p) || hdr_len != UCX_PUT_HDR ||
-        !(op = op_new(param->reply_ep, le_rd64(h), 1))) {
+        !(op = op_new(u, p, le_rd64(h), 1))) {
         if (p) p->failed = 1;
         if (rndv) ucp_am_data_release(u->wk, data);
         return UCS_OK;
@@ -309,7 +337,7 @@ static ucs_status_t on_put(void *arg, const void *hdr, size_t hdr_len, void *dat
 static void op_sent(void *req, ucs_status_t st, void *user) {
     (void)st;
     op_land(user);
-    free(user);
+    op_free(user);
     ucp_request_free(req);
 }
 
@@ -321,7 +349,7 @@ static void ops_send(ucx_srv *u) {
         if (!u->todo) u->todo_tail = &u->todo;
         ucx_peer *p = peer_of(u, op->ep);
         if (!p || p->failed) {
-            free(op);
+            op_free(op);
             continue;
         }
         int32_t st = (int32_t)le_rd32(op->hdr + 8);
@@ -340,12 +368,12 @@ static void ops_send(ucx_srv *u) {
                                   UCX_DONE_HDR, bytes, n, &rp);
         if (r == NULL) {
             op_land(op);
-            free(op);
+            op_free(op);
         } else if (UCS_PTR_IS_ERR(r)) {
             op_land(op);
             LOG_DEBUG("UCX: an answer not sent: %s", ust(UCS_PTR_STATUS(r)));
             p->failed = 1;
-            free(op);
+            op_free(op);
         }
     }
 }
@@ -601,6 +629,7 @@ int ucx_srv_start(server *srv) {
     u->efd = u->stopfd = u->epfd = -1;
     u->todo_tail = &u->todo;
     u->cap = cfg->max_conns;
+    u->open_max = 4 * cfg->max_keys;
     u->peers = calloc((size_t)u->cap, sizeof(ucx_peer));
     uint64_t hs = cfg->idle_timeout_s > 10 ? cfg->idle_timeout_s : 10;
     u->hs_timeout_ns = hs * 1000000000ull;

@@ -31,24 +31,6 @@
 
 #define MiB (1ull << 20)
 
-/* A figure from tided's /metrics (the first sample of `name`), or -1. */
-static long long hostile_metric(int port, const char *name) {
-    int fd = server_connect(port, 5);
-    static const char req[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
-    CHECK_EQ(send(fd, req, sizeof(req) - 1, MSG_NOSIGNAL), (ssize_t)(sizeof(req) - 1));
-    static char buf[1 << 20];
-    size_t have = 0;
-    for (ssize_t r;
-         have < sizeof(buf) - 1 && (r = recv(fd, buf + have, sizeof(buf) - 1 - have, 0)) > 0;)
-        have += (size_t)r;
-    buf[have] = '\0';
-    close(fd);
-    char pat[128];
-    snprintf(pat, sizeof(pat), "\n%s ", name);
-    const char *p = strstr(buf, pat);
-    return p ? atoll(p + strlen(pat)) : -1;
-}
-
 /* Send what the socket takes of p[0, n) within ms milliseconds, never blocking longer.
  * Returns the bytes sent (the peer may stop reading, or close). */
 static size_t send_some(int fd, const void *p, size_t n, int ms) {
@@ -190,7 +172,7 @@ TEST_T(security_hostile_nonreaders_leave_others_served, 90) {
      * their start (their replies stopped moving after it) and not before 2 s. */
     long long open = -1;
     for (int i = 0; i < 200; i++) {
-        if ((open = hostile_metric(ts.metrics_port, "tide_connections_open")) == 0) break;
+        if ((open = server_metric(ts.metrics_port, "tide_connections_open")) == 0) break;
         usleep(50 * 1000);
     }
     double ms = test_now_ms() - t0;
@@ -301,7 +283,7 @@ TEST_T(security_hostile_blocked_nonreaders_cost_no_cpu, 90) {
      * each has replies waiting in its socket. */
     CHECK_MSG(hostile_blocked(hostile, 8) == 8, "%d of 8 hostile sockets hold unread replies",
               hostile_blocked(hostile, 8));
-    CHECK_EQ(hostile_metric(ts.metrics_port, "tide_connections_open"), 8);
+    CHECK_EQ(server_metric(ts.metrics_port, "tide_connections_open"), 8);
     for (int i = 0; i < 8; i++)
         close(hostile[i]);
     CHECK_EQ(server_stop(&ts, SIGTERM), 0);

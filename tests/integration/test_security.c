@@ -322,24 +322,6 @@ TEST(limits_max_conns_is_a_clear_error) {
 
 /* ---- pre-auth flood ------------------------------------------------------------------ */
 
-/* A figure from tided's /metrics (the first sample of `name`), or -1. */
-static long long sec_metric(int port, const char *name) {
-    int fd = server_connect(port, 5);
-    static const char req[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
-    sec_send(fd, req, sizeof(req) - 1);
-    static char buf[1 << 20];
-    size_t have = 0;
-    for (ssize_t r;
-         have < sizeof(buf) - 1 && (r = recv(fd, buf + have, sizeof(buf) - 1 - have, 0)) > 0;)
-        have += (size_t)r;
-    buf[have] = '\0';
-    close(fd);
-    char pat[128];
-    snprintf(pat, sizeof(pat), "\n%s ", name);
-    const char *p = strstr(buf, pat);
-    return p ? atoll(p + strlen(pat)) : -1;
-}
-
 /* Connect to 127.0.0.1:port without waiting for anything; -1 when connect fails. */
 static int sec_dial(int port) {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -424,9 +406,9 @@ TEST_T(security_preauth_flood_never_locks_out_token_holders, 60) {
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double held_ms = sec_ms(&t0, &t1) / 20;
-    long long pre = sec_metric(ts.metrics_port, "tide_connections_preauth");
+    long long pre = server_metric(ts.metrics_port, "tide_connections_preauth");
     CHECK_MSG(pre >= 0 && pre <= 16, "%lld unauthenticated connections open (budget 16)", pre);
-    long long cut_held = sec_metric(ts.metrics_port, "tide_connections_preauth_cut_total");
+    long long cut_held = server_metric(ts.metrics_port, "tide_connections_preauth_cut_total");
     CHECK_MSG(cut_held >= NSILENT - 16, "only %lld cut", cut_held);
 
     /* The reconnecting flood, from another process, bounded to 3 s. */
@@ -467,14 +449,14 @@ TEST_T(security_preauth_flood_never_locks_out_token_holders, 60) {
             printf("    session %d during the flood: %s (%s)\n", sessions, tide_errname(rc),
                    tide_errmsg(NULL));
         }
-        pre = sec_metric(ts.metrics_port, "tide_connections_preauth");
+        pre = server_metric(ts.metrics_port, "tide_connections_preauth");
         CHECK_MSG(pre <= 16, "%lld unauthenticated connections open (budget 16)", pre);
     }
     long made = 0;
     CHECK_EQ(read(pfd[0], &made, sizeof(made)), (ssize_t)sizeof(made));
     close(pfd[0]);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    long long cut = sec_metric(ts.metrics_port, "tide_connections_preauth_cut_total");
+    long long cut = server_metric(ts.metrics_port, "tide_connections_preauth_cut_total");
 
     /* The held token holders still work; 8 more fill --max-conns (once tided has seen the
      * sessions' closes), and one more is refused with the limit named. */
@@ -545,8 +527,8 @@ TEST(security_preauth_budget_covers_the_resp_port) {
     char url[128];
     snprintf(url, sizeof(url), "%s?token=t0k-sec", ts.url);
     CHECK_EQ(sec_token_session(url, 1), 0);
-    CHECK(sec_metric(ts.metrics_port, "tide_connections_preauth") <= 4);
-    CHECK(sec_metric(ts.metrics_port, "tide_connections_preauth_cut_total") >= 36);
+    CHECK(server_metric(ts.metrics_port, "tide_connections_preauth") <= 4);
+    CHECK(server_metric(ts.metrics_port, "tide_connections_preauth_cut_total") >= 36);
     close(fd);
     for (int i = 0; i < 40; i++)
         close(silent[i]);

@@ -400,20 +400,9 @@ TEST_T(server_disk_forged_records_in_a_value_never_served, 90) {
 
 /* The metric line `name value`, as a number; fails when absent. */
 static unsigned long long metric(int port, const char *name) {
-    int fd = server_connect(port, 5);
-    const char req[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
-    CHECK_EQ(send(fd, req, sizeof(req) - 1, MSG_NOSIGNAL), (ssize_t)(sizeof(req) - 1));
-    static char body[1 << 17];
-    size_t have = 0;
-    for (ssize_t r; (r = recv(fd, body + have, sizeof(body) - 1 - have, 0)) > 0;)
-        have += (size_t)r;
-    body[have] = '\0';
-    close(fd);
-    char pat[128];
-    snprintf(pat, sizeof(pat), "\n%s ", name);
-    const char *at = strstr(body, pat);
-    CHECK_MSG(at, "no %s in /metrics", name);
-    return strtoull(at + strlen(pat), NULL, 10);
+    long long v = server_metric(port, name);
+    CHECK_MSG(v >= 0, "no %s in /metrics", name);
+    return (unsigned long long)v;
 }
 
 static void set_fsize(pid_t pid, rlim_t cur) {

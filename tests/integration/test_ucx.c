@@ -729,6 +729,130 @@ TEST_T(ucx_endpoints_full_client_falls_back_to_tcp, 60) {
     CHECK_EQ(server_stop(&ts, SIGTERM), 0);
 }
 
+/* A raw endpoint's GETDATA handler that takes no answer: each rendezvous answer is kept
+ * pending (UCS_INPROGRESS, never received), so tided's send of it never completes. */
+typedef struct hoard {
+    void *held[1024];
+    int n, eager;
+} hoard;
+
+static ucs_status_t hoard_getdata(void *arg, const void *hdr, size_t hl, void *data, size_t len,
+                                  const ucp_am_recv_param_t *p) {
+    hoard *h = arg;
+    (void)hdr, (void)hl, (void)len;
+    if ((p->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) && h->n < 1024) {
+        h->held[h->n++] = data;
+        return UCS_INPROGRESS;
+    }
+    h->eager++;
+    return UCS_OK;
+}
+
+/* Batches of n values of len bytes each way through s (tide_put_many, tide_get_many), every
+ * byte compared. */
+static void batch_check(tide_store *s, size_t n, size_t len, unsigned seed) {
+    tide_key *k = calloc(n, sizeof(*k));
+    tide_iov *v = calloc(n, sizeof(*v)), *g = calloc(n, sizeof(*g));
+    size_t *cnt = calloc(n, sizeof(*cnt)), *gl = calloc(n, sizeof(*gl));
+    int *res = calloc(n, sizeof(*res));
+    char(*names)[32] = calloc(n, 32);
+    CHECK(k && v && g && cnt && gl && res && names);
+    for (size_t i = 0; i < n; i++) {
+        k[i].data = names[i];
+        k[i].len = (size_t)snprintf(names[i], 32, "b%u-%zu", seed, i);
+        CHECK((v[i].base = malloc(len)) && (g[i].base = calloc(1, len)));
+        v[i].len = g[i].len = len;
+        for (size_t b = 0; b < len; b++)
+            ((uint8_t *)v[i].base)[b] = (uint8_t)(b * 13 + i * 5 + seed);
+        cnt[i] = 1;
+    }
+    CHECK_MSG(tide_put_many(s, k, n, v, cnt, res) == (int)n, "put_many: %s", tide_errmsg(s));
+    for (size_t i = 0; i < n; i++)
+        CHECK_EQ(res[i], 0);
+    CHECK_MSG(tide_get_many(s, k, n, g, cnt, res, gl) == (int)n, "get_many: %s", tide_errmsg(s));
+    for (size_t i = 0; i < n; i++) {
+        CHECK_EQ(res[i], 0);
+        CHECK_EQ(gl[i], len);
+        CHECK(memcmp(g[i].base, v[i].base, len) == 0);
+        free(v[i].base);
+        free(g[i].base);
+    }
+    free(k), free(v), free(g), free(cnt), free(gl), free(res), free(names);
+}
+
+/* An authenticated endpoint that asks for values and never takes them costs tided one
+ * answer in flight each (memory until taken). Past 4 x --max-keys of them tided closes it,
+ * says why in its log and counts it (tide_ucx_endpoints_cut_total), while its other client
+ * is served; that client, asking in batches larger than --max-keys (split into calls of
+ * --max-keys values), is never cut. */
+TEST_T(ucx_endpoint_that_takes_no_answers_is_cut, 90) {
+    ucx_test_env("tcp");
+    const char *const args[] = {"--capacity", "64MiB",      "--log-level", "warn", "--ucx-port",
+                                "0",          "--max-keys", "16",          NULL};
+    test_server ts;
+    server_start(&ts, args);
+    char u[160];
+    snprintf(u, sizeof(u), "tide://127.0.0.1:%d?transport=ucx", ts.port);
+    tide_store *s = NULL;
+    CHECK_MSG(tide_open(u, &s) == 0, "open: %s", tide_errmsg(NULL));
+    for (unsigned round = 0; round < 4; round++)
+        batch_check(s, 40, 256 << 10, round);
+    CHECK_EQ(server_metric(ts.metrics_port, "tide_ucx_endpoints_cut_total"), 0);
+
+    int port = hello_ucx_port(ts.port, "", FRAME_FEATURE_UCX);
+    CHECK(port > 0);
+    raw_ucx r = {0};
+    raw_open(&r, port, "");
+    CHECK_MSG(r.got && r.status == 0, "HELLO refused (%d)", r.status);
+    static hoard h;
+    memset(&h, 0, sizeof(h));
+    ucp_am_handler_param_t hp = {.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
+                                               UCP_AM_HANDLER_PARAM_FIELD_CB |
+                                               UCP_AM_HANDLER_PARAM_FIELD_ARG,
+                                 .id = UCX_AM_GETDATA,
+                                 .cb = hoard_getdata,
+                                 .arg = &h};
+    CHECK(ucp_worker_set_am_recv_handler(r.wk, &hp) == UCS_OK);
+    /* 200 GETs of the pool's first MiB, progressing between them (it takes the answers'
+     * first messages, not their bytes) and after, until tided closes the endpoint. */
+    enum { NGET = 200 };
+    static uint8_t hdr[NGET][UCX_GET_HDR];
+    void *req[NGET] = {0};
+    ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                              .flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_EAGER};
+    int sent = 0;
+    for (; sent < NGET && !r.failed; sent++) {
+        le_wr64(hdr[sent], (uint64_t)sent);
+        le_wr64(hdr[sent] + 8, 0);
+        le_wr64(hdr[sent] + 16, 1u << 20);
+        req[sent] = ucp_am_send_nbx(r.ep, UCX_AM_GET, hdr[sent], UCX_GET_HDR, NULL, 0, &rp);
+        if (UCS_PTR_IS_ERR(req[sent])) break;
+        for (int i = 0; i < 20; i++)
+            ucp_worker_progress(r.wk);
+    }
+    uint64_t until = now_ns() + 10000000000ull;
+    while (!r.failed && now_ns() < until)
+        ucp_worker_progress(r.wk);
+    CHECK_MSG(r.failed,
+              "tided kept an endpoint open with %d answers held back (%d sent, %d "
+              "eager)",
+              h.n, sent, h.eager);
+    CHECK_MSG(h.n >= 60 && h.n <= 64 + 2, "answers held back before the cut: %d (eager %d)", h.n,
+              h.eager);
+    char cmd[600], out[256];
+    snprintf(cmd, sizeof(cmd), "grep -c 'left 64 answers untaken (4 x --max-keys' '%s'", ts.log);
+    CHECK_MSG(test_run(cmd, out, sizeof(out)) == 0, "tided's log (%s) does not say why", ts.log);
+    CHECK_EQ(server_metric(ts.metrics_port, "tide_ucx_endpoints_cut_total"), 1);
+    batch_check(s, 40, 256 << 10, 9); /* the other client, served all along */
+    for (int i = 0; i < h.n; i++)
+        ucp_am_data_release(r.wk, h.held[i]);
+    for (int i = 0; i < sent; i++)
+        if (UCS_PTR_IS_PTR(req[i])) ucp_request_free(req[i]);
+    raw_close(&r);
+    tide_close(s);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
 /* While tided drains after SIGTERM (a PUT's value is still arriving on tide://), its UCX
  * listener is still open: an endpoint asked for then is refused, and tided's log says it
  * was because tided is stopping, not that --max-conns endpoints were open. */
