@@ -8,12 +8,11 @@
 # UCX_TLS, and measures:
 #   tide ucx   `tide bench --op get` over transport=ucx, one thread, batch 1 (GB/s) and
 #              tided's CPU seconds per GB moved (utime+stime from /proc/PID/stat around
-#              the timed run, `--no-fill`), on the path the client chose for the endpoint
-#              (active messages where UCX's RMA is emulated, as on TCP: docs/UCX.md);
+#              the timed run, `--no-fill`): active messages on the UCX port's endpoint,
+#              or RMA on the same-host endpoint where there is one (docs/UCX.md);
 #   ucx b16    the same, 16 values per call (`--batch 16`: one PIN for 16, their
 #              transfers in flight together, one RELEASE), GB/s;
-#   ucx rma    the same with TIDE_UCX_PATH=rma (one-sided ucp_get_nbx), for the choice;
-#   ucx put    `tide bench --op put` over transport=ucx (the chosen path), GB/s;
+#   ucx put    `tide bench --op put` over transport=ucx, GB/s;
 #   tide tcp   get and put over plain tide:// against the same tided; tcp b16 its get
 #              with 16 values per call;
 #   perftest   `ucx_perftest` pairs (server and client started here, same UCX_TLS, a free
@@ -110,8 +109,8 @@ perf_run() {
     awk '/^Final:/ { printf "%.4f\n", $7 * 1048576 / 1e9; found = 1 } END { if (!found) print 0 }' <<<"$out"
 }
 
-echo "| UCX_TLS | size | tide ucx get GB/s | ucx get b16 | ucx rma get | tide tcp get | tcp get b16 | ucx put | tcp put | perftest get | perftest put_bw | perftest am_bw | ucx get / best perftest | ucx b16 / best | tided CPU s/GB ucx | tided CPU s/GB tcp | CPU ucx / tcp |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| UCX_TLS | size | tide ucx get GB/s | ucx get b16 | tide tcp get | tcp get b16 | ucx put | tcp put | perftest get | perftest put_bw | perftest am_bw | ucx get / best perftest | ucx b16 / best | tided CPU s/GB ucx | tided CPU s/GB tcp | CPU ucx / tcp |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for cfg in $CONFIGS; do
     tls="${cfg%@new}"
     label="$tls"
@@ -138,11 +137,10 @@ for cfg in $CONFIGS; do
         log "UCX_TLS=$label, $size: tided pid $TIDE_PID on $port"
         sb="$(bytes_of "$size")"
         keys=$((256 * 1048576 / sb))
-        : >"$TMP/u" ; : >"$TMP/t"; : >"$TMP/r"; : >"$TMP/up"; : >"$TMP/tp"
+        : >"$TMP/u" ; : >"$TMP/t"; : >"$TMP/up"; : >"$TMP/tp"
         : >"$TMP/ub"; : >"$TMP/tb"; : >"$TMP/pg"; : >"$TMP/pp"; : >"$TMP/pa"
         for _ in $(seq "$RUNS"); do
             tide_run "tide://127.0.0.1:$port?transport=ucx" "$size" "$keys" >>"$TMP/u"
-            TIDE_UCX_PATH=rma tide_run "tide://127.0.0.1:$port?transport=ucx" "$size" "$keys" >>"$TMP/r"
             tide_run "tide://127.0.0.1:$port" "$size" "$keys" >>"$TMP/t"
             tide_run "tide://127.0.0.1:$port?transport=ucx" "$size" "$keys" get 16 >>"$TMP/ub"
             tide_run "tide://127.0.0.1:$port" "$size" "$keys" get 16 >>"$TMP/tb"
@@ -154,15 +152,14 @@ for cfg in $CONFIGS; do
         done
         ug="$(cut -d' ' -f1 "$TMP/u" | median)"; uc="$(cut -d' ' -f2 "$TMP/u" | median)"
         tg="$(cut -d' ' -f1 "$TMP/t" | median)"; tc="$(cut -d' ' -f2 "$TMP/t" | median)"
-        rg="$(cut -d' ' -f1 "$TMP/r" | median)"
         ub="$(cut -d' ' -f1 "$TMP/ub" | median)"; tb="$(cut -d' ' -f1 "$TMP/tb" | median)"
         up="$(cut -d' ' -f1 "$TMP/up" | median)"; tp="$(cut -d' ' -f1 "$TMP/tp" | median)"
         pg="$(median <"$TMP/pg")"; pp="$(median <"$TMP/pp")"; pa="$(median <"$TMP/pa")"
         awk -v tls="$label" -v s="$size" -v ug="$ug" -v tg="$tg" -v pg="$pg" -v pp="$pp" -v pa="$pa" \
-            -v uc="$uc" -v tc="$tc" -v rg="$rg" -v up="$up" -v tp="$tp" -v ub="$ub" -v tb="$tb" 'BEGIN {
+            -v uc="$uc" -v tc="$tc" -v up="$up" -v tp="$tp" -v ub="$ub" -v tb="$tb" 'BEGIN {
             best = pg; if (pp > best) best = pp; if (pa > best) best = pa
-            printf "| %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2fx | %.2fx | %.3f | %.3f | %.2fx |\n",
-                tls, s, ug, ub, rg, tg, tb, up, tp, pg, pp, pa, (best > 0 ? ug / best : 0),
+            printf "| %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2fx | %.2fx | %.3f | %.3f | %.2fx |\n",
+                tls, s, ug, ub, tg, tb, up, tp, pg, pp, pa, (best > 0 ? ug / best : 0),
                 (best > 0 ? ub / best : 0), uc, tc, (tc > 0 ? uc / tc : 0)
         }'
     done

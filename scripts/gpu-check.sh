@@ -236,7 +236,8 @@ fi
 # The same round trip through tide://...?transport=ucx (issue 28). With a UCX that moves
 # CUDA memory (TIDE_UCX_LIBDIR when set, else the libucx wheel this Python imports: PyPI's
 # libucx-cu12 / libucx-cu13), the connector registers its GPU regions with UCX as CUDA
-# memory and values go by RMA between the GPU and tided's pool ("moved straight" below);
+# memory and values go by UCX's rendezvous between the GPU and tided's pool ("moved
+# straight" below);
 # with Debian's UCX (no CUDA memory) they are staged through the pinned buffers, and the
 # line says why. Either way every byte is compared. Skipped when this build has no UCX.
 if [ -z "${TIDE_UCX_LIBDIR:-}" ]; then

@@ -8,6 +8,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "harness.h"
+#ifdef TIDE_HAVE_UCX
+#include "client/ucx_dl.h"
+#endif
+
 const char *const ucx_test_with_ucx[] = {"--capacity", "256MiB", "--log-level", "warn",
                                          "--ucx-port", "0",      NULL};
 
@@ -19,6 +24,19 @@ const char *ucx_test_new_libdir(void) {
     snprintf(lib, sizeof(lib), "%s/libucp.so.0", dir);
     return access(lib, R_OK) == 0 ? dir : NULL;
 }
+
+#ifdef TIDE_HAVE_UCX
+void ucx_test_with_new_ucx(const char *tls) {
+    const char *d = ucx_test_new_libdir();
+    if (!d) TEST_SKIP("no UCX 1.22 here (.deps/libucx-1.22, fetched by make deps)");
+    setenv("TIDE_UCX_LIBDIR", d, 1);
+    ucx_test_env(tls);
+    char why[256];
+    CHECK_MSG(ucx_dl_load(why, sizeof(why)) == 0, "%s", why);
+    CHECK_MSG(ucx_dl_version() >= UCX_SAME_HOST_MIN, "%s holds UCX %u.%u", d,
+              ucx_dl_version() / 1000, ucx_dl_version() % 1000);
+}
+#endif
 
 void ucx_test_env(const char *tls) {
     setenv("UCX_TLS", tls, 1);

@@ -16,6 +16,10 @@ void ucx_test_env(const char *tls);
  * deps fetches PyPI's libucx-cu12 1.22.0 there); NULL when it holds no libucp. */
 const char *ucx_test_new_libdir(void);
 
+/* TIDE_UCX_LIBDIR for this test's client and its tideds: the newer UCX (or a skip), loaded
+ * with ucx_test_env(tls)'s settings. */
+void ucx_test_with_new_ucx(const char *tls);
+
 /* `tide serve` flags for a tided with a UCX port (256 MiB, warnings only). */
 extern const char *const ucx_test_with_ucx[];
 

@@ -3,8 +3,8 @@
  *
  *   tide://HOST:PORT[?timeout_ms=5000&conns=8&token=SECRET&transport=tcp|ucx]
  *
- * transport=ucx: values move by UCX RMA when tided serves UCX (ucx.c, docs/UCX.md), over
- * TCP otherwise.
+ * transport=ucx: values move over UCX when tided serves it (ucx.c, docs/UCX.md), over TCP
+ * otherwise.
  *
  * The token may also come from the TIDE_AUTH_TOKEN environment variable (the URL wins).
  *

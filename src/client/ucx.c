@@ -1,27 +1,35 @@
 /*
- * ucx.c — tide://HOST:PORT?transport=ucx: values move over UCX (docs/UCX.md), by RMA where
- * the endpoint has a transport with RMA of its own (RDMA), else by active messages with
- * UCX's rendezvous (UCX_AM_GET/GETDATA, UCX_AM_PUT/PUTDONE: proto/ucx_msg.h), chosen per
- * endpoint from UCX's lane table (tucx_choose_am). Below, the RMA flow; the active-message
- * one is the same with each RMA replaced by a message and its answer (tucx_am).
+ * ucx.c — tide://HOST:PORT?transport=ucx: values move over UCX (docs/UCX.md), by active
+ * messages with UCX's rendezvous on the endpoint to tided's UCX port (UCX_AM_GET/GETDATA,
+ * UCX_AM_PUT/PUTDONE: proto/ucx_msg.h), and by RMA on a second endpoint, to tided's
+ * same-host worker, when this process runs on tided's host (tucx_same_host).
  *
  * Control stays on the handle's tide:// connections (wire.c): their HELLO asks for
  * FRAME_FEATURE_UCX, and a tided started with --ucx-port grants it with its UCX port and
  * then serves the shared-pool requests (RESERVE, COMMIT, PIN, RELEASE, leases: conn_shm.c)
- * on them. On first use the handle makes a UCP context, a worker and one endpoint to that
- * port; the endpoint's UCX_AM_HELLO carries the token (proto/ucx_msg.h) and the reply the
- * pool's address, size and packed rkey.
+ * on them. tide_open makes a UCP context, a worker and one endpoint to that port; the
+ * endpoint's UCX_AM_HELLO carries the token (proto/ucx_msg.h) and the reply the pool's
+ * address and size, and for the same-host endpoint the address of tided's same-host worker
+ * and the pool's rkey packed there.
  *
- *   put: RESERVE (offsets) -> ucp_put_nbx of each scatter piece to pool base + offset ->
- *        ucp_ep_flush_nbx (the bytes are in tided's memory) -> COMMIT with the checksum of
- *        the caller's bytes. A failure in between closes the connection: tided aborts the
- *        reservations, nothing half-written becomes visible.
- *   get: PIN (offsets, lengths, checksums) -> ucp_get_nbx into the caller's scatter lists
- *        -> each value hashed where it landed and compared with the stored checksum (a torn
- *        read, or an object whose lease ran out and was reused, is a miss) -> RELEASE sent
- *        without waiting (as unix:// with verify=1), reporting a mismatch so tided drops it.
+ *   put: RESERVE (offsets) -> one UCX_AM_PUT per value (its scatter list as the data; UCX's
+ *        rendezvous moves large ones zero-copy into the pool), each answered UCX_AM_PUTDONE
+ *        once the bytes are there (same host: ucp_put_nbx of each piece, then
+ *        ucp_ep_flush_nbx) -> COMMIT with the checksum of the caller's bytes. A failure in
+ *        between closes the connection: tided aborts the reservations, nothing half-written
+ *        becomes visible.
+ *   get: PIN (offsets, lengths, checksums) -> one UCX_AM_GET per value, answered with the
+ *        bytes as UCX_AM_GETDATA's data, received into the caller's scatter list (same host:
+ *        ucp_get_nbx) -> each value hashed where it landed and compared with the stored
+ *        checksum (a torn read, or an object whose lease ran out and was reused, is a miss)
+ *        -> RELEASE sent without waiting (as unix:// with verify=1), reporting a mismatch so
+ *        tided drops it.
  *
- * Threads: the UCP worker is single-threaded; one mutex (mu) holds it for the whole RMA
+ * No RMA on the endpoint to the UCX port: tided's worker there has none (UCX's emulation of
+ * RMA over TCP would let any peer write anywhere in tided: ucx_srv.c). On RDMA NICs the
+ * rendezvous is the NIC's zero-copy all the same.
+ *
+ * Threads: the UCP worker is single-threaded; one mutex (mu) holds it for the whole data
  * phase of a call (several calls of one handle move their bytes one after another; their
  * control requests still overlap on separate connections).
  *
@@ -35,24 +43,20 @@
  * Registration: buffers the caller declared (tide_buffer_register) are registered once per
  * UCX context (ucp_mem_map, at most TUCX_REG_SLOTS per context, the least recently used
  * dropped) and passed as the requests' memh; others are given to UCX unregistered and UCX
- * registers them itself. The pool on tided's side is registered once (ucp_mem_map).
- * Kept declarations (tucx_declare: the connector's regions and staging buffers) have no
- * slot limit: each context registers each once, at first use, until it is undeclared. The
- * RMA path passes a registration with every piece; the active-message path with values in
- * one piece (a value in several goes as one UCX iov message, which carries none: UCX
- * registers it itself, free on TCP; one message per piece, to carry ours, measured 2-4x
- * slower there).
- *
- * Same host: with UCX 1.22 or newer on both sides, values move by RMA on a second endpoint
- * that UCX puts on shared memory (tucx_same_host; docs/UCX.md, "Design", 7): cma, this
- * process reading and writing tided's pool itself.
+ * registers them itself. Kept declarations (tucx_declare: the connector's regions and
+ * staging buffers) have no slot limit: each context registers each once, at first use,
+ * until it is undeclared. The same-host path passes a registration with every piece; the
+ * active-message path with values in one piece (a value in several goes as one UCX iov
+ * message, which carries none: UCX registers it itself, free on TCP; one message per
+ * piece, to carry ours, measured 2-4x slower there).
  *
  * GPU memory: each context asks UCX which memory types it moves (ucp_context_query). When
  * CUDA is one, values whose pieces all lie in regions declared as CUDA memory
- * (tucx_put_many_dev / tucx_get_many_dev, from node.c) go by RMA straight between the GPU
- * and the pool, registered as CUDA memory; their checksums are taken by the caller's
- * function (the device queue reads each value back into its staging buffer, devio_sum).
- * Otherwise node.c stages them through that buffer (devio.c).
+ * (tucx_put_many_dev / tucx_get_many_dev, from node.c) go by active messages straight
+ * between the GPU and the pool, by rendezvous only (UCX_GET_RNDV; a put's send forced to
+ * it), registered as CUDA memory; their checksums are taken by the caller's function (the
+ * device queue reads each value back into its staging buffer, devio_sum). Otherwise node.c
+ * stages them through that buffer (devio.c).
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -197,6 +201,7 @@ typedef struct tucx_op {
     const char *why; /* with a status this client raised itself: what went wrong (NULL: the
                       * status is tided's answer) */
     uint64_t got;    /* the bytes that arrived, when their count was wrong */
+    int dev;         /* device memory: by rendezvous only (UCX_GET_RNDV) */
     uint8_t hdr[UCX_GET_HDR];
     ucp_dt_iov_t *keep; /* a put's iov array, while UCX reads it */
 } tucx_op;
@@ -209,7 +214,6 @@ typedef struct tucx {
     ucp_worker_h wk;
     int efd;
     ucp_ep_h ep;
-    ucp_rkey_h rkey;
     uint64_t rbase, rsize;
     ucp_ep_h sep;           /* the same-host endpoint, or NULL: values by RMA on it, which
                              * UCX does by cma (tucx_same_host) */
@@ -218,7 +222,6 @@ typedef struct tucx {
     ucs_status_t ep_status; /* with what */
     uint8_t *welcome;       /* UCX_AM_WELCOME's bytes, once arrived */
     size_t welcome_len;
-    int am;       /* this endpoint moves values by active messages (else RMA) */
     uint32_t seq; /* the current call's number: the high half of its tags */
     tucx_op *ops; /* the current call's values (under mu), NULL between calls */
     size_t nops;
@@ -513,6 +516,12 @@ static ucs_status_t on_getdata(void *arg, const void *hdr, size_t hdr_len, void 
         if (rndv) ucp_am_data_release(t->wk, data);
         return UCS_OK;
     }
+    if (!rndv && op->dev) { /* asked by rendezvous only: a tided that ignored UCX_GET_RNDV */
+        op->status = TIDE_EPROTO;
+        op->why = "a value for device memory answered eagerly (the CPU cannot copy it there)";
+        op->done = 1;
+        return UCS_OK;
+    }
     if (!rndv) {
         const uint8_t *b = data;
         for (size_t i = 0, at = 0; i < op->cnt && at < len; i++) {
@@ -605,9 +614,8 @@ static void ep_force_close(tucx *t, ucp_ep_h *ep) {
 
 /* Close the endpoints (the same-host one first: its failures show on the first one). */
 static void tucx_drop(tucx *t) {
-    if (t->rkey) ucp_rkey_destroy(t->rkey);
     if (t->srkey) ucp_rkey_destroy(t->srkey);
-    t->rkey = t->srkey = NULL;
+    t->srkey = NULL;
     ep_force_close(t, &t->sep);
     ep_force_close(t, &t->ep);
     t->ep_failed = 0;
@@ -695,10 +703,10 @@ static int tucx_wait(tide_store *s, tucx *t, void **reqs, size_t n, uint64_t dea
 }
 
 /* Whether one of ep's lanes used for usage (a word of UCX's lane table: "rma_bw", "am";
- * NULL: any) runs on a transport named in names (space-separated) when in is 1, or on one
- * not named there when in is 0. UCX 1.13 has no query for it: its lane table, as
- * ucp_ep_print_info writes it, names them ("lane[1]:  3:cma/memory.0 md[3] -> ... rma_bw#0"). */
-static int ep_lane_on(ucp_ep_h ep, const char *usage, const char *names, int in) {
+ * NULL: any) runs on a transport named in names (space-separated). UCX 1.13 has no query
+ * for it: its lane table, as ucp_ep_print_info writes it, names them
+ * ("lane[1]:  3:cma/memory.0 md[3] -> ... rma_bw#0"). */
+static int ep_lane_on(ucp_ep_h ep, const char *usage, const char *names) {
     char *txt = NULL;
     size_t tl = 0;
     FILE *f = open_memstream(&txt, &tl);
@@ -720,7 +728,7 @@ static int ep_lane_on(ucp_ep_h ep, const char *usage, const char *names, int in)
                 named = wl == n && !strncmp(w, tl_name, n);
                 w += wl + (w[wl] == ' ');
             }
-            found = named == in;
+            found = named;
         }
         line = nl ? nl + 1 : NULL;
     }
@@ -732,17 +740,6 @@ static int ep_lane_on(ucp_ep_h ep, const char *usage, const char *names, int in)
  * copy through the kernel (cma's RMA: UCX's emulation by messages in 1.13, a zero-copy
  * process_vm_readv/writev from 1.22 on, tucx_same_host). */
 #define TUCX_SHM_TLS "posix sysv cma knem xpmem"
-
-/* Active messages or RMA for the first endpoint. TIDE_UCX_PATH=am|rma decides; otherwise
- * RMA only when one of its RMA lanes is a transport with RMA of its own, as RDMA verbs:
- * not TCP's (UCX's emulation, an order of magnitude below its active-message rendezvous).
- * (A same-host endpoint always moves values by RMA: tucx_same_host.) */
-static int tucx_choose_am(tucx *t) {
-    const char *e = getenv("TIDE_UCX_PATH");
-    if (e && !strcmp(e, "am")) return 1;
-    if (e && !strcmp(e, "rma")) return 0;
-    return !ep_lane_on(t->ep, "rma_bw", "tcp " TUCX_SHM_TLS, 0);
-}
 
 /* On tided's host (the same kernel boot id), with a UCX of UCX_SAME_HOST_MIN or newer and
  * unless TIDE_UCX_SAME_HOST=0: a second endpoint, made from tided's worker address without
@@ -767,7 +764,7 @@ static void tucx_same_host(tucx *t, const char *boot_id, const uint8_t *addr, co
         return;
     }
     /* The lanes are chosen at creation: without a same-host RMA lane it goes at once. */
-    if (!ep_lane_on(t->sep, "rma_bw", TUCX_SHM_TLS, 1) ||
+    if (!ep_lane_on(t->sep, "rma_bw", TUCX_SHM_TLS) ||
         ucp_ep_rkey_unpack(t->sep, rkey, &t->srkey) != UCS_OK) {
         t->srkey = NULL;
         ep_force_close(t, &t->sep);
@@ -893,22 +890,14 @@ static int tucx_connect(tide_store *s, tucx *t, int port) {
         rc = client_err(s, TIDE_EPROTO, "UCX hello: a malformed answer (%zu bytes)", bl);
         goto fail;
     }
-    t->am = tucx_choose_am(t);
     t->rbase = le_rd64(b + 8);
     t->rsize = le_rd64(b + 16);
-    if ((st = ucp_ep_rkey_unpack(t->ep, b + 28, &t->rkey)) != UCS_OK) {
-        t->rkey = NULL;
-        rc = client_err(s, TIDE_EPROTO, "UCX: the pool's rkey: %s", ust(st));
-        goto fail;
-    }
-    if (al) tucx_same_host(t, (const char *)tl_at, tl_at + tail, b + 28);
+    if (al && kl) tucx_same_host(t, (const char *)tl_at, tl_at + tail, b + 28);
     if (getenv("TIDE_UCX_DEBUG")) {
         ucp_ep_print_info(t->ep, stderr); /* the lanes UCX chose */
         if (t->sep) ucp_ep_print_info(t->sep, stderr);
         fprintf(stderr, "tide: values by %s\n",
-                t->sep  ? "RMA on the same-host endpoint"
-                : t->am ? "active messages"
-                        : "RMA");
+                t->sep ? "RMA on the same-host endpoint" : "active messages");
     }
     atomic_fetch_add(&n_endpoints, 1);
     return 0;
@@ -994,15 +983,15 @@ static int tucx_in_pool(const tucx *t, uint64_t off, uint64_t len) {
     return off <= t->rsize && len <= t->rsize - off;
 }
 
-/* RMA of value j's scatter list against pool offset off, on the same-host endpoint when
- * same (else the first): one request per piece. */
-static int tucx_rma(tide_store *s, tucx *t, int same, int put, const tide_iov *v, size_t cnt,
-                    uint64_t off, uint64_t len, void **reqs, size_t *nreq) {
+/* RMA of value j's scatter list against pool offset off on the same-host endpoint: one
+ * request per piece. */
+static int tucx_rma(tide_store *s, tucx *t, int put, const tide_iov *v, size_t cnt, uint64_t off,
+                    uint64_t len, void **reqs, size_t *nreq) {
     ucp_request_param_t rp = {.op_attr_mask = 0};
     uint64_t at = t->rbase + off;
-    ucp_ep_h ep = same ? t->sep : t->ep;
-    ucp_rkey_h rk = same ? t->srkey : t->rkey;
-    if (same) atomic_fetch_add(&n_same_host, 1);
+    ucp_ep_h ep = t->sep;
+    ucp_rkey_h rk = t->srkey;
+    atomic_fetch_add(&n_same_host, 1);
     for (size_t i = 0; i < cnt && len; i++) {
         size_t take = v[i].len < len ? v[i].len : len;
         if (!take) continue;
@@ -1039,9 +1028,10 @@ static void ops_end(tucx *t) {
 }
 
 /* Value j by active message: GET asks tided for pool[off, off+len) into v; PUT sends v's
- * len bytes for pool + off. The send's request goes to reqs. */
-static int tucx_am(tide_store *s, tucx *t, int put, size_t j, const tide_iov *v, size_t cnt,
-                   uint64_t off, uint64_t len, void **reqs, size_t *nreq) {
+ * len bytes for pool + off; on_dev: v is device memory, moved by rendezvous only. The send's
+ * request goes to reqs. */
+static int tucx_am(tide_store *s, tucx *t, int put, int on_dev, size_t j, const tide_iov *v,
+                   size_t cnt, uint64_t off, uint64_t len, void **reqs, size_t *nreq) {
     tucx_op *op = &t->ops[j];
     if (cnt > TUCX_IOV_MAX)
         return client_err(s, TIDE_ELIMIT, "%s: a value in %zu pieces (transport=ucx takes %d)",
@@ -1052,14 +1042,19 @@ static int tucx_am(tide_store *s, tucx *t, int put, size_t j, const tide_iov *v,
     op->done = op->posted = op->status = 0;
     op->why = NULL;
     op->got = 0;
+    op->dev = on_dev;
     le_wr64(op->hdr, ((uint64_t)t->seq << 32) | j);
     le_wr64(op->hdr + 8, off);
-    le_wr64(op->hdr + 16, len);
+    le_wr64(op->hdr + 16, len | (!put && on_dev ? UCX_GET_RNDV : 0));
     ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
                               .flags = UCP_AM_SEND_FLAG_REPLY};
     void *r;
     if (!put) {
         rp.flags |= UCP_AM_SEND_FLAG_EAGER;
+    } else if (on_dev) {
+        rp.flags |= UCP_AM_SEND_FLAG_RNDV;
+    }
+    if (!put) {
         r = ucp_am_send_nbx(t->ep, UCX_AM_GET, op->hdr, UCX_GET_HDR, NULL, 0, &rp);
     } else {
         ucp_dt_iov_t dt[TUCX_IOV_MAX];
@@ -1107,7 +1102,7 @@ static int put_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv
     uint64_t *dsum = cl->sum ? malloc(n * sizeof(*dsum)) : NULL;
     uint8_t *head = NULL;
     size_t head_len = 0, nc = 0, nreq = 0;
-    int rc = -ENOMEM, locked = 0, am = 0, same = 0;
+    int rc = -ENOMEM, locked = 0, same = 0;
     if (!ids || !sums || !owner || !reqs || (cl->sum && !dsum)) {
         client_err(s, rc, "%s: out of memory", t->w->addr);
         goto out;
@@ -1136,13 +1131,10 @@ static int put_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv
         rc = client_err(s, TIDE_ECLOSED, "%s: the UCX endpoint closed", t->w->addr);
         goto out;
     }
-    /* Device values go by RMA on the first endpoint (a GPUDirect NIC's where there is one):
-     * an active message's eager answer is copied by the CPU, which cannot write GPU memory,
-     * and cma reads and writes host memory only. Host values on one host: RMA on the
-     * same-host endpoint. */
+    /* Host values on one host: RMA on the same-host endpoint. Device values by active
+     * messages (cma reads and writes host memory only), by rendezvous (tucx_am). */
     same = t->sep && !cl->sum;
-    am = t->am && !cl->sum && !same;
-    if (am && (rc = ops_begin(s, t, n)) != 0) goto out;
+    if (!same && (rc = ops_begin(s, t, n)) != 0) goto out;
     for (size_t j = 0; frame_iter_next(&it, &e); j++) {
         res[j] = e.status;
         if (e.status != 0 || e.id == 0) continue;
@@ -1154,18 +1146,19 @@ static int put_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv
                 (unsigned long long)t->rsize);
             goto wait;
         }
-        rc = am ? tucx_am(s, t, 1, j, fv[j], fcnt[j], e.offset, vl[j], reqs, &nreq)
-                : tucx_rma(s, t, same, 1, fv[j], fcnt[j], e.offset, vl[j], reqs, &nreq);
+        rc = same ? tucx_rma(s, t, 1, fv[j], fcnt[j], e.offset, vl[j], reqs, &nreq)
+                  : tucx_am(s, t, 1, cl->sum != NULL, j, fv[j], fcnt[j], e.offset, vl[j], reqs,
+                            &nreq);
         if (rc) goto wait;
         sums[nc] = dsum ? dsum[j] : checksum_iov(fv[j], fcnt[j], vl[j]);
         ids[nc] = e.id;
         owner[nc++] = j;
     }
-    if (nc && !am) {
+    if (nc && same) {
         /* Remote completion: every byte is in tided's pool before COMMIT (by active
          * messages: each PUTDONE says so). */
         ucp_request_param_t rp = {.op_attr_mask = 0};
-        void *r = ucp_ep_flush_nbx(same ? t->sep : t->ep, &rp);
+        void *r = ucp_ep_flush_nbx(t->sep, &rp);
         if (UCS_PTR_IS_ERR(r))
             rc = client_err(s, TIDE_ECLOSED, "%s: UCX flush: %s", t->w->addr,
                             ust(UCS_PTR_STATUS(r)));
@@ -1228,8 +1221,8 @@ static int get_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv
     pthread_mutex_lock(&t->mu);
     t->call++;
     if (!t->ep) rc = client_err(s, TIDE_ECLOSED, "%s: the UCX endpoint closed", t->w->addr);
-    int same = t->sep && !cl->sum, am = t->am && !cl->sum && !same; /* as put_chunk */
-    if (!rc && am) rc = ops_begin(s, t, n);
+    int same = t->sep && !cl->sum; /* as put_chunk */
+    if (!rc && !same) rc = ops_begin(s, t, n);
     for (size_t j = 0; rc == 0 && frame_iter_next(&it, &e); j++) {
         res[j] = e.status;
         lens[j] = e.status == 0 || e.status == TIDE_EBUFSMALL ? e.vlen : 0;
@@ -1246,8 +1239,9 @@ static int get_chunk(wire_call *k, const tide_key *fk, const tide_iov *const *fv
                             (unsigned long long)t->rsize, (unsigned long long)caps[j]);
             break;
         }
-        rc = am ? tucx_am(s, t, 0, j, fv[j], fcnt[j], e.offset, e.vlen, reqs, &nreq)
-                : tucx_rma(s, t, same, 0, fv[j], fcnt[j], e.offset, e.vlen, reqs, &nreq);
+        rc = same ? tucx_rma(s, t, 0, fv[j], fcnt[j], e.offset, e.vlen, reqs, &nreq)
+                  : tucx_am(s, t, 0, cl->sum != NULL, j, fv[j], fcnt[j], e.offset, e.vlen, reqs,
+                            &nreq);
     }
     int wr = tucx_wait(s, t, reqs, nreq, k->deadline, "get");
     if (!rc) rc = wr;

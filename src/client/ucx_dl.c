@@ -67,6 +67,7 @@ static void load(void) {
 #define P(f) {ucp, "libucp.so.0", "ucp_" #f, &ucx_dl.f}
         P(config_read),
         P(config_release),
+        P(config_modify),
         P(init_version),
         P(cleanup),
         P(context_query),

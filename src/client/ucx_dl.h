@@ -36,6 +36,7 @@ int ucx_boot_id(char *out);
 struct ucx_dl_fns {
     ucs_status_t (*config_read)(const char *, const char *, ucp_config_t **);
     void (*config_release)(ucp_config_t *);
+    ucs_status_t (*config_modify)(ucp_config_t *, const char *, const char *);
     ucs_status_t (*init_version)(unsigned, unsigned, const ucp_params_t *, const ucp_config_t *,
                                  ucp_context_h *);
     void (*cleanup)(ucp_context_h);
@@ -81,6 +82,7 @@ extern struct ucx_dl_fns ucx_dl;
 
 #define ucp_config_read (ucx_dl.config_read)
 #define ucp_config_release (ucx_dl.config_release)
+#define ucp_config_modify (ucx_dl.config_modify)
 #define ucp_init(p, c, ctx) (ucx_dl.init_version(UCP_API_MAJOR, UCP_API_MINOR, (p), (c), (ctx)))
 #define ucp_cleanup (ucx_dl.cleanup)
 #define ucp_context_query (ucx_dl.context_query)

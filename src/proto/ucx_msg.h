@@ -1,8 +1,7 @@
 /*
- * ucx_msg.h — the two UCX active messages tide's UCX data path exchanges when a client's
- * endpoint connects to tided's UCX listener (src/server/ucx_srv.c, src/client/ucx.c,
- * docs/UCX.md). Everything else (RESERVE, COMMIT, PIN, RELEASE) stays on the tide://
- * connection; value bytes move by UCX RMA into and out of the registered pool.
+ * ucx_msg.h — the active messages of tide's UCX data path (src/server/ucx_srv.c,
+ * src/client/ucx.c, docs/UCX.md). RESERVE, COMMIT, PIN and RELEASE stay on the tide://
+ * connection; these move the value bytes.
  *
  *   UCX_AM_HELLO   client -> tided, sent with UCP_AM_SEND_FLAG_REPLY:
  *                  u32 magic, u16 token_len, token_len bytes (the tide:// token; 0 = none)
@@ -10,30 +9,39 @@
  *                  u32 magic, i32 status (0 or a negative tide code), then
  *                  status 0:  u64 pool base address, u64 pool bytes, u32 rkey_len, rkey,
  *                             36 bytes: tided's kernel boot id, u32 addr_len, addr_len
- *                             bytes: tided's UCP worker address
+ *                             bytes: the address of tided's same-host UCP worker; rkey is
+ *                             the pool's, packed by that worker's context (both lengths 0
+ *                             when tided has no same-host worker)
  *                  otherwise: u32 msg_len, msg_len bytes of a message for people
  *
- * The same-host endpoint (docs/UCX.md, "Design", 7): a tided whose UCX is UCX_SAME_HOST_MIN
- * or newer sends its worker address (addr_len 0 otherwise); a client with the same kernel
- * boot id and such a UCX makes a second endpoint from it, without peer-failure handling (the
- * only endpoints UCX puts on its shared-memory transports), unpacks the rkey on it and moves
- * values by RMA there: UCX does that by cma, the client reading and writing the pool itself.
- * No message of tide's goes on that endpoint.
+ * Two UCP workers in tided. The one behind the UCX port (whose endpoints anyone who can
+ * reach the port may open) serves active messages only: its context has no RMA, because
+ * UCX emulates RMA with messages where a transport has none of its own (TCP), and that
+ * emulation writes and reads whatever address the peer names, rkey or not. The same-host
+ * worker (docs/UCX.md, "Design", 7) has RMA and only UCX's shared-memory transports, so
+ * only processes of tided's user on tided's host reach it (cma needs the right to trace
+ * tided; UCX's posix segments are 0600), and those could trace tided anyway: a client on
+ * the same kernel boot id with a UCX of UCX_SAME_HOST_MIN or newer makes an endpoint from
+ * its address (without peer-failure handling, the only endpoints UCX puts on shared
+ * memory), unpacks the rkey on it and moves values by RMA there (UCX's cma: the client
+ * reads and writes the pool itself). No message of tide's goes to that worker.
  *
- * Bulk moves by active messages (the path where the transport's RMA is emulated, e.g. TCP;
- * the client chooses per endpoint, docs/UCX.md). The header is the whole control part; the
- * data is the value, which UCX sends eagerly when small and by its rendezvous protocol
- * (zero-copy out of / into the registered pool) when large:
+ * Bulk by active messages (on the UCX port's endpoint). The header is the whole control
+ * part; the data is the value, which UCX sends eagerly when small and by its rendezvous
+ * protocol (zero-copy out of / into the pool; on RDMA NICs the NIC moves it) when large:
  *
- *   UCX_AM_GET     client -> tided (REPLY flag), header u64 tag, u64 offset, u64 length,
- *                  no data: send pool[offset, offset+length) back
+ *   UCX_AM_GET     client -> tided (REPLY flag), header u64 tag, u64 offset, u64 length
+ *                  (| UCX_GET_RNDV: answer by rendezvous only, for device memory, which
+ *                  the client's CPU cannot copy an eager answer into), no data: send
+ *                  pool[offset, offset+length) back
  *   UCX_AM_GETDATA tided -> client, header u64 tag, i32 status; data: those bytes (status 0)
  *   UCX_AM_PUT     client -> tided (REPLY flag), header u64 tag, u64 offset; data: the value,
  *                  written at pool + offset (an offset a RESERVE gave)
  *   UCX_AM_PUTDONE tided -> client, header u64 tag, i32 status: the bytes are in the pool
  *
- * Offsets are checked against the pool's bounds (an authenticated endpoint holds the rkey,
- * i.e. the same reach); the checksums at COMMIT and where a get lands do the rest.
+ * Offsets are checked against the pool's bounds (an authenticated endpoint may move any of
+ * the pool's bytes, as a unix:// client maps them all); the checksums at COMMIT and where a
+ * get lands do the rest.
  *
  * Integers are little-endian (both ends are the same machine type in practice; the
  * codec is frame.h's frame_rd/wr helpers).
@@ -48,6 +56,7 @@
 #define UCX_AM_PUT 0x7405u
 #define UCX_AM_PUTDONE 0x7406u
 #define UCX_GET_HDR 24            /* u64 tag, u64 pool offset, u64 length */
+#define UCX_GET_RNDV (1ull << 63) /* in UCX_AM_GET's length: answer by rendezvous only */
 #define UCX_PUT_HDR 16            /* u64 tag, u64 pool offset */
 #define UCX_DONE_HDR 12           /* u64 tag, i32 status */
 #define UCX_MSG_MAGIC 0x58435554u /* "TUCX" */

@@ -1,40 +1,41 @@
 /*
  * ucx_srv.c — tided's UCX data path (`tide serve --ucx-port P`, docs/UCX.md): a UCP
- * context and worker, the pool registered with UCX (ucp_mem_map), and a UCP listener whose
- * endpoints may read and write the pool by RMA once they have shown the tide:// token.
+ * listener whose endpoints, once they have shown the tide:// token, move values by active
+ * messages, and a second UCP worker on UCX's shared-memory transports through which
+ * clients on this host read and write the pool by RMA.
  *
- * Design. Clients move value bytes one-sided: the control path (RESERVE, COMMIT, PIN,
- * RELEASE, with their leases) stays on the tide:// connection (conn_shm.c, exactly as for
- * unix:// clients), and the bytes go by ucp_put_nbx / ucp_get_nbx between the client's
- * memory and the pool at the offsets those replies give. On RDMA NICs UCX does that with
- * the NIC alone; on TCP or shared memory UCX's own progress engine in this process serves
- * the emulated RMA. Where RMA is emulated (TCP) clients use active messages instead:
- * UCX_AM_GET is answered with the pool's bytes as UCX_AM_GETDATA's data and UCX_AM_PUT's
- * data is received into the pool (UCX's rendezvous when large: zero-copy both ways), then
+ * Design. The control path (RESERVE, COMMIT, PIN, RELEASE, with their leases) stays on the
+ * tide:// connection (conn_shm.c, exactly as for unix:// clients); the bytes move at the
+ * offsets those replies give. On the UCX port's worker, UCX_AM_GET is answered with the
+ * pool's bytes as UCX_AM_GETDATA's data and UCX_AM_PUT's data is received into the pool
+ * (UCX's rendezvous when large: zero-copy both ways, the NIC's own on RDMA), then
  * UCX_AM_PUTDONE; the handlers queue the answers, which the progress loop sends.
  *
- * Thread. One progress thread owns the UCP worker (UCS_THREAD_MODE_SINGLE): it sleeps in
- * epoll on the worker's event fd (ucp_worker_arm) and a stop eventfd, and between waits
- * runs ucp_worker_progress, answers handshakes, closes endpoints. Nothing else touches
- * UCX, so the I/O workers' epoll loops (worker.c) never wait on it.
+ * No RMA on the UCX port. Where a transport has no RMA of its own (TCP), UCX emulates RMA
+ * with messages, and the emulation in the target writes and reads whatever address the
+ * peer names, registered or not, rkey or not: a context with UCP_FEATURE_RMA behind a port
+ * would let any peer that reaches the port, token or not, write anywhere in this process
+ * (ucx_unauthenticated_rma_reaches_nothing). So that worker's context has active messages
+ * only. The same-host worker (its own context, with RMA) is given UCX's shared-memory
+ * transports only: cma, which needs the right to trace this process, and posix/sysv
+ * segments made 0600 — only this user's processes on this host reach it, which could trace
+ * tided anyway. Its address and the pool's rkey (registered there) go in the WELCOME.
  *
- * Authentication. The rkey is the capability: a peer that holds it may read and write the
- * pool. So it goes only to an endpoint whose UCX_AM_HELLO carried the server's token
- * (compared in constant time, connio_token_equal, as HELLO on tide://); a wrong token is
- * answered TIDE_EAUTH and the endpoint closed; one that shows nothing within the idle
- * timeout (10 s at least) is closed. At most max_conns endpoints at once; more are
- * rejected at the listener. The leases are the tide:// connection's, whose HELLO passed
- * the same token, so an endpoint can only use offsets an authenticated connection got.
+ * Thread. One progress thread owns both UCP workers (UCS_THREAD_MODE_SINGLE): it sleeps in
+ * epoll on their event fds (ucp_worker_arm) and a stop eventfd, and between waits runs
+ * ucp_worker_progress, answers handshakes, closes endpoints. Nothing else touches UCX, so
+ * the I/O workers' epoll loops (worker.c) never wait on it.
  *
- * Same host (docs/UCX.md, "Design", 7): with UCX 1.22 or newer, the WELCOME also carries
- * the worker's address and this kernel's boot id; a client on the same kernel makes a
- * second endpoint from the address and moves values by RMA on it, which UCX does by cma:
- * the client reads and writes the pool itself, and nothing of it reaches this thread (the
- * endpoint UCX makes here for it is UCX's own, never used).
+ * Authentication. A GET or PUT is served only on an endpoint whose UCX_AM_HELLO carried the
+ * server's token (compared in constant time, connio_token_equal, as HELLO on tide://); a
+ * wrong token is answered TIDE_EAUTH and the endpoint closed; one that shows nothing within
+ * the idle timeout (10 s at least) is closed. At most max_conns endpoints at once; more are
+ * rejected at the listener. The leases are the tide:// connection's, whose HELLO passed the
+ * same token.
  *
- * Failure to start (no usable UCX transport, the port taken, the registration refused)
- * is logged with UCX's reason and tided serves tide:// alone: HELLO then never grants
- * FRAME_FEATURE_UCX, and clients use TCP.
+ * Failure to start (no usable UCX transport, the port taken) is logged with UCX's reason
+ * and tided serves tide:// alone: HELLO then never grants FRAME_FEATURE_UCX, and clients
+ * use TCP. A same-host worker that cannot be made is logged, and clients use the port.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -78,6 +79,7 @@ typedef struct ucx_peer {
  * its header while the send is in flight (UCX 1.13 reads it until completion). */
 typedef struct srv_op {
     struct srv_op *next;
+    int rndv;                     /* a GETDATA by rendezvous only (the client's device memory) */
     struct srv_op *fprev, *fnext; /* in u->flying while UCX holds it */
     struct ucx_srv *u;
     ucp_ep_h ep;
@@ -93,13 +95,15 @@ struct ucx_srv {
     srv_op *todo, **todo_tail; /* answers to send, oldest first */
     srv_op *flying;            /* sends and receives UCX has not completed (a peer that died
                                 * mid-transfer may leave some for good: freed at stop) */
-    ucp_context_h ctx;
+    ucp_context_h ctx;         /* the UCX port's: active messages only (no RMA: see the top) */
     ucp_worker_h wk;
     ucp_listener_h lis;
-    ucp_mem_h memh;
-    void *rkey;
+    ucp_context_h hctx; /* the same-host worker's: RMA, shared-memory transports only */
+    ucp_worker_h hwk;   /* NULL: none */
+    ucp_mem_h memh;     /* the pool, registered in hctx */
+    void *rkey;         /* its packed rkey, for the WELCOME */
     size_t rkey_len;
-    int efd, stopfd, epfd;
+    int efd, hefd, stopfd, epfd;
     pthread_t th;
     int started;
     int port;
@@ -108,7 +112,7 @@ struct ucx_srv {
     int used;          /* slots [0, used) have been taken at some point: the scans stop there */
     uint32_t open_max; /* answers one endpoint may leave untaken: 4 x max_keys (peer_may_move) */
     uint64_t hs_timeout_ns;
-    ucp_address_t *waddr; /* the worker's address, for same-host endpoints (NULL: none) */
+    ucp_address_t *waddr; /* hwk's address, for same-host endpoints (NULL: none) */
     size_t waddr_len;
     char boot_id[UCX_BOOT_ID]; /* this kernel's; zeros when unreadable */
 };
@@ -276,7 +280,8 @@ static ucs_status_t on_get(void *arg, const void *hdr, size_t hdr_len, void *dat
         return UCS_OK;
     }
     op->off = le_rd64(h + 8);
-    op->len = le_rd64(h + 16);
+    op->len = le_rd64(h + 16) & ~UCX_GET_RNDV;
+    op->rndv = (le_rd64(h + 16) & UCX_GET_RNDV) != 0;
     op_set_status(op, in_pool(u, op->off, op->len) ? 0 : TIDE_EPROTO);
     op_queue(u, op);
     return UCS_OK;
@@ -353,10 +358,12 @@ static void ops_send(ucx_srv *u) {
             continue;
         }
         int32_t st = (int32_t)le_rd32(op->hdr + 8);
-        ucp_request_param_t rp = {.op_attr_mask =
-                                      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+        ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+                                                  UCP_OP_ATTR_FIELD_USER_DATA |
+                                                  UCP_OP_ATTR_FIELD_FLAGS,
                                   .cb.send = op_sent,
-                                  .user_data = op};
+                                  .user_data = op,
+                                  .flags = op->rndv ? UCP_AM_SEND_FLAG_RNDV : 0};
         const void *bytes = NULL;
         size_t n = 0;
         if (!op->put && st == 0) {
@@ -407,7 +414,7 @@ static void peer_answer(ucx_srv *u, ucx_peer *p) {
         le_wr64(b + 8, (uint64_t)(uintptr_t)store_base(u->srv->st));
         le_wr64(b + 16, store_capacity(u->srv->st));
         le_wr32(b + 24, (uint32_t)u->rkey_len);
-        memcpy(b + 28, u->rkey, u->rkey_len);
+        if (u->rkey_len) memcpy(b + 28, u->rkey, u->rkey_len);
         uint8_t *at = b + 28 + u->rkey_len; /* the same-host part (proto/ucx_msg.h) */
         memcpy(at, u->boot_id, UCX_BOOT_ID);
         le_wr32(at + UCX_BOOT_ID, (uint32_t)u->waddr_len);
@@ -486,13 +493,15 @@ static void *ucx_main(void *arg) {
         do {
             while (ucp_worker_progress(u->wk) != 0) {
             }
+            while (u->hwk && ucp_worker_progress(u->hwk) != 0) {
+            }
             ops_send(u);
         } while (u->todo);
         peers_tend(u, now_ns());
-        ucs_status_t st = ucp_worker_arm(u->wk);
-        if (st == UCS_ERR_BUSY) continue;
-        struct epoll_event ev[2];
-        int n = epoll_wait(u->epfd, ev, 2, 100);
+        if (ucp_worker_arm(u->wk) == UCS_ERR_BUSY) continue;
+        if (u->hwk && ucp_worker_arm(u->hwk) == UCS_ERR_BUSY) continue;
+        struct epoll_event ev[3];
+        int n = epoll_wait(u->epfd, ev, 3, 100);
         int stop = 0;
         for (int i = 0; i < n; i++)
             if (ev[i].data.fd == u->stopfd) stop = 1;
@@ -523,6 +532,121 @@ static int ucx_fail(const char *what, ucs_status_t st) {
     return -EIO;
 }
 
+/* A UCP context with features (and wake-up) and a worker for this thread; tls: UCX_TLS
+ * for it (NULL: the environment's). */
+static ucs_status_t ucx_worker_new(const char *tls, uint64_t features, ucp_context_h *ctx,
+                                   ucp_worker_h *wk) {
+    ucp_config_t *conf;
+    ucs_status_t st = ucp_config_read(NULL, NULL, &conf);
+    if (st != UCS_OK) return st;
+    if (tls) st = ucp_config_modify(conf, "TLS", tls);
+    ucp_params_t pp = {.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME,
+                       .features = features | UCP_FEATURE_WAKEUP,
+                       .name = "tided"};
+    if (st == UCS_OK) st = ucp_init(&pp, conf, ctx);
+    ucp_config_release(conf);
+    if (st != UCS_OK) {
+        *ctx = NULL;
+        return st;
+    }
+    ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                              .thread_mode = UCS_THREAD_MODE_SINGLE};
+    if ((st = ucp_worker_create(*ctx, &wp, wk)) != UCS_OK) {
+        *wk = NULL;
+        ucp_cleanup(*ctx);
+        *ctx = NULL;
+    }
+    return st;
+}
+
+/* 1 when name is one of list's comma-separated entries. */
+static int tls_listed(const char *list, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = list; p && *p;) {
+        const char *end = strchr(p, ',');
+        size_t l = end ? (size_t)(end - p) : strlen(p);
+        if (l == n && !strncmp(p, name, n)) return 1;
+        p = end ? end + 1 : NULL;
+    }
+    return 0;
+}
+
+/* The shared-memory transports UCX_TLS allows (all of them when it is unset or "all"),
+ * comma-separated in out[cap]; 0 when it allows none. */
+static int same_host_tls(char *out, size_t cap) {
+    static const char *const shm[] = {"posix", "sysv", "cma", "knem", "xpmem"};
+    const char *e = getenv("UCX_TLS");
+    int neg = e && e[0] == '^';
+    const char *list = neg ? e + 1 : e;
+    int alias = list && (tls_listed(list, "sm") || tls_listed(list, "shm"));
+    int all = !list || !*list || tls_listed(list, "all") || (alias && !neg);
+    size_t at = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < sizeof(shm) / sizeof(shm[0]) && !(neg && alias); i++) {
+        int listed = list && tls_listed(list, shm[i]);
+        if (neg ? listed : !(all || listed)) continue;
+        int k = snprintf(out + at, cap - at, "%s%s", at ? "," : "", shm[i]);
+        if (k < 0 || (size_t)k >= cap - at) break;
+        at += (size_t)k;
+    }
+    return at > 0;
+}
+
+static void same_host_drop(ucx_srv *u);
+
+/* The same-host worker (see the top), with a UCX that survives a peer's death mid-transfer
+ * (UCX_SAME_HOST_MIN) and a shared-memory transport in UCX_TLS: its context, the pool
+ * registered there, its rkey and address. Logged and left off when it cannot be made:
+ * clients on this host then use the UCX port. */
+static void same_host_setup(ucx_srv *u) {
+    char tls[64];
+    if (ucx_dl_version() < UCX_SAME_HOST_MIN || !same_host_tls(tls, sizeof(tls))) return;
+    const char *what = "ucp_init";
+    ucs_status_t st = ucx_worker_new(tls, UCP_FEATURE_RMA, &u->hctx, &u->hwk);
+    if (st == UCS_OK) {
+        ucp_mem_map_params_t mp = {.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
+                                                 UCP_MEM_MAP_PARAM_FIELD_LENGTH,
+                                   .address = store_base(u->srv->st),
+                                   .length = store_capacity(u->srv->st)};
+        what = "registering the pool (ucp_mem_map)";
+        st = ucp_mem_map(u->hctx, &mp, &u->memh);
+    }
+    if (st == UCS_OK) {
+        what = "ucp_rkey_pack";
+        st = ucp_rkey_pack(u->hctx, u->memh, &u->rkey, &u->rkey_len);
+        if (st == UCS_OK && u->rkey_len > UCX_RKEY_MAX) st = UCS_ERR_EXCEEDS_LIMIT;
+    }
+    if (st == UCS_OK) {
+        what = "ucp_worker_get_address";
+        st = ucp_worker_get_address(u->hwk, &u->waddr, &u->waddr_len);
+        if (st == UCS_OK && u->waddr_len > UCX_ADDR_MAX) st = UCS_ERR_EXCEEDS_LIMIT;
+    }
+    if (st == UCS_OK) {
+        what = "ucp_worker_get_efd";
+        st = ucp_worker_get_efd(u->hwk, &u->hefd);
+    }
+    if (st == UCS_OK) return;
+    LOG_WARN("UCX: no same-host worker (%s over %s: %s); clients on this host use the UCX port",
+             what, tls, ust(st));
+    same_host_drop(u);
+}
+
+/* Undo same_host_setup. */
+static void same_host_drop(ucx_srv *u) {
+    if (u->rkey) ucp_rkey_buffer_release(u->rkey);
+    if (u->waddr) ucp_worker_release_address(u->hwk, u->waddr);
+    if (u->memh) ucp_mem_unmap(u->hctx, u->memh);
+    if (u->hwk) ucp_worker_destroy(u->hwk);
+    if (u->hctx) ucp_cleanup(u->hctx);
+    u->rkey = NULL;
+    u->waddr = NULL;
+    u->memh = NULL;
+    u->hwk = NULL;
+    u->hctx = NULL;
+    u->rkey_len = u->waddr_len = 0;
+    u->hefd = -1;
+}
+
 static int ucx_setup(ucx_srv *u) {
     server *srv = u->srv;
     const server_config *cfg = &srv->cfg;
@@ -532,28 +656,8 @@ static int ucx_setup(ucx_srv *u) {
         return -ENOENT;
     }
 
-    ucp_config_t *conf;
-    ucs_status_t st = ucp_config_read(NULL, NULL, &conf);
-    if (st != UCS_OK) return ucx_fail("reading UCX's configuration (UCX_* variables)", st);
-    ucp_params_t pp = {.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME,
-                       .features = UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
-                       .name = "tided"};
-    st = ucp_init(&pp, conf, &u->ctx);
-    ucp_config_release(conf);
+    ucs_status_t st = ucx_worker_new(NULL, UCP_FEATURE_AM, &u->ctx, &u->wk);
     if (st != UCS_OK) return ucx_fail("ucp_init (no usable transport in UCX_TLS?)", st);
-    ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
-                              .thread_mode = UCS_THREAD_MODE_SINGLE};
-    if ((st = ucp_worker_create(u->ctx, &wp, &u->wk)) != UCS_OK)
-        return ucx_fail("ucp_worker_create", st);
-    ucp_mem_map_params_t mp = {.field_mask =
-                                   UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
-                               .address = store_base(srv->st),
-                               .length = store_capacity(srv->st)};
-    if ((st = ucp_mem_map(u->ctx, &mp, &u->memh)) != UCS_OK)
-        return ucx_fail("registering the pool (ucp_mem_map)", st);
-    if ((st = ucp_rkey_pack(u->ctx, u->memh, &u->rkey, &u->rkey_len)) != UCS_OK)
-        return ucx_fail("ucp_rkey_pack", st);
-    if (u->rkey_len > UCX_RKEY_MAX) return ucx_fail("the packed rkey", UCS_ERR_EXCEEDS_LIMIT);
     ucp_am_handler_param_t hp = {.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
                                                UCP_AM_HANDLER_PARAM_FIELD_CB |
                                                UCP_AM_HANDLER_PARAM_FIELD_ARG,
@@ -570,13 +674,7 @@ static int ucx_setup(ucx_srv *u) {
     hp.cb = on_put;
     if ((st = ucp_worker_set_am_recv_handler(u->wk, &hp)) != UCS_OK)
         return ucx_fail("ucp_worker_set_am_recv_handler", st);
-    /* Same-host endpoints only with a UCX that survives a peer's death mid-transfer. */
-    if (ucx_dl_version() >= UCX_SAME_HOST_MIN) {
-        if ((st = ucp_worker_get_address(u->wk, &u->waddr, &u->waddr_len)) != UCS_OK)
-            return ucx_fail("ucp_worker_get_address", st);
-        if (u->waddr_len > UCX_ADDR_MAX)
-            return ucx_fail("the worker address", UCS_ERR_EXCEEDS_LIMIT);
-    }
+    same_host_setup(u);
     if (ucx_boot_id(u->boot_id) != 0) memset(u->boot_id, 0, sizeof(u->boot_id));
 
     struct sockaddr_storage ss;
@@ -604,8 +702,10 @@ static int ucx_setup(ucx_srv *u) {
     if (u->stopfd < 0 || u->epfd < 0) return ucx_fail("eventfd/epoll", UCS_ERR_IO_ERROR);
     struct epoll_event e1 = {.events = EPOLLIN, .data.fd = u->efd};
     struct epoll_event e2 = {.events = EPOLLIN, .data.fd = u->stopfd};
+    struct epoll_event e3 = {.events = EPOLLIN, .data.fd = u->hefd};
     if (epoll_ctl(u->epfd, EPOLL_CTL_ADD, u->efd, &e1) ||
-        epoll_ctl(u->epfd, EPOLL_CTL_ADD, u->stopfd, &e2))
+        epoll_ctl(u->epfd, EPOLL_CTL_ADD, u->stopfd, &e2) ||
+        (u->hwk && epoll_ctl(u->epfd, EPOLL_CTL_ADD, u->hefd, &e3)))
         return ucx_fail("epoll_ctl", UCS_ERR_IO_ERROR);
     int rc = pthread_create(&u->th, NULL, ucx_main, u);
     if (rc) {
@@ -614,9 +714,9 @@ static int ucx_setup(ucx_srv *u) {
     }
     u->started = 1;
     char where[HOSTPORT_HOST_MAX + 8];
-    LOG_INFO("UCX data path on %s (pool of %llu bytes registered, rkey %zu bytes)",
+    LOG_INFO("UCX data path on %s (active messages; %s)",
              hostport_format(cfg->bind, u->port, where, sizeof(where)),
-             (unsigned long long)store_capacity(srv->st), u->rkey_len);
+             u->hwk ? "same-host RMA on shared memory" : "no same-host worker");
     return 0;
 }
 
@@ -626,7 +726,7 @@ int ucx_srv_start(server *srv) {
     ucx_srv *u = calloc(1, sizeof(*u));
     if (!u) return -ENOMEM;
     u->srv = srv;
-    u->efd = u->stopfd = u->epfd = -1;
+    u->efd = u->hefd = u->stopfd = u->epfd = -1;
     u->todo_tail = &u->todo;
     u->cap = cfg->max_conns;
     u->open_max = 4 * cfg->max_keys;
@@ -653,9 +753,7 @@ void ucx_srv_stop(server *srv) {
         pthread_join(u->th, NULL);
     }
     if (u->lis) ucp_listener_destroy(u->lis);
-    if (u->rkey) ucp_rkey_buffer_release(u->rkey);
-    if (u->waddr) ucp_worker_release_address(u->wk, u->waddr);
-    if (u->memh) ucp_mem_unmap(u->ctx, u->memh);
+    same_host_drop(u);
     if (u->wk) ucp_worker_destroy(u->wk);
     if (u->ctx) ucp_cleanup(u->ctx);
     if (u->stopfd >= 0) close(u->stopfd);

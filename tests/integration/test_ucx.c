@@ -144,23 +144,10 @@ static int hello_ucx_port(int port, const char *token, uint64_t features);
 static int raw_same_host(int port, const char *token);
 static void put_get_check(tide_store *s, int n, size_t len, unsigned seed);
 
-/* TIDE_UCX_LIBDIR for this test's client and its tideds: the newer UCX (or a skip), loaded
- * with ucx_test_env(tls)'s settings. */
-static void with_new_ucx(const char *tls) {
-    const char *d = ucx_test_new_libdir();
-    if (!d) TEST_SKIP("no UCX 1.22 here (.deps/libucx-1.22, fetched by make deps)");
-    setenv("TIDE_UCX_LIBDIR", d, 1);
-    ucx_test_env(tls);
-    char why[256];
-    CHECK_MSG(ucx_dl_load(why, sizeof(why)) == 0, "%s", why);
-    CHECK_MSG(ucx_dl_version() >= UCX_SAME_HOST_MIN, "%s holds UCX %u.%u", d,
-              ucx_dl_version() / 1000, ucx_dl_version() % 1000);
-}
-
 /* The backend suite over shared memory: its values go on the same-host endpoint (posix for
  * the messages, cma for the bytes), none over the tide:// sockets. */
 TEST_T(ucx_same_host_backend_suite, 180) {
-    with_new_ucx(SHM_TLS);
+    ucx_test_with_new_ucx(SHM_TLS);
     suite_over(SHM_TLS, 1);
 }
 
@@ -168,7 +155,7 @@ TEST_T(ucx_same_host_backend_suite, 180) {
  * same-host lane, so no second endpoint is kept. */
 TEST_T(ucx_same_host_off_by_setting_or_without_shm, 180) {
     setenv("TIDE_UCX_SAME_HOST", "0", 1);
-    with_new_ucx(SHM_TLS);
+    ucx_test_with_new_ucx(SHM_TLS);
     suite_over(SHM_TLS, 0);
     unsetenv("TIDE_UCX_SAME_HOST");
     suite_over("tcp", 0);
@@ -180,7 +167,7 @@ TEST_T(ucx_same_host_off_by_setting_or_without_shm, 180) {
  * read its bytes by cma crashed tided with UCX 1.22, in an earlier form of this endpoint:
  * docs/UCX.md). tided serves on. */
 TEST_T(ucx_same_host_endpoint_takes_no_messages, 60) {
-    with_new_ucx(SHM_TLS);
+    ucx_test_with_new_ucx(SHM_TLS);
     test_server ts;
     server_start(&ts, ucx_test_with_ucx);
     int port = hello_ucx_port(ts.port, "", FRAME_FEATURE_UCX);
@@ -584,23 +571,26 @@ static void raw_close(raw_ucx *r) {
 }
 
 /* With scribble_len: after a good WELCOME, overwrite scribble_len bytes of the pool at
- * scribble_off with 0xEE by RMA (what a torn or reused object looks like to a reader). */
+ * scribble_off with 0xEE by a UCX_AM_PUT, waiting for its PUTDONE (what a torn or reused
+ * object looks like to a reader: an authenticated endpoint may write any of the pool). */
 static int raw_ucx_hello(int port, const char *token, uint64_t scribble_off, size_t scribble_len) {
     raw_ucx r = {0};
     raw_open(&r, port, token);
     int out = r.got ? r.status : r.failed ? 2 : 1;
     if (out == 0 && scribble_len) {
-        CHECK(r.wl >= 28);
-        uint64_t base = le_rd64(r.wel + 8);
-        ucp_rkey_h rk;
-        CHECK(ucp_ep_rkey_unpack(r.ep, r.wel + 28, &rk) == UCS_OK);
-        uint8_t *junk = malloc(scribble_len);
+        uint8_t *junk = malloc(scribble_len), hdr[UCX_PUT_HDR];
         CHECK(junk);
         memset(junk, 0xEE, scribble_len);
-        ucp_request_param_t np = {.op_attr_mask = 0};
-        raw_wait(&r, ucp_put_nbx(r.ep, junk, scribble_len, base + scribble_off, rk, &np));
-        raw_wait(&r, ucp_ep_flush_nbx(r.ep, &np));
-        ucp_rkey_destroy(rk);
+        le_wr64(hdr, 1);
+        le_wr64(hdr + 8, scribble_off);
+        ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                                  .flags = UCP_AM_SEND_FLAG_REPLY};
+        r.got = 0;
+        raw_wait(&r, ucp_am_send_nbx(r.ep, UCX_AM_PUT, hdr, UCX_PUT_HDR, junk, scribble_len, &rp));
+        uint64_t until = now_ns() + 5000000000ull;
+        while (!r.got && !r.failed && now_ns() < until)
+            ucp_worker_progress(r.wk);
+        CHECK_MSG(r.got, "no PUTDONE for the scribble");
         free(junk);
     }
     if (r.got && r.status != 0) CHECK_MSG(r.failed, "a refused endpoint stayed open");
@@ -966,6 +956,84 @@ TEST(ucx_damaged_value_is_a_miss) {
     CHECK_EQ(tide_get(s, "victim", 6, got, len, &gl), TIDE_ENOTFOUND);
     CHECK(stat_figure(ts.port, "checksum_errors") >= 1);
     CHECK_EQ(tide_get(s, "victim", 6, got, len, &gl), TIDE_ENOTFOUND); /* dropped */
+    tide_close(s);
+    free(v);
+    free(got);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
+/* An rkey for RMA to tided made without tided: this process's own buffer registered and
+ * packed. Over transports without RMA of their own (TCP) UCX emulates RMA with messages,
+ * and its emulation in the target writes and reads whatever address the initiator names,
+ * whatever the rkey: tided's context must not serve that emulation (ucx_srv.c). */
+static ucp_rkey_h forged_rkey(raw_ucx *r, ucp_mem_h *mh, void *buf, size_t len) {
+    ucp_mem_map_params_t mp = {.field_mask =
+                                   UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
+                               .address = buf,
+                               .length = len};
+    CHECK(ucp_mem_map(r->ctx, &mp, mh) == UCS_OK);
+    void *packed;
+    size_t pl;
+    CHECK(ucp_rkey_pack(r->ctx, *mh, &packed, &pl) == UCS_OK);
+    ucp_rkey_h rk;
+    CHECK(ucp_ep_rkey_unpack(r->ep, packed, &rk) == UCS_OK);
+    ucp_rkey_buffer_release(packed);
+    return rk;
+}
+
+/* A UCX endpoint that never showed the token writes 64 bytes over a stored value by RMA with
+ * a forged rkey, and reads tided's memory by RMA (the pool's start, by an address an
+ * authenticated endpoint learnt): neither may work (emulated RMA names any address), so the
+ * value stays a hit with its bytes, and the read fails or times out. */
+TEST_T(ucx_unauthenticated_rma_reaches_nothing, 60) {
+    test_server ts;
+    char u[160];
+    tide_store *s = ucx_started(&ts, "tcp", u, sizeof(u), NULL);
+    size_t len = 256 << 10;
+    uint8_t *v = malloc(len), *got = malloc(len);
+    CHECK(v && got);
+    memset(v, 0x11, len);
+    CHECK_MSG(tide_put(s, "victim", 6, v, len) == 0, "put: %s", tide_errmsg(s));
+    int port = hello_ucx_port(ts.port, "", FRAME_FEATURE_UCX);
+    raw_ucx a = {0};
+    raw_open(&a, port, ""); /* authenticated: only to learn where the pool is */
+    CHECK(a.got && a.status == 0 && a.wl >= 28);
+    uint64_t base = le_rd64(a.wel + 8), at = base + pin_offset(ts.port, "victim") + 1000;
+    raw_close(&a);
+    raw_ucx r = {0};
+    raw_open(&r, port, NULL); /* no HELLO: not authenticated */
+    CHECK(!r.got);
+    static uint8_t mine[4096];
+    ucp_mem_h mh;
+    ucp_rkey_h rk = forged_rkey(&r, &mh, mine, sizeof(mine));
+    memset(mine, 0xEE, 64);
+    ucp_request_param_t np = {.op_attr_mask = 0};
+    void *q[3] = {ucp_put_nbx(r.ep, mine, 64, at, rk, &np), ucp_ep_flush_nbx(r.ep, &np),
+                  ucp_get_nbx(r.ep, mine + 64, 64, base, rk, &np)};
+    uint64_t until = now_ns() + 2000000000ull;
+    int done = 0;
+    while (now_ns() < until && !r.failed && done < 3) {
+        ucp_worker_progress(r.wk);
+        done = 0;
+        for (int i = 0; i < 3; i++)
+            done += !UCS_PTR_IS_PTR(q[i]) || ucp_request_check_status(q[i]) != UCS_INPROGRESS;
+    }
+    int read_ok = !UCS_PTR_IS_ERR(q[2]) &&
+                  (!UCS_PTR_IS_PTR(q[2]) || ucp_request_check_status(q[2]) == UCS_OK);
+    size_t gl = 0;
+    memset(got, 0, len);
+    int rc = tide_get(s, "victim", 6, got, len, &gl);
+    CHECK_MSG(rc == 0 && memcmp(got, v, len) == 0,
+              "an unauthenticated endpoint's RMA write landed in the pool (get: %d)", rc);
+    CHECK_MSG(!read_ok, "an unauthenticated endpoint read tided's memory by RMA");
+    for (int i = 0; i < 3; i++)
+        if (UCS_PTR_IS_PTR(q[i])) {
+            ucp_request_cancel(r.wk, q[i]);
+            ucp_request_free(q[i]);
+        }
+    ucp_rkey_destroy(rk);
+    ucp_mem_unmap(r.ctx, mh);
+    raw_close(&r);
     tide_close(s);
     free(v);
     free(got);
@@ -1434,7 +1502,7 @@ TEST_T(ucx_tided_killed_during_a_transfer_shm, 60) {
  * UCX 1.13 to 1.21 that read's failure aborted the client process (cma_ep.c: "process_vm_readv
  * ... returned -1: No such process", then abort): why UCX_SAME_HOST_MIN is 1.22. */
 TEST_T(ucx_same_host_tided_killed_during_a_transfer, 60) {
-    with_new_ucx(SHM_TLS);
+    ucx_test_with_new_ucx(SHM_TLS);
     uint64_t sh0 = tucx_same_host_values();
     killed_during_transfer(SHM_TLS);
     CHECK_MSG(tucx_same_host_values() > sh0, "no value went on the same-host endpoint");
@@ -1449,7 +1517,7 @@ TEST_T(ucx_same_host_tided_killed_during_a_transfer, 60) {
 static void client_killed_during(int new_ucx, const char *tls, const char *op, const char *figure) {
     int same_host = new_ucx && strstr(tls, "cma") != NULL;
     if (new_ucx)
-        with_new_ucx(tls);
+        ucx_test_with_new_ucx(tls);
     else
         ucx_test_env(tls);
     test_server ts;

@@ -25,8 +25,11 @@
 #include "unit/connector_rig.h"
 #include "ucx_util.h"
 
-static void ucx_env(void) {
-    ucx_test_env("tcp");
+/* The transports of the same-host endpoint's tests (UCX 1.22: posix, cma). */
+#define SHM_TLS "posix,cma,self,tcp"
+
+static void ucx_env(const char *tls) {
+    ucx_test_env(tls);
     /* Values of 32 KiB pieces go by rendezvous both ways (the receive side then uses the
      * registration too), whatever UCX's own threshold for TCP is. */
     setenv("UCX_RNDV_THRESH", "8192", 1);
@@ -184,8 +187,8 @@ static void rig_on(rig *g, const char *u, int on_dev) {
     urank_open(&g->cons, json, g->st, on_dev);
 }
 
-static void rig_up(rig *g, int on_dev) {
-    ucx_env();
+static void rig_up(rig *g, int on_dev, const char *tls) {
+    ucx_env(tls);
     if (on_dev) dev_set_ops(DEV_CUDA, &dev_test_ops);
     server_start(&g->ts, ucx_test_with_ucx);
     char u[160];
@@ -216,15 +219,15 @@ static uint64_t declared_then_rounds(rig *g, tide_connector *w) {
 /* Host regions: 4 regions (2 ranks x 2 layers) registered with UCX once each, for
  * ROUNDS saves and loads of 6 values in 4 pieces; every save and every load used those
  * registrations; none dropped until the connectors go, then all four. The values go by
- * RMA (TIDE_UCX_PATH=rma), the path of RDMA NICs, where registration is what costs and
- * every piece carries its region's: on TCP the client picks active messages, which send a
- * value in several pieces as one UCX iov that UCX registers itself. */
+ * RMA on the same-host endpoint (UCX 1.22), where every piece carries its region's
+ * registration: active messages send a value in several pieces as one UCX iov that UCX
+ * registers itself. */
 TEST_T(ucx_connector_registers_regions_once, 120) {
-    setenv("TIDE_UCX_PATH", "rma", 1);
+    ucx_test_with_new_ucx(SHM_TLS);
     rig g;
     uint64_t m0, h0, u0, f0;
     tucx_reg_counts(&m0, &h0, &u0, &f0);
-    rig_up(&g, 0);
+    rig_up(&g, 0, SHM_TLS);
     uint64_t load_hits = declared_then_rounds(&g, g.prod.w);
     uint64_t m1, h1, u1, f1;
     tucx_reg_counts(&m1, &h1, &u1, &f1);
@@ -254,8 +257,8 @@ TEST_T(ucx_connector_registers_regions_once, 120) {
  * per value, so the consumer's regions are registered by one or both; at most one
  * registration per region per node, none dropped until destroy, then all. */
 TEST_T(ucx_connector_cluster_registers_regions_once_per_node, 180) {
-    setenv("TIDE_UCX_PATH", "rma", 1);
-    ucx_env();
+    ucx_test_with_new_ucx(SHM_TLS); /* the same-host endpoint's RMA, as above */
+    ucx_env(SHM_TLS);
     const char *const extra[] = {"--ucx-port", "0", NULL};
     test_server ts[2];
     cluster_start_nodes_with(ts, 2, NULL, extra);
@@ -295,7 +298,7 @@ TEST_T(ucx_connector_gpu_regions_staged_without_cuda_ucx, 120) {
     uint64_t m0, h0, u0, f0;
     tucx_reg_counts(&m0, &h0, &u0, &f0);
     uint64_t direct0 = tucx_dev_values();
-    rig_up(&g, 1);
+    rig_up(&g, 1, "tcp");
     dev_test_set_copy_delay(50);
     uint64_t load_hits = 0;
     for (int k = 0; k < ROUNDS; k++)
