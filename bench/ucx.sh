@@ -25,7 +25,8 @@
 # Then prints one markdown row per size: the figures, tide-ucx / best-perftest (batch 1 and
 # batch 16), and tided-CPU-per-GB ucx / tcp (batch 1). Ratios only are meant to be compared
 # across machines.
-# UCX_NET_DEVICES defaults to lo (loopback only: without it UCX also stripes TCP over eth0).
+# UCX_NET_DEVICES defaults to lo (loopback only: without it UCX also stripes TCP over eth0),
+# and TIDE_UCX_TCP=1 is set: tide uses UCX's TCP transport only when told (docs/UCX.md).
 # Environment: BUILD (default build), UCX_SIZES, UCX_BENCH_TLS, UCX_SECONDS (default 1),
 # UCX_RUNS (median of, default 3), UCX_CAPACITY (default 1GiB), UCX_PERF_BYTES (bytes per
 # ucx_perftest run, default 2e9).
@@ -39,6 +40,7 @@ SECS="${UCX_SECONDS:-1}"
 RUNS="${UCX_RUNS:-3}"
 CAP="${UCX_CAPACITY:-1GiB}"
 export UCX_NET_DEVICES="${UCX_NET_DEVICES:-lo}"
+export TIDE_UCX_TCP=1
 NEW="${UCX_BENCH_NEW:-.deps/libucx-1.22/libucx}"
 CONFIGS="$TLSES"
 if [ -x "$NEW/bin/ucx_perftest" ] && [ -f "$NEW/lib/libucp.so.0" ]; then

@@ -245,6 +245,9 @@ if [ -z "${TIDE_UCX_LIBDIR:-}" ]; then
     if [ -n "$WHEEL_UCX" ] && [ -d "$WHEEL_UCX" ]; then export TIDE_UCX_LIBDIR=$WHEEL_UCX; fi
 fi
 say "UCX: ${TIDE_UCX_LIBDIR:-the system library (no TIDE_UCX_LIBDIR, no libucx wheel)}"
+# One host, loopback: UCX's TCP transport (which tide uses only when told, docs/UCX.md)
+# carries the first endpoint, on lo alone.
+export TIDE_UCX_TCP=1 UCX_NET_DEVICES="${UCX_NET_DEVICES:-lo}"
 "$TIDE" serve --port 0 --metrics-port 0 --capacity 2GiB --ucx-port 0 \
     --ready-file "$TMPD/ready-ucx" --log-level info 2>"$OUT/tided-ucx.log" &
 TIDED_PID=$!

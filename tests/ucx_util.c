@@ -40,6 +40,10 @@ void ucx_test_with_new_ucx(const char *tls) {
 
 void ucx_test_env(const char *tls) {
     setenv("UCX_TLS", tls, 1);
+    /* UCX's TCP transport, which tide leaves out unless told (ucx_dl.h): these tests run
+     * on loopback, with UCX_NET_DEVICES=lo (ucx_tcp_transport_only_with_tide_ucx_tcp
+     * tests the default). */
+    setenv("TIDE_UCX_TCP", "1", 1);
     setenv("UCX_NET_DEVICES", "lo", 0); /* loopback only (else UCX stripes over every NIC) */
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
     /* UCX's memory hooks (libucm patching mmap/munmap) do not mix with TSan's and ASan's own

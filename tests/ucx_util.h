@@ -6,7 +6,8 @@
 #ifndef TIDE_TESTS_UCX_UTIL_H
 #define TIDE_TESTS_UCX_UTIL_H
 
-/* UCX_TLS=tls for tided and the client (both read it), UCX_NET_DEVICES=lo unless set; in
+/* UCX_TLS=tls for tided and the client (both read it), TIDE_UCX_TCP=1 (UCX's TCP transport
+ * allowed: loopback), UCX_NET_DEVICES=lo unless set; in
  * sanitizer builds the settings those need (ucx_util.c says why). Call before the client
  * loads UCX and before tided starts. */
 void ucx_test_env(const char *tls);

@@ -696,6 +696,12 @@ static int tucx_wait(tide_store *s, tucx *t, void **reqs, size_t n, uint64_t dea
                               "it was stopping, or its UCX cannot talk to this one (%u.%u): "
                               "tided's log says which",
                               t->w->addr, what, ust(why), v / 1000, v % 1000);
+        if (why == UCS_ERR_UNREACHABLE) /* no lane could be made to tided's worker */
+            return client_err(s, TIDE_ECLOSED,
+                              "%s: UCX %s failed: %s: no transport in common with tided "
+                              "(UCX_TLS and UCX_NET_DEVICES on both sides; UCX's TCP needs "
+                              "TIDE_UCX_TCP=1 on both), or tided gone",
+                              t->w->addr, what, ust(why));
         return client_err(s, TIDE_ECLOSED, "%s: UCX %s failed: %s (tided gone?)", t->w->addr, what,
                           ust(why));
     }
@@ -778,9 +784,21 @@ static int tucx_connect(tide_store *s, tucx *t, int port) {
     char why[256];
     if (ucx_dl_load(why, sizeof(why)) != 0) return client_err(s, TIDE_EUNSUPPORTED, "%s", why);
     if (!t->ctx) {
+        char tls[256];
+        int no_tcp = ucx_tls_no_tcp(tls, sizeof(tls));
+        if (no_tcp < 0)
+            return client_err(s, TIDE_EUNSUPPORTED,
+                              "UCX_TLS=%s names UCX's TCP transport alone, which tide uses only "
+                              "with TIDE_UCX_TCP=1 (any peer that reaches it can write this "
+                              "process's memory: docs/UCX.md)",
+                              getenv("UCX_TLS"));
         ucp_config_t *conf;
         if ((st = ucp_config_read(NULL, NULL, &conf)) != UCS_OK)
             return client_err(s, TIDE_EUNSUPPORTED, "UCX configuration: %s", ust(st));
+        if (no_tcp && (st = ucp_config_modify(conf, "TLS", tls)) != UCS_OK) {
+            ucp_config_release(conf);
+            return client_err(s, TIDE_EUNSUPPORTED, "UCX_TLS=%s: %s", tls, ust(st));
+        }
         ucp_params_t pp = {.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME,
                            .features = UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
                            .name = "libtide"};

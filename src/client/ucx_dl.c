@@ -135,6 +135,68 @@ int ucx_boot_id(char *out) {
     return 0;
 }
 
+/* 1 when name is one of list's comma-separated entries. */
+static int tls_listed(const char *list, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = list; p && *p;) {
+        const char *end = strchr(p, ',');
+        size_t l = end ? (size_t)(end - p) : strlen(p);
+        if (l == n && !strncmp(p, name, n)) return 1;
+        p = end ? end + 1 : NULL;
+    }
+    return 0;
+}
+
+/* Append name to out[cap] (comma-separated; at: its length). 0, or -1 when it is full. */
+static int tls_add(char *out, size_t cap, size_t *at, const char *name) {
+    int k = snprintf(out + *at, cap - *at, "%s%s", *at ? "," : "", name);
+    if (k < 0 || (size_t)k >= cap - *at) return -1;
+    *at += (size_t)k;
+    return 0;
+}
+
+int ucx_tls_no_tcp(char *out, size_t cap) {
+    const char *allow = getenv("TIDE_UCX_TCP");
+    if (allow && !strcmp(allow, "1")) return 0;
+    const char *e = getenv("UCX_TLS");
+    size_t at = 0;
+    out[0] = '\0';
+    if (!e || !*e || !strcmp(e, "all")) return tls_add(out, cap, &at, "^tcp") == 0 ? 1 : -1;
+    if (e[0] == '^') {
+        if (tls_listed(e + 1, "tcp")) return 0;
+        return snprintf(out, cap, "%s,tcp", e) < (int)cap ? 1 : -1;
+    }
+    if (!tls_listed(e, "tcp")) return 0;
+    char name[64];
+    for (const char *p = e; *p;) {
+        size_t l = strcspn(p, ",");
+        if (l && l < sizeof(name)) {
+            memcpy(name, p, l);
+            name[l] = '\0';
+            if (strcmp(name, "tcp") && tls_add(out, cap, &at, name) != 0) return -1;
+        }
+        p += l + (p[l] == ',');
+    }
+    return at ? 1 : -1;
+}
+
+int ucx_tls_same_host(char *out, size_t cap) {
+    static const char *const shm[] = {"posix", "sysv", "cma", "knem", "xpmem"};
+    const char *e = getenv("UCX_TLS");
+    int neg = e && e[0] == '^';
+    const char *list = neg ? e + 1 : e;
+    int alias = list && (tls_listed(list, "sm") || tls_listed(list, "shm"));
+    int all = !list || !*list || tls_listed(list, "all") || (alias && !neg);
+    size_t at = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < sizeof(shm) / sizeof(shm[0]) && !(neg && alias); i++) {
+        int listed = list && tls_listed(list, shm[i]);
+        if (neg ? listed : !(all || listed)) continue;
+        if (tls_add(out, cap, &at, shm[i]) != 0) break;
+    }
+    return at > 0;
+}
+
 #ifndef TIDE_HAVE_UCX
 unsigned ucx_dl_version(void) {
     return 0;

@@ -30,6 +30,21 @@ unsigned ucx_dl_version(void);
  * one kernel, where UCX's shared-memory transports may reach (docs/UCX.md). */
 int ucx_boot_id(char *out);
 
+/* UCX's TCP transport trusts every peer: a peer connected to one of its sockets may send
+ * a put request that the receiving side writes at whatever address it names, unchecked
+ * (UCX's uct/tcp/tcp_ep.c, uct_tcp_ep_handle_put_req), and UCX listens with it on every
+ * network device UCX_NET_DEVICES allows, whatever address tided was bound to. So tide's
+ * UCX contexts (tided's and libtide's) leave it out unless TIDE_UCX_TCP=1 is set, for
+ * networks where every host that can connect is trusted (docs/UCX.md). With the
+ * environment's UCX_TLS (unset: every transport): 0 when it stands as it is (TIDE_UCX_TCP=1,
+ * or it names no tcp); 1 when out[cap] holds the list to use instead (tcp removed, or
+ * "^tcp"-style excluded); -1 when it names tcp alone (nothing would be left). */
+int ucx_tls_no_tcp(char *out, size_t cap);
+
+/* The shared-memory transports (posix, sysv, cma, knem, xpmem) the environment's UCX_TLS
+ * allows, comma-separated in out[cap]: 1, or 0 when it allows none. */
+int ucx_tls_same_host(char *out, size_t cap);
+
 #ifdef TIDE_HAVE_UCX
 #include <ucp/api/ucp.h>
 

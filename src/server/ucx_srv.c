@@ -559,39 +559,6 @@ static ucs_status_t ucx_worker_new(const char *tls, uint64_t features, ucp_conte
     return st;
 }
 
-/* 1 when name is one of list's comma-separated entries. */
-static int tls_listed(const char *list, const char *name) {
-    size_t n = strlen(name);
-    for (const char *p = list; p && *p;) {
-        const char *end = strchr(p, ',');
-        size_t l = end ? (size_t)(end - p) : strlen(p);
-        if (l == n && !strncmp(p, name, n)) return 1;
-        p = end ? end + 1 : NULL;
-    }
-    return 0;
-}
-
-/* The shared-memory transports UCX_TLS allows (all of them when it is unset or "all"),
- * comma-separated in out[cap]; 0 when it allows none. */
-static int same_host_tls(char *out, size_t cap) {
-    static const char *const shm[] = {"posix", "sysv", "cma", "knem", "xpmem"};
-    const char *e = getenv("UCX_TLS");
-    int neg = e && e[0] == '^';
-    const char *list = neg ? e + 1 : e;
-    int alias = list && (tls_listed(list, "sm") || tls_listed(list, "shm"));
-    int all = !list || !*list || tls_listed(list, "all") || (alias && !neg);
-    size_t at = 0;
-    out[0] = '\0';
-    for (size_t i = 0; i < sizeof(shm) / sizeof(shm[0]) && !(neg && alias); i++) {
-        int listed = list && tls_listed(list, shm[i]);
-        if (neg ? listed : !(all || listed)) continue;
-        int k = snprintf(out + at, cap - at, "%s%s", at ? "," : "", shm[i]);
-        if (k < 0 || (size_t)k >= cap - at) break;
-        at += (size_t)k;
-    }
-    return at > 0;
-}
-
 static void same_host_drop(ucx_srv *u);
 
 /* The same-host worker (see the top), with a UCX that survives a peer's death mid-transfer
@@ -600,7 +567,7 @@ static void same_host_drop(ucx_srv *u);
  * clients on this host then use the UCX port. */
 static void same_host_setup(ucx_srv *u) {
     char tls[64];
-    if (ucx_dl_version() < UCX_SAME_HOST_MIN || !same_host_tls(tls, sizeof(tls))) return;
+    if (ucx_dl_version() < UCX_SAME_HOST_MIN || !ucx_tls_same_host(tls, sizeof(tls))) return;
     const char *what = "ucp_init";
     ucs_status_t st = ucx_worker_new(tls, UCP_FEATURE_RMA, &u->hctx, &u->hwk);
     if (st == UCS_OK) {
@@ -656,7 +623,16 @@ static int ucx_setup(ucx_srv *u) {
         return -ENOENT;
     }
 
-    ucs_status_t st = ucx_worker_new(NULL, UCP_FEATURE_AM, &u->ctx, &u->wk);
+    char tls[256];
+    int no_tcp = ucx_tls_no_tcp(tls, sizeof(tls));
+    if (no_tcp < 0) {
+        LOG_ERROR("UCX data path off (tide:// still serves): UCX_TLS=%s names UCX's TCP "
+                  "transport alone, which tided uses only with TIDE_UCX_TCP=1 (any peer that "
+                  "reaches it can write tided's memory: docs/UCX.md)",
+                  getenv("UCX_TLS"));
+        return -EPERM;
+    }
+    ucs_status_t st = ucx_worker_new(no_tcp ? tls : NULL, UCP_FEATURE_AM, &u->ctx, &u->wk);
     if (st != UCS_OK) return ucx_fail("ucp_init (no usable transport in UCX_TLS?)", st);
     ucp_am_handler_param_t hp = {.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
                                                UCP_AM_HANDLER_PARAM_FIELD_CB |

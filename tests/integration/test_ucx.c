@@ -5,6 +5,7 @@
  * tide:// socket, a wrong token on the UCX endpoint, tided killed mid-read, and the
  * fall-back to TCP (a tided without --ucx-port; a client whose UCX cannot connect).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <stdatomic.h>
 #include <pthread.h>
@@ -1039,6 +1040,83 @@ TEST_T(ucx_unauthenticated_rma_reaches_nothing, 60) {
     tide_close(s);
     free(v);
     free(got);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
+/* The TCP sockets process pid listens on: its socket inodes (/proc/PID/fd) found in LISTEN
+ * state (0A) in /proc/net/tcp and tcp6. */
+static int listening_sockets(pid_t pid) {
+    char path[64], link[64];
+    unsigned long inodes[256];
+    int ni = 0, n = 0;
+    snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(path);
+    CHECK(d != NULL);
+    for (struct dirent *e; (e = readdir(d)) != NULL && ni < 256;) {
+        char fd[320];
+        snprintf(fd, sizeof(fd), "%s/%s", path, e->d_name);
+        ssize_t l = readlink(fd, link, sizeof(link) - 1);
+        if (l <= 0) continue;
+        link[l] = '\0';
+        if (sscanf(link, "socket:[%lu]", &inodes[ni]) == 1) ni++;
+    }
+    closedir(d);
+    const char *tables[] = {"/proc/net/tcp", "/proc/net/tcp6"};
+    for (int t = 0; t < 2; t++) {
+        FILE *f = fopen(tables[t], "r");
+        if (!f) continue;
+        char line[512];
+        while (fgets(line, sizeof(line), f)) {
+            char st[8];
+            unsigned long ino;
+            if (sscanf(line, " %*s %*s %*s %7s %*s %*s %*s %*s %*s %lu", st, &ino) != 2) continue;
+            for (int i = 0; i < ni; i++)
+                if (inodes[i] == ino && !strcmp(st, "0A")) n++;
+        }
+        fclose(f);
+    }
+    return n;
+}
+
+/* UCX's TCP transport writes whatever address a peer's put request names (ucx_dl.h): tide
+ * leaves it out of its UCX contexts unless TIDE_UCX_TCP=1. Without it, tided listens on no
+ * socket of UCX's TCP transport (its tide://, metrics and UCX ports only), its UCX data
+ * path is off where UCX_TLS names tcp alone (logged, naming TIDE_UCX_TCP), and a client's
+ * values go over tide://, right; with it, tided listens on UCX's TCP sockets too. */
+TEST_T(ucx_tcp_transport_only_with_tide_ucx_tcp, 90) {
+    ucx_test_env("tcp");
+    unsetenv("TIDE_UCX_TCP");
+    unsetenv("UCX_NET_DEVICES"); /* as a user runs it: UCX's TCP on every device */
+    test_server ts;
+    server_start(&ts, ucx_test_with_ucx);
+    CHECK_EQ(listening_sockets(ts.pid), 2); /* tide:// and metrics: no UCX at all */
+    char cmd[600], out[512];
+    snprintf(cmd, sizeof(cmd), "grep -c 'UCX data path off.*TIDE_UCX_TCP=1' '%s'", ts.log);
+    CHECK_MSG(test_run(cmd, out, sizeof(out)) == 0, "tided's log (%s) does not say why", ts.log);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+
+    unsetenv("UCX_TLS"); /* every transport UCX has: here tcp and shared memory */
+    server_start(&ts, ucx_test_with_ucx);
+    CHECK_EQ(listening_sockets(ts.pid), 3); /* and the UCX listener, without tcp's sockets */
+    /* A client (as a user runs it: no TIDE_UCX_TCP either) warns why, and its values,
+     * checked, go over tide://'s socket. */
+    uint64_t before = stat_figure(ts.port, "net_bytes_out");
+    snprintf(cmd, sizeof(cmd),
+             "timeout 60 %s bench --url 'tide://127.0.0.1:%d?transport=ucx&conns=1' --size 1MiB "
+             "--keys 4 --seconds 0.1 --verify-all --quiet 2>&1",
+             test_tide_bin(), ts.port);
+    char bout[8192];
+    CHECK_MSG(test_run(cmd, bout, sizeof(bout)) == 0, "bench: %s", bout);
+    CHECK_MSG(strstr(bout, "values over TCP") && strstr(bout, "no transport in common") &&
+                  strstr(bout, "TIDE_UCX_TCP=1"),
+              "the client's warning: %s", bout);
+    CHECK(stat_figure(ts.port, "net_bytes_out") - before >= 4u << 20);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+
+    setenv("TIDE_UCX_TCP", "1", 1);
+    server_start(&ts, ucx_test_with_ucx);
+    int n = listening_sockets(ts.pid);
+    CHECK_MSG(n >= 4, "with TIDE_UCX_TCP=1 tided listens on %d sockets: none of UCX's TCP", n);
     CHECK_EQ(server_stop(&ts, SIGTERM), 0);
 }
 
