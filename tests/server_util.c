@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "proto/frame.h"
 
 void server_start(test_server *ts, const char *const *extra) {
     static int serial;
@@ -112,6 +113,19 @@ int server_connect(int port, int timeout_s) {
         test_fail(__FILE__, __LINE__, "cannot connect to port %d", port);
     struct timeval tv = {.tv_sec = timeout_s};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    return fd;
+}
+
+int server_put_half_sent(int port, const char *key, uint8_t *val, size_t vlen) {
+    tide_key k = {key, strlen(key)};
+    tide_iov v = {val, vlen};
+    uint8_t head[512];
+    size_t hlen;
+    CHECK_EQ(frame_encode_put(head, sizeof(head), &hlen, 9, &k, 1, &v, NULL, NULL, NULL), 0);
+    int fd = server_connect(port, 10);
+    CHECK(fd >= 0);
+    CHECK_EQ(send(fd, head, hlen, MSG_NOSIGNAL), (ssize_t)hlen);
+    CHECK_EQ(send(fd, val, vlen / 2, MSG_NOSIGNAL), (ssize_t)(vlen / 2));
     return fd;
 }
 

@@ -4,6 +4,7 @@
 #ifndef TIDE_SERVER_UTIL_H
 #define TIDE_SERVER_UTIL_H
 
+#include <stdint.h>
 #include <sys/types.h>
 
 typedef struct test_server {
@@ -41,6 +42,10 @@ long server_status_kib(pid_t pid, const char *field);
 #endif
 /* Connect a blocking TCP socket to 127.0.0.1:port (receive timeout secs). */
 int server_connect(int port, int timeout_s);
+/* Connect to the tided on port and send a PUT of val[0, vlen) under key whose value stops
+ * half way (the head and vlen / 2 bytes): tided is then inside the request's body. The
+ * connection (the caller sends the rest, or closes it). */
+int server_put_half_sent(int port, const char *key, uint8_t *val, size_t vlen);
 /* A figure from the /metrics of the tided whose metrics port is metrics_port: the first
  * sample of `name` (a line `name value`), or -1 when there is none. */
 long long server_metric(int metrics_port, const char *name);

@@ -40,15 +40,7 @@ TEST_T(server_sigterm_finishes_a_put_whose_value_is_arriving, 30) {
     CHECK(val != NULL);
     for (size_t i = 0; i < vlen; i++)
         val[i] = (uint8_t)(i * 13 + 1);
-    tide_key k = {"draining", 8};
-    tide_iov v = {val, vlen};
-    uint8_t head[256];
-    size_t hlen;
-    CHECK_EQ(frame_encode_put(head, sizeof(head), &hlen, 9, &k, 1, &v, NULL, NULL, NULL), 0);
-    int fd = server_connect(ts.port, 10);
-    CHECK(fd >= 0);
-    send_all(fd, head, hlen);
-    send_all(fd, val, vlen / 2);
+    int fd = server_put_half_sent(ts.port, "draining", val, vlen);
     sleep_ms(200); /* tided has read the head and is inside the body */
     CHECK_EQ(kill(ts.pid, SIGTERM), 0);
     sleep_ms(300); /* it has seen the signal: no new connection, this one drains */

@@ -860,15 +860,7 @@ TEST_T(ucx_endpoint_refused_while_tided_stops, 60) {
     size_t vlen = 1 << 20;
     uint8_t *val = calloc(1, vlen);
     CHECK(val != NULL);
-    tide_key k = {"draining", 8};
-    tide_iov v = {val, vlen};
-    uint8_t head[256];
-    size_t hlen;
-    CHECK_EQ(frame_encode_put(head, sizeof(head), &hlen, 9, &k, 1, &v, NULL, NULL, NULL), 0);
-    int fd = server_connect(ts.port, 10);
-    CHECK(fd >= 0);
-    CHECK_EQ(send(fd, head, hlen, MSG_NOSIGNAL), (ssize_t)hlen);
-    CHECK_EQ(send(fd, val, vlen / 2, MSG_NOSIGNAL), (ssize_t)(vlen / 2));
+    int fd = server_put_half_sent(ts.port, "draining", val, vlen);
     usleep(200 * 1000); /* tided is inside the body */
     CHECK_EQ(kill(ts.pid, SIGTERM), 0);
     usleep(300 * 1000); /* it has seen the signal and drains */
@@ -940,18 +932,27 @@ static uint64_t pin_offset(int port, const char *key) {
     return off;
 }
 
+/* A tided over UCX_TLS=tcp and a transport=ucx client that stored "victim": len bytes of
+ * 0x11 (*v); *got is a buffer of len for reading it back. */
+static tide_store *victim_stored(test_server *ts, size_t len, uint8_t **v, uint8_t **got) {
+    char u[160];
+    tide_store *s = ucx_started(ts, "tcp", u, sizeof(u), NULL);
+    *v = malloc(len);
+    *got = malloc(len);
+    CHECK(*v && *got);
+    memset(*v, 0x11, len);
+    CHECK_MSG(tide_put(s, "victim", 6, *v, len) == 0, "put: %s", tide_errmsg(s));
+    return s;
+}
+
 /* A value whose bytes in the pool changed after it was stored (a torn write, an object
  * reused under an expired lease) fails its checksum where it landed: a miss, not the
  * damaged bytes, and tided drops it. */
 TEST(ucx_damaged_value_is_a_miss) {
     test_server ts;
-    char u[160];
-    tide_store *s = ucx_started(&ts, "tcp", u, sizeof(u), NULL);
     size_t len = 256 << 10;
-    uint8_t *v = malloc(len), *got = malloc(len);
-    CHECK(v && got);
-    memset(v, 0x11, len);
-    CHECK_MSG(tide_put(s, "victim", 6, v, len) == 0, "put: %s", tide_errmsg(s));
+    uint8_t *v, *got;
+    tide_store *s = victim_stored(&ts, len, &v, &got);
     size_t gl = 0;
     CHECK_EQ(tide_get(s, "victim", 6, got, len, &gl), 0); /* intact: a hit */
     int port = hello_ucx_port(ts.port, "", FRAME_FEATURE_UCX);
@@ -990,13 +991,9 @@ static ucp_rkey_h forged_rkey(raw_ucx *r, ucp_mem_h *mh, void *buf, size_t len) 
  * value stays a hit with its bytes, and the read fails or times out. */
 TEST_T(ucx_unauthenticated_rma_reaches_nothing, 60) {
     test_server ts;
-    char u[160];
-    tide_store *s = ucx_started(&ts, "tcp", u, sizeof(u), NULL);
     size_t len = 256 << 10;
-    uint8_t *v = malloc(len), *got = malloc(len);
-    CHECK(v && got);
-    memset(v, 0x11, len);
-    CHECK_MSG(tide_put(s, "victim", 6, v, len) == 0, "put: %s", tide_errmsg(s));
+    uint8_t *v, *got;
+    tide_store *s = victim_stored(&ts, len, &v, &got);
     int port = hello_ucx_port(ts.port, "", FRAME_FEATURE_UCX);
     raw_ucx a = {0};
     raw_open(&a, port, ""); /* authenticated: only to learn where the pool is */
