@@ -1069,12 +1069,9 @@ static int tucx_am(tide_store *s, tucx *t, int put, int on_dev, size_t j, const 
     void *r;
     if (!put) {
         rp.flags |= UCP_AM_SEND_FLAG_EAGER;
-    } else if (on_dev) {
-        rp.flags |= UCP_AM_SEND_FLAG_RNDV;
-    }
-    if (!put) {
         r = ucp_am_send_nbx(t->ep, UCX_AM_GET, op->hdr, UCX_GET_HDR, NULL, 0, &rp);
     } else {
+        if (on_dev) rp.flags |= UCP_AM_SEND_FLAG_RNDV; /* no CPU copy of device memory */
         ucp_dt_iov_t dt[TUCX_IOV_MAX];
         size_t nd = op_dt(op, dt);
         if (nd == 1) {
