@@ -1117,6 +1117,54 @@ TEST_T(ucx_tcp_transport_only_with_tide_ucx_tcp, 90) {
     CHECK_EQ(server_stop(&ts, SIGTERM), 0);
 }
 
+/* The UCX_TLS lists tide's contexts use: tcp left out unless TIDE_UCX_TCP=1, and the
+ * same-host worker's shared-memory transports, from what UCX_TLS says. */
+TEST(ucx_tls_lists) {
+    static const struct {
+        const char *env, *allow; /* NULL: unset */
+        int rc;
+        const char *out;
+    } no_tcp[] = {
+        {NULL, NULL, 1, "^tcp"},  {"all", NULL, 1, "^tcp"},
+        {"tcp", NULL, -1, ""},    {"rc,tcp,sm", NULL, 1, "rc,sm"},
+        {"rc,sm", NULL, 0, ""},   {"^rc", NULL, 1, "^rc,tcp"},
+        {"^tcp,rc", NULL, 0, ""}, {"tcp", "1", 0, ""},
+        {NULL, "1", 0, ""},       {"tcp", "0", -1, ""},
+    };
+    char out[256];
+    for (size_t i = 0; i < sizeof(no_tcp) / sizeof(no_tcp[0]); i++) {
+        if (no_tcp[i].env)
+            setenv("UCX_TLS", no_tcp[i].env, 1);
+        else
+            unsetenv("UCX_TLS");
+        if (no_tcp[i].allow)
+            setenv("TIDE_UCX_TCP", no_tcp[i].allow, 1);
+        else
+            unsetenv("TIDE_UCX_TCP");
+        int rc = ucx_tls_no_tcp(out, sizeof(out));
+        CHECK_MSG(rc == no_tcp[i].rc && (rc != 1 || !strcmp(out, no_tcp[i].out)),
+                  "UCX_TLS=%s TIDE_UCX_TCP=%s: %d '%s'", no_tcp[i].env ? no_tcp[i].env : "(unset)",
+                  no_tcp[i].allow ? no_tcp[i].allow : "(unset)", rc, rc == 1 ? out : "");
+    }
+    static const struct {
+        const char *env;
+        const char *out; /* "": none */
+    } shm[] = {
+        {NULL, "posix,sysv,cma,knem,xpmem"}, {"sm,self", "posix,sysv,cma,knem,xpmem"},
+        {"posix,cma,self,tcp", "posix,cma"}, {"tcp", ""},
+        {"^cma", "posix,sysv,knem,xpmem"},   {"^sm", ""},
+    };
+    for (size_t i = 0; i < sizeof(shm) / sizeof(shm[0]); i++) {
+        if (shm[i].env)
+            setenv("UCX_TLS", shm[i].env, 1);
+        else
+            unsetenv("UCX_TLS");
+        int any = ucx_tls_same_host(out, sizeof(out));
+        CHECK_MSG(any == (shm[i].out[0] != '\0') && (!any || !strcmp(out, shm[i].out)),
+                  "UCX_TLS=%s: %d '%s'", shm[i].env ? shm[i].env : "(unset)", any, out);
+    }
+}
+
 /* ---- the registration cache (tide_buffer_register) ------------------------------------- */
 
 static void reg_now(uint64_t *maps, uint64_t *hits, uint64_t *unmaps) {
