@@ -189,7 +189,8 @@ test-vllm: $(BUILD)/libtide.so $(BUILD)/tide
 
 # vLLM 0.33.0 (the `vllm` package, GPU build, imported on CPU; no engine): tests/vllm33 drives
 # its real Scheduler and KV-cache manager with tide's connector, and compares check-config with
-# its MooncakeStoreConnector. scripts/vllm33-env.sh makes or checks $(VENV33); both tests run
+# its MooncakeStoreConnector; and runs scripts/gpu-check.sh whole without a GPU (STANDIN=1:
+# the stand-in CUDA runtime). scripts/vllm33-env.sh makes or checks $(VENV33); both tests run
 # again in $(VENV32) against vLLM 0.32.
 # VENV33 and VENV32 move the two environments.
 VENV33 ?= .venv-vllm33

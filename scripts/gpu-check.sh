@@ -3,6 +3,7 @@
 # CUDA toolkit, and no network. Sized to finish in well under 5 minutes on one H200.
 #
 #   scripts/gpu-check.sh            (PYTHON=/path/to/python3-with-torch to pick the interpreter)
+#   STANDIN=1 scripts/gpu-check.sh  (no GPU: every stage through a stand-in CUDA runtime)
 #
 # 1. Says what the machine has (GPU, driver, nvcc, the Python that imports torch) and which
 #    of the build's Debian libraries are missing (libxxhash, libssl, libcjson, liburing,
@@ -26,11 +27,19 @@
 #    ordering against the engine's stream: a ~0.5 s sleep kernel queued before the kernels
 #    that write the pages, so that a save that does not wait for the forward pass, or a load
 #    that does not wait for an earlier pass writing its blocks, is caught; with the CPU time
-#    the process spends while the save waits (a spinning job thread shows as ~1 core).
+#    the process spends while the save waits (a spinning job thread shows as ~1 core); then
+#    fp8 K/V and a hybrid model's attention and Mamba states (conv + SSM) round-tripped; and
+#    the engine's slowdown: a bf16 matmul loop timed alone and while tide saves and loads.
 # 4. The same through tide://...?transport=ucx against a tided with --ucx-port: with a
 #    CUDA-enabled UCX (TIDE_UCX_LIBDIR, or the libucx-cu12/cu13 wheel the Python imports)
 #    the GPU regions go straight between the GPU and the pool by UCX, else they are staged;
 #    the log says which path ran and why (the direct path needs a GPU to be checked at all).
+#
+# STANDIN=1 runs all of it where there is no GPU (make check does, so the script and
+# gpu_check.py are known to run before a GPU machine is lent): a Python with torch (no CUDA
+# needed), tests/device/fake_cudart.c built here as the CUDA runtime libtide loads
+# (TIDE_CUDART), host tensors it counts as device memory, smaller sizes, no ordering stage
+# (a sleep kernel needs a GPU); every comparison is made, the figures mean nothing.
 #
 # Writes its log and figures under $OUT (default build/gpu-check). Exit status: 0 when all
 # ran and compared equal; 1 on a failure; 2 when the machine lacks a GPU or torch; 3 when
@@ -85,7 +94,21 @@ if [ -z "$PY" ]; then
     exit 2
 fi
 say "python: $PY ($("$PY" -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())'))"
-if ! "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)'; then
+# The sizes of the Python stages: a GPU's, or the stand-in's (host memory, 2 cores).
+PYARGS=()
+POOL=6GiB PREFAULT=(--prefault) MEMURL='mem://?capacity=6GiB&prefault=1'
+if [ -n "${STANDIN:-}" ]; then
+    say "STANDIN: no GPU; libtide loads tests/device/fake_cudart.c as its CUDA runtime"
+    if ! ${CC:-cc} -shared -fPIC -O1 -DFAKE_VERSION=13000 -Wl,-soname,libcudart.so.13 \
+        -o "$TMPD/libcudart.so.13" tests/device/fake_cudart.c -pthread; then
+        say "FAIL: the stand-in runtime does not build"
+        exit 1
+    fi
+    export TIDE_CUDART=$TMPD/libcudart.so.13
+    say "STANDIN: TIDE_CUDART=$TIDE_CUDART"
+    PYARGS=(--standin --layers 4 --blocks 16)
+    POOL=1GiB PREFAULT=() MEMURL='mem://?capacity=1GiB'
+elif ! "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)'; then
     say "MISSING: torch sees no CUDA device"
     exit 2
 fi
@@ -197,17 +220,21 @@ run_py() { # label url [extra args]
     shift 2
     say "$label: $url"
     if ! timeout 180 "$PY" scripts/gpu_check.py --lib "$LIB" --url "$url" --label "$label" \
-        --json "$OUT/$label.json" "$@"; then
+        --json "$OUT/$label.json" "${PYARGS[@]}" "$@"; then
         say "FAIL: $label"
         status=1
     fi
 }
 
-run_py mem 'mem://?capacity=6GiB&prefault=1' --bad-input --vllm-layouts --ordering
-TIDE_CUDA_BATCH=0 run_py mem-nobatch 'mem://?capacity=6GiB&prefault=1' --reps 2
+if [ -n "${STANDIN:-}" ]; then
+    run_py mem "$MEMURL" --bad-input --vllm-layouts --interference 256 --reps 1
+else
+    run_py mem "$MEMURL" --bad-input --vllm-layouts --ordering --interference 8192
+fi
+TIDE_CUDA_BATCH=0 run_py mem-nobatch "$MEMURL" --reps 2
 
 SOCK=$TMPD/tide.sock
-"$TIDE" serve --port 0 --metrics-port 0 --capacity 6GiB --prefault --unix "$SOCK" \
+"$TIDE" serve --port 0 --metrics-port 0 --capacity "$POOL" "${PREFAULT[@]}" --unix "$SOCK" \
     --ready-file "$TMPD/ready" --log-level warn 2>"$OUT/tided.log" &
 TIDED_PID=$!
 for _ in $(seq 1 600); do
@@ -285,7 +312,13 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 print(f"== {r['label']:12s} save {r['save_GBps']:6.1f} ({r['save_ratio']:.2f}x of d2h "
       f"{r['memcpy_d2h_GBps']:.1f})  load {r['load_GBps']:6.1f} ({r['load_ratio']:.2f}x of h2d "
-      f"{r['memcpy_h2d_GBps']:.1f})  {r['bytes'] / 2**30:.2f} GiB, {r['object_bytes'] >> 20} MiB objects")
+      f"{r['memcpy_h2d_GBps']:.1f})  {r['bytes'] / 2**30:.2f} GiB, {r['object_bytes'] / 2**20:g} MiB objects")
+i = r.get("interference")
+if i:
+    print(f"== {r['label']:12s} bf16 matmul {i['matmul_n']}: {i['slowdown']:.2f}x the time while tide "
+          f"moved {i['tide_GBps_meanwhile']:.1f} GB/s beside it")
+if r.get("pin_s_per_GiB") is not None:
+    print(f"== {r['label']:12s} pool pinned in {r['pin_s']:.2f} s ({r['pin_s_per_GiB']:.3f} s per GiB)")
 EOF
 done
 say "took $(($(date +%s) - T0)) s; $([ "$status" -eq 0 ] && echo PASSED || echo FAILED)"

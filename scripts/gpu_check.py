@@ -14,8 +14,16 @@ the tide Python package.
 
 With --vllm-layouts it also registers CUDA tensors through tide.vllm (python/tide, the
 tensor -> region code vLLM's workers run) in vLLM's layouts — FlashAttention's (2, blocks,
-...) K/V planes per layer, FlashInfer's blocks-first, MLA's latent, a hybrid model's Mamba
-state views into one raw buffer — and round-trips the attention ones bit-exact.
+...) K/V planes per layer, FlashInfer's blocks-first, MLA's latent, fp8 K/V, a hybrid model's
+attention and Mamba states (conv and SSM views into one raw buffer per block) — and round-trips
+each bit-exact. With --interference it times a bf16 matmul loop on the engine's stream alone
+and while saves and loads run beside it (the engine's slowdown).
+
+With --standin (make check runs it so, on machines without a GPU) the tensors are host memory
+that the stand-in CUDA runtime libtide loads then (TIDE_CUDART=tests/device/fake_cudart.c
+built as a library) counts as device memory: every call into libtide and every comparison is
+the GPU run's, the figures mean nothing, and the ordering check (it needs a sleep kernel) is
+not run.
 
 Exit status: 0 when every byte compared equal and every error case answered as it should
 (the speed verdict is printed, not turned into a failure); 1 on a correctness failure; 2 when
@@ -41,6 +49,108 @@ TIDE_CONNECTOR_SCHEDULER, TIDE_CONNECTOR_WORKER = 0, 1
 LOAD, SAVE = 1, 2
 TIDE_MEM_CUDA = 1
 TIDE_EDEVICE = -1023
+
+
+class Dev:
+    """Where the check's KV caches live: CUDA tensors made by torch on GPU 0 and the engine's
+    current stream; or, standing in for a GPU, host tensors the stand-in runtime is told are
+    device memory (fake_declare) and the legacy stream 0."""
+
+    def __init__(self, standin):
+        import torch
+
+        self.torch, self.standin = torch, standin
+        if standin:
+            path = os.environ.get("TIDE_CUDART", "")
+            if not path:
+                fail("--standin needs TIDE_CUDART: the stand-in runtime libtide is to load")
+            self.fake = C.CDLL(path)
+            self.fake.fake_declare.restype = C.c_int
+            self.fake.fake_declare.argtypes = [C.c_void_p, C.c_size_t, C.c_int]
+            self.dev = torch.device("cpu")
+        else:
+            self.dev = torch.device("cuda", 0)
+            torch.cuda.set_device(self.dev)
+
+    def name(self):
+        if self.standin:
+            return f"no GPU: host memory through the stand-in runtime {os.environ['TIDE_CUDART']}"
+        return self.torch.cuda.get_device_name(self.dev)
+
+    def _made(self, x):
+        if self.standin:
+            st = x.untyped_storage()
+            if self.fake.fake_declare(st.data_ptr(), st.nbytes(), 0) != 0:
+                fail("the stand-in runtime's table of device allocations is full")
+        return x
+
+    def zeros(self, shape, dtype):
+        return self._made(self.torch.zeros(shape, dtype=dtype, device=self.dev))
+
+    def randn(self, shape, dtype, gen=None):
+        return self._made(self.torch.randn(shape, dtype=dtype, device=self.dev, generator=gen))
+
+    def randbytes(self, shape, dtype, seed):
+        """Random bits of any dtype (fp8 included: no NaN checks get in the way)."""
+        g = self.generator(seed)
+        x = self.torch.randint(0, 256, shape[:-1] + (shape[-1] * _esize(self.torch, dtype),),
+                               dtype=self.torch.uint8, device=self.dev, generator=g)
+        return self._made(x.view(dtype))
+
+    def index(self, ids):
+        return self.torch.tensor(ids, device=self.dev)
+
+    def generator(self, seed):
+        return self.torch.Generator(device=self.dev).manual_seed(seed)
+
+    def sync(self):
+        """Wait for what the engine's stream has queued (not the whole device: tide's own
+        copy streams run on beside it)."""
+        if not self.standin:
+            self.torch.cuda.current_stream(self.dev).synchronize()
+
+    def stream(self):
+        if self.standin:
+            return 0
+        return self.torch.cuda.current_stream(self.dev).cuda_stream
+
+    def new_stream(self):
+        """Another stream of the device (the legacy stream 0 standing in), as an integer;
+        kept alive by the Dev."""
+        if self.standin:
+            return 0
+        st = self.torch.cuda.Stream(self.dev)
+        self._streams = getattr(self, "_streams", []) + [st]
+        return st.cuda_stream
+
+    def for_vllm(self, x):
+        """The tensor as tide.vllm's workers are handed it: on the GPU itself; standing in,
+        a view of the host tensor that says it is on cuda:0."""
+        return _AsCuda(x) if self.standin else x
+
+
+def _esize(torch, dtype):
+    return torch.empty((), dtype=dtype).element_size()
+
+
+class _CudaZero:
+    type, index = "cuda", 0
+
+    def __str__(self):
+        return "cuda:0"
+
+
+class _AsCuda:
+    """A host tensor that says it is on cuda:0 (tide.vllm reads .device to choose the CUDA
+    path); everything else is the tensor's own."""
+
+    device = _CudaZero()
+
+    def __init__(self, t):
+        self._t = t
+
+    def __getattr__(self, k):
+        return getattr(self._t, k)
 
 
 def fail(msg):
@@ -91,7 +201,7 @@ def load_lib(path):
 
 
 class Tide:
-    def __init__(self, lib, url):
+    def __init__(self, lib, url, layers=LAYERS):
         self.lib = lib
         self.store = C.c_void_p()
         rc = lib.tide_open(url.encode(), C.byref(self.store))
@@ -116,7 +226,7 @@ class Tide:
                                 "head_size": HEAD_SIZE,
                                 "dtype": "bfloat16",
                             },
-                            "layer_names": [f"model.layers.{i}.attn" for i in range(LAYERS)],
+                            "layer_names": [f"model.layers.{i}.attn" for i in range(layers)],
                         }
                     ]
                 },
@@ -182,20 +292,49 @@ def step(t, s, w, stream):
     return n
 
 
-def schedule(t, s, rid, h, nh, ntok, ids, ext):
-    arr = (C.c_int32 * len(ids))(*ids)
-    cnt = (C.c_size_t * 1)(len(ids))
+def _table(ids):
+    """A block table as the C API takes it: ids flattened, a count per group. `ids` is one
+    group's list, or a list of lists (one per KV-cache group)."""
+    groups = ids if ids and isinstance(ids[0], list) else [ids]
+    flat = [b for g in groups for b in g]
+    return (C.c_int32 * max(len(flat), 1))(*flat), (C.c_size_t * len(groups))(*map(len, groups)), len(groups)
+
+
+def schedule(t, s, rid, h, nh, ntok, ids, ext, computed=None, run=True):
+    """vLLM's scheduler on a new request: the lookup, the allocation (`ext` external tokens
+    granted; None: what the lookup offered) and, when `run`, its first step, after which it
+    has `computed` tokens (default all). Returns the tokens the lookup offered."""
+    arr, cnt, ng = _table(ids)
     new = C.c_int64(-1)
     t.check(s, t.lib.tide_connector_lookup(s, rid, ntok, h, nh, HASH_LEN, 0, C.byref(new)), "lookup")
     if ext is None:
         ext = new.value
-    t.check(s, t.lib.tide_connector_update_after_alloc(s, rid, arr, cnt, 1, ext), "update_after_alloc")
+    t.check(s, t.lib.tide_connector_update_after_alloc(s, rid, arr, cnt, ng, ext), "update_after_alloc")
+    if run:
+        first_step(t, s, rid, h, nh, ntok, ids, ntok if computed is None else computed)
+    return new.value
+
+
+def first_step(t, s, rid, h, nh, ntok, ids, computed):
+    """A request's first step with its whole block table: `computed` tokens after it (for
+    a load vLLM has not scheduled yet, the tokens loaded)."""
+    arr, cnt, ng = _table(ids)
     t.check(
         s,
-        t.lib.tide_connector_request_step(s, rid, ntok, ntok, h, nh, HASH_LEN, arr, cnt, 1, 1),
+        t.lib.tide_connector_request_step(s, rid, ntok, computed, h, nh, HASH_LEN, arr, cnt, ng, 1),
         "request_step",
     )
-    return new.value
+
+
+def advance(t, s, rid, h, nh, ntok, computed, ngroups):
+    """A later step of a running request, no new blocks: it has `computed` tokens after it."""
+    arr, cnt, _ = _table([[] for _ in range(ngroups)])
+    t.check(
+        s,
+        t.lib.tide_connector_request_step(s, rid, ntok, computed, h, nh, HASH_LEN, arr, cnt,
+                                          ngroups, 0),
+        "request_step",
+    )
 
 
 def finished(t, w, kind):
@@ -222,8 +361,9 @@ class _Shim:
         return rc
 
 
-def vllm_layouts(lib, url, dev):
-    """CUDA tensors through tide.vllm's region code, in vLLM's layouts."""
+def vllm_layouts(lib, url, d):
+    """CUDA tensors through tide.vllm's region code, in vLLM's layouts, each round-tripped
+    and compared bit for bit."""
     import torch
 
     sys.path.insert(0, os.path.join(ROOT, "python"))
@@ -237,19 +377,24 @@ def vllm_layouts(lib, url, dev):
         return
 
     store = tide.Store(url)
+    sh = _Shim(lib)
     nb, bt = 64, 16
     attn = {"block_size": bt, "num_kv_heads": KV_HEADS, "head_size": HEAD_SIZE, "dtype": "bfloat16"}
+    fp8 = {**attn, "dtype": "float8_e4m3fn"}
+    bf16, f8 = torch.bfloat16, torch.float8_e4m3fn
+    # name: (spec, shape, dtype, the pages of block ids `ids` as bytes)
     layouts = {
-        "kv_first": ({"type": "FullAttentionSpec", **attn}, (2, nb, bt, KV_HEADS, HEAD_SIZE),
-                     lambda x, ids: x[:, ids]),
+        "kv_first": ({"type": "FullAttentionSpec", **attn}, (2, nb, bt, KV_HEADS, HEAD_SIZE), bf16,
+                     lambda x, ids: x.view(torch.uint8)[:, ids]),
         "blocks_first": ({"type": "FullAttentionSpec", **attn}, (nb, 2, bt, KV_HEADS, HEAD_SIZE),
-                         lambda x, ids: x[ids]),
+                         bf16, lambda x, ids: x.view(torch.uint8)[ids]),
         "mla": ({"type": "MLAAttentionSpec", "block_size": bt, "num_kv_heads": 1, "head_size": 576,
-                 "dtype": "bfloat16"}, (nb, bt, 576), lambda x, ids: x[ids]),
+                 "dtype": "bfloat16"}, (nb, bt, 576), bf16, lambda x, ids: x.view(torch.uint8)[ids]),
+        "fp8_kv_first": ({"type": "FullAttentionSpec", **fp8}, (2, nb, bt, KV_HEADS, HEAD_SIZE), f8,
+                         lambda x, ids: x.view(torch.uint8)[:, ids]),
     }
-    sh = _Shim(lib)
     layers = [f"model.layers.{i}.attn" for i in range(4)]
-    for name, (spec, shape, page) in layouts.items():
+    for name, (spec, shape, dtype, page) in layouts.items():
         cfg = {
             "model_config": {"model": f"org/GpuCheck-{name}", "total_num_kv_heads": KV_HEADS},
             "cache_config": {"block_size": bt},
@@ -262,64 +407,129 @@ def vllm_layouts(lib, url, dev):
         s = tv.TideStoreConnector(cfg, "scheduler", store=store)
         wp = tv.TideStoreConnector(cfg, "worker", store=store)
         wc = tv.TideStoreConnector(cfg, "worker", store=store)
-        prod = {ln: torch.randn(shape, dtype=torch.bfloat16, device=dev) for ln in layers}
-        cons = {ln: torch.zeros(shape, dtype=torch.bfloat16, device=dev) for ln in layers}
-        wp.register_kv_caches(prod)
-        wc.register_kv_caches(cons)
+        prod = {ln: d.randbytes(shape, dtype, 100 + i) for i, ln in enumerate(layers)}
+        cons = {ln: d.zeros(shape, dtype) for ln in layers}
+        wp.register_kv_caches({k: d.for_vllm(v) for k, v in prod.items()})
+        wc.register_kv_caches({k: d.for_vllm(v) for k, v in cons.items()})
         S, WP, WC = (C.c_void_p(C.cast(x._handle(), C.c_void_p).value) for x in (s, wp, wc))
         ntok = 20 * bt + 3
         h, nh = hashes(sh, 77, ntok)
         src, dst = list(range(2, 23)), list(range(40, 61))
-        stream = torch.cuda.current_stream(dev).cuda_stream
         schedule(sh, S, b"p", h, nh, ntok, src, 0)
-        step(sh, S, WP, stream)
+        step(sh, S, WP, d.stream())
         lib.tide_connector_wait(WP)
         if schedule(sh, S, b"c", h, nh, ntok, dst, None) != 20 * bt:
             fail(f"tide.vllm {name}: the saved prefix is not found")
-        step(sh, S, WC, stream)
+        step(sh, S, WC, d.stream())
         lib.tide_connector_wait(WC)
         if load_errors(sh, WC):
             fail(f"tide.vllm {name}: load errors")
+        d.sync()
         for ln in layers:
             if not torch.equal(page(prod[ln], src[:-1]), page(cons[ln], dst[:-1])):
                 fail(f"tide.vllm {name}: layer {ln} differs after the round trip")
-        print(f"[vllm] {name}: CUDA tensors {tuple(shape)} registered through tide.vllm, "
-              f"20 blocks saved and loaded bit-exact", flush=True)
+        print(f"[vllm] {name}: {str(dtype)[6:]} tensors {tuple(shape)} registered through "
+              f"tide.vllm, 20 blocks saved and loaded bit-exact", flush=True)
         del wp, wc, s
-    # A hybrid model: attention plus Mamba states viewed into one raw CUDA buffer per block.
+    hybrid(lib, store, tv, d)
+    # Mixed memory is refused: a host tensor after device ones (standing in, every tensor
+    # is host memory: nothing to mix).
+    if d.standin:
+        return
     with open(os.path.join(ROOT, "examples", "qwen3-next-hybrid-align.json")) as f:
-        cfg = json.load(f)
+        cfg = _hybrid_config(json.load(f))
+    raw, conv, ssm = _mamba_pages(d, None)
+    w2 = tv.TideStoreConnector(cfg, "worker", store=store)
+    try:
+        w2.register_kv_caches({
+            "model.layers.3.self_attn.attn": d.zeros((8, 2, 64, 1, 256), torch.bfloat16),
+            "model.layers.0.linear_attn": [conv.cpu(), ssm.cpu()],
+        })
+        fail("tide.vllm accepted CUDA and CPU tensors in one connector")
+    except tide.InvalidArgument as e:
+        print(f"[vllm] CUDA and CPU tensors mixed: refused ({str(e)[:100]})", flush=True)
+
+
+def _hybrid_config(cfg):
+    """examples/qwen3-next-hybrid-align.json on one rank, its two layers named, 8 blocks."""
     cfg["parallel_config"] = {"tensor_parallel_size": 1}
     cfg["kv_transfer_config"]["kv_role"] = "kv_both"
     groups = cfg["kv_cache_config"]["kv_cache_groups"]
     groups[0]["layer_names"] = ["model.layers.3.self_attn.attn"]
     groups[1]["layer_names"] = ["model.layers.0.linear_attn"]
     cfg["kv_cache_config"]["num_blocks"] = 8
+    return cfg
+
+
+def _mamba_pages(d, seed):
+    """A Mamba layer's states as vLLM lays them out: conv (3, 2048) bf16 and SSM
+    (8, 128, 128) f32, views into one raw device buffer of 8 block pages."""
+    import torch
+
     conv_b, ssm_b = 3 * 2048 * 2, 8 * 128 * 128 * 4
-    raw = torch.zeros((8, conv_b + ssm_b), dtype=torch.uint8, device=dev)
+    raw = d.zeros((8, conv_b + ssm_b), torch.uint8) if seed is None else \
+        d.randbytes((8, conv_b + ssm_b), torch.uint8, seed)
     conv = raw[:, :conv_b].view(torch.bfloat16).view(8, 3, 2048)
     ssm = raw[:, conv_b:].view(torch.float32).view(8, 8, 128, 128)
     if conv.untyped_storage().data_ptr() != raw.data_ptr():
         fail("torch made a copy of the Mamba state views")
-    w = tv.TideStoreConnector(cfg, "worker", store=store)
-    w.register_kv_caches({
-        "model.layers.3.self_attn.attn": torch.zeros((8, 2, 64, 1, 256), dtype=torch.bfloat16,
-                                                      device=dev),
-        "model.layers.0.linear_attn": [conv, ssm],
-    })
-    print("[vllm] hybrid: attention + Mamba state views (one raw CUDA buffer) registered",
+    return raw, conv, ssm
+
+
+def hybrid(lib, store, tv, d):
+    """A hybrid model (examples/qwen3-next-hybrid-align.json: attention blocks of 64 tokens,
+    Mamba states in align mode, hashes every 16 tokens): 200 tokens prefilled to the replay
+    boundary 192 then 8 more, saved (3 attention blocks, the Mamba state at 192); another
+    engine's lookup finds 192 tokens and loads the attention blocks and every byte of the
+    conv and SSM states into other block ids."""
+    import torch
+
+    with open(os.path.join(ROOT, "examples", "qwen3-next-hybrid-align.json")) as f:
+        cfg = _hybrid_config(json.load(f))
+    sh = _Shim(lib)
+    attn = "model.layers.3.self_attn.attn"
+    pa, ca = d.randbytes((8, 2, 64, 1, 256), torch.bfloat16, 21), d.zeros((8, 2, 64, 1, 256), torch.bfloat16)
+    praw, pconv, pssm = _mamba_pages(d, 22)
+    craw, cconv, cssm = _mamba_pages(d, None)
+    s = tv.TideStoreConnector(cfg, "scheduler", store=store)
+    wp = tv.TideStoreConnector(cfg, "worker", store=store)
+    wc = tv.TideStoreConnector(cfg, "worker", store=store)
+    wp.register_kv_caches({attn: d.for_vllm(pa),
+                           "model.layers.0.linear_attn": [d.for_vllm(pconv), d.for_vllm(pssm)]})
+    wc.register_kv_caches({attn: d.for_vllm(ca),
+                           "model.layers.0.linear_attn": [d.for_vllm(cconv), d.for_vllm(cssm)]})
+    print("[vllm] hybrid: attention + Mamba state views (one raw device buffer) registered",
           flush=True)
-    # Mixed memory is refused: a CPU tensor after CUDA ones.
-    w2 = tv.TideStoreConnector(cfg, "worker", store=store)
-    try:
-        w2.register_kv_caches({
-            "model.layers.3.self_attn.attn": torch.zeros((8, 2, 64, 1, 256), dtype=torch.bfloat16,
-                                                          device=dev),
-            "model.layers.0.linear_attn": [conv.cpu(), ssm.cpu()],
-        })
-        fail("tide.vllm accepted CUDA and CPU tensors in one connector")
-    except tide.InvalidArgument as e:
-        print(f"[vllm] CUDA and CPU tensors mixed: refused ({str(e)[:100]})", flush=True)
+    S, WP, WC = (C.c_void_p(C.cast(x._handle(), C.c_void_p).value) for x in (s, wp, wc))
+    ntok = 200
+    h, nh = hashes(sh, 5, ntok)
+    atable, mtable = [1, 2, 3, 4], [0, 0, 6, 7]  # 0: vLLM's null block
+    schedule(sh, S, b"hp", h, nh, ntok, [atable, mtable], 0, computed=192)
+    step(sh, S, WP, d.stream())
+    advance(sh, S, b"hp", h, nh, ntok, 200, 2)
+    step(sh, S, WP, d.stream())
+    lib.tide_connector_request_finished(S, b"hp")
+    step(sh, S, WP, d.stream())
+    lib.tide_connector_wait(WP)
+    catable, cmtable = [5, 4, 3, 2], [0, 0, 1, 7]
+    hit = schedule(sh, S, b"hc", h, nh, ntok, [catable, cmtable], None, run=False)
+    if hit != 192:
+        fail(f"hybrid: the lookup offered {hit} tokens, expected 192 (3 blocks of 64)")
+    first_step(sh, S, b"hc", h, nh, ntok, [catable, cmtable], hit)
+    step(sh, S, WC, d.stream())
+    lib.tide_connector_wait(WC)
+    if load_errors(sh, WC):
+        fail(f"hybrid: load errors {load_errors(sh, WC)}")
+    d.sync()
+    for i in range(3):
+        if not torch.equal(pa[atable[i]].view(torch.uint8), ca[catable[i]].view(torch.uint8)):
+            fail(f"hybrid: attention block {atable[i]} -> {catable[i]} differs")
+    if not torch.equal(praw[6], craw[1]):
+        fail("hybrid: the Mamba state at token 192 (conv and SSM) differs after the round trip")
+    if bool(craw[7].any()):
+        fail("hybrid: a Mamba page that no load targets was written")
+    print(f"[vllm] hybrid: 3 attention blocks and the Mamba state at 192 ({praw.shape[1]} bytes "
+          f"of conv + SSM) saved and loaded bit-exact", flush=True)
 
 
 def loaded_runtimes():
@@ -433,12 +643,98 @@ def ordering(lib, url, dev, sleep_cycles):
     return {"sleep_s": slept, "save_wait_s": wall, "save_wait_cpu_s": cpu}
 
 
+def interference(lib, url, d, layers, blocks, n, iters):
+    """The engine's compute while tide moves its KV: `iters` bf16 matmuls of n x n on the
+    engine's stream, timed alone, then while another thread saves and loads prefixes of
+    `blocks` blocks through tide; the slowdown is the time with over the time alone, and
+    the thread's GB/s is printed. The thread's jobs are ordered after a stream of their own
+    (idle), not the engine's: the matmuls are queued at once, and a save ordered after them
+    would copy only once they are done, as the save of step N copies during step N+1."""
+    import threading
+
+    import torch
+
+    t = Tide(lib, url, layers)
+    nb = 2 * blocks + 2
+    shape = (2, nb, BLOCK_TOKENS, KV_HEADS, HEAD_SIZE)
+    prod = [d.randn(shape, torch.bfloat16, d.generator(7 + i)) for i in range(layers)]
+    cons = [d.zeros(shape, torch.bfloat16) for _ in range(layers)]
+    s = t.connector(TIDE_CONNECTOR_SCHEDULER)
+    wp = t.connector(TIDE_CONNECTOR_WORKER)
+    wc = t.connector(TIDE_CONNECTOR_WORKER)
+    register(t, wp, prod)
+    register(t, wc, cons)
+    ntok = blocks * BLOCK_TOKENS + 1
+    obj = 2 * BLOCK_TOKENS * KV_HEADS * HEAD_SIZE * 2 * layers
+    stream = d.new_stream()
+    a = d.randn((n, n), torch.bfloat16, d.generator(3))
+    b = d.randn((n, n), torch.bfloat16, d.generator(4))
+
+    def matmuls():
+        d.sync()
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            a @ b
+        d.sync()
+        return time.perf_counter() - t0
+
+    matmuls()  # warm-up
+    alone = matmuls()
+    stop, started, moved, errs = threading.Event(), threading.Event(), [0], []
+
+    def mover():
+        rnd = 0
+        while not stop.is_set() and rnd < 10_000:
+            h, nh = hashes(t, 900_000 + rnd, ntok)
+            rid, crid = f"i{rnd}".encode(), f"j{rnd}".encode()
+            schedule(t, s, rid, h, nh, ntok, list(range(0, blocks + 1)), 0)
+            step(t, s, wp, stream)
+            lib.tide_connector_wait(wp)
+            lib.tide_connector_request_finished(s, rid)
+            started.set()
+            if schedule(t, s, crid, h, nh, ntok, list(range(blocks + 1, 2 * blocks + 2)), None) \
+                    != blocks * BLOCK_TOKENS:
+                errs.append(f"round {rnd}: the saved prefix is not found")
+                break
+            step(t, s, wc, stream)
+            lib.tide_connector_wait(wc)
+            if load_errors(t, wc):
+                errs.append(f"round {rnd}: load errors")
+                break
+            lib.tide_connector_request_finished(s, crid)
+            step(t, s, wc, stream)
+            lib.tide_connector_wait(wc)
+            moved[0] += 2 * blocks * obj
+            rnd += 1
+        started.set()
+
+    th = threading.Thread(target=mover)
+    th.start()
+    started.wait(120)
+    m0, t0 = moved[0], time.perf_counter()
+    busy = matmuls()
+    gbps = (moved[0] - m0) / 1e9 / max(time.perf_counter() - t0, 1e-9)
+    stop.set()
+    th.join(120)
+    for c in (wp, wc, s):
+        lib.tide_connector_destroy(c)
+    lib.tide_close(t.store)
+    if errs:
+        fail(f"interference: {errs[0]}")
+    slow = busy / alone
+    print(f"[interference] {iters} bf16 matmuls {n}x{n}: {alone:.3f} s alone, {busy:.3f} s while "
+          f"tide saved and loaded {gbps:.1f} GB/s beside them: {slow:.2f}x the time", flush=True)
+    return {"matmul_n": n, "matmul_iters": iters, "alone_s": alone, "with_tide_s": busy,
+            "slowdown": slow, "tide_GBps_meanwhile": gbps}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
     ap.add_argument("--url", required=True)
     ap.add_argument("--label", default="mem")
     ap.add_argument("--blocks", type=int, default=512, help="blocks of one saved prefix (2 MiB each)")
+    ap.add_argument("--layers", type=int, default=LAYERS, help="layers (2 pages of 32 KiB each per block)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--requests", type=int, default=2, help="requests the prefix is split over")
     ap.add_argument("--json")
@@ -448,30 +744,35 @@ def main():
                     help="also check the ordering against the engine's stream (sleep kernels)")
     ap.add_argument("--sleep-cycles", type=int, default=1_000_000_000,
                     help="the sleep kernel's length in GPU clock cycles (about 0.5 s)")
+    ap.add_argument("--interference", type=int, metavar="N", default=0,
+                    help="also time N x N bf16 matmuls alone and while tide moves KV (0: no)")
+    ap.add_argument("--standin", action="store_true",
+                    help="no GPU: host tensors through the stand-in runtime named by TIDE_CUDART")
     a = ap.parse_args()
     try:
         import torch
     except ImportError as e:
         print(f"MISSING: torch does not import ({e})")
         sys.exit(2)
-    if not torch.cuda.is_available():
+    if not a.standin and not torch.cuda.is_available():
         print("MISSING: torch sees no CUDA device")
         sys.exit(2)
-    dev = torch.device("cuda", 0)
-    torch.cuda.set_device(dev)
+    if a.standin and a.ordering:
+        fail("--ordering needs a GPU (a sleep kernel on the engine's stream): not with --standin")
+    d = Dev(a.standin)
     lib = load_lib(a.lib)
-    t = Tide(lib, a.url)
+    t = Tide(lib, a.url, a.layers)
     per_req = a.blocks // a.requests
     nb = a.blocks * (a.reps + 1) + 64  # blocks per rank: every rep's prefix, and spares
     shape = (2, nb, BLOCK_TOKENS, KV_HEADS, HEAD_SIZE)
-    gen = torch.Generator(device=dev).manual_seed(1)
-    prod = [torch.randn(shape, dtype=torch.bfloat16, device=dev, generator=gen) for _ in range(LAYERS)]
-    cons = [torch.zeros(shape, dtype=torch.bfloat16, device=dev) for _ in range(LAYERS)]
-    obj = 2 * BLOCK_TOKENS * KV_HEADS * HEAD_SIZE * 2 * LAYERS
+    gen = d.generator(1)
+    prod = [d.randn(shape, torch.bfloat16, gen) for _ in range(a.layers)]
+    cons = [d.zeros(shape, torch.bfloat16) for _ in range(a.layers)]
+    obj = 2 * BLOCK_TOKENS * KV_HEADS * HEAD_SIZE * 2 * a.layers
     print(
-        f"[{a.label}] {torch.cuda.get_device_name(dev)}; {LAYERS} layers x (2, {nb}, 16, 8, 128) "
-        f"bf16 per rank; objects of {obj >> 20} MiB ({2 * LAYERS} pages); prefix {a.blocks} blocks "
-        f"= {a.blocks * obj / 2**30:.2f} GiB over {a.requests} requests",
+        f"[{a.label}] {d.name()}; {a.layers} layers x (2, {nb}, 16, 8, 128) "
+        f"bf16 per rank; objects of {obj / 2**20:g} MiB ({2 * a.layers} pages); prefix {a.blocks} "
+        f"blocks = {a.blocks * obj / 2**30:.2f} GiB over {a.requests} requests",
         flush=True,
     )
     s = t.connector(TIDE_CONNECTOR_SCHEDULER)
@@ -488,7 +789,7 @@ def main():
     print(f"[{a.label}] registered (the pool pinned once): {reg_s:.2f} s{per_gib}", flush=True)
     print(f"[{a.label}] libcudart mapped: {', '.join(loaded_runtimes()) or 'none'}; "
           f"TIDE_CUDA_BATCH={os.environ.get('TIDE_CUDA_BATCH', '(unset)')}", flush=True)
-    stream = torch.cuda.current_stream(dev).cuda_stream
+    stream = d.stream()
     ntok = per_req * BLOCK_TOKENS + 5
     save_s, load_s = [], []
     for rep in range(a.reps):
@@ -500,7 +801,7 @@ def main():
         # Save: the "forward pass" (a kernel on the engine's stream writing the pages) is
         # queued right before the jobs; the saves must copy what it wrote.
         for _, _, _, src in reqs:
-            idx = torch.tensor(src[:-1], device=dev)
+            idx = d.index(src[:-1])
             for x in prod:
                 x.index_fill_(1, idx[:1], 0.5)  # touches the pages on the stream
         for rid, h, nh, src in reqs:
@@ -525,7 +826,7 @@ def main():
             if hit != per_req * BLOCK_TOKENS:
                 fail(f"{crid}: lookup hit {hit} tokens, expected {per_req * BLOCK_TOKENS}")
             loads.append((crid, src, dst))
-        torch.cuda.synchronize()
+        d.sync()
         t0 = time.perf_counter()
         step(t, s, wc, stream)
         lib.tide_connector_wait(wc)
@@ -534,10 +835,10 @@ def main():
         errs = load_errors(t, wc)
         if errs or sorted(got) != sorted(x[0].decode() for x in loads):
             fail(f"loads: finished {got}, load errors {errs[:8]}")
+        d.sync()
         for crid, src, dst in loads:
             lib.tide_connector_request_finished(s, crid)
-            si = torch.tensor(src[:-1], device=dev)
-            di = torch.tensor(dst[:-1], device=dev)
+            si, di = d.index(src[:-1]), d.index(dst[:-1])
             for li, (x, y) in enumerate(zip(prod, cons)):
                 if not torch.equal(x.index_select(1, si), y.index_select(1, di)):
                     fail(f"{crid.decode()}: layer {li} differs after the round trip")
@@ -546,22 +847,23 @@ def main():
         finished(t, wc, SAVE)
     moved = a.blocks * obj
     # Baseline: cudaMemcpyAsync of the same bytes, device <-> pinned host, one copy each way.
-    dbuf = torch.empty(moved, dtype=torch.uint8, device=dev)
-    hbuf = torch.empty(moved, dtype=torch.uint8, pin_memory=True)
+    dbuf = d.zeros(moved, torch.uint8)
+    hbuf = torch.empty(moved, dtype=torch.uint8, pin_memory=not a.standin)
     d2h, h2d = [], []
     for _ in range(a.reps):
-        torch.cuda.synchronize()
+        d.sync()
         t0 = time.perf_counter()
         hbuf.copy_(dbuf, non_blocking=True)
-        torch.cuda.synchronize()
+        d.sync()
         d2h.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         dbuf.copy_(hbuf, non_blocking=True)
-        torch.cuda.synchronize()
+        d.sync()
         h2d.append(time.perf_counter() - t0)
     gb = moved / 1e9
     res = {
         "label": a.label,
+        "device": d.name(),
         "bytes": moved,
         "object_bytes": obj,
         "save_GBps": gb / statistics.median(save_s),
@@ -570,6 +872,7 @@ def main():
         "memcpy_h2d_GBps": gb / statistics.median(h2d),
     }
     res["pin_s"] = reg_s
+    res["pin_s_per_GiB"] = reg_s / int(cap.group(1)) if cap else None
     res["libcudart"] = loaded_runtimes()
     res["save_ratio"] = res["save_GBps"] / res["memcpy_d2h_GBps"]
     res["load_ratio"] = res["load_GBps"] / res["memcpy_h2d_GBps"]
@@ -593,18 +896,25 @@ def main():
     for c in (wp, wc, s):
         lib.tide_connector_destroy(c)
     lib.tide_close(t.store)
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(res, f, indent=1)
-    print(f"[{a.label}] OK: every byte of {a.reps} round trips compared equal", flush=True)
-    if a.ordering:
-        res["ordering"] = ordering(lib, "mem://?capacity=1GiB", dev, a.sleep_cycles)
+
+    def save_json():
         if a.json:
             with open(a.json, "w") as f:
                 json.dump(res, f, indent=1)
+
+    save_json()
+    print(f"[{a.label}] OK: every byte of {a.reps} round trips compared equal", flush=True)
+    if a.ordering:
+        res["ordering"] = ordering(lib, "mem://?capacity=1GiB", d.dev, a.sleep_cycles)
+        save_json()
     if a.vllm_layouts:
-        vllm_layouts(lib, "mem://?capacity=512MiB", dev)
+        vllm_layouts(lib, "mem://?capacity=512MiB", d)
         print("[vllm] OK", flush=True)
+    if a.interference:
+        iters = 20 if a.standin else 400
+        res["interference"] = interference(lib, "mem://?capacity=2GiB", d, a.layers,
+                                           min(a.blocks, 64), a.interference, iters)
+        save_json()
 
 
 if __name__ == "__main__":

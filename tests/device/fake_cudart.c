@@ -15,7 +15,13 @@
  *   asleep when the event was made with cudaEventBlockingSync, else spinning (the real
  *   default), and fake_spin_ns() adds up the time spent spinning;
  * - FAKE_CUDART_DRIVER (a version) below FAKE_VERSION: every call answers
- *   cudaErrorInsufficientDriver; FAKE_CUDART_NO_BATCH=1: cudaMemcpyBatchAsync refuses.
+ *   cudaErrorInsufficientDriver; FAKE_CUDART_NO_BATCH=1: cudaMemcpyBatchAsync refuses;
+ *   FAKE_CUDART_FLIP=1: a copy out of device memory flips the first byte it writes (a copy
+ *   that damages data, for tests that must catch it).
+ *
+ * scripts/gpu-check.sh's stand-in run (STANDIN=1, for machines without a GPU) uses it too:
+ * scripts/gpu_check.py calls fake_declare() on host tensors, which makes them "device
+ * memory" as if cudaMalloc had returned them, and drives the real script through it.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -29,6 +35,7 @@
 #endif
 #define FAKE_DEVICES 2
 #define ATTR_BYTES 88
+#define FAKE_ALLOCS 4096
 
 typedef struct fake_stream {
     int device;
@@ -50,7 +57,7 @@ static struct {
     uint8_t *p;
     size_t n;
     int device;
-} allocs[16];
+} allocs[FAKE_ALLOCS];
 static int nallocs;
 
 static uint64_t now_ns(void) {
@@ -106,15 +113,26 @@ uint64_t fake_spin_ns(void) {
     return n;
 }
 
-void *fake_alloc(int device, size_t n) {
+/* Count [p, p + n) as device memory of `device` from now on; -1 when the table is full. */
+int fake_declare(void *p, size_t n, int device) {
     pthread_mutex_lock(&mu);
-    void *p = nallocs < 16 ? calloc(1, n) : NULL;
-    if (p) {
+    int rc = -1;
+    if (nallocs < FAKE_ALLOCS) {
         allocs[nallocs].p = p;
         allocs[nallocs].n = n;
         allocs[nallocs++].device = device;
+        rc = 0;
     }
     pthread_mutex_unlock(&mu);
+    return rc;
+}
+
+void *fake_alloc(int device, size_t n) {
+    void *p = calloc(1, n);
+    if (p && fake_declare(p, n, device) != 0) {
+        free(p);
+        p = NULL;
+    }
     return p;
 }
 
@@ -166,18 +184,25 @@ int cudaGetLastError(void) {
     return e;
 }
 
+/* The device whose memory p is, or -1 for host memory. */
+static int device_of(const void *p) {
+    int d = -1;
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < nallocs; i++)
+        if ((const uint8_t *)p >= allocs[i].p && (const uint8_t *)p < allocs[i].p + allocs[i].n)
+            d = allocs[i].device;
+    pthread_mutex_unlock(&mu);
+    return d;
+}
+
 int cudaPointerGetAttributes(void *attrs, const void *p) {
     if (too_old()) return err(35);
     memset(attrs, 0, ATTR_BYTES); /* the whole of CUDA 13's struct */
-    int *a = attrs;
-    pthread_mutex_lock(&mu);
-    for (int i = 0; i < nallocs; i++) {
-        if ((const uint8_t *)p >= allocs[i].p && (const uint8_t *)p < allocs[i].p + allocs[i].n) {
-            a[0] = 2; /* cudaMemoryTypeDevice */
-            a[1] = allocs[i].device;
-        }
+    int *a = attrs, d = device_of(p);
+    if (d >= 0) {
+        a[0] = 2; /* cudaMemoryTypeDevice */
+        a[1] = d;
     }
-    pthread_mutex_unlock(&mu);
     return 0;
 }
 
@@ -278,6 +303,9 @@ int cudaEventSynchronize(void *e) {
 
 static void copy_on(fake_stream *st, void *dst, const void *src, size_t n) {
     memcpy(dst, src, n);
+    const char *flip = getenv("FAKE_CUDART_FLIP");
+    if (n && flip && strcmp(flip, "1") == 0 && device_of(src) >= 0 && device_of(dst) < 0)
+        ((uint8_t *)dst)[0] ^= 0xff;
     pthread_mutex_lock(&mu);
     uint64_t t = now_ns();
     st->busy_until = (st->busy_until > t ? st->busy_until : t) + copy_ns();
