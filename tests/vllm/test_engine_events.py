@@ -18,7 +18,8 @@ def test_engine_publishes_stores_and_evictions(models, tided, engine, transport)
     t = tided("--capacity", CAPACITY)
     url = t.unix if transport == "unix" else t.tcp
     ps = prompts(7, lengths=(256,) * 24)
-    out = engine(spec(models, ps, tide_conn(url), kv_events_port=free_port()), "events")
+    out = engine(spec(models, ps, tide_conn(url), kv_events_port=free_port(), processes=True),
+                 "events")
     st = t.stats()
     assert st["evictions"] > 0, st
     ev = out["kv_events"]
