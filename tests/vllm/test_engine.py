@@ -236,6 +236,7 @@ def test_preemption_and_resume(models, tided, engine, baseline):
     base = baseline(ps, **kw)
     kw["processes"] = True
     cold = engine(spec(models, ps, tide_conn(t.tcp), **kw), "cold-preempt")
+    assert {"VLLM::EngineCor", "VLLM::Worker"} <= set(cold["processes"]), cold["processes"]
     same_output(cold, base)
     assert cold["metrics"].get("vllm:num_preemptions", 0) > 0, cold["metrics"]
     warm = engine(spec(models, ps, tide_conn(t.tcp), **kw), "warm-preempt")

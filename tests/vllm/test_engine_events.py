@@ -20,6 +20,7 @@ def test_engine_publishes_stores_and_evictions(models, tided, engine, transport)
     ps = prompts(7, lengths=(256,) * 24)
     out = engine(spec(models, ps, tide_conn(url), kv_events_port=free_port(), processes=True),
                  "events")
+    assert {"VLLM::EngineCor", "VLLM::Worker"} <= set(out["processes"]), out["processes"]
     st = t.stats()
     assert st["evictions"] > 0, st
     ev = out["kv_events"]
