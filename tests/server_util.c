@@ -31,8 +31,10 @@ void server_start(test_server *ts, const char *const *extra) {
     argv[argc] = NULL;
     pid_t pid = fork();
     if (pid == 0) {
+        /* stdout too: tided writes nothing there itself, but UCX's default log handler
+         * does, and its lines are tided's log as much as stderr's. */
         int fd = open(ts->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0) dup2(fd, 2);
+        if (fd >= 0) dup2(fd, 1), dup2(fd, 2);
         execv(argv[0], (char *const *)argv);
         _exit(127);
     }

@@ -11,7 +11,7 @@ typedef struct test_server {
     pid_t pid;
     int port, metrics_port;
     char url[64];
-    char log[256]; /* its stderr, kept in the test's temporary directory */
+    char log[256]; /* its stderr and stdout, kept in the test's temporary directory */
 } test_server;
 
 /* Start `tide serve --port 0 --ready-file ... EXTRA...` (EXTRA: NULL-terminated list of

@@ -103,6 +103,7 @@ static void load(void) {
         P(request_cancel),
 #undef P
         {ucs, "libucs.so.0", "ucs_status_string", &ucx_dl.status_string},
+        {ucs, "libucs.so.0", "ucs_log_push_handler", &ucx_dl.log_push_handler},
         {ucp, "libucp.so.0", "ucp_get_version", &ucx_dl.get_version},
     };
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)

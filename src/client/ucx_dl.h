@@ -47,6 +47,7 @@ int ucx_tls_same_host(char *out, size_t cap);
 
 #ifdef TIDE_HAVE_UCX
 #include <ucp/api/ucp.h>
+#include <ucs/debug/log_def.h>
 
 struct ucx_dl_fns {
     ucs_status_t (*config_read)(const char *, const char *, ucp_config_t **);
@@ -92,6 +93,9 @@ struct ucx_dl_fns {
     void (*request_cancel)(ucp_worker_h, void *);
     const char *(*status_string)(ucs_status_t);
     void (*get_version)(unsigned *, unsigned *, unsigned *);
+    /* libucs's log handlers (the same in 1.12 to 1.22): tided routes UCX's lines into its
+     * own log (server/ucx_log.c); libtide leaves the host program's UCX logging alone. */
+    void (*log_push_handler)(ucs_log_func_t);
 };
 extern struct ucx_dl_fns ucx_dl;
 
@@ -132,6 +136,7 @@ extern struct ucx_dl_fns ucx_dl;
 #define ucp_request_free (ucx_dl.request_free)
 #define ucp_request_cancel (ucx_dl.request_cancel)
 #define ucs_status_string (ucx_dl.status_string)
+#define ucs_log_push_handler (ucx_dl.log_push_handler)
 #endif
 
 #endif

@@ -142,6 +142,10 @@ char *metrics_render(const metrics *m, const tide_stats *st, size_t *len) {
           "UCX endpoints closed for leaving more answers untaken than a client can have "
           "asked for (4 x --max-keys).",
           "counter", ld(&m->ucx_cut));
+    gauge(&o, "tide_ucx_log_lines_suppressed_total",
+          "Lines of UCX's own log (a message tided has no handler for, a wire-up UCX cannot "
+          "parse, ...) left out of tided's log by its rate limit (docs/UCX.md).",
+          "counter", ld(&m->ucx_log_suppressed));
     if (st) {
         gauge(&o, "tide_capacity_bytes", "Pool size.", "gauge", st->capacity_bytes);
         gauge(&o, "tide_used_bytes", "Pool bytes held by objects and reservations.", "gauge",

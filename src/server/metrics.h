@@ -70,6 +70,7 @@ typedef struct metrics {
     atomic_uint_fast64_t proto_errors, auth_failures;
     atomic_uint_fast64_t http_cut; /* HTTP connections closed unanswered (deadline, or room) */
     atomic_uint_fast64_t ucx_cut;  /* UCX endpoints closed for leaving too many answers */
+    atomic_uint_fast64_t ucx_log_suppressed; /* UCX's own log lines over its limit (ucx_log.h) */
     uint64_t meta_budget; /* the store's metadata budget: set once, before any reader starts */
 } metrics;
 

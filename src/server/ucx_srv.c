@@ -33,6 +33,12 @@
  * rejected at the listener. The leases are the tide:// connection's, whose HELLO passed the
  * same token.
  *
+ * UCX's log. UCX logs what peers send it (a message of an id no handler is installed for:
+ * 18 lines with a backtrace, each time), so from before the first context its lines go
+ * through tided's handler (ucx_log.c): tide's levels and format, a burst and then a few
+ * lines a second, the rest counted; a peer without the token cannot grow tided's log
+ * faster than that.
+ *
  * Failure to start (no usable UCX transport, the port taken) is logged with UCX's reason
  * and tided serves tide:// alone: HELLO then never grants FRAME_FEATURE_UCX, and clients
  * use TCP. A same-host worker that cannot be made is logged, and clients use the port.
@@ -55,6 +61,7 @@
 #include "proto/ucx_msg.h"
 #include "server/connio.h"
 #include "server/server_int.h"
+#include "server/ucx_log.h"
 #include "server/ucx_srv.h"
 
 #ifdef TIDE_HAVE_UCX
@@ -498,6 +505,7 @@ static void *ucx_main(void *arg) {
             ops_send(u);
         } while (u->todo);
         peers_tend(u, now_ns());
+        ucx_log_tick();
         if (ucp_worker_arm(u->wk) == UCS_ERR_BUSY) continue;
         if (u->hwk && ucp_worker_arm(u->hwk) == UCS_ERR_BUSY) continue;
         struct epoll_event ev[3];
@@ -622,6 +630,7 @@ static int ucx_setup(ucx_srv *u) {
         LOG_ERROR("UCX data path off (tide:// still serves): %s", why);
         return -ENOENT;
     }
+    ucx_log_start(&srv->m); /* before any context: UCX's lines from here on are tided's */
 
     char tls[256];
     int no_tcp = ucx_tls_no_tcp(tls, sizeof(tls));
@@ -732,6 +741,7 @@ void ucx_srv_stop(server *srv) {
     same_host_drop(u);
     if (u->wk) ucp_worker_destroy(u->wk);
     if (u->ctx) ucp_cleanup(u->ctx);
+    ucx_log_stop();
     if (u->stopfd >= 0) close(u->stopfd);
     if (u->epfd >= 0) close(u->epfd);
     for (int i = 0; u->peers && i < u->cap; i++)

@@ -1042,6 +1042,94 @@ TEST_T(ucx_unauthenticated_rma_reaches_nothing, 60) {
     CHECK_EQ(server_stop(&ts, SIGTERM), 0);
 }
 
+/* ---- UCX's own log -------------------------------------------------------------------- */
+
+/* From an endpoint that never showed the token, n messages tided installs no handler for,
+ * progressing between them: by turns a piece of UCX's emulated RMA (a get with a forged
+ * rkey: UCT's id 18, which the port's context, without RMA, leaves to UCX's stub, which
+ * logs 17 lines with a backtrace) and a UCP message of no tide kind (one line). Then 2 s of
+ * progress for what is still queued. Returns how many went (bounded: 20 s). */
+static int handlerless_flood(int port, int n) {
+    raw_ucx r = {0};
+    raw_open(&r, port, NULL);
+    CHECK(!r.got);
+    static uint8_t mine[4096];
+    ucp_mem_h mh;
+    ucp_rkey_h rk = forged_rkey(&r, &mh, mine, sizeof(mine));
+    ucp_request_param_t np = {.op_attr_mask = 0};
+    ucp_request_param_t ap = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                              .flags = UCP_AM_SEND_FLAG_EAGER};
+    uint64_t until = now_ns() + 20000000000ull;
+    int sent = 0;
+    for (; sent < n && !r.failed && now_ns() < until; sent++) {
+        void *q = sent % 2 ? ucp_am_send_nbx(r.ep, 0x7477u, NULL, 0, mine, 64, &ap)
+                           : ucp_get_nbx(r.ep, mine + 64, 64, 0x100000, rk, &np);
+        if (UCS_PTR_IS_ERR(q)) break;
+        if (UCS_PTR_IS_PTR(q)) ucp_request_free(q); /* released when the endpoint closes */
+        for (int i = 0; i < 50 && ucp_worker_progress(r.wk); i++) {
+        }
+    }
+    uint64_t drain = now_ns() + 2000000000ull;
+    while (!r.failed && now_ns() < drain)
+        ucp_worker_progress(r.wk);
+    ucp_rkey_destroy(rk);
+    ucp_mem_unmap(r.ctx, mh);
+    raw_close(&r);
+    return sent;
+}
+
+/* UCX logs each message it has no handler for, and a peer needs no token to send them:
+ * 2,000 such messages (above) grew tided's log by 2.3 MB, 18,000 lines (UCX 1.13 and
+ * 1.22 alike). Through tided's handler (server/ucx_log.c) the log takes a burst and then a
+ * few lines a second, says how many it left out, counts them in /metrics, and tided serves
+ * on: the stored value intact, a put and a get. */
+static void handlerless_flood_logged(int new_ucx) {
+    if (new_ucx) ucx_test_with_new_ucx("tcp");
+    test_server ts;
+    size_t len = 64 << 10;
+    uint8_t *v, *got;
+    tide_store *s = victim_stored(&ts, len, &v, &got);
+    int port = hello_ucx_port(ts.port, "", FRAME_FEATURE_UCX);
+    CHECK(port > 0);
+    double t0 = test_now_ms();
+    int sent = handlerless_flood(port, 2000);
+    CHECK_MSG(sent == 2000, "the flood stopped after %d messages", sent);
+    /* The line saying how many were left out: written by tided's UCX thread once a token
+     * is free (every 250 ms), or with the next line let through. */
+    char cmd[600], out[256];
+    snprintf(cmd, sizeof(cmd), "grep -c \"lines of UCX's log suppressed\" '%s'", ts.log);
+    int said = 0;
+    for (int i = 0; i < 50 && !(said = test_run(cmd, out, sizeof(out)) == 0); i++)
+        usleep(100 * 1000);
+    long long left_out = server_metric(ts.metrics_port, "tide_ucx_log_lines_suppressed_total");
+    struct stat sb;
+    CHECK(stat(ts.log, &sb) == 0);
+    fprintf(stderr, "  %d messages in %.1f s: tided's log %lld bytes, %lld UCX lines left out\n",
+            sent, (test_now_ms() - t0) / 1000, (long long)sb.st_size, left_out);
+    /* At most 2 x (40 + 4 a second) lines of ~200 bytes over the test's seconds: a few KiB,
+     * under 64 KiB on a slow sanitizer run too. */
+    CHECK_MSG(sb.st_size < 64 * 1024, "tided's log (%s) grew to %lld bytes", ts.log,
+              (long long)sb.st_size);
+    CHECK_MSG(left_out > 0, "tide_ucx_log_lines_suppressed_total %lld", left_out);
+    CHECK_MSG(said, "tided's log (%s) does not say how many UCX lines it left out", ts.log);
+    size_t gl = 0;
+    CHECK_EQ(tide_get(s, "victim", 6, got, len, &gl), 0);
+    CHECK(gl == len && memcmp(got, v, len) == 0);
+    put_get_check(s, 4, 64 << 10, 7);
+    tide_close(s);
+    free(v);
+    free(got);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
+
+TEST_T(ucx_handlerless_messages_leave_the_log_small, 90) {
+    handlerless_flood_logged(0);
+}
+
+TEST_T(ucx_handlerless_messages_leave_the_log_small_new_ucx, 90) {
+    handlerless_flood_logged(1);
+}
+
 /* The TCP sockets process pid listens on: its socket inodes (/proc/PID/fd) found in LISTEN
  * state (0A) in /proc/net/tcp and tcp6. */
 static int listening_sockets(pid_t pid) {
