@@ -296,7 +296,8 @@ static const setting settings[] = {
     {"unix_lease_ms", T_INT, FIELD(cfg.unix_lease_ms), 1, INT_MAX_SETTING, "at least 1", NULL, "MS",
      "lease on its pins and reservations (default 30000)"},
     {"ucx_port", T_INT, FIELD(cfg.ucx_port), 0, 65535, "a TCP port (0..65535)", NULL, "P",
-     "also serve values over UCX (RMA into the registered pool) with its\n"
+     "also serve values over UCX (active messages, zero-copy out of and\n"
+     "into the pool; RMA only for clients on this host) with its\n"
      "listener on port P (0 = any free port); see docs/UCX.md"},
     {"disk_dir", T_PATH, FIELD(disk_dir), 0, 0, NULL, NULL, "DIR",
      "SSD tier: evicted objects spill to segment files in DIR, gets\n"
