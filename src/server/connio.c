@@ -67,9 +67,10 @@ int connio_flush(connio *io) {
          * for tided's user is spent (ETOOMANYREFS), by peers that do not read. Said and
          * counted, so that a refused client is never a mystery. */
         atomic_fetch_add(&io->srv->fd_send_failures, 1);
-        LOG_WARN("cannot pass the pool's descriptor to a unix:// client: %s; closing that "
-                 "connection (%llu such failures so far)",
-                 strerror(-rc), (unsigned long long)atomic_load(&io->srv->fd_send_failures));
+        LOG_LIMITED(LOG_LEVEL_WARN,
+                    "cannot pass the pool's descriptor to a unix:// client: %s; closing that "
+                    "connection (%llu such failures so far)",
+                    strerror(-rc), (unsigned long long)atomic_load(&io->srv->fd_send_failures));
     }
     return rc;
 }
@@ -188,9 +189,10 @@ int connio_tick(connio *io, uint64_t now) {
         io->last_out_ns = now;
     } else if (cfg->write_stall_timeout_s &&
                now - io->last_out_ns > (uint64_t)cfg->write_stall_timeout_s * 1000000000ull) {
-        LOG_INFO("%sclosing a connection whose replies have not been read for %us "
-                 "(--write-stall-timeout; %llu bytes queued)",
-                 io->ops->who, cfg->write_stall_timeout_s, (unsigned long long)io->out.pending);
+        LOG_LIMITED(LOG_LEVEL_INFO,
+                    "%sclosing a connection whose replies have not been read for %us "
+                    "(--write-stall-timeout; %llu bytes queued)",
+                    io->ops->who, cfg->write_stall_timeout_s, (unsigned long long)io->out.pending);
         return -ETIMEDOUT;
     }
     /* A partial request, a body arriving, or a peer that has not authenticated: waited for
@@ -198,10 +200,11 @@ int connio_tick(connio *io, uint64_t now) {
     uint64_t limit = (uint64_t)cfg->idle_timeout_s * 1000000000ull;
     int waiting = io->in_body || partial || !io->authed || outq_busy(&io->out);
     if (!waiting || !limit || now - io->last_progress_ns <= limit) return 0;
-    LOG_INFO("%sclosing a connection stalled for %us (%s)", io->ops->who, cfg->idle_timeout_s,
-             outq_busy(&io->out) ? "reply not read"
-             : !io->authed       ? "not authenticated"
-                                 : io->ops->unfinished);
+    LOG_LIMITED(LOG_LEVEL_INFO, "%sclosing a connection stalled for %us (%s)", io->ops->who,
+                cfg->idle_timeout_s,
+                outq_busy(&io->out) ? "reply not read"
+                : !io->authed       ? "not authenticated"
+                                    : io->ops->unfinished);
     return -ETIMEDOUT;
 }
 

@@ -260,7 +260,8 @@ int http_serve(const http_server_cfg *cfg_in) {
             int fd = accept4(cfg.listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
             if (fd < 0) {
                 if (accept_starved(errno)) {
-                    LOG_WARN("metrics: accept: %s; pausing 100 ms", strerror(errno));
+                    LOG_LIMITED(LOG_LEVEL_WARN, "metrics: accept: %s; pausing 100 ms",
+                                strerror(errno));
                     paused_until = now_ms() + 100;
                 }
                 break;

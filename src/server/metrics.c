@@ -3,6 +3,7 @@
  */
 #include "server/metrics.h"
 
+#include "common/log.h"
 #include "common/stats_fields.h"
 
 #include <stdarg.h>
@@ -146,6 +147,11 @@ char *metrics_render(const metrics *m, const tide_stats *st, size_t *len) {
           "Lines of UCX's own log (a message tided has no handler for, a wire-up UCX cannot "
           "parse, ...) left out of tided's log by its rate limit (docs/UCX.md).",
           "counter", ld(&m->ucx_log_suppressed));
+    gauge(&o, "tide_log_lines_suppressed_total",
+          "Log lines that peers can cause without end (a connection refused or cut, an "
+          "endpoint refused, UCX's reports) left out of tided's log by their rate limits: "
+          "40 at once, then 4 a second per kind of line (docs/TIDED.md).",
+          "counter", log_suppressed_total());
     if (st) {
         gauge(&o, "tide_capacity_bytes", "Pool size.", "gauge", st->capacity_bytes);
         gauge(&o, "tide_used_bytes", "Pool bytes held by objects and reservations.", "gauge",

@@ -116,9 +116,10 @@ int preauth_promote(server *srv, int fd) {
     pthread_mutex_unlock(&p->mu);
     if (rc == TIDE_ELIMIT) {
         atomic_fetch_add(&srv->m.conns_rejected, 1);
-        LOG_WARN("refusing an authenticated connection: %d are open, the limit is %d "
-                 "(--max-conns)",
-                 atomic_load(&srv->authed_conns), srv->cfg.max_conns);
+        LOG_LIMITED(LOG_LEVEL_WARN,
+                    "refusing an authenticated connection: %d are open, the limit is %d "
+                    "(--max-conns)",
+                    atomic_load(&srv->authed_conns), srv->cfg.max_conns);
     }
     return rc;
 }

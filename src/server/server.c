@@ -214,7 +214,7 @@ static int accept_all(server *srv, int lfd, int tag, unsigned *next_worker) {
             if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
             int e = errno;
             if (!accept_starved(e)) {
-                LOG_WARN("accept: %s", strerror(e));
+                LOG_LIMITED(LOG_LEVEL_WARN, "accept: %s", strerror(e));
                 return 0;
             }
             /* Starved, it comes back every pause: one warning a second says it. The accept
@@ -222,8 +222,9 @@ static int accept_all(server *srv, int lfd, int tag, unsigned *next_worker) {
             static uint64_t warned_ns;
             if (now_ns() - warned_ns > 1000000000ull) {
                 warned_ns = now_ns();
-                LOG_WARN("accept: %s (%d connections open); pausing 10 ms between tries",
-                         strerror(e), atomic_load(&srv->open_conns));
+                LOG_LIMITED(LOG_LEVEL_WARN,
+                            "accept: %s (%d connections open); pausing 10 ms between tries",
+                            strerror(e), atomic_load(&srv->open_conns));
             }
             return -e;
         }
@@ -234,8 +235,9 @@ static int accept_all(server *srv, int lfd, int tag, unsigned *next_worker) {
         }
         if (!token && atomic_load(&srv->open_conns) >= srv->cfg.max_conns) {
             atomic_fetch_add(&srv->m.conns_rejected, 1);
-            LOG_WARN("refusing a connection: %d open, the limit is %d (--max-conns)",
-                     atomic_load(&srv->open_conns), srv->cfg.max_conns);
+            LOG_LIMITED(LOG_LEVEL_WARN,
+                        "refusing a connection: %d open, the limit is %d (--max-conns)",
+                        atomic_load(&srv->open_conns), srv->cfg.max_conns);
             refuse_conn(fd, srv->cfg.max_conns);
             continue;
         }
@@ -248,9 +250,10 @@ static int accept_all(server *srv, int lfd, int tag, unsigned *next_worker) {
          * so the connection is kept. */
         int one = 1;
         if (lfd != srv->unix_fd && setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)))
-            LOG_WARN("setsockopt TCP_NODELAY on a new connection: %s; serving it with Nagle's "
-                     "delay",
-                     strerror(errno));
+            LOG_LIMITED(LOG_LEVEL_WARN,
+                        "setsockopt TCP_NODELAY on a new connection: %s; serving it with Nagle's "
+                        "delay",
+                        strerror(errno));
         atomic_fetch_add(&srv->open_conns, 1);
         atomic_fetch_add(&srv->m.conns_open, 1);
         atomic_fetch_add(&srv->m.conns_total, 1);

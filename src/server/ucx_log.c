@@ -1,13 +1,13 @@
 /*
  * ucx_log.c — UCX's own log lines taken into tided's log through UCX's log handler
  * (ucx_log.h): mapped to tide's levels, checked against --log-level before anything is
- * formatted, and limited by one token bucket shared by every thread that logs for UCX
- * (tided's UCX thread, UCX's async thread, the main thread at start and stop).
+ * formatted, and limited by one limit (common/log.h) shared by every thread that logs for
+ * UCX (tided's UCX thread, UCX's async thread, the main thread at start and stop).
  *
  * Invariants. The handler returns UCS_LOG_FUNC_RC_STOP for every line, so UCX's default
  * handler (stdout, or UCX_LOG_FILE) prints none of them. It takes no lock, so it cannot
  * deadlock whatever UCX holds when it logs. Lines that tide's level hides are neither
- * written nor counted; lines that the bucket refuses cost one atomic add each.
+ * written nor counted; lines that the limit refuses cost a few atomic operations each.
  *
  * What does not pass through here: UCX's fatal paths (an assertion, a signal caught with
  * UCX_HANDLE_ERRORS) write to stderr themselves and end the process, once; and the lines
@@ -22,21 +22,6 @@
 #include "client/ucx_dl.h"
 #include "common/log.h"
 #include "common/util.h"
-
-#define UCX_LOG_INTERVAL_NS (1000000000ull / UCX_LOG_PER_S)
-
-int ucx_log_take(ucx_log_bucket *b, uint64_t now) {
-    /* Relaxed: the decision rests on this one word alone, and the compare-exchange makes
-     * each token go to one caller; nothing else is published through it. */
-    uint64_t t = atomic_load_explicit(&b->tat, memory_order_relaxed);
-    for (;;) {
-        uint64_t base = t > now ? t : now;
-        if (base - now > (UCX_LOG_BURST - 1) * UCX_LOG_INTERVAL_NS) return 0;
-        if (atomic_compare_exchange_weak_explicit(&b->tat, &t, base + UCX_LOG_INTERVAL_NS,
-                                                  memory_order_relaxed, memory_order_relaxed))
-            return 1;
-    }
-}
 
 void ucx_log_clean(char *s) {
     size_t end = 0;
@@ -63,23 +48,21 @@ int ucx_log_level(int ucs_level) {
     }
 }
 
-static ucx_log_bucket bucket;
-static atomic_uint_fast64_t dropped; /* since the last line that said how many */
+static log_limit limit;
 /* The server whose metrics count drops; NULL outside ucx_log_start .. ucx_log_stop.
  * Release/acquire: a handler that sees the pointer sees the metrics it points at. */
 static _Atomic(metrics *) sink;
 static pthread_once_t pushed = PTHREAD_ONCE_INIT;
 
-/* The line saying how many lines were dropped, if any were; the caller holds a token (or
- * it is the last). At warning level, or error when that is all tided prints (then every
- * dropped line was an error). */
-static void say_dropped(void) {
-    uint64_t n = atomic_exchange_explicit(&dropped, 0, memory_order_relaxed);
+/* The line saying that n lines were dropped, if n; the caller holds a token (or it is the
+ * last). At warning level, or error when that is all tided prints (then every dropped line
+ * was an error). */
+static void say_dropped(uint64_t n) {
     if (!n) return;
     LOG_AT(log_level < LOG_LEVEL_WARN ? LOG_LEVEL_ERROR : LOG_LEVEL_WARN,
            "UCX: %llu lines of UCX's log suppressed (more than %d at once or %d a second: "
            "tide_ucx_log_lines_suppressed_total)",
-           (unsigned long long)n, UCX_LOG_BURST, UCX_LOG_PER_S);
+           (unsigned long long)n, LOG_LIMIT_BURST, LOG_LIMIT_PER_S);
 }
 
 static ucs_log_func_rc_t on_ucx_log(const char *file, unsigned line, const char *function,
@@ -88,8 +71,7 @@ static ucs_log_func_rc_t on_ucx_log(const char *file, unsigned line, const char 
     (void)function, (void)comp;
     int lvl = ucx_log_level((int)level);
     if (lvl > log_level) return UCS_LOG_FUNC_RC_STOP;
-    if (!ucx_log_take(&bucket, now_ns())) {
-        atomic_fetch_add_explicit(&dropped, 1, memory_order_relaxed);
+    if (!log_limit_take(&limit, now_ns())) {
         metrics *m = atomic_load_explicit(&sink, memory_order_acquire);
         if (m) atomic_fetch_add_explicit(&m->ucx_log_suppressed, 1, memory_order_relaxed);
         return UCS_LOG_FUNC_RC_STOP;
@@ -98,7 +80,7 @@ static ucs_log_func_rc_t on_ucx_log(const char *file, unsigned line, const char 
     if (vsnprintf(msg, sizeof(msg), fmt, ap) < 0) msg[0] = '\0';
     ucx_log_clean(msg);
     const char *base = strrchr(file, '/');
-    say_dropped();
+    say_dropped(log_limit_dropped(&limit));
     LOG_AT(lvl, "UCX %s:%u: %s", base ? base + 1 : file, line, msg);
     return UCS_LOG_FUNC_RC_STOP;
 }
@@ -113,12 +95,11 @@ void ucx_log_start(metrics *m) {
 }
 
 void ucx_log_tick(void) {
-    if (atomic_load_explicit(&dropped, memory_order_relaxed) && ucx_log_take(&bucket, now_ns()))
-        say_dropped();
+    say_dropped(log_limit_report(&limit, now_ns()));
 }
 
 void ucx_log_stop(void) {
     atomic_store_explicit(&sink, NULL, memory_order_release);
-    say_dropped();
+    say_dropped(log_limit_dropped(&limit));
 }
 #endif

@@ -5,33 +5,17 @@
  * lines with a backtrace each time, e.g. a peer's emulated RMA), a UCP message of no tide
  * kind (one line), a wire-up it cannot parse (a few). A peer that never showed the token
  * can send such messages without end, and UCX printed every line to tided's stdout. tided
- * takes them through UCX's log handler instead: at tide's levels, in tide's format, at most
- * UCX_LOG_BURST at once and then UCX_LOG_PER_S a second; the rest are counted
- * (tide_ucx_log_lines_suppressed_total) and one line later says how many (written with the
- * next line let through, or alone from tided's UCX thread: at most one per line let
- * through, so tided's log takes at most twice the bucket's lines).
+ * takes them through UCX's log handler instead: at tide's levels, in tide's format, through
+ * one limit (log.h: LOG_LIMIT_BURST at once, two whole reports of an unhandled message, and
+ * then LOG_LIMIT_PER_S a second); the rest are counted (tide_ucx_log_lines_suppressed_total
+ * as well as tide_log_lines_suppressed_total) and one line later says how many (written
+ * with the next line let through, or alone from tided's UCX thread: at most one per line
+ * let through, so tided's log takes at most twice the limit's lines).
  */
 #ifndef TIDE_SERVER_UCX_LOG_H
 #define TIDE_SERVER_UCX_LOG_H
 
-#include <stdatomic.h>
-#include <stdint.h>
-
 #include "server/metrics.h"
-
-#define UCX_LOG_BURST 40 /* lines at once: two whole reports of an unhandled message */
-#define UCX_LOG_PER_S 4  /* and then a line every 250 ms */
-
-/* A token bucket kept as one word (GCRA): tat is the time at which the bucket is full
- * again; a line may go while tat is less than UCX_LOG_BURST intervals ahead of now. Zero
- * it to start full. */
-typedef struct ucx_log_bucket {
-    _Atomic uint64_t tat;
-} ucx_log_bucket;
-
-/* 1 when a line may be written at now_ns (its token taken), 0 when it is to be dropped.
- * Any thread, no lock. */
-int ucx_log_take(ucx_log_bucket *b, uint64_t now_ns);
 
 /* Make s one log line: each control character (UCX's lines hold newlines, e.g. a hex dump
  * of the message's payload) becomes a space, and trailing spaces go. */

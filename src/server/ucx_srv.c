@@ -150,9 +150,10 @@ static void on_conn_request(ucp_conn_request_h req, void *arg) {
     int stopping = atomic_load(&u->srv->stopping);
     if (stopping || !p) {
         if (stopping)
-            LOG_WARN("UCX: endpoint refused: tided is stopping");
+            LOG_LIMITED(LOG_LEVEL_WARN, "UCX: endpoint refused: tided is stopping");
         else
-            LOG_WARN("UCX: endpoint refused: %d endpoints are open (--max-conns)", u->cap);
+            LOG_LIMITED(LOG_LEVEL_WARN,
+                        "UCX: endpoint refused: %d endpoints are open (--max-conns)", u->cap);
         ucp_listener_reject(u->lis, req);
         return;
     }
@@ -173,10 +174,11 @@ static void on_conn_request(ucp_conn_request_h req, void *arg) {
         unsigned v = ucx_dl_version();
         /* What UCX says when it cannot parse the client's request: seen with a client's
          * UCX 1.22 against 1.13 here, and the reverse. */
-        LOG_WARN("UCX: cannot accept an endpoint: %s%s (this tided's UCX is %u.%u)", ust(st),
-                 st == UCS_ERR_INVALID_PARAM ? "; a client with a UCX this one cannot talk to?"
-                                             : "",
-                 v / 1000, v % 1000);
+        LOG_LIMITED(LOG_LEVEL_WARN,
+                    "UCX: cannot accept an endpoint: %s%s (this tided's UCX is %u.%u)", ust(st),
+                    st == UCS_ERR_INVALID_PARAM ? "; a client with a UCX this one cannot talk to?"
+                                                : "",
+                    v / 1000, v % 1000);
         return;
     }
     p->since = now_ns();
@@ -257,9 +259,10 @@ static int peer_may_move(ucx_srv *u, const ucp_am_recv_param_t *param, ucx_peer 
     *pp = p;
     if (!p || !p->authed || p->failed || p->close_at) return 0;
     if (p->open_ops < u->open_max) return 1;
-    LOG_WARN("UCX: an endpoint closed: it left %u answers untaken (4 x --max-keys; a client "
-             "that asks without reading)",
-             p->open_ops);
+    LOG_LIMITED(LOG_LEVEL_WARN,
+                "UCX: an endpoint closed: it left %u answers untaken (4 x --max-keys; a client "
+                "that asks without reading)",
+                p->open_ops);
     atomic_fetch_add(&u->srv->m.ucx_cut, 1);
     return 0;
 }
@@ -487,8 +490,9 @@ static void peers_tend(ucx_srv *u, uint64_t now) {
         if (p->failed || (p->close_at && (!p->reply_req || now >= p->close_at)) ||
             (!p->authed && !p->close_at && now - p->since > u->hs_timeout_ns)) {
             if (!p->authed && !p->failed && !p->close_at)
-                LOG_WARN("UCX: an endpoint showed no token within %llu s: closed",
-                         (unsigned long long)(u->hs_timeout_ns / 1000000000ull));
+                LOG_LIMITED(LOG_LEVEL_WARN,
+                            "UCX: an endpoint showed no token within %llu s: closed",
+                            (unsigned long long)(u->hs_timeout_ns / 1000000000ull));
             peer_close(u, p, p->close_at && !p->failed && !p->reply_req);
         }
     }

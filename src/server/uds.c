@@ -111,7 +111,7 @@ int uds_peer_allowed(server *srv, int fd) {
                  "--unix-allow-uid",
                  srv->cfg.unix_path, (unsigned)cred.uid, (int)cred.pid);
     }
-    LOG_WARN("refusing a connection: %s", msg);
+    LOG_LIMITED(LOG_LEVEL_WARN, "refusing a connection: %s", msg);
     /* Say why before closing. The socket is new and empty, so a frame this small fits in
      * its buffer; if it does not, the peer sees only the close. */
     uint8_t frame[FRAME_HDR_SIZE + sizeof(msg)];

@@ -92,7 +92,8 @@ static void worker_adopt(worker *w) {
             worker_link(w, io);
             continue;
         }
-        LOG_WARN("worker %d: out of memory for a new connection; closing it", w->index);
+        LOG_LIMITED(LOG_LEVEL_WARN, "worker %d: out of memory for a new connection; closing it",
+                    w->index);
         preauth_release(w->srv, fd, 0);
         close(fd);
         atomic_fetch_sub(&w->srv->open_conns, 1);

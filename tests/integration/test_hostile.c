@@ -488,3 +488,70 @@ TEST_T(unix_hello_descriptor_flood_locks_nobody_out, 60) {
     close(fd);
     CHECK_EQ(server_stop(&ts, SIGTERM), 0);
 }
+
+/* A peer that needs no token to be refused cannot grow tided's log without end: past
+ * --max-conns every refused connection was one log line (30,000 connections in 3 s: 2.6 MB
+ * of log, 30,002 lines). Now the line goes through a limit (common/log.h: 40 at once, then
+ * 4 a second): the log stays small, the left-out lines are counted in
+ * tide_log_lines_suppressed_total and said by the next line let through, and a client that
+ * gets a slot is served. Bounded: 20,000 connections or 5 s. */
+TEST_T(security_refused_connection_flood_leaves_the_log_small, 60) {
+    test_server ts;
+    const char *const args[] = {"--max-conns", "4", "--capacity", "64MiB", NULL};
+    server_start(&ts, args);
+    int held[4];
+    tide_store *s[4];
+    for (int i = 0; i < 4; i++) { /* the slots, held by clients that showed HELLO */
+        CHECK_EQ(tide_open(ts.url, &s[i]), 0);
+        CHECK_EQ(tide_put(s[i], "k", 1, "v", 1), 0);
+        held[i] = 1;
+    }
+    double t0 = test_now_ms();
+    int n = 0;
+    while (n < 20000 && test_now_ms() - t0 < 5000) {
+        int fd = server_connect(ts.port, 1);
+        if (fd >= 0) close(fd);
+        n++;
+    }
+    usleep(400 * 1000); /* a token again: the next refusal says how many were left out */
+    int fd = server_connect(ts.port, 1);
+    if (fd >= 0) close(fd);
+    long long left_out = -1;
+    for (int i = 0; i < 50 && left_out <= 0; i++) {
+        usleep(100 * 1000);
+        left_out = server_metric(ts.metrics_port, "tide_log_lines_suppressed_total");
+    }
+    struct stat sb;
+    CHECK(stat(ts.log, &sb) == 0);
+    fprintf(stderr,
+            "  %d connections refused in %.1f s: tided's log %lld bytes, %lld lines "
+            "left out\n",
+            n, (test_now_ms() - t0) / 1000, (long long)sb.st_size, left_out);
+    CHECK_MSG(n > 1000, "only %d connections in 5 s", n);
+    /* The burst (40) and one line per 250 ms over the seconds of the flood, ~90 bytes each. */
+    CHECK_MSG(sb.st_size < 16 * 1024, "tided's log (%s) grew to %lld bytes", ts.log,
+              (long long)sb.st_size);
+    CHECK_MSG(left_out > n / 2, "tide_log_lines_suppressed_total %lld of %d refusals", left_out, n);
+    char cmd[600], out[256];
+    snprintf(cmd, sizeof(cmd), "grep -c 'lines like the next left out' '%s'", ts.log);
+    CHECK_MSG(test_run(cmd, out, sizeof(out)) == 0, "%s does not say what it left out", ts.log);
+    /* A slot given back is a slot a client gets. */
+    tide_close(s[0]);
+    held[0] = 0;
+    tide_store *late = NULL;
+    int rc = -1;
+    for (int i = 0; i < 50 && rc != 0; i++) {
+        rc = tide_open(ts.url, &late);
+        if (rc == 0) rc = tide_put(late, "late", 4, "v", 1);
+        if (rc != 0) {
+            if (late) tide_close(late);
+            late = NULL;
+            usleep(100 * 1000);
+        }
+    }
+    CHECK_EQ(rc, 0);
+    tide_close(late);
+    for (int i = 1; i < 4; i++)
+        if (held[i]) tide_close(s[i]);
+    CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+}
