@@ -406,13 +406,24 @@ install-test: $(BUILD)/libtide.so $(BUILD)/libtide.a $(BUILD)/tide
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
-# Every C file as .clang-format lays it out (a stage of make check): names each file that
-# differs, and `make format` fixes them.
+# The tracked shell scripts: every *.sh (bench/procs.sh, only ever sourced, has no #! line)
+# and every other file whose #! line runs sh or bash (.ci/run).
+SHELL_SCRIPTS = $(shell { git ls-files '*.sh'; git grep -I -n -E '^\#!.*[/ ](ba|da)?sh( |$$)' | \
+	sed -n 's/^\([^:]*\):1:.*/\1/p'; } | sort -u)
+
+# Every C file as .clang-format lays it out, and every shell script clean under shellcheck
+# (a stage of make check): names each file that differs or has findings (shellcheck's
+# findings first), and fails once both halves have run. `make format` fixes the C files.
 format-check:
-	@bad=$$(for f in $$(git ls-files '*.c' '*.h'); do \
+	@rc=0; bad=$$(for f in $$(git ls-files '*.c' '*.h'); do \
 		clang-format --dry-run --Werror "$$f" >/dev/null 2>&1 || echo "$$f"; done); \
 	if [ -n "$$bad" ]; then echo "format-check: not as .clang-format lays them out (make format):" \
-		$$bad >&2; exit 1; fi; echo "format-check: $$(git ls-files '*.c' '*.h' | wc -l) files as .clang-format lays them out"
+		$$bad >&2; rc=1; else echo "format-check: $$(git ls-files '*.c' '*.h' | wc -l) files as .clang-format lays them out"; fi; \
+	command -v shellcheck >/dev/null || { echo "format-check: shellcheck is not installed (make deps)" >&2; exit 1; }; \
+	bad=$$(for f in $(SHELL_SCRIPTS); do shellcheck -x "$$f" >/dev/null 2>&1 || echo "$$f"; done); \
+	if [ -n "$$bad" ]; then shellcheck -x -f gcc $$bad >&2; \
+		echo "format-check: shellcheck finds problems in (shellcheck -x FILE):" $$bad >&2; exit 1; fi; \
+	echo "format-check: $(words $(SHELL_SCRIPTS)) shell scripts clean under shellcheck -x"; exit $$rc
 
 clean:
 	rm -rf build

@@ -33,6 +33,7 @@ if [ -z "${MC_IN_NETNS:-}" ]; then scripts/mooncake-env.sh >&2; fi
 if [ -z "${MC_IN_NETNS:-}" ] && [ "${MC_NETNS:-1}" != 0 ] && command -v unshare >/dev/null &&
     unshare --net true 2>/dev/null; then
     export MC_IN_NETNS=1
+    # shellcheck disable=SC2016  # $0 and $@ are the inner bash's: they must not expand here
     exec unshare --net -- bash -c 'ip link set lo up && exec "$0" "$@"' "$0" "$@"
 fi
 
@@ -92,8 +93,11 @@ METRICS_PORT="$(free_port)"
     --metrics_port="$METRICS_PORT" --enable_metric_reporting=false \
     >"$TMP/master.log" 2>&1 &
 PIDS+=($!)
-wait_port "${PIDS[-1]}" "$RPC_PORT" && wait_port "${PIDS[-1]}" "$META_PORT" ||
-    { echo "mooncake.sh: mooncake_master did not start:" >&2; tail -n 20 "$TMP/master.log" >&2; exit 1; }
+if ! wait_port "${PIDS[-1]}" "$RPC_PORT" || ! wait_port "${PIDS[-1]}" "$META_PORT"; then
+    echo "mooncake.sh: mooncake_master did not start:" >&2
+    tail -n 20 "$TMP/master.log" >&2
+    exit 1
+fi
 
 CLIENT_PORT="$(free_port)"
 "$MC_BIN/mooncake_client" --host=127.0.0.1 --port="$CLIENT_PORT" \

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # procs.sh — sourced by the bench scripts that start servers (bench/net.sh, bench/mooncake.sh):
 # stop_pid PID sends SIGTERM, waits up to 5 s for the process to go, then SIGKILLs it, and
 # reaps it. An empty PID or one already gone is not an error.
@@ -12,7 +13,7 @@ stop_pid() {
             kill -0 "$pid" 2>/dev/null || break
             sleep 0.1
         done
-        kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
+        if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
     fi
     wait "$pid" 2>/dev/null || true
 }

@@ -45,8 +45,8 @@ TMP="$(mktemp -d)"
 TPID=""
 RPID=""
 cleanup() {
-    [ -n "$TPID" ] && kill "$TPID" 2>/dev/null && wait "$TPID" 2>/dev/null || true
-    [ -n "$RPID" ] && kill "$RPID" 2>/dev/null && wait "$RPID" 2>/dev/null || true
+    if [ -n "$TPID" ] && kill "$TPID" 2>/dev/null; then wait "$TPID" 2>/dev/null || true; fi
+    if [ -n "$RPID" ] && kill "$RPID" 2>/dev/null; then wait "$RPID" 2>/dev/null || true; fi
     rm -rf "$TMP"
 }
 trap cleanup EXIT INT TERM
@@ -102,6 +102,7 @@ for size in $SIZES; do
         for P in 1 8; do
             ts=""; tg=""; rs=""; rg=""
             r=0
+            # shellcheck disable=SC2046  # run prints "SET_RPS GET_RPS": split into $1 and $2
             while [ "$r" -lt "$REPEAT" ]; do
                 set -- $(run "$TPORT" "$size" "$c" "$P" "$n")
                 ts="$ts $1"; tg="$tg $2"
@@ -110,6 +111,7 @@ for size in $SIZES; do
                 r=$((r + 1))
             done
             for op in SET GET; do
+                # shellcheck disable=SC2086  # ts, tg, rs, rg are lists of numbers: one argument each
                 if [ "$op" = SET ]; then
                     t=$(median $ts); x=$(median $rs)
                 else
@@ -120,8 +122,7 @@ for size in $SIZES; do
                              printf "| %s | %s | %s | %s | %.2f | %.2f | %s |\n", l, c, p, op,
                                     tg, rg, (rg > 0 ? sprintf("%.2f", tg / rg) : "-") }'
                 # Every run's own ratio, for the target below ("on every run").
-                set -- $ts; ts_a="$*"; set -- $tg; tg_a="$*"; set -- $rs; rs_a="$*"; set -- $rg; rg_a="$*"
-                if [ "$op" = SET ]; then tv="$ts_a"; rv="$rs_a"; else tv="$tg_a"; rv="$rg_a"; fi
+                if [ "$op" = SET ]; then tv="$ts"; rv="$rs"; else tv="$tg"; rv="$rg"; fi
                 awk -v l="$label -c $c -P $P $op" -v t="$tv" -v r="$rv" 'BEGIN {
                     n = split(t, a, " "); split(r, b, " "); lo = -1
                     for (i = 1; i <= n; i++) if (b[i] > 0) { q = a[i] / b[i]; if (lo < 0 || q < lo) lo = q }

@@ -22,7 +22,9 @@ RAW="${B[0]}/bench/tcp_baseline"
 TMP="$(mktemp -d)"
 PIDS=()
 cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null || true; done
+    for p in "${PIDS[@]}"; do
+        if kill "$p" 2>/dev/null; then wait "$p" 2>/dev/null || true; fi
+    done
     rm -rf "$TMP"
 }
 trap cleanup EXIT

@@ -45,7 +45,7 @@ mem="$(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
 
 found=0
 for b in "$BUILD"/bench/*; do
-    [ -x "$b" ] && [ -f "$b" ] || continue
+    if [ ! -x "$b" ] || [ ! -f "$b" ]; then continue; fi
     found=1
     name="$(basename "$b")"
     args=

@@ -47,7 +47,13 @@ command -v jq >/dev/null || { echo "bench_trace: jq is needed (make deps)" >&2; 
 TSV="$(mktemp)"
 GEN="$(mktemp -d)"
 trap 'rm -rf "$TSV" "$GEN"' EXIT
-list="$(echo $BLOCKS | tr ' ' ',')"
+# The words of $1 joined by commas ("256 512" -> "256,512").
+commas() {
+    _out=""
+    for _w in $1; do _out="${_out:+$_out,}$_w"; done
+    echo "$_out"
+}
+list="$(commas "$BLOCKS")"
 echo "bench: tide analyze $TRACE --blocks $list" >&2
 an="$("$TIDE" analyze "$TRACE" --model llama-3-8b --blocks "$list" --json)"
 
@@ -159,10 +165,13 @@ for spec in $TRACES; do
     bpt=$((4096 / bt))
     case "$src" in
     gen-*)
-        set -- $(echo "$src" | tr '-' ' ')
+        # gen-SHAPE-REQUESTS-SEED
+        IFS=- read -r _ shape requests seed <<EOF
+$src
+EOF
         path="$GEN/$name.jsonl"
-        echo "bench: scripts/gen_trace.py $2 --requests $3 --seed $4 --block-tokens $bt" >&2
-        python3 scripts/gen_trace.py "$2" --requests "$3" --seed "$4" --block-tokens "$bt" >"$path"
+        echo "bench: scripts/gen_trace.py $shape --requests $requests --seed $seed --block-tokens $bt" >&2
+        python3 scripts/gen_trace.py "$shape" --requests "$requests" --seed "$seed" --block-tokens "$bt" >"$path"
         ;;
     *) path="$src" ;;
     esac
@@ -170,7 +179,7 @@ for spec in $TRACES; do
         echo "| $name | — | not measured: no trace at \`$path\` | | | | | | | | | |"
         continue
     fi
-    list="$(echo $SWEEP | tr ' ' ',')"
+    list="$(commas "$SWEEP")"
     echo "bench: tide analyze $path --block-tokens $bt --blocks $list" >&2
     an="$("$TIDE" analyze "$path" --block-tokens "$bt" --bytes-per-token "$bpt" --blocks "$list" --json)"
     ptsv="$GEN/$name.tsv"

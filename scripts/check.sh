@@ -1,8 +1,9 @@
 #!/bin/sh
 # check.sh — `make check`: every test stage in turn, then one summary line over all of them.
 #
-# Stages: format (every C file as .clang-format lays it out), test (unit + integration +
-# Python), typecheck (mypy --strict over python/tide),
+# Stages: format (every C file as .clang-format lays it out, every shell script clean
+# under `shellcheck -x`), test (unit + integration + Python), typecheck (mypy --strict
+# over python/tide),
 # test-vllm (real vLLM 0.32 engines), test-vllm33 (vLLM 0.33's own scheduler and connector
 # classes; check-config against 0.32 and 0.33), test-sglang (tide.sglang as SGLang 0.5.23's
 # HiCache storage backend, SGLang's own classes on CPU), test-lmcache (LMCache 0.5.6's RESP

@@ -15,6 +15,9 @@ PKGS="$PKGS ninja-build python3-dev"
 # make install-test: pip install --no-build-isolation (setuptools), the venv's pip, readelf
 # (binutils), and systemd-analyze verify for contrib/tided.service (systemd; nothing starts).
 PKGS="$PKGS python3-setuptools python3-pip binutils systemd"
+# make check's format stage (make format-check): clang-format for the C files, shellcheck for
+# the shell scripts.
+PKGS="$PKGS clang-format shellcheck"
 missing=""
 for p in $PKGS; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

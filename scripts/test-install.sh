@@ -145,8 +145,9 @@ echo "install: C programs built with pkg-config (dynamic, $SONAME; static, libti
 V="$T/venv"
 "$PYTHON" -m venv --system-site-packages "$V" >"$T/venv.log" 2>&1 || fail "venv: $(cat "$T/venv.log")"
 # A copy of python/ without build outputs, so that the build leaves nothing in the tree.
-mkdir "$T/src" && (cd python && tar cf - --exclude=__pycache__ --exclude=build \
-    --exclude='*.egg-info' .) | (cd "$T/src" && tar xf -) || fail "copying python/"
+mkdir "$T/src" || fail "copying python/"
+(cd python && tar cf - --exclude=__pycache__ --exclude=build --exclude='*.egg-info' .) |
+    (cd "$T/src" && tar xf -) || fail "copying python/"
 (cd "$T" && PIP_NO_INDEX=1 "$V/bin/pip" install -q --no-build-isolation --no-index "$T/src") \
     >"$T/pip.log" 2>&1 || fail "pip install --no-build-isolation $T/src: $(cat "$T/pip.log")"
 # Run from $T so that neither the tree's python/ nor its build/ can be picked up.
