@@ -122,8 +122,8 @@ TEST(log_limited_writes_a_burst_then_says_what_it_left_out) {
         lines++;
     /* The burst, then after the pause one token (or two on a slow machine): the "left out"
      * line and the line it precedes. */
-    CHECK_MSG(lines >= LOG_LIMIT_BURST + 2 && lines <= LOG_LIMIT_BURST + 4, "%d lines:\n%s",
-              lines, buf);
+    CHECK_MSG(lines >= LOG_LIMIT_BURST + 2 && lines <= LOG_LIMIT_BURST + 4, "%d lines:\n%s", lines,
+              buf);
     CHECK_MSG(strstr(buf, "(960 lines like the next left out: more than 40 at once or 4 a "
                           "second; tide_log_lines_suppressed_total)") != NULL,
               "%s", buf);
