@@ -49,7 +49,8 @@ cleanup() {
     if [ -n "$RPID" ] && kill "$RPID" 2>/dev/null; then wait "$RPID" 2>/dev/null || true; fi
     rm -rf "$TMP"
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 130' INT TERM # stop here (the EXIT trap cleans up), not carry on
 
 UNIX_ARGS=""
 [ "$TIDE_UNIX" = 1 ] && UNIX_ARGS="--unix $TMP/tide.sock"
