@@ -289,6 +289,11 @@ static void log_summary(server *srv) {
                  (unsigned long long)st.disk_errors, (unsigned long long)st.disk_checksum_errors,
                  (unsigned long long)st.disk_dropped);
     }
+    uint64_t quiet = log_suppressed_total();
+    if (quiet)
+        LOG_INFO("summary: %llu log lines left out by the limits on lines peers cause "
+                 "(tide_log_lines_suppressed_total)",
+                 (unsigned long long)quiet);
 }
 
 /* 0 when cfg can serve clients, else TIDE_ECONFIG (or the frame limits' error) with the

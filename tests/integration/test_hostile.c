@@ -554,4 +554,8 @@ TEST_T(security_refused_connection_flood_leaves_the_log_small, 60) {
     for (int i = 1; i < 4; i++)
         if (held[i]) tide_close(s[i]);
     CHECK_EQ(server_stop(&ts, SIGTERM), 0);
+    /* And the summary at stop says the total. */
+    snprintf(cmd, sizeof(cmd), "grep -c 'summary: [0-9]* log lines left out' '%s'", ts.log);
+    CHECK_MSG(test_run(cmd, out, sizeof(out)) == 0, "%s has no summary of what it left out",
+              ts.log);
 }
