@@ -702,8 +702,12 @@ static int tucx_wait(tide_store *s, tucx *t, void **reqs, size_t n, uint64_t dea
                               "(UCX_TLS and UCX_NET_DEVICES on both sides; UCX's TCP needs "
                               "TIDE_UCX_TCP=1 on both), or tided gone",
                               t->w->addr, what, ust(why));
-        return client_err(s, TIDE_ECLOSED, "%s: UCX %s failed: %s (tided gone?)", t->w->addr, what,
-                          ust(why));
+        /* Also what UCX versions apart can end in: the other's wire-up parsed as a bad
+         * parameter (seen with 1.13 and 1.22, as often as "rejected" under load). */
+        return client_err(s, TIDE_ECLOSED,
+                          "%s: UCX %s failed: %s: tided gone, or its UCX cannot talk to this "
+                          "one (%u.%u)",
+                          t->w->addr, what, ust(why), v / 1000, v % 1000);
     }
     return 0;
 }
