@@ -829,10 +829,10 @@ TEST_T(ucx_endpoint_that_takes_no_answers_is_cut, 90) {
               "tided kept an endpoint open with %d answers held back (%d sent, %d "
               "eager)",
               h.n, sent, h.eager);
-    /* Held here: the rendezvous answers that arrived before the cut (tided's count, 64, is
-     * in its log line below; some may still have been on the way). */
-    CHECK_MSG(h.n >= 1 && h.n <= 64, "answers held back before the cut: %d (eager %d)", h.n,
-              h.eager);
+    /* Held here: the rendezvous answers that arrived before the cut, at most tided's count
+     * (64, in its log line below). Possibly none: tided counts an answer when it sends it,
+     * and under a sanitizer's load the cut has come before the first one arrived. */
+    CHECK_MSG(h.n <= 64, "answers held back before the cut: %d (eager %d)", h.n, h.eager);
     char cmd[600], out[256];
     snprintf(cmd, sizeof(cmd), "grep -c 'left 64 answers untaken (4 x --max-keys' '%s'", ts.log);
     CHECK_MSG(test_run(cmd, out, sizeof(out)) == 0, "tided's log (%s) does not say why", ts.log);
