@@ -217,14 +217,13 @@ static int accept_all(server *srv, int lfd, int tag, unsigned *next_worker) {
                 LOG_LIMITED(LOG_LEVEL_WARN, "accept: %s", strerror(e));
                 return 0;
             }
-            /* Starved, it comes back every pause: one warning a second says it. The accept
-             * loop is one thread. */
+            /* Starved, it comes back every pause: one warning a second says it (a limit of
+             * its own, stricter than LOG_LIMITED's). The accept loop is one thread. */
             static uint64_t warned_ns;
             if (now_ns() - warned_ns > 1000000000ull) {
                 warned_ns = now_ns();
-                LOG_LIMITED(LOG_LEVEL_WARN,
-                            "accept: %s (%d connections open); pausing 10 ms between tries",
-                            strerror(e), atomic_load(&srv->open_conns));
+                LOG_WARN("accept: %s (%d connections open); pausing 10 ms between tries",
+                         strerror(e), atomic_load(&srv->open_conns));
             }
             return -e;
         }
