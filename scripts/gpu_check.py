@@ -436,10 +436,8 @@ def vllm_layouts(lib, url, d):
     # is host memory: nothing to mix).
     if d.standin:
         return
-    with open(os.path.join(ROOT, "examples", "qwen3-next-hybrid-align.json")) as f:
-        cfg = _hybrid_config(json.load(f))
     raw, conv, ssm = _mamba_pages(d, None)
-    w2 = tv.TideStoreConnector(cfg, "worker", store=store)
+    w2 = tv.TideStoreConnector(_hybrid_config(), "worker", store=store)
     try:
         w2.register_kv_caches({
             "model.layers.3.self_attn.attn": d.zeros((8, 2, 64, 1, 256), torch.bfloat16),
@@ -450,8 +448,10 @@ def vllm_layouts(lib, url, d):
         print(f"[vllm] CUDA and CPU tensors mixed: refused ({str(e)[:100]})", flush=True)
 
 
-def _hybrid_config(cfg):
+def _hybrid_config():
     """examples/qwen3-next-hybrid-align.json on one rank, its two layers named, 8 blocks."""
+    with open(os.path.join(ROOT, "examples", "qwen3-next-hybrid-align.json")) as f:
+        cfg = json.load(f)
     cfg["parallel_config"] = {"tensor_parallel_size": 1}
     cfg["kv_transfer_config"]["kv_role"] = "kv_both"
     groups = cfg["kv_cache_config"]["kv_cache_groups"]
@@ -484,8 +484,7 @@ def hybrid(lib, store, tv, d):
     conv and SSM states into other block ids."""
     import torch
 
-    with open(os.path.join(ROOT, "examples", "qwen3-next-hybrid-align.json")) as f:
-        cfg = _hybrid_config(json.load(f))
+    cfg = _hybrid_config()
     sh = _Shim(lib)
     attn = "model.layers.3.self_attn.attn"
     pa, ca = d.randbytes((8, 2, 64, 1, 256), torch.bfloat16, 21), d.zeros((8, 2, 64, 1, 256), torch.bfloat16)
@@ -518,8 +517,9 @@ def hybrid(lib, store, tv, d):
     first_step(sh, S, b"hc", h, nh, ntok, [catable, cmtable], hit)
     step(sh, S, WC, d.stream())
     lib.tide_connector_wait(WC)
-    if load_errors(sh, WC):
-        fail(f"hybrid: load errors {load_errors(sh, WC)}")
+    errs = load_errors(sh, WC)
+    if errs:
+        fail(f"hybrid: load errors {errs}")
     d.sync()
     for i in range(3):
         if not torch.equal(pa[atable[i]].view(torch.uint8), ca[catable[i]].view(torch.uint8)):
